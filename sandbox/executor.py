@@ -1,0 +1,124 @@
+"""The executor interface: run one candidate's curation under limits and say how it ended.
+
+An executor gets a `CurationJob` (a private copy of the strategy files, the canonical corpus,
+an empty output directory) and returns an `Execution`. It never judges the output: that is the
+host-side checker's job. `ProcessExecutor` (sandbox/process_executor.py) is the fallback;
+the Docker executor plugs into the same interface.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Protocol
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one execution. Defaults fit a 2-core / 24 GiB machine."""
+
+    timeout_s: float = 900.0          # wall clock; the whole process group / container is killed
+    cpu_s: int = 1800                 # CPU seconds
+    memory_bytes: int = 8 * 2**30     # address space (process) / memory cgroup (Docker)
+    max_processes: int = 64
+    max_file_bytes: int = 2 * 2**30   # largest file the candidate may write
+    output_bytes: int = 64 * 2**10    # captured stdout and stderr, each
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class CurationJob:
+    strategy_dir: Path   # strategy.py + helper modules + inputs/, a private copy (read-only to the candidate)
+    corpus_path: Path    # canonical JSONL written by the host
+    out_dir: Path        # empty; the only place the candidate may write
+    seed: int
+    hash_seed: int | None = 0   # PYTHONHASHSEED; None leaves it random (replay then catches set-order leaks)
+
+    def runtime_args(self, strategy: str, corpus: str, out: str) -> list[str]:
+        """Arguments of `python -m sandbox.runtime`, with paths as the candidate sees them."""
+        return ["-m", "sandbox.runtime", "--strategy", strategy, "--corpus", corpus,
+                "--out", out, "--seed", str(self.seed)]
+
+    def hash_seed_env(self) -> str:
+        return "random" if self.hash_seed is None else str(self.hash_seed)
+
+
+@dataclass
+class Execution:
+    """How one execution ended. `reason` is one sentence when it did not end well."""
+
+    executor: str
+    returncode: int | None
+    wall_s: float
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    reason: str | None = None
+    isolation: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None and self.returncode == 0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class Executor(Protocol):
+    name: str
+
+    def run(self, job: CurationJob, limits: Limits) -> Execution: ...
+
+    def describe(self) -> dict:
+        """What this executor isolates on this machine (recorded in execution.json)."""
+
+
+class BoundedReader(threading.Thread):
+    """Drains a pipe to the end, keeping only the first `cap` bytes (a flood never fills memory)."""
+
+    def __init__(self, pipe: IO[bytes], cap: int):
+        super().__init__(daemon=True)
+        self.pipe, self.cap = pipe, cap
+        self.kept = bytearray()
+        self.total = 0
+
+    def run(self) -> None:
+        for chunk in iter(lambda: self.pipe.read(65536), b""):
+            self.total += len(chunk)
+            room = self.cap - len(self.kept)
+            if room > 0:
+                self.kept += chunk[:room]
+        self.pipe.close()
+
+    def text(self) -> str:
+        text = self.kept.decode("utf-8", errors="replace")
+        if self.total > len(self.kept):
+            text += f"\n[... {self.total - len(self.kept)} more bytes not kept]"
+        return text
+
+
+def failure_reason(returncode: int | None, stderr: str, timed_out: bool, timeout_s: float) -> str | None:
+    """One sentence for a candidate that did not exit 0."""
+    import signal
+
+    if timed_out:
+        return f"timed out after {timeout_s:g} s of wall-clock time; killed"
+    if returncode == 0:
+        return None
+    if returncode is not None and returncode < 0:
+        sig = signal.Signals(-returncode).name
+        why = {"SIGXCPU": "CPU time limit reached", "SIGXFSZ": "file size limit reached",
+               "SIGKILL": "killed (memory or process limit, or by itself)",
+               "SIGSEGV": "crashed (segmentation fault)"}.get(sig, "killed by a signal")
+        return f"{why} ({sig})"
+    if returncode == 137:
+        return "killed (memory limit or SIGKILL, exit 137)"
+    last = [line for line in stderr.strip().splitlines() if line.strip() and not line.startswith("[...")]
+    detail = last[-1].strip() if last else "no message"
+    if returncode == 3:
+        return f"strategy failed: {detail}"
+    return f"runtime exited with code {returncode}: {detail}"

@@ -1,0 +1,171 @@
+"""The process executor: the fallback when no Docker engine answers (the records name it).
+
+The candidate runs as a child in its own session with rlimits (CPU time, address space,
+processes, file size, no core dumps), an environment that holds nothing of the host's, the
+network unshared where the kernel allows it, and an unprivileged user where the interpreter is
+reachable by one. A wall-clock timeout kills the whole process group; afterwards every process
+still carrying the job's marker is killed too. What could not be isolated on this machine is
+written into `isolation`, never silently skipped.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from sandbox.executor import BoundedReader, CurationJob, Execution, Limits, PROJECT_ROOT, failure_reason
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+NOBODY = 65534
+
+
+def _unshare(flags: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(flags) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+
+def _probe(preexec) -> str | None:
+    """Run `python -c pass` under `preexec`; None if it worked, else why not."""
+    try:
+        done = subprocess.run([sys.executable, "-c", "import sandbox.runtime"], preexec_fn=preexec,
+                              env=_base_env("0", "probe"), cwd="/", capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc).splitlines()[0]
+    if done.returncode:
+        return (done.stderr.decode(errors="replace").strip().splitlines() or ["exit %d" % done.returncode])[-1]
+    return None
+
+
+@functools.cache
+def probe_isolation() -> dict:
+    """What this machine lets the process executor isolate (probed once per process)."""
+    network = "shared"
+    why_net = _probe(lambda: _unshare(CLONE_NEWNET))
+    net_flags = CLONE_NEWNET
+    if why_net is not None:
+        why_user = _probe(lambda: _unshare(CLONE_NEWUSER | CLONE_NEWNET))
+        if why_user is None:
+            net_flags = CLONE_NEWUSER | CLONE_NEWNET
+        else:
+            net_flags = 0
+            network = f"shared: unshare failed ({why_net})"
+    if net_flags:
+        network = "unshared"
+    user = "caller"
+    if os.geteuid() == 0:
+        why = _probe(_drop_privileges)
+        user = "nobody" if why is None else f"caller (root): nobody cannot run {sys.executable} ({why})"
+    return {"network": network, "net_flags": net_flags, "user": user}
+
+
+def _drop_privileges() -> None:
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+def _base_env(hash_seed: str, marker: str) -> dict[str, str]:
+    """The child's whole environment: nothing of the host's (no keys, no proxies, no HOME)."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "PYTHONPATH": str(PROJECT_ROOT),
+        "PYTHONHASHSEED": hash_seed,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONIOENCODING": "utf-8",
+        "LANG": "C.UTF-8",
+        "HOME": "/nonexistent",
+        "OMP_NUM_THREADS": "1",
+        "CURATEEVO_JOB": marker,
+    }
+
+
+def _reap(marker: str) -> int:
+    """Kill every process that still carries the job's marker (a detached child, say)."""
+    needle = f"CURATEEVO_JOB={marker}".encode()
+    killed = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+        except (OSError, ValueError):
+            continue
+    return killed
+
+
+class ProcessExecutor:
+    name = "process"
+
+    def describe(self) -> dict:
+        iso = probe_isolation()
+        return {"executor": self.name, "network": iso["network"], "user": iso["user"],
+                "rlimits": ["cpu", "address_space", "processes", "file_size", "core"],
+                "session": "own session; process group killed on timeout and at exit",
+                "filesystem": "not isolated: the candidate sees the host's files with the executing user's rights"}
+
+    def run(self, job: CurationJob, limits: Limits) -> Execution:
+        iso = probe_isolation()
+        marker = uuid.uuid4().hex
+        drop = iso["user"] == "nobody"
+        if drop:
+            for path in (job.out_dir,):
+                os.chown(path, NOBODY, NOBODY)
+
+        def preexec() -> None:
+            for rlim, value in ((resource.RLIMIT_CPU, limits.cpu_s), (resource.RLIMIT_AS, limits.memory_bytes),
+                                (resource.RLIMIT_NPROC, limits.max_processes),
+                                (resource.RLIMIT_FSIZE, limits.max_file_bytes), (resource.RLIMIT_CORE, 0)):
+                resource.setrlimit(rlim, (value, value))
+            if iso["net_flags"]:
+                _unshare(iso["net_flags"])
+            if drop:
+                _drop_privileges()
+
+        argv = [sys.executable, *job.runtime_args(str(job.strategy_dir), str(job.corpus_path), str(job.out_dir))]
+        start = time.monotonic()
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=job.out_dir, env=_base_env(job.hash_seed_env(), marker),
+                                start_new_session=True, preexec_fn=preexec)
+        readers = [BoundedReader(proc.stdout, limits.output_bytes), BoundedReader(proc.stderr, limits.output_bytes)]
+        for reader in readers:
+            reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=limits.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        except BaseException:  # Ctrl-C in the caller: the candidate goes down with it
+            self._kill(proc, marker)
+            raise
+        self._kill(proc, marker)
+        returncode = proc.wait()
+        wall = time.monotonic() - start
+        for reader in readers:
+            reader.join(timeout=5)
+        stdout, stderr = (r.text() for r in readers)
+        return Execution(executor=self.name, returncode=None if timed_out else returncode, wall_s=wall,
+                         stdout=stdout, stderr=stderr, timed_out=timed_out,
+                         reason=failure_reason(returncode, stderr, timed_out, limits.timeout_s),
+                         isolation={k: v for k, v in self.describe().items()})
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen, marker: str) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _reap(marker)
+
+

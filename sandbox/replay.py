@@ -1,0 +1,98 @@
+"""Replay: re-execute a curation output into an empty directory and compare every artifact byte for byte.
+
+Before anything runs, the corpus, the strategy snapshot and the runtime are checked against the
+manifest, so a changed input is named as such rather than showing up as a mysterious diff.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evolver.errors import UserError
+from sandbox.corpus import corpus_sha256, load_corpus
+from sandbox.curate import ARTIFACT_FILES, execute, runtime_sha256, tree_sha256
+from sandbox.executor import Executor
+from sandbox.workspace import strategy_files
+
+COMPARED = (*ARTIFACT_FILES, "manifest.json")
+
+
+@dataclass
+class ReplayReport:
+    identical: bool
+    out_dir: Path
+    differences: dict[str, str] = field(default_factory=dict)   # file → first difference
+
+    def summary(self) -> str:
+        if self.identical:
+            return f"replay identical: {len(COMPARED)} files match byte for byte ({self.out_dir})"
+        first = next(iter(self.differences.items()))
+        return f"replay differs: {first[0]}: {first[1]} ({len(self.differences)} file(s) differ; output in {self.out_dir})"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist: is this a curation output directory?") from None
+    except ValueError as exc:
+        raise UserError(f"{path}: not valid JSON ({exc})") from None
+
+
+def first_difference(a: bytes, b: bytes) -> str | None:
+    """Where two artifact files first differ, by line, naming the record ids there."""
+    if a == b:
+        return None
+    la, lb = a.split(b"\n"), b.split(b"\n")
+    for i, (x, y) in enumerate(zip(la, lb), 1):
+        if x != y:
+            return f"line {i} differs (recorded {_record_id(x)}, replayed {_record_id(y)})"
+    return f"recorded has {len(la) - 1} lines, replayed has {len(lb) - 1}"
+
+
+def _record_id(line: bytes) -> str:
+    try:
+        value = json.loads(line)
+        return f"id {value.get('id')!r}" if isinstance(value, dict) and "id" in value else "a non-record line"
+    except ValueError:
+        return "a non-JSON line"
+
+
+def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None = None,
+           corpus_paths: list[str] | None = None) -> ReplayReport:
+    src = Path(src)
+    manifest = _read_json(src / "manifest.json")
+    execution = _read_json(src / "execution.json")
+    paths = corpus_paths or execution["corpus_paths"]
+    for p in paths:
+        if not Path(p).is_file():
+            raise UserError(f"corpus {p} named in {src / 'execution.json'} is missing; pass --corpus")
+    actual = corpus_sha256(paths)
+    if actual != manifest["corpus"]["sha256"]:
+        raise UserError(f"corpus mismatch: {', '.join(paths)} has sha256 {actual[:12]}…, the manifest "
+                        f"recorded {manifest['corpus']['sha256'][:12]}…; nothing was run")
+    files = strategy_files(src / "strategy")
+    if tree_sha256(files) != manifest["strategy"]["files_sha256"]:
+        raise UserError(f"strategy mismatch: {src / 'strategy'} no longer matches the manifest; nothing was run")
+    if runtime_sha256() != manifest["runtime_sha256"]:
+        raise UserError("runtime mismatch: the runtime, toolkit or sandbox packages changed since this output "
+                        "was made, so bytes are not comparable; nothing was run")
+    corpus = load_corpus(paths, on_error="skip" if manifest["corpus"]["skipped_lines"] else "abort")
+    if out_dir is None:
+        out_dir = Path(tempfile.mkdtemp(prefix="curateevo-replay-")) / "out"
+    execute(files, corpus, Path(out_dir), seed=manifest["seed"], executor=executor,
+            hash_seed=manifest["hash_seed"], commit=manifest["strategy"]["commit"], n_ref=manifest["n_ref"])
+    differences = {}
+    for name in COMPARED:
+        diff = first_difference((src / name).read_bytes(), (Path(out_dir) / name).read_bytes())
+        if diff:
+            differences[name] = diff
+    return ReplayReport(not differences, Path(out_dir), differences)
+
+
+def discard(report: ReplayReport) -> None:
+    """Remove a replay's output (the CLI keeps it only when it differs)."""
+    shutil.rmtree(report.out_dir, ignore_errors=True)

@@ -1,0 +1,100 @@
+"""The in-sandbox runtime: load `strategy.py`, build the context, call `curate`, stream records.
+
+This is the only project code that runs beside candidate code, inside the executor. It judges
+nothing: the host validates, re-serialises, hashes and profiles what it writes. It writes exactly
+`sft.jsonl`, `rl.jsonl` and `memory.jsonl` into the output directory and exits 0, or prints the
+strategy's traceback to stderr and exits with STRATEGY_FAILED.
+
+    python -m sandbox.runtime --strategy DIR --corpus FILE --out DIR --seed N
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import random
+import sys
+import traceback
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+STRATEGY_FAILED = 3
+ARTIFACTS = ("sft", "rl", "memory")
+
+
+class Context:
+    """What a strategy gets besides the raw corpus (DESIGN: the strategy module contract)."""
+
+    def __init__(self, inputs: Mapping[str, Any], seed: int, toolkit: Any):
+        self.inputs = MappingProxyType(dict(inputs))
+        self.seed = seed
+        self.toolkit = toolkit
+
+    def rng(self, name: str) -> random.Random:
+        """An independent generator per name: a new draw under one name never shifts another."""
+        return random.Random(f"curateevo:{self.seed}:{name}")
+
+
+def read_inputs(strategy_dir: Path) -> dict[str, Any]:
+    """`inputs/<name>.json` → {name: parsed JSON}, in sorted order."""
+    folder = strategy_dir / "inputs"
+    if not folder.is_dir():
+        return {}
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))}
+
+
+def load_strategy(strategy_dir: Path):
+    sys.path.insert(0, str(strategy_dir))  # helper modules beside strategy.py
+    spec = importlib.util.spec_from_file_location("strategy", strategy_dir / "strategy.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["strategy"] = module
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "curate", None)):
+        raise TypeError("strategy.py defines no function curate(raw, ctx)")
+    return module
+
+
+def _part(curated: Any, kind: str) -> Iterable:
+    value = curated.get(kind, ()) if isinstance(curated, Mapping) else getattr(curated, kind, ())
+    return () if value is None else value
+
+
+def write_records(out_dir: Path, curated: Any) -> None:
+    for kind in ARTIFACTS:
+        with open(out_dir / f"{kind}.jsonl", "w", encoding="utf-8") as out:
+            for record in _part(curated, kind):
+                out.write(json.dumps(record, ensure_ascii=False, allow_nan=False))
+                out.write("\n")
+
+
+def read_corpus(path: Path) -> tuple:
+    with open(path, encoding="utf-8") as lines:
+        return tuple(json.loads(line) for line in lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="sandbox.runtime")
+    parser.add_argument("--strategy", type=Path, required=True)
+    parser.add_argument("--corpus", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    args = parser.parse_args(argv)
+    try:
+        from curation_strategies import toolkit
+
+        raw = read_corpus(args.corpus)
+        ctx = Context(read_inputs(args.strategy), args.seed, toolkit)
+        curated = load_strategy(args.strategy).curate(raw, ctx)
+        write_records(args.out, curated)
+    except BaseException as exc:  # the strategy's failure, whatever it is, is reported, not raised
+        if isinstance(exc, SystemExit) and exc.code in (0, None):
+            exc = RuntimeError("strategy called sys.exit before returning its records")
+        traceback.print_exception(exc, file=sys.stderr)
+        sys.stderr.flush()
+        return STRATEGY_FAILED
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

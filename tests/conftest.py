@@ -1,0 +1,50 @@
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_CORPUS = ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"
+SEED_STRATEGY = ROOT / "curation_strategies" / "seed"
+
+
+def write_strategy(folder: Path, code: str, **inputs) -> Path:
+    """A strategy directory with `strategy.py` (dedented `code`) and optional inputs/*.json."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "strategy.py").write_text(textwrap.dedent(code))
+    if inputs:
+        (folder / "inputs").mkdir(exist_ok=True)
+        for name, value in inputs.items():
+            (folder / "inputs" / f"{name}.json").write_text(json.dumps(value))
+    return folder
+
+
+# The first trajectory turned into one SFT record, in pure Python: what the hostile strategies
+# below emit besides their mischief, so their numbers can be compared with an honest one.
+HONEST = """
+def sft_of(r):
+    return {"id": r["id"], "messages": r["messages"], "tools": r.get("tools", []),
+            "meta": {"origin": [r["id"]]}}
+
+def honest(raw):
+    return {"sft": [sft_of(r) for r in raw if any(m["role"] == "assistant" for m in r["messages"])],
+            "rl": [], "memory": []}
+"""
+
+
+@pytest.fixture
+def strategy(tmp_path):
+    """Factory: strategy(code, **inputs) → a strategy directory whose code can use honest(raw)."""
+    count = iter(range(1000))
+
+    def make(code: str, **inputs) -> Path:
+        return write_strategy(tmp_path / f"strategy{next(count)}", HONEST + textwrap.dedent(code), **inputs)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def sample_corpus() -> Path:
+    assert SAMPLE_CORPUS.is_file(), "the bundled sample corpus is part of the package"
+    return SAMPLE_CORPUS

@@ -1,0 +1,163 @@
+"""Host-side checking: a strategy cannot influence its own scores except through its records."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from evolver import cli
+from sandbox.curate import CurationFailed, curate
+from sandbox.process_executor import ProcessExecutor
+
+from conftest import SEED_STRATEGY
+
+
+def curated(strategy_dir, corpus, out, **kw):
+    return curate(strategy_dir, [corpus], out, executor=ProcessExecutor(), **kw)
+
+
+def test_seed_strategy_artifacts_manifest_and_profile(sample_corpus, tmp_path):
+    result = curated(SEED_STRATEGY, sample_corpus, tmp_path / "out")
+    out = result.out_dir
+    assert sorted(p.name for p in out.iterdir()) == [
+        "execution.json", "manifest.json", "memory.jsonl", "profile.json", "rl.jsonl", "sft.jsonl", "strategy"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    raw = [json.loads(line) for line in sample_corpus.read_text().splitlines()]
+    assistant = sum(1 for r in raw for m in r["messages"] if m["role"] == "assistant")
+    calls = [(r, i) for r in raw for i, m in enumerate(r["messages"]) if m["role"] == "assistant" and m.get("tool_calls")]
+    # ρ0: every trajectory → SFT with every assistant turn; every tool-call turn → RL
+    assert manifest["artifacts"]["sft.jsonl"]["count"] == len(raw)
+    assert manifest["artifacts"]["rl.jsonl"]["count"] == len(calls)
+    assert manifest["artifacts"]["memory.jsonl"]["count"] == 0
+    rl_cost = sum(sum(1 for m in r["messages"][:i] if m["role"] == "assistant") + 1 for r, i in calls)
+    assert manifest["cost_train"] == assistant + rl_cost
+    profile = result.profile
+    assert profile["sft"]["trained_turns"] == assistant and profile["sft"]["masked_turns"] == 0
+    assert profile["raw"]["retention"] == 1.0
+    import math
+    assert manifest["C"] == pytest.approx(math.tanh(math.log1p(manifest["cost_train"]) / math.log1p(1e5)))
+
+
+def _numbers(out):
+    return json.loads((out / "profile.json").read_text()), json.loads((out / "manifest.json").read_text())["artifacts"]
+
+
+def test_strategy_writing_its_own_manifest_is_rejected(strategy, sample_corpus, tmp_path):
+    s = strategy("""
+        import json
+        def curate(raw, ctx):
+            open("manifest.json", "w").write(json.dumps({"C": 0.0, "cost_train": 0}))
+            open("profile.json", "w").write("{}")
+            return honest(raw)
+    """)
+    with pytest.raises(CurationFailed, match="unexpected output entry 'manifest.json'"):
+        curated(s, sample_corpus, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_monkeypatched_runtime_does_not_change_the_hosts_numbers(strategy, sample_corpus, tmp_path):
+    honest_dir = strategy("""
+        def curate(raw, ctx):
+            return honest(raw)
+    """)
+    patched = strategy("""
+        import sandbox.runtime as runtime, sandbox.checker as checker
+        checker.cost_c = lambda *a, **k: 0.0          # the host's checker is not the sandbox's copy
+        real_write = runtime.write_records
+        def curate(raw, ctx):
+            def write_records(out_dir, curated):
+                real_write(out_dir, curated)
+                (out_dir / "sft.jsonl").open("a").write('{"id": "x", "cost_train": 0}\\n')
+            runtime.write_records = write_records
+            return honest(raw)
+    """)
+    reference = curated(honest_dir, sample_corpus, tmp_path / "ref")
+    with pytest.raises(CurationFailed, match=r"sft.jsonl:\d+: "):
+        curated(patched, sample_corpus, tmp_path / "out")
+    only_patch_cost = strategy("""
+        import sandbox.checker as checker
+        checker.cost_c = lambda *a, **k: 0.0
+        checker.profile = lambda *a, **k: {"C": 0}
+        def curate(raw, ctx):
+            return honest(raw)
+    """)
+    result = curated(only_patch_cost, sample_corpus, tmp_path / "out2")
+    assert _numbers(result.out_dir) == _numbers(reference.out_dir)
+    assert result.profile["C"] > 0
+
+
+@pytest.mark.parametrize("plant", [
+    'os.symlink("/etc/passwd", "sft.jsonl")',
+    'os.mkfifo("rl.jsonl")',
+    'os.mkdir("memory.jsonl")',
+])
+def test_non_regular_artifact_files_are_rejected(strategy, sample_corpus, tmp_path, plant):
+    s = strategy(f"""
+        import os
+        from sandbox import runtime
+        real_write = runtime.write_records
+        def write_records(out_dir, curated):
+            real_write(out_dir, curated)
+            os.chdir(out_dir)
+            name = {plant.split('"')[-2]!r}
+            os.unlink(name)
+            {plant}
+        runtime.write_records = write_records
+        def curate(raw, ctx):
+            return honest(raw)
+    """)
+    with pytest.raises(CurationFailed, match="not a regular file|symbolic link"):
+        curated(s, sample_corpus, tmp_path / "out")
+
+
+def test_duplicate_ids_are_rejected_naming_both_lines(strategy, sample_corpus, tmp_path):
+    s = strategy("""
+        def curate(raw, ctx):
+            out = honest(raw)
+            out["sft"].append(out["sft"][0])
+            return out
+    """)
+    with pytest.raises(CurationFailed, match=r"sft.jsonl:\d+: duplicate id '.*' \(first on line 1\)"):
+        curated(s, sample_corpus, tmp_path / "out")
+
+
+def test_invalid_record_is_rejected_with_file_line_and_field(strategy, sample_corpus, tmp_path):
+    s = strategy("""
+        def curate(raw, ctx):
+            out = honest(raw)
+            out["rl"] = [{"id": "r1", "messages": raw[0]["messages"][:1], "tools": raw[0]["tools"],
+                          "reference": {"tool_calls": [{"id": "c", "type": "function",
+                                        "function": {"name": "no_such_tool", "arguments": "{}"}}]},
+                          "reward": "tool_call_match"}]
+            return out
+    """)
+    with pytest.raises(CurationFailed, match=r"rl.jsonl:1: reference.tool_calls\[0\]: call to tool 'no_such_tool'"):
+        curated(s, sample_corpus, tmp_path / "out")
+
+
+def test_nan_in_a_record_is_rejected(strategy, sample_corpus, tmp_path):
+    s = strategy("""
+        import json
+        from sandbox import runtime
+        runtime.json.dumps = lambda obj, **kw: json.JSONEncoder(allow_nan=True).encode(obj)
+        def curate(raw, ctx):
+            out = honest(raw)
+            out["memory"] = [{"id": "m", "key": "k", "content": "c", "meta": {"score": float("nan")}}]
+            return out
+    """)
+    with pytest.raises(CurationFailed, match=r"memory.jsonl:1: not JSON \(NaN"):
+        curated(s, sample_corpus, tmp_path / "out")
+
+
+def test_output_directory_that_is_not_empty_is_refused(sample_corpus, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("mine")
+    assert cli.main(["curate", "--corpus", str(sample_corpus), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    assert (tmp_path / "out" / "keep.txt").read_text() == "mine"
+
+
+def test_console_script_curates_the_bundled_corpus_and_prints_the_profile(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "evolver.cli", "curate", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Cost_train" in done.stdout and "SFT records" in done.stdout

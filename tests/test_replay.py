@@ -1,0 +1,108 @@
+"""Replay re-executes into an empty directory and matches every artifact byte for byte — or says why not."""
+import shutil
+
+import pytest
+
+from evolver import cli
+from evolver.errors import UserError
+from sandbox.curate import curate
+from sandbox.process_executor import ProcessExecutor
+from sandbox.replay import replay
+
+from conftest import SEED_STRATEGY
+
+
+def curated(strategy_dir, corpus, out, **kw):
+    return curate(strategy_dir, [corpus], out, executor=ProcessExecutor(), **kw).out_dir
+
+
+def test_seed_strategy_replays_byte_for_byte(sample_corpus, tmp_path):
+    out = curated(SEED_STRATEGY, sample_corpus, tmp_path / "out")
+    report = replay(out, tmp_path / "again", executor=ProcessExecutor())
+    assert report.identical, report.differences
+    for name in ("sft.jsonl", "rl.jsonl", "memory.jsonl", "profile.json", "manifest.json"):
+        assert (out / name).read_bytes() == (tmp_path / "again" / name).read_bytes()
+
+
+def test_seeded_rng_per_name_replays(strategy, sample_corpus, tmp_path):
+    s = strategy("""
+        def curate(raw, ctx):
+            out = honest(raw)
+            ctx.rng("order").shuffle(out["sft"])
+            return out
+    """)
+    out = curated(s, sample_corpus, tmp_path / "out")
+    assert replay(out, tmp_path / "again", executor=ProcessExecutor()).identical
+
+
+def test_replay_fails_when_the_strategy_reads_unseeded_randomness(strategy, sample_corpus, tmp_path):
+    s = strategy("""
+        import random
+        def curate(raw, ctx):
+            out = honest(raw)
+            random.shuffle(out["sft"])     # the global generator, seeded from the OS
+            return out
+    """)
+    out = curated(s, sample_corpus, tmp_path / "out")
+    report = replay(out, tmp_path / "again", executor=ProcessExecutor())
+    assert not report.identical
+    assert "sft.jsonl" in report.differences and "line" in report.differences["sft.jsonl"]
+
+
+def test_replay_fails_when_the_hash_seed_is_not_pinned(strategy, sample_corpus, tmp_path):
+    s = strategy("""
+        def curate(raw, ctx):
+            out = honest(raw)
+            order = list({r["id"] for r in out["sft"]})   # set order follows the string hash seed
+            by_id = {r["id"]: r for r in out["sft"]}
+            out["sft"] = [by_id[i] for i in order]
+            return out
+    """)
+    pinned = curated(s, sample_corpus, tmp_path / "pinned")
+    assert replay(pinned, tmp_path / "pinned-again", executor=ProcessExecutor()).identical
+    unpinned = curated(s, sample_corpus, tmp_path / "unpinned", hash_seed=None)
+    assert not replay(unpinned, tmp_path / "unpinned-again", executor=ProcessExecutor()).identical
+
+
+class ExplodingExecutor:
+    name = "exploding"
+
+    def run(self, job, limits):
+        raise AssertionError("replay ran the strategy although an input had changed")
+
+
+def test_one_byte_corpus_change_is_reported_before_running_anything(sample_corpus, tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    shutil.copy(sample_corpus, corpus)
+    out = curated(SEED_STRATEGY, corpus, tmp_path / "out")
+    data = bytearray(corpus.read_bytes())
+    data[data.index(b'"task":"') + 8] ^= 0x01   # one byte of the first task text
+    corpus.write_bytes(bytes(data))
+    with pytest.raises(UserError, match="corpus mismatch"):
+        replay(out, tmp_path / "again", executor=ExplodingExecutor())
+    assert not (tmp_path / "again").exists()
+
+
+def test_changed_strategy_snapshot_is_reported_before_running_anything(sample_corpus, tmp_path):
+    out = curated(SEED_STRATEGY, sample_corpus, tmp_path / "out")
+    with open(out / "strategy" / "strategy.py", "a") as f:
+        f.write("\n# edited\n")
+    with pytest.raises(UserError, match="strategy mismatch"):
+        replay(out, tmp_path / "again", executor=ExplodingExecutor())
+
+
+def test_replay_command_exit_codes(strategy, sample_corpus, tmp_path, capsys):
+    out = curated(SEED_STRATEGY, sample_corpus, tmp_path / "out")
+    assert cli.main(["replay", str(out)]) == 0
+    assert "replay identical" in capsys.readouterr().out
+    s = strategy("""
+        import os
+        def curate(raw, ctx):
+            out = honest(raw)
+            out["memory"] = [{"id": "m", "key": "k", "content": os.urandom(8).hex()}]
+            return out
+    """)
+    noisy = curated(s, sample_corpus, tmp_path / "noisy")
+    assert cli.main(["replay", str(noisy)]) == 1
+    printed = capsys.readouterr().out
+    assert "replay differs" in printed and "memory.jsonl: line 1 differs" in printed
