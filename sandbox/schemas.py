@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
+import fastjsonschema
 import jsonschema
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -125,8 +126,11 @@ MEMORY_SCHEMA = {
     },
 }
 
-_VALIDATORS = {name: jsonschema.Draft202012Validator(schema) for name, schema in
-               {"raw": RAW_SCHEMA, "sft": SFT_SCHEMA, "rl": RL_SCHEMA, "memory": MEMORY_SCHEMA}.items()}
+SCHEMAS = {"raw": RAW_SCHEMA, "sft": SFT_SCHEMA, "rl": RL_SCHEMA, "memory": MEMORY_SCHEMA}
+# fastjsonschema (compiled, ~1/30 of the time) answers for valid records; jsonschema, the
+# reference implementation, names the field when a record is invalid.
+_FAST = {name: fastjsonschema.compile(schema) for name, schema in SCHEMAS.items()}
+_VALIDATORS = {name: jsonschema.Draft202012Validator(schema) for name, schema in SCHEMAS.items()}
 
 
 def canonical_json(obj: Any) -> str:
@@ -135,6 +139,16 @@ def canonical_json(obj: Any) -> str:
 
 
 def _schema_error(kind: str, record: Any) -> str | None:
+    try:
+        _FAST[kind](record)
+        return None
+    except fastjsonschema.JsonSchemaException:
+        pass
+    return reference_schema_error(kind, record)
+
+
+def reference_schema_error(kind: str, record: Any) -> str | None:
+    """The jsonschema verdict alone (the reference the fast path is tested against)."""
     error = jsonschema.exceptions.best_match(_VALIDATORS[kind].iter_errors(record))
     if error is None:
         return None

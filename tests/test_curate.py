@@ -61,7 +61,7 @@ def test_monkeypatched_runtime_does_not_change_the_hosts_numbers(strategy, sampl
             return honest(raw)
     """)
     patched = strategy("""
-        import sandbox.runtime as runtime, sandbox.checker as checker
+        import __main__ as runtime, sandbox.checker as checker   # the live runtime module
         checker.cost_c = lambda *a, **k: 0.0          # the host's checker is not the sandbox's copy
         real_write = runtime.write_records
         def curate(raw, ctx):
@@ -94,7 +94,7 @@ def test_monkeypatched_runtime_does_not_change_the_hosts_numbers(strategy, sampl
 def test_non_regular_artifact_files_are_rejected(strategy, sample_corpus, tmp_path, plant):
     s = strategy(f"""
         import os
-        from sandbox import runtime
+        import __main__ as runtime
         real_write = runtime.write_records
         def write_records(out_dir, curated):
             real_write(out_dir, curated)
@@ -138,7 +138,7 @@ def test_invalid_record_is_rejected_with_file_line_and_field(strategy, sample_co
 def test_nan_in_a_record_is_rejected(strategy, sample_corpus, tmp_path):
     s = strategy("""
         import json
-        from sandbox import runtime
+        import __main__ as runtime
         runtime.json.dumps = lambda obj, **kw: json.JSONEncoder(allow_nan=True).encode(obj)
         def curate(raw, ctx):
             out = honest(raw)

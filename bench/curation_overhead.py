@@ -1,0 +1,87 @@
+"""Seed strategy wall time per 1,000 trajectories and per 1,000 retained turns, measured in one run:
+a plain in-process call of the strategy beside the full host path through an executor
+(corpus staging, sandboxed execution, host-side checking, profile, manifest).
+
+    .venv/bin/python bench/curation_overhead.py [--copies 40] [--repeats 3] [--sandbox process]
+
+The corpus is the bundled sample corpus repeated `--copies` times under new ids.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from curation_strategies import toolkit  # noqa: E402
+from sandbox import checker  # noqa: E402
+from sandbox.corpus import load_corpus, write_corpus  # noqa: E402
+from sandbox.curate import execute, make_executor  # noqa: E402
+from sandbox.runtime import Context, load_strategy  # noqa: E402
+from sandbox.workspace import strategy_files  # noqa: E402
+
+SEED = ROOT / "curation_strategies" / "seed"
+SAMPLE = ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"
+
+
+def scaled_corpus(copies: int, folder: Path) -> Path:
+    base = load_corpus([str(SAMPLE)]).records
+    records = [{**r, "id": f"{r['id']}#{k}"} for k in range(copies) for r in base]
+    path = folder / "corpus.jsonl"
+    write_corpus(records, path)
+    return path
+
+
+def in_process(corpus_path: Path) -> tuple[float, int]:
+    """The obvious alternative: import the strategy and call it, then serialise its records."""
+    raw = tuple(json.loads(line) for line in corpus_path.open(encoding="utf-8"))
+    t0 = time.perf_counter()
+    curated = load_strategy(SEED).curate(raw, Context({}, 0, toolkit))
+    for kind in ("sft", "rl", "memory"):
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in getattr(curated, kind))
+    wall = time.perf_counter() - t0
+    turns = sum(checker.turn_cost("sft", r) for r in curated.sft) + sum(checker.turn_cost("rl", r) for r in curated.rl)
+    return wall, turns
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--copies", type=int, default=40)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sandbox", default="process")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="curateevo-bench-"))
+    try:
+        corpus_path = scaled_corpus(args.copies, work)
+        corpus = load_corpus([str(corpus_path)])
+        files = strategy_files(SEED)
+        executor = make_executor(args.sandbox)
+        plain, full, sandboxed, turns = [], [], [], 0
+        for i in range(args.repeats):
+            wall, turns = in_process(corpus_path)
+            plain.append(wall)
+            t0 = time.perf_counter()
+            result = execute(files, corpus, work / f"out{i}", executor=executor)
+            full.append(time.perf_counter() - t0)
+            sandboxed.append(result.execution["seconds"]["execute"])
+        n = len(corpus.records)
+        rows = [("plain in-process call", statistics.median(plain)),
+                (f"{executor.name} executor (execution only)", statistics.median(sandboxed)),
+                (f"{executor.name} executor + host checking (full curate)", statistics.median(full))]
+        print(f"{n} trajectories, {turns} retained turns (Cost_train), median of {args.repeats}")
+        print(f"{'path':<48} {'s/1k traj':>10} {'s/1k turns':>11} {'ratio':>7}")
+        for name, wall in rows:
+            print(f"{name:<48} {wall * 1000 / n:>10.3f} {wall * 1000 / turns:>11.4f} {wall / rows[0][1]:>6.1f}x")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
