@@ -1,0 +1,101 @@
+"""The command line: one-line errors with exit 2 for bad input, nothing half-written."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from evolver import cli
+from sandbox.workspace import Workspace
+
+from conftest import SEED_STRATEGY
+
+TOOLS = [{"type": "function", "function": {"name": "cd", "parameters": {"type": "object"}}}]
+
+
+def good(rid="t1"):
+    return {"id": rid, "task": "go", "tools": TOOLS, "messages": [
+        {"role": "user", "content": "go to docs"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "cd", "arguments": "{\"folder\": \"docs\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        {"role": "assistant", "content": "done"}]}
+
+
+def mutate(change):
+    record = good("t2")
+    change(record)
+    return json.dumps(record).encode()
+
+
+BAD_LINES = {
+    "not JSON": (b'{"id": "t2", "messages": [', "not JSON"),
+    "not an object": (b'["a", "list"]', "object"),
+    "wrong type": (mutate(lambda r: r.update(messages="hello")), "messages"),
+    "unknown role": (mutate(lambda r: r["messages"][0].update(role="narrator")), "narrator"),
+    "tool_call_id answering nothing": (mutate(lambda r: r["messages"][2].update(tool_call_id="c9")), "c9"),
+    "call to a tool not in tools": (mutate(lambda r: r["messages"][1]["tool_calls"][0]["function"].update(name="rm")), "rm"),
+    "arguments not JSON": (mutate(lambda r: r["messages"][1]["tool_calls"][0]["function"].update(arguments="{folder:")), "arguments"),
+    "non-UTF-8": (b'{"id": "t2", "messages": [{"role": "user", "content": "caf\xe9"}]}', "UTF-8"),
+    "duplicate id": (json.dumps(good("t1")).encode(), "duplicate id"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_LINES))
+def test_corrupt_corpus_line_is_one_line_exit_2_and_no_output(kind, tmp_path):
+    line, word = BAD_LINES[kind]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(json.dumps(good()).encode() + b"\n" + line + b"\n")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "evolver.cli", "curate", "--corpus", str(corpus), "--out", str(out)],
+                          capture_output=True, timeout=120)
+    err = done.stderr.decode()
+    assert done.returncode == 2, err
+    lines = [line for line in err.splitlines() if not line.startswith("curating ")]
+    assert len(lines) == 1 and lines[0].startswith(f"curateevo: error: {corpus}:2: "), err
+    assert word in lines[0]
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_empty_corpus_file_is_reported_at_line_1(tmp_path, capsys):
+    corpus = tmp_path / "empty.jsonl"
+    corpus.write_bytes(b"")
+    assert cli.main(["curate", "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    assert capsys.readouterr().err.strip() == f"curateevo: error: {corpus}:1: empty file, no records"
+    assert not (tmp_path / "out").exists()
+
+
+def test_skip_bad_lines_curates_the_valid_ones(tmp_path, capsys):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(json.dumps(good()).encode() + b"\nnot json\n")
+    assert cli.main(["curate", "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--skip-bad-lines",
+                     "--quiet", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["raw"]["records"] == 1
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["corpus"]["skipped_lines"] == 1
+
+
+def test_missing_strategy_is_one_line(tmp_path, capsys, sample_corpus):
+    assert cli.main(["curate", "--strategy", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("curateevo: error: ") and "\n" not in err
+
+
+def test_diff_between_two_epochs_of_a_workspace(tmp_path, capsys):
+    ws = Workspace.create(tmp_path / "ws", SEED_STRATEGY, params={"lambda": 0.3, "n_ref": 1e5, "seed": 0})
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    for name, data in ws.files("best").items():
+        if name.endswith(".py"):
+            (edited / name).write_bytes(data)
+    with open(edited / "strategy.py", "a") as f:
+        f.write("\nMAX_TURNS = 12\n")
+    sha = ws.commit_candidate(1, edited, {}, "effectiveness: cap turns")
+    ws.tag_epoch(1, sha)
+    assert cli.main(["diff", str(tmp_path / "ws"), "0", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "+MAX_TURNS = 12" in out
+    assert cli.main(["diff", str(tmp_path / "ws"), "0", "7"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("curateevo: error: ") and "7" in err and err.count("\n") == 1
