@@ -1,0 +1,110 @@
+"""Duplicate removal. Exact: a content hash of task + messages. Near: MinHash + LSH over the task
+instruction plus the tool-call sequence, never the whole trajectory (that over-merges templated
+tasks such as the same request for different cities). The first of each cluster, in corpus
+order, is kept."""
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any, Callable, Mapping, Sequence
+
+from datasketch import MinHash, MinHashLSH
+
+from .calls import call_sequence
+from .trajectory import canonical_json, task_text
+
+_WORD = re.compile(r"[a-z0-9]+")
+MINHASH_SCHEME = "affine32"
+
+
+def content_hash(raw: Mapping) -> str:
+    """sha256 of the task and the messages, with call ids renumbered by position so that copies
+    differing only in generated call ids hash alike."""
+    renumber: dict[str, str] = {}
+    messages = []
+    for m in raw["messages"]:
+        m = dict(m)
+        if m.get("tool_calls"):
+            m["tool_calls"] = [dict(c, id=renumber.setdefault(c["id"], f"c{len(renumber)}"))
+                               for c in m["tool_calls"]]
+        if m.get("tool_call_id"):
+            m["tool_call_id"] = renumber.get(m["tool_call_id"], m["tool_call_id"])
+        messages.append(m)
+    return hashlib.sha256(canonical_json({"task": raw.get("task"), "messages": messages}).encode()).hexdigest()
+
+
+def exact_duplicates(raws: Sequence[Mapping]) -> dict[str, str]:
+    """id of each exact duplicate -> id of the first record with the same content hash."""
+    first: dict[str, str] = {}
+    dupes: dict[str, str] = {}
+    for raw in raws:
+        key = content_hash(raw)
+        if key in first:
+            dupes[raw["id"]] = first[key]
+        else:
+            first[key] = raw["id"]
+    return dupes
+
+
+def exact_dedup(raws: Sequence[Mapping]) -> list[Mapping]:
+    """The records without their exact duplicates, in corpus order."""
+    dupes = exact_duplicates(raws)
+    return [r for r in raws if r["id"] not in dupes]
+
+
+def task_shingles(text: str) -> set[str]:
+    """Lower-cased word unigrams and bigrams of an instruction."""
+    words = _WORD.findall(text.lower())
+    return {f"t:{w}" for w in words} | {f"t:{a} {b}" for a, b in zip(words, words[1:])}
+
+
+def call_shingles(raw: Mapping) -> set[str]:
+    """Each call signature (name + arguments) and each consecutive pair, so order counts."""
+    seq = call_sequence(raw)
+    return {f"c:{s}" for s in seq} | {f"cc:{a}>{b}" for a, b in zip(seq, seq[1:])}
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 1.0
+
+
+def near_duplicates(raws: Sequence[Mapping], threshold: float = 0.7, num_perm: int = 128,
+                    seed: int = 1, prefer: Callable[[Mapping], Any] | None = None) -> dict[str, str]:
+    """id of each near duplicate -> id of the kept record it duplicates.
+
+    LSH over MinHash signatures of task + call shingles proposes candidates; a candidate is a
+    duplicate only if the exact Jaccard of those shingles is >= threshold and the Jaccard of the
+    call shingles alone is too, so a templated task with different calls never merges. Records are
+    visited in corpus order, or by (prefer(raw), corpus order) when `prefer` is given, and the
+    first visited of each cluster is kept."""
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    kept: dict[str, tuple[int, set[str], set[str]]] = {}
+    dupes: dict[str, str] = {}
+    order = sorted(range(len(raws)), key=lambda n: (prefer(raws[n]), n)) if prefer else range(len(raws))
+    # The scheme is pinned so signatures do not change with datasketch's default; the
+    # permutations are drawn once from the seed and shared by every signature.
+    permutations = MinHash(num_perm=num_perm, seed=seed, scheme=MINHASH_SCHEME).permutations
+    for pos in order:
+        raw = raws[pos]
+        calls = call_shingles(raw)
+        shingles = task_shingles(task_text(raw)) | calls
+        sig = MinHash(num_perm=num_perm, seed=seed, permutations=permutations, scheme=MINHASH_SCHEME)
+        sig.update_batch([s.encode("utf-8") for s in sorted(shingles)])
+        matches = []
+        for key in lsh.query(sig):
+            k_pos, k_shingles, k_calls = kept[key]
+            if _jaccard(shingles, k_shingles) >= threshold and _jaccard(calls, k_calls) >= threshold:
+                matches.append((k_pos, key))
+        if matches:
+            dupes[raw["id"]] = min(matches)[1]  # the first kept record in corpus order, whatever LSH's order
+        else:
+            kept[raw["id"]] = (pos, shingles, calls)
+            lsh.insert(raw["id"], sig)
+    return dupes
+
+
+def near_dedup(raws: Sequence[Mapping], threshold: float = 0.7, num_perm: int = 128,
+               seed: int = 1, prefer: Callable[[Mapping], Any] | None = None) -> list[Mapping]:
+    """The records without their near duplicates, in corpus order (see near_duplicates)."""
+    dupes = near_duplicates(raws, threshold, num_perm, seed, prefer)
+    return [r for r in raws if r["id"] not in dupes]

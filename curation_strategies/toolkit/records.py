@@ -1,0 +1,45 @@
+"""Record builders: the SFT record of DESIGN.md and the `Curated` result a strategy returns.
+Builders copy what they take, so records never alias the read-only corpus (records built from
+one trajectory share one copy of its `tools`)."""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+from .trajectory import assistant_indices, copy_messages, copy_tools, env_of
+
+
+@dataclass
+class Curated:
+    """What `curate` returns: SFT, RL and memory records (lists of dicts)."""
+
+    sft: list = field(default_factory=list)
+    rl: list = field(default_factory=list)
+    memory: list = field(default_factory=list)
+
+
+def record_meta(raw: Mapping, tags: Iterable[str] = (), **extra) -> dict:
+    """meta of a derived record: origin = [raw id], tags, meta.env copied when present."""
+    meta = {"origin": [raw["id"]], "tags": list(tags), **extra}
+    env = env_of(raw)
+    if env:
+        meta["env"] = copy.deepcopy(env)
+    return meta
+
+
+def sft_record(raw: Mapping, weights: Sequence[int] | None = None, id: str | None = None,
+               tags: Iterable[str] = (), messages: Sequence[Mapping] | None = None) -> dict:
+    """An SFT record of `raw` (or of `messages`, a valid sub-trajectory of it) with one weight per
+    assistant message when given. Raises ValueError when the weights do not fit."""
+    messages = list(raw["messages"] if messages is None else messages)
+    record = {"id": id or raw["id"], "messages": copy_messages(messages),
+              "tools": copy_tools(raw.get("tools")), "meta": record_meta(raw, tags)}
+    if weights is not None:
+        weights = [int(w) for w in weights]
+        n = len(assistant_indices(messages))
+        if len(weights) != n or not any(weights):
+            raise ValueError(f"{record['id']}: {len(weights)} weights for {n} assistant messages, "
+                             f"{sum(weights)} trained")
+        record["weights"] = weights
+    return record
