@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-bad-lines", action="store_true", help="skip and count invalid corpus lines instead of aborting")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/curate-<time>)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--sandbox", default="auto", choices=["auto", "process"])
+    p.add_argument("--sandbox", default="auto", choices=["auto", "docker", "process"])
     p.add_argument("--timeout", type=float, default=Limits.timeout_s, help="wall-clock limit in seconds")
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
     p.add_argument("--quiet", action="store_true")
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", type=Path, help="a curation output directory (with manifest.json)")
     p.add_argument("--out", type=Path, help="where to write the replay (default: a temporary directory)")
     p.add_argument("--corpus", nargs="+", help="the corpus file(s), if they moved")
-    p.add_argument("--sandbox", default="auto", choices=["auto", "process"])
+    p.add_argument("--sandbox", default="auto", choices=["auto", "docker", "process"])
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("diff", help="strategy diff between two epochs or commits of a workspace")

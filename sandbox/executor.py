@@ -24,7 +24,9 @@ class Limits:
     memory_bytes: int = 8 * 2**30     # address space (process) / memory cgroup (Docker)
     max_processes: int = 64
     max_file_bytes: int = 2 * 2**30   # largest file the candidate may write
-    output_bytes: int = 64 * 2**10    # captured stdout and stderr, each
+    output_bytes: int = 64 * 2**10    # captured stdout and stderr, each (head and tail)
+    output_dir_bytes: int = 4 * 2**30 # all files in the output directory together
+    cpus: float = 1.0                 # CPU share (Docker)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -78,27 +80,37 @@ class Executor(Protocol):
 
 
 class BoundedReader(threading.Thread):
-    """Drains a pipe to the end, keeping only the first `cap` bytes (a flood never fills memory)."""
+    """Drains a pipe to the end, keeping its first and last `cap/2` bytes (a flood never fills
+    memory, and the traceback at the end of a noisy run is still there)."""
 
     def __init__(self, pipe: IO[bytes], cap: int):
         super().__init__(daemon=True)
         self.pipe, self.cap = pipe, cap
-        self.kept = bytearray()
+        self.head = bytearray()
+        self.tail = bytearray()
         self.total = 0
 
     def run(self) -> None:
+        half = self.cap // 2
         for chunk in iter(lambda: self.pipe.read(65536), b""):
             self.total += len(chunk)
-            room = self.cap - len(self.kept)
+            room = half - len(self.head)
             if room > 0:
-                self.kept += chunk[:room]
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            self.tail += chunk
+            del self.tail[:-half or len(self.tail)]
         self.pipe.close()
 
     def text(self) -> str:
-        text = self.kept.decode("utf-8", errors="replace")
-        if self.total > len(self.kept):
-            text += f"\n[... {self.total - len(self.kept)} more bytes not kept]"
-        return text
+        return bounded_text(bytes(self.head), bytes(self.tail), self.total)
+
+
+def bounded_text(head: bytes, tail: bytes, total: int) -> str:
+    """Head and tail of an output stream, with a note of how much was dropped between them."""
+    dropped = total - len(head) - len(tail)
+    middle = f"\n[... {dropped} bytes not kept ...]\n" if dropped > 0 else ""
+    return head.decode("utf-8", errors="replace") + middle + tail.decode("utf-8", errors="replace")
 
 
 def failure_reason(returncode: int | None, stderr: str, timed_out: bool, timeout_s: float) -> str | None:
@@ -117,7 +129,7 @@ def failure_reason(returncode: int | None, stderr: str, timed_out: bool, timeout
         return f"{why} ({sig})"
     if returncode == 137:
         return "killed (memory limit or SIGKILL, exit 137)"
-    last = [line for line in stderr.strip().splitlines() if line.strip() and not line.startswith("[...")]
+    last = [line for line in stderr.strip().splitlines() if line.strip() and not line.startswith("[... ")]
     detail = last[-1].strip() if last else "no message"
     if returncode == 3:
         return f"strategy failed: {detail}"

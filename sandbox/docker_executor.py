@@ -1,0 +1,216 @@
+"""The Docker executor: the default sandbox for candidate strategies and the code agent's commands.
+
+One container per candidate (and per agent command), from the image `sandbox/image.py` builds:
+no network, read-only root, a small tmpfs /tmp, the strategy files, corpus and project packages
+mounted read-only, one writable output directory, an unprivileged user (uid 10001), no
+capabilities, no new privileges, memory / CPU / pids limits, a file-size ulimit and a watchdog on
+the output directory's total size, an environment with nothing of the host's, logs capped on
+disk, and a wall-clock timeout. The container is removed on every path: success, failure,
+timeout and Ctrl-C.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+from docker.errors import DockerException, NotFound
+from docker.types import LogConfig, Mount, Ulimit
+
+from evolver.errors import RunFailed
+from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Limits, bounded_text, failure_reason
+
+SANDBOX_UID = 10001
+PROJECT_MOUNT = "/opt/curateevo"
+# Only the packages the runtime imports are visible inside, never the runs or the venv.
+RUNTIME_PACKAGES = ("sandbox", "curation_strategies")
+LABEL = "curateevo.job"
+
+
+def dir_bytes(path: Path) -> int:
+    """Total size of the regular files below `path` (symlinks not followed)."""
+    total = 0
+    stack = [path]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
+def docker_client(timeout: float = 10.0) -> docker.DockerClient:
+    """A client of the local engine, or RunFailed with the fix when none answers."""
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+        return client
+    except DockerException as exc:
+        raise RunFailed(f"no Docker engine answers ({str(exc).splitlines()[0][:160]}); "
+                        "run `bash scripts/setup.sh` as root to install and start one") from None
+
+
+@dataclass
+class CommandResult:
+    returncode: int | None
+    output: str
+    timed_out: bool
+    wall_s: float
+    reason: str | None
+
+
+class DockerExecutor:
+    name = "docker"
+
+    def __init__(self, client: docker.DockerClient | None = None, image: str | None = None):
+        self.client = client or docker_client()
+        self._image = image
+
+    @property
+    def image(self) -> str:
+        if self._image is None:
+            from sandbox.image import ensure_image
+
+            self._image = ensure_image()
+        return self._image
+
+    def describe(self) -> dict:
+        return {"executor": self.name, "image": self.image, "network": "none", "user": str(SANDBOX_UID),
+                "filesystem": "read-only root; strategy, corpus and runtime read-only; one writable output dir",
+                "capabilities": "all dropped, no-new-privileges"}
+
+    # ------------------------------------------------------------------ containers
+
+    def _container_args(self, limits: Limits, marker: str, env: dict[str, str]) -> dict:
+        return dict(
+            image=self.image, user=f"{SANDBOX_UID}:{SANDBOX_UID}", network_mode="none", read_only=True,
+            tmpfs={"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"}, environment=env,
+            mem_limit=limits.memory_bytes, memswap_limit=limits.memory_bytes,
+            nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.max_processes,
+            ulimits=[Ulimit(name="fsize", soft=limits.max_file_bytes, hard=limits.max_file_bytes),
+                     Ulimit(name="core", soft=0, hard=0), Ulimit(name="nofile", soft=1024, hard=1024)],
+            cap_drop=["ALL"], security_opt=["no-new-privileges"], init=True, ipc_mode="none",
+            log_config=LogConfig(type="local", config={"max-size": f"{max(limits.output_bytes * 4, 2**20)}",
+                                                        "max-file": "1", "compress": "false"}),
+            labels={LABEL: marker}, detach=True, stdin_open=False, tty=False,
+        )
+
+    def _runtime_mounts(self) -> list[Mount]:
+        return [Mount(f"{PROJECT_MOUNT}/{pkg}", str(PROJECT_ROOT / pkg), type="bind", read_only=True)
+                for pkg in RUNTIME_PACKAGES]
+
+    def _run_container(self, args: dict, limits: Limits, watch: Path | None, combined: bool = False) -> tuple[dict, str, str, bool, str | None, float]:
+        """Create, start, wait (with the timeout and the output-size watchdog), read logs, remove."""
+        container = None
+        over: list[str] = []
+        stop = threading.Event()
+        start = time.monotonic()
+        try:
+            container = self.client.containers.create(**args)
+            if watch is not None:
+                threading.Thread(target=self._watch_size, args=(container, watch, limits, over, stop),
+                                 daemon=True).start()
+            container.start()
+            timed_out = False
+            try:
+                status = container.wait(timeout=limits.timeout_s)
+            except Exception:  # the engine's wait timed out (requests raises its own types)
+                timed_out = True
+                container.kill()
+                status = container.wait(timeout=30)
+            wall = time.monotonic() - start
+            stop.set()
+            container.reload()
+            oom = container.attrs["State"].get("OOMKilled", False)
+            if combined:  # one stream in the order it was written, as a terminal shows it
+                stdout, stderr = self._tail(container, limits, stdout=True, stderr=True), ""
+            else:
+                stdout = self._tail(container, limits, stdout=True, stderr=False)
+                stderr = self._tail(container, limits, stdout=False, stderr=True)
+            reason = over[0] if over else ("killed: memory limit reached (OOM)" if oom else None)
+            return status, stdout, stderr, timed_out, reason, wall
+        finally:
+            stop.set()
+            if container is not None:
+                try:
+                    container.remove(force=True)
+                except NotFound:
+                    pass
+
+    @staticmethod
+    def _tail(container, limits: Limits, *, stdout: bool, stderr: bool) -> str:
+        data = container.logs(stdout=stdout, stderr=stderr)
+        half = limits.output_bytes // 2
+        if len(data) <= limits.output_bytes:
+            return data.decode("utf-8", errors="replace")
+        return bounded_text(data[:half], data[-half:], len(data))
+
+    @staticmethod
+    def _watch_size(container, folder: Path, limits: Limits, over: list, stop: threading.Event) -> None:
+        while not stop.wait(0.2):
+            size = dir_bytes(folder)
+            if size > limits.output_dir_bytes:
+                over.append(f"output directory exceeded {limits.output_dir_bytes} bytes; killed")
+                try:
+                    container.kill()
+                except DockerException:
+                    pass
+                return
+
+    # ------------------------------------------------------------------ the two jobs
+
+    def run(self, job: CurationJob, limits: Limits) -> Execution:
+        os.chown(job.out_dir, SANDBOX_UID, SANDBOX_UID) if os.geteuid() == 0 else os.chmod(job.out_dir, 0o777)
+        marker = uuid.uuid4().hex
+        env = {"PYTHONPATH": PROJECT_MOUNT, "PYTHONHASHSEED": job.hash_seed_env(), "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONNOUSERSITE": "1", "PYTHONIOENCODING": "utf-8", "LANG": "C.UTF-8", "HOME": "/tmp",
+               "OMP_NUM_THREADS": "1"}
+        args = self._container_args(limits, marker, env)
+        args["command"] = ["python3", *job.runtime_args("/job/strategy", "/job/corpus.jsonl", "/out")]
+        args["working_dir"] = "/out"
+        args["mounts"] = self._runtime_mounts() + [
+            Mount("/job/strategy", str(job.strategy_dir), type="bind", read_only=True),
+            Mount("/job/corpus.jsonl", str(job.corpus_path), type="bind", read_only=True),
+            Mount("/out", str(job.out_dir), type="bind", read_only=False),
+        ]
+        status, stdout, stderr, timed_out, reason, wall = self._run_container(args, limits, job.out_dir)
+        code = None if timed_out else status.get("StatusCode")
+        reason = reason or failure_reason(code, stderr, timed_out, limits.timeout_s)
+        return Execution(executor=self.name, returncode=code, wall_s=wall, stdout=stdout, stderr=stderr,
+                         timed_out=timed_out, reason=reason, isolation=self.describe())
+
+    def run_command(self, command: str, workdir: Path, limits: Limits = Limits(timeout_s=120)) -> CommandResult:
+        """One shell command of the code agent, over a plain checkout of the strategy files.
+
+        `workdir` (no `.git`) is the only writable mount, at /work/strategy; the runtime packages
+        are visible read-only so the agent can dry-run the strategy. Output is stdout and stderr
+        interleaved, head and tail kept.
+        """
+        if (Path(workdir) / ".git").exists():
+            raise RunFailed(f"{workdir} holds a .git: the agent works on a plain checkout only")
+        if os.geteuid() == 0:
+            for root, dirs, files in os.walk(workdir):
+                for name in (root, *(os.path.join(root, f) for f in files)):
+                    os.lchown(name, SANDBOX_UID, SANDBOX_UID)
+        env = {"PYTHONPATH": PROJECT_MOUNT, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
+               "LANG": "C.UTF-8", "HOME": "/tmp", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+        args = self._container_args(limits, uuid.uuid4().hex, env)
+        args["command"] = ["/bin/sh", "-c", command]
+        args["working_dir"] = "/work/strategy"
+        args["mounts"] = self._runtime_mounts() + [Mount("/work/strategy", str(workdir), type="bind", read_only=False)]
+        status, output, _, timed_out, reason, wall = self._run_container(args, limits, Path(workdir), combined=True)
+        if timed_out:
+            reason = f"timed out after {limits.timeout_s:g} s; killed"
+        return CommandResult(None if timed_out else status.get("StatusCode"), output, timed_out, wall, reason)
