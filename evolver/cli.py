@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from evolver.errors import RunFailed, UserError
+from sandbox import image as sandbox_image
 from sandbox.executor import PROJECT_ROOT, Limits
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
@@ -114,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("a", help="epoch number, tag (epoch-3, best), branch or commit")
     p.add_argument("b")
     p.set_defaults(func=cmd_diff)
+    sandbox_image.add_cli(sub)  # curateevo sandbox build|lock
     return parser
 
 

@@ -77,6 +77,7 @@ class DockerExecutor:
     def __init__(self, client: docker.DockerClient | None = None, image: str | None = None):
         self.client = client or docker_client()
         self._image = image
+        self.markers: list[str] = []   # the `curateevo.job` label of every container this executor made
 
     @property
     def image(self) -> str:
@@ -94,6 +95,7 @@ class DockerExecutor:
     # ------------------------------------------------------------------ containers
 
     def _container_args(self, limits: Limits, marker: str, env: dict[str, str]) -> dict:
+        self.markers.append(marker)
         return dict(
             image=self.image, user=f"{SANDBOX_UID}:{SANDBOX_UID}", network_mode="none", read_only=True,
             tmpfs={"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"}, environment=env,
@@ -168,6 +170,10 @@ class DockerExecutor:
                 except DockerException:
                     pass
                 return
+
+    def leftovers(self) -> list:
+        """Containers this executor made that still exist (there should never be any)."""
+        return [c for m in self.markers for c in self.client.containers.list(all=True, filters={"label": f"{LABEL}={m}"})]
 
     # ------------------------------------------------------------------ the two jobs
 

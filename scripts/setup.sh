@@ -13,6 +13,8 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 pip() { "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@"; }
 
+bash scripts/docker-engine.sh  # the sandbox's engine: every time (instant when it answers), never fatal
+
 # A stamp keyed on the dependency files makes the common case (nothing changed) instant.
 stamp="$VENV/.curateevo-installed"
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)

@@ -10,7 +10,7 @@ import pytest
 
 from sandbox.corpus import load_corpus
 from sandbox.curate import CurationFailed, execute, make_executor
-from sandbox.docker_executor import LABEL, DockerExecutor, docker_client
+from sandbox.docker_executor import DockerExecutor, docker_client
 from sandbox.executor import Limits
 from sandbox.workspace import strategy_files
 
@@ -35,7 +35,8 @@ def sha(path: Path) -> str:
 
 
 def leftovers(executor) -> list:
-    return executor.client.containers.list(all=True, filters={"label": LABEL})
+    assert executor.markers, "the executor made no container"
+    return executor.leftovers()
 
 
 def run(executor, strategy_dir, corpus, out, **limits):
@@ -43,7 +44,7 @@ def run(executor, strategy_dir, corpus, out, **limits):
                    limits=Limits(**{"timeout_s": 60, **limits}))
 
 
-def contained_failure(executor, strategy_dir, corpus, out, **limits) -> str:
+def contained_failure(executor, strategy_dir, corpus, out, **limits) -> str:  # noqa: D401
     before = sha(corpus)
     with pytest.raises(CurationFailed) as info:
         run(executor, strategy_dir, corpus, out, **limits)
@@ -252,7 +253,7 @@ def test_agent_command_runs_over_a_plain_checkout_without_network(docker_executo
     assert leftovers(docker_executor) == []
 
 
-def test_auto_picks_docker_when_an_engine_answers(docker_executor):
+def test_auto_picks_docker_when_an_engine_answers(docker_executor):  # noqa: ARG001 (engine fixture)
     assert make_executor("auto").name == "docker"
 
 
