@@ -8,8 +8,6 @@ import hashlib
 import re
 from typing import Any, Callable, Mapping, Sequence
 
-from datasketch import MinHash, MinHashLSH
-
 from .calls import call_sequence
 from .trajectory import canonical_json, task_text
 
@@ -77,6 +75,8 @@ def near_duplicates(raws: Sequence[Mapping], threshold: float = 0.7, num_perm: i
     call shingles alone is too, so a templated task with different calls never merges. Records are
     visited in corpus order, or by (prefer(raw), corpus order) when `prefer` is given, and the
     first visited of each cluster is kept."""
+    from datasketch import MinHash, MinHashLSH  # on first use: it imports scipy (~1 s per candidate)
+
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
     kept: dict[str, tuple[int, set[str], set[str]]] = {}
     dupes: dict[str, str] = {}
