@@ -2,7 +2,7 @@
 a plain in-process call of the strategy beside the full host path through an executor
 (corpus staging, sandboxed execution, host-side checking, profile, manifest).
 
-    .venv/bin/python bench/curation_overhead.py [--copies 40] [--repeats 3] [--sandbox process]
+    .venv/bin/python bench/curation_overhead.py [--copies 40] [--repeats 3] [--sandbox process docker]
 
 The corpus is the bundled sample corpus repeated `--copies` times under new ids.
 """
@@ -55,26 +55,30 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--copies", type=int, default=40)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--sandbox", default="process")
+    ap.add_argument("--sandbox", nargs="+", default=["process", "docker"])
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="curateevo-bench-"))
     try:
         corpus_path = scaled_corpus(args.copies, work)
         corpus = load_corpus([str(corpus_path)])
         files = strategy_files(SEED)
-        executor = make_executor(args.sandbox)
-        plain, full, sandboxed, turns = [], [], [], 0
-        for i in range(args.repeats):
+        executors = [make_executor(name) for name in args.sandbox]
+        plain, turns = [], 0
+        full = {e.name: [] for e in executors}
+        sandboxed = {e.name: [] for e in executors}
+        for i in range(args.repeats):  # interleaved, so machine load hits every path alike
             wall, turns = in_process(corpus_path)
             plain.append(wall)
-            t0 = time.perf_counter()
-            result = execute(files, corpus, work / f"out{i}", executor=executor)
-            full.append(time.perf_counter() - t0)
-            sandboxed.append(result.execution["seconds"]["execute"])
+            for executor in executors:
+                t0 = time.perf_counter()
+                result = execute(files, corpus, work / f"{executor.name}{i}", executor=executor)
+                full[executor.name].append(time.perf_counter() - t0)
+                sandboxed[executor.name].append(result.execution["seconds"]["execute"])
         n = len(corpus.records)
-        rows = [("plain in-process call", statistics.median(plain)),
-                (f"{executor.name} executor (execution only)", statistics.median(sandboxed)),
-                (f"{executor.name} executor + host checking (full curate)", statistics.median(full))]
+        rows = [("plain in-process call", statistics.median(plain))]
+        for executor in executors:
+            rows += [(f"{executor.name} executor (execution only)", statistics.median(sandboxed[executor.name])),
+                     (f"{executor.name} executor + host checking (full curate)", statistics.median(full[executor.name]))]
         print(f"{n} trajectories, {turns} retained turns (Cost_train), median of {args.repeats}")
         print(f"{'path':<48} {'s/1k traj':>10} {'s/1k turns':>11} {'ratio':>7}")
         for name, wall in rows:

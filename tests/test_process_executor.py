@@ -150,3 +150,20 @@ def test_network_is_unshared_or_the_reason_is_recorded(strategy, sample_corpus, 
         assert network.startswith("shared: ") and "connected" in verdict
     if os.geteuid() == 0:  # root on Linux can always make a network namespace
         assert network == "unshared"
+
+
+def test_auto_falls_back_loudly_without_an_engine_and_refuses_under_ci(monkeypatch):
+    from evolver.errors import RunFailed
+    from sandbox.curate import make_executor
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    monkeypatch.delenv("CI", raising=False)
+    said = []
+    assert make_executor("auto", warn=said.append).name == "process"
+    assert len(said) == 1 and said[0].startswith("WARNING: no Docker engine answers") and "process executor" in said[0]
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(RunFailed, match="no Docker engine answers"):
+        make_executor("auto", warn=said.append)
+    monkeypatch.delenv("CI")
+    with pytest.raises(RunFailed):
+        make_executor("docker")
