@@ -51,15 +51,15 @@ def dir_bytes(path: Path) -> int:
     return total
 
 
-def docker_client(timeout: float = 10.0) -> docker.DockerClient:
+def docker_client(timeout: float = 30.0) -> docker.DockerClient:
     """A client of the local engine, or RunFailed with the fix when none answers."""
     try:
         client = docker.from_env(timeout=timeout)
         client.ping()
         return client
     except DockerException as exc:
-        raise RunFailed(f"no Docker engine answers ({str(exc).splitlines()[0][:160]}); "
-                        "run `bash scripts/setup.sh` as root to install and start one") from None
+        raise RunFailed(f"no Docker engine answers ({str(exc).splitlines()[0][:160]}); run `bash scripts/setup.sh` "
+                        "as root to install and start one (scripts/docker-engine.sh)") from None
 
 
 @dataclass

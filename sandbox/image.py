@@ -251,17 +251,10 @@ def generate_lock(dest: Path = LOCK, progress: Progress = _say) -> Path:
 # ---------------------------------------------------------------------------- the engine
 
 def docker_client(timeout: float = 30.0):
-    """A client of the local engine, or RunFailed with the fix when none answers."""
-    import docker
-    from docker.errors import DockerException
+    """The engine client the executor uses too (one message when none answers)."""
+    from sandbox.docker_executor import docker_client as client
 
-    try:
-        client = docker.from_env(timeout=timeout)
-        client.ping()
-        return client
-    except DockerException as exc:
-        raise RunFailed(f"no Docker engine answers ({str(exc).splitlines()[0][:160]}); run `bash scripts/setup.sh` "
-                        "as root to install and start one (scripts/docker-engine.sh)") from None
+    return client(timeout)
 
 
 def image_exists(client, tag: str) -> bool:
