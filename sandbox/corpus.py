@@ -22,11 +22,11 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 
 from evolver.errors import UserError
+from evolver.files import atomic_write
 from sandbox.schemas import ROLES, canonical_json, check_raw
 
 FORMATS = ("canonical", "sharegpt", "adp")
@@ -123,29 +123,8 @@ def file_sha256(path) -> str:
 
 
 def write_corpus(records: Iterable[Mapping], path) -> None:
-    """Write canonical JSONL atomically: a temp file beside `path`, fsync, then os.replace."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        mode = os.stat(path).st_mode & 0o777
-    except FileNotFoundError:
-        mode = 0o644
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, mode)  # mkstemp makes 0600; keep the file's mode or the usual 0644
-        with os.fdopen(fd, "wb") as f:
-            for record in records:
-                f.write(canonical_json(record).encode("utf-8"))
-                f.write(b"\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    """Write canonical JSONL atomically (one canonical JSON line per record)."""
+    atomic_write(path, "".join(canonical_json(record) + "\n" for record in records))
 
 
 # --------------------------------------------------------------------------- parsing

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Sequence
 
 from evolver.errors import RunFailed, UserError
+from evolver.files import json_text
 from sandbox import checker
 from sandbox.corpus import Corpus, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits
@@ -105,7 +106,7 @@ def _prepare_out(out_dir: Path) -> None:
 
 
 def _write_json(path: Path, obj: object) -> bytes:
-    data = (json.dumps(obj, sort_keys=True, ensure_ascii=False, indent=2, allow_nan=False) + "\n").encode()
+    data = json_text(obj).encode()   # inside the staging dir, renamed into place as a whole
     path.write_bytes(data)
     return data
 
