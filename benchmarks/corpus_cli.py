@@ -1,0 +1,49 @@
+"""`curateevo corpus build bfcl|bfcl-single --setting labeled|wild --out D [--seed N]`: the default
+raw corpora, from the benchmark's train split only (benchmarks/bfcl/corpus_builder.py)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+BENCHMARKS = ("bfcl", "bfcl-single")
+SETTINGS = ("labeled", "wild")
+
+
+def cmd_corpus_build(args) -> int:
+    from benchmarks.bfcl import corpus_builder
+
+    def say(text: str) -> None:
+        if not args.quiet:
+            print(f"  {text}", file=sys.stderr, flush=True)
+
+    say(f"building the {args.setting} {args.benchmark} corpus (train split, seed {args.seed}) into {args.out}")
+    info = corpus_builder.write(args.out, args.benchmark, args.setting, args.seed,
+                                variants=args.categories, limit=args.limit, progress=say)
+    print(f"{info['records']} records from {info['tasks']} train tasks, {info['success']} successful, "
+          f"{info['bytes'] / 1e6:.1f} MB in {info['seconds']:.1f} s")
+    print("by category: " + ", ".join(f"{k} {v}" for k, v in info["by_variant"].items()))
+    if info.get("noise"):
+        print("noise (in noise_labels.json, not in the records): "
+              + ", ".join(f"{k} {v}" for k, v in info["noise"].items()))
+    if info.get("skipped_unaccepted_gold"):
+        print(f"left out (gold answer not accepted by the checker): {', '.join(info['skipped_unaccepted_gold'])}")
+    print(f"corpus: {Path(args.out) / corpus_builder.CORPUS_FILE}")
+    return 0
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser("corpus", help="build the default raw corpora")
+    sub = p.add_subparsers(dest="corpus_command", required=True, metavar="ACTION")
+    b = sub.add_parser("build", help="build a raw corpus from a benchmark's train split")
+    b.add_argument("benchmark", choices=BENCHMARKS)
+    b.add_argument("--setting", required=True, choices=SETTINGS,
+                   help="labeled: executed ground truth; wild: seeded realistic noise, outcomes judged honestly")
+    b.add_argument("--out", required=True, type=Path,
+                   help="output directory (corpus.jsonl, build.json, and noise_labels.json for wild)")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--categories", nargs="+", metavar="C",
+                   help="bfcl: base miss_func miss_param long_context (default all); "
+                        "bfcl-single: simple_python multiple parallel parallel_multiple irrelevance (default all)")
+    b.add_argument("--limit", type=int, help="only the first N train tasks (for a quick look)")
+    b.add_argument("--quiet", action="store_true")
+    b.set_defaults(func=cmd_corpus_build)
