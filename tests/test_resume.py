@@ -1,0 +1,121 @@
+"""Resume: a run killed at every stage boundary, or at random points inside stages, ends with the
+same decisions and artifact hashes as the uninterrupted run (the `test` profile, 3 epochs, with at
+least one accept and one reject)."""
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from evolver import cli
+from evolver.store import RunStore
+
+from conftest import SAMPLE_CORPUS
+
+ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "3", "--tasks", "2", "--sandbox", "process",
+        "--corpus", str(SAMPLE_CORPUS), "--margin", "0.001", "--batch-size", "2"]
+
+
+def fingerprint(root):
+    """What must not depend on interruptions: decisions, commits, edits and every artifact's bytes."""
+    store = RunStore.open(root)
+    decisions = [{k: e["result"].get(k) for k in ("epoch", "accepted", "P", "C", "J", "commit", "edits")}
+                 for e in store.journal.events() if e.get("event") == "stage_done" and e["stage"] == "decide"]
+    artifacts = {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+                 for p in sorted(root.glob("epochs/*/artifacts/*")) if p.is_file() and p.name != "execution.json"}
+    final = [e["result"] for e in store.journal.events() if e.get("stage") == "final" and e["event"] == "stage_done"]
+    return decisions, artifacts, final
+
+
+@dataclass
+class Reference:
+    root: object
+    fingerprint: tuple
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Reference:
+    runs = tmp_path_factory.mktemp("reference")
+    assert cli.main(["run", *ARGS, "--runs-dir", str(runs), "--name", "r"]) == 0
+    decisions, artifacts, final = fingerprint(runs / "r")
+    assert [d["accepted"] for d in decisions].count(True) >= 2 and False in [d["accepted"] for d in decisions]
+    assert len(artifacts) == 3 * 5 and len(final) == 1   # sft, rl, memory, profile, manifest
+    return Reference(runs / "r", (decisions, artifacts, final))
+
+
+class Crash(Exception):
+    pass
+
+
+def test_crash_at_every_stage_boundary_then_resume(reference, tmp_path, monkeypatch):
+    real_stage = RunStore.stage
+    boundaries = []
+
+    def crashing_stage(self, epoch, stage, run, outputs=()):
+        done = self.done(epoch, stage)
+        result = real_stage(self, epoch, stage, run, outputs)
+        if done is None:   # this call did the work: crash right after its stage_done was written
+            boundaries.append((epoch, stage))
+            raise Crash(f"{epoch}/{stage}")
+        return result
+
+    monkeypatch.setattr(RunStore, "stage", crashing_stage)
+    with pytest.raises(Crash):
+        cli.main(["run", *ARGS, "--runs-dir", str(tmp_path), "--name", "c"])
+    for _ in range(40):
+        try:
+            assert cli.main(["resume", str(tmp_path / "c")]) == 0
+            break
+        except Crash:
+            continue
+    else:
+        pytest.fail("the run never finished")
+    assert len(boundaries) >= 16 and len(set(boundaries)) == len(boundaries), boundaries
+    assert fingerprint(tmp_path / "c") == reference.fingerprint
+
+
+def test_kill_at_random_points_then_resume(reference, tmp_path):
+    rng = random.Random(7)
+    command = [sys.executable, "-m", "evolver.cli", "run", *ARGS, "--runs-dir", str(tmp_path), "--name", "k"]
+    kills = 0
+    for attempt in range(30):
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            proc.wait(timeout=rng.uniform(4, 25) if attempt < 8 else 900)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            kills += 1
+            time.sleep(0.5)
+            command = [sys.executable, "-m", "evolver.cli", "resume", str(tmp_path / "k")]
+            if not (tmp_path / "k" / "run.json").exists():   # killed before the run directory was whole
+                import shutil
+                shutil.rmtree(tmp_path / "k", ignore_errors=True)
+                command = [sys.executable, "-m", "evolver.cli", "run", *ARGS, "--runs-dir", str(tmp_path), "--name", "k"]
+            continue
+        assert proc.returncode == 0
+        break
+    assert kills >= 3
+    assert fingerprint(tmp_path / "k") == reference.fingerprint
+
+
+def test_log_status_diff_and_report_read_the_run(reference, capsys):
+    root = reference.root
+    assert cli.main(["log", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "accepted" in out and "rejected" in out and "J" in out
+    assert cli.main(["status", str(root)]) == 0
+    assert "finished" in capsys.readouterr().out
+    assert cli.main(["diff", str(root), "0", "1"]) == 0
+    assert "PLAN" in capsys.readouterr().out
+    assert cli.main(["report", str(root)]) == 0
+    page = (root / "report" / "index.html").read_text()
+    for name in ("objective.png", "scale.png", "families.png", "time.png"):
+        assert (root / "report" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert name in page
