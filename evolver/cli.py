@@ -8,7 +8,11 @@ import sys
 from pathlib import Path
 
 from evolver.errors import RunFailed, UserError
+from evolver import report, run_cli
 from sandbox import image as sandbox_image
+from benchmarks import corpus_cli
+from trainer import cli as trainer_cli
+from benchmarks import eval_cli
 from sandbox.executor import PROJECT_ROOT, Limits
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
@@ -60,15 +64,21 @@ def cmd_replay(args) -> int:
     from sandbox.curate import make_executor
     from sandbox.replay import discard, replay
 
-    report = replay(args.dir, args.out, executor=make_executor(args.sandbox), corpus_paths=args.corpus)
+    source = args.dir
+    if args.epoch is not None:   # a run's epoch: its artifacts directory is a whole curation output
+        source = run_cli.epoch_artifacts(args.dir, args.epoch)
+    elif args.retrain or args.reeval:
+        raise UserError("--retrain and --reeval replay a run's epoch: give --epoch E")
+    report = replay(source, args.out, executor=make_executor(args.sandbox), corpus_paths=args.corpus)
     print(report.summary())
-    if report.identical:
-        if args.out is None:
-            discard(report)
-        return 0
     for name, diff in report.differences.items():
         print(f"  {name}: {diff}")
-    return 1
+    same = report.identical
+    if report.identical and args.out is None:
+        discard(report)
+    if args.epoch is not None and (args.retrain or args.reeval):
+        same &= run_cli.replay_training(args.dir, args.epoch, retrain=args.retrain, reeval=args.reeval)
+    return 0 if same else 1
 
 
 def _workspace(path: Path):
@@ -103,8 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_curate)
 
-    p = sub.add_parser("replay", help="re-execute a curation output into an empty directory and compare bytes")
-    p.add_argument("dir", type=Path, help="a curation output directory (with manifest.json)")
+    p = sub.add_parser("replay", help="re-execute a curation output (or a run's epoch) into an empty directory and compare bytes")
+    p.add_argument("dir", type=Path, help="a curation output directory (with manifest.json), or a run with --epoch")
+    p.add_argument("--epoch", type=int, help="replay this epoch of the run DIR")
+    p.add_argument("--retrain", action="store_true", help="with --epoch: train again and compare the adapter bytes")
+    p.add_argument("--reeval", action="store_true", help="with --epoch: evaluate again and compare P and every outcome")
     p.add_argument("--out", type=Path, help="where to write the replay (default: a temporary directory)")
     p.add_argument("--corpus", nargs="+", help="the corpus file(s), if they moved")
     p.add_argument("--sandbox", default="auto", choices=["auto", "docker", "process"])
@@ -116,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("b")
     p.set_defaults(func=cmd_diff)
     sandbox_image.add_cli(sub)  # curateevo sandbox build|lock
+    run_cli.add_cli(sub)  # curateevo run|resume|status|log
+    report.add_cli(sub)  # curateevo report
+    corpus_cli.add_cli(sub)  # curateevo corpus build
+    trainer_cli.add_cli(sub)  # curateevo train
+    eval_cli.add_cli(sub)  # curateevo eval
     return parser
 
 

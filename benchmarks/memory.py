@@ -1,0 +1,128 @@
+"""Memory at evaluation time: the top-k memory records by BM25 over their `key`, given to the
+agent in its system prompt.
+
+A memory record is `{"id", "key", "content", "tags"?, "meta"?}` (DESIGN: Formats). The index is
+`bm25s` (Lucene BM25, English stop words, lower case, word tokens of two or more characters);
+the query is the task's first user turn. Records with no word in common with the query are never
+returned, ties keep file order, so retrieval is deterministic. The hints go after the system text
+(or after the chat format's default system text when the conversation has none):
+
+    <system text>
+
+    Hints from earlier experience:
+    - <content of the best record>
+    - <content of the next one>
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from evolver.errors import UserError
+from trainer import chat_format as cf
+
+DEFAULT_K = 3
+HEADER = "Hints from earlier experience:"
+STOPWORDS = "en"
+
+
+def _tokens(texts: Sequence[str]) -> list[list[str]]:
+    import bm25s
+
+    return bm25s.tokenize(list(texts), stopwords=STOPWORDS, return_ids=False, show_progress=False)
+
+
+def read_memory(path: str | Path) -> list[dict]:
+    """Memory records from a JSONL file, checked against the memory schema (`file:line: reason`)."""
+    from sandbox.schemas import check_memory
+
+    records, seen = [], set()
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such memory file") from None
+    except (IsADirectoryError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not a memory JSONL file ({exc.__class__.__name__})") from None
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            raise UserError(f"{path}:{lineno}: not JSON ({exc})") from None
+        error = check_memory(record)
+        if error:
+            raise UserError(f"{path}:{lineno}: {error}")
+        if record["id"] in seen:
+            raise UserError(f"{path}:{lineno}: duplicate id {record['id']!r}")
+        seen.add(record["id"])
+        records.append(record)
+    return records
+
+
+class MemoryIndex:
+    """BM25 over the `key` of memory records; `retrieve(query)` gives the top `k`."""
+
+    def __init__(self, records: Sequence[Mapping], k: int = DEFAULT_K):
+        import bm25s
+
+        if k < 1:
+            raise UserError("memory top-k must be at least 1")
+        self.records = [dict(r) for r in records]
+        self.k = k
+        self._bm25 = None
+        keys = _tokens([r["key"] for r in self.records]) if self.records else []
+        if any(keys):
+            self._bm25 = bm25s.BM25()
+            self._bm25.index(keys, show_progress=False)
+
+    @classmethod
+    def from_file(cls, path: str | Path, k: int = DEFAULT_K) -> "MemoryIndex":
+        return cls(read_memory(path), k)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def scores(self, query: str) -> list[float]:
+        """One BM25 score per record (0 for every record when the query has no usable word)."""
+        words = _tokens([query or ""])[0]
+        if self._bm25 is None or not words:
+            return [0.0] * len(self.records)
+        return [float(s) for s in self._bm25.get_scores(words)]
+
+    def retrieve(self, query: str, k: int | None = None) -> list[dict]:
+        """The best `k` records whose key shares a word with `query`, best first (ties: file order)."""
+        scored = [(s, i) for i, s in enumerate(self.scores(query)) if s > 0]
+        scored.sort(key=lambda si: (-si[0], si[1]))
+        return [self.records[i] for _, i in scored[: k or self.k]]
+
+
+def hint_block(records: Sequence[Mapping]) -> str:
+    """The text added to the system prompt ("" without records)."""
+    if not records:
+        return ""
+    return "\n".join([HEADER, *("- " + " ".join(r["content"].split()) for r in records)])
+
+
+def inject(messages: Sequence[Mapping], records: Sequence[Mapping]) -> list[dict]:
+    """`messages` with the hints of `records` appended to the system message (one is added,
+    with the chat format's default text, when there is none). Without records: a plain copy."""
+    out = [dict(m) for m in messages]
+    block = hint_block(records)
+    if not block:
+        return out
+    if out and out[0].get("role") == "system":
+        system = out[0].get("content") or ""
+        out[0]["content"] = (system + "\n\n" if system else "") + block
+    else:
+        out.insert(0, {"role": "system", "content": cf.DEFAULT_SYSTEM + "\n\n" + block})
+    return out
+
+
+def query_of(messages: Sequence[Mapping]) -> str:
+    """The retrieval query of a conversation: its first user message."""
+    for m in messages:
+        if m.get("role") == "user":
+            return m.get("content") or ""
+    return ""

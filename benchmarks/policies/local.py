@@ -1,0 +1,132 @@
+"""A local `transformers` policy: base model + optional LoRA adapter, batched with left padding.
+
+Prompts are rendered by `trainer.chat_format` through `trainer.data.fit_prompt` (the function
+training uses for RL prompts: a conversation too long for `max_prompt_tokens` loses its oldest
+turns after the first user message; one that cannot fit at all gets an empty answer, counted in
+`stats["prompts_too_long"]`). Decoding is greedy at temperature 0; a positive temperature samples
+with `torch.manual_seed(seed, batch)` set before each batch, so a result depends only on the
+seed and the batch composition, which the caller fixes (benchmarks.runner). Thread count and
+device are pinned at construction and recorded by `describe()`.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from typing import Sequence
+
+from trainer import chat_format as cf
+
+DEFAULT_BATCH_SIZE = 8
+DEFAULT_MAX_NEW_TOKENS = 128
+DEFAULT_MAX_PROMPT_TOKENS = 4096
+MAX_DEFAULT_THREADS = 16
+
+
+def derive_seed(*parts) -> int:
+    """A 31-bit seed from any parts (stable across processes, unlike `hash`)."""
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def default_threads() -> int:
+    return max(1, min(os.cpu_count() or 1, MAX_DEFAULT_THREADS))
+
+
+class TransformersPolicy:
+    name = "transformers"
+
+    def __init__(self, base: str, adapter: str | None = None, *, device: str = "auto", dtype: str = "float32",
+                 threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
+                 style: str = cf.DEFAULT_STYLE, model=None, tokenizer=None):
+        import torch
+
+        from trainer.models import load_policy
+
+        if batch_size < 1 or max_new_tokens < 1 or max_prompt_tokens < 1:
+            raise ValueError("batch_size, max_new_tokens and max_prompt_tokens must be positive")
+        if style not in cf.STYLES:
+            raise ValueError(f"unknown chat style {style!r} (one of {', '.join(cf.STYLES)})")
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.threads = threads or default_threads()
+        torch.set_num_threads(self.threads)
+        if model is None or tokenizer is None:
+            model, tokenizer = load_policy(base, adapter, dtype=dtype, device=device)
+        else:
+            model.to(device)
+            model.eval()
+        tokenizer.padding_side = "left"
+        self.model, self.tokenizer = model, tokenizer
+        self.base, self.adapter, self.device, self.dtype = base, adapter, device, dtype
+        self.batch_size, self.max_new_tokens, self.max_prompt_tokens = batch_size, max_new_tokens, max_prompt_tokens
+        self.style = style
+        self.stats = {"calls": 0, "batches": 0, "prompts": 0, "prompts_too_long": 0, "prompts_shortened": 0,
+                      "prompt_tokens": 0, "generated_tokens": 0, "generate_s": 0.0}
+
+    def describe(self) -> dict:
+        import torch
+        import transformers
+
+        return {"backend": self.name, "base": self.base, "adapter": None if self.adapter is None else str(self.adapter),
+                "device": self.device, "dtype": self.dtype, "threads": torch.get_num_threads(),
+                "batch_size": self.batch_size, "max_new_tokens": self.max_new_tokens,
+                "max_prompt_tokens": self.max_prompt_tokens, "chat_style": self.style, "padding": "left",
+                "torch": torch.__version__, "transformers": transformers.__version__}
+
+    def _generation_config(self, n: int, temperature: float):
+        from transformers import GenerationConfig
+
+        tok = self.tokenizer
+        sampling = temperature > 0
+        return GenerationConfig(max_new_tokens=self.max_new_tokens, do_sample=sampling,
+                                temperature=temperature if sampling else None, top_p=1.0 if sampling else None,
+                                top_k=0 if sampling else None, num_return_sequences=n,
+                                eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+
+    def generate(self, prompts: Sequence[tuple], n: int = 1, temperature: float = 0.0,
+                 seed: int | None = None) -> list[list[str]]:
+        import torch
+
+        from trainer.data import fit_prompt
+
+        if n < 1:
+            raise ValueError("n must be at least 1")
+        if temperature < 0:
+            raise ValueError("temperature must be >= 0")
+        if temperature == 0 and n > 1:
+            raise ValueError("several samples need a positive temperature (greedy decoding repeats itself)")
+        torch.set_num_threads(self.threads)  # pinned even if someone changed it since
+        self.stats["calls"] += 1
+        out: list[list[str]] = [[] for _ in prompts]
+        texts: list[tuple[int, str]] = []
+        for i, (messages, tools) in enumerate(prompts):
+            fitted = fit_prompt(messages, tools or [], self.tokenizer, self.max_prompt_tokens, self.style)
+            self.stats["prompts"] += 1
+            if fitted is None:
+                self.stats["prompts_too_long"] += 1
+                out[i] = [""] * n
+                continue
+            text, n_tokens, shortened = fitted
+            self.stats["prompts_shortened"] += int(shortened)
+            self.stats["prompt_tokens"] += n_tokens
+            texts.append((i, text))
+        config = self._generation_config(n, temperature)
+        started = time.perf_counter()
+        for b in range(0, len(texts), self.batch_size):
+            chunk = texts[b:b + self.batch_size]
+            enc = self.tokenizer([t for _, t in chunk], return_tensors="pt", padding=True,
+                                 add_special_tokens=False).to(self.device)
+            if temperature > 0:
+                torch.manual_seed(derive_seed(0 if seed is None else seed, b // self.batch_size))
+            with torch.inference_mode():
+                generated = self.model.generate(**enc, generation_config=config)
+            new = generated[:, enc["input_ids"].shape[1]:]
+            self.stats["batches"] += 1
+            self.stats["generated_tokens"] += int((new != self.tokenizer.pad_token_id).sum())
+            decoded = self.tokenizer.batch_decode(new.cpu(), skip_special_tokens=False)
+            for row, text in enumerate(decoded):
+                out[chunk[row // n][0]].append(text.split(cf.STOP)[0])
+        self.stats["generate_s"] += time.perf_counter() - started
+        return out

@@ -1,0 +1,193 @@
+"""The trajectory-replay dev benchmark, for user corpora that come without an environment (paper §5.1).
+
+`get_benchmark("replay", corpus=PATH)` loads a raw corpus (canonical, ShareGPT or ADP, through
+`sandbox.corpus.load_corpus`) and splits it 9:1 with a fixed seed:
+
+- records are grouped so that copies of one task cannot sit on both sides: by `meta.env.task_id`
+  when the record has an environment, else by its instruction (the `task` field, else the first
+  user message), whitespace- and case-folded; a record without either is its own group;
+- the groups, sorted by their smallest id, are shuffled with `random.Random(seed)` and taken into
+  the held-out side until it holds `holdout` (10%) of the records (at least one record when the
+  corpus has two or more).
+
+`train_ids` is the 90% a loop may curate; `dev_ids` the held-out 10%, which `tasks("dev")` hands
+out (sorted by id). A task has no environment: it is scored by `step_accuracy` alone. Each
+assistant message of a held-out record is a `StepItem` — the recorded prefix before it, and as
+gold its tool calls (or `[]` for a reply without calls). Records whose outcome says they failed
+(`outcome.success is false`) give no step items by default (their actions are not ones to copy).
+
+`judge_step` accepts a next action when it makes the same calls as the recorded one, in any
+order: equal tool names and equal arguments after normalisation (JSON-decoded, object key order
+ignored, numbers compared by value, booleans kept apart from numbers, strings exact).
+"""
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from typing import Any, Mapping, Sequence
+
+from benchmarks.base import SPLITS, StepItem, Task, Verdict, register
+from evolver.errors import UserError
+
+NAME = "replay"
+DEFAULT_HOLDOUT = 0.1
+DEFAULT_SEED = 0
+
+
+def _group_key(record: Mapping) -> str:
+    env = (record.get("meta") or {}).get("env")
+    if isinstance(env, Mapping) and env.get("task_id") is not None:
+        return f"env:{env.get('benchmark', '')}:{env['task_id']}"
+    text = record.get("task") or next((m.get("content") or "" for m in record.get("messages", [])
+                                       if m.get("role") == "user"), "")
+    text = " ".join(str(text).lower().split())
+    return f"task:{text}" if text else f"id:{record['id']}"
+
+
+def split_ids(records: Sequence[Mapping], seed: int = DEFAULT_SEED,
+              holdout: float = DEFAULT_HOLDOUT) -> tuple[list[str], list[str]]:
+    """(train ids, held-out ids), each sorted; see the module docstring."""
+    if not 0 < holdout < 1:
+        raise UserError(f"holdout must be between 0 and 1, not {holdout}")
+    groups: dict[str, list[str]] = {}
+    for r in records:
+        groups.setdefault(_group_key(r), []).append(r["id"])
+    ordered = sorted((sorted(ids) for ids in groups.values()), key=lambda ids: ids[0])
+    random.Random(seed).shuffle(ordered)
+    n = len(records)
+    target = max(1, round(n * holdout)) if n >= 2 else 0
+    dev: list[str] = []
+    for ids in ordered:
+        if len(dev) >= target:
+            break
+        if len(dev) + len(ids) >= n:  # never hold out everything
+            continue
+        dev.extend(ids)
+    held = set(dev)
+    return sorted(r["id"] for r in records if r["id"] not in held), sorted(dev)
+
+
+def normalize_arguments(arguments: Any) -> Any:
+    """Arguments as compared: a JSON string is decoded first; see the module docstring."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return ("unparsed", arguments)
+    return _norm(arguments)
+
+
+def _norm(value: Any) -> Any:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return ("number", float(value))
+    if isinstance(value, Mapping):
+        return ("object", tuple(sorted((str(k), _norm(v)) for k, v in value.items())))
+    if isinstance(value, (list, tuple)):
+        return ("array", tuple(_norm(v) for v in value))
+    return ("other", repr(value))
+
+
+def _call_key(call: Mapping) -> str:
+    fn = call.get("function", call)
+    return repr((fn.get("name"), normalize_arguments(fn.get("arguments", {}))))
+
+
+def same_calls(calls: Sequence[Mapping], gold: Sequence[Mapping]) -> bool:
+    """Equal multisets of (name, normalised arguments)."""
+    return Counter(map(_call_key, calls)) == Counter(map(_call_key, gold))
+
+
+def _user_turns(messages: Sequence[Mapping]) -> list[list[dict]]:
+    turns: list[list[dict]] = []
+    previous = None
+    for m in messages:
+        if m.get("role") == "user":
+            if previous != "user":
+                turns.append([])
+            turns[-1].append(dict(m))
+        previous = m.get("role")
+    return turns
+
+
+class ReplayBenchmark:
+    """Step-level replay of a raw corpus's held-out records (no environment, no episodes)."""
+
+    name = NAME
+    executable = False  # no Episode: only step_accuracy can be measured
+
+    def __init__(self, corpus, seed: int = DEFAULT_SEED, holdout: float = DEFAULT_HOLDOUT, fmt: str = "auto",
+                 include_failed: bool = False, allow_test: bool = False):
+        from sandbox.corpus import load_corpus
+
+        if corpus is None:
+            raise UserError("the replay benchmark needs a corpus (--corpus FILE)")
+        loaded = load_corpus(corpus, fmt)
+        self.corpus_sha256 = loaded.sha256
+        self.seed, self.holdout, self.include_failed = seed, holdout, include_failed
+        self.records = {r["id"]: r for r in loaded.records}
+        self.train_ids, self.dev_ids = split_ids(loaded.records, seed, holdout)
+
+    def describe(self) -> dict:
+        return {"benchmark": self.name, "corpus_sha256": self.corpus_sha256, "seed": self.seed,
+                "holdout": self.holdout, "train": len(self.train_ids), "dev": len(self.dev_ids),
+                "include_failed": self.include_failed}
+
+    def train_records(self) -> list[dict]:
+        """The records a loop may curate (the 90%), in corpus order."""
+        train = set(self.train_ids)
+        return [r for rid, r in self.records.items() if rid in train]
+
+    def _task(self, record: Mapping) -> Task:
+        env = (record.get("meta") or {}).get("env")
+        meta = {"source": record.get("source", ""), "outcome": record.get("outcome")}
+        if env is not None:
+            meta["env"] = env
+        return Task(id=record["id"], benchmark=NAME, category=record.get("source") or NAME,
+                    tools=list(record.get("tools") or []), turns=_user_turns(record["messages"]), meta=meta)
+
+    def tasks(self, split: str, limit: int | None = None, categories=None) -> list[Task]:
+        if split not in SPLITS:
+            raise UserError(f"unknown split {split!r} (expected one of {', '.join(SPLITS)})")
+        if split == "test":
+            raise UserError("the replay benchmark has no test split (it holds out 10% of the corpus as dev)")
+        ids = self.dev_ids if split == "dev" else self.train_ids
+        tasks = [self._task(self.records[i]) for i in ids]
+        if categories:
+            wanted = set(categories)
+            tasks = [t for t in tasks if t.category in wanted]
+        return tasks[:limit] if limit is not None else tasks
+
+    def episode(self, task: Task):
+        raise UserError("the replay benchmark has no environment to run episodes in; it measures step_accuracy")
+
+    def score(self, task: Task, messages: list) -> Verdict:
+        raise UserError("the replay benchmark has no environment to score episodes; it measures step_accuracy")
+
+    def step_items(self, task: Task) -> list[StepItem]:
+        record = self.records[task.id]
+        if not self.include_failed and (record.get("outcome") or {}).get("success") is False:
+            return []
+        items = []
+        messages = record["messages"]
+        turn = -1
+        for i, m in enumerate(messages):
+            role = m.get("role")
+            if role == "user" and (i == 0 or messages[i - 1].get("role") != "user"):
+                turn += 1
+            if role != "assistant" or turn < 0:
+                continue
+            gold = [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+                    for c in m.get("tool_calls") or []]
+            items.append(StepItem(task_id=task.id, index=len(items), messages=[dict(x) for x in messages[:i]],
+                                  tools=list(record.get("tools") or []), gold=gold,
+                                  meta={"message_index": i, "turn": turn, "source": record.get("source", "")}))
+        return items
+
+    def judge_step(self, item: StepItem, calls: list) -> bool:
+        return same_calls(calls, item.gold)
+
+
+register(NAME, ReplayBenchmark)

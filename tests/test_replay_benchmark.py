@@ -1,0 +1,108 @@
+"""The trajectory-replay dev benchmark: 9:1 split by id, step items from held-out records,
+next action judged against the recorded one."""
+import json
+
+import pytest
+
+from benchmarks import replay_benchmark as rb
+from benchmarks.base import get_benchmark
+from evolver.errors import UserError
+
+
+def _record(i, task=None, env=None, outcome=None, calls=(("get_weather", {"city": "Paris", "days": 2}),)):
+    messages = [{"role": "user", "content": task or f"request number {i}"}]
+    for j, (name, args) in enumerate(calls):
+        cid = f"c{j}"
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]})
+        messages.append({"role": "tool", "tool_call_id": cid, "content": "ok"})
+    messages.append({"role": "assistant", "content": "Here you go."})
+    rec = {"id": f"r{i:03d}", "messages": messages,
+           "tools": [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+                     for n in sorted({n for n, _ in calls})]}
+    if env:
+        rec["meta"] = {"env": env}
+    if outcome is not None:
+        rec["outcome"] = outcome
+    return rec
+
+
+def _write(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_split_is_nine_to_one_seeded_and_disjoint():
+    records = [_record(i) for i in range(50)]
+    train, dev = rb.split_ids(records, seed=0)
+    assert len(dev) == 5 and len(train) == 45
+    assert set(train).isdisjoint(dev) and set(train) | set(dev) == {r["id"] for r in records}
+    assert rb.split_ids(list(reversed(records)), seed=0) == (train, dev)   # by id, not by order
+    assert rb.split_ids(records, seed=1)[1] != dev
+    assert rb.split_ids(records[:1], seed=0) == (["r000"], [])
+
+
+def test_copies_of_one_task_stay_on_one_side():
+    records = [_record(i, task=f"Same request {i // 5}") for i in range(40)]
+    records += [_record(100 + i, env={"benchmark": "b", "task_id": f"t{i % 3}"}) for i in range(9)]
+    train, dev = rb.split_ids(records, seed=3)
+    side = {rid: "dev" for rid in dev} | {rid: "train" for rid in train}
+    by_group = {}
+    for r in records:
+        by_group.setdefault(rb._group_key(r), set()).add(side[r["id"]])
+    assert all(len(sides) == 1 for sides in by_group.values())
+    assert dev and train
+
+
+def test_arguments_are_compared_after_normalisation():
+    gold = [{"name": "f", "arguments": '{"a": 1, "b": {"x": [1, 2]}, "c": "Paris"}'}]
+    assert rb.same_calls([{"name": "f", "arguments": '{"c":"Paris","b":{"x":[1.0,2]},"a":1.0}'}], gold)
+    assert not rb.same_calls([{"name": "f", "arguments": '{"a": 1, "b": {"x": [2, 1]}, "c": "Paris"}'}], gold)
+    assert not rb.same_calls([{"name": "f", "arguments": '{"a": 1, "b": {"x": [1, 2]}, "c": "paris"}'}], gold)
+    assert not rb.same_calls([{"name": "g", "arguments": '{"a": 1, "b": {"x": [1, 2]}, "c": "Paris"}'}], gold)
+    assert not rb.same_calls([{"name": "f", "arguments": '{"a": true, "b": {"x": [1, 2]}, "c": "Paris"}'}],
+                             [{"name": "f", "arguments": '{"a": 1, "b": {"x": [1, 2]}, "c": "Paris"}'}])
+    two = [{"name": "f", "arguments": "{}"}, {"name": "g", "arguments": '{"k": 1}'}]
+    assert rb.same_calls(list(reversed(two)), two)              # parallel calls: any order
+    assert not rb.same_calls(two[:1], two) and not rb.same_calls(two + two[:1], two)
+    assert rb.same_calls([], [])
+
+
+def test_benchmark_tasks_step_items_and_judge(tmp_path):
+    records = [_record(i, calls=(("search", {"q": f"item {i}"}), ("buy", {"id": i}))) for i in range(20)]
+    records[0]["outcome"] = {"success": False, "reward": 0.0}
+    bench = get_benchmark("replay", corpus=str(_write(tmp_path / "c.jsonl", records)))
+    assert bench.name == "replay" and bench.executable is False
+    dev = bench.tasks("dev")
+    assert [t.id for t in dev] == bench.dev_ids and len(dev) == 2
+    assert len(bench.tasks("train")) == 18 and [r["id"] for r in bench.train_records()] == bench.train_ids
+    with pytest.raises(UserError, match="no test split"):
+        bench.tasks("test")
+    task = dev[0]
+    items = bench.step_items(task)
+    assert [i.gold for i in items] == [
+        [{"name": "search", "arguments": json.dumps({"q": f"item {int(task.id[1:])}"})}],
+        [{"name": "buy", "arguments": json.dumps({"id": int(task.id[1:])})}],
+        [],
+    ]
+    assert [len(i.messages) for i in items] == [1, 3, 5] and items[1].messages[-1]["role"] == "tool"
+    assert bench.judge_step(items[0], items[0].gold) and bench.judge_step(items[2], [])
+    assert not bench.judge_step(items[2], items[0].gold) and not bench.judge_step(items[0], [])
+    with pytest.raises(UserError, match="no environment"):
+        bench.episode(task)
+
+
+def test_failed_records_give_no_step_items_unless_asked(tmp_path):
+    records = [_record(i, outcome={"success": False, "reward": 0.0}) for i in range(10)]
+    path = _write(tmp_path / "c.jsonl", records)
+    bench = get_benchmark("replay", corpus=str(path))
+    assert all(bench.step_items(t) == [] for t in bench.tasks("dev"))
+    bench = get_benchmark("replay", corpus=str(path), include_failed=True)
+    assert all(bench.step_items(t) for t in bench.tasks("dev"))
+
+
+def test_sample_corpus_loads_and_splits(sample_corpus):
+    bench = get_benchmark("replay", corpus=str(sample_corpus))
+    assert len(bench.dev_ids) >= 4 and len(bench.train_ids) + len(bench.dev_ids) == 48
+    items = [i for t in bench.tasks("dev") for i in bench.step_items(t)]
+    assert items and all(bench.judge_step(i, i.gold) for i in items)

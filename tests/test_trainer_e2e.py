@@ -1,0 +1,99 @@
+"""`curateevo train` end to end on the `test` profile: a child process, the outputs evaluation
+reads, byte-identical adapters from the same data and seed, failures as one sentence."""
+import json
+import time
+
+import pytest
+
+from evolver.cli import main
+from evolver.errors import RunFailed, UserError
+from trainer.train import train
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory, sample_corpus):
+    """SFT records (one with a masked turn) and step-level RL records from the bundled BFCL corpus."""
+    raw = [json.loads(line) for line in sample_corpus.read_text().splitlines()]
+    folder = tmp_path_factory.mktemp("train-inputs")
+    sft = []
+    for r in raw[:6]:
+        n = sum(m["role"] == "assistant" for m in r["messages"])
+        sft.append({"id": r["id"], "messages": r["messages"], "tools": r["tools"],
+                    "weights": [0] + [1] * (n - 1) if r is raw[0] else [1] * n, "meta": {"origin": [r["id"]]}})
+    rl = []
+    for r in raw[6:10]:
+        k = next(i for i, m in enumerate(r["messages"]) if m.get("tool_calls"))
+        rl.append({"id": f"{r['id']}#{k}", "messages": r["messages"][:k], "tools": r["tools"],
+                   "reference": {"tool_calls": r["messages"][k]["tool_calls"]},
+                   "reward": "state_match" if len(rl) % 2 else "tool_call_match", "meta": r["meta"]})
+    return write_jsonl(folder / "sft.jsonl", sft), write_jsonl(folder / "rl.jsonl", rl)
+
+
+def test_the_test_profile_trains_end_to_end_and_the_same_seed_gives_the_same_adapter(inputs, tmp_path):
+    sft, rl = inputs
+    start = time.monotonic()
+    summary = train(sft, rl, tmp_path / "a", profile="test", seed=7)
+    elapsed = time.monotonic() - start
+    assert elapsed < 90, f"the test profile took {elapsed:.0f} s (CI budget: one minute)"
+
+    out = tmp_path / "a"
+    for name in ("adapter/adapter_model.safetensors", "adapter/adapter_config.json", "adapter/chat_template.jinja",
+                 "sft_adapter/adapter_model.safetensors", "metrics.jsonl", "summary.json", "train.log"):
+        assert (out / name).is_file(), name
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert {r["stage"] for r in rows} == {"sft", "grpo"}
+    assert any("rewards/state_match/mean" in r for r in rows) and any("rewards/tool_call_match/mean" in r for r in rows)
+
+    assert summary == json.loads((out / "summary.json").read_text())
+    assert summary["data"]["sft"]["masked_turns"] == 1 and summary["data"]["rl"]["prompts"] == 4
+    assert summary["sft"]["steps"] == 3 and summary["grpo"]["steps"] == 2
+    assert summary["sft"]["loss_first"] > 0 and summary["sft"]["tokens_seen"] > 0
+    assert summary["grpo"]["groups"] == 4 and summary["grpo"]["completions"] == 8
+    assert summary["recipe"]["kl_beta"] == 0.14 and summary["profile"]["name"] == "test"
+    assert summary["peak_memory_mb"] > 0 and summary["wall_s"] > 0 and summary["seed"] == 7
+    if summary["grpo"]["zero_variance_share"] > 0.8:  # a random tiny model scores the same on everything
+        assert any("zero reward variance" in w for w in summary["warnings"])
+
+    from trainer.models import load_policy
+
+    model, tokenizer = load_policy("tiny-random", out / "adapter")
+    prompt = tokenizer(json.loads(rl.read_text().splitlines()[0])["messages"][0]["content"], return_tensors="pt")
+    assert model.generate(**prompt, max_new_tokens=3, do_sample=False).shape[1] == prompt["input_ids"].shape[1] + 3
+
+    rc = main(["train", "--sft", str(sft), "--rl", str(rl), "--profile", "test", "--seed", "7",
+               "--out", str(tmp_path / "b"), "--quiet"])
+    assert rc == 0
+    for name in ("adapter/adapter_model.safetensors", "sft_adapter/adapter_model.safetensors"):
+        assert (tmp_path / "b" / name).read_bytes() == (out / name).read_bytes(), name
+
+
+def test_a_crashed_training_process_is_a_run_failure_not_a_crash_of_the_caller(inputs, tmp_path):
+    sft, rl = inputs
+    with pytest.raises(RunFailed, match=r"killed \(SIGKILL: out of memory\?\); see .*train.log"):
+        train(sft, rl, tmp_path / "oom", profile="test", launcher="sh -c 'kill -KILL $$'")
+    with pytest.raises(RunFailed, match="exited with status 3"):
+        train(sft, rl, tmp_path / "crash", profile="test", launcher="sh -c 'echo boom; exit 3'")
+
+
+def test_what_the_child_finds_wrong_with_the_input_is_one_sentence(inputs, tmp_path):
+    sft, rl = inputs
+    with pytest.raises(UserError, match="nothing to train"):
+        train(sft, rl, tmp_path / "short", profile="test", max_length=50, max_prompt_length=50)
+
+
+def test_bad_arguments_exit_2_with_one_line(inputs, tmp_path, capsys):
+    sft, _ = inputs
+    assert main(["train", "--sft", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o")]) == 2
+    assert main(["train", "--sft", str(sft), "--base", "gpt-17", "--out", str(tmp_path / "o")]) == 2
+    assert main(["train", "--sft", str(sft), "--set", "lr=1", "--out", str(tmp_path / "o")]) == 2
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    assert main(["train", "--sft", str(sft), "--out", str(tmp_path / "full")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 4 and all(line.startswith("curateevo: error: ") for line in err)

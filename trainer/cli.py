@@ -1,0 +1,89 @@
+"""`curateevo train`: the fixed recipe on SFT/RL records (DESIGN: CLI)."""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import sys
+from pathlib import Path
+
+from evolver.errors import UserError
+from trainer.recipe import PROFILES, Profile
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _budget(pairs: list[str]) -> dict:
+    """`--set sft_max_steps=10` → {"sft_max_steps": 10}, typed like the profile field."""
+    fields = {f.name: f for f in dataclasses.fields(Profile)}
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in fields or key == "name":
+            raise UserError(f"--set {pair}: expected FIELD=VALUE with FIELD one of "
+                            + ", ".join(k for k in fields if k != "name"))
+        try:
+            out[key] = json.loads(value) if value not in ("", "None") else None
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def format_summary(summary: dict, out: Path) -> str:
+    sft, grpo, data = summary.get("sft"), summary.get("grpo"), summary["data"]
+    rows = [("base", f"{summary['base']} ({summary['device']}, {summary['threads']} threads, profile {summary['profile']['name']})")]
+    d = data["sft"]
+    rows.append(("SFT data", f"{d['examples']} of {d['records']} records, {d['trained_tokens']} trained of "
+                             f"{d['tokens']} tokens, {d['truncated']} truncated, {d['dropped_untrained']} dropped"))
+    if sft:
+        rows.append(("SFT", f"{sft['steps']} steps, {sft['epochs_seen']} epochs, loss {_f(sft['loss_first'])} → "
+                            f"{_f(sft['loss_last'])}, {sft['tokens_per_s']} tokens/s, {sft['wall_s']} s"))
+    d = data["rl"]
+    rows.append(("RL data", f"{d['prompts']} of {d['records']} prompts ({d['shortened']} shortened, "
+                            f"{d['dropped_too_long']} dropped)"))
+    if grpo:
+        rows.append(("GRPO", f"{grpo['steps']} steps, reward {_f(grpo['reward_first'])} → {_f(grpo['reward_last'])}, "
+                             f"zero-variance groups {grpo['zero_variance_groups']}/{grpo['groups']}, {grpo['wall_s']} s"))
+    rows.append(("total", f"{summary['wall_s']} s, peak memory {summary['peak_memory_mb']:.0f} MB"))
+    width = max(len(k) for k, _ in rows)
+    text = "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+    for warning in summary.get("warnings", []):
+        text += f"\nwarning: {warning}"
+    return text + f"\n\nadapter in {out / 'adapter'}, metrics in {out / 'metrics.jsonl'}"
+
+
+def _f(x) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def cmd_train(args) -> int:
+    from trainer.train import train
+
+    out = args.out or PROJECT_ROOT / "runs" / datetime.datetime.now().strftime("train-%Y%m%d-%H%M%S")
+    if args.sft is None and args.rl is None:
+        raise UserError("give --sft and/or --rl records")
+    echo = None if args.quiet else sys.stderr
+    summary = train(args.sft, args.rl, out, base=args.base, profile=args.profile, seed=args.seed,
+                    launcher=args.launcher, progress=not args.quiet, echo=echo, timeout=args.timeout,
+                    **_budget(args.set))
+    print(json.dumps(summary, indent=2, sort_keys=True) if args.json else format_summary(summary, Path(out)))
+    return 0
+
+
+def add_cli(subparsers) -> None:
+    """Register `train` on the `curateevo` parser."""
+    p = subparsers.add_parser("train", help="train a LoRA adapter with the fixed SFT+GRPO recipe")
+    p.add_argument("--sft", type=Path, help="SFT records (JSONL)")
+    p.add_argument("--rl", type=Path, help="RL records (JSONL)")
+    p.add_argument("--base", help="smollm2-135m, tiny-random, a local model directory or a Hugging Face id "
+                                   "(default: the profile's)")
+    p.add_argument("--profile", default="cpu-small", choices=list(PROFILES), help="budgets (default: cpu-small)")
+    p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/train-<time>)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override one budget of the profile (e.g. sft_max_steps=10); the recipe stays fixed")
+    p.add_argument("--launcher", help="command prefix for the training process, e.g. 'accelerate launch --num_processes 4'")
+    p.add_argument("--timeout", type=float, help="stop training after this many seconds")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=cmd_train)

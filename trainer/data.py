@@ -1,0 +1,148 @@
+"""SFT and RL records as training examples.
+
+SFT: a record is rendered once by the chat format and tokenized as a whole; a token is trained
+(label = its id) when it starts inside a weight-1 assistant turn's span (the turn's body and its
+`<|im_end|>`), else its label is -100. Weight-0 turns, user and tool turns and the system prompt
+stay in context, untrained. An example longer than `max_length` is truncated from the right (its
+start is kept): the system prompt with the tools and the task come first, and without them the
+trained turns would be learned in a context the model never sees at inference. An example left
+with no trained token is dropped; both counts go to the summary.
+
+RL: a record's prefix is rendered as a generation prompt. A prompt over `max_prompt_length` loses
+whole messages after the first user message, oldest first (system prompt, tools, the task and the
+latest turns are kept); one that still does not fit is dropped and counted.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from evolver.errors import UserError
+from sandbox.schemas import canonical_json, check_rl, check_sft
+from trainer import chat_format as cf
+
+IGNORE = -100
+_CHECKS = {"sft": check_sft, "rl": check_rl}
+
+
+def read_records(path: str | Path | None, kind: str) -> list[dict]:
+    """The records of an SFT or RL JSONL file, each checked against DESIGN's format."""
+    if path is None:
+        return []
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    records = []
+    with path.open("r", encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise UserError(f"{path}:{n}: not JSON ({exc.msg})") from None
+            problem = _CHECKS[kind](record)
+            if problem:
+                raise UserError(f"{path}:{n}: not a valid {kind.upper()} record: {problem}")
+            records.append(record)
+    return records
+
+
+@dataclass
+class SFTStats:
+    records: int = 0
+    examples: int = 0
+    tokens: int = 0
+    trained_tokens: int = 0
+    truncated: int = 0
+    dropped_untrained: int = 0
+    trained_turns: int = 0
+    masked_turns: int = 0
+
+
+def sft_example(record: Mapping, tokenizer, max_length: int, style: str = cf.DEFAULT_STYLE) -> dict:
+    """{"input_ids", "labels", "truncated"} for one SFT record (see the module docstring)."""
+    messages = cf.normalize_messages(record["messages"])
+    text, spans = cf.render_with_spans(messages, record.get("tools") or [], weights=record.get("weights"),
+                                       style=style)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = enc["input_ids"], enc["offset_mapping"]
+    labels, k = [], 0
+    for tok, (start, _end) in zip(ids, offsets):
+        while k < len(spans) and spans[k][1] <= start:
+            k += 1
+        labels.append(tok if k < len(spans) and spans[k][0] <= start else IGNORE)
+    truncated = len(ids) > max_length
+    return {"input_ids": ids[:max_length], "labels": labels[:max_length], "truncated": truncated}
+
+
+def sft_examples(records: Sequence[Mapping], tokenizer, max_length: int,
+                 style: str = cf.DEFAULT_STYLE) -> tuple[list[dict], SFTStats]:
+    stats = SFTStats(records=len(records))
+    out = []
+    for r in records:
+        weights = r.get("weights") or [1] * sum(m["role"] == "assistant" for m in r["messages"])
+        stats.trained_turns += sum(weights)
+        stats.masked_turns += len(weights) - sum(weights)
+        ex = sft_example(r, tokenizer, max_length, style)
+        stats.truncated += ex["truncated"]
+        trained = sum(label != IGNORE for label in ex["labels"])
+        if trained == 0:
+            stats.dropped_untrained += 1
+            continue
+        stats.examples += 1
+        stats.tokens += len(ex["input_ids"])
+        stats.trained_tokens += trained
+        out.append({"input_ids": ex["input_ids"], "labels": ex["labels"]})
+    return out, stats
+
+
+@dataclass
+class RLStats:
+    records: int = 0
+    prompts: int = 0
+    shortened: int = 0
+    dropped_too_long: int = 0
+    prompt_tokens: int = 0
+    rewards: dict = field(default_factory=dict)
+
+
+def fit_prompt(messages: Sequence[Mapping], tools: Sequence[Mapping], tokenizer, max_tokens: int,
+               style: str = cf.DEFAULT_STYLE) -> tuple[str, int, bool] | None:
+    """(prompt text, tokens, shortened) within `max_tokens`, or None when it cannot fit."""
+    messages = cf.normalize_messages(messages)
+    first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
+    shortened = False
+    while True:
+        text = cf.render_prompt(messages, tools, style=style)
+        n = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        if n <= max_tokens:
+            return text, n, shortened
+        cut = first_user + 1
+        if cut >= len(messages) - 1:
+            return None
+        del messages[cut]
+        while cut < len(messages) - 1 and messages[cut]["role"] == "tool":  # no orphaned results
+            del messages[cut]
+        shortened = True
+
+
+def rl_rows(records: Sequence[Mapping], tokenizer, max_prompt_length: int,
+            style: str = cf.DEFAULT_STYLE) -> tuple[list[dict], RLStats]:
+    """{"prompt": text, "record": canonical JSON} per usable RL record (rewards read the record)."""
+    stats = RLStats(records=len(records))
+    rows = []
+    for r in records:
+        fitted = fit_prompt(r["messages"], r.get("tools") or [], tokenizer, max_prompt_length, style)
+        if fitted is None:
+            stats.dropped_too_long += 1
+            continue
+        text, n, shortened = fitted
+        stats.prompts += 1
+        stats.shortened += shortened
+        stats.prompt_tokens += n
+        stats.rewards[r["reward"]] = stats.rewards.get(r["reward"], 0) + 1
+        rows.append({"prompt": text, "record": canonical_json(r)})
+    return rows, stats

@@ -1,0 +1,142 @@
+"""Stage 2 of the recipe: GRPO on the RL records' prompts, continuing the SFT adapter.
+
+G completions per prompt, scored by the record's named reward (trainer.rewards); advantages are
+normalised per group, then clipped to ±`advantage_clip` (the paper's; TRL has no such option).
+The reference model of the KL term is the SFT model (TRL copies the loaded adapter as "ref").
+A group whose completions all score the same has zero advantage and teaches nothing; their
+share is counted, and the summary warns when it is too high to learn from.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+
+from trl import GRPOTrainer
+
+from trainer import trl_patches
+from trainer.metrics import MetricsLog
+from trainer.recipe import Profile, Recipe
+from trainer.sft import common_args, lora_config
+
+ZERO_VARIANCE_WARNING = 0.8
+
+
+class RecipeGRPOTrainer(GRPOTrainer):
+    """TRL's GRPO plus the recipe's advantage clip and a count of zero-variance groups."""
+
+    def __init__(self, *args, advantage_clip: float, **kwargs):
+        trl_patches.apply()
+        super().__init__(*args, **kwargs)
+        self.advantage_clip = advantage_clip
+        self.groups = 0
+        self.zero_variance_groups = 0
+
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        mode = "train" if self.model.training else "eval"
+        advantages = out["advantages"]
+        clipped = advantages.clamp(-self.advantage_clip, self.advantage_clip)
+        self._metrics[mode]["advantages/clipped_ratio"].append((clipped != advantages).float().mean().item())
+        out["advantages"] = clipped
+        if mode == "train":
+            groups = len(inputs) * self.accelerator.num_processes // self.num_generations
+            self.groups += groups
+            self.zero_variance_groups += round(self._metrics[mode]["frac_reward_zero_std"][-1] * groups)
+        return out
+
+
+def continue_from(adapter_dir: Path, source: str, dtype: str = "float32"):
+    """The base model with the SFT adapter loaded as the trainable "default" adapter; GRPOTrainer
+    then adds a frozen copy ("ref") as the KL reference, so the reference is the SFT model."""
+    from peft import PeftModel
+
+    from trainer.models import load_model
+
+    return PeftModel.from_pretrained(load_model(source, dtype=dtype), str(adapter_dir), is_trainable=True)
+
+
+def grpo_steps(recipe: Recipe, profile: Profile, n_prompts: int) -> int:
+    return max(1, min(profile.grpo_max_steps, math.ceil(recipe.grpo_epochs * n_prompts / profile.grpo_prompts_per_step)))
+
+
+def grpo_config(recipe: Recipe, profile: Profile, steps: int, out_dir: Path, seed: int, use_cpu: bool,
+                progress: bool = False, world_size: int = 1):
+    from trl import GRPOConfig
+
+    if (profile.grpo_prompts_per_step * profile.num_generations) % (profile.grpo_micro_batch * world_size):
+        raise ValueError("prompts × generations per step must divide evenly over processes × micro batch")
+    accum = profile.grpo_prompts_per_step * profile.num_generations // (profile.grpo_micro_batch * world_size)
+    return GRPOConfig(
+        output_dir=str(out_dir),
+        learning_rate=recipe.grpo_learning_rate,
+        lr_scheduler_type=recipe.grpo_lr_scheduler,
+        warmup_steps=recipe.grpo_warmup_ratio,  # a ratio (below 1)
+        max_steps=steps,
+        max_grad_norm=recipe.max_grad_norm,
+        weight_decay=recipe.weight_decay,
+        optim=recipe.optimizer,
+        beta=recipe.kl_beta,
+        epsilon=recipe.ratio_clip,
+        epsilon_high=recipe.ratio_clip,
+        loss_type=recipe.grpo_loss_type,
+        scale_rewards=recipe.scale_rewards,
+        use_bias_correction_kl=recipe.kl_bias_correction,
+        num_iterations=recipe.num_iterations,
+        temperature=recipe.temperature,
+        top_p=1.0,
+        top_k=0,
+        num_generations=profile.num_generations,
+        max_completion_length=profile.max_completion_length,
+        per_device_train_batch_size=profile.grpo_micro_batch,
+        gradient_accumulation_steps=accum,
+        shuffle_dataset=True,
+        log_completions=False,
+        **common_args(profile, seed, use_cpu, progress),
+    )
+
+
+def run_grpo(model, tokenizer, rows: list[dict], reward_names: list[str], recipe: Recipe, profile: Profile,
+             out_dir: Path, seed: int, use_cpu: bool, progress: bool = False) -> tuple[object, dict]:
+    """GRPO on `rows` ({"prompt", "record"}). `model` is a PeftModel with a trainable adapter
+    (continued from SFT) or a plain model (a fresh LoRA adapter is added)."""
+    from datasets import Dataset
+    from peft import PeftModel
+
+    from trainer.rewards import trl_reward_functions
+
+    steps = grpo_steps(recipe, profile, len(rows))
+    log = MetricsLog(out_dir, "grpo")
+    trainer = RecipeGRPOTrainer(
+        model=model, reward_funcs=trl_reward_functions(reward_names),
+        args=grpo_config(recipe, profile, steps, out_dir / "grpo", seed, use_cpu, progress,
+                         world_size=int(os.environ.get("WORLD_SIZE", "1"))),
+        train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[log],
+        peft_config=None if isinstance(model, PeftModel) else lora_config(recipe),
+        advantage_clip=recipe.advantage_clip)
+    start = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - start
+    rewards = log.series("reward")
+    lengths = log.series("completions/mean_length")
+    per_step = profile.grpo_prompts_per_step * profile.num_generations
+    share = trainer.zero_variance_groups / trainer.groups if trainer.groups else None
+    summary = {
+        "steps": steps, "prompts_seen": steps * profile.grpo_prompts_per_step,
+        "epochs_seen": round(steps * profile.grpo_prompts_per_step / len(rows), 3),
+        "completions": steps * per_step, "completion_tokens": int(round(sum(lengths) * per_step)),
+        "reward_first": rewards[0] if rewards else None, "reward_last": rewards[-1] if rewards else None,
+        "reward_mean": sum(rewards) / len(rewards) if rewards else None,
+        "rewards": {n: _mean(log.series(f"rewards/{n}/mean")) for n in reward_names},
+        "kl_last": (log.series("kl") or [None])[-1],
+        "advantage_clipped_ratio": _mean(log.series("advantages/clipped_ratio")),
+        "groups": trainer.groups, "zero_variance_groups": trainer.zero_variance_groups,
+        "zero_variance_share": None if share is None else round(share, 4),
+        "wall_s": round(wall, 2), "steps_per_s": round(steps / wall, 4) if wall else None,
+    }
+    return trainer.model, summary
+
+
+def _mean(values):
+    return sum(values) / len(values) if values else None

@@ -1,0 +1,148 @@
+"""The fixed post-training recipe, as data: π_e = Train_SFT+GRPO(π_base, D_sft, D_rl).
+
+`RECIPE` is the paper's (CurateEvo §5.1): LoRA r=16, alpha=32, dropout 0.05; SFT at lr 2.5e-5,
+warmup ratio 0.03, cosine schedule, at most 140 steps; GRPO at lr 5e-6, warmup ratio 0.03,
+KL β=0.14, ratio clip 0.05, advantage clip 1.4, max grad norm 1.0. Where the paper is silent the
+choice is written here, and every TRL default that would change the meaning is set explicitly
+(TRL: β=0, loss "dapo", bias-corrected KL, bf16, linear schedule).
+
+A `Profile` changes budgets only (steps, batch sizes, lengths, precision, threads), never the
+recipe: `paper` for a GPU, `cpu-small` for one evolution epoch in about ten minutes on a 2-core
+machine, `test` for a tiny model in seconds. What each profile lets the model see is in
+trainer/README.md.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from evolver.errors import UserError
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The training method; identical for every epoch, profile and base model."""
+
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    lora_target_modules: str = "all-linear"
+    """Paper silent: every linear layer of the transformer blocks (the LM head excluded)."""
+
+    sft_learning_rate: float = 2.5e-5
+    sft_warmup_ratio: float = 0.03
+    sft_lr_scheduler: str = "cosine"
+    sft_max_steps: int = 140
+    sft_epochs: float = 2.0
+    """Paper silent: two passes over the SFT data, stopped at `sft_max_steps` whichever comes first."""
+    sft_max_grad_norm: float = 1.0
+    """Paper silent for SFT: the GRPO value (also the transformers default)."""
+
+    grpo_learning_rate: float = 5e-6
+    grpo_warmup_ratio: float = 0.03
+    grpo_lr_scheduler: str = "cosine"
+    """Paper silent: cosine, as for SFT (TRL's default is linear)."""
+    grpo_epochs: float = 1.0
+    """Paper silent: one pass over the RL prompts, stopped at the profile's step budget."""
+    kl_beta: float = 0.14
+    ratio_clip: float = 0.05
+    """PPO clip ε, symmetric (TRL `epsilon` and `epsilon_high`)."""
+    advantage_clip: float = 1.4
+    """|advantage| ≤ 1.4 after group normalisation (TRL has none: trainer.grpo.RecipeGRPOTrainer)."""
+    max_grad_norm: float = 1.0
+    grpo_loss_type: str = "grpo"
+    """The original GRPO objective (per-sequence token mean), not TRL's default "dapo"."""
+    scale_rewards: str = "group"
+    """Advantages = (r − group mean) / group std, as in GRPO."""
+    kl_bias_correction: bool = False
+    """The plain k3 KL estimator of GRPO (TRL's default multiplies it by the importance ratio)."""
+    num_iterations: int = 1
+    """Paper silent: one policy update per generation batch (TRL default). The ratio is then 1 at
+    every step and the ratio clip only matters with more iterations; kept as the paper states it."""
+    temperature: float = 1.0
+    """Sampling temperature of GRPO rollouts (evaluation decodes greedily, paper §5.1)."""
+    weight_decay: float = 0.0
+    optimizer: str = "adamw_torch"
+    sft_loss: str = "mean over trained tokens of the batch (weight-1 assistant turns only)"
+
+
+RECIPE = Recipe()
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Budgets: how much of the recipe a machine can afford. Changing one never changes the method."""
+
+    name: str
+    base: str
+    """The default base model for this profile."""
+    sft_max_steps: int
+    """At most `RECIPE.sft_max_steps`."""
+    sft_batch_size: int
+    sft_grad_accum: int
+    max_length: int
+    """SFT sequence length in tokens; longer examples lose their end (trainer/README.md)."""
+    grpo_max_steps: int
+    grpo_prompts_per_step: int
+    num_generations: int
+    """G completions per prompt."""
+    grpo_micro_batch: int
+    """Completions per forward/backward pass; the rest is gradient accumulation."""
+    max_prompt_length: int
+    max_completion_length: int
+    precision: str = "fp32"
+    """"bf16" on GPUs that have it, else "fp32"."""
+    gradient_checkpointing: bool = False
+    threads: int | None = None
+    """CPU threads (fixed so a run is reproducible; None: torch's default)."""
+    device: str = "auto"
+    """"cpu" forces the CPU; "auto" takes a GPU when there is one."""
+
+    def __post_init__(self):
+        if self.sft_max_steps > RECIPE.sft_max_steps:
+            raise ValueError(f"profile {self.name}: sft_max_steps above the recipe's {RECIPE.sft_max_steps}")
+        if self.num_generations < 2:
+            raise ValueError(f"profile {self.name}: GRPO needs at least 2 generations per prompt")
+        if (self.grpo_prompts_per_step * self.num_generations) % self.grpo_micro_batch:
+            raise ValueError(f"profile {self.name}: grpo_micro_batch must divide prompts × generations")
+
+    @property
+    def grpo_grad_accum(self) -> int:
+        return self.grpo_prompts_per_step * self.num_generations // self.grpo_micro_batch
+
+    def replace(self, **changes) -> "Profile":
+        return dataclasses.replace(self, **changes)
+
+
+PROFILES = {
+    "paper": Profile(
+        name="paper", base="Qwen/Qwen3-4B", sft_max_steps=140, sft_batch_size=4, sft_grad_accum=4,
+        max_length=8192, grpo_max_steps=200, grpo_prompts_per_step=8, num_generations=8, grpo_micro_batch=8,
+        max_prompt_length=6144, max_completion_length=512, precision="bf16", gradient_checkpointing=True),
+    # One evolution epoch (curate + train + eval) in about ten minutes on 2 CPU cores: a few minutes
+    # of SFT and a token GRPO stage on SmolLM2-135M (measurements in trainer/README.md). GRPO on
+    # ~1,000-token agent prompts costs about a minute per step on 2 cores: it is exercised, not relied on.
+    "cpu-small": Profile(
+        name="cpu-small", base="smollm2-135m", sft_max_steps=16, sft_batch_size=1, sft_grad_accum=1,
+        max_length=1024, grpo_max_steps=2, grpo_prompts_per_step=1, num_generations=4, grpo_micro_batch=4,
+        max_prompt_length=1024, max_completion_length=32, threads=2, device="cpu"),
+    "test": Profile(
+        name="test", base="tiny-random", sft_max_steps=3, sft_batch_size=2, sft_grad_accum=1,
+        max_length=1024, grpo_max_steps=2, grpo_prompts_per_step=2, num_generations=2, grpo_micro_batch=4,
+        max_prompt_length=1536, max_completion_length=12, threads=2, device="cpu"),
+}
+
+
+def get_profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise UserError(f"unknown recipe profile {name!r} (one of {', '.join(PROFILES)})") from None
+
+
+def as_dict(recipe: Recipe = RECIPE, profile: Profile | None = None) -> dict:
+    """Recipe and profile as plain data (written to every training output)."""
+    out = {"recipe": dataclasses.asdict(recipe)}
+    if profile is not None:
+        out["profile"] = dataclasses.asdict(profile)
+    return out

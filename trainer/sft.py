@@ -1,0 +1,87 @@
+"""Stage 1 of the recipe: LoRA SFT on the SFT records, loss on weight-1 assistant turns only.
+
+Examples arrive pre-tokenized with their labels (trainer.data), so TRL neither re-renders nor
+re-masks them (`skip_prepare_dataset`); its collator pads labels with -100 and the loss is the
+mean over the batch's trained tokens.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+
+from trainer import trl_patches
+from trainer.metrics import MetricsLog
+from trainer.recipe import Profile, Recipe
+
+
+def lora_config(recipe: Recipe):
+    from peft import LoraConfig
+
+    return LoraConfig(r=recipe.lora_r, lora_alpha=recipe.lora_alpha, lora_dropout=recipe.lora_dropout,
+                      target_modules=recipe.lora_target_modules, bias="none", task_type="CAUSAL_LM")
+
+
+def common_args(profile: Profile, seed: int, use_cpu: bool, progress: bool) -> dict:
+    """TrainingArguments shared by both stages: precision, device, seeds, no checkpoints."""
+    return dict(bf16=profile.precision == "bf16", fp16=False, use_cpu=use_cpu,
+                gradient_checkpointing=profile.gradient_checkpointing, seed=seed, data_seed=seed,
+                logging_steps=1, save_strategy="no", report_to="none",
+                dataloader_num_workers=0, disable_tqdm=not progress, remove_unused_columns=False)
+
+
+def sft_steps(recipe: Recipe, profile: Profile, n_examples: int, world_size: int = 1) -> int:
+    per_step = profile.sft_batch_size * profile.sft_grad_accum * world_size
+    return max(1, min(profile.sft_max_steps, math.ceil(recipe.sft_epochs * n_examples / per_step)))
+
+
+def sft_config(recipe: Recipe, profile: Profile, steps: int, out_dir: Path, seed: int, use_cpu: bool,
+               progress: bool = False):
+    from trl import SFTConfig
+
+    return SFTConfig(
+        output_dir=str(out_dir),
+        learning_rate=recipe.sft_learning_rate,
+        lr_scheduler_type=recipe.sft_lr_scheduler,
+        warmup_steps=recipe.sft_warmup_ratio,  # transformers 5: a float below 1 is a ratio
+        max_steps=steps,
+        max_grad_norm=recipe.sft_max_grad_norm,
+        weight_decay=recipe.weight_decay,
+        optim=recipe.optimizer,
+        per_device_train_batch_size=profile.sft_batch_size,
+        gradient_accumulation_steps=profile.sft_grad_accum,
+        max_length=profile.max_length,
+        truncation_mode="keep_start",
+        packing=False,
+        dataset_kwargs={"skip_prepare_dataset": True},
+        include_num_input_tokens_seen="non_padding",
+        **common_args(profile, seed, use_cpu, progress),
+    )
+
+
+def run_sft(model, tokenizer, examples: list[dict], recipe: Recipe, profile: Profile, out_dir: Path,
+            seed: int, use_cpu: bool, progress: bool = False) -> tuple[object, dict]:
+    """Train a fresh LoRA adapter on `examples`; returns (the PEFT model, stage summary)."""
+    from datasets import Dataset
+    from trl import SFTTrainer
+
+    trl_patches.apply()
+    world = int(os.environ.get("WORLD_SIZE", "1"))  # under a launcher, each process takes its share
+    steps = sft_steps(recipe, profile, len(examples), world)
+    log = MetricsLog(out_dir, "sft")
+    trainer = SFTTrainer(model=model, args=sft_config(recipe, profile, steps, out_dir / "sft", seed, use_cpu, progress),
+                         train_dataset=Dataset.from_list(examples), processing_class=tokenizer,
+                         peft_config=lora_config(recipe), callbacks=[log])
+    start = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - start
+    losses = log.series("loss")
+    seen = steps * profile.sft_batch_size * profile.sft_grad_accum * world
+    tokens = int(trainer.state.num_input_tokens_seen)
+    return trainer.model, {
+        "steps": steps, "examples_seen": seen, "epochs_seen": round(seen / len(examples), 3),
+        "tokens_seen": tokens, "tokens_per_s": round(tokens / wall, 1) if wall else None,
+        "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
+        "wall_s": round(wall, 2),
+    }

@@ -1,0 +1,143 @@
+"""π_e = Train_SFT+GRPO(π_base, D_sft, D_rl): the recipe run in a child process.
+
+`train()` checks the inputs, writes `OUT/request.json`, runs `trainer.worker` as a child
+(optionally under a launcher prefix such as `accelerate launch --num_processes 4`), streams its
+output to `OUT/train.log` and returns the summary it wrote. A crash or an out-of-memory kill of
+the child becomes a `RunFailed` naming the log; the caller's process and memory are untouched.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO
+
+from evolver.errors import RunFailed, UserError
+from trainer import data
+from trainer.models import check_name
+from trainer.recipe import get_profile
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+USER_ERROR_PREFIX = "curateevo-train: error: "
+
+
+def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, base: str | None = None,
+          profile: str = "cpu-small", seed: int = 0, launcher: str | None = None, progress: bool = False,
+          echo: IO[str] | None = None, timeout: float | None = None, **budget) -> dict:
+    """Train a LoRA adapter on the SFT then RL records; returns the summary (also OUT/summary.json).
+
+    `profile` names the budgets (trainer.recipe.PROFILES); `budget` overrides single fields of it
+    (e.g. `sft_max_steps=2`), never the recipe. `base` defaults to the profile's model. `echo`
+    receives the child's output as it comes (progress bars with `progress=True`)."""
+    prof = get_profile(profile)
+    if budget:
+        try:
+            prof = prof.replace(**budget)
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"bad budget override: {exc}") from None
+    check_name(base or prof.base)
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{out} exists and is not an empty directory")
+    n_sft = len(data.read_records(sft, "sft"))  # bad lines fail here, as one sentence, before a child starts
+    n_rl = len(data.read_records(rl, "rl"))
+    if not n_sft and not n_rl:
+        raise UserError("nothing to train: give SFT and/or RL records")
+    out.mkdir(parents=True, exist_ok=True)
+    request = {"sft": _abs(sft), "rl": _abs(rl), "base": base or prof.base, "profile": asdict(prof),
+               "seed": seed, "out": str(out.resolve()), "progress": progress}
+    (out / "request.json").write_text(json.dumps(request, indent=2, sort_keys=True) + "\n")
+    prefix = shlex.split(launcher) if launcher else [sys.executable]
+    command = prefix + ["-m", "trainer.worker", str(out.resolve() / "request.json")]
+    rc = _run_child(command, out / "train.log", echo, timeout)
+    if rc != 0:
+        tail = _tail(out / "train.log")
+        user = [line for line in tail if line.startswith(USER_ERROR_PREFIX)]
+        if user:
+            raise UserError(user[-1][len(USER_ERROR_PREFIX):])
+        if rc == -signal.SIGKILL:
+            why = "was killed (SIGKILL: out of memory?)"
+        elif rc < 0:
+            why = f"died of signal {-rc}"
+        else:
+            why = f"exited with status {rc}"
+        raise RunFailed(f"training {why}; see {out / 'train.log'}: {tail[-1] if tail else 'no output'}")
+    return json.loads((out / "summary.json").read_text())
+
+
+def _abs(path) -> str | None:
+    return None if path is None else str(Path(path).resolve())
+
+
+def _run_child(command: list[str], log_path: Path, echo: IO[str] | None, timeout: float | None) -> int:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    with log_path.open("wb") as log:
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                 cwd=str(PROJECT_ROOT), start_new_session=True, preexec_fn=_die_with_parent)
+        try:
+            _pump(child, log, echo, timeout)
+        except BaseException:
+            _kill(child)
+            raise
+    return child.returncode
+
+
+def _die_with_parent() -> None:
+    """Linux: the training child is killed when its parent dies (a killed run leaves no orphan
+    writing into a stage directory that `resume` is about to redo)."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _pump(child: subprocess.Popen, log, echo, timeout: float | None) -> None:
+    import time
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    fd = child.stdout.fileno()
+    import selectors
+
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            if deadline is not None and time.monotonic() > deadline:
+                _kill(child)
+                raise RunFailed(f"training ran past its {timeout:g} s limit and was stopped")
+            if not sel.select(timeout=1.0):
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            log.write(chunk)
+            log.flush()
+            if echo is not None:
+                echo.write(chunk.decode("utf-8", "replace"))
+                echo.flush()
+    child.wait()
+
+
+def _kill(child: subprocess.Popen) -> None:
+    """Stop the child and whatever it started (its own session)."""
+    if child.poll() is None:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        child.wait()
+
+
+def _tail(path: Path, lines: int = 20) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()][-lines:]

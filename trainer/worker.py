@@ -1,0 +1,161 @@
+"""The training process: `python -m trainer.worker OUT/request.json` (or under a launcher such as
+`accelerate launch -m trainer.worker …`). It runs SFT then GRPO and writes, in OUT:
+
+    adapter/          the final PEFT adapter (+ tokenizer with the chat template): what evaluation loads
+    sft_adapter/      the adapter after SFT alone
+    metrics.jsonl     every logged step of both stages ({"stage", "step", ...})
+    tensorboard/      the same scalars for TensorBoard
+    summary.json      data used and dropped, steps, tokens, wall time, peak memory, losses, rewards, warnings
+
+trainer.train starts it as a child so that a crash or an out-of-memory kill never takes the
+caller down and GPU memory is returned when it exits.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import resource
+import shutil
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from evolver.errors import UserError
+from trainer.recipe import RECIPE, Profile, as_dict
+from trainer.train import USER_ERROR_PREFIX
+
+
+def _device(profile: Profile) -> tuple[str, bool]:
+    import torch
+
+    if profile.device == "cpu" or not torch.cuda.is_available():
+        return "cpu", True
+    return "cuda", False
+
+
+def _peak_memory_mb(device: str) -> float:
+    if device == "cuda":
+        import torch
+
+        return round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # Linux: KiB
+
+
+def _is_main() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _barrier() -> None:
+    """Under a multi-process launcher, wait until rank 0 has written the SFT adapter."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+def run(request: dict) -> dict:
+    """Train per `request` (written by trainer.train) and return the summary."""
+    start = time.perf_counter()
+    out = Path(request["out"])
+    profile = Profile(**request["profile"])
+    seed = int(request["seed"])
+    progress = bool(request.get("progress"))
+    if profile.threads:
+        os.environ.setdefault("OMP_NUM_THREADS", str(profile.threads))
+
+    import torch
+    import transformers
+    from transformers import set_seed
+
+    from trainer import data, models
+
+    if profile.threads:
+        torch.set_num_threads(profile.threads)
+    transformers.logging.set_verbosity_error()
+    device, use_cpu = _device(profile)
+    source = models.resolve(request["base"])
+    tokenizer = models.load_tokenizer(source)
+    dtype = "bfloat16" if profile.precision == "bf16" else "float32"
+
+    sft_records = data.read_records(request.get("sft"), "sft")
+    rl_records = data.read_records(request.get("rl"), "rl")
+    examples, sft_stats = data.sft_examples(sft_records, tokenizer, profile.max_length)
+    rows, rl_stats = data.rl_rows(rl_records, tokenizer, profile.max_prompt_length)
+    summary: dict = {"base": request["base"], "base_source": source, "seed": seed,
+                     "device": device, "threads": torch.get_num_threads(), "warnings": [],
+                     "data": {"sft": asdict(sft_stats), "rl": asdict(rl_stats)}, **as_dict(RECIPE, profile)}
+    if not examples and not rows:
+        raise UserError("nothing to train: no SFT example and no RL prompt survived the length limits")
+
+    from trainer.grpo import ZERO_VARIANCE_WARNING, continue_from, run_grpo  # TRL: imported once there is work
+    from trainer.sft import run_sft
+
+    set_seed(seed)
+    model = models.load_model(source, dtype=dtype)
+    if examples:
+        model, summary["sft"] = run_sft(model, tokenizer, examples, RECIPE, profile, out, seed, use_cpu, progress)
+        if _is_main():
+            model.save_pretrained(out / "sft_adapter")
+        _barrier()
+    if rows:
+        if examples:  # a fresh copy with the saved adapter: one model in memory, not two
+            del model
+            gc.collect()
+            if device == "cuda":
+                torch.cuda.empty_cache()
+            model = continue_from(out / "sft_adapter", source, dtype)
+        reward_names = sorted(rl_stats.rewards)
+        model, summary["grpo"] = run_grpo(model, tokenizer, rows, reward_names, RECIPE, profile, out, seed,
+                                          use_cpu, progress)
+        share = summary["grpo"]["zero_variance_share"]
+        if share is not None and share > ZERO_VARIANCE_WARNING:
+            summary["warnings"].append(
+                f"{share:.0%} of GRPO groups had zero reward variance (every completion scored the same), so "
+                "GRPO had almost nothing to learn from: the RL data is too easy or too hard for this model")
+    if _is_main():
+        model.save_pretrained(out / "adapter", selected_adapters=["default"])
+        tokenizer.save_pretrained(out / "adapter")
+    if not rows:
+        summary["warnings"].append("no RL data: the adapter is the SFT adapter")
+    if not examples:
+        summary["warnings"].append("no SFT data: GRPO started from a fresh adapter")
+    for stage, stats in (("sft", sft_stats), ("rl", rl_stats)):
+        dropped = getattr(stats, "dropped_untrained", 0) + getattr(stats, "dropped_too_long", 0)
+        if dropped:
+            summary["warnings"].append(f"{dropped} {stage.upper()} record(s) dropped (see data.{stage})")
+    summary["peak_memory_mb"] = _peak_memory_mb(device)
+    summary["wall_s"] = round(time.perf_counter() - start, 2)
+    summary["versions"] = {"python": platform.python_version(), "torch": torch.__version__,
+                           "transformers": transformers.__version__, **_versions("trl", "peft")}
+    return summary
+
+
+def _versions(*names: str) -> dict:
+    from importlib.metadata import version
+
+    return {n: version(n) for n in names}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    request = json.loads(Path(argv[0]).read_text())
+    try:
+        summary = run(request)
+    except UserError as exc:  # reported by the parent as one line
+        print(USER_ERROR_PREFIX + str(exc), file=sys.stderr, flush=True)
+        return UserError.exit_code
+    if _is_main():
+        out = Path(request["out"])
+        shutil.rmtree(out / "sft", ignore_errors=True)  # trainer scratch dirs (no checkpoints are saved)
+        shutil.rmtree(out / "grpo", ignore_errors=True)
+        tmp = out / "summary.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, out / "summary.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
