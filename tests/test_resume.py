@@ -18,6 +18,8 @@ from evolver.store import RunStore
 
 from conftest import SAMPLE_CORPUS
 
+pytestmark = pytest.mark.timeout(2400)   # three short evolution runs; minutes, not seconds
+
 ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "3", "--tasks", "2", "--sandbox", "process",
         "--corpus", str(SAMPLE_CORPUS), "--margin", "0.001", "--batch-size", "2"]
 
