@@ -185,7 +185,7 @@ def cmd_test(args) -> int:
     seed = cfg["seeds"][0]
     adapter = store.epoch_dir(epoch) / f"train-s{seed}" / "adapter"
     memory = store.epoch_dir(epoch) / "artifacts" / "memory.jsonl"
-    doc = evaluate_to_dir(cfg["benchmark"], "test", out, tasks=None, metric=cfg["metric"], allow_test=True,
+    doc = evaluate_to_dir(cfg["benchmark"], "test", out, tasks=args.tasks, metric=cfg["metric"], allow_test=True,
                           memory=str(memory) if memory.stat().st_size and "no-memory" not in cfg["ablations"] else None,
                           policy_options={"base": cfg["base"], "adapter": str(adapter) if adapter.exists() else None},
                           seed=seed, **cfg["eval_options"])
@@ -221,4 +221,6 @@ def add_cli(sub) -> None:
                              ("status", cmd_status, "where a run stands"), ("log", cmd_log, "the epoch table of a run")):
         p = sub.add_parser(name, help=text)
         p.add_argument("run")
+        if name == "test":
+            p.add_argument("--tasks", type=int, help="only the first N test tasks (default: the whole test split)")
         p.set_defaults(func=func)

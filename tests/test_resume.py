@@ -121,3 +121,13 @@ def test_log_status_diff_and_report_read_the_run(reference, capsys):
     for name in ("objective.png", "scale.png", "families.png", "time.png"):
         assert (root / "report" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert name in page
+
+
+def test_the_final_strategy_is_tested_once(reference, capsys):
+    root = reference.root
+    assert cli.main(["test", str(root), "--tasks", "2"]) == 0
+    assert "test split" in capsys.readouterr().out
+    metrics = json.loads((root / "test" / "metrics.json").read_text())
+    assert metrics["split"] == "test" and len(metrics["tasks"]) == 2
+    assert cli.main(["test", str(root), "--tasks", "2"]) == 2   # the test split is read once per run
+    assert "read once" in capsys.readouterr().err
