@@ -94,7 +94,8 @@ class Epochs:
         use_memory = "no-memory" not in self.cfg["ablations"] and _count(memory)
         doc = evaluate_to_dir(self.cfg["benchmark"], "dev", self.dir(epoch, f"eval-s{seed}"), tasks=self.cfg["tasks"],
                               metric=self.cfg["metric"], memory=str(memory) if use_memory else None, seed=seed,
-                              policy_options={"base": self.cfg["base"], "adapter": adapter}, **self.cfg["eval_options"])
+                              policy_options={"base": self.cfg["base"], "adapter": adapter}, progress=True,
+                              **self.cfg["eval_options"])
         return {"P": doc["P"], "metrics": doc["metrics"]}
 
     def decide(self, epoch: int, curation: dict, scores: list[dict], edits: list[str]) -> dict:
