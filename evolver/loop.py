@@ -84,7 +84,7 @@ class Epochs:
         if sft is None and rl is None:
             return {"adapter": None, "skipped": "nothing to train"}
         summary = train(sft, rl, out, base=self.cfg["base"], profile=self.cfg["profile"], seed=seed,
-                        echo=sys.stderr, **self.cfg["train_budget"])
+                        echo=sys.stderr, progress=True, **self.cfg["train_budget"])
         return {"adapter": str(out / "adapter"), "summary": {k: summary.get(k) for k in ("wall_s", "steps", "sft", "grpo")}}
 
     def evaluate(self, epoch: int, seed: int, adapter: str | None) -> dict:
