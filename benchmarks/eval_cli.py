@@ -228,7 +228,10 @@ def format_metrics(doc: dict, out: Path | None = None) -> str:
                    f"batch {doc['runner']['batch_size']})"),
         ("task_success", f"{_pct(m['task_success'])} ({m['successes']}/{m['episodes']} episodes)"),
         ("turn_pass", f"{_pct(m['turn_pass'])} ({m['turns_passed']}/{m['turns']} turns)"),
-        ("step_accuracy", f"{_pct(m['step_accuracy'])} ({m['step_items']} step items)"),
+        ("step_accuracy", f"{_pct(m['step_accuracy'])} ({m['step_items']} step items; "
+                          f"{_pct(m['step_accuracy_calls'])} of {m['step_items_with_calls']} with gold calls, "
+                          f"{_pct(m['step_accuracy_replies'])} of {m['step_items'] - m['step_items_with_calls']} "
+                          "closing replies)"),
         ("format errors", f"{_pct(m['format_error_rate'])} ({m['format_errors']}/{m['answers']} answers; "
                           f"{_pct(m['call_rate'])} with calls)"),
         ("episodes/min", "n/a" if t.get("episodes_per_minute") is None else f"{t['episodes_per_minute']:.2f}"

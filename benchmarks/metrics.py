@@ -2,7 +2,8 @@
 
 - `task_success`: share of episodes the benchmark's checker passes (y), the paper's metric;
 - `turn_pass`: share of user turns whose check passes, over all turns of all episodes;
-- `step_accuracy`: share of right next actions given the gold prefix (mean over samples);
+- `step_accuracy`: share of right next actions given the gold prefix (mean over samples), also
+  split into items whose gold makes calls and items whose gold is a plain reply;
 - `format_error_rate`: share of policy answers that are not parseable (episodes and steps);
 - `call_rate`: share of policy answers that make at least one well-formed call;
 - `episodes_per_minute`, `items_per_minute`: throughput (timing; the only non-deterministic part).
@@ -54,6 +55,15 @@ def step_accuracy(steps: Sequence[Mapping]) -> float | None:
     return _mean([float(s["correct"]) for s in steps])
 
 
+def step_accuracy_split(steps: Sequence[Mapping]) -> tuple[float | None, float | None]:
+    """(accuracy on items whose gold action makes calls, on items whose gold is a plain reply).
+    The second is what a policy that never calls gets; on BFCL multi-turn a third or more of
+    the items close a turn, so read `step_accuracy` against it."""
+    calls = [float(s["correct"]) for s in steps if s.get("gold")]
+    replies = [float(s["correct"]) for s in steps if not s.get("gold")]
+    return _mean(calls), _mean(replies)
+
+
 def answer_counts(trajectories: Sequence[Mapping], steps: Sequence[Mapping]) -> dict:
     """Policy answers, format errors and answers with calls, over episodes and step items."""
     generations = errors = with_calls = 0
@@ -80,6 +90,9 @@ def _block(trajectories: Sequence[Mapping], steps: Sequence[Mapping]) -> dict:
         "task_success": _round(task_success(trajectories)),
         "turn_pass": _round(passed / turns if turns else None),
         "step_accuracy": _round(step_accuracy(steps)),
+        "step_accuracy_calls": _round(step_accuracy_split(steps)[0]),
+        "step_accuracy_replies": _round(step_accuracy_split(steps)[1]),
+        "step_items_with_calls": sum(1 for s in steps if s.get("gold")),
         "mean_reward": _round(mean_reward(trajectories)),
         "format_error_rate": _round(counts["format_errors"] / answers if answers else None),
         "call_rate": _round(counts["answers_with_calls"] / answers if answers else None),

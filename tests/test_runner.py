@@ -253,6 +253,7 @@ def test_bfcl_step_items_with_the_gold_action_are_all_right(bfcl):
     silent = runner.run_steps(bfcl, tasks, SilentPolicy(), items=items, batch_size=4)
     closing = sum(1 for i in items if not i.gold)
     assert metrics.step_accuracy(silent) == pytest.approx(closing / len(items))
+    assert metrics.step_accuracy_split(silent) == (0.0, 1.0)     # the floor a silent policy gets
 
 
 def test_bfcl_single_oracle_and_silent():

@@ -79,6 +79,10 @@ def test_a_crashed_training_process_is_a_run_failure_not_a_crash_of_the_caller(i
         train(sft, rl, tmp_path / "oom", profile="test", launcher="sh -c 'kill -KILL $$'")
     with pytest.raises(RunFailed, match="exited with status 3"):
         train(sft, rl, tmp_path / "crash", profile="test", launcher="sh -c 'echo boom; exit 3'")
+    start = time.monotonic()
+    with pytest.raises(RunFailed, match="past its 1 s limit"):
+        train(sft, rl, tmp_path / "slow", profile="test", launcher="sh -c 'sleep 60'", timeout=1)
+    assert time.monotonic() - start < 30
 
 
 def test_what_the_child_finds_wrong_with_the_input_is_one_sentence(inputs, tmp_path):
@@ -97,3 +101,15 @@ def test_bad_arguments_exit_2_with_one_line(inputs, tmp_path, capsys):
     assert main(["train", "--sft", str(sft), "--out", str(tmp_path / "full")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 4 and all(line.startswith("curateevo: error: ") for line in err)
+
+
+def test_the_childs_output_reaches_the_log_and_the_echo_intact(tmp_path):
+    import io
+    import sys
+
+    from trainer.train import _run_child
+
+    echo = io.StringIO()
+    text = "é progress ▕██▏\r" * 5000
+    rc = _run_child([sys.executable, "-c", f"import sys; sys.stdout.write({text!r})"], tmp_path / "log", echo, None)
+    assert rc == 0 and echo.getvalue() == text == (tmp_path / "log").read_bytes().decode("utf-8")

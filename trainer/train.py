@@ -100,11 +100,13 @@ def _die_with_parent() -> None:
 
 
 def _pump(child: subprocess.Popen, log, echo, timeout: float | None) -> None:
+    import codecs
+    import selectors
     import time
 
     deadline = None if timeout is None else time.monotonic() + timeout
     fd = child.stdout.fileno()
-    import selectors
+    decode = codecs.getincrementaldecoder("utf-8")("replace").decode  # a character may span two reads
 
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
@@ -120,7 +122,7 @@ def _pump(child: subprocess.Popen, log, echo, timeout: float | None) -> None:
             log.write(chunk)
             log.flush()
             if echo is not None:
-                echo.write(chunk.decode("utf-8", "replace"))
+                echo.write(decode(chunk))
                 echo.flush()
     child.wait()
 

@@ -97,6 +97,7 @@ def run(request: dict) -> dict:
     model = models.load_model(source, dtype=dtype)
     if examples:
         model, summary["sft"] = run_sft(model, tokenizer, examples, RECIPE, profile, out, seed, use_cpu, progress)
+        summary["sft"]["peak_memory_mb"] = _peak_memory_mb(device)  # so far: the GRPO stage may raise it
         if _is_main():
             model.save_pretrained(out / "sft_adapter")
         _barrier()
