@@ -90,7 +90,8 @@ class Server:
 def test_completions_endpoint_gets_the_chat_format_text(monkeypatch):
     monkeypatch.setenv("TEST_ENDPOINT_KEY", "secret-key")
     with Server() as server:
-        policy = OpenAIPolicy(server.url, "served-model", api_key_env="TEST_ENDPOINT_KEY", max_new_tokens=32)
+        policy = OpenAIPolicy(server.url, "served-model", api_key_env="TEST_ENDPOINT_KEY", max_new_tokens=32,
+                              concurrency=1)  # requests in prompt order (the runner test runs them concurrently)
         out = policy.generate([(CONVERSATION[:1], TOOLS), (CONVERSATION, TOOLS)])
         sampled = policy.generate([(CONVERSATION[:1], TOOLS)], n=3, temperature=0.7, seed=11)
     first = server.requests[0]

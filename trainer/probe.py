@@ -16,7 +16,7 @@ import time
 from trainer import chat_format as cf
 
 
-def probe(base: str, adapter: str | None, rl_path: str, *, limit: int | None = None, max_new_tokens: int = 64,
+def probe(base: str, adapter: str | None, rl_path: str, *, limit: int | None = None, max_new_tokens: int = 128,
           max_prompt_length: int = 4096, threads: int | None = 2) -> dict:
     import torch
 
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--adapter")
     p.add_argument("--rl", required=True, help="RL records whose steps are probed (held out from training)")
     p.add_argument("--limit", type=int)
-    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--max-new-tokens", type=int, default=128, help="BFCL calls with many arguments need ~100")
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
     result = probe(args.base, args.adapter, args.rl, limit=args.limit, max_new_tokens=args.max_new_tokens,

@@ -125,7 +125,7 @@ PROFILES = {
     "cpu-small": Profile(
         name="cpu-small", base="smollm2-135m", sft_max_steps=16, sft_batch_size=1, sft_grad_accum=1,
         max_length=1536, grpo_max_steps=2, grpo_prompts_per_step=1, num_generations=4, grpo_micro_batch=4,
-        max_prompt_length=1536, max_completion_length=64, threads=2, device="cpu"),
+        max_prompt_length=1536, max_completion_length=96, threads=2, device="cpu"),
     "test": Profile(
         name="test", base="tiny-random", sft_max_steps=3, sft_batch_size=2, sft_grad_accum=1,
         max_length=1024, grpo_max_steps=2, grpo_prompts_per_step=2, num_generations=2, grpo_micro_batch=4,
