@@ -9,6 +9,7 @@ reaches the same decisions.
 """
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sys
 import tempfile
@@ -19,7 +20,7 @@ from statistics import fmean
 from evolver.diagnose import diagnose
 from evolver.files import atomic_json, read_json
 from evolver.objective import accept, accept_paired, final_choice, objective
-from evolver.propose import OfflineProposer
+from evolver.propose import Brief, OfflineProposer, Verdict
 from evolver.store import RunStore
 from sandbox.corpus import load_corpus
 from sandbox.curate import CurationFailed, execute, make_executor
@@ -44,7 +45,29 @@ class Epochs:
         self.ws = Workspace.open(store.root / "strategy")
         self.corpus = load_corpus(self.cfg["corpus"], on_error=self.cfg.get("on_error", "abort"))
         self.executor = make_executor(self.cfg["sandbox"], warn=say)
-        self.proposer = OfflineProposer()
+        self.llm = self._llm()
+        if self.cfg.get("proposer", "offline") == "agent":
+            from evolver.agent import AgentLimits, AgentProposer
+
+            self.proposer = AgentProposer(self.llm, self.executor, lambda phase: self._evolve_dir / phase,
+                                          AgentLimits.from_mapping(self.cfg.get("agent")))
+        else:
+            self.proposer = OfflineProposer()
+        self._evolve_dir = store.root / "evolve"
+
+    def _llm(self):
+        """The run's LLM (None without one), its budgets reduced by what earlier stages spent."""
+        if not self.cfg.get("llm"):
+            return None
+        from evolver.llm import LLM, LLMConfig
+
+        config = LLMConfig.from_mapping(self.cfg["llm"])
+        spent = llm_spent(self.store)
+        if config.budget_tokens is not None:
+            config = dataclasses.replace(config, budget_tokens=max(0, config.budget_tokens - spent["tokens"]))
+        if config.budget_usd is not None:
+            config = dataclasses.replace(config, budget_usd=max(0.0, config.budget_usd - spent["usd"]))
+        return LLM(config, self.store.root / "llm")
 
     def dir(self, epoch: int, name: str) -> Path:
         path = self.store.epoch_dir(epoch) / name
@@ -57,9 +80,23 @@ class Epochs:
             return done.get("result")
         t0 = time.monotonic()
         say(f"epoch {epoch} · {name} …")
+        if self.llm is not None:
+            run = self._metered(run)
         result = self.store.stage(epoch, name, run, outputs)
         say(f"epoch {epoch} · {name} done in {time.monotonic() - t0:.1f} s")
         return result
+
+    def _metered(self, run):
+        """`run` with the LLM usage it caused added to its result (tokens, USD, calls, time)."""
+        def metered():
+            before = self.llm.usage()
+            result = run()
+            after = self.llm.usage()
+            delta = {k: after[k] - before[k] for k in ("calls", "replayed", "prompt_tokens", "completion_tokens", "usd", "wall_s")}
+            if delta["calls"] and isinstance(result, dict):
+                result = {**result, "llm": {**delta, "usd": round(delta["usd"], 6), "wall_s": round(delta["wall_s"], 3)}}
+            return result
+        return metered
 
     # ------------------------------------------------------------------ the stages
 
@@ -133,10 +170,17 @@ class Epochs:
                          for s in self.cfg["seeds"] for t in _jsonl(self.store.epoch_dir(d["epoch"]) / f"eval-s{s}" / "trajectories.jsonl")
                          if t["outcome"]["success"]}
         failed_points, signals = diagnose(trajectories, passed_before)
+        result = {"of_epoch": best["epoch"], "families": signals["families"]}
+        if self.llm is not None and self.cfg.get("diagnosis", "rules+llm") == "rules+llm":
+            from evolver.llm_diagnose import llm_diagnose
+
+            points, stats = llm_diagnose(trajectories, self.llm, self.store.root / "llm" / "diagnosis-cache", progress=True)
+            failed_points += points
+            result["llm_diagnosis"] = stats
         out = self.dir(epoch, "diagnosis")
         atomic_json(out / "failed_points.json", failed_points)
         atomic_json(out / "signals.json", signals)
-        return {"of_epoch": best["epoch"], "families": signals["families"]}
+        return result
 
     def propose(self, epoch: int) -> dict:
         """Effectiveness, then efficiency revision of `best`, committed as the candidate of epoch + 1."""
@@ -146,50 +190,64 @@ class Epochs:
         profile = read_json(self.store.epoch_dir(best["epoch"]) / "artifacts" / "profile.json")
         rejected = [k for d in self.decisions() if not d["accepted"] for k in d.get("edits", [])]
         inputs = {"failed_points": failed_points, "signals": signals, "profile": profile, "params": self.params()}
-        files, parent_hashes, edits, log = self.ws.files("best"), _artifact_hashes(self.store.epoch_dir(best["epoch"]) / "artifacts"), [], []
-        phases = []
-        if "no-effectiveness" not in self.cfg["ablations"]:
-            phases.append(("effectiveness", lambda f: self.proposer.effectiveness(f, failed_points, signals, rejected)))
-        if "no-efficiency" not in self.cfg["ablations"]:
-            phases.append(("efficiency", lambda f: self.proposer.efficiency(f, profile, self.cfg["lambda"], rejected)))
-        sha = None
-        for phase, candidates in phases:
-            for revision in candidates(files):
-                hashes = self._dry_run(revision.files)
-                log.append({"phase": phase, "edits": [e.key for e in revision.edits], "dry_run": "failed" if hashes is None
-                            else "empty" if hashes == parent_hashes else "changed"})
-                if hashes is None or hashes == parent_hashes:
-                    continue   # rejected: it crashes, or it changes nothing the trainer would see
-                sha = self._commit(epoch + 1, revision, inputs)
-                files, parent_hashes = revision.files, hashes
-                edits += [e.key for e in revision.edits]
-                break
+        brief = Brief(files=self.ws.files("best"), failed_points=failed_points, signals=signals, profile=profile,
+                      lam=self.cfg["lambda"], rejected_edits=rejected, history=self.history(), corpus=self.corpus,
+                      seed=self.cfg["seed"])
+        parent = [_artifact_hashes(self.store.epoch_dir(best["epoch"]) / "artifacts")]
         out = self.dir(epoch, "evolve")
+        self._evolve_dir = out
+        phases = [p for p in ("effectiveness", "efficiency") if f"no-{p}" not in self.cfg["ablations"]]
+        sha, edits, log, exhausted = None, [], [], False
+        for phase in phases:
+            changed = {}
+
+            def validate(files: dict) -> Verdict:
+                verdict, changed["hashes"] = check_candidate(files, self.corpus, self.executor, parent[0], seed=self.cfg["seed"],
+                                                             n_ref=self.cfg["n_ref"], timeout_s=self.cfg["curation_timeout_s"])
+                return verdict
+
+            outcome = self.proposer.revise(phase, brief, validate)
+            log += [{"phase": phase, **attempt} for attempt in outcome.attempts]
+            if outcome.budget_exhausted:
+                say(f"epoch {epoch}: the run's LLM budget is spent; no more proposals")
+                exhausted = True
+                break
+            if outcome.files is None:
+                continue
+            sha = self._commit(epoch + 1, outcome.files, outcome.message, inputs)
+            new_files = {**{k: v for k, v in brief.files.items() if k.startswith("inputs/")},
+                         **{k: v for k, v in outcome.files.items() if not k.startswith("inputs/")}}
+            brief, parent[0] = dataclasses.replace(brief, files=new_files), changed["hashes"]
+            edits += outcome.edits
         atomic_json(out / "proposals.json", log)
         if sha is not None:
             self.ws.tag_epoch(epoch + 1, sha)
-        return {"candidate": sha, "edits": edits}
+        return {"candidate": sha, "edits": edits, **({"budget_exhausted": True} if exhausted else {})}
 
     # ------------------------------------------------------------------ helpers
 
     def params(self) -> dict:
         return {"lambda": self.cfg["lambda"], "n_ref": self.cfg["n_ref"], "seed": self.cfg["seed"]}
 
-    def _dry_run(self, files: dict) -> dict | None:
-        with tempfile.TemporaryDirectory(prefix="curateevo-dry-") as tmp:
-            try:
-                execute(files, self.corpus, Path(tmp) / "out", seed=self.cfg["seed"], executor=self.executor,
-                        limits=Limits(timeout_s=self.cfg["curation_timeout_s"]), n_ref=self.cfg["n_ref"])
-            except CurationFailed:
-                return None
-            return _artifact_hashes(Path(tmp) / "out")
-
-    def _commit(self, epoch: int, revision, inputs: dict) -> str:
+    def _commit(self, epoch: int, files: dict, message: str, inputs: dict) -> str:
         with tempfile.TemporaryDirectory(prefix="curateevo-rev-") as tmp:
-            for name, data in revision.files.items():
+            for name, data in files.items():
                 (Path(tmp) / name).parent.mkdir(parents=True, exist_ok=True)
                 (Path(tmp) / name).write_bytes(data)
-            return self.ws.commit_candidate(epoch, tmp, inputs, revision.message, parent="best")
+            return self.ws.commit_candidate(epoch, tmp, inputs, message, parent="best")
+
+    def history(self) -> list[dict]:
+        """The rolled-back attempts, for the code agent: what each changed and how it scored."""
+        rows, best_j = [], None
+        for d in self.decisions():
+            if not d["accepted"] and d["epoch"] > 0:
+                message = self.ws.log(d["commit"])[0]["message"] if d.get("commit") else ""
+                rows.append({"epoch": d["epoch"], "summary": message.splitlines()[0] if message else "",
+                             "diff": self.ws.diff_summary("best", d["commit"]), "P": d.get("P"), "C": d.get("C"),
+                             "J": d.get("J"), "best_J": best_j, "reason": d.get("reason")})
+            elif d["accepted"]:
+                best_j = d.get("J")
+        return rows
 
     def decisions(self) -> list[dict]:
         return [d for d in (e.get("result") for e in self.store.journal.events()
@@ -231,6 +289,35 @@ def run_epochs(store: RunStore) -> dict:
     evaluated = [d for d in ep.decisions() if d.get("P") is not None]
     final = final_choice(evaluated)
     return ep.stage(-1, "final", lambda: {"epoch": final["epoch"], "commit": final["commit"], "P": final["P"], "C": final["C"]})
+
+
+def check_candidate(files: dict, corpus, executor, parent: dict, *, seed: int, n_ref: float,
+                    timeout_s: float) -> tuple[Verdict, dict | None]:
+    """The dry run of a candidate: its strategy curates the whole corpus in the sandbox and the
+    host checker accepts the output (else `failed`), and the artifacts differ from the parent's
+    `parent` hashes (else `empty`). Returns the verdict and the artifact hashes."""
+    with tempfile.TemporaryDirectory(prefix="curateevo-dry-") as tmp:
+        try:
+            execute(files, corpus, Path(tmp) / "out", seed=seed, executor=executor,
+                    limits=Limits(timeout_s=timeout_s), n_ref=n_ref)
+        except CurationFailed as exc:
+            return Verdict(False, "failed", f"the dry run on the whole corpus failed the host's check: {exc.reason}"), None
+        hashes = _artifact_hashes(Path(tmp) / "out")
+    if hashes == parent:
+        return Verdict(False, "empty", "the dry run's artifacts are byte-identical to the parent's: the change "
+                                       "alters nothing the trainer or the agent would see"), hashes
+    return Verdict(True, "changed"), hashes
+
+
+def llm_spent(store: RunStore) -> dict:
+    """Tokens and USD the run's finished stages spent on LLM calls (for budgets across resume)."""
+    tokens, usd = 0, 0.0
+    for event in store.journal.events():
+        usage = (event.get("result") or {}).get("llm") if event.get("event") == "stage_done" else None
+        if usage:
+            tokens += usage["prompt_tokens"] + usage["completion_tokens"]
+            usd += usage["usd"]
+    return {"tokens": tokens, "usd": usd}
 
 
 def _count(path: Path) -> int:

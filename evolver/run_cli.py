@@ -26,6 +26,50 @@ def default_corpus(benchmark: str, setting: str, seed: int) -> list[str]:
     return [str(path)]
 
 
+def apply_config(args, parser) -> None:
+    """`--config FILE` (YAML or JSON, keys = the long options of `run`, dashes or underscores):
+    its values apply to every option not given on the command line."""
+    if not args.config:
+        return
+    import yaml
+
+    path = Path(args.config)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot read the run config {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise UserError(f"{where}: not valid YAML/JSON ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(doc, dict):
+        raise UserError(f"{path}: a run config is a mapping of option names to values")
+    dests = {a.dest: a for a in parser._actions if a.dest not in ("help", "config", "func")}
+    for key, value in doc.items():
+        dest = {"lambda": "lam"}.get(str(key), str(key).replace("-", "_"))
+        if dest not in dests:
+            raise UserError(f"{path}: unknown option {key!r} (the long options of `curateevo run`)")
+        action = dests[dest]
+        if action.choices and value not in action.choices and not isinstance(value, list):
+            raise UserError(f"{path}: {key} must be one of {', '.join(map(str, action.choices))}, not {value!r}")
+        if getattr(args, dest) == parser.get_default(dest):
+            setattr(args, dest, value)
+
+
+def llm_config(args) -> dict | None:
+    """The run's LLM settings (for run.json: names of key variables, never key values)."""
+    if not args.model:
+        if args.proposer == "agent":
+            raise UserError("the code agent needs an LLM: give --model (and --base-url for a local server)")
+        return None
+    from evolver.llm import LLMConfig
+
+    fields = {"provider": args.provider, "model": args.model, "base_url": args.base_url, "api_key_env": args.api_key_env,
+              "mode": args.llm_mode, "budget_tokens": args.budget_tokens, "budget_usd": args.budget_usd,
+              "pricing_file": str(Path(args.pricing).resolve()) if args.pricing else None}
+    return LLMConfig.from_mapping({k: v for k, v in fields.items() if v is not None}).describe()
+
+
 def create_run(args) -> RunStore:
     name = args.name or datetime.datetime.now().strftime("run-%Y%m%d-%H%M%S")
     root = Path(args.runs_dir) / name
@@ -34,20 +78,36 @@ def create_run(args) -> RunStore:
     for ablation in args.ablate:
         if ablation not in ABLATIONS:
             raise UserError(f"unknown ablation {ablation!r} (one of {', '.join(ABLATIONS)})")
+    llm = llm_config(args)
+    proposer = args.proposer or ("agent" if llm else "offline")
+    if proposer == "agent" and args.sandbox == "process":
+        raise UserError("the code agent's commands run in the Docker sandbox only: use --sandbox docker or auto")
+    if args.llm_records and not Path(args.llm_records).is_dir():
+        raise UserError(f"--llm-records {args.llm_records}: no such directory (a run's llm/ folder)")
     config = {
         "corpus": corpus, "corpus_sha256": corpus_sha256(corpus), "benchmark": args.benchmark, "split": "dev",
         "metric": args.metric, "tasks": args.tasks, "base": args.base, "profile": args.profile,
         "epochs": args.epochs, "lambda": args.lam, "n_ref": args.n_ref, "margin": args.margin,
-        "seeds": list(range(args.seeds)), "seed": args.seed, "proposer": "offline", "sandbox": args.sandbox,
+        "seeds": list(range(args.seeds)), "seed": args.seed, "proposer": proposer, "sandbox": args.sandbox,
+        "llm": llm, "diagnosis": args.diagnosis or ("rules+llm" if llm else "rules"),
+        "agent": {"step_limit": args.agent_steps, "repairs": args.agent_repairs, "wall_time_s": args.agent_wall,
+                  "cost_limit_usd": args.agent_usd},
         "ablations": sorted(args.ablate), "curation_timeout_s": args.timeout,
         "train_budget": {}, "eval_options": {"batch_size": args.batch_size},
     }
-    return RunStore.create(root, config)   # the loop creates the strategy workspace from ρ0
+    store = RunStore.create(root, config)   # the loop creates the strategy workspace from ρ0
+    if args.llm_records:   # a rerun from another run's record (replay-only: no network call)
+        import shutil
+
+        shutil.copytree(args.llm_records, store.root / "llm", dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("diagnosis-cache"))
+    return store
 
 
 def cmd_run(args) -> int:
     from evolver.loop import run_epochs
 
+    apply_config(args, args.run_parser)
     store = create_run(args)
     print(f"run directory: {store.root}")
     final = run_epochs(store)
@@ -68,39 +128,66 @@ def cmd_resume(args) -> int:
     return 0
 
 
-def epoch_rows(store: RunStore) -> list[dict]:
-    rows: dict[int, dict] = {}
-    for event in store.journal.events():
-        if event.get("event") != "stage_done" or event.get("epoch", -1) < 0:
-            continue
-        row = rows.setdefault(event["epoch"], {"epoch": event["epoch"], "seconds": {}})
-        result = event.get("result") or {}
-        if event["stage"] == "curate":
-            row.update(cost_train=result.get("cost_train"), scale=result.get("counts"), failed=result.get("failed"))
-        elif event["stage"] == "decide":
-            row.update({k: result.get(k) for k in ("P", "C", "J", "accepted", "reason", "commit")})
-    started: dict[tuple, str] = {}
+def stage_rows(store: RunStore) -> list[dict]:
+    """Every finished stage: epoch, stage, wall seconds and the LLM usage it caused."""
+    started, rows = {}, []
     for event in store.journal.events():
         key = (event.get("epoch"), event.get("stage"))
         if event.get("event") == "stage_started":
             started[key] = event["time"]
-        elif event.get("event") == "stage_done" and key in started and key[0] in rows:
-            t0 = datetime.datetime.fromisoformat(started[key])
-            rows[key[0]]["seconds"][key[1]] = (datetime.datetime.fromisoformat(event["time"]) - t0).total_seconds()
+        elif event.get("event") == "stage_done":
+            seconds = None
+            if key in started:
+                seconds = (datetime.datetime.fromisoformat(event["time"]) - datetime.datetime.fromisoformat(started[key])).total_seconds()
+            llm = (event.get("result") or {}).get("llm") or {}
+            rows.append({"epoch": key[0], "stage": key[1], "seconds": seconds, "result": event.get("result") or {},
+                         "tokens": llm.get("prompt_tokens", 0) + llm.get("completion_tokens", 0),
+                         "usd": llm.get("usd", 0.0), "calls": llm.get("calls", 0)})
+    return rows
+
+
+def epoch_rows(store: RunStore) -> list[dict]:
+    rows: dict[int, dict] = {}
+    for stage in stage_rows(store):
+        if stage["epoch"] is None or stage["epoch"] < 0:
+            continue
+        row = rows.setdefault(stage["epoch"], {"epoch": stage["epoch"], "seconds": {}, "tokens": 0, "usd": 0.0})
+        result = stage["result"]
+        if stage["stage"] == "curate":
+            row.update(cost_train=result.get("cost_train"), scale=result.get("counts"), failed=result.get("failed"))
+        elif stage["stage"] == "decide":
+            row.update({k: result.get(k) for k in ("P", "C", "J", "accepted", "reason", "commit")})
+        if stage["seconds"] is not None:
+            row["seconds"][stage["stage"]] = stage["seconds"]
+        row["tokens"] += stage["tokens"]
+        row["usd"] += stage["usd"]
     return [rows[e] for e in sorted(rows)]
 
 
 def format_log(store: RunStore) -> str:
+    llm = bool(store.config.get("llm"))
     head = f"{'epoch':>5} {'P':>7} {'C':>7} {'J':>8} {'Cost_train':>10} {'SFT/RL/mem':>14} {'decision':<9} {'time':>7}"
+    head += f" {'LLM tokens':>10} {'USD':>8}" if llm else ""
     lines = [head, "-" * len(head)]
     for r in epoch_rows(store):
         f = lambda v, w, p: f"{v:>{w}.{p}f}" if isinstance(v, (int, float)) else f"{'—':>{w}}"
         scale = r.get("scale") or {}
         counts = "/".join(str(scale.get(k, "—")) for k in ("sft.jsonl", "rl.jsonl", "memory.jsonl"))
         decision = "—" if r.get("accepted") is None else ("accepted" if r["accepted"] else "rejected")
-        lines.append(f"{r['epoch']:>5} {f(r.get('P'), 7, 4)} {f(r.get('C'), 7, 4)} {f(r.get('J'), 8, 4)} "
-                     f"{r.get('cost_train') if r.get('cost_train') is not None else '—':>10} {counts:>14} {decision:<9} "
-                     f"{sum(r['seconds'].values()):>6.0f}s")
+        line = (f"{r['epoch']:>5} {f(r.get('P'), 7, 4)} {f(r.get('C'), 7, 4)} {f(r.get('J'), 8, 4)} "
+                f"{r.get('cost_train') if r.get('cost_train') is not None else '—':>10} {counts:>14} {decision:<9} "
+                f"{sum(r['seconds'].values()):>6.0f}s")
+        lines.append(line + (f" {r['tokens']:>10} {r['usd']:>8.4f}" if llm else ""))
+    return "\n".join(lines)
+
+
+def format_stages(store: RunStore) -> str:
+    """Time and LLM usage per stage."""
+    head = f"{'epoch':>5} {'stage':<14} {'time':>8} {'LLM calls':>9} {'tokens':>9} {'USD':>8}"
+    lines = [head, "-" * len(head)]
+    for r in stage_rows(store):
+        seconds = f"{r['seconds']:>7.1f}s" if r["seconds"] is not None else f"{'—':>8}"
+        lines.append(f"{r['epoch']:>5} {r['stage']:<14} {seconds} {r['calls']:>9} {r['tokens']:>9} {r['usd']:>8.4f}")
     return "\n".join(lines)
 
 
@@ -124,6 +211,8 @@ def cmd_log(args) -> int:
     for r in epoch_rows(store):
         if r.get("reason"):
             print(f"epoch {r['epoch']}: {r['reason']}")
+    print("\ntime and LLM usage per stage:")
+    print(format_stages(store))
     return 0
 
 
@@ -215,7 +304,25 @@ def add_cli(sub) -> None:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--name")
     p.add_argument("--runs-dir", default=str(RUNS))
-    p.set_defaults(func=cmd_run)
+    p.add_argument("--config", help="YAML/JSON file of run options (keys: these long options); flags given here win")
+    g = p.add_argument_group("LLM and code agent (any OpenAI-compatible endpoint, or Anthropic)")
+    g.add_argument("--proposer", choices=["offline", "agent"], help="default: agent when --model is given, else offline")
+    g.add_argument("--model", help="LLM model name, e.g. gpt-4.1-mini, claude-sonnet-4-5, or a local server's model")
+    g.add_argument("--provider", default="openai", choices=["openai", "anthropic"])
+    g.add_argument("--base-url", help="OpenAI-compatible server (vLLM, llama.cpp, Ollama, hosted)")
+    g.add_argument("--api-key-env", help="name of the environment variable holding the key (default OPENAI_API_KEY / ANTHROPIC_API_KEY)")
+    g.add_argument("--llm-mode", default="record", choices=["live", "record", "replay"],
+                   help="record: reuse recorded replies, call for new ones; replay: recorded replies only, no network")
+    g.add_argument("--llm-records", help="copy another run's llm/ record into this run first (with --llm-mode replay: rerun it offline)")
+    g.add_argument("--budget-tokens", type=int, help="LLM tokens for the whole run; when spent, proposing stops, the run goes on")
+    g.add_argument("--budget-usd", type=float, help="LLM spend for the whole run, USD")
+    g.add_argument("--pricing", help="JSON {model: {input, output}} USD per 1M tokens, over the built-in table")
+    g.add_argument("--diagnosis", choices=["rules", "rules+llm"], help="default: rules+llm when an LLM is configured")
+    g.add_argument("--agent-steps", type=int, default=30, help="model calls per revision")
+    g.add_argument("--agent-repairs", type=int, default=2, help="failed validations sent back to the agent per revision")
+    g.add_argument("--agent-wall", type=int, default=1200, help="seconds per revision")
+    g.add_argument("--agent-usd", type=float, default=0.0, help="USD per revision (0: only the run's budget)")
+    p.set_defaults(func=cmd_run, run_parser=p)
     for name, func, text in (("resume", cmd_resume, "continue a run after a crash or kill"),
                              ("test", cmd_test, "the final strategy on the test split, once"),
                              ("status", cmd_status, "where a run stands"), ("log", cmd_log, "the epoch table of a run")):

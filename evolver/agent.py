@@ -1,0 +1,332 @@
+"""The code agent proposer: mini-swe-agent rewrites the strategy from the diagnosis (paper §4).
+
+Per revision (effectiveness, then efficiency) one `DefaultAgent` works over a plain checkout of
+the best strategy (no `.git`): its model is `LLMModel` over our LLM layer (recorded, budgeted,
+no litellm), its environment `SandboxEnvironment`, which runs every command in the sandbox image
+with no network and no host secret (DockerExecutor.run_command). The checkout holds the strategy
+files, the host-owned `inputs/` and a `context/` with a sample of the raw corpus and the rejected
+attempts; `python3 -m sandbox.dry_run` is the agent's validation command.
+
+When the agent stops, the host validates: regular files only, nothing outside the strategy's
+`*.py` files changed, no `.git`, it compiles, the code changed (not just its comments), and the
+loop's dry run on the whole corpus passes the host checker with artifacts that differ from the
+parent's. A failed validation goes back to the agent with the error, a bounded number of times;
+then the revision is rejected and the run goes on.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import os
+import shutil
+import stat
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from jinja2 import Environment as Jinja, FileSystemLoader, StrictUndefined
+
+from evolver.errors import RunFailed
+from evolver.llm import BudgetExceeded, LLMError
+from evolver.propose import Brief, Outcome, Verdict
+from sandbox.executor import Limits
+from sandbox.schemas import canonical_json
+
+PROMPTS = Path(__file__).resolve().parent / "prompts"
+ACTION = r"```(?:bash|sh)\s*\n(.*?)\n```"
+SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+VALIDATE = "python3 -m sandbox.dry_run"
+HOST_OWNED = ("inputs", "context")
+SAMPLE_RECORDS, SAMPLE_BYTES = 48, 1 << 20
+MAX_FILE_BYTES = 1 << 20
+
+
+def _minisweagent():
+    """Import mini-swe-agent without its side effects: no banner, no ~/.config, no .env loaded
+    into our environment (FIELD-NOTES), no DEBUG logging to stdout."""
+    os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
+    if "MSWEA_GLOBAL_CONFIG_DIR" not in os.environ:
+        os.environ["MSWEA_GLOBAL_CONFIG_DIR"] = tempfile.mkdtemp(prefix="curateevo-mswea-")
+    import minisweagent.agents.default as default
+    import minisweagent.exceptions as exceptions
+    import minisweagent.models.utils.actions_text as actions
+
+    for name in ("minisweagent", "agent"):
+        logging.getLogger(name).handlers.clear()
+        logging.getLogger(name).propagate = False
+    return default, exceptions, actions
+
+
+def template(name: str) -> str:
+    return (PROMPTS / name).read_text(encoding="utf-8")
+
+
+def render(name: str, **values) -> str:
+    env = Jinja(loader=FileSystemLoader(PROMPTS), undefined=StrictUndefined, keep_trailing_newline=True)
+    return env.get_template(name).render(**values)
+
+
+class LLMModel:
+    """mini-swe-agent's model protocol over `evolver.llm.LLM`: one text reply, one bash action."""
+
+    def __init__(self, llm, purpose: str):
+        self.llm, self.purpose = llm, purpose
+        self.config = {"purpose": purpose}
+        self.calls: list[dict] = []
+
+    def query(self, messages: list[dict], **kwargs) -> dict:
+        _, exceptions, actions = _minisweagent()
+        chat = [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] in ("system", "user", "assistant")]
+        reply = self.llm.complete(chat, purpose=self.purpose)
+        self.calls.append({"record": reply.record, "prompt_tokens": reply.prompt_tokens,
+                           "completion_tokens": reply.completion_tokens, "usd": reply.usd, "replayed": reply.replayed})
+        extra = {"cost": reply.usd, "record": reply.record}
+        try:
+            parsed = actions.parse_regex_actions(reply.text, action_regex=ACTION,
+                                                 format_error_template=template("evolve_format_error.jinja"))
+        except exceptions.FormatError as error:
+            error.messages = ({"role": "assistant", "content": reply.text, "extra": extra},
+                              *({**m, "extra": {**m.get("extra", {}), "cost": 0.0}} for m in error.messages))
+            raise
+        return {"role": "assistant", "content": reply.text, "extra": {**extra, "actions": parsed}}
+
+    def format_message(self, **kwargs) -> dict:
+        return dict(kwargs)
+
+    def format_observation_messages(self, message: dict, outputs: list[dict], template_vars: dict | None = None) -> list[dict]:
+        _, _, actions = _minisweagent()
+        return actions.format_observation_messages(outputs, observation_template=template("evolve_observation.jinja"),
+                                                   template_vars=template_vars)
+
+    def get_template_vars(self, **kwargs) -> dict:
+        return {}
+
+    def serialize(self) -> dict:
+        return {"info": {"config": {"model": {"purpose": self.purpose}, "model_type": "curateevo.LLMModel"}}}
+
+
+class SandboxEnvironment:
+    """mini-swe-agent's environment protocol: each command in a fresh sandbox container over
+    the checkout, with no network and only the sandbox's fixed environment (no host secret)."""
+
+    def __init__(self, executor, workdir: Path, timeout_s: float = 120.0):
+        if not hasattr(executor, "run_command"):
+            raise RunFailed(f"the code agent's commands need the Docker sandbox; the {executor.name} executor cannot run them")
+        self.executor, self.workdir, self.timeout_s = executor, Path(workdir), timeout_s
+        self.config = {"timeout_s": timeout_s}
+        self.commands: list[dict] = []
+
+    def execute(self, action: dict, cwd: str = "", *, timeout: int | None = None) -> dict[str, Any]:
+        _, exceptions, _ = _minisweagent()
+        command = action.get("command", "")
+        result = self.executor.run_command(command, self.workdir, Limits(timeout_s=timeout or self.timeout_s,
+                                                                        memory_bytes=2 * 2**30, max_processes=64))
+        self.commands.append({"command": command, "returncode": result.returncode, "wall_s": round(result.wall_s, 3)})
+        output = {"output": result.output, "returncode": -1 if result.returncode is None else result.returncode,
+                  "exception_info": result.reason if result.timed_out else ""}
+        lines = output["output"].lstrip().splitlines(keepends=True)
+        if lines and lines[0].strip() == SUBMIT and output["returncode"] == 0:
+            summary = "".join(lines[1:])
+            raise exceptions.Submitted({"role": "exit", "content": summary,
+                                        "extra": {"exit_status": "Submitted", "submission": summary}})
+        return output
+
+    def get_template_vars(self, **kwargs) -> dict:
+        return {}
+
+    def serialize(self) -> dict:
+        return {"info": {"config": {"environment": {"timeout_s": self.timeout_s}, "environment_type": "curateevo.SandboxEnvironment"}}}
+
+
+# ---------------------------------------------------------------------------- the checkout
+
+
+def _is_strategy_file(rel: str) -> bool:
+    return "/" not in rel and rel.endswith(".py") and not rel.startswith(".")
+
+
+def corpus_sample(corpus, seed: int, k: int = SAMPLE_RECORDS) -> bytes:
+    """A deterministic sample of the raw corpus (canonical JSONL, in corpus order, ≤ 1 MiB)."""
+    import random
+
+    records = list(corpus.records)
+    picked = sorted(random.Random(f"curateevo:{seed}:agent-sample").sample(range(len(records)), min(k, len(records))))
+    lines, size = [], 0
+    for i in picked:
+        line = canonical_json(records[i]).encode("utf-8") + b"\n"
+        if size + len(line) > SAMPLE_BYTES and lines:
+            continue
+        lines.append(line)
+        size += len(line)
+    return b"".join(lines)
+
+
+def write_checkout(root: Path, files: Mapping[str, bytes], context: Mapping[str, bytes]) -> dict[str, bytes]:
+    """The agent's plain checkout: strategy files, inputs/, context/. Returns what was written."""
+    written = {**{k: v for k, v in files.items() if _is_strategy_file(k) or k.startswith("inputs/")},
+               **{f"context/{k}": v for k, v in context.items()}}
+    for rel, data in written.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return written
+
+
+def scan_checkout(root: Path, written: Mapping[str, bytes]) -> tuple[dict[str, bytes] | None, str | None]:
+    """The strategy files the agent left, or why they cannot be taken (one sentence per fault)."""
+    faults, files = [], {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath) / name
+            rel = path.relative_to(root).as_posix()
+            mode = os.lstat(path).st_mode
+            if name.startswith(".git"):
+                faults.append(f"{rel}: a git directory or file; the checkout must stay plain (no .git, no hooks)")
+            elif stat.S_ISLNK(mode):
+                faults.append(f"{rel}: a symbolic link; only regular files are accepted")
+            elif stat.S_ISDIR(mode):
+                if name == "__pycache__" or rel in HOST_OWNED:
+                    continue
+                faults.append(f"{rel}/: a new directory outside the strategy files")
+            elif not stat.S_ISREG(mode):
+                faults.append(f"{rel}: not a regular file")
+            elif "__pycache__" in rel.split("/"):
+                continue
+            elif rel in written and not _is_strategy_file(rel):
+                if path.read_bytes() != written[rel]:
+                    faults.append(f"{rel}: host-owned and read-only, but it was changed")
+            elif _is_strategy_file(rel):
+                if os.lstat(path).st_size > MAX_FILE_BYTES:
+                    faults.append(f"{rel}: larger than {MAX_FILE_BYTES} bytes")
+                else:
+                    files[rel] = path.read_bytes()
+            else:
+                faults.append(f"{rel}: outside the strategy files (only top-level *.py files may change)")
+        dirnames[:] = [d for d in dirnames if not d.startswith(".git") and not os.path.islink(Path(dirpath) / d)]
+    faults += [f"{rel}: host-owned and read-only, but it was deleted" for rel in written
+               if not _is_strategy_file(rel) and not (root / rel).is_file()]
+    if faults:
+        return None, "; ".join(faults[:8])
+    return files, None
+
+
+def code_fault(files: Mapping[str, bytes], parent: Mapping[str, bytes]) -> str | None:
+    """Why the agent's strategy files are no usable revision: missing, not Python, or no change."""
+    if "strategy.py" not in files:
+        return "strategy.py was removed; the strategy must keep curate(raw, ctx) in strategy.py"
+    trees = {}
+    for rel, data in sorted(files.items()):
+        try:
+            trees[rel] = ast.dump(ast.parse(data.decode("utf-8"), filename=rel))
+            compile(data, rel, "exec")
+        except UnicodeDecodeError:
+            return f"{rel} is not UTF-8 text"
+        except SyntaxError as exc:
+            return f"{rel}:{exc.lineno}: {exc.msg} (it does not compile)"
+    old = {k: v for k, v in parent.items() if _is_strategy_file(k)}
+    if files == old:
+        return "no strategy file changed"
+    try:
+        if trees == {rel: ast.dump(ast.parse(data.decode("utf-8"))) for rel, data in old.items()}:
+            return "only comments or formatting changed; the code is the same"
+    except (SyntaxError, UnicodeDecodeError):
+        pass
+    return None
+
+
+# ---------------------------------------------------------------------------- the proposer
+
+
+@dataclass
+class AgentLimits:
+    step_limit: int = 30           # model calls per revision (all attempts together)
+    cost_limit_usd: float = 0.0    # per revision; 0: none (the run's LLM budget still applies)
+    wall_time_s: int = 1200        # per revision
+    repairs: int = 2               # failed validations sent back to the agent before the revision is rejected
+    command_timeout_s: float = 120.0
+
+    @classmethod
+    def from_mapping(cls, d: Mapping | None) -> "AgentLimits":
+        return cls(**dict(d or {}))
+
+
+class AgentProposer:
+    name = "agent"
+
+    def __init__(self, llm, executor, out_dir_for: Callable[[str], Path], limits: AgentLimits = AgentLimits()):
+        self.llm, self.executor, self.limits = llm, executor, limits
+        self.out_dir_for = out_dir_for   # phase → folder for the agent's trajectories
+
+    def revise(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict]) -> Outcome:
+        """Run the agent for one revision of `brief.files`; `validate(files)` is the loop's dry
+        run of the whole corpus through the host checker."""
+        default, _, _ = _minisweagent()
+        context = {"corpus_sample.jsonl": corpus_sample(brief.corpus, brief.seed),
+                   "rejected.json": (json.dumps(brief.history, indent=1, ensure_ascii=False) + "\n").encode()}
+        out = self.out_dir_for(phase)
+        attempts, error, steps_left, started = [], None, self.limits.step_limit, time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="curateevo-agent-") as tmp:
+            work = Path(tmp) / "strategy"
+            work.mkdir()
+            written = write_checkout(work, brief.files, context)
+            for attempt in range(self.limits.repairs + 1):
+                wall_left = int(self.limits.wall_time_s - (time.monotonic() - started))
+                if steps_left <= 0 or wall_left <= 0:
+                    attempts.append({"attempt": attempt, "exit_status": "LimitsExceeded", "error": "no steps or time left"})
+                    break
+                model, env = LLMModel(self.llm, f"agent:{phase}"), SandboxEnvironment(self.executor, work, self.limits.command_timeout_s)
+                agent = default.DefaultAgent(
+                    model, env, system_template=template("evolve_system.jinja"), instance_template=template("evolve_instance.jinja"),
+                    step_limit=steps_left, cost_limit=self.limits.cost_limit_usd, wall_time_limit_seconds=wall_left,
+                    output_path=out / f"attempt-{attempt}.traj.json")
+                record = {"attempt": attempt}
+                try:
+                    result = agent.run("", **self._variables(phase, brief, error))
+                except BudgetExceeded as exc:
+                    attempts.append({**record, "exit_status": "BudgetExceeded", "error": str(exc)})
+                    return Outcome(None, attempts=attempts, budget_exhausted=True)
+                except LLMError as exc:
+                    attempts.append({**record, "exit_status": "LLMError", "error": str(exc)})
+                    break
+                except RunFailed as exc:   # the sandbox refused a command: e.g. the agent made a .git
+                    attempts.append({**record, "exit_status": "SandboxRefused", "error": str(exc)})
+                    break
+                finally:
+                    steps_left -= agent.n_calls
+                    record.update(model_calls=agent.n_calls, commands=len(env.commands),
+                                  tokens=sum(c["prompt_tokens"] + c["completion_tokens"] for c in model.calls),
+                                  usd=round(sum(c["usd"] for c in model.calls), 6))
+                record["exit_status"] = result.get("exit_status", "")
+                summary = (result.get("submission") or "").strip()
+                if record["exit_status"] != "Submitted":
+                    attempts.append({**record, "error": f"the agent stopped without submitting ({record['exit_status']})"})
+                    break
+                files, error = scan_checkout(work, written)
+                if error is None:
+                    error = code_fault(files, brief.files)
+                if error is None:
+                    verdict = validate({**{k: v for k, v in brief.files.items() if k.startswith("inputs/")}, **files})
+                    error = verdict.error
+                    if verdict.ok:
+                        attempts.append({**record, "validated": True, "summary": summary})
+                        return Outcome(files, self._message(phase, summary, files, brief.files), attempts=attempts)
+                attempts.append({**record, "validated": False, "error": error, "summary": summary})
+        return Outcome(None, attempts=attempts)
+
+    def _variables(self, phase: str, brief: Brief, error: str | None) -> dict:
+        profile = dict(brief.profile)
+        counts = profile.get("counts") or {}
+        return {"phase": phase, "lam": brief.lam, "profile": {"cost_train": profile.get("cost_train", 0), "C": profile.get("C", 0.0)},
+                "profile_summary": ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no counts",
+                "failed_points": [{"family": p.get("family", "?"), "count": p.get("count", 1), "task_ids": list(p.get("task_ids", [])),
+                                   "failed_point": p.get("failed_point", ""), "evidence": p.get("evidence", ""),
+                                   "curation_hint": p.get("curation_hint", "")} for p in brief.failed_points],
+                "rejected": brief.history, "previous_error": error or "", "validate_command": VALIDATE}
+
+    @staticmethod
+    def _message(phase: str, summary: str, files: Mapping[str, bytes], parent: Mapping[str, bytes]) -> str:
+        changed = sorted(k for k in set(files) | {k for k in parent if _is_strategy_file(k)} if files.get(k) != parent.get(k))
+        first = next((line.strip() for line in summary.splitlines() if line.strip()), "the code agent's revision")
+        return f"{phase}: {first[:100]}\n\nFiles: {', '.join(changed)}\n\n{summary[:4000]}".rstrip() + "\n"

@@ -1,0 +1,170 @@
+"""The code agent proposer: mini-swe-agent's DefaultAgent over our LLM layer (real HTTP to a
+scripted server) with its commands in the Docker sandbox, and the host's validation of what it
+leaves behind. Hostile or broken agents are rejected; the proposer returns, it never raises."""
+from pathlib import Path
+
+import pytest
+
+from evolver.agent import AgentLimits, AgentProposer, code_fault
+from evolver.llm import LLM, LLMConfig
+from evolver.loop import check_candidate, _artifact_hashes
+from evolver.propose import Brief
+from sandbox.corpus import load_corpus
+from sandbox.curate import execute
+from sandbox.docker_executor import DockerExecutor, docker_client
+from sandbox.executor import PROJECT_ROOT
+from sandbox.workspace import strategy_files
+
+from llm_server import llm_server  # noqa: F401  (fixture)
+
+SEED = PROJECT_ROOT / "curation_strategies" / "seed"
+SUBMIT = "printf 'COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\\nHalve the clean RL steps.\\nFiles: strategy.py\\n'"
+EDIT = ("cp /opt/curateevo/curation_strategies/planned/strategy.py strategy.py && "
+        "sed -i 's/\"rest_fraction\": 1.0/\"rest_fraction\": 0.5/' strategy.py")
+
+
+def bash(command: str, thought: str = "Next step.") -> str:
+    return f"{thought}\n\n```bash\n{command}\n```\n"
+
+
+@pytest.fixture(scope="module")
+def executor():
+    executor = DockerExecutor(docker_client())
+    executor.image  # builds or finds the sandbox image
+    return executor
+
+
+@pytest.fixture(scope="module")
+def parent(executor, sample_corpus, tmp_path_factory):
+    """ρ0 and the hashes of its artifacts on the sample corpus."""
+    corpus = load_corpus([str(sample_corpus)])
+    files = {**strategy_files(SEED), "inputs/failed_points.json": b"[]\n", "inputs/params.json": b'{"lambda": 0.3}\n'}
+    out = tmp_path_factory.mktemp("parent") / "out"
+    execute(files, corpus, out, executor=executor)
+    return corpus, files, _artifact_hashes(out)
+
+
+def make(server, executor, parent, tmp_path, *, limits=AgentLimits(step_limit=8, repairs=0), **config):
+    corpus, files, hashes = parent
+    llm = LLM(LLMConfig.from_mapping({"provider": "openai", "model": "scripted", "base_url": server.openai_url,
+                                      "max_retries": 2, **config}), tmp_path / "llm", sleep=lambda s: None)
+    proposer = AgentProposer(llm, executor, lambda phase: tmp_path / "evolve" / phase, limits)
+    brief = Brief(files=files, failed_points=[{"family": "bad_arguments", "count": 3, "task_ids": ["t1", "t2"],
+                                               "failed_point": "wrong argument types", "evidence": "x='3'",
+                                               "curation_hint": "mask corrected calls"}],
+                  signals={}, profile={"cost_train": 400, "C": 0.42, "counts": {"sft.jsonl": 48}}, lam=0.3,
+                  rejected_edits=[], history=[], corpus=corpus, seed=0)
+
+    def validate(candidate):
+        return check_candidate(candidate, corpus, executor, hashes, seed=0, n_ref=1e5, timeout_s=120)[0]
+
+    return proposer, brief, validate, llm
+
+
+def test_an_agent_edit_is_validated_and_becomes_the_revision(llm_server, executor, parent, tmp_path):
+    llm_server.script(bash("sed -n 1,12p strategy.py; head -c 300 context/corpus_sample.jsonl", "Read first."),
+                      bash(EDIT, "Send half of the clean steps to RL."), bash("python3 -m sandbox.dry_run"), bash(SUBMIT))
+    proposer, brief, validate, llm = make(llm_server, executor, parent, tmp_path)
+    outcome = proposer.revise("effectiveness", brief, validate)
+    assert outcome.files is not None, outcome.attempts
+    assert b'"rest_fraction": 0.5' in outcome.files["strategy.py"]
+    assert set(outcome.files) == {"strategy.py"}
+    assert outcome.message.startswith("effectiveness: Halve the clean RL steps.")
+    # the agent saw the real files and the real dry run
+    seen = [r.messages[-1]["content"] for r in llm_server.requests]
+    assert "def curate(raw, ctx)" in seen[1] and '"messages"' in seen[1]
+    assert "DRY RUN OK" in seen[3]
+    # the prompts are ours: failed points, profile and λ reach the agent
+    first = llm_server.requests[0].messages
+    assert "wrong argument types" in first[1]["content"] and "C = 0.4200" in first[1]["content"]
+    assert (tmp_path / "evolve" / "effectiveness" / "attempt-0.traj.json").is_file()
+    assert llm.usage()["calls"] == 4 and outcome.attempts[-1]["validated"] is True
+
+
+def test_a_failed_validation_goes_back_to_the_agent(llm_server, executor, parent, tmp_path):
+    llm_server.script(bash("echo '# tidier' >> strategy.py"), bash(SUBMIT),
+                      lambda req: bash(EDIT) if "only comments" in req.messages[1]["content"] else "the error was not shown",
+                      bash(SUBMIT))
+    proposer, brief, validate, _ = make(llm_server, executor, parent, tmp_path, limits=AgentLimits(step_limit=8, repairs=1))
+    outcome = proposer.revise("effectiveness", brief, validate)
+    assert outcome.files is not None, outcome.attempts
+    assert [a["validated"] for a in outcome.attempts] == [False, True]
+    assert "only comments" in outcome.attempts[0]["error"]
+
+
+HOSTILE = {
+    "garbage output": (["I would change the filters.", "Still thinking, no command.", "{not a command}"], "RepeatedFormatError"),
+    "a file outside the strategy": ([bash("echo hi > notes.txt"), bash(SUBMIT)], "outside the strategy files"),
+    "a host-owned input edited": ([bash("echo [{}] > inputs/failed_points.json"), bash(SUBMIT)], "host-owned"),
+    "the context deleted": ([bash("rm context/rejected.json"), bash(SUBMIT)], "deleted"),
+    "a write into .git hooks": ([bash("mkdir -p .git/hooks && printf '#!/bin/sh\\nid\\n' > .git/hooks/post-commit"), bash(SUBMIT)], ".git"),
+    "a symlink": ([bash("ln -s /etc/passwd helper.py"), bash(SUBMIT)], "symbolic link"),
+    "a comment-only diff": ([bash("sed -i '1i # reformatted' strategy.py"), bash(SUBMIT)], "only comments"),
+    "a strategy that crashes the dry run": ([bash("echo 'raise RuntimeError(\"boom\")' >> strategy.py"), bash(SUBMIT)], "boom"),
+    "an edit that changes no artifact": ([bash("sed -i 's/tags=\\[\"seed\"\\]/tags=[\"seed\"] /' strategy.py && sed -i '1i X = 1' strategy.py"),
+                                          bash(SUBMIT)], "byte-identical"),
+    "a syntax error": ([bash("echo 'def broken(:' >> strategy.py"), bash(SUBMIT)], "does not compile"),
+    "an agent that never submits": ([bash("ls")] * 5, "LimitsExceeded"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=list(HOSTILE))
+def test_hostile_or_broken_agents_are_rejected(case, llm_server, executor, parent, tmp_path):
+    replies, expected = HOSTILE[case]
+    llm_server.script(*replies)
+    proposer, brief, validate, _ = make(llm_server, executor, parent, tmp_path, limits=AgentLimits(step_limit=3, repairs=0))
+    outcome = proposer.revise("effectiveness", brief, validate)
+    assert outcome.files is None
+    last = outcome.attempts[-1]
+    assert expected in f"{last.get('exit_status')} {last.get('error')}", last
+    assert not (Path(tmp_path) / "strategy").exists()
+
+
+@pytest.mark.parametrize("fault", ["500", "timeout"])
+def test_a_failing_server_rejects_the_revision_and_returns(fault, llm_server, executor, parent, tmp_path):
+    if fault == "500":
+        llm_server.fail(500, times=10)
+    else:
+        llm_server.stall(3.0, times=10)
+    proposer, brief, validate, _ = make(llm_server, executor, parent, tmp_path, timeout_s=0.5)
+    outcome = proposer.revise("effectiveness", brief, validate)
+    assert outcome.files is None and outcome.attempts[-1]["exit_status"] == "LLMError"
+    assert len(llm_server.requests) == 3   # the first try and max_retries = 2
+
+
+def test_rate_limits_are_waited_out(llm_server, executor, parent, tmp_path):
+    llm_server.fail(429, times=2, retry_after=0)
+    llm_server.script(bash(EDIT), bash(SUBMIT))
+    proposer, brief, validate, _ = make(llm_server, executor, parent, tmp_path)
+    assert proposer.revise("efficiency", brief, validate).files is not None
+
+
+def test_a_spent_budget_stops_proposing(llm_server, executor, parent, tmp_path):
+    llm_server.script(bash("ls"), bash("ls"))
+    proposer, brief, validate, _ = make(llm_server, executor, parent, tmp_path, budget_tokens=50)
+    outcome = proposer.revise("effectiveness", brief, validate)
+    assert outcome.files is None and outcome.budget_exhausted
+    assert len(llm_server.requests) == 0   # the system prompt alone is over the budget: no call was made
+
+
+def test_no_key_reaches_the_sandbox_the_prompts_or_the_files(llm_server, executor, parent, tmp_path, monkeypatch):
+    canary = "sk-canary-agent-5f3a9"
+    monkeypatch.setenv("OPENAI_API_KEY", canary)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", canary + "-anthropic")
+    llm_server.script(bash("env; cat /proc/self/environ | tr '\\0' '\\n'"), bash(EDIT), bash(SUBMIT))
+    proposer, brief, validate, _ = make(llm_server, executor, parent, tmp_path)
+    assert proposer.revise("effectiveness", brief, validate).files is not None
+    assert "PYTHONHASHSEED" in llm_server.requests[1].messages[-1]["content"]   # the agent did see an environment
+    assert all(canary not in str(r.body) for r in llm_server.requests)
+    assert all(r.headers["authorization"] == f"Bearer {canary}" for r in llm_server.requests)   # the key was used
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert canary.encode() not in path.read_bytes(), path
+
+
+def test_code_fault_tells_comments_from_code():
+    parent = {"strategy.py": b"def curate(raw, ctx):\n    return {}\n", "inputs/params.json": b"{}"}
+    assert code_fault({"strategy.py": parent["strategy.py"]}, parent) == "no strategy file changed"
+    assert "only comments" in code_fault({"strategy.py": b"# hi\ndef curate(raw, ctx):\n    return {}  # x\n"}, parent)
+    assert code_fault({"strategy.py": b"def curate(raw, ctx):\n    return {'sft': []}\n"}, parent) is None
+    assert "removed" in code_fault({"helper.py": b"x = 1\n"}, parent)
