@@ -274,7 +274,7 @@ class AgentProposer:
             for attempt in range(self.limits.repairs + 1):
                 wall_left = int(self.limits.wall_time_s - (time.monotonic() - started))
                 if steps_left <= 0 or wall_left <= 0:
-                    attempts.append({"attempt": attempt, "exit_status": "LimitsExceeded", "error": "no steps or time left"})
+                    attempts.append({"attempt": attempt, "exit_status": "LimitsExceeded", "error": "no model calls or time left"})
                     break
                 model, env = LLMModel(self.llm, f"agent:{phase}"), SandboxEnvironment(self.executor, work, self.limits.command_timeout_s)
                 agent = default.DefaultAgent(
@@ -282,16 +282,17 @@ class AgentProposer:
                     step_limit=steps_left, cost_limit=self.limits.cost_limit_usd, wall_time_limit_seconds=wall_left,
                     output_path=out / f"attempt-{attempt}.traj.json")
                 record = {"attempt": attempt}
+                attempts.append(record)
                 try:
                     result = agent.run("", **self._variables(phase, brief, error))
                 except BudgetExceeded as exc:
-                    attempts.append({**record, "exit_status": "BudgetExceeded", "error": str(exc)})
+                    record.update(exit_status="BudgetExceeded", error=str(exc))
                     return Outcome(None, attempts=attempts, budget_exhausted=True)
                 except LLMError as exc:
-                    attempts.append({**record, "exit_status": "LLMError", "error": str(exc)})
+                    record.update(exit_status="LLMError", error=str(exc))
                     break
                 except RunFailed as exc:   # the sandbox refused a command: e.g. the agent made a .git
-                    attempts.append({**record, "exit_status": "SandboxRefused", "error": str(exc)})
+                    record.update(exit_status="SandboxRefused", error=str(exc))
                     break
                 finally:
                     steps_left -= agent.n_calls
@@ -301,7 +302,7 @@ class AgentProposer:
                 record["exit_status"] = result.get("exit_status", "")
                 summary = (result.get("submission") or "").strip()
                 if record["exit_status"] != "Submitted":
-                    attempts.append({**record, "error": f"the agent stopped without submitting ({record['exit_status']})"})
+                    record["error"] = f"the agent stopped without submitting ({record['exit_status']})"
                     break
                 files, error = scan_checkout(work, written)
                 if error is None:
@@ -310,9 +311,9 @@ class AgentProposer:
                     verdict = validate({**{k: v for k, v in brief.files.items() if k.startswith("inputs/")}, **files})
                     error = verdict.error
                     if verdict.ok:
-                        attempts.append({**record, "validated": True, "summary": summary})
+                        record.update(validated=True, summary=summary)
                         return Outcome(files, self._message(phase, summary, files, brief.files), attempts=attempts)
-                attempts.append({**record, "validated": False, "error": error, "summary": summary})
+                record.update(validated=False, error=error, summary=summary)
         return Outcome(None, attempts=attempts)
 
     def _variables(self, phase: str, brief: Brief, error: str | None) -> dict:

@@ -98,6 +98,7 @@ class DockerExecutor:
         self.markers.append(marker)
         return dict(
             image=self.image, user=f"{SANDBOX_UID}:{SANDBOX_UID}", network_mode="none", read_only=True,
+            hostname="sandbox",   # not the random container id: what a command prints is reproducible
             tmpfs={"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"}, environment=env,
             mem_limit=limits.memory_bytes, memswap_limit=limits.memory_bytes,
             nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.max_processes,
