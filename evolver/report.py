@@ -1,7 +1,8 @@
 """`curateevo report RUN`: a static HTML page with PNG plots of a run.
 
 P, C and J per epoch with accept/reject marks; the curated scale per epoch; the failure-family
-shares of the diagnosis per epoch; the wall time per stage. Everything is read from the journal
+shares of the diagnosis per epoch; the wall time per stage; a table of time and LLM tokens and
+USD per stage. Everything is read from the journal
 and the epoch directories; nothing is recomputed.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 from pathlib import Path
 
 from evolver.files import atomic_write
-from evolver.run_cli import epoch_rows, format_log
+from evolver.run_cli import epoch_rows, format_log, format_stages
 from evolver.store import RunStore
 
 
@@ -93,6 +94,15 @@ def _time_plot(rows, plt):
     return fig
 
 
+def _llm_line(cfg) -> str:
+    llm = cfg.get("llm")
+    if not llm:
+        return f"none (proposer {cfg.get('proposer', 'offline')}, rule-based diagnosis)"
+    budget = ", ".join(f"{k} {llm[k]}" for k in ("budget_tokens", "budget_usd") if llm.get(k) is not None) or "no budget"
+    return (f"{llm['provider']} {llm['model']}{' at ' + llm['base_url'] if llm.get('base_url') else ''} · mode {llm['mode']} · "
+            f"{budget} · proposer {cfg.get('proposer')} · diagnosis {cfg.get('diagnosis')}")
+
+
 def write_report(run: Path) -> Path:
     import matplotlib
 
@@ -118,6 +128,9 @@ def write_report(run: Path) -> Path:
 base {html.escape(cfg['base'])} · profile {html.escape(cfg['profile'])} · λ = {cfg['lambda']} · N_ref = {cfg['n_ref']:g}</p>
 <pre>{html.escape(format_log(store))}</pre>
 {images}
+<h2>Time and LLM usage per stage</h2>
+<p>LLM: {html.escape(_llm_line(cfg))}</p>
+<pre>{html.escape(format_stages(store))}</pre>
 <h2>Decisions</h2><ul>{reasons}</ul>
 """
     atomic_write(out / "index.html", page)

@@ -73,17 +73,17 @@ def llm_config(args) -> dict | None:
 def create_run(args) -> RunStore:
     name = args.name or datetime.datetime.now().strftime("run-%Y%m%d-%H%M%S")
     root = Path(args.runs_dir) / name
-    corpus = [str(Path(p).resolve()) for p in args.corpus] if args.corpus else default_corpus(
-        "bfcl-single" if args.benchmark == "bfcl-single" else "bfcl", "wild", args.seed)
-    for ablation in args.ablate:
-        if ablation not in ABLATIONS:
-            raise UserError(f"unknown ablation {ablation!r} (one of {', '.join(ABLATIONS)})")
     llm = llm_config(args)
     proposer = args.proposer or ("agent" if llm else "offline")
     if proposer == "agent" and args.sandbox == "process":
         raise UserError("the code agent's commands run in the Docker sandbox only: use --sandbox docker or auto")
     if args.llm_records and not Path(args.llm_records).is_dir():
         raise UserError(f"--llm-records {args.llm_records}: no such directory (a run's llm/ folder)")
+    corpus = [str(Path(p).resolve()) for p in args.corpus] if args.corpus else default_corpus(
+        "bfcl-single" if args.benchmark == "bfcl-single" else "bfcl", "wild", args.seed)
+    for ablation in args.ablate:
+        if ablation not in ABLATIONS:
+            raise UserError(f"unknown ablation {ablation!r} (one of {', '.join(ABLATIONS)})")
     config = {
         "corpus": corpus, "corpus_sha256": corpus_sha256(corpus), "benchmark": args.benchmark, "split": "dev",
         "metric": args.metric, "tasks": args.tasks, "base": args.base, "profile": args.profile,

@@ -86,6 +86,9 @@ def test_an_agent_run_edits_validates_evaluates_decides_and_replays(provider, tm
     assert cli.main(["log", str(root)]) == 0
     log = capsys.readouterr().out
     assert "LLM tokens" in log and "propose" in log
+    assert cli.main(["report", str(root)]) == 0
+    page = (root / "report" / "index.html").read_text()
+    assert "scripted-agent" in page and "Time and LLM usage per stage" in page
     # no key value anywhere under the run
     for path in root.rglob("*"):
         if path.is_file():
