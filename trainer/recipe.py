@@ -90,10 +90,6 @@ class Profile:
     """Completions per forward/backward pass; the rest is gradient accumulation."""
     max_prompt_length: int
     max_completion_length: int
-    sft_learning_rate: float | None = None
-    """None: the recipe's. The paper's rate is for multi-billion-parameter models; a LoRA on a
-    135M model needs a larger one to move in a CPU budget (shared/FIELD-NOTES.md). Fixed for a
-    whole run like every budget, and written into every training output."""
     precision: str = "fp32"
     """"bf16" on GPUs that have it, else "fp32"."""
     gradient_checkpointing: bool = False
