@@ -59,7 +59,8 @@ def test_an_agent_run_edits_validates_evaluates_decides_and_replays(provider, tm
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
     monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
     with LLMServer() as server:
-        server.script(*[scripted] * 40)
+        # no usage block: the client counts tokens with tiktoken, so the run's numbers are real prompt sizes
+        server.script(*[lambda req: {"text": scripted(req), "usage": None}] * 40)
         url = server.openai_url if provider == "openai" else server.anthropic_url
         assert cli.main(["run", *ARGS, "--provider", provider, "--base-url", url,
                          "--runs-dir", str(tmp_path), "--name", "a"]) == 0
