@@ -93,7 +93,10 @@ def create_run(args) -> RunStore:
         "agent": {"step_limit": args.agent_steps, "repairs": args.agent_repairs, "wall_time_s": args.agent_wall,
                   "cost_limit_usd": args.agent_usd},
         "ablations": sorted(args.ablate), "curation_timeout_s": args.timeout,
-        "train_budget": {}, "eval_options": {"batch_size": args.batch_size},
+        "train_budget": {},
+        # single-turn tasks are one step each: the step-level pass would score the same answers again
+        "eval_options": {"batch_size": args.batch_size,
+                         "steps": not (args.benchmark == "bfcl-single" and args.metric != "step_accuracy")},
     }
     store = RunStore.create(root, config)   # the loop creates the strategy workspace from ρ0
     if args.llm_records:   # a rerun from another run's record (replay-only: no network call)

@@ -61,7 +61,7 @@ def test_trl_receives_the_recipe_not_its_own_defaults(tmp_path):
 
 def test_sft_stops_at_two_epochs_or_the_step_budget():
     prof = get_profile("cpu-small")
-    assert sft_steps(RECIPE, prof, 5) == 10
+    assert sft_steps(RECIPE, prof, 5) == 5   # two epochs of 5 examples in batches of 2
     assert sft_steps(RECIPE, prof, 500) == prof.sft_max_steps
 
 
