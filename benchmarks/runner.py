@@ -288,28 +288,24 @@ def evaluate(benchmark: Benchmark, tasks: Sequence[Task], policy, *, episodes: b
     trajectories: list = []
     step_rows: list = []
 
-    def bar(label: str, total: int):
-        return progress_factory(label, total) if progress_factory else None
-
-    if episodes:
-        progress = bar("episodes", len(tasks) * samples)
-        started = time.perf_counter()
+    def timed(label: str, total: int, run, started: float | None = None):
+        """`run(update)` with a progress bar of `total`; the wall time since `started` (default:
+        now) lands in timing[label_s]."""
+        bar = progress_factory(label, total) if progress_factory else None
+        started = time.perf_counter() if started is None else started
         try:
-            trajectories = run_episodes(benchmark, tasks, policy, max_steps=max_steps, batch_size=batch_size,
-                                        samples=samples, temperature=temperature, seed=seed, memory=memory,
-                                        progress=progress.update if progress else None)
+            return run(bar.update if bar else None)
         finally:
-            getattr(progress, "close", lambda: None)()
-        timing["episodes_s"] = time.perf_counter() - started
+            getattr(bar, "close", lambda: None)()
+            timing[f"{label}_s"] = time.perf_counter() - started
+
+    common = dict(batch_size=batch_size, samples=samples, temperature=temperature, seed=seed, memory=memory)
+    if episodes:
+        trajectories = timed("episodes", len(tasks) * samples, lambda update: run_episodes(
+            benchmark, tasks, policy, max_steps=max_steps, progress=update, **common))
     if steps:
         started = time.perf_counter()
         items = step_items(benchmark, tasks)[:step_limit]
-        progress = bar("steps", len(items))
-        try:
-            step_rows = run_steps(benchmark, tasks, policy, batch_size=batch_size, samples=samples,
-                                  temperature=temperature, seed=seed, memory=memory, items=items,
-                                  progress=progress.update if progress else None)
-        finally:
-            getattr(progress, "close", lambda: None)()
-        timing["steps_s"] = time.perf_counter() - started
+        step_rows = timed("steps", len(items), lambda update: run_steps(
+            benchmark, tasks, policy, items=items, progress=update, **common), started)
     return Evaluation(trajectories, step_rows, timing)

@@ -16,18 +16,16 @@ then the revision is rejected and the run goes on.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import logging
 import os
-import shutil
 import stat
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
-
-from jinja2 import Environment as Jinja, FileSystemLoader, StrictUndefined
 
 from evolver.errors import RunFailed
 from evolver.llm import BudgetExceeded, LLMError
@@ -44,6 +42,7 @@ SAMPLE_RECORDS, SAMPLE_BYTES = 48, 1 << 20
 MAX_FILE_BYTES = 1 << 20
 
 
+@functools.lru_cache(maxsize=None)
 def _minisweagent():
     """Import mini-swe-agent without its side effects: no banner, no ~/.config, no .env loaded
     into our environment (FIELD-NOTES), no DEBUG logging to stdout."""
@@ -60,13 +59,10 @@ def _minisweagent():
     return default, exceptions, actions
 
 
+@functools.lru_cache(maxsize=None)
 def template(name: str) -> str:
+    """A prompt template's text (mini-swe-agent renders it with StrictUndefined)."""
     return (PROMPTS / name).read_text(encoding="utf-8")
-
-
-def render(name: str, **values) -> str:
-    env = Jinja(loader=FileSystemLoader(PROMPTS), undefined=StrictUndefined, keep_trailing_newline=True)
-    return env.get_template(name).render(**values)
 
 
 class LLMModel:
@@ -113,8 +109,6 @@ class SandboxEnvironment:
     the checkout, with no network and only the sandbox's fixed environment (no host secret)."""
 
     def __init__(self, executor, workdir: Path, timeout_s: float = 120.0):
-        if not hasattr(executor, "run_command"):
-            raise RunFailed(f"the code agent's commands need the Docker sandbox; the {executor.name} executor cannot run them")
         self.executor, self.workdir, self.timeout_s = executor, Path(workdir), timeout_s
         self.config = {"timeout_s": timeout_s}
         self.commands: list[dict] = []
@@ -256,6 +250,8 @@ class AgentProposer:
     name = "agent"
 
     def __init__(self, llm, executor, out_dir_for: Callable[[str], Path], limits: AgentLimits = AgentLimits()):
+        if not hasattr(executor, "run_command"):
+            raise RunFailed(f"the code agent's commands need the Docker sandbox; the {executor.name} executor cannot run them")
         self.llm, self.executor, self.limits = llm, executor, limits
         self.out_dir_for = out_dir_for   # phase → folder for the agent's trajectories
 

@@ -41,3 +41,9 @@ def atomic_json(path: str | os.PathLike, obj: Any) -> bytes:
 def read_json(path: str | os.PathLike) -> Any:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def read_jsonl(path: str | os.PathLike) -> list:
+    """The JSON values of a JSONL file, one per non-blank line, in order."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]

@@ -18,7 +18,7 @@ from pathlib import Path
 from statistics import fmean
 
 from evolver.diagnose import diagnose
-from evolver.files import atomic_json, read_json
+from evolver.files import atomic_json, read_json, read_jsonl
 from evolver.objective import accept, accept_paired, final_choice, objective
 from evolver.propose import Brief, OfflineProposer, Verdict
 from evolver.store import RunStore
@@ -46,6 +46,7 @@ class Epochs:
         self.corpus = load_corpus(self.cfg["corpus"], on_error=self.cfg.get("on_error", "abort"))
         self.executor = make_executor(self.cfg["sandbox"], warn=say)
         self.llm = self._llm()
+        self._evolve_dir = store.root / "evolve"   # the propose stage points it at its epoch's folder
         if self.cfg.get("proposer", "offline") == "agent":
             from evolver.agent import AgentLimits, AgentProposer
 
@@ -53,7 +54,6 @@ class Epochs:
                                           AgentLimits.from_mapping(self.cfg.get("agent")))
         else:
             self.proposer = OfflineProposer()
-        self._evolve_dir = store.root / "evolve"
 
     def _llm(self):
         """The run's LLM (None without one), its budgets reduced by what earlier stages spent."""
@@ -165,9 +165,9 @@ class Epochs:
 
     def diagnose(self, epoch: int) -> dict:
         best = self.best()
-        trajectories = [t for s in self.cfg["seeds"] for t in _jsonl(self.store.epoch_dir(best["epoch"]) / f"eval-s{s}" / "trajectories.jsonl")]
+        trajectories = [t for s in self.cfg["seeds"] for t in read_jsonl(self.store.epoch_dir(best["epoch"]) / f"eval-s{s}" / "trajectories.jsonl")]
         passed_before = {t["meta"]["task_id"] for d in self.decisions() if d["accepted"] and d["epoch"] < best["epoch"]
-                         for s in self.cfg["seeds"] for t in _jsonl(self.store.epoch_dir(d["epoch"]) / f"eval-s{s}" / "trajectories.jsonl")
+                         for s in self.cfg["seeds"] for t in read_jsonl(self.store.epoch_dir(d["epoch"]) / f"eval-s{s}" / "trajectories.jsonl")
                          if t["outcome"]["success"]}
         failed_points, signals = diagnose(trajectories, passed_before)
         result = {"of_epoch": best["epoch"], "families": signals["families"]}
@@ -260,7 +260,7 @@ class Epochs:
     def _per_task(self, epoch: int) -> dict[str, list[float]]:
         scores: dict[str, list[float]] = {}
         for s in self.cfg["seeds"]:
-            for t in _jsonl(self.store.epoch_dir(epoch) / f"eval-s{s}" / "trajectories.jsonl"):
+            for t in read_jsonl(self.store.epoch_dir(epoch) / f"eval-s{s}" / "trajectories.jsonl"):
                 scores.setdefault(t["meta"]["task_id"], []).append(float(t["outcome"]["success"]))
         return scores
 
@@ -325,12 +325,6 @@ def _count(path: Path) -> int:
         return 0
     with open(path, "rb") as f:
         return sum(1 for _ in f)
-
-
-def _jsonl(path: Path) -> list[dict]:
-    import json
-
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _artifact_hashes(folder: Path) -> dict:

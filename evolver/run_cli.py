@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from evolver.errors import UserError
-from evolver.files import read_json
+from evolver.files import read_jsonl
 from evolver.store import RunStore
 from sandbox.corpus import corpus_sha256
 from sandbox.executor import PROJECT_ROOT
@@ -252,8 +252,8 @@ def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bo
                 adapter = trained["adapter"]
             if reeval:
                 again = ep.evaluate(epoch, seed, adapter if Path(adapter).exists() else None)
-                recorded = [json.loads(line) for line in (store.epoch_dir(epoch) / f"eval-s{seed}" / "trajectories.jsonl").read_text().splitlines()]
-                replayed = [json.loads(line) for line in (Path(tmp) / f"eval-s{seed}" / "trajectories.jsonl").read_text().splitlines()]
+                recorded = read_jsonl(store.epoch_dir(epoch) / f"eval-s{seed}" / "trajectories.jsonl")
+                replayed = read_jsonl(Path(tmp) / f"eval-s{seed}" / "trajectories.jsonl")
                 outcomes = [(t["id"], t["outcome"]) for t in recorded] == [(t["id"], t["outcome"]) for t in replayed]
                 digest = lambda rows: hashlib.sha256(json.dumps([r["messages"] for r in rows]).encode()).hexdigest()
                 match = outcomes and digest(recorded) == digest(replayed)

@@ -73,13 +73,13 @@ def test_an_agent_run_edits_validates_evaluates_decides_and_replays(provider, tm
     assert [(p["phase"], p.get("validated")) for p in proposals] == [
         ("effectiveness", False), ("effectiveness", True), ("efficiency", True)]
     assert "only comments" in proposals[0]["error"]
-    strategy = RunStore.open(root)
+    store = RunStore.open(root)
     from sandbox.workspace import Workspace
 
     files = Workspace.open(root / "strategy").files("epoch-1")
     assert b'"rest_fraction": 0.5' in files["strategy.py"] and b'"exact": True' in files["strategy.py"]
     # the journal carries LLM usage per stage; log shows it
-    usage = {e["stage"]: e["result"]["llm"] for e in strategy.journal.events()
+    usage = {e["stage"]: e["result"]["llm"] for e in store.journal.events()
              if e.get("event") == "stage_done" and isinstance(e.get("result"), dict) and "llm" in e["result"]}
     assert set(usage) == {"diagnose", "propose"} and usage["propose"]["calls"] == 7
     assert sum(u["calls"] for u in usage.values()) == served

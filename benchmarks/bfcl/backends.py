@@ -42,6 +42,8 @@ from bfcl_eval.constants.executable_backend_config import (  # noqa: E402
     STATELESS_CLASSES,
 )
 
+from evolver.files import read_jsonl  # noqa: E402
+
 VERSION_PREFIX = "BFCL_v4"
 ERROR_PREFIX = "Error during execution: "
 MAX_CALL_CHARS = 100_000
@@ -66,11 +68,6 @@ def _data_dir():
     return resources.files("bfcl_eval") / "data"
 
 
-def _read_jsonl(path) -> list[dict]:
-    with path.open("r", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def task_number(task_id: str) -> int:
     """The trailing number of a BFCL id (`multi_turn_base_157` -> 157)."""
     return int(task_id.rsplit("_", 1)[1])
@@ -82,7 +79,7 @@ def function_docs(classes: Iterable[str]) -> list[dict]:
     for name in classes:
         if name not in MULTI_TURN_FUNC_DOC_FILE_MAPPING:
             raise KeyError(f"unknown BFCL backend class {name!r}")
-        docs.extend(_read_jsonl(_data_dir() / "multi_turn_func_doc" / MULTI_TURN_FUNC_DOC_FILE_MAPPING[name]))
+        docs.extend(read_jsonl(_data_dir() / "multi_turn_func_doc" / MULTI_TURN_FUNC_DOC_FILE_MAPPING[name]))
     return docs
 
 
@@ -92,7 +89,7 @@ def load_tasks(category: str = "multi_turn_base") -> dict[str, dict]:
     language hint; for miss_func the held-out docs move to "missed_function" by turn)."""
     if category not in MULTI_TURN_CATEGORIES:
         raise ValueError(f"not a multi-turn category: {category!r}")
-    entries = _read_jsonl(_data_dir() / f"{VERSION_PREFIX}_{category}.json")
+    entries = read_jsonl(_data_dir() / f"{VERSION_PREFIX}_{category}.json")
     out: dict[str, dict] = {}
     for entry in sorted(entries, key=lambda e: task_number(e["id"])):
         docs = function_docs(entry["involved_classes"])
@@ -111,7 +108,7 @@ def load_ground_truth(category: str = "multi_turn_base") -> dict[str, list[list[
     """Ground truth by id: per user turn, a list of python call strings."""
     if category not in MULTI_TURN_CATEGORIES:
         raise ValueError(f"not a multi-turn category: {category!r}")
-    rows = _read_jsonl(_data_dir() / "possible_answer" / f"{VERSION_PREFIX}_{category}.json")
+    rows = read_jsonl(_data_dir() / "possible_answer" / f"{VERSION_PREFIX}_{category}.json")
     return {row["id"]: row["ground_truth"] for row in rows}
 
 

@@ -110,6 +110,19 @@ def _draw(rng: random.Random, weights: Mapping[str, int]) -> str:
     return rng.choices(kinds, weights=[weights[k] for k in kinds])[0]
 
 
+def _noisy_variant(builder, task, pick: random.Random, weights: Mapping[str, int], k: int) -> tuple[Any, dict]:
+    """The k-th wild record of `task`: draw a noise kind from `weights`; when it does not apply to
+    the task, fall back through the other kinds in order, clean last. Returns the builder's
+    variant (a plan or a message list) and its label."""
+    first = _draw(pick, weights)
+    for kind in [first] + [x for x in weights if x not in (first, "clean")] + ["clean"]:
+        made = builder.noisy(task, kind, _rng(builder.seed, kind, task.id, k))
+        if made is not None:
+            break
+    variant, detail = made
+    return variant, {"noise": kind, "task_id": task.id, **({"drawn": first} if kind != first else {}), **detail}
+
+
 # ============================================================================================
 # multi-turn
 
@@ -346,17 +359,11 @@ class _MultiTurn:
             pick = _rng(self.seed, "pick", task.id)
             count = 2 if pick.random() < SECOND_RECORD else 1
             for k in range(count):
-                first = _draw(pick, MT_NOISE)
-                order = [first] + [x for x in MT_NOISE if x not in (first, "clean")] + ["clean"]
-                for kind in order:
-                    made = self.noisy(task, kind, _rng(self.seed, kind, task.id, k))
-                    if made is not None:
-                        break
-                plan, detail = made
+                plan, label = _noisy_variant(self, task, pick, MT_NOISE, k)
                 messages = self.render(task, plan, _rng(self.seed, "close", task.id, k))
                 rid = _opaque_id(prefix, self.seed, f"{k}", taken)
                 records[rid] = self.record(rid, task, messages)
-                labels[rid] = {"noise": kind, "task_id": task.id, **({"drawn": first} if kind != first else {}), **detail}
+                labels[rid] = label
         if setting == "wild":
             _add_duplicates(records, labels, self.seed, taken, self._near)
         return _finish(records), {rid: labels[rid] for rid in sorted(labels)}
@@ -539,16 +546,10 @@ class _SingleTurn:
             weights = ST_IRRELEVANCE_NOISE if task.category == "irrelevance" else ST_NOISE
             count = 2 if pick.random() < SECOND_RECORD else 1
             for k in range(count):
-                first = _draw(pick, weights)
-                order = [first] + [x for x in weights if x not in (first, "clean")] + ["clean"]
-                for kind in order:
-                    made = self.noisy(task, kind, _rng(self.seed, kind, task.id, k))
-                    if made is not None:
-                        break
-                message, detail = made
+                message, label = _noisy_variant(self, task, pick, weights, k)
                 rid = _opaque_id(prefix, self.seed, f"{k}", taken)
                 records[rid] = self.record(rid, task, message)
-                labels[rid] = {"noise": kind, "task_id": task.id, **({"drawn": first} if kind != first else {}), **detail}
+                labels[rid] = label
         if setting == "wild":
             _add_duplicates(records, labels, self.seed, taken, self._near)
         self.skipped = skipped

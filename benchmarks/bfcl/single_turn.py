@@ -35,6 +35,7 @@ from benchmarks.bfcl.backends import CallError, tool_schema
 from benchmarks.bfcl.common import bounded, call_parts, error_observation, short
 from benchmarks.bfcl.splits import LIVE_CATEGORIES, SINGLE_TURN_CATEGORIES, UNSATISFIABLE
 from evolver.errors import UserError
+from evolver.files import read_jsonl
 
 NAME = "bfcl-single"
 ENV_BENCHMARK = "bfcl_single_turn"
@@ -80,17 +81,12 @@ def _data():
     return resources.files("bfcl_eval") / "data"
 
 
-def _read_jsonl(path) -> list[dict]:
-    with path.open("r", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 @lru_cache(maxsize=None)
 def load_category(category: str) -> tuple[dict, ...]:
     """The entries of a single-turn category (file order), unsatisfiable ones included."""
     if category not in CATEGORIES:
         raise UserError(f"unknown bfcl-single category {category!r} (one of {', '.join(CATEGORIES)})")
-    return tuple(_read_jsonl(_data() / f"BFCL_v4_{category}.json"))
+    return tuple(read_jsonl(_data() / f"BFCL_v4_{category}.json"))
 
 
 @lru_cache(maxsize=None)
@@ -102,7 +98,7 @@ def _entries(category: str) -> dict[str, dict]:
 def _answers(category: str) -> dict[str, list]:
     if category in NO_ANSWER:
         return {}
-    return {r["id"]: r["ground_truth"] for r in _read_jsonl(_data() / "possible_answer" / f"BFCL_v4_{category}.json")}
+    return {r["id"]: r["ground_truth"] for r in read_jsonl(_data() / "possible_answer" / f"BFCL_v4_{category}.json")}
 
 
 def category_of(task_id: str) -> str:
