@@ -9,7 +9,8 @@ from llm_server import llm_server  # noqa: F401  (the fixture)
 
 from evolver.diagnose import FAMILIES
 from evolver.llm import LLM, BudgetExceeded, LLMConfig, LLMError, LLMUnavailable, Reply
-from evolver.llm_diagnose import (FIELDS, PROMPT_TOKEN_CAP, count_tokens, family_of, llm_diagnose, merge,
+from evolver.failure_modes import family_of, merge
+from evolver.llm_diagnose import (FIELDS, PROMPT_TOKEN_CAP, count_tokens, llm_diagnose,
                                   parse_points, render_prompt, select)
 
 ARGS = {"failed_point": "Passed a string where set_budget_limit wants a number for the argument budget_limit",
