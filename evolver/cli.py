@@ -91,7 +91,13 @@ def _workspace(path: Path):
 
 
 def cmd_diff(args) -> int:
-    text = _workspace(Path(args.run)).diff(args.a, args.b)
+    """The strategy code in full; the diagnosis and profile under inputs/ (one-line JSON) as a
+    line each unless --inputs asks for them whole."""
+    ws = _workspace(Path(args.run))
+    text = ws.diff(args.a, args.b, include_inputs=args.inputs)
+    if not args.inputs:
+        text += "".join(f"inputs: {row['path']} {row['status']} (+{row['added']} -{row['removed']} lines; --inputs shows them)\n"
+                        for row in ws.diff_summary(args.a, args.b) if row["path"].startswith("inputs/"))
     sys.stdout.write(text if text else f"no difference between {args.a} and {args.b}\n")
     return 0
 
@@ -127,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="a run directory or a strategy workspace")
     p.add_argument("a", help="epoch number, tag (epoch-3, best), branch or commit")
     p.add_argument("b")
+    p.add_argument("--inputs", action="store_true", help="show the changed inputs/ files (diagnosis, profile) in full")
     p.set_defaults(func=cmd_diff)
     sandbox_image.add_cli(sub)  # curateevo sandbox build|lock
     run_cli.add_cli(sub)  # curateevo run|resume|status|log

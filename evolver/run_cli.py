@@ -280,7 +280,7 @@ def cmd_test(args) -> int:
     doc = evaluate_to_dir(cfg["benchmark"], "test", out, tasks=args.tasks, metric=cfg["metric"], allow_test=True,
                           memory=str(memory) if memory.stat().st_size and "no-memory" not in cfg["ablations"] else None,
                           policy_options={"base": cfg["base"], "adapter": str(adapter) if adapter.exists() else None},
-                          seed=seed, **cfg["eval_options"])
+                          seed=seed, progress=True, **cfg["eval_options"])
     store.journal.append({"event": "tested", "epoch": epoch, "P": doc["P"], "metric": doc["metric"]})
     print(f"final strategy (epoch {epoch}) on the test split:")
     print(format_metrics(doc, out))

@@ -91,11 +91,15 @@ def test_diff_between_two_epochs_of_a_workspace(tmp_path, capsys):
             (edited / name).write_bytes(data)
     with open(edited / "strategy.py", "a") as f:
         f.write("\nMAX_TURNS = 12\n")
-    sha = ws.commit_candidate(1, edited, {}, "effectiveness: cap turns")
+    sha = ws.commit_candidate(1, edited, {"signals.json": {"families": {"step_limit": 31}}}, "effectiveness: cap turns")
     ws.tag_epoch(1, sha)
     assert cli.main(["diff", str(tmp_path / "ws"), "0", "1"]) == 0
     out = capsys.readouterr().out
     assert "+MAX_TURNS = 12" in out
+    assert "inputs: inputs/signals.json added (+1 -0 lines; --inputs shows them)" in out and "step_limit" not in out
+    assert cli.main(["diff", str(tmp_path / "ws"), "0", "1", "--inputs"]) == 0
+    out = capsys.readouterr().out
+    assert "+MAX_TURNS = 12" in out and '+{"families":{"step_limit":31}}' in out
     assert cli.main(["diff", str(tmp_path / "ws"), "0", "7"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("curateevo: error: ") and "7" in err and err.count("\n") == 1
