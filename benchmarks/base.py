@@ -68,8 +68,9 @@ class Benchmark(Protocol):
     name: str
 
     def tasks(self, split: str, limit: int | None = None, categories=None) -> list[Task]:
-        """Tasks of a split sorted by id; split "test" raises UserError unless the benchmark
-        was built with allow_test=True."""
+        """Tasks of a split sorted by id; `limit` takes a subset balanced over the categories
+        (`balanced_subset`); split "test" raises UserError unless the benchmark was built with
+        allow_test=True."""
 
     def episode(self, task: Task) -> Episode: ...
 
@@ -120,3 +121,19 @@ def check_split(split: str, allow_test: bool) -> None:
     if split == "test" and not allow_test:
         raise UserError("the test split is only read by `curateevo test`; "
                         "use split 'dev' for evaluation")
+
+
+def balanced_subset(groups: list[list[str]], limit: int | None) -> list[str]:
+    """The ids of `groups` (one ordered list per category) in group order; with `limit`, only
+    the first `limit` of a round robin over the groups (the 1st of each, then the 2nd of each,
+    ...), so a small dev subset covers every category instead of exhausting the first one."""
+    if limit is None or limit >= sum(map(len, groups)):
+        return [i for g in groups for i in g]
+    taken = [0] * len(groups)
+    left = max(limit, 0)
+    while left:
+        for k, g in enumerate(groups):
+            if left and taken[k] < len(g):
+                taken[k] += 1
+                left -= 1
+    return [i for k, g in enumerate(groups) for i in g[:taken[k]]]

@@ -46,6 +46,12 @@ def test_protocols_splits_and_test_refusal(bench):
         bench.make_task(UNSATISFIABLE[0])
     limited = bench.tasks("dev", limit=5, categories=["multiple"])
     assert [t.id for t in limited] == [t.id for t in bench.tasks("dev", categories=["multiple"])][:5]
+    # a dev subset (the run's --tasks 60) covers every category, 12 each, not the first category alone
+    subset = plain.tasks("dev", limit=60)
+    full = {c: [t.id for t in dev if t.category == c] for c in st.SINGLE_TURN_CATEGORIES}
+    assert len(subset) == 60
+    assert {c: [t.id for t in subset if t.category == c] for c in st.SINGLE_TURN_CATEGORIES} == \
+        {c: ids[:12] for c, ids in full.items()}
 
 
 def test_gold_answers_pass_and_silence_fails(bench):
@@ -122,3 +128,14 @@ def test_ast_checker_is_loaded_without_the_api_sdks():
     assert "bfcl_eval.constants.model_config" not in sys.modules or \
         hasattr(sys.modules["bfcl_eval.constants.model_config"], "MODEL_CONFIG_MAPPING")
     assert st._ast.ast_checker.__module__ == "bfcl_eval.eval_checker.ast_eval.ast_checker"
+
+
+def test_balanced_subset_takes_a_round_robin_over_the_groups():
+    from benchmarks.base import balanced_subset
+    groups = [["a1", "a2", "a3", "a4"], ["b1"], ["c1", "c2", "c3"]]
+    assert balanced_subset(groups, None) == ["a1", "a2", "a3", "a4", "b1", "c1", "c2", "c3"]
+    assert balanced_subset(groups, 2) == ["a1", "b1"]
+    assert balanced_subset(groups, 5) == ["a1", "a2", "b1", "c1", "c2"]
+    assert balanced_subset(groups, 7) == ["a1", "a2", "a3", "b1", "c1", "c2", "c3"]
+    assert balanced_subset(groups, 99) == balanced_subset(groups, None)
+    assert balanced_subset(groups, 0) == []

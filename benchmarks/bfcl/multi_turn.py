@@ -34,7 +34,7 @@ import types
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
-from benchmarks.base import StepItem, Task, Verdict, check_split, register
+from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split, register
 from benchmarks.bfcl import backends, splits
 from benchmarks.bfcl.backends import CallError, Episode as Backends, format_call, parse_call, tool_schema
 from benchmarks.bfcl.common import (
@@ -385,18 +385,11 @@ class MultiTurnBenchmark:
 
     def tasks(self, split: str, limit: int | None = None, categories=None) -> list[Task]:
         """Tasks of `split`, variant by variant (VARIANTS order), scenario numbers ascending;
-        `limit` keeps the first `limit` of that order."""
+        `limit` keeps a subset balanced over the variants."""
         variants = self.variants if categories is None else tuple(variant_of(c) for c in categories)
         numbers = self.split_numbers(split)
-        out: list[Task] = []
-        for variant in variants:
-            for n in numbers:
-                if task_id(variant, n) in EXCLUDED:
-                    continue
-                if limit is not None and len(out) >= limit:
-                    return out
-                out.append(self.make_task(task_id(variant, n), split))
-        return out
+        groups = [[task_id(variant, n) for n in numbers if task_id(variant, n) not in EXCLUDED] for variant in variants]
+        return [self.make_task(tid, split) for tid in balanced_subset(groups, limit)]
 
     def make_task(self, tid: str, split: str | None = None) -> Task:
         entry = self._entry(tid)

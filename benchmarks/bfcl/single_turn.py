@@ -29,7 +29,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Mapping, Sequence
 
-from benchmarks.base import StepItem, Task, Verdict, check_split, register
+from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split, register
 from benchmarks.bfcl import splits
 from benchmarks.bfcl.backends import CallError, tool_schema
 from benchmarks.bfcl.common import bounded, call_parts, error_observation, short
@@ -270,15 +270,11 @@ class SingleTurnBenchmark:
         return splits.single_turn_split(category, split, self.splits_path)
 
     def tasks(self, split: str, limit: int | None = None, categories=None) -> list[Task]:
-        """Tasks of `split`, category by category (the given order), ids in natural order."""
+        """Tasks of `split`, category by category (the given order), ids in natural order;
+        `limit` keeps a subset balanced over the categories."""
         cats = self.categories if categories is None else tuple(categories)
-        out: list[Task] = []
-        for category in cats:
-            for tid in self.split_ids(category, split):
-                if limit is not None and len(out) >= limit:
-                    return out
-                out.append(self.make_task(tid, split))
-        return out
+        groups = [self.split_ids(category, split) for category in cats]
+        return [self.make_task(tid, split) for tid in balanced_subset(groups, limit)]
 
     def make_task(self, tid: str, split: str | None = None) -> Task:
         entry = self._entry(tid)
