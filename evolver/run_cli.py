@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import datetime
+import os
+import shutil
 import json
 from pathlib import Path
 
@@ -190,7 +192,8 @@ def format_stages(store: RunStore) -> str:
     lines = [head, "-" * len(head)]
     for r in stage_rows(store):
         seconds = f"{r['seconds']:>7.1f}s" if r["seconds"] is not None else f"{'—':>8}"
-        lines.append(f"{r['epoch']:>5} {r['stage']:<14} {seconds} {r['calls']:>9} {r['tokens']:>9} {r['usd']:>8.4f}")
+        epoch = "run" if r["epoch"] is None or r["epoch"] < 0 else r["epoch"]   # the final choice is the run's
+        lines.append(f"{epoch:>5} {r['stage']:<14} {seconds} {r['calls']:>9} {r['tokens']:>9} {r['usd']:>8.4f}")
     return "\n".join(lines)
 
 
@@ -271,16 +274,22 @@ def cmd_test(args) -> int:
     if not final:
         raise UserError(f"{args.run} has not finished; `curateevo resume {args.run}` first")
     out = store.root / "test"
-    if out.exists():
+    if (out / "metrics.json").exists():
         raise UserError(f"{out} exists: the test split is read once per run")
+    # an interrupted test showed no result: its partial output is cleared and the test runs again
+    partial = store.root / "test.partial"
+    for stale in (out, partial):
+        if stale.exists():
+            shutil.rmtree(stale)
     cfg, epoch = store.config, final[-1]["epoch"]
     seed = cfg["seeds"][0]
     adapter = store.epoch_dir(epoch) / f"train-s{seed}" / "adapter"
     memory = store.epoch_dir(epoch) / "artifacts" / "memory.jsonl"
-    doc = evaluate_to_dir(cfg["benchmark"], "test", out, tasks=args.tasks, metric=cfg["metric"], allow_test=True,
+    doc = evaluate_to_dir(cfg["benchmark"], "test", partial, tasks=args.tasks, metric=cfg["metric"], allow_test=True,
                           memory=str(memory) if memory.stat().st_size and "no-memory" not in cfg["ablations"] else None,
                           policy_options={"base": cfg["base"], "adapter": str(adapter) if adapter.exists() else None},
                           seed=seed, progress=True, **cfg["eval_options"])
+    os.replace(partial, out)
     store.journal.append({"event": "tested", "epoch": epoch, "P": doc["P"], "metric": doc["metric"]})
     print(f"final strategy (epoch {epoch}) on the test split:")
     print(format_metrics(doc, out))

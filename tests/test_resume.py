@@ -125,8 +125,14 @@ def test_log_status_diff_and_report_read_the_run(reference, capsys):
 
 def test_the_final_strategy_is_tested_once(reference, capsys):
     root = reference.root
+    # what an interrupted test left behind (no result was shown) does not count as a reading
+    (root / "test").mkdir()
+    (root / "test.partial").mkdir()
+    (root / "test.partial" / "trajectories.jsonl").write_text("{}\n")
     assert cli.main(["test", str(root), "--tasks", "2"]) == 0
     assert "test split" in capsys.readouterr().out
+    assert not (root / "test.partial").exists()
+    assert {"metrics.json", "trajectories.jsonl"} <= {p.name for p in (root / "test").iterdir()}
     metrics = json.loads((root / "test" / "metrics.json").read_text())
     assert metrics["split"] == "test" and len(metrics["tasks"]) == 2
     assert cli.main(["test", str(root), "--tasks", "2"]) == 2   # the test split is read once per run
