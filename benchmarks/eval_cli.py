@@ -289,7 +289,7 @@ def add_cli(sub) -> None:
     p.add_argument("--memory", help="memory records (JSONL) retrieved by BM25 into the system prompt")
     p.add_argument("--memory-k", type=int, default=3, help="memory records per task (default 3)")
     p.add_argument("--split", default="dev", choices=["train", "dev", "test"], help="dev (default); test is refused")
-    p.add_argument("--tasks", type=int, help="evaluate the first N tasks of the split (sorted by id; default all)")
+    p.add_argument("--tasks", type=int, help="evaluate N tasks of the split, balanced over its categories (default all)")
     p.add_argument("--categories", help="comma-separated categories (e.g. base,miss_func or simple_python,multiple)")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/eval-<time>)")
     p.add_argument("--metric", choices=METRICS, help="P, the metric the run is judged by "

@@ -230,6 +230,15 @@ def code_fault(files: Mapping[str, bytes], parent: Mapping[str, bytes]) -> str |
     return None
 
 
+def profile_summary(profile: Mapping) -> str:
+    """The curated scale of a profile.json in one line (records per artifact, raw retention)."""
+    parts = [f"{kind} {profile[kind]['records']} records" for kind in ("sft", "rl", "memory") if kind in profile]
+    raw = profile.get("raw") or {}
+    if "records" in raw and "retained" in raw:
+        parts.append(f"{raw['retained']} of {raw['records']} raw trajectories retained")
+    return ", ".join(parts) or "no profile"
+
+
 # ---------------------------------------------------------------------------- the proposer
 
 
@@ -314,9 +323,8 @@ class AgentProposer:
 
     def _variables(self, phase: str, brief: Brief, error: str | None) -> dict:
         profile = dict(brief.profile)
-        counts = profile.get("counts") or {}
         return {"phase": phase, "lam": brief.lam, "profile": {"cost_train": profile.get("cost_train", 0), "C": profile.get("C", 0.0)},
-                "profile_summary": ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no counts",
+                "profile_summary": profile_summary(profile),
                 "failed_points": [{"family": p.get("family", "?"), "count": p.get("count", 1), "task_ids": list(p.get("task_ids", [])),
                                    "failed_point": p.get("failed_point", ""), "evidence": p.get("evidence", ""),
                                    "curation_hint": p.get("curation_hint", "")} for p in brief.failed_points],

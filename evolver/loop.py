@@ -193,17 +193,16 @@ class Epochs:
         brief = Brief(files=self.ws.files("best"), failed_points=failed_points, signals=signals, profile=profile,
                       lam=self.cfg["lambda"], rejected_edits=rejected, history=self.history(), corpus=self.corpus,
                       seed=self.cfg["seed"])
-        parent = [_artifact_hashes(self.store.epoch_dir(best["epoch"]) / "artifacts")]
+        parent_hashes, candidate_hashes = _artifact_hashes(self.store.epoch_dir(best["epoch"]) / "artifacts"), None
         out = self.dir(epoch, "evolve")
         self._evolve_dir = out
         phases = [p for p in ("effectiveness", "efficiency") if f"no-{p}" not in self.cfg["ablations"]]
         sha, edits, log, exhausted = None, [], [], False
         for phase in phases:
-            changed = {}
-
             def validate(files: dict) -> Verdict:
-                verdict, changed["hashes"] = check_candidate(files, self.corpus, self.executor, parent[0], seed=self.cfg["seed"],
-                                                             n_ref=self.cfg["n_ref"], timeout_s=self.cfg["curation_timeout_s"])
+                nonlocal candidate_hashes
+                verdict, candidate_hashes = check_candidate(files, self.corpus, self.executor, parent_hashes, seed=self.cfg["seed"],
+                                                            n_ref=self.cfg["n_ref"], timeout_s=self.cfg["curation_timeout_s"])
                 return verdict
 
             outcome = self.proposer.revise(phase, brief, validate)
@@ -217,7 +216,7 @@ class Epochs:
             sha = self._commit(epoch + 1, outcome.files, outcome.message, inputs)
             new_files = {**{k: v for k, v in brief.files.items() if k.startswith("inputs/")},
                          **{k: v for k, v in outcome.files.items() if not k.startswith("inputs/")}}
-            brief, parent[0] = dataclasses.replace(brief, files=new_files), changed["hashes"]
+            brief, parent_hashes = dataclasses.replace(brief, files=new_files), candidate_hashes
             edits += outcome.edits
         atomic_json(out / "proposals.json", log)
         if sha is not None:

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import shutil
-import json
 from pathlib import Path
 
 from evolver.errors import UserError
@@ -102,8 +102,6 @@ def create_run(args) -> RunStore:
     }
     store = RunStore.create(root, config)   # the loop creates the strategy workspace from ρ0
     if args.llm_records:   # a rerun from another run's record (replay-only: no network call)
-        import shutil
-
         shutil.copytree(args.llm_records, store.root / "llm", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("diagnosis-cache"))
     return store
@@ -301,7 +299,7 @@ def add_cli(sub) -> None:
     p.add_argument("--corpus", nargs="+", help="raw corpus file(s) (default: the wild corpus of --benchmark, train split)")
     p.add_argument("--benchmark", default="bfcl-single", help="dev benchmark: bfcl-single (CPU default), bfcl, replay")
     p.add_argument("--metric", default="task_success", choices=["task_success", "turn_pass", "step_accuracy"])
-    p.add_argument("--tasks", type=int, default=60, help="dev tasks evaluated per epoch")
+    p.add_argument("--tasks", type=int, default=60, help="dev tasks evaluated per epoch, balanced over the categories")
     p.add_argument("--base", default="smollm2-135m")
     p.add_argument("--profile", default="cpu-small", help="recipe budgets: cpu-small, paper, test")
     p.add_argument("--epochs", type=int, default=3)
@@ -341,5 +339,5 @@ def add_cli(sub) -> None:
         p = sub.add_parser(name, help=text)
         p.add_argument("run")
         if name == "test":
-            p.add_argument("--tasks", type=int, help="only the first N test tasks (default: the whole test split)")
+            p.add_argument("--tasks", type=int, help="N test tasks balanced over the categories (default: the whole test split)")
         p.set_defaults(func=func)

@@ -1,11 +1,12 @@
 """The code agent proposer: mini-swe-agent's DefaultAgent over our LLM layer (real HTTP to a
 scripted server) with its commands in the Docker sandbox, and the host's validation of what it
 leaves behind. Hostile or broken agents are rejected; the proposer returns, it never raises."""
+import json
 from pathlib import Path
 
 import pytest
 
-from evolver.agent import AgentLimits, AgentProposer, code_fault
+from evolver.agent import AgentLimits, AgentProposer, code_fault, profile_summary
 from evolver.llm import LLM, LLMConfig
 from evolver.loop import check_candidate, _artifact_hashes
 from evolver.propose import Brief
@@ -168,3 +169,16 @@ def test_code_fault_tells_comments_from_code():
     assert "only comments" in code_fault({"strategy.py": b"# hi\ndef curate(raw, ctx):\n    return {}  # x\n"}, parent)
     assert code_fault({"strategy.py": b"def curate(raw, ctx):\n    return {'sft': []}\n"}, parent) is None
     assert "removed" in code_fault({"helper.py": b"x = 1\n"}, parent)
+
+
+def test_the_brief_states_the_curated_scale_of_the_parents_profile(tmp_path):
+    from evolver.cli import SAMPLE_CORPUS, SEED_STRATEGY
+    from sandbox.curate import execute, make_executor
+    from sandbox.workspace import strategy_files
+
+    execute(strategy_files(SEED_STRATEGY), load_corpus([str(SAMPLE_CORPUS)]), tmp_path / "out", seed=0,
+            executor=make_executor("process"))
+    profile = json.loads((tmp_path / "out" / "profile.json").read_text())
+    assert profile_summary(profile) == (f"sft {profile['sft']['records']} records, rl {profile['rl']['records']} records, "
+                                        f"memory 0 records, 48 of 48 raw trajectories retained")
+    assert profile_summary({}) == "no profile"

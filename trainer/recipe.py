@@ -121,8 +121,9 @@ PROFILES = {
         max_prompt_length=6144, max_completion_length=512, precision="bf16", gradient_checkpointing=True),
     # One evolution epoch (curate + train + eval) in about 20 minutes on 2 CPU cores: the recipe's
     # full 140 SFT steps (batch 2) and a token GRPO step on SmolLM2-135M. Measured on the wild
-    # bfcl-single corpus (ρ0's 1,230 SFT records): SFT 734 s at 89 tokens/s, GRPO 45 s, then 14/60
-    # dev items solved (call rate 0.75). 16 steps of batch 1 left the call rate at 0, so P(ρ0) = 0.
+    # bfcl-single corpus (ρ0's 1,230 SFT records): SFT 734 s at 89 tokens/s, GRPO 45 s, then 14 of
+    # the first 60 dev items (all simple_python) solved, call rate 0.75; 13 of the balanced 60 (12 per
+    # category) in the default run. 16 steps of batch 1 left the call rate at 0, so P(ρ0) = 0.
     # GRPO on ~1,000-token agent prompts costs about a minute per step on 2 cores: it is exercised,
     # not relied on.
     "cpu-small": Profile(
