@@ -1,6 +1,8 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of either."""
+"""File helpers every package may use: atomic writes (a reader sees the old file or the new one,
+never half of either), JSON reading, content hashes of files and trees, the empty-folder check."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -47,3 +49,42 @@ def read_jsonl(path: str | os.PathLike) -> list:
     """The JSON values of a JSONL file, one per non-blank line, in order."""
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+# --------------------------------------------------------------------------------------------
+# content hashes
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 hex of a file's bytes, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def tree_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a directory tree: of the lines `relative/path\0<file_sha256>\n` of its regular
+    files in sorted order (links are left out)."""
+    path = Path(path)
+    lines = [f"{f.relative_to(path).as_posix()}\0{file_sha256(f)}\n"
+             for f in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink())]
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+def sha256_path(path: str | os.PathLike) -> str:
+    """sha256 of a file, or of a directory tree (`tree_sha256`)."""
+    return tree_sha256(path) if Path(path).is_dir() else file_sha256(path)
+
+
+# --------------------------------------------------------------------------------------------
+# folders
+
+
+def is_empty_or_missing(path: str | os.PathLike) -> bool:
+    """True when nothing is at `path` or it is an empty directory (a link, even to one, is not)."""
+    path = Path(path)
+    if path.is_symlink():
+        return False
+    return not path.exists() or (path.is_dir() and not any(path.iterdir()))
