@@ -55,6 +55,10 @@ def read_jsonl(path: str | os.PathLike) -> list:
 # content hashes
 
 
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def file_sha256(path: str | os.PathLike) -> str:
     """sha256 hex of a file's bytes, read in 1 MiB blocks."""
     h = hashlib.sha256()

@@ -8,7 +8,6 @@ dependencies, one wheel each; it is refreshed from the project's environment wit
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from evolver.errors import RunFailed, UserError
-from evolver.files import atomic_write, file_sha256
+from evolver.files import atomic_write, file_sha256, sha256_bytes
 from sandbox.executor import PROJECT_ROOT
 
 LOCK = PROJECT_ROOT / "sandbox" / "image" / "requirements.lock"
@@ -74,10 +73,6 @@ def say(text: str) -> None:
 
 
 # ---------------------------------------------------------------------------- names and hashes
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
 
 def canonical_bytes(obj) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()

@@ -12,10 +12,10 @@ import tempfile
 from pathlib import Path
 
 from evolver.errors import UserError
-from evolver.files import file_sha256
+from evolver.files import file_sha256, sha256_bytes
 from sandbox.image_build import Build, group_line, labels, passwd_line
 from sandbox.image_lock import (IMAGE_ENV, LOCK, MOUNT_POINTS, RECIPE, cache_dir, canonical_bytes, parse_lock,
-                                pip_command, platform_args, sha256_bytes)
+                                pip_command, platform_args)
 
 DEBIAN_MIRROR = os.environ.get("CURATEEVO_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 

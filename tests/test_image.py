@@ -17,7 +17,7 @@ import time
 import pytest
 
 from evolver.errors import RunFailed
-from evolver.files import file_sha256
+from evolver.files import file_sha256, sha256_bytes
 from sandbox import image as img
 from sandbox import image_lock as recipe
 from sandbox.executor import PROJECT_ROOT
@@ -80,7 +80,7 @@ def test_render_and_parse_round_trip(tmp_path):
     wheel = tmp_path / "demo_pkg-1.0-py3-none-any.whl"
     wheel.write_bytes(b"not really a wheel")
     text = recipe.render_lock({"demo-pkg": "1.0"}, {"demo-pkg": wheel})
-    assert recipe.parse_lock(text) == {"demo-pkg": ("1.0", [recipe.sha256_bytes(b"not really a wheel")])}
+    assert recipe.parse_lock(text) == {"demo-pkg": ("1.0", [sha256_bytes(b"not really a wheel")])}
 
 
 def test_tag_follows_the_lock_and_the_recipe(monkeypatch):
