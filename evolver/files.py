@@ -7,7 +7,9 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+from evolver.errors import UserError
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) -> None:
@@ -43,6 +45,25 @@ def atomic_json(path: str | os.PathLike, obj: Any) -> bytes:
 def read_json(path: str | os.PathLike) -> Any:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def iter_jsonl(path: str | os.PathLike, what: str = "JSONL") -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of a JSONL file, in order. A missing or
+    unreadable file, or a line that is not JSON, is one UserError naming the file (and the line)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except ValueError as exc:
+                    raise UserError(f"{path}:{n}: not JSON ({getattr(exc, 'msg', exc)})") from None
+                yield n, value
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such {what} file") from None
+    except (IsADirectoryError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not a {what} JSONL file ({exc.__class__.__name__})") from None
 
 
 def read_jsonl(path: str | os.PathLike) -> list:

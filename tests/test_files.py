@@ -1,9 +1,12 @@
 """The shared file helpers (evolver/files.py): content hashes of files and folders, the
-empty-folder check, atomic writes."""
+empty-folder check, atomic writes, JSONL reading."""
 import hashlib
 import os
 
-from evolver.files import atomic_write, file_sha256, is_empty_or_missing, sha256_path, tree_sha256
+import pytest
+
+from evolver.errors import UserError
+from evolver.files import atomic_write, file_sha256, is_empty_or_missing, iter_jsonl, sha256_path, tree_sha256
 
 
 def test_a_file_hashes_to_the_sha256_of_its_bytes(tmp_path):
@@ -42,3 +45,17 @@ def test_an_atomic_write_leaves_the_new_bytes_and_no_temp_file(tmp_path):
     atomic_write(target, "néw\n")
     assert target.read_bytes() == "néw\n".encode()
     assert sorted(p.name for p in target.parent.iterdir()) == ["out.json"]
+
+
+def test_jsonl_lines_come_with_their_numbers_and_bad_input_is_one_sentence(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"a": 1}\n\n{"b": "\u2028"}\n{"c":\n')
+    lines = iter_jsonl(path, "memory")
+    assert next(lines) == (1, {"a": 1})
+    assert next(lines) == (3, {"b": "\u2028"})  # a line separator inside a string ends no line
+    with pytest.raises(UserError, match=r"m.jsonl:4: not JSON \(Expecting value\)"):
+        next(lines)
+    with pytest.raises(UserError, match="absent.jsonl: no such memory file"):
+        list(iter_jsonl(tmp_path / "absent.jsonl", "memory"))
+    with pytest.raises(UserError, match="not a memory JSONL file"):
+        list(iter_jsonl(tmp_path, "memory"))
