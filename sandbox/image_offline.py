@@ -99,7 +99,7 @@ def build_offline(client, build: Build) -> None:
                         f"CMD {json.dumps(RECIPE['cmd'])}"]
             build.write("$ tar -C ROOTFS -c . | docker import " + " ".join(f"--change {c!r}" for c in changes)
                         + f" - {build.tag}")
-            # Through the SDK (the engine the rest of this module queries, whatever the CLI's context).
+            # Through the SDK (the engine the rest of the build queries, whatever the CLI's context).
             tar = subprocess.Popen(["tar", "-C", str(root), "--numeric-owner", "-c", "."],
                                    stdout=subprocess.PIPE, stderr=build.log)
             repo, tag = build.tag.split(":", 1)
