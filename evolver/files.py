@@ -7,7 +7,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from evolver.errors import UserError
 
@@ -80,7 +80,7 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def file_sha256(path: str | os.PathLike) -> str:
+def sha256_file(path: str | os.PathLike) -> str:
     """sha256 hex of a file's bytes, read in 1 MiB blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -89,18 +89,27 @@ def file_sha256(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def tree_sha256(path: str | os.PathLike) -> str:
-    """sha256 of a directory tree: of the lines `relative/path\0<file_sha256>\n` of its regular
-    files in sorted order (links are left out)."""
+def _listing_sha256(digests: Iterable[tuple[str, str]]) -> str:
+    return sha256_bytes("".join(f"{p}\0{d}\n" for p, d in digests).encode())
+
+
+def sha256_files(files: Mapping[str, bytes]) -> str:
+    """One hash for files held in memory as {relative path: bytes}: the sha256 of the lines
+    `path\0<sha256 of the bytes>\n` in sorted path order."""
+    return _listing_sha256((p, sha256_bytes(files[p])) for p in sorted(files))
+
+
+def sha256_tree(path: str | os.PathLike) -> str:
+    """One hash for a directory: the sha256 of the lines `relative/path\0<sha256_file>\n` of its
+    regular files (links left out), ordered by path components (`a/c` before `a.b`, as Paths sort)."""
     path = Path(path)
-    lines = [f"{f.relative_to(path).as_posix()}\0{file_sha256(f)}\n"
-             for f in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink())]
-    return hashlib.sha256("".join(lines).encode()).hexdigest()
+    found = sorted(f for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+    return _listing_sha256((f.relative_to(path).as_posix(), sha256_file(f)) for f in found)
 
 
 def sha256_path(path: str | os.PathLike) -> str:
-    """sha256 of a file, or of a directory tree (`tree_sha256`)."""
-    return tree_sha256(path) if Path(path).is_dir() else file_sha256(path)
+    """sha256 of a file, or of a directory tree (`sha256_tree`)."""
+    return sha256_tree(path) if Path(path).is_dir() else sha256_file(path)
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -23,7 +22,7 @@ from docker.types import LogConfig, Mount, Ulimit
 
 from evolver.errors import RunFailed
 from sandbox.docker_engine import docker_client
-from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Limits, bounded_text, failure_reason
+from sandbox.executor import PROJECT_ROOT, CommandResult, CurationJob, Execution, Limits, bounded_text, failure_reason
 from sandbox.image import ensure_image
 from sandbox.image_lock import SANDBOX_UID
 
@@ -51,15 +50,6 @@ def dir_bytes(path: Path) -> int:
             except OSError:
                 continue
     return total
-
-
-@dataclass
-class CommandResult:
-    returncode: int | None
-    output: str
-    timed_out: bool
-    wall_s: float
-    reason: str | None
 
 
 class DockerExecutor:

@@ -31,7 +31,7 @@ import sys
 import time
 
 from evolver.errors import RunFailed, UserError
-from evolver.files import file_sha256
+from evolver.files import sha256_file
 from sandbox.docker_engine import docker_client, image_exists
 from sandbox.image_build import Build, build_online, one_build_at_a_time, registry_answers
 from sandbox.image_lock import (LOCK, PYTHON_VERSION, RECIPE, SANDBOX_UID, Progress, build_record, cache_dir,
@@ -120,7 +120,7 @@ def ensure_image(*, rebuild: bool = False, progress: Progress = say, route: str 
                     client.images.remove(old)  # the image this one replaces, unless a container uses it
             record = {"tag": tag, "image_id": image.id, "route": chosen, "seconds": round(time.monotonic() - t0, 1),
                       "steps": build.steps, "size_bytes": image.attrs.get("Size"),
-                      "lock_sha256": file_sha256(LOCK), "recipe_sha256": recipe_sha256(),
+                      "lock_sha256": sha256_file(LOCK), "recipe_sha256": recipe_sha256(),
                       "python": facts["python"], "executable": facts["executable"],
                       "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                       "engine": client.version().get("Version"), "log": str(build.log_path)}

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 from evolver.errors import RunFailed, UserError
-from evolver.files import file_sha256
+from evolver.files import sha256_file
 from sandbox.docker_engine import image_exists
 from sandbox.image_lock import IMAGE_ENV, LABEL_PREFIX, LOCK, MOUNT_POINTS, RECIPE, Progress, cache_dir, recipe_sha256
 
@@ -85,7 +85,7 @@ def one_build_at_a_time() -> Iterator[None]:
 
 
 def labels(route: str) -> dict[str, str]:
-    return {LABEL_PREFIX + "lock_sha256": file_sha256(LOCK), LABEL_PREFIX + "recipe_sha256": recipe_sha256(),
+    return {LABEL_PREFIX + "lock_sha256": sha256_file(LOCK), LABEL_PREFIX + "recipe_sha256": recipe_sha256(),
             LABEL_PREFIX + "route": route}
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from evolver.errors import RunFailed, UserError
-from evolver.files import atomic_write, file_sha256, sha256_bytes
+from evolver.files import atomic_write, sha256_file, sha256_bytes
 from sandbox.executor import PROJECT_ROOT
 
 LOCK = PROJECT_ROOT / "sandbox" / "image" / "requirements.lock"
@@ -196,7 +196,7 @@ def render_lock(pins: dict[str, str], wheels: dict[str, Path]) -> str:
     for name, version in pins.items():
         wheel = wheels[name]
         lines += [f"# {wheel.name}", f"{name}=={version} \\",
-                  f"    --hash=sha256:{file_sha256(wheel)}"]
+                  f"    --hash=sha256:{sha256_file(wheel)}"]
     return "\n".join(lines) + "\n"
 
 

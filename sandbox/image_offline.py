@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from evolver.errors import UserError
-from evolver.files import file_sha256, sha256_bytes
+from evolver.files import sha256_file, sha256_bytes
 from sandbox.image_build import Build, group_line, labels, passwd_line
 from sandbox.image_lock import (IMAGE_ENV, LOCK, MOUNT_POINTS, RECIPE, cache_dir, canonical_bytes, parse_lock,
                                 pip_command, platform_args)
@@ -51,7 +51,7 @@ def _wheels(build: Build) -> Path:
     folder = cache_dir() / "wheels"
     folder.mkdir(parents=True, exist_ok=True)
     pins = parse_lock()
-    have = {file_sha256(p) for p in folder.glob("*.whl")}
+    have = {sha256_file(p) for p in folder.glob("*.whl")}
     if all(set(hashes) & have for _, hashes in pins.values()):
         build.write(f"wheels from cache: {folder}")
         return folder

@@ -6,24 +6,31 @@ import os
 import pytest
 
 from evolver.errors import UserError
-from evolver.files import atomic_write, file_sha256, is_empty_or_missing, iter_jsonl, sha256_path, tree_sha256
+from evolver.files import atomic_write, is_empty_or_missing, iter_jsonl, sha256_file, sha256_files, sha256_path, sha256_tree
 
 
 def test_a_file_hashes_to_the_sha256_of_its_bytes(tmp_path):
     data = os.urandom(3 * 2**20 + 17)  # more than one read block
     (tmp_path / "f.bin").write_bytes(data)
-    assert file_sha256(tmp_path / "f.bin") == sha256_path(tmp_path / "f.bin") == hashlib.sha256(data).hexdigest()
+    assert sha256_file(tmp_path / "f.bin") == sha256_path(tmp_path / "f.bin") == hashlib.sha256(data).hexdigest()
 
 
-def test_a_folder_hashes_its_sorted_relative_paths_and_file_hashes_and_skips_links(tmp_path):
-    (tmp_path / "b").mkdir()
-    (tmp_path / "b" / "x.txt").write_text("x")
-    (tmp_path / "a.txt").write_text("a")
-    (tmp_path / "link").symlink_to(tmp_path / "a.txt")
-    lines = f"a.txt\0{hashlib.sha256(b'a').hexdigest()}\nb/x.txt\0{hashlib.sha256(b'x').hexdigest()}\n"
-    assert tree_sha256(tmp_path) == sha256_path(tmp_path) == hashlib.sha256(lines.encode()).hexdigest()
-    (tmp_path / "b" / "x.txt").write_text("y")
-    assert tree_sha256(tmp_path) != hashlib.sha256(lines.encode()).hexdigest()
+def test_a_folder_hashes_its_relative_paths_and_file_hashes_in_component_order_and_skips_links(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "c").write_text("c")
+    (tmp_path / "a.b").write_text("b")
+    (tmp_path / "link").symlink_to(tmp_path / "a.b")
+    digest = {name: hashlib.sha256(name.encode()).hexdigest() for name in ("b", "c")}
+    lines = f"a/c\0{digest['c']}\na.b\0{digest['b']}\n"  # by components: ("a", "c") < ("a.b",)
+    assert sha256_tree(tmp_path) == sha256_path(tmp_path) == hashlib.sha256(lines.encode()).hexdigest()
+    (tmp_path / "a" / "c").write_text("changed")
+    assert sha256_tree(tmp_path) != hashlib.sha256(lines.encode()).hexdigest()
+
+
+def test_files_in_memory_hash_their_sorted_paths_and_byte_hashes():
+    files = {"b.py": b"2", "a/x.json": b"1"}
+    lines = "".join(f"{p}\0{hashlib.sha256(files[p]).hexdigest()}\n" for p in ("a/x.json", "b.py"))
+    assert sha256_files(files) == hashlib.sha256(lines.encode()).hexdigest()
 
 
 def test_only_nothing_or_an_empty_folder_counts_as_empty(tmp_path):

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from evolver.errors import RunFailed
-from evolver.files import file_sha256, sha256_bytes
+from evolver.files import sha256_file, sha256_bytes
 from sandbox import image as img
 from sandbox import image_lock as recipe
 from sandbox.executor import PROJECT_ROOT
@@ -143,7 +143,7 @@ def test_ensure_image_is_cached_and_recorded(client, tag):
     assert time.monotonic() - t0 < 2.0
     assert client.images.get(tag).id == image_id
     labels = client.images.get(tag).labels
-    assert labels[recipe.LABEL_PREFIX + "lock_sha256"] == file_sha256(recipe.LOCK)
+    assert labels[recipe.LABEL_PREFIX + "lock_sha256"] == sha256_file(recipe.LOCK)
     assert labels[recipe.LABEL_PREFIX + "route"] in ("online", "offline")
     record = recipe.build_record(tag)
     assert record is not None, f"no build record at {recipe.record_path(tag)}"

@@ -56,7 +56,7 @@ from benchmarks.bfcl.corpus_noise import SPLIT, build_records
 from benchmarks.bfcl.corpus_single_turn import SingleTurnBuilder
 from benchmarks.bfcl.splits import SPLITS_PATH, bfcl_eval_version
 from evolver.errors import UserError
-from evolver.files import atomic_write, file_sha256
+from evolver.files import atomic_write, sha256_file
 from sandbox.corpus import write_corpus
 from sandbox.schemas import canonical_json
 
@@ -83,7 +83,7 @@ def build(benchmark: str, setting: str, seed: int = 0, *, variants: Sequence[str
         "tasks": len({r["meta"]["env"]["task_id"] for r in records}),
         "success": sum(1 for r in records if r["outcome"]["success"]),
         "by_variant": dict(sorted(Counter(r["meta"]["env"]["variant"] for r in records).items())),
-        "splits_sha256": file_sha256(Path(splits_path) if splits_path else SPLITS_PATH),
+        "splits_sha256": sha256_file(Path(splits_path) if splits_path else SPLITS_PATH),
         "bfcl_eval": bfcl_eval_version(),
     }
     if labels:
@@ -105,7 +105,7 @@ def write(out: Path, benchmark: str, setting: str, seed: int = 0, **options) -> 
     records, labels, info = build(benchmark, setting, seed, **options)
     corpus = out / CORPUS_FILE
     write_corpus(records, corpus)
-    info["corpus_sha256"] = file_sha256(corpus)
+    info["corpus_sha256"] = sha256_file(corpus)
     if setting == "wild":
         atomic_write(out / LABELS_FILE, json.dumps({"benchmark": benchmark, "seed": seed, "counts": info["noise"],
                                                     "labels": labels}, sort_keys=True, ensure_ascii=False, indent=1) + "\n")

@@ -46,7 +46,7 @@ from typing import Iterable
 from benchmarks.base import SPLITS
 from benchmarks.bfcl.single_turn_data import LIVE_CATEGORIES, SINGLE_TURN_CATEGORIES, load_category
 from evolver.errors import UserError
-from evolver.files import atomic_write, file_sha256
+from evolver.files import atomic_write, sha256_file
 
 SPLITS_PATH = Path(__file__).resolve().parent.parent / "data" / "splits.json"
 SEED = 20260323  # the bfcl-eval release the splits were cut from
@@ -222,7 +222,7 @@ def bfcl_eval_version() -> str:
 def describe(path: str | None = None) -> dict:
     """The splits file a benchmark reads: its path, sha256, seed, and the bfcl-eval version."""
     p = Path(path) if path else SPLITS_PATH
-    return {"path": str(p), "sha256": file_sha256(p), "seed": load(path)["seed"], "bfcl_eval": bfcl_eval_version()}
+    return {"path": str(p), "sha256": sha256_file(p), "seed": load(path)["seed"], "bfcl_eval": bfcl_eval_version()}
 
 
 def multi_turn_split(split: str, path: str | None = None) -> list[int]:
