@@ -8,28 +8,13 @@ in the middle of a write) is ignored, and its stage simply runs again.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any, Callable
 
 from evolver.errors import UserError
-from evolver.files import atomic_json, read_json
-
-
-def sha256_path(path: Path) -> str:
-    """sha256 of a file, or of a directory tree (sorted relative paths + file hashes)."""
-    if path.is_dir():
-        lines = []
-        for f in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()):
-            lines.append(f"{f.relative_to(path).as_posix()}\0{sha256_path(f)}\n")
-        return hashlib.sha256("".join(lines).encode()).hexdigest()
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+from evolver.files import atomic_json, is_empty_or_missing, read_json, sha256_path  # sha256_path: importable from here too
 
 
 class Journal:
@@ -65,7 +50,7 @@ class RunStore:
     @classmethod
     def create(cls, root: Path, config: dict) -> "RunStore":
         root = Path(root)
-        if root.exists() and any(root.iterdir()):
+        if not is_empty_or_missing(root):
             raise UserError(f"{root} already exists; resume it with `curateevo resume {root}` or choose a new --name")
         root.mkdir(parents=True, exist_ok=True)
         atomic_json(root / "run.json", config)
