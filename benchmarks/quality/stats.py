@@ -63,7 +63,9 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Estimat
     z, p = _z(confidence), successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), "wilson")
+    low = 0.0 if successes == 0 else max(0.0, centre - half)   # exact at the ends (no rounding residue)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return Estimate(p, low, high, "wilson")
 
 
 def _task_weights(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray:
