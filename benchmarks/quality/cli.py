@@ -18,6 +18,7 @@ from sandbox.executor import PROJECT_ROOT, Limits
 from benchmarks.quality.cells import Cells, Setting
 from benchmarks.quality import rows as rows_mod
 from benchmarks.quality import table
+from benchmarks.quality.stats import minimal_detectable_difference
 
 CACHE = PROJECT_ROOT / "runs" / "bench-quality"
 
@@ -74,6 +75,9 @@ def cmd_bench_quality(args) -> int:
     missing = [(row, s) for row in rows for s in setting.seeds if cells.cached(row, s) is None]
     say(f"{len(rows) * len(setting.seeds) - len(missing)} cells cached, {len(missing)} to compute "
         f"({len(cells.tasks)} {setting.split} tasks, profile {setting.profile}, cache {args.cache})")
+    mdd = minimal_detectable_difference(len(cells.tasks), len(setting.seeds), table.BASE_RATE)
+    say(f"with {len(cells.tasks)} tasks × {len(setting.seeds)} seeds, two rows must differ by about "
+        f"{100 * mdd:.0f} points of P to be told apart (power 0.8, α 0.05, P near {table.BASE_RATE}, seed spread not counted)")
     if missing and not args.report_only:
         from tqdm import tqdm
 
