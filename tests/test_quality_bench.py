@@ -41,7 +41,6 @@ def test_the_benchmark_fills_its_table_then_answers_from_the_cache_without_train
         assert 0 <= row["P"]["low"] <= row["P"]["value"] <= row["P"]["high"] <= 1
         assert row["P"]["method"] == "wilson"          # one seed
         assert set(row["per_category"]) == {"simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"}
-        assert "gap_recovered" in row
     assert "vs_rho0_wild" in doc["rows"][1] and "vs_rho0_wild" not in doc["rows"][0]
     assert (cache / "report-test" / "quality.png").stat().st_size > 1000
     assert "minimal detectable difference" in printed and "| ρ0 on the wild corpus (no curation) |" in printed
@@ -96,7 +95,8 @@ def test_a_runs_row_is_its_recorded_final_commit_with_its_ablations(corpora, tmp
     (run / "journal.jsonl").write_text(json.dumps({"event": "stage_done", "epoch": -1, "stage": "final",
                                                    "result": {"epoch": 1, "commit": sha, "P": 0.2, "C": 0.1}}) + "\n")
     [row] = rows_mod.table_rows(("runs",), wild, labeled, [run], tmp_path, None)
-    assert row.id == "run:run-x" and row.ablations == ("no-memory",)
+    assert row.id == "run:run-x" and row.ablations == ("no-memory",) and row.table == 2
+    assert row.label == "run run-x final (epoch 1) (no-efficiency, no-memory)"
     assert row.files["strategy.py"].decode() == code
     assert row.files["strategy.py"] != strategy_files(rows_mod.SEED_STRATEGY)["strategy.py"]
 

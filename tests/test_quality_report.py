@@ -23,12 +23,14 @@ ROWS = [Row("rho0-wild", "ρ0 on the wild corpus (no curation)", {}, None),
         Row("oracle", "oracle: ρ0 on the records labelled clean", {}, None),
         Row("rho0-labeled", "ρ0 on the labeled corpus (clean reference)", {}, None),
         Row("agentrefine", "AgentRefine reference strategy", {}, None)]
+ROWS.append(ROWS[0].ablated("no-memory"))
 CELLS = {
     # seed 0 solves 8 of 40, seed 1 solves 12: P 0.2 and 0.3
     "rho0-wild": [cell(0, first(8, "simple_python")), cell(1, first(12, "simple_python"))],
     "oracle": [cell(0, first(12, "simple_python")), cell(1, first(16, "simple_python"))],
     "rho0-labeled": [cell(0, first(16, "simple_python")), cell(1, first(20, "simple_python"))],
     "agentrefine": [],   # not computed yet
+    "rho0-wild no-memory": [cell(0, first(6, "simple_python")), cell(1, first(10, "simple_python"))],
 }
 
 
@@ -38,13 +40,15 @@ def doc():
 
 
 def test_each_row_has_its_mean_interval_per_seed_p_and_categories(doc):
-    wild, oracle, labeled, pending = doc["rows"]
+    wild, oracle, labeled, pending, no_memory = doc["rows"]
+    assert no_memory["table"] == 2 and no_memory["label"] == "ρ0 on the wild corpus (no curation) w/o memory at evaluation"
+    assert no_memory["vs_rho0_wild"]["value"] == pytest.approx(-0.05)
     assert wild["P"]["value"] == pytest.approx(0.25) and wild["per_seed_P"] == [0.2, 0.3]
     assert wild["P"]["low"] < 0.2 and wild["P"]["high"] > 0.3
     assert wild["per_category"]["irrelevance"]["value"] == 0.0
     assert wild["per_category"]["simple_python"]["value"] == pytest.approx(0.5)
     assert oracle["gap_recovered"]["value"] == pytest.approx(0.5)
-    assert labeled["gap_recovered"]["value"] == pytest.approx(1.0)
+    assert "gap_recovered" not in labeled and "gap_recovered" not in wild   # 1 and 0 by definition
     assert oracle["vs_rho0_wild"]["value"] == pytest.approx(0.1)
     assert pending == {"id": "agentrefine", "label": "AgentRefine reference strategy", "table": 1,
                        "ablations": [], "pending": True}
@@ -54,6 +58,9 @@ def test_the_markdown_table_shows_intervals_and_pending_rows(doc):
     text = table.markdown(doc)
     assert "| ρ0 on the wild corpus (no curation) | 25.0 [" in text
     assert "| AgentRefine reference strategy | pending |" in text
+    assert "| 0 (reference) |" in text and "| 1 (reference) |" in text
+    table2 = text.split("**Table 2 (ablations)**")[1]
+    assert table2.index("| ρ0 on the wild corpus (no curation) |") < table2.index("w/o memory at evaluation |")
     assert "minimal detectable difference" in text and "measured seed spread 0.071" in text
 
 

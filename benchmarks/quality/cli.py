@@ -29,12 +29,13 @@ def _budget(items: list[str]) -> dict:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UserError(f"--budget {item!r}: write KEY=VALUE (a trainer.recipe.Profile field, e.g. sft_max_steps=2)")
+        out[key] = {"true": True, "false": False}.get(value.lower(), value)
         for cast in (int, float):
             try:
                 out[key] = cast(value)
                 break
             except ValueError:
-                out[key] = value
+                pass
     return out
 
 

@@ -63,7 +63,8 @@ def _strategy(folder: Path) -> dict:
 
 def run_row(run: Path, wild: Path) -> Row:
     """The final strategy of a finished run (its journal's `final` result, files from git), on
-    the wild corpus, with the run's own training and evaluation ablations."""
+    the wild corpus, trained and evaluated with the run's own ablations; a run with ablations is
+    a Table 2 row."""
     from sandbox.workspace import Workspace
 
     run = Path(run)
@@ -77,10 +78,11 @@ def run_row(run: Path, wild: Path) -> Row:
     if config.get("corpus_sha256") != corpus_sha256([str(wild)]):
         raise UserError(f"{run} evolved on another corpus than {wild}; give --wild the run's corpus directory")
     commit = finals[-1]["commit"]
-    ablations = tuple(a for a in config.get("ablations", []) if a in ABLATIONS)
-    suffix = f" ({', '.join(ablations)})" if ablations else ""
+    run_ablations = sorted(config.get("ablations", []))   # a run-level ablation (no-efficiency …) is a Table 2 row
+    suffix = f" ({', '.join(run_ablations)})" if run_ablations else ""
     return Row(id=f"run:{run.name}", label=f"run {run.name} final (epoch {finals[-1]['epoch']}){suffix}",
-               files=Workspace.open(run / "strategy").files(commit), corpus=wild, ablations=ablations)
+               files=Workspace.open(run / "strategy").files(commit), corpus=wild,
+               ablations=tuple(a for a in run_ablations if a in ABLATIONS), table=2 if run_ablations else 1)
 
 
 def _events(path: Path) -> list[dict]:

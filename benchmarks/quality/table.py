@@ -47,8 +47,8 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
         entry.update(P=stats.mean_interval(s, seed=seed).to_json(), per_seed_P=per_seed[row.id], per_category=by_cat)
         if wild is not None and row.id != "rho0-wild":
             entry["vs_rho0_wild"] = stats.paired_difference(s, wild, seed=seed)
-        if wild is not None and labeled is not None:
-            entry["gap_recovered"] = stats.gap_recovered(s, wild, labeled, seed=seed)
+        if wild is not None and labeled is not None and row.id not in ("rho0-wild", "rho0-labeled"):
+            entry["gap_recovered"] = stats.gap_recovered(s, wild, labeled, seed=seed)   # 0 and 1 by definition there
         out_rows.append(entry)
     n, n_seeds = n_tasks, len(setting.seeds)
     base_rate = fmean(per_seed["rho0-wild"]) if "rho0-wild" in per_seed else BASE_RATE
@@ -86,6 +86,9 @@ def markdown(doc: dict) -> str:
         rows = [r for r in doc["rows"] if r["table"] == number]
         if not rows:
             continue
+        if number == 2:   # the full row above its ablations
+            ablated = {r["id"].split(" ")[0] for r in rows}
+            rows = [r for r in doc["rows"] if r["table"] == 1 and r["id"] in ablated] + rows
         lines += [f"**{title}**", "",
                   "| row | P [95% CI] | " + " | ".join(cats) + " | Δ vs ρ0 wild [95% CI] | gap recovered [95% CI] |",
                   "|---|---|" + "---|" * len(cats) + "---|---|"]
@@ -96,8 +99,10 @@ def markdown(doc: dict) -> str:
             per_cat = " | ".join(f"{100 * r['per_category'][c]['value']:.1f}" if c in r["per_category"] else "" for c in cats)
             vs = r.get("vs_rho0_wild")
             gap = r.get("gap_recovered")
-            lines.append(f"| {r['label']} | {_ci(r['P'])} | {per_cat} | {_ci(vs) if vs else '—'} | "
-                         f"{_ci(gap, pct=False) if gap else '—'} |")
+            shown = {"rho0-wild": "0 (reference)", "rho0-labeled": "1 (reference)"}.get(r["id"])
+            if shown is None:
+                shown = _ci(gap, pct=False) if gap else ("no gap" if "gap_recovered" in r else "—")
+            lines.append(f"| {r['label']} | {_ci(r['P'])} | {per_cat} | {_ci(vs) if vs else '—'} | {shown} |")
         lines.append("")
     lines.append(mdd_sentence(doc))
     return "\n".join(lines) + "\n"
