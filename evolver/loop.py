@@ -20,7 +20,8 @@ from statistics import fmean
 from evolver.diagnose import diagnose
 from evolver.files import atomic_json, read_json, read_jsonl
 from evolver.objective import accept, accept_paired, final_choice, objective
-from evolver.propose import Brief, OfflineProposer, Verdict
+from evolver.proposers.brief import Brief, Verdict
+from evolver.proposers.offline import OfflineProposer
 from evolver.store import RunStore
 from sandbox.corpus import load_corpus
 from sandbox.curate import CurationFailed, execute, make_executor
@@ -46,12 +47,10 @@ class Epochs:
         self.corpus = load_corpus(self.cfg["corpus"], on_error=self.cfg.get("on_error", "abort"))
         self.executor = make_executor(self.cfg["sandbox"], warn=say)
         self.llm = self._llm()
-        self._evolve_dir = store.root / "evolve"   # the propose stage points it at its epoch's folder
         if self.cfg.get("proposer", "offline") == "agent":
-            from evolver.agent import AgentLimits, AgentProposer
+            from evolver.proposers.agent import AgentLimits, AgentProposer
 
-            self.proposer = AgentProposer(self.llm, self.executor, lambda phase: self._evolve_dir / phase,
-                                          AgentLimits.from_mapping(self.cfg.get("agent")))
+            self.proposer = AgentProposer(self.llm, self.executor, AgentLimits.from_mapping(self.cfg.get("agent")))
         else:
             self.proposer = OfflineProposer()
 
@@ -195,7 +194,6 @@ class Epochs:
                       seed=self.cfg["seed"])
         parent_hashes, candidate_hashes = _artifact_hashes(self.store.epoch_dir(best["epoch"]) / "artifacts"), None
         out = self.dir(epoch, "evolve")
-        self._evolve_dir = out
         phases = [p for p in ("effectiveness", "efficiency") if f"no-{p}" not in self.cfg["ablations"]]
         sha, edits, log, exhausted = None, [], [], False
         for phase in phases:
@@ -205,7 +203,7 @@ class Epochs:
                                                             n_ref=self.cfg["n_ref"], timeout_s=self.cfg["curation_timeout_s"])
                 return verdict
 
-            outcome = self.proposer.revise(phase, brief, validate)
+            outcome = self.proposer.revise(phase, brief, validate, out)
             log += [{"phase": phase, **attempt} for attempt in outcome.attempts]
             if outcome.budget_exhausted:
                 say(f"epoch {epoch}: the run's LLM budget is spent; no more proposals")
