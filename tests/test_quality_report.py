@@ -83,3 +83,10 @@ def test_the_report_files_are_written_whole(doc, tmp_path):
     paths = table.write(doc, tmp_path / "out")
     assert paths["png"].read_bytes()[:4] == b"\x89PNG"
     assert paths["markdown"].read_text() == table.markdown(doc)
+
+
+def test_a_table_with_nothing_computed_yet_is_still_a_well_formed_table():
+    doc = table.summarize(ROWS, {r.id: [] for r in ROWS}, Setting(tasks=40, seeds=(0, 1)), n_tasks=40)
+    rows = [line for line in table.markdown(doc).splitlines() if line.startswith("|")]
+    assert len({line.count("|") for line in rows}) == 1
+    assert doc["minimal_detectable_difference"]["value"] == pytest.approx(stats.minimal_detectable_difference(40, 2))

@@ -89,20 +89,20 @@ def markdown(doc: dict) -> str:
         if number == 2:   # the full row above its ablations
             ablated = {r["id"].split(" ")[0] for r in rows}
             rows = [r for r in doc["rows"] if r["table"] == 1 and r["id"] in ablated] + rows
-        lines += [f"**{title}**", "",
-                  "| row | P [95% CI] | " + " | ".join(cats) + " | Δ vs ρ0 wild [95% CI] | gap recovered [95% CI] |",
-                  "|---|---|" + "---|" * len(cats) + "---|---|"]
+        header = ["row", "P [95% CI]", *cats, "Δ vs ρ0 wild [95% CI]", "gap recovered [95% CI]"]
+        lines += [f"**{title}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for r in rows:
             if r.get("pending"):
-                lines.append(f"| {r['label']} | pending |" + " |" * len(cats) + " | |")
+                lines.append(f"| {r['label']} | pending |" + " |" * (len(cats) + 2))
                 continue
-            per_cat = " | ".join(f"{100 * r['per_category'][c]['value']:.1f}" if c in r["per_category"] else "" for c in cats)
+            per_cat = "".join((f"{100 * r['per_category'][c]['value']:.1f}" if c in r["per_category"] else "") + " | "
+                              for c in cats)
             vs = r.get("vs_rho0_wild")
             gap = r.get("gap_recovered")
             shown = {"rho0-wild": "0 (reference)", "rho0-labeled": "1 (reference)"}.get(r["id"])
             if shown is None:
                 shown = _ci(gap, pct=False) if gap else ("no gap" if "gap_recovered" in r else "—")
-            lines.append(f"| {r['label']} | {_ci(r['P'])} | {per_cat} | {_ci(vs) if vs else '—'} | {shown} |")
+            lines.append(f"| {r['label']} | {_ci(r['P'])} | {per_cat}{_ci(vs) if vs else '—'} | {shown} |")
         lines.append("")
     lines.append(mdd_sentence(doc))
     return "\n".join(lines) + "\n"
@@ -113,7 +113,7 @@ def mdd_sentence(doc: dict) -> str:
     if m["value"] is None:
         return "minimal detectable difference: no tasks"
     spread = (f"measured seed spread {m['seed_sd']:.3f}" if m["seed_sd_measured"]
-              else "seed spread not measured (one seed): a lower bound")
+              else "seed spread not measured: a lower bound")
     return (f"minimal detectable difference in P between two rows (power 0.8, α 0.05, {doc['tasks']} tasks × "
             f"{len(doc['setting']['seeds'])} seeds, base rate {m['base_rate']:.3f}, {spread}): {100 * m['value']:.1f} points")
 
