@@ -117,3 +117,15 @@ def test_what_a_user_gets_wrong_is_one_sentence_before_any_training(corpora, tmp
     assert bench(corpora, tmp_path / "c", "--budget", "sft_max_steps") == 2
     assert not (tmp_path / "c").exists()
     assert "error:" in capsys.readouterr().err
+
+
+def test_a_second_invocation_does_not_compute_in_a_cache_another_is_filling(corpora, tmp_path, capsys):
+    import fcntl
+
+    cache = tmp_path / "busy"
+    cache.mkdir()
+    with open(cache / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert bench(corpora, cache, "--rows", "rho0-wild", "--seeds", "1") == 2
+    assert "another `bench quality` is computing" in capsys.readouterr().err
+    assert not (cache / "trainings").exists()

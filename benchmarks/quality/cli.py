@@ -9,6 +9,8 @@ on the dev subset the loop uses.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import sys
 from pathlib import Path
 
@@ -37,6 +39,19 @@ def _budget(items: list[str]) -> dict:
             except ValueError:
                 pass
     return out
+
+
+@contextlib.contextmanager
+def _only_writer(cache: Path):
+    """One invocation computes cells in a cache at a time (a second would clear its partial cells)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"another `bench quality` is computing cells in {cache}; wait for it, "
+                            "use --report-only, or give another --cache") from None
+        yield
 
 
 def setting_of(args) -> Setting:
@@ -82,7 +97,7 @@ def cmd_bench_quality(args) -> int:
     if missing and not args.report_only:
         from tqdm import tqdm
 
-        with tqdm(total=len(missing), desc="cells", unit="cell", file=sys.stderr, disable=args.quiet,
+        with _only_writer(Path(args.cache)), tqdm(total=len(missing), desc="cells", unit="cell", file=sys.stderr, disable=args.quiet,
                   dynamic_ncols=True) as bar:
             for row, seed in missing:
                 bar.set_postfix_str(f"{row.id} seed {seed}")
