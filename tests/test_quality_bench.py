@@ -12,7 +12,8 @@ from evolver.errors import UserError
 from evolver.files import atomic_json
 from sandbox.corpus import corpus_sha256, load_corpus
 from sandbox.process_executor import ProcessExecutor
-from sandbox.workspace import Workspace, strategy_files
+from sandbox.strategy_files import strategy_files
+from sandbox.workspace import Workspace
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,7 @@ def test_the_benchmark_fills_its_table_then_answers_from_the_cache_without_train
         raise AssertionError("a cached cell was computed again")
 
     monkeypatch.setattr("trainer.train.train", no_work)
-    monkeypatch.setattr("benchmarks.eval_cli.evaluate_to_dir", no_work)
+    monkeypatch.setattr("benchmarks.evaluate.evaluate_to_dir", no_work)
     assert bench(corpora, cache, "--rows", "rho0-wild,rho0-labeled", "--seeds", "1") == 0
     assert json.loads((cache / "report-test" / "quality.json").read_text()) == doc
 
@@ -84,11 +85,8 @@ def test_a_runs_row_is_its_recorded_final_commit_with_its_ablations(corpora, tmp
     wild, labeled = corpora
     run = tmp_path / "run-x"
     ws = Workspace.create(run / "strategy", rows_mod.SEED_STRATEGY, params={"lambda": 0.3})
-    candidate = tmp_path / "candidate"
-    candidate.mkdir()
     code = (rows_mod.SEED_STRATEGY / "strategy.py").read_text() + "\n# epoch 1's change\n"
-    (candidate / "strategy.py").write_text(code)
-    sha = ws.commit_candidate(1, candidate, {"params.json": {"lambda": 0.3}}, "epoch 1 candidate", parent="best")
+    sha = ws.commit_candidate(1, {**ws.files("best"), "strategy.py": code.encode()}, "epoch 1 candidate")
     corpus = wild / "corpus.jsonl"
     atomic_json(run / "run.json", {"corpus": [str(corpus)], "corpus_sha256": corpus_sha256([str(corpus)]),
                                    "ablations": ["no-memory", "no-efficiency"]})

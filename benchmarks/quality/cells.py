@@ -7,7 +7,7 @@ evaluated on one task subset. Three caches, each keyed by the sha256 of what dec
                              strategy files × corpus bytes × curation seed × runtime
     CACHE/trainings/<key>/   the fixed recipe (trainer.train.train, a child process):
                              SFT and RL artifacts' hashes × recipe × profile × base × seed
-    CACHE/cells/<key>/       the evaluation (benchmarks.eval_cli.evaluate_to_dir) with
+    CACHE/cells/<key>/       the evaluation (benchmarks.evaluate.evaluate_to_dir) with
                              cell.json: training key × memory's hash × split × task ids × metric
 
 A cell's directory appears whole (written beside it, then renamed), so an interrupted benchmark
@@ -170,7 +170,7 @@ class Cells:
         used = self.inputs(row)
 
         def evaluate(tmp: Path) -> None:
-            from benchmarks.eval_cli import evaluate_to_dir
+            from benchmarks.evaluate import evaluate_to_dir
 
             s = self.setting
             doc = evaluate_to_dir(s.benchmark, s.split, tmp / "eval", tasks=s.tasks, metric=s.metric,

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from evolver.errors import UserError
-from sandbox.executor import PROJECT_ROOT, Limits
+from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits, make_executor
 
 from benchmarks.quality.cells import Cells, Setting
 from benchmarks.quality import rows as rows_mod
@@ -67,8 +67,6 @@ def setting_of(args) -> Setting:
 
 
 def cmd_bench_quality(args) -> int:
-    from sandbox.curate import make_executor
-
     def say(text: str) -> None:
         if not args.quiet:
             print(text, file=sys.stderr, flush=True)
@@ -143,7 +141,7 @@ def add_cli(sub) -> None:
     p.add_argument("--budget", nargs="+", default=[], metavar="KEY=VALUE",
                    help="override single profile budgets (e.g. sft_max_steps=2); part of the cache key")
     p.add_argument("--batch-size", type=int, default=8, help="evaluation batch size (default 8)")
-    p.add_argument("--sandbox", default="auto", choices=["auto", "docker", "process"])
+    p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategies (default: auto)")
     p.add_argument("--timeout", type=float, default=Limits.timeout_s, help="curation wall-clock limit in seconds")
     p.add_argument("--cache", type=Path, default=CACHE, help="cache directory (default runs/bench-quality)")
     p.add_argument("--out", type=Path, help="where quality.json/.md/.png go (default CACHE/report-SPLIT)")

@@ -56,7 +56,7 @@ def oracle_corpus(wild_dir: Path, cache: Path) -> Path:
 
 
 def _strategy(folder: Path) -> dict:
-    from sandbox.workspace import strategy_files
+    from sandbox.strategy_files import strategy_files
 
     return strategy_files(folder)
 
