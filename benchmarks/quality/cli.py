@@ -17,10 +17,7 @@ from pathlib import Path
 from evolver.errors import UserError
 from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits, make_executor
 
-from benchmarks.quality.cells import Cells, Setting
-from benchmarks.quality import rows as rows_mod
-from benchmarks.quality import table
-from benchmarks.quality.stats import minimal_detectable_difference
+from benchmarks.quality import TABLE1
 
 CACHE = PROJECT_ROOT / "runs" / "bench-quality"
 
@@ -54,7 +51,9 @@ def _only_writer(cache: Path):
         yield
 
 
-def setting_of(args) -> Setting:
+def setting_of(args):
+    from benchmarks.quality.cells import Setting
+
     if args.seeds < 1 or (args.tasks is not None and args.tasks < 1):
         raise UserError("--seeds and --tasks must be at least 1")
     if args.spread and args.seeds < 2:
@@ -67,12 +66,16 @@ def setting_of(args) -> Setting:
 
 
 def cmd_bench_quality(args) -> int:
+    from benchmarks.quality import rows as rows_mod
+    from benchmarks.quality import table
+    from benchmarks.quality.cells import Cells
+    from benchmarks.quality.stats import minimal_detectable_difference
     def say(text: str) -> None:
         if not args.quiet:
             print(text, file=sys.stderr, flush=True)
 
     setting = setting_of(args)
-    which = tuple(args.rows.split(",")) if args.rows else (("rho0-wild",) if args.spread else rows_mod.TABLE1)
+    which = tuple(args.rows.split(",")) if args.rows else (("rho0-wild",) if args.spread else TABLE1)
     if "runs" in which and not args.run:
         which = tuple(w for w in which if w != "runs")
     elif args.run and "runs" not in which:
@@ -129,7 +132,7 @@ def add_cli(sub) -> None:
                                              "(default: runs/corpora/BENCHMARK-wild-seed0, built if missing)")
     p.add_argument("--labeled", type=Path, help="labeled corpus directory (default: runs/corpora/BENCHMARK-labeled-seed0)")
     p.add_argument("--run", type=Path, nargs="+", help="finished run directories: their final strategies are rows")
-    p.add_argument("--rows", help=f"comma-separated Table 1 rows (default: {','.join(rows_mod.TABLE1)}; "
+    p.add_argument("--rows", help=f"comma-separated Table 1 rows (default: {','.join(TABLE1)}; "
                                   "with --spread: rho0-wild)")
     p.add_argument("--ablate", metavar="ROW", help="Table 2 for this row (rho0-wild, agentrefine, oracle, "
                                                    "rho0-labeled or a run's name): w/o SFT, w/o RL, w/o memory")

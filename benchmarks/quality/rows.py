@@ -14,11 +14,11 @@ from evolver.files import read_json
 from sandbox.corpus import corpus_sha256, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT
 
+from benchmarks.quality import TABLE1
 from benchmarks.quality.cells import ABLATIONS, Row
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
 AGENTREFINE = PROJECT_ROOT / "curation_strategies" / "agentrefine"
-TABLE1 = ("rho0-wild", "agentrefine", "runs", "oracle", "rho0-labeled")
 
 
 def default_corpus_dir(benchmark: str, setting: str, seed: int = 0) -> Path:
