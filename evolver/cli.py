@@ -13,6 +13,7 @@ from sandbox import image as sandbox_image
 from benchmarks import corpus_cli
 from trainer import cli as trainer_cli
 from benchmarks import eval_cli
+from benchmarks.quality import cli as quality_cli
 from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
@@ -147,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     corpus_cli.add_cli(sub)  # curateevo corpus build
     trainer_cli.add_cli(sub)  # curateevo train
     eval_cli.add_cli(sub)  # curateevo eval
+    quality_cli.add_cli(sub)  # curateevo bench quality
     return parser
 
 
