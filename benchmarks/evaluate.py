@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evolver.errors import UserError
-from evolver.files import atomic_write, sha256_file
+from evolver.files import atomic_write, is_empty_or_missing, sha256_file
 
 BENCHMARKS = ("bfcl", "bfcl-single", "replay")
 METRICS = ("task_success", "turn_pass", "step_accuracy")
@@ -72,7 +72,7 @@ def build_policy(*, base: str, adapter: str | None = None, endpoint: str | None 
 
 
 def _check_out(out: Path) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if not is_empty_or_missing(out):
         raise UserError(f"{out} exists and is not an empty directory")
 
 

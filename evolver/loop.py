@@ -28,13 +28,13 @@ from evolver.acceptance import Scores, make_rule
 from evolver.config import RunConfig
 from evolver.diagnose import diagnose
 from evolver.errors import UserError
-from evolver.files import atomic_json, read_json, read_jsonl
+from evolver.files import atomic_json, read_json, read_jsonl, sha256_files
 from evolver.objective import final_choice, objective
 from evolver.proposers import make_proposer
 from evolver.proposers.brief import Brief, Verdict
 from evolver.store import RunStore
 from sandbox.corpus import load_corpus
-from sandbox.curate import CurationFailed, bind_commit, execute, runtime_sha256, tree_sha256
+from sandbox.curate import CurationFailed, bind_commit, execute, runtime_sha256
 from sandbox.executor import PROJECT_ROOT, Limits, make_executor
 from sandbox.strategy_files import inputs_files
 from sandbox.workspace import Workspace
@@ -275,7 +275,7 @@ class DryRuns:
         return {**{k: v for k, v in files.items() if not k.startswith("inputs/")}, **self.inputs}
 
     def output(self, files: dict[str, bytes]) -> Path:
-        return self.outputs[tree_sha256(files)]
+        return self.outputs[sha256_files(files)]
 
     def validate(self, files: dict[str, bytes]) -> Verdict:
         """The dry run: the candidate curates the whole corpus in the sandbox and the host checker
@@ -286,7 +286,7 @@ class DryRuns:
         verdict, hashes = check_candidate(full, self.corpus, self.executor, self.parent, out, seed=self.cfg.seed,
                                           n_ref=self.cfg.n_ref, timeout_s=self.cfg.curation_timeout_s)
         if verdict.ok:
-            self.outputs[tree_sha256(full)] = out
+            self.outputs[sha256_files(full)] = out
         return verdict
 
 

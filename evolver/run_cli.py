@@ -9,7 +9,7 @@ from pathlib import Path
 
 from evolver.config import RUN_OPTIONS, RunConfig, llm_mapping, merge_options, option_values, resolve
 from evolver.errors import UserError
-from evolver.files import read_jsonl
+from evolver.files import read_jsonl, sha256_bytes, sha256_file
 from evolver.store import RunStore
 from evolver.tables import epoch_rows, format_log, format_stages
 from sandbox.corpus import corpus_sha256
@@ -78,23 +78,22 @@ def create_run(options: dict) -> RunStore:
 
 
 def cmd_run(args) -> int:
-    from evolver.loop import run_epochs
-
     store = create_run(run_options(args))
     print(f"run directory: {store.root}")
-    final = run_epochs(store)
-    print(format_log(store))
-    print(f"\nfinal strategy: epoch {final['epoch']} ({final['commit'][:10]}), P = {final['P']:.4f}, C = {final['C']:.4f}")
-    return 0
+    return run_and_report(store)
 
 
 def cmd_resume(args) -> int:
-    from evolver.loop import run_epochs
-
     store = RunStore.open(Path(args.run))
     cfg = run_config(store)
     if corpus_sha256(list(cfg.corpus)) != cfg.corpus_sha256:
         raise UserError(f"the corpus of {args.run} changed since the run started; nothing was run")
+    return run_and_report(store)
+
+
+def run_and_report(store: RunStore) -> int:
+    from evolver.loop import run_epochs
+
     final = run_epochs(store)
     print(format_log(store))
     print(f"\nfinal strategy: epoch {final['epoch']} ({final['commit'][:10]}), P = {final['P']:.4f}, C = {final['C']:.4f}")
@@ -137,11 +136,9 @@ def epoch_artifacts(run: Path, epoch: int) -> Path:
 def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bool:
     """Train and/or evaluate the epoch again in a temporary directory and compare with the record
     (no sandbox and no proposer is made: a retrain needs neither)."""
-    import hashlib
     import tempfile
 
     from evolver.loop import evaluate_epoch, train_epoch
-    from evolver.store import sha256_path
 
     store = RunStore.open(Path(run))
     cfg, artifacts = run_config(store), store.epoch_dir(epoch) / "artifacts"
@@ -152,8 +149,8 @@ def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bo
             if retrain:
                 trained = train_epoch(cfg, artifacts, Path(tmp) / f"train-s{seed}", seed)
                 new, old = Path(trained["adapter"] or Path(tmp) / "none"), Path(adapter)
-                match = new.exists() and old.exists() and sha256_path(new / "adapter_model.safetensors") == \
-                    sha256_path(old / "adapter_model.safetensors")
+                match = new.exists() and old.exists() and sha256_file(new / "adapter_model.safetensors") == \
+                    sha256_file(old / "adapter_model.safetensors")
                 print(f"retrain seed {seed}: adapter weights {'identical' if match else 'DIFFER'}")
                 same &= match
                 adapter = trained["adapter"] or adapter
@@ -163,7 +160,7 @@ def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bo
                 recorded = read_jsonl(store.epoch_dir(epoch) / f"eval-s{seed}" / "trajectories.jsonl")
                 replayed = read_jsonl(Path(tmp) / f"eval-s{seed}" / "trajectories.jsonl")
                 outcomes = [(t["id"], t["outcome"]) for t in recorded] == [(t["id"], t["outcome"]) for t in replayed]
-                digest = lambda rows: hashlib.sha256(json.dumps([r["messages"] for r in rows]).encode()).hexdigest()
+                digest = lambda rows: sha256_bytes(json.dumps([r["messages"] for r in rows]).encode())
                 match = outcomes and digest(recorded) == digest(replayed)
                 print(f"reeval seed {seed}: P {again['P']:.4f}, trajectories {'identical' if match else 'DIFFER'}")
                 same &= match

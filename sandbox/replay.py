@@ -13,7 +13,8 @@ from pathlib import Path
 
 from evolver.errors import UserError
 from sandbox.corpus import corpus_sha256, load_corpus
-from sandbox.curate import ARTIFACT_FILES, execute, runtime_sha256, tree_sha256
+from evolver.files import sha256_files
+from sandbox.curate import ARTIFACT_FILES, execute, runtime_sha256
 from sandbox.executor import Executor
 from sandbox.workspace import strategy_files
 
@@ -75,7 +76,7 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
         raise UserError(f"corpus mismatch: {', '.join(paths)} has sha256 {actual[:12]}…, the manifest "
                         f"recorded {manifest['corpus']['sha256'][:12]}…; nothing was run")
     files = strategy_files(src / "strategy")
-    if tree_sha256(files) != manifest["strategy"]["files_sha256"]:
+    if sha256_files(files) != manifest["strategy"]["files_sha256"]:
         raise UserError(f"strategy mismatch: {src / 'strategy'} no longer matches the manifest; nothing was run")
     if runtime_sha256() != manifest["runtime_sha256"]:
         raise UserError("runtime mismatch: the runtime, toolkit or sandbox packages changed since this output "

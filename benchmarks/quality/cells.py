@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Callable
 
 from evolver.errors import UserError
-from evolver.files import atomic_json, read_json, read_jsonl
+from evolver.files import atomic_json, read_json, read_jsonl, sha256_files
 from sandbox.corpus import load_corpus
-from sandbox.curate import execute, runtime_sha256, tree_sha256
+from sandbox.curate import execute, runtime_sha256
 from sandbox.executor import Limits
 
 ABLATIONS = ("no-sft", "no-rl", "no-memory")
@@ -116,7 +116,7 @@ class Cells:
     def curation(self, row: Row) -> Path:
         """The row's curated artifacts (manifest.json, sft/rl/memory.jsonl), executed once."""
         corpus = load_corpus([str(row.corpus)])
-        key = _key({"strategy": tree_sha256(row.files), "corpus": corpus.sha256, "seed": self.setting.curation_seed,
+        key = _key({"strategy": sha256_files(row.files), "corpus": corpus.sha256, "seed": self.setting.curation_seed,
                     "runtime": self._runtime})
         out = self.root / "curations" / key
         if not (out / "manifest.json").is_file():
