@@ -109,21 +109,51 @@ def cmd_diff(args) -> int:
     return 0
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help line ends with its default, unless it has none or says it already."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default in (None, False, [], argparse.SUPPRESS) or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """`curateevo`'s parsers: defaults shown in every help line."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("curateevo")
+    except PackageNotFoundError:   # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="curateevo", description="Evolve the code that curates agent training data.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = Parser(prog="curateevo", description="Evolve the code that curates agent training data.")
+    parser.add_argument("--version", action="version", version=f"curateevo {version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
 
     p = sub.add_parser("curate", help="execute one strategy once and show its profile")
     p.add_argument("--strategy", type=Path, default=SEED_STRATEGY, help="strategy.py or its directory (default: seed ρ0)")
     p.add_argument("--corpus", type=Path, nargs="+", default=[SAMPLE_CORPUS], help="raw corpus JSONL file(s)")
-    p.add_argument("--format", default="auto", choices=["auto", "canonical", "sharegpt", "adp"])
+    p.add_argument("--format", default="auto", choices=["auto", "canonical", "sharegpt", "adp"],
+                   help="corpus format; auto detects it per file")
     p.add_argument("--skip-bad-lines", action="store_true", help="skip and count invalid corpus lines instead of aborting")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/curate-<time>)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the curation seed (ctx.rng)")
     p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategy (default: auto)")
     p.add_argument("--timeout", type=float, default=Limits.timeout_s, help="wall-clock limit in seconds")
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress messages")
     p.set_defaults(func=cmd_curate)
 
     p = sub.add_parser("replay", help="re-execute a curation output (or a run's epoch) into an empty directory and compare bytes")

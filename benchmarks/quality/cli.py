@@ -127,7 +127,7 @@ def add_cli(sub) -> None:
     p = bsub.add_parser("quality", help="the paper's Tables 1 and 2: does evolved curation beat no curation?",
                         description="Train the fixed recipe on each row's curated data with several seeds and "
                                     "evaluate on a held-out, category-balanced test subset; every cell is cached.")
-    p.add_argument("--benchmark", default="bfcl-single", choices=["bfcl-single", "bfcl"])
+    p.add_argument("--benchmark", default="bfcl-single", choices=["bfcl-single", "bfcl"], help="the benchmark whose test split scores every row")
     p.add_argument("--wild", type=Path, help="wild corpus directory with noise_labels.json "
                                              "(default: runs/corpora/BENCHMARK-wild-seed0, built if missing)")
     p.add_argument("--labeled", type=Path, help="labeled corpus directory (default: runs/corpora/BENCHMARK-labeled-seed0)")
@@ -151,5 +151,5 @@ def add_cli(sub) -> None:
     p.add_argument("--spread", action="store_true", help="report the run-to-run spread of P between seeds "
                                                          "and the acceptance margin it implies (dev split)")
     p.add_argument("--report-only", action="store_true", help="compute no cell; report what the cache holds")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench_quality)
