@@ -60,6 +60,7 @@ class Epochs:
         self.ws = Workspace.open(store.root / "strategy")
         check_workspace(store, self.ws)
         self.rule = make_rule(self.cfg)
+        self._t0, self._ran, self._timed = None, set(), []
 
     # what only some stages need is made when first used (a retrain needs no sandbox, no agent)
     @functools.cached_property
@@ -99,12 +100,30 @@ class Epochs:
         if done is not None:
             return done.get("result")
         t0 = time.monotonic()
-        say(f"epoch {epoch} · {name} …")
+        self._t0 = self._t0 or t0
+        self._ran.add(epoch)
+        say(f"{self.progress(epoch)} · {name} …")
         if self.llm is not None:
             run = self._metered(run)
         result = self.store.stage(epoch, name, run, outputs)
-        say(f"epoch {epoch} · {name} done in {time.monotonic() - t0:.1f} s")
+        say(f"{self.progress(epoch)} · {name} done in {time.monotonic() - t0:.1f} s")
         return result
+
+    def progress(self, epoch: int) -> str:
+        """`epoch 1 (2/3, ETA 25 min)`: where the run is, and when it should end at the pace of
+        the epochs this process ran (a resumed run's skipped stages do not count)."""
+        if epoch < 0:
+            return "run"
+        eta = ""
+        if self._timed:
+            per_epoch = (time.monotonic() - self._t0) / len(self._timed)
+            eta = f", ETA {per_epoch * max(0, self.cfg.epochs - 1 - self._timed[-1]) / 60:.0f} min"
+        return f"epoch {epoch} ({epoch + 1}/{self.cfg.epochs}{eta})"
+
+    def finished(self, epoch: int) -> None:
+        """Epoch `epoch` is done (decided, diagnosed, proposed on): if it ran here, it times the ETA."""
+        if epoch in self._ran:
+            self._timed.append(epoch)
 
     def _metered(self, run):
         """`run` with the LLM usage it caused added to its result (tokens, USD, calls, time)."""
@@ -356,6 +375,7 @@ def run_epochs(store: RunStore) -> dict:
             ep.stage(epoch, "propose", lambda: ep.propose(epoch),
                      lambda result: [store.epoch_dir(epoch) / "evolve"] +
                      ([store.epoch_dir(epoch + 1) / "artifacts"] if result.get("candidate") else []))
+        ep.finished(epoch)
     evaluated = [d for d in ep.decisions() if d.get("P") is not None]
     final = final_choice(evaluated)
     return ep.stage(-1, "final", lambda: {"epoch": final["epoch"], "commit": final["commit"], "P": final["P"], "C": final["C"]})
