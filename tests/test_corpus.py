@@ -169,13 +169,13 @@ def test_non_utf8_line_is_reported_with_its_byte_offset(tmp_path):
 
 def test_duplicate_id_names_the_line_of_the_first_occurrence(tmp_path):
     path = write_lines(tmp_path / "in.jsonl", [canon(raw("a")), GOOD, canon(raw("a"))])
-    assert expect_error(path) == f"{path}:3: duplicate id 'a', first seen at line 1"
+    assert expect_error(path) == f"{path}:3: duplicate id 'a', first seen at line 1; give each record its own id (or drop the repeat)"
 
 
 def test_duplicate_id_across_files_names_the_other_file(tmp_path):
     one = write_lines(tmp_path / "one.jsonl", [canon(raw("a"))])
     two = write_lines(tmp_path / "two.jsonl", [canon(raw("b")), canon(raw("a"))])
-    assert expect_error([one, two]) == f"{two}:2: duplicate id 'a', first seen at {one}:1"
+    assert expect_error([one, two]) == f"{two}:2: duplicate id 'a', first seen at {one}:1; give each record its own id (or drop the repeat)"
 
 
 def test_empty_file_is_reported_at_line_one(tmp_path):
@@ -347,7 +347,7 @@ def test_adp_trajectory_with_actions_and_observations_converts_to_valid_canonica
     assert corpus.format == "adp"
     rec = corpus.records[0]
     assert check_raw(rec) is None
-    assert rec["id"] == "adp_1" and rec["source"] == "demo_adp"
+    assert rec["id"] == "adp/adp_1" and rec["source"] == "demo_adp"  # qualified by its file
     assert rec["task"] == "Find the file size of a.txt"
     msgs = rec["messages"]
     assert [m["role"] for m in msgs] == ["user", "assistant", "tool", "assistant", "tool", "user",
@@ -398,7 +398,7 @@ def test_mixed_formats_in_one_file_load_as_mixed(tmp_path):
     path = write_lines(tmp_path / "mix.jsonl", [GOOD, json.dumps(sg), json.dumps(ADP)])
     corpus = load_corpus(path)
     assert corpus.format == "mixed"
-    assert [r["id"] for r in corpus.records] == ["good", "mix.jsonl:2", "adp_1"]
+    assert [r["id"] for r in corpus.records] == ["good", "mix.jsonl:2", "mix/adp_1"]
 
 
 # --------------------------------------------------------------------------- size and hash
