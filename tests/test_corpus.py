@@ -314,7 +314,8 @@ def test_sharegpt_call_to_tool_missing_from_given_tools_is_reported(tmp_path):
     path = write_lines(tmp_path / "sg.jsonl", [json.dumps(line)])
     message = expect_error(path)
     assert message == (f"{path}:1: messages[1].tool_calls[0]: call to tool 'rm', which is not "
-                       "in tools (in the canonical record converted from sharegpt)")
+                       "in tools (in the canonical record converted from sharegpt); add its schema to "
+                       "tools or leave the record out")
 
 
 # --------------------------------------------------------------------------- ADP

@@ -102,9 +102,10 @@ def convert_record(obj: Any, fmt: str = "auto", default_id: str = "",
                         "(ToolBench) or an ADP 'content' list of actions and observations")
     if _REQUIRED[kind] not in obj:
         raise BadRecord(f"{_REQUIRED[kind]}: missing (format {kind})")
+    if kind == "canonical" and canonical_unchanged(obj) and check_raw(obj) is None:
+        return obj, kind                      # already canonical: kept byte for byte
     if kind == "canonical":
-        record = obj if canonical_unchanged(obj) and check_raw(obj) is None else \
-            convert_openai(obj, default_id)
+        record = convert_openai(obj, default_id)
     elif kind == "sharegpt":
         record = convert_sharegpt(obj, default_id)
     elif kind == "tau-bench":
@@ -115,8 +116,9 @@ def convert_record(obj: Any, fmt: str = "auto", default_id: str = "",
         record = convert_adp(obj, default_id, scope)
     error = check_raw(record)
     if error:
-        raise BadRecord(error if record is obj else
-                        f"{error} (in the canonical record converted from {kind})")
+        fix = "; add its schema to tools or leave the record out" if "not in tools" in error else ""
+        origin = "" if kind == "canonical" else f" (in the canonical record converted from {kind})"
+        raise BadRecord(f"{error}{origin}{fix}")
     return record, kind
 
 
