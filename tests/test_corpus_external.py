@@ -4,7 +4,9 @@ user; what cannot be converted is refused in one line naming the file and the re
 Fixtures: ../shared/fixtures/external (see its README) and tests/fixtures/external
 (tau-bench: sierra-research/tau-bench @ 59a200c historical_trajectories/gpt-4o-airline.json,
 5 of 200 trajectories re-serialised with indent=2; ToolBench: OpenBMB/ToolBench @ d56fdd8
-data_example/answer/, 4 answer files as published)."""
+data_example/answer/, 4 answer files as published; SWE-agent: SWE-agent/SWE-agent @ 3ea751c
+trajectories/demonstrations/function_calling_simple.traj, .../ctf/misc/networking_1.traj and
+tests/test_data/trajectories/gpt4__swe-agent-test-repo__.../6e44b9__sweagenttestrepo-1c2844.traj)."""
 from __future__ import annotations
 
 import json
@@ -23,6 +25,7 @@ SHARED = ROOT.parent / "shared" / "fixtures" / "external"
 LOCAL = ROOT / "tests" / "fixtures" / "external"
 TAU = LOCAL / "tau-bench-gpt-4o-airline.sample.json"
 TOOLBENCH = LOCAL / "toolbench-answer"
+SWE_AGENT = LOCAL / "swe-agent"
 
 
 def unanswered(record) -> int:
@@ -108,10 +111,27 @@ def test_toolbench_answer_folder_converts_legacy_function_calls_and_refuses_an_e
         load_corpus(TOOLBENCH)
 
 
+def test_swe_agent_traj_files_load_from_their_history():
+    from curation_strategies import toolkit as tk
+
+    corpus = load_corpus(SWE_AGENT)
+    assert corpus.format == "swe-agent" and corpus.skipped == ()
+    by_name = {r["id"].rsplit("/", 1)[1]: r for r in corpus.records}
+    assert set(by_name) == {"6e44b9__sweagenttestrepo-1c2844.traj", "function_calling_simple.traj",
+                            "networking_1.traj"}
+    calls = by_name["function_calling_simple.traj"]
+    assert [t["function"]["name"] for t in calls["tools"]] == ["find_file", "open", "edit", "bash", "submit"]
+    assert all(unanswered(r) == 0 for r in corpus.records)
+    assert "trajectory" not in calls["meta"].get("extra", {})     # it repeats the history
+    assert not tk.is_abandoned(calls)                              # ends on submit's result
+    text_only = by_name["networking_1.traj"]                       # older SWE-agent: actions as text
+    assert "tools" not in text_only and text_only["meta"]["extra"]["info"]["exit_status"]
+
+
 def test_several_real_sources_load_together_with_unique_ids_and_a_stable_hash():
-    paths = [SHARED / "adp", TAU, SHARED / "fireact-hotpotqa-gpt_format.jsonl"]
+    paths = [SHARED / "adp", TAU, SHARED / "fireact-hotpotqa-gpt_format.jsonl", SWE_AGENT]
     corpus = load_corpus(paths)
-    assert corpus.format == "mixed" and len(corpus.records) == 72 + 5 + 200
+    assert corpus.format == "mixed" and len(corpus.records) == 72 + 5 + 200 + 3
     assert len({r["id"] for r in corpus.records}) == len(corpus.records)
     assert corpus.sha256 == corpus_sha256(paths) == load_corpus(paths).sha256
     assert corpus_kind(corpus.records) == "replay"
@@ -141,7 +161,7 @@ def test_an_array_cut_short_is_one_line_naming_the_file_and_line(tmp_path):
 @pytest.mark.parametrize("make, what", [
     (lambda d: (os.mkfifo(d / "pipe.jsonl"), d / "pipe.jsonl")[1], "is a FIFO"),
     (lambda d: Path("/dev/zero"), "is a character device"),
-    (lambda d: (d / "empty").mkdir() or d / "empty", "is a directory with no .json or .jsonl files"),
+    (lambda d: (d / "empty").mkdir() or d / "empty", "is a directory with no .json, .jsonl or .traj files"),
 ])
 def test_a_fifo_a_device_or_an_empty_folder_is_refused_at_once(tmp_path, make, what):
     path = make(tmp_path)

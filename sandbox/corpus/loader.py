@@ -16,14 +16,14 @@ from evolver.errors import UserError
 from evolver.files import atomic_write
 from sandbox.corpus.adp import convert_adp
 from sandbox.corpus.common import BadRecord, json_type
-from sandbox.corpus.openai import (canonical_unchanged, convert_openai, convert_tau_bench,
-                                   convert_toolbench)
+from sandbox.corpus.openai import (canonical_unchanged, convert_openai, convert_swe_agent,
+                                   convert_tau_bench, convert_toolbench)
 from sandbox.corpus.reading import (DEFAULT_MAX_LINE_BYTES, CorpusFile, corpus_files,
                                     file_sha256, units)
 from sandbox.corpus.sharegpt import convert_sharegpt
 from sandbox.schemas import canonical_json, check_raw
 
-FORMATS = ("canonical", "sharegpt", "adp", "tau-bench", "toolbench")
+FORMATS = ("canonical", "sharegpt", "adp", "tau-bench", "toolbench", "swe-agent")
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,8 @@ def detect_format(obj: Mapping) -> str | None:
         return "tau-bench"
     if isinstance(obj.get("answer_generation"), dict):
         return "toolbench"
+    if isinstance(obj.get("history"), list):
+        return "swe-agent"
     content = obj.get("content")
     if isinstance(content, list) and (
             "schema_version" in obj or not content
@@ -86,7 +88,7 @@ def detect_format(obj: Mapping) -> str | None:
 
 
 _REQUIRED = {"canonical": "messages", "sharegpt": "conversations", "adp": "content",
-             "tau-bench": "traj", "toolbench": "answer_generation"}
+             "tau-bench": "traj", "toolbench": "answer_generation", "swe-agent": "history"}
 
 
 def convert_record(obj: Any, fmt: str = "auto", default_id: str = "",
@@ -99,7 +101,8 @@ def convert_record(obj: Any, fmt: str = "auto", default_id: str = "",
     if kind is None:
         raise BadRecord("unrecognised record: expected 'messages' (OpenAI/canonical), "
                         "'conversations' (ShareGPT), 'traj' (tau-bench), 'answer_generation' "
-                        "(ToolBench) or an ADP 'content' list of actions and observations")
+                        "(ToolBench), 'history' (SWE-agent .traj) or an ADP 'content' list of "
+                        "actions and observations")
     if _REQUIRED[kind] not in obj:
         raise BadRecord(f"{_REQUIRED[kind]}: missing (format {kind})")
     if kind == "canonical" and canonical_unchanged(obj) and check_raw(obj) is None:
@@ -112,6 +115,8 @@ def convert_record(obj: Any, fmt: str = "auto", default_id: str = "",
         record = convert_tau_bench(obj, default_id)
     elif kind == "toolbench":
         record = convert_toolbench(obj, default_id)
+    elif kind == "swe-agent":
+        record = convert_swe_agent(obj, default_id)
     else:
         record = convert_adp(obj, default_id, scope)
     error = check_raw(record)

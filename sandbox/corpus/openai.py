@@ -24,7 +24,10 @@ Two published file layouts carry such messages under another key:
   `reward` (1.0 or 0.0, tau-bench's task success) becomes the outcome;
 - ToolBench answer files: `{"win", "answer_generation": {"train_messages": [[...], ...],
   "function": [schemas], ...}, ...}`; the last (longest) of `train_messages` is the trajectory,
-  `function` its tools and `win` its success.
+  `function` its tools and `win` its success;
+- SWE-agent `.traj` files: `{"history": [messages], "trajectory": [steps], "info", ...}`; the
+  history is what the model saw (a tool result names its call in `tool_call_ids`, a list of one);
+  `trajectory` repeats it step by step and is not kept; `info` (exit status, submission) is.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from sandbox.schemas import ROLES, canonical_json
 
 CANONICAL_KEYS = frozenset(("id", "source", "task", "tools", "messages", "outcome", "meta"))
 _MESSAGE_KEYS = frozenset(("role", "content", "tool_calls", "tool_call_id", "name"))
+_SWE_AGENT_DROPPED = ("trajectory", "replay_config")
 _TEXT_PARTS = ("text", "input_text", "output_text")
 _REASONING_PARTS = ("reasoning", "thinking")
 _MEDIA_PARTS = ("image_url", "image", "input_image", "input_audio", "audio", "file", "video")
@@ -255,6 +259,26 @@ def convert_toolbench(obj: dict, default_id: str) -> dict:
                             default_id)
     record["source"] = "toolbench"
     record["outcome"] = {"success": win if isinstance(win, bool) else None, "reward": None}
+    return record
+
+
+def convert_swe_agent(obj: dict, default_id: str) -> dict:
+    history = obj["history"]
+    if not isinstance(history, list):
+        raise BadRecord(f"history: must be a list of messages, not {json_type(history)}")
+    messages = []
+    for i, m in enumerate(history):
+        ids = m.get("tool_call_ids") if isinstance(m, dict) else None
+        if ids is not None:
+            if not (isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], str)):
+                raise BadRecord(f"history[{i}].tool_call_ids: one observation answering "
+                                f"{ids!r} cannot be split into one result per call; leave the "
+                                "record out")
+            m = {**{k: v for k, v in m.items() if k != "tool_call_ids"}, "tool_call_id": ids[0]}
+        messages.append(m)
+    kept = {k: v for k, v in obj.items() if k != "history" and k not in _SWE_AGENT_DROPPED}
+    record = convert_openai({**kept, "messages": messages}, default_id)
+    record["source"] = "swe-agent"
     return record
 
 

@@ -1,7 +1,7 @@
 """Reading corpus files: which files a path names, and the JSON values ("units") each holds.
 
-A corpus path is a regular file or a folder; a folder stands for its `*.json` and `*.jsonl`
-files (searched recursively, hidden ones skipped, in sorted path order). Anything else (a FIFO,
+A corpus path is a regular file or a folder; a folder stands for its `*.json`, `*.jsonl` and
+`*.traj` files (searched recursively, hidden ones skipped, in sorted path order). Anything else (a FIFO,
 a device, a socket) is refused before it is opened, so nothing blocks or reads without end.
 
 A file is read in one of three layouts, told apart by its first bytes:
@@ -29,7 +29,7 @@ from evolver.errors import UserError
 
 DEFAULT_MAX_LINE_BYTES = 64 * 2**20
 _SKIP_CHUNK = 2**20
-_SUFFIXES = (".json", ".jsonl")
+_SUFFIXES = (".json", ".jsonl", ".traj")   # .traj: SWE-agent's one trajectory per file
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
@@ -98,7 +98,7 @@ def corpus_files(paths) -> list[CorpusFile]:
             found += [os.path.join(root, f) for f in files
                       if f.endswith(_SUFFIXES) and not f.startswith(".")]
         if not found:
-            raise UserError(f"{path}: is a directory with no .json or .jsonl files; give a corpus "
+            raise UserError(f"{path}: is a directory with no .json, .jsonl or .traj files; give a corpus "
                             "file or a folder of them")
         top = os.path.basename(os.path.normpath(path))
         for f in sorted(found, key=lambda p: os.path.relpath(p, path)):
