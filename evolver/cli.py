@@ -63,17 +63,24 @@ def cmd_curate(args) -> int:
         atomic_write(Path(result.out_dir) / "skipped.jsonl",
                      "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))
     curated = {kind: read_jsonl(Path(result.out_dir) / f"{kind}.jsonl") for kind in ("sft", "rl")}
-    length = profile_length_report(curated["sft"], curated["rl"], args.profile, args.max_length)
+    try:
+        length = profile_length_report(curated["sft"], curated["rl"], args.profile, args.max_length)
+    except UserError as exc:   # advisory here: the artifacts stand without it
+        length = exc
+    read = len(corpus.records) + len(corpus.skipped_lines)
+    lines_read = {"read": read, "skipped": len(corpus.skipped_lines),
+                  "retained": result.profile["raw"]["retained"]}
     if args.json:
-        print(json.dumps({**result.profile, "length": length.to_json()}, indent=2, sort_keys=True))
+        shown = {**result.profile, "lines": lines_read,
+                 "length": length.to_json() if not isinstance(length, UserError) else str(length)}
+        print(json.dumps(shown, indent=2, sort_keys=True))
     else:
         print(format_profile(result.profile))
-        print(f"length ({args.profile})  {length.summary()}")
+        print(f"length ({args.profile})  " + (f"not measured: {length}" if isinstance(length, UserError)
+                                             else length.summary()))
         if corpus.skipped_lines:
-            retained = result.profile["raw"]["retained"]
-            total = len(corpus.records) + len(corpus.skipped_lines)
-            print(f"skipped lines  {len(corpus.skipped_lines)} of {total} (listed in skipped.jsonl); "
-                  f"retained {retained} of {total} read ({retained / total:.1%})")
+            print(f"skipped lines  {len(corpus.skipped_lines)} of {read} (listed in skipped.jsonl); "
+                  f"retained {lines_read['retained']} of {read} read ({lines_read['retained'] / read:.1%})")
         secs = result.execution["seconds"]
         print(f"\nartifacts in {result.out_dir} (executed in {secs['execute']:.2f} s, total {secs['total']:.2f} s)")
     return 0

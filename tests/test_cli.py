@@ -74,10 +74,11 @@ def test_skip_bad_lines_curates_the_valid_ones(tmp_path, capsys):
     shown = json.loads(capsys.readouterr().out)
     assert shown["raw"]["records"] == 1
     assert shown["length"]["sft_records"] == 1 and shown["length"]["survivors"] >= 1
+    assert shown["lines"] == {"read": 2, "skipped": 1, "retained": 1}
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["corpus"]["skipped_lines"] == 1
     skipped = [json.loads(line) for line in (tmp_path / "out" / "skipped.jsonl").read_text().splitlines()]
-    assert skipped == [{"where": f"{corpus}:2", "path": str(corpus), "line": 2,
+    assert skipped == [{"path": str(corpus), "line": 2, "index": None,
                         "reason": "not JSON: Expecting value at column 1"}]
 
 

@@ -147,6 +147,20 @@ def test_holdout_is_a_deterministic_tenth_that_ignores_record_order():
     assert holdout(records, seed=1)[1] != dev
 
 
+def test_a_bad_array_element_is_named_by_line_and_index_and_the_others_load(tmp_path):
+    records = json.loads((SHARED / "llamafactory-glaive_toolcall_en_demo.json").read_text())
+    records[3]["conversations"][0]["from"] = "narrator"
+    path = tmp_path / "glaive.json"
+    path.write_text(json.dumps(records, indent=2))
+    starts = [i + 1 for i, text in enumerate(path.read_text().splitlines()) if text == "  {"]
+    corpus = load_corpus(path, on_error="skip")
+    assert len(corpus.records) == 199
+    (skip,) = corpus.skipped_lines
+    assert (skip.path, skip.line, skip.index) == (str(path), starts[3], 3)
+    assert str(skip).startswith(f"{path}:{starts[3]} [3]: conversations[0].from: unknown speaker 'narrator'")
+    assert corpus.records[3]["id"] == "glaive.json[4]"                          # ids by position
+
+
 def test_an_array_cut_short_is_one_line_naming_the_file_and_line(tmp_path):
     text = (SHARED / "adp" / "eto.sample_std.json").read_text()
     cut = tmp_path / "eto.json"

@@ -18,7 +18,7 @@ from sandbox.corpus.adp import convert_adp
 from sandbox.corpus.common import BadRecord, json_type
 from sandbox.corpus.openai import (canonical_unchanged, convert_openai, convert_swe_agent,
                                    convert_tau_bench, convert_toolbench)
-from sandbox.corpus.reading import (DEFAULT_MAX_LINE_BYTES, CorpusFile, corpus_files,
+from sandbox.corpus.reading import (DEFAULT_MAX_LINE_BYTES, CorpusFile, Unit, corpus_files,
                                     file_sha256, units)
 from sandbox.corpus.sharegpt import convert_sharegpt
 from sandbox.schemas import canonical_json, check_raw
@@ -29,17 +29,20 @@ FORMATS = ("canonical", "sharegpt", "adp", "tau-bench", "toolbench", "swe-agent"
 @dataclass(frozen=True)
 class SkippedLine:
     """A value of the corpus that was not loaded, and why."""
-    where: str     # "path:line" or "path:line [i]"
+    path: str
+    line: int
+    index: int | None      # its position in a JSON array, else None
     reason: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}" + (f" [{self.index}]" if self.index is not None else "")
 
     def __str__(self) -> str:
         return f"{self.where}: {self.reason}"
 
     def to_json(self) -> dict:
-        path, _, rest = self.where.rpartition(":")
-        line = rest.split(" ", 1)[0]
-        return {"where": self.where, "path": path, "line": int(line) if line.isdigit() else None,
-                "reason": self.reason}
+        return {"path": self.path, "line": self.line, "index": self.index, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -169,25 +172,26 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
     records: list[dict] = []
     skipped: list[SkippedLine] = []
     kinds: set[str] = set()
-    first_seen: dict[str, str] = {}
+    first_seen: dict[str, Unit] = {}
     digests: list[tuple[str, str]] = []
 
-    def bad(where: str, reason: str) -> None:
+    def bad(unit: Unit, reason: str) -> None:
+        skip = SkippedLine(unit.path, unit.line, unit.index, reason)
         if on_error == "abort":
-            raise UserError(f"{where}: {reason}")
-        skipped.append(SkippedLine(where, reason))
+            raise UserError(str(skip))
+        skipped.append(skip)
 
     for file in files:
         hasher = hashlib.sha256()
         stem = _stem(file.label)
         for ordinal, unit in enumerate(units(file, max_line_bytes, hasher)):
             if unit.error is not None:
-                bad(unit.where, unit.error)
+                bad(unit, unit.error)
                 continue
             try:
                 record, kind = convert_record(unit.value, fmt, unit.default_id, stem)
             except BadRecord as exc:
-                bad(unit.where, str(exc))
+                bad(unit, str(exc))
                 continue
             rid = record["id"]
             if kind == "adp" and rid in first_seen:
@@ -195,12 +199,12 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
                 rid = record["id"]
             seen = first_seen.get(rid)
             if seen is not None:
-                here = unit.where.rsplit(":", 1)[0]
-                at = f"line {seen.rsplit(':', 1)[1]}" if seen.rsplit(":", 1)[0] == here else seen
-                bad(unit.where, f"duplicate id {rid!r}, first seen at {at}; give each record its "
-                                "own id (or drop the repeat)")
+                at = seen.where.replace(f"{seen.path}:", "line ", 1) if seen.path == unit.path \
+                    else seen.where
+                bad(unit, f"duplicate id {rid!r}, first seen at {at}; give each record its own "
+                          "id (or drop the repeat)")
                 continue
-            first_seen[rid] = unit.where
+            first_seen[rid] = unit
             kinds.add(kind)
             records.append(record)
         digests.append((_digest_name(file), hasher.hexdigest()))

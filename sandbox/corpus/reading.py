@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from evolver.errors import UserError
@@ -43,11 +43,17 @@ class CorpusFile:
 @dataclass(frozen=True)
 class Unit:
     """One JSON value of a file, or the reason it cannot be read."""
-    where: str                 # "path:line" or "path:line [i]"
-    line: int
+    path: str
+    line: int                  # where the value starts
+    index: int | None          # its position in a JSON array, else None
     default_id: str            # the id a record without one gets
     value: Any = None
     error: str | None = None
+
+    @property
+    def where(self) -> str:
+        """`path:line`, or `path:line [index]` for an array element."""
+        return f"{self.path}:{self.line}" + (f" [{self.index}]" if self.index is not None else "")
 
 
 def _kind_refusal(path: str) -> str | None:
@@ -221,86 +227,85 @@ def units(file: CorpusFile, max_line_bytes: int, hasher) -> Iterator[Unit]:
     if layout == "jsonl":
         for lineno, line, error in iter_lines(file.path, max_line_bytes, hasher=hasher):
             empty = False
-            where, default_id = f"{file.path}:{lineno}", f"{file.label}:{lineno}"
+            unit = Unit(file.path, lineno, None, f"{file.label}:{lineno}")
             if error is None:
                 try:
-                    yield Unit(where, lineno, default_id, value=parse_line(line))
+                    yield replace(unit, value=parse_line(line))
                     continue
                 except ValueError as exc:
                     error = str(exc)
-            yield Unit(where, lineno, default_id, error=error)
+            yield replace(unit, error=error)
     else:
         for unit in _document_units(file, layout, max_line_bytes, hasher):
             empty = False
             yield unit
     if empty:
-        yield Unit(f"{file.path}:1", 1, f"{file.label}:1", error="empty file, no records")
+        yield Unit(file.path, 1, None, f"{file.label}:1", error="empty file, no records")
 
 
 def _document_units(file: CorpusFile, layout: str, max_line_bytes: int, hasher) -> Iterator[Unit]:
+    def failure(line: int, reason: str, index: int | None = None) -> Unit:
+        return Unit(file.path, line, index, file.label, error=reason)
+
     with _open(file.path) as f:
         data = f.read(max_line_bytes + 1)
         hasher.update(data)
         if len(data) > max_line_bytes:
             for block in iter(lambda: f.read(_SKIP_CHUNK), b""):
                 hasher.update(block)
-            yield Unit(f"{file.path}:1", 1, file.label, error=(
-                f"a JSON {'array' if layout == 'array' else 'document'} file is read whole and "
-                f"this one is larger than max_line_bytes ({max_line_bytes} bytes); convert it to "
-                "JSONL, one record per line (e.g. jq -c '.[]' FILE > FILE.jsonl)"))
+            yield failure(1, f"a JSON {'array' if layout == 'array' else 'document'} file is read "
+                             f"whole and this one is larger than max_line_bytes ({max_line_bytes} "
+                             "bytes); convert it to JSONL, one record per line (e.g. "
+                             "jq -c '.[]' FILE > FILE.jsonl)")
             return
     try:
         text = decode(data)
     except ValueError as exc:
-        yield Unit(f"{file.path}:1", 1, file.label, error=str(exc).replace("of the line", "of the file"))
+        yield failure(1, str(exc).replace("of the line", "of the file"))
         return
-    pos, index, line, counted = 0, 0, 1, 0
     end = len(text)
+    pos, index, line, counted = 0, 0, 1, 0
 
     def skip(p: int) -> int:
         while p < end and text[p] in " \t\r\n":
             p += 1
         return p
 
+    def line_at(p: int) -> int:
+        return text.count("\n", 0, p) + 1
+
     if layout == "array":
-        pos = skip(text.index("[") + 1)
+        pos = text.index("[") + 1
     while True:
         pos = skip(pos)
         if layout == "array" and pos < end and text[pos] == "]":
             if skip(pos + 1) < end:
-                line = text.count("\n", 0, pos) + 1
-                yield Unit(f"{file.path}:{line}", line, file.label,
-                           error="not JSON: extra data after the array's closing ']'")
+                yield failure(line_at(pos), "not JSON: extra data after the array's closing ']'")
             return
         if pos >= end:
             if layout == "array":
-                yield Unit(f"{file.path}:{line}", line, file.label,
-                           error="not JSON: the array is not closed (no ']'); the file is cut short")
+                yield failure(line, "not JSON: the array is not closed (no ']'); the file is cut short")
             return
         line, counted = line + text.count("\n", counted, pos), pos
         if layout == "array":
-            where, default_id = f"{file.path}:{line} [{index}]", f"{file.label}[{index}]"
+            unit = Unit(file.path, line, index, f"{file.label}[{index}]")
         else:
-            where = f"{file.path}:{line}"
-            default_id = file.label if index == 0 else f"{file.label}:{line}"
+            unit = Unit(file.path, line, None, file.label if index == 0 else f"{file.label}:{line}")
         try:
             value, pos = _DECODER.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            yield Unit(where, line, default_id, error=(
-                f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; the rest of the "
-                "file cannot be read"))
+            yield replace(unit, error=f"not JSON: {exc.msg} at line {exc.lineno} column "
+                                      f"{exc.colno}; the rest of the file cannot be read")
             return
         except (ValueError, RecursionError) as exc:
-            yield Unit(where, line, default_id, error=f"not JSON: {exc}; the rest of the file cannot be read")
+            yield replace(unit, error=f"not JSON: {exc}; the rest of the file cannot be read")
             return
-        yield Unit(where, line, default_id, value=value)
+        yield replace(unit, value=value)
         index += 1
         if layout == "array":
             pos = skip(pos)
             if pos < end and text[pos] == ",":
                 pos += 1
             elif not (pos < end and text[pos] == "]"):
-                line = text.count("\n", 0, pos) + 1
-                yield Unit(f"{file.path}:{line}", line, file.label,
-                           error="not JSON: expected ',' or ']' after an array element")
+                yield failure(line_at(pos), "not JSON: expected ',' or ']' after an array element")
                 return
