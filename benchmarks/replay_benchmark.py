@@ -33,7 +33,7 @@ from sandbox.corpus.split import DEFAULT_SEED, DEFAULT_SHARE, group_key, split_i
 NAME = "replay"
 DEFAULT_HOLDOUT = DEFAULT_SHARE
 _group_key = group_key
-__all__ = ["ReplayBenchmark", "split_ids", "same_calls", "normalize_arguments"]
+__all__ = ["ReplayBenchmark", "normalize_arguments", "same_calls", "split_ids"]
 
 
 def normalize_arguments(arguments: Any) -> Any:

@@ -142,7 +142,7 @@ def test_holdout_is_a_deterministic_tenth_that_ignores_record_order():
     train, dev = holdout(records)
     assert len(dev) == 20 and len(train) == 180
     assert {r["id"] for r in train}.isdisjoint(r["id"] for r in dev)
-    again_train, again_dev = holdout(list(reversed(records)))
+    _, again_dev = holdout(list(reversed(records)))
     assert sorted(r["id"] for r in again_dev) == sorted(r["id"] for r in dev)
     assert holdout(records, seed=1)[1] != dev
 

@@ -186,7 +186,7 @@ def decode(data: bytes) -> str:
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8: invalid byte 0x{data[exc.start]:02x} at byte offset "
                          f"{exc.start} of the line") from None
-    return text[1:] if text.startswith("\ufeff") else text
+    return text.removeprefix("\ufeff")
 
 
 def parse_line(line: bytes) -> Any:

@@ -35,7 +35,7 @@ def group_key(record: Mapping) -> str:
 
 
 def _rank(seed: int, rid: str) -> str:
-    return hashlib.sha256(f"{seed}\0{rid}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{seed}\0{rid}".encode()).hexdigest()
 
 
 def split_ids(records: Sequence[Mapping], seed: int = DEFAULT_SEED,
