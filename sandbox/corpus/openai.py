@@ -31,7 +31,6 @@ Two published file layouts carry such messages under another key:
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sandbox.corpus.common import (BadRecord, ToolSynth, arguments_json, json_type, parsed_args,
@@ -108,7 +107,8 @@ def _content(content: Any, where: str) -> tuple[str | None, list[Any]]:
             thoughts.append(_part_text(part, pw))
         elif kind == "tool_call":
             value = part.get("value", part.get("tool_call"))
-            calls.append(json.loads(value) if isinstance(value, str) and _is_json(value) else value)
+            parsed = parsed_args(value) if isinstance(value, str) else None
+            calls.append(value if parsed is None else parsed)
         elif kind in _MEDIA_PARTS:
             raise BadRecord(f"{pw}: a {kind!r} part cannot be trained on a text model; drop the "
                             "part (or the record) before loading")
@@ -119,10 +119,6 @@ def _content(content: Any, where: str) -> tuple[str | None, list[Any]]:
     if thoughts:
         text = "<think>\n" + "\n".join(thoughts) + "\n</think>" + (f"\n\n{text}" if text else "")
     return (text if texts or thoughts else None), calls
-
-
-def _is_json(text: str) -> bool:
-    return parsed_args(text) is not None
 
 
 def _tool_call(call: Any, where: str, calls: _Calls, synth: ToolSynth) -> dict:
