@@ -497,3 +497,45 @@ def test_fast_schema_path_gives_exactly_the_reference_verdict(tmp_path):
             checked += 1
     assert checked > 500
     assert set(SCHEMAS) == {"raw", "sft", "rl", "memory"}
+
+
+# --------------------------------------------------------------------------- OpenAI variants
+
+
+def test_openai_record_without_id_or_tools_gets_its_place_as_id_and_tools_from_its_calls(tmp_path):
+    line = {"messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Weather in Oslo?"}]},
+        {"role": "assistant", "content": None,
+         "function_call": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}},
+        {"role": "function", "name": "get_weather", "content": "5 degrees"},
+        {"role": "assistant", "content": "5 degrees.", "weight": 1, "refusal": None}]}
+    rec = load_corpus(write_lines(tmp_path / "ft.jsonl", [json.dumps(line)])).records[0]
+    assert check_raw(rec) is None and rec["id"] == "ft.jsonl:1"
+    assert rec["messages"][0]["content"] == "Weather in Oslo?"
+    call = rec["messages"][1]["tool_calls"][0]
+    assert rec["messages"][2] == {"role": "tool", "tool_call_id": call["id"], "name": "get_weather",
+                                  "content": "5 degrees"}
+    assert [t["function"]["name"] for t in rec["tools"]] == ["get_weather"]
+    assert rec["meta"]["message_extra"] == {"3": {"weight": 1}}
+
+
+def test_a_call_id_reused_after_its_answer_is_renamed_so_each_result_answers_its_own_call(tmp_path):
+    def turn(args):
+        return [{"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "cd", "arguments": args}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    record = raw("reuse", messages=[{"role": "user", "content": "go"}, *turn('{"folder": "a"}'),
+                                    *turn('{"folder": "b"}')], extra_key=1)
+    rec = load_corpus(write_lines(tmp_path / "in.jsonl", [json.dumps(record)])).records[0]
+    assert [m.get("tool_call_id") or m["tool_calls"][0]["id"] for m in rec["messages"][1:]] == [
+        "c1", "c1", "c1~1", "c1~1"]
+
+
+def test_an_image_part_is_refused_in_one_line_naming_the_fix(tmp_path):
+    line = {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "http://x/cat.png"}}]}]}
+    path = write_lines(tmp_path / "in.jsonl", [GOOD, json.dumps(line)])
+    assert expect_error(path) == (f"{path}:2: messages[0].content[1]: a part of type 'image_url' cannot be "
+                                  "trained on a text model; drop the part (or the record) before "
+                                  "loading")

@@ -110,7 +110,7 @@ def _content(content: Any, where: str) -> tuple[str | None, list[Any]]:
             parsed = parsed_args(value) if isinstance(value, str) else None
             calls.append(value if parsed is None else parsed)
         elif kind in _MEDIA_PARTS:
-            raise BadRecord(f"{pw}: a {kind!r} part cannot be trained on a text model; drop the "
+            raise BadRecord(f"{pw}: a part of type {kind!r} cannot be trained on a text model; drop the "
                             "part (or the record) before loading")
         else:
             raise BadRecord(f"{pw}: unknown content part type {kind!r} (expected text, reasoning "
