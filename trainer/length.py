@@ -1,9 +1,13 @@
 """How much of a curation a profile's length limits would cut or drop, before any training.
 
-The records are rendered and tokenized exactly as training will (`trainer.data.sft_examples`,
-`trainer.data.rl_rows`, through the chat format): an SFT record longer than `max_length` is cut
-(its end is lost) and dropped when no trained token is left; an RL prompt over
-`max_prompt_length` loses old messages and is dropped when it still does not fit. A multi-turn
+The records are rendered and tokenized as training will, through the chat format: an SFT record
+longer than `max_length` is cut (its end is lost) and dropped when no trained token is left
+(`trainer.data.sft_examples` itself); an RL prompt over `max_prompt_length` loses old messages
+and is dropped when it still does not fit (`trainer.data.fit_prompt`). `fit_prompt` removes one
+message at a time and tokenizes each shorter prompt; here only its two ends are tokenized — the
+whole prompt, and the shortest one it would try (the messages up to the first user message plus
+the last) — which give the same counts in two tokenizations per record, since dropping messages
+never lengthens a prompt. A multi-turn
 corpus with a long system prompt and many tool schemas (tau-bench: 14 tools) can lose every
 record this way, so a run should check `LengthReport.survivors` before it trains.
 """
@@ -13,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Mapping, Sequence
 
 from trainer import chat_format as cf
-from trainer.data import rl_rows, sft_examples
+from trainer.data import sft_examples
 
 
 @dataclass(frozen=True)
@@ -45,11 +49,28 @@ def length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], tokenizer, max_
                   max_prompt_length: int, style: str = cf.DEFAULT_STYLE) -> LengthReport:
     """What `max_length` / `max_prompt_length` do to these curated records (module docstring)."""
     _, sft_stats = sft_examples(sft, tokenizer, max_length, style)
-    _, rl_stats = rl_rows(rl, tokenizer, max_prompt_length, style)
+    fits = [_prompt_fits(r, tokenizer, max_prompt_length, style) for r in rl]
     return LengthReport(max_length=max_length, max_prompt_length=max_prompt_length,
                         sft_records=len(sft), sft_cut=sft_stats.truncated,
                         sft_dropped=sft_stats.dropped_untrained, rl_records=len(rl),
-                        rl_cut=rl_stats.shortened, rl_dropped=rl_stats.dropped_too_long)
+                        rl_cut=fits.count("shortened"), rl_dropped=fits.count("dropped"))
+
+
+def _prompt_fits(record: Mapping, tokenizer, limit: int, style: str) -> str:
+    """'whole', 'shortened' or 'dropped': what `trainer.data.fit_prompt` does to this prompt."""
+    messages = cf.normalize_messages(record["messages"])
+    tools = record.get("tools") or []
+
+    def fits(msgs) -> bool:
+        text = cf.render_prompt(msgs, tools, style=style)
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= limit
+
+    if fits(messages):
+        return "whole"
+    first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
+    if first_user + 1 >= len(messages) - 1:
+        return "dropped"                      # nothing fit_prompt may remove
+    return "shortened" if fits(messages[:first_user + 1] + messages[-1:]) else "dropped"
 
 
 def profile_length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], profile: str,
