@@ -50,10 +50,12 @@ def cmd_curate(args) -> int:
     from sandbox.executor import make_executor
     from sandbox.strategy_files import strategy_files
     from trainer.length import profile_length_report
+    from trainer.recipe import get_profile
 
     out = args.out or PROJECT_ROOT / "runs" / datetime.datetime.now().strftime("curate-%Y%m%d-%H%M%S")
     limits = Limits(timeout_s=args.timeout)
     executor = make_executor(args.sandbox)
+    get_profile(args.profile)   # a misspelled profile fails before anything runs
     corpus = load_corpus([str(p) for p in args.corpus], fmt=args.format,
                          on_error="skip" if args.skip_bad_lines else "abort")
     _say(args, f"curating {', '.join(map(str, args.corpus))} with {args.strategy} ({executor.name} sandbox)")

@@ -92,6 +92,13 @@ def test_skip_bad_lines_reports_the_true_retained_share(tmp_path, capsys):
     assert "length (cpu-small)  SFT 1: 0 cut, 0 dropped at max_length 1536" in out
 
 
+def test_a_misspelled_profile_fails_before_curation(tmp_path, capsys, sample_corpus):
+    assert cli.main(["curate", "--corpus", str(sample_corpus), "--out", str(tmp_path / "o"),
+                     "--profile", "cpu-smal", "--quiet"]) == 2
+    assert "unknown recipe profile 'cpu-smal'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_missing_strategy_is_one_line(tmp_path, capsys, sample_corpus):
     assert cli.main(["curate", "--strategy", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
