@@ -77,7 +77,7 @@ def _check_out(out: Path) -> None:
 
 
 def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None, tasks: int | None = None,
-                    categories: list[str] | None = None, metric: str | None = None, corpus: str | None = None,
+                    categories: list[str] | None = None, metric: str | None = None, corpus: str | list[str] | None = None,
                     memory: str | None = None, memory_k: int = 3, samples: int = 1, temperature: float = 0.0,
                     seed: int = 0, batch_size: int = 8, max_steps: int | None = None, episodes: bool = True,
                     steps: bool = True, step_limit: int | None = None, allow_test: bool = False,

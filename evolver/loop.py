@@ -27,13 +27,13 @@ from statistics import fmean
 from evolver.acceptance import Scores, make_rule
 from evolver.config import RunConfig
 from evolver.diagnose import diagnose
-from evolver.errors import UserError
+from evolver.errors import RunFailed, UserError
 from evolver.files import atomic_json, read_json, read_jsonl, sha256_files
 from evolver.objective import final_choice, objective
 from evolver.proposers import make_proposer
 from evolver.proposers.brief import Brief, Verdict
 from evolver.store import RunStore
-from sandbox.corpus import load_corpus
+from sandbox.corpus import load_corpus, train_part
 from sandbox.curate import CurationFailed, bind_commit, execute, runtime_sha256
 from sandbox.executor import PROJECT_ROOT, Limits, make_executor
 from sandbox.strategy_files import inputs_files
@@ -65,7 +65,10 @@ class Epochs:
     # what only some stages need is made when first used (a retrain needs no sandbox, no agent)
     @functools.cached_property
     def corpus(self):
-        return load_corpus(list(self.cfg.corpus), on_error=self.cfg.on_error)
+        """What the strategy sees: the raw corpus, less its held-out dev tenth when the dev
+        benchmark is the corpus's own (replay): those records never reach the sandbox."""
+        corpus = load_corpus(list(self.cfg.corpus), on_error=self.cfg.on_error)
+        return train_part(corpus) if self.cfg.benchmark == "replay" else corpus
 
     @functools.cached_property
     def executor(self):
@@ -161,6 +164,7 @@ class Epochs:
             return None
         manifest = read_json(folder / "manifest.json")
         same = (manifest["strategy"]["commit"] == sha and manifest["corpus"]["sha256"] == self.cfg.corpus_sha256
+                and manifest["corpus"].get("holdout") == self.corpus.holdout
                 and manifest["seed"] == self.cfg.seed and manifest["runtime_sha256"] == runtime_sha256())
         return manifest if same else None
 
@@ -248,6 +252,11 @@ class Epochs:
                 bind_commit(artifacts, sha, self.ws.files(sha))
                 self.ws.tag_epoch(epoch + 1, sha)
         atomic_json(out / "proposals.json", log)
+        llm_error = next((a["error"] for a in log if a.get("exit_status") == "LLMError"), None)
+        if llm_error and sha is None:   # not a rejected proposal: the run cannot go on as asked
+            raise RunFailed(f"the LLM failed while proposing the candidate of epoch {epoch + 1} "
+                            f"({' '.join(llm_error.split())[:200]}); fix the endpoint and `curateevo resume "
+                            f"{self.store.root}` proposes again")
         return {"candidate": sha, "edits": edits, "dry_runs": dry.count, **({"budget_exhausted": True} if exhausted else {})}
 
     # ------------------------------------------------------------------ helpers
@@ -345,6 +354,7 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
     memory = artifacts / "memory.jsonl"
     use_memory = "no-memory" not in cfg.ablations and _count(memory)
     doc = evaluate_to_dir(cfg.benchmark, cfg.split, out, tasks=cfg.tasks, metric=cfg.metric,
+                          corpus=list(cfg.corpus) if cfg.benchmark == "replay" else None,
                           memory=str(memory) if use_memory else None, seed=seed,
                           policy_options={"base": cfg.base, "adapter": adapter}, progress=True,
                           batch_size=cfg.batch_size, steps=cfg.eval_steps)

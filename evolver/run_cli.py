@@ -5,17 +5,22 @@ import datetime
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from evolver.config import RUN_OPTIONS, RunConfig, llm_mapping, merge_options, option_values, resolve
 from evolver.errors import UserError
 from evolver.files import read_jsonl, sha256_bytes, sha256_file
 from evolver.store import RunStore
-from evolver.tables import epoch_rows, format_log, format_stages
-from sandbox.corpus import corpus_sha256
+from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
+from sandbox.corpus import corpus_kind, corpus_sha256, load_corpus
 from sandbox.executor import PROJECT_ROOT
 
 RUNS = PROJECT_ROOT / "runs"
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def default_corpus(benchmark: str, setting: str, seed: int) -> list[str]:
@@ -66,10 +71,18 @@ def create_run(options: dict) -> RunStore:
         raise UserError("the code agent's commands run in the Docker sandbox only: use --sandbox docker or auto")
     if options["llm_records"] and not Path(options["llm_records"]).is_dir():
         raise UserError(f"--llm-records {options['llm_records']}: no such directory (a run's llm/ folder)")
-    probe = resolve(options, (), "")   # every value checked before the default corpus is built
-    corpus = [str(Path(p).resolve()) for p in options["corpus"]] if options["corpus"] else default_corpus(
-        "bfcl-single" if probe.benchmark == "bfcl-single" else "bfcl", "wild", probe.seed)
-    config = probe.replace(corpus=tuple(corpus), corpus_sha256=corpus_sha256(corpus))
+    probe = resolve(options, (), "")   # every value checked before any corpus is read or built
+    if options["corpus"]:   # a user's corpus: read and checked now; without an environment, its own dev tenth
+        corpus = [str(Path(p).resolve()) for p in options["corpus"]]
+        kind = corpus_kind(load_corpus(corpus, on_error=probe.on_error).records)
+        config = resolve(options, tuple(corpus), corpus_sha256(corpus), kind)
+        if not options["benchmark"]:
+            say(f"benchmark: {config.benchmark} (" + ("the corpus has no environment: P is step_accuracy on its "
+                "held-out tenth, which the strategy never sees)" if kind == "replay" else
+                "every record names this environment)"))
+    else:
+        corpus = default_corpus("bfcl-single" if probe.benchmark == "bfcl-single" else "bfcl", "wild", probe.seed)
+        config = probe.replace(corpus=tuple(corpus), corpus_sha256=corpus_sha256(corpus))
     store = RunStore.create(runs_dir / name, config.to_json())   # the loop creates the strategy workspace from ρ0
     if options["llm_records"]:   # a rerun from another run's record (replay-only: no network call)
         shutil.copytree(options["llm_records"], store.root / "llm", dirs_exist_ok=True,
@@ -78,7 +91,18 @@ def create_run(options: dict) -> RunStore:
 
 
 def cmd_run(args) -> int:
-    store = create_run(run_options(args))
+    from evolver.preflight import check_base_model, check_llm
+
+    options = run_options(args)
+    store = create_run(options)
+    try:   # before epoch 0: the base model's tokenizer, the LLM's key and one answer
+        check_base_model(run_config(store).base)
+        usage = check_llm(run_config(store), store.root / "llm")
+    except BaseException:
+        shutil.rmtree(store.root, ignore_errors=True)   # nothing was run: nothing is left behind
+        raise
+    if usage:
+        store.journal.append({"event": "preflight", "llm": usage})
     print(f"run directory: {store.root}")
     return run_and_report(store)
 
@@ -110,6 +134,8 @@ def cmd_status(args) -> int:
           f"profile {cfg.profile}, λ = {cfg.lam}")
     print("finished" if finished else f"last event: {last['event']} epoch {last.get('epoch')} {last.get('stage')}"
           if last else "not started")
+    for f in failed_stages(store):
+        print(f"failed: epoch {f['epoch']} · {f['stage']}: {f['error']} (`curateevo resume {store.root}` runs it again)")
     print(format_log(store))
     return 0
 
@@ -120,6 +146,8 @@ def cmd_log(args) -> int:
     for r in epoch_rows(store):
         if r.get("reason"):
             print(f"epoch {r['epoch']}: {r['reason']}")
+    for f in failed_stages(store):
+        print(f"epoch {f['epoch']} · {f['stage']} failed: {f['error']}")
     print("\ntime and LLM usage per stage:")
     print(format_stages(store))
     return 0

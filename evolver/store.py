@@ -93,7 +93,13 @@ class RunStore:
         if done is not None:
             return done.get("result")
         self.journal.append({"event": "stage_started", "epoch": epoch, "stage": stage})
-        result = run()
+        try:
+            result = run()
+        except BaseException as exc:   # recorded for status, log and report; the stage runs again on resume
+            error = "interrupted" if isinstance(exc, KeyboardInterrupt) else \
+                " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
+            self.journal.append({"event": "stage_failed", "epoch": epoch, "stage": stage, "error": error})
+            raise
         paths = outputs(result) if callable(outputs) else outputs
         hashes = {Path(p).resolve().relative_to(self.root.resolve()).as_posix(): sha256_path(Path(p)) for p in paths}
         self.journal.append({"event": "stage_done", "epoch": epoch, "stage": stage, "outputs": hashes, "result": result})

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evolver.errors import UserError
-from sandbox.corpus import corpus_sha256, load_corpus
+from sandbox.corpus import corpus_sha256, load_corpus, train_part
 from evolver.files import sha256_files
 from sandbox.curate import ARTIFACT_FILES, execute, runtime_sha256
 from sandbox.executor import Executor
@@ -82,6 +82,8 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
         raise UserError("runtime mismatch: the runtime, toolkit or sandbox packages changed since this output "
                         "was made, so bytes are not comparable; nothing was run")
     corpus = load_corpus(paths, on_error="skip" if manifest["corpus"]["skipped_lines"] else "abort")
+    if manifest["corpus"].get("holdout"):   # the strategy saw the nine tenths outside the dev hold-out
+        corpus = train_part(corpus, **manifest["corpus"]["holdout"])
     if out_dir is None:
         out_dir = Path(tempfile.mkdtemp(prefix="curateevo-replay-")) / "out"
     execute(files, corpus, Path(out_dir), seed=manifest["seed"], executor=executor,

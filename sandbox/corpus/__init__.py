@@ -12,8 +12,8 @@ from sandbox.corpus.adp import code_tool_name
 from sandbox.corpus.loader import (FORMATS, Corpus, SkippedLine, convert_record, corpus_sha256,
                                    detect_format, load_corpus, write_corpus)
 from sandbox.corpus.reading import DEFAULT_MAX_LINE_BYTES, file_sha256, iter_lines
-from sandbox.corpus.split import corpus_kind, holdout, split_ids
+from sandbox.corpus.split import corpus_kind, holdout, split_ids, train_part
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "FORMATS", "Corpus", "SkippedLine", "code_tool_name",
            "convert_record", "corpus_kind", "corpus_sha256", "detect_format", "file_sha256",
-           "holdout", "iter_lines", "load_corpus", "split_ids", "write_corpus"]
+           "holdout", "iter_lines", "load_corpus", "split_ids", "train_part", "write_corpus"]

@@ -52,6 +52,7 @@ class Corpus:
     paths: tuple[str, ...]     # the files read (a folder given stands for its files)
     format: str                # one of FORMATS, or "mixed"
     skipped_lines: tuple[SkippedLine, ...] = ()   # on_error="skip": what was left out, and why
+    holdout: dict | None = None  # {"seed", "share"}: the dev tenth was taken out (sandbox.corpus.split.train_part)
 
     @property
     def skipped(self) -> tuple[str, ...]:

@@ -68,6 +68,15 @@ def holdout(records: Sequence[Mapping], seed: int = DEFAULT_SEED,
     return [r for r in records if r["id"] not in dev], [r for r in records if r["id"] in dev]
 
 
+def train_part(corpus, seed: int = DEFAULT_SEED, share: float = DEFAULT_SHARE):
+    """The corpus a strategy may see when the dev set is its own held-out tenth: the other nine
+    tenths, in corpus order, marked with the hold-out (the manifest records it, replay re-applies it)."""
+    import dataclasses
+
+    train, _ = holdout(corpus.records, seed, share)
+    return dataclasses.replace(corpus, records=train, holdout={"seed": seed, "share": share})
+
+
 def corpus_kind(records: Sequence[Mapping]) -> str:
     """The benchmark to evaluate a corpus on: the environment's benchmark when every record
     names the same known one in `meta.env.benchmark`, else the replay benchmark."""
