@@ -76,10 +76,6 @@ def create_run(options: dict) -> RunStore:
         corpus = [str(Path(p).resolve()) for p in options["corpus"]]
         kind = corpus_kind(load_corpus(corpus, on_error=probe.on_error).records)
         config = resolve(options, tuple(corpus), corpus_sha256(corpus), kind)
-        if not options["benchmark"]:
-            say(f"benchmark: {config.benchmark} (" + ("the corpus has no environment: P is step_accuracy on its "
-                "held-out tenth, which the strategy never sees)" if kind == "replay" else
-                "every record names this environment)"))
     else:
         corpus = default_corpus("bfcl-single" if probe.benchmark == "bfcl-single" else "bfcl", "wild", probe.seed)
         config = probe.replace(corpus=tuple(corpus), corpus_sha256=corpus_sha256(corpus))
@@ -103,6 +99,11 @@ def cmd_run(args) -> int:
         raise
     if usage:
         store.journal.append({"event": "preflight", "llm": usage})
+    if options["corpus"] and not options["benchmark"]:
+        benchmark = run_config(store).benchmark
+        say(f"benchmark: {benchmark} (chosen from the corpus: " + (
+            "it has no environment, so P is step_accuracy on its held-out tenth, which the strategy never sees)"
+            if benchmark == "replay" else "every record names this environment; --benchmark chooses another)"))
     print(f"run directory: {store.root}")
     return run_and_report(store)
 
