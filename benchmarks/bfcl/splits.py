@@ -171,7 +171,7 @@ def build_single_turn(seed: int = SEED) -> dict:
 
 
 def build(seed: int = SEED) -> dict:
-    from benchmarks.sample_corpus import SAMPLE_TASKS
+    from benchmarks.sample_corpus import SPLIT_ORDER_TASKS as SAMPLE_TASKS   # the sample when the splits were cut
 
     return {
         "generator": "python -m benchmarks.bfcl.splits",
