@@ -99,19 +99,18 @@ def gold_index() -> _Index:
             rows.append((split_of_id[tid], tid, _user_texts(entry["question"]), calls, False))
     train_texts = {t for split, _, texts, _, _ in rows if split == "train" for t in texts}
     train_calls = {calls if multi else tuple(sorted(calls)) for split, _, _, calls, multi in rows if split == "train"}
-    train_runs = [calls for split, _, _, calls, multi in rows if split == "train" and multi]
+    starts: dict[str, list] = {}   # call → [(train gold run, position)] where the run holds it
+    for split, _, _, calls, multi in rows:
+        if split == "train" and multi:
+            for i, c in enumerate(calls):
+                starts.setdefault(c, []).append((calls, i))
     index = _Index()
     for split, tid, texts, calls, multi in rows:
         if split != "train":
-            if multi and any(_contains(run, calls) for run in train_runs):
+            if multi and calls and any(run[i:i + len(calls)] == calls for run, i in starts.get(calls[0], ())):
                 train_calls.add(calls)   # a train task's gold holds the same run: no evidence of leakage
             index.add(split, tid, texts, calls, multi=multi, train_texts=train_texts, train_calls=train_calls)
     return index
-
-
-def _contains(run: tuple, part: tuple) -> bool:
-    """Is `part` a contiguous stretch of `run`?"""
-    return any(run[i:i + len(part)] == part for i in range(len(run) - len(part) + 1))
 
 
 def _calls(message: Mapping) -> list[str]:

@@ -8,7 +8,7 @@ import sys
 
 from .calls import (STATE_CHANGING_VERBS, call_sequence, call_signature, is_state_changing, parse_arguments,
                     tool_calls, tool_schema, validate_call)
-from .compose import (NO_CALL_REPLY, add_distractors, category, compose_parallel, compose_parallel_multiple,
+from .compose import (NO_CALL_REPLY, add_distractors, category, compose_parallel, compose_parallel_multiple, text_calls,
                       irrelevance_items, join_requests, rebalance, schema_valid, single_call_items, synthesised)
 from .dedup import (content_hash, exact_dedup, exact_duplicates, near_dedup, near_duplicates,
                     task_shingles, call_shingles)

@@ -5,7 +5,9 @@ answering assistant message (`bfcl_single_turn`); outputs are synthesised raw-li
 Deterministic under the `random.Random` passed in."""
 from __future__ import annotations
 
+import json
 import random
+import re
 from collections import defaultdict
 from typing import Callable, Mapping, Sequence
 
@@ -70,20 +72,25 @@ def _tool_key(tool: Mapping) -> str:
     return canonical_json(tool["function"])
 
 
-def compose_parallel(raws: Sequence[Mapping], rng: random.Random, limit: int, size: int = 2) -> list[dict]:
-    """Parallel items: `size` successful single-call items over the same function (same schema),
-    their requests joined, their calls answered together in one message."""
+def compose_parallel(raws: Sequence[Mapping], rng: random.Random, limit: int) -> list[dict]:
+    """Parallel items: pairs of successful single-call items over the same function (same schema)
+    with different requests and arguments, their requests joined, both calls in one message."""
     groups = defaultdict(list)
     for item in single_call_items(raws):
         groups[_tool_key(item[2])].append(item)
     out = []
     for _, group in sorted(groups.items()):
         rng.shuffle(group)
-        for k in range(0, len(group) - size + 1, size):
-            chosen = group[k:k + size]
-            if len({i[1] for i in chosen}) == len({canonical_json(parse_arguments(i[3])) for i in chosen}) == size:
-                out.append(synthesised([i[0] for i in chosen], "parallel", join_requests([i[1] for i in chosen]),
-                                       [chosen[0][2]], _answer([i[3] for i in chosen])))
+        used: set[int] = set()
+        for i, a in enumerate(group):
+            for j in range(i + 1, len(group)):
+                b = group[j]
+                if i in used or j in used or a[1] == b[1] or \
+                        canonical_json(parse_arguments(a[3])) == canonical_json(parse_arguments(b[3])):
+                    continue
+                used.update((i, j))
+                out.append(synthesised([a[0], b[0]], "parallel", join_requests([a[1], b[1]]), [a[2]],
+                                       _answer([a[3], b[3]])))
     rng.shuffle(out)
     return out[:limit]
 
@@ -176,7 +183,34 @@ def rebalance(raws: Sequence[Mapping], target: Mapping[str, float], rng: random.
     return [raws[n] for n in sorted(keep)] + repeats
 
 
+TEXT_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+
+
+def text_calls(content: str | None) -> list[dict] | None:
+    """Calls written as text in a message's content (the project's `<tool_call>{"name", "arguments"}
+    </tool_call>` blocks), as OpenAI tool calls; None when a block is not such a call."""
+    calls = []
+    for n, block in enumerate(TEXT_CALL.findall(content or "")):
+        try:
+            value = json.loads(block)
+        except ValueError:
+            return None
+        if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+            return None
+        calls.append({"id": f"text_{n}", "type": "function",
+                      "function": {"name": value["name"], "arguments": json.dumps(value.get("arguments", {}))}})
+    return calls
+
+
 def schema_valid(raws: Sequence[Mapping]) -> list[Mapping]:
-    """Records whose every assistant tool call names an offered tool with schema-valid arguments."""
-    return [r for r in raws if all(validate_call(c, r.get("tools") or []) is None
-                                   for m in r["messages"] if m.get("role") == "assistant" for c in tool_calls(m))]
+    """Records whose every assistant tool call (structured, or written as a `<tool_call>` block in
+    the content) names an offered tool with schema-valid arguments."""
+    def valid(raw: Mapping) -> bool:
+        for m in raw["messages"]:
+            if m.get("role") != "assistant":
+                continue
+            calls = text_calls(m.get("content"))
+            if calls is None or any(validate_call(c, raw.get("tools") or []) for c in [*tool_calls(m), *calls]):
+                return False
+        return True
+    return [r for r in raws if valid(r)]
