@@ -16,10 +16,12 @@ calls) are not evidence of leakage and are left out. Calls are compared by name 
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
-from collections import Counter
+import os
 from functools import lru_cache
+from pathlib import Path
 from typing import Iterable, Mapping
 
 from sandbox.checker import CandidateRejected, Curated
@@ -71,7 +73,39 @@ def _user_texts(question) -> list[str]:
 @lru_cache(maxsize=1)
 def gold_index() -> _Index:
     """Dev and test requests and gold calls of BFCL-V4 multi-turn and single-turn, minus what
-    train tasks share (loaded once per process)."""
+    train tasks share: loaded once per process, and cached on disk under a key of this module's
+    source, the splits file and the bfcl-eval version (building it reads every BFCL file)."""
+    from benchmarks.bfcl import splits
+
+    source = Path(__file__).read_bytes() + splits.SPLITS_PATH.read_bytes() + splits.describe()["bfcl_eval"].encode()
+    cached = _cache_dir() / f"gold-index-{hashlib.sha256(source).hexdigest()[:16]}.json"
+    try:
+        data = json.loads(cached.read_text(encoding="utf-8"))
+        index = _Index()
+        index.requests = data["requests"]
+        index.sequences = {k: [(tuple(calls), where) for calls, where in v] for k, v in data["sequences"].items()}
+        index.call_sets = {tuple(json.loads(k)): where for k, where in data["call_sets"].items()}
+        return index
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    index = _build_index()
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".tmp-{os.getpid()}")
+        tmp.write_text(json.dumps({"requests": index.requests, "sequences": index.sequences,
+                                   "call_sets": {json.dumps(k): w for k, w in index.call_sets.items()}}),
+                       encoding="utf-8")
+        os.replace(tmp, cached)
+    except OSError:   # a read-only home only costs the rebuild next time
+        pass
+    return index
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "curateevo" / "leakage"
+
+
+def _build_index() -> _Index:
     from benchmarks.bfcl import splits
     from benchmarks.bfcl import backends
     from benchmarks.bfcl.multi_turn import VARIANTS, _category_truth, category_of, parse_task_id
