@@ -57,12 +57,6 @@ SAMPLE_TASKS: tuple[int, ...] = (
     150, 153, 155, 158, 159, 163, 164, 176, 179, 191,   # TravelAPI
     151, 170, 174, 183, 186, 189, 195,               # TravelAPI + TwitterAPI
 )
-# The sample the split generator (benchmarks/bfcl/splits.py) was given when splits.json was cut:
-# it hands dev/test slots to other scenarios first. Frozen, so the shipped splits stay as they are.
-SPLIT_ORDER_TASKS: tuple[int, ...] = (
-    157, 161, 154, 166, 168, 169, 171, 184, 197, 199, 152, 156, 160, 162, 165, 173, 177, 181, 190,
-    150, 153, 155, 158, 159, 163, 164, 179, 191, 151, 170, 174, 175, 183, 186, 189, 195,
-)
 # How many noisy records of each kind (made from seeded picks among SAMPLE_TASKS).
 NOISE_COUNTS: dict[str, int] = {"wrong_call_recovery": 4, "redundant_read": 3, "abandoned": 3, "duplicate": 2}
 

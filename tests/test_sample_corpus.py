@@ -22,7 +22,7 @@ from benchmarks.bfcl.backends import (  # noqa: E402
     parse_call,
     tool_schemas,
 )
-from benchmarks.bfcl.splits import multi_turn_split  # noqa: E402
+from benchmarks.bfcl.splits import SPLIT_ORDER_TASKS, multi_turn_split  # noqa: E402
 from sandbox.schemas import check_raw  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,7 +89,7 @@ def test_the_sample_holds_train_scenarios_only_and_the_splits_stay_as_cut(record
     dev_test = set(multi_turn_split("dev")) | set(multi_turn_split("test"))
     assert not numbers & dev_test
     # the frozen sample the splits were cut with still reproduces splits.json (its 4 dev/test scenarios included)
-    assert sorted(set(sc.SPLIT_ORDER_TASKS) & dev_test) == [157, 168, 175, 184]
+    assert sorted(set(SPLIT_ORDER_TASKS) & dev_test) == [157, 168, 175, 184]
 
 
 def test_every_record_is_a_valid_raw_record(records, tasks):
