@@ -97,12 +97,13 @@ def _write_json(path: Path, obj: object) -> bytes:
 def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, seed: int = 0,
             executor: Executor | None = None, limits: Limits = Limits(), hash_seed: int | None = 0,
             commit: str | None = None, n_ref: float = checker.N_REF,
-            llm: Callable[[dict], Mapping] | None = None, llm_budget: LLMBudget = LLMBudget()) -> CurationResult:
+            llm: Callable[[dict], Mapping] | None = None, llm_budget: LLMBudget = LLMBudget(),
+            env_calls: int = 200_000) -> CurationResult:
     """Run the strategy on the corpus in the executor and write its checked artifacts to `out_dir`.
 
     The corpus's train-split BFCL scenarios are mounted for ctx.env; with `llm` (request →
     {"text", "prompt_tokens", "completion_tokens"}: the run's LLM layer) ctx.llm asks it over a
-    channel the host serves, within `llm_budget`.
+    channel the host serves, within `llm_budget`; ctx.env may execute `env_calls` calls.
 
     Raises CurationFailed when the candidate fails or its output breaks the contract; then
     `out_dir` is not created.
@@ -123,7 +124,8 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         channel = LLMChannel(llm, llm_budget, job_root / "llm") if llm is not None else None
         job = CurationJob(strategy_dir=job_root / "strategy", corpus_path=job_root / "corpus.jsonl",
                           out_dir=job_root / "out", seed=seed, hash_seed=hash_seed,
-                          env_dir=job_root / "env" if env_files else None, llm_socket=channel and channel.socket)
+                          env_dir=job_root / "env" if env_files else None, llm_socket=channel and channel.socket,
+                          env_calls=env_calls)
         for rel, data in strategy_files.items():
             target = job.strategy_dir / rel
             target.parent.mkdir(parents=True, exist_ok=True)
