@@ -40,23 +40,24 @@ from benchmarks.bfcl.backends import (
 )
 from benchmarks.bfcl.common import contains_all
 from evolver.files import atomic_write
+from benchmarks.bfcl.splits import multi_turn_split
 from sandbox.schemas import canonical_json, check_raw
 
 SOURCE = "bfcl_multi_turn"
 CATEGORY = "multi_turn_base"
 DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "sample_corpus.jsonl"
 
-# Base task numbers of the sample, spread over the backend-class combinations. All are >= 150
-# so that a later train/dev/test split can put every one of them in train (the split must keep
-# 150..199 in train, or at least these). In BFCL the ids are grouped by domain, so ids >= 150
-# are all TravelAPI tasks, alone or with MathAPI, MessageAPI, TicketAPI or TwitterAPI. Tasks
-# 167 and 180 are left out: some of their turns have an empty ground truth.
+# Base task numbers of the sample, spread over the backend-class combinations, all in the train
+# split (benchmarks/data/splits.json; build_corpus refuses any other): the sample never holds a
+# dev or test scenario. In BFCL the ids are grouped by domain; ids >= 150 are all TravelAPI tasks,
+# alone or with MathAPI, MessageAPI, TicketAPI or TwitterAPI. Tasks 167 and 180 are left out:
+# some of their turns have an empty ground truth.
 SAMPLE_TASKS: tuple[int, ...] = (
-    157, 161,                                        # MathAPI + TravelAPI (all there are)
-    154, 166, 168, 169, 171, 184, 197, 199,          # MessageAPI + TravelAPI
+    161,                                             # MathAPI + TravelAPI (157, the other, is dev)
+    154, 166, 169, 171, 197, 199,                    # MessageAPI + TravelAPI
     152, 156, 160, 162, 165, 173, 177, 181, 190,     # TicketAPI + TravelAPI
-    150, 153, 155, 158, 159, 163, 164, 179, 191,     # TravelAPI
-    151, 170, 174, 175, 183, 186, 189, 195,          # TravelAPI + TwitterAPI
+    150, 153, 155, 158, 159, 163, 164, 176, 179, 191,   # TravelAPI
+    151, 170, 174, 183, 186, 189, 195,               # TravelAPI + TwitterAPI
 )
 # How many noisy records of each kind (made from seeded picks among SAMPLE_TASKS).
 NOISE_COUNTS: dict[str, int] = {"wrong_call_recovery": 4, "redundant_read": 3, "abandoned": 3, "duplicate": 2}
@@ -325,9 +326,10 @@ def build_corpus(seed: int = 0) -> tuple[list[dict], dict]:
         labels[rid] = {"noise": noise, "task_id": task_id, **extra}
         return rid
 
+    train = set(multi_turn_split("train"))
     for number in SAMPLE_TASKS:
-        if number < 150:
-            raise ValueError(f"sample task {number} is below 150 and could land outside train")
+        if number not in train:
+            raise ValueError(f"sample task {number} is not in the train split (benchmarks/data/splits.json)")
         task_id = f"{CATEGORY}_{number}"
         task = tasks[task_id]
         gt_cache[number] = _gt_turns(task, ground_truth[task_id])

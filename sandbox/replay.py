@@ -63,9 +63,13 @@ def _record_id(line: bytes) -> str:
 
 
 def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None = None,
-           corpus_paths: list[str] | None = None) -> ReplayReport:
+           corpus_paths: list[str] | None = None, llm=None) -> ReplayReport:
+    """`llm` answers ctx.llm (the run's LLM layer in replay-only mode) when the output used one."""
     src = Path(src)
     manifest = _read_json(src / "manifest.json")
+    if manifest.get("llm_record_sha256") and llm is None:
+        raise UserError(f"{src} was curated with an LLM: replay it from the run's LLM records "
+                        "(replay RUN --epoch E); nothing was run")
     execution = _read_json(src / "execution.json")
     paths = corpus_paths or execution["corpus_paths"]
     for p in paths:
@@ -87,7 +91,7 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
     if out_dir is None:
         out_dir = Path(tempfile.mkdtemp(prefix="curateevo-replay-")) / "out"
     execute(files, corpus, Path(out_dir), seed=manifest["seed"], executor=executor,
-            hash_seed=manifest["hash_seed"], commit=manifest["strategy"]["commit"], n_ref=manifest["n_ref"])
+            hash_seed=manifest["hash_seed"], commit=manifest["strategy"]["commit"], n_ref=manifest["n_ref"], llm=llm)
     differences = {}
     for name in COMPARED:
         diff = first_difference((src / name).read_bytes(), (Path(out_dir) / name).read_bytes())

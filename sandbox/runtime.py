@@ -32,10 +32,12 @@ def _inputs(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
 class Context:
     """What a strategy gets besides the raw corpus (DESIGN: the strategy module contract)."""
 
-    def __init__(self, inputs: Mapping[str, Any], seed: int, toolkit: Any):
+    def __init__(self, inputs: Mapping[str, Any], seed: int, toolkit: Any, env: Any = None, llm: Any = None):
         self.inputs = _inputs(inputs)   # by stem or by file name
         self.seed = seed
         self.toolkit = toolkit
+        self.env = env   # sandbox.simenv.environment.Environment over the train-split scenarios, or None
+        self.llm = llm   # sandbox.llm_client.LLMClient to the host's LLM, or None when the run has none
 
     def rng(self, name: str) -> random.Random:
         """An independent generator per name: a new draw under one name never shifts another."""
@@ -85,12 +87,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--env", type=Path, help="ctx.env: the scenario folder the host mounted")
+    parser.add_argument("--env-calls", type=int, default=200_000, help="ctx.env's call budget")
+    parser.add_argument("--llm", type=Path, help="ctx.llm: the host's LLM channel (a unix socket)")
     args = parser.parse_args(argv)
     try:
         from curation_strategies import toolkit
+        from sandbox.llm_client import LLMClient
+        from sandbox.simenv.environment import Environment
 
         raw = read_corpus(args.corpus)
-        ctx = Context(read_inputs(args.strategy), args.seed, toolkit)
+        env = Environment(args.env, args.env_calls) if args.env else None
+        llm = LLMClient(args.llm) if args.llm else None
+        ctx = Context(read_inputs(args.strategy), args.seed, toolkit, env, llm)
         curated = load_strategy(args.strategy).curate(raw, ctx)
         write_records(args.out, curated)
     except BaseException as exc:  # the strategy's failure, whatever it is, is reported, not raised

@@ -15,7 +15,7 @@ from benchmarks.bfcl import corpus_builder as cb  # noqa: E402
 from benchmarks.bfcl import multi_turn as mt  # noqa: E402
 from benchmarks.bfcl import single_turn as st  # noqa: E402
 from benchmarks.bfcl import splits  # noqa: E402
-from benchmarks.sample_corpus import SAMPLE_TASKS  # noqa: E402
+from benchmarks.bfcl.splits import SPLIT_ORDER_TASKS as SAMPLE_TASKS  # noqa: E402  (the sample the splits were cut with)
 from evolver.cli import main as cli_main  # noqa: E402
 from sandbox.corpus import load_corpus  # noqa: E402
 from sandbox.schemas import check_raw  # noqa: E402

@@ -22,6 +22,7 @@ from benchmarks.bfcl.backends import (  # noqa: E402
     parse_call,
     tool_schemas,
 )
+from benchmarks.bfcl.splits import SPLIT_ORDER_TASKS, multi_turn_split  # noqa: E402
 from sandbox.schemas import check_raw  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,6 +80,18 @@ def test_another_seed_gives_other_noise_but_the_same_clean_trajectories():
     assert strip(a, la) == strip(b, lb)
 
 
+TRAIN = set(multi_turn_split("train"))
+
+
+def test_the_sample_holds_train_scenarios_only_and_the_splits_stay_as_cut(records):
+    numbers = {backends.task_number(r["meta"]["env"]["task_id"]) for r in records}
+    assert numbers == set(sc.SAMPLE_TASKS) and numbers <= TRAIN
+    dev_test = set(multi_turn_split("dev")) | set(multi_turn_split("test"))
+    assert not numbers & dev_test
+    # the frozen sample the splits were cut with still reproduces splits.json (its 4 dev/test scenarios included)
+    assert sorted(set(SPLIT_ORDER_TASKS) & dev_test) == [157, 168, 175, 184]
+
+
 def test_every_record_is_a_valid_raw_record(records, tasks):
     assert 40 <= len(records) <= 60
     assert len({r["id"] for r in records}) == len(records)
@@ -88,7 +101,7 @@ def test_every_record_is_a_valid_raw_record(records, tasks):
         env = rec["meta"]["env"]
         assert env["benchmark"] == "bfcl_multi_turn" and env["variant"] == "base"
         task = tasks[env["task_id"]]
-        assert backends.task_number(env["task_id"]) >= 150
+        assert backends.task_number(env["task_id"]) in TRAIN
         assert rec["source"] == "bfcl_multi_turn"
         assert rec["task"] == task["question"][0][0]["content"] == rec["messages"][0]["content"]
         # tools: exactly the functions of the task's involved classes
@@ -337,11 +350,14 @@ def test_tool_schemas_are_openai_function_schemas(tasks):
             "y": {"description": "anything"}}, "required": ["x"]}}}
 
 
-def test_backends_module_never_evaluates_text():
+@pytest.mark.parametrize("module", ["benchmarks/bfcl/backends.py", "sandbox/simenv/calls.py", "sandbox/simenv/episode.py"])
+def test_backends_module_never_evaluates_text(module):
     import ast
 
-    tree = ast.parse(Path(backends.__file__).read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     assert not names & {"eval", "exec", "compile", "globals", "__import__"}
-    assert attrs & {"literal_eval"} and not attrs & {"eval", "exec", "system", "popen"}
+    assert not attrs & {"eval", "exec", "system", "popen"}
+    if module.endswith("calls.py"):   # where call strings are read: literals only
+        assert attrs & {"literal_eval"}

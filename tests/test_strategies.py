@@ -232,7 +232,12 @@ def test_toolkit_detectors_find_the_noise_labelled_in_the_bundled_corpus():
     kept = {o for r in out.sft for o in r["meta"]["origin"]}
     assert set(labelled("wrong_call_recovery")) <= kept
     assert not kept & {*labelled("abandoned"), *labelled("redundant_read")}
-    assert len(kept) == len(raw) - 8
+    # Besides those, only clean copies of a task whose recovery was kept go (near-duplicates of it).
+    recovered = {labels[k]["task_id"] for k in labelled("wrong_call_recovery")}
+    noisy = {*labelled("abandoned"), *labelled("redundant_read"), *labelled("duplicate")}
+    dropped_clean = {r["id"] for r in raw} - kept - noisy
+    assert all(labels[k]["noise"] == "clean" and labels[k]["task_id"] in recovered for k in dropped_clean)
+
 
 
 # --- real external corpora (../shared/fixtures/external, tests/fixtures/external) ------------

@@ -8,6 +8,8 @@ import sys
 
 from .calls import (STATE_CHANGING_VERBS, call_sequence, call_signature, is_state_changing, parse_arguments,
                     tool_calls, tool_schema, validate_call)
+from .compose import (NO_CALL_REPLY, add_distractors, category, compose_parallel, compose_parallel_multiple, text_calls,
+                      irrelevance_items, join_requests, rebalance, schema_valid, single_call_items, synthesised)
 from .dedup import (content_hash, exact_dedup, exact_duplicates, near_dedup, near_duplicates,
                     task_shingles, call_shingles)
 from .errors import (ERROR_PATTERNS, corrected_turns, corrections, erroneous_turns, error_message,
@@ -22,6 +24,7 @@ from .records import Curated, record_meta, sft_record
 from .rl import clean_steps, recovery_steps, rl_record, rl_records, sample_steps, tool_call_steps
 from .segment import DECISION_KINDS, Segment, decision_points, segment
 from .stats import corpus_stats, curated_stats
+from .synthesis import ERROR_KINDS, environment_variants, erroneous_call, llm_refine, refinement_synthesis
 from .tokens import count_tokens, message_tokens, trajectory_tokens
 from .trajectory import (assistant_indices, canonical_json, env_of, last_user_before, same_user_turn,
                          step_boundaries, task_text, tool_results, user_indices)

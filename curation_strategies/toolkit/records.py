@@ -20,8 +20,13 @@ class Curated:
 
 
 def record_meta(raw: Mapping, tags: Iterable[str] = (), **extra) -> dict:
-    """meta of a derived record: origin = [raw id], tags, meta.env copied when present."""
-    meta = {"origin": [raw["id"]], "tags": list(tags), **extra}
+    """meta of a derived record: origin = [raw id] (a synthesised record's own `meta.origin`, the
+    raw ids it was made from), tags, meta.env copied when present."""
+    made = raw.get("meta") or {}
+    if made.get("origin"):   # synthesised: its sources, its own tags and category carry over
+        tags = [*made.get("tags", ()), *(t for t in tags if t not in made.get("tags", ()))]
+        extra = {**({"category": made["category"]} if made.get("category") else {}), **extra}
+    meta = {"origin": list(made.get("origin") or [raw["id"]]), "tags": list(tags), **extra}
     env = env_of(raw)
     if env:
         meta["env"] = copy.deepcopy(env)

@@ -1,0 +1,201 @@
+"""The leakage guard (DESIGN: the trust boundary): the host rejects artifacts that contain a dev
+or test task's gold call sequence or user request verbatim.
+
+    check_leakage(curated)   # raises checker.CandidateRejected naming the record and the task
+
+What counts, for BFCL-V4 (the benchmarks whose splits the project cuts):
+- a user request: the text of a user message of a dev/test task (multi-turn: every turn's;
+  single-turn: the question), equal to a user message of an SFT or RL record, or found inside a
+  memory record's key or content;
+- a gold call sequence: a multi-turn dev/test task's ground-truth calls of all its turns in order
+  (two calls or more), found as a contiguous run of an artifact's tool calls; a single-turn
+  dev/test task's gold calls, equal (as a multiset) to the calls of one assistant message.
+Texts and call sequences that train tasks share with dev/test tasks (generic follow-ups, common
+calls) are not evidence of leakage and are left out. Calls are compared by name and arguments
+(JSON, keys sorted; positional ground-truth arguments bound to their parameter names).
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from sandbox.checker import CandidateRejected, Curated
+from sandbox.schemas import canonical_json
+
+MIN_MEMORY_TEXT = 40   # shorter requests are not looked for inside memory text
+
+
+def call_key(name: str, arguments: Mapping) -> str:
+    return f"{name}({canonical_json(dict(arguments))})"
+
+
+class _Index:
+    def __init__(self):
+        self.requests: dict[str, str] = {}              # text → "dev task X"
+        self.sequences: dict[str, list[tuple[tuple, str]]] = {}   # first call → [(calls, task)]
+        self.call_sets: dict[tuple, str] = {}           # sorted calls of one message → task
+
+    def add(self, split: str, tid: str, texts: Iterable[str], calls: tuple, *, multi: bool,
+            train_texts: set, train_calls: set) -> None:
+        where = f"{split} task {tid}"
+        for text in texts:
+            if text and text.strip() and text not in train_texts:
+                self.requests.setdefault(text, where)
+        if multi and len(calls) >= 2 and calls not in train_calls:
+            self.sequences.setdefault(calls[0], []).append((calls, where))
+        elif not multi and calls and tuple(sorted(calls)) not in train_calls:
+            self.call_sets.setdefault(tuple(sorted(calls)), where)
+
+
+def _bound(call_str: str, classes: list) -> str:
+    from benchmarks.bfcl.backends import _backend_class, parse_call
+
+    name, args, kwargs = parse_call(call_str)
+    if args:   # few ground-truth calls are positional; binding them needs the backend's signature
+        for cls in classes:
+            method = getattr(_backend_class(cls), name, None)
+            if method is not None:
+                bound = inspect.signature(method).bind(None, *args, **kwargs).arguments
+                kwargs = {k: v for k, v in bound.items() if k != "self"}
+                break
+    return call_key(name, kwargs)
+
+
+def _user_texts(question) -> list[str]:
+    return [m["content"] for turn in question for m in turn if m.get("role") == "user" and isinstance(m.get("content"), str)]
+
+
+@lru_cache(maxsize=1)
+def gold_index() -> _Index:
+    """Dev and test requests and gold calls of BFCL-V4 multi-turn and single-turn, minus what
+    train tasks share: loaded once per process, and cached on disk under a key of this module's
+    source, the splits file and the bfcl-eval version (building it reads every BFCL file)."""
+    from benchmarks.bfcl import splits
+
+    source = Path(__file__).read_bytes() + splits.SPLITS_PATH.read_bytes() + splits.describe()["bfcl_eval"].encode()
+    cached = _cache_dir() / f"gold-index-{hashlib.sha256(source).hexdigest()[:16]}.json"
+    try:
+        data = json.loads(cached.read_text(encoding="utf-8"))
+        index = _Index()
+        index.requests = data["requests"]
+        index.sequences = {k: [(tuple(calls), where) for calls, where in v] for k, v in data["sequences"].items()}
+        index.call_sets = {tuple(json.loads(k)): where for k, where in data["call_sets"].items()}
+        return index
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    index = _build_index()
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".tmp-{os.getpid()}")
+        tmp.write_text(json.dumps({"requests": index.requests, "sequences": index.sequences,
+                                   "call_sets": {json.dumps(k): w for k, w in index.call_sets.items()}}),
+                       encoding="utf-8")
+        os.replace(tmp, cached)
+    except OSError:   # a read-only home only costs the rebuild next time
+        pass
+    return index
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "curateevo" / "leakage"
+
+
+def _build_index() -> _Index:
+    from benchmarks.bfcl import splits
+    from benchmarks.bfcl import backends
+    from benchmarks.bfcl.multi_turn import VARIANTS, _category_truth, category_of, parse_task_id
+    from evolver.files import read_jsonl
+    from benchmarks.bfcl.single_turn import _answers, _entries, gold_calls
+
+    split_of_number = {n: s for s in ("train", "dev", "test") for n in splits.multi_turn_split(s)}
+    rows = []   # (split, tid, texts, calls, multi)
+    for variant in VARIANTS:
+        truth = _category_truth(variant)
+        # the question files alone: load_tasks would attach function docs this guard never reads
+        for entry in read_jsonl(backends._data_dir() / f"{backends.VERSION_PREFIX}_{category_of(variant)}.json"):
+            tid = entry["id"]
+            calls = tuple(_bound(c, entry["involved_classes"]) for turn in truth.get(tid, []) for c in turn)
+            rows.append((split_of_number[parse_task_id(tid)[1]], tid, _user_texts(entry["question"]), calls, True))
+    doc = splits.load()["bfcl-single"]
+    for category in (*splits.SINGLE_TURN_CATEGORIES, *splits.LIVE_CATEGORIES):
+        answers = _answers(category)
+        split_of_id = {i: s for s, ids in doc["categories"][category].items() for i in ids}
+        for tid, entry in _entries(category).items():
+            if tid not in split_of_id:
+                continue
+            answer = answers.get(tid)
+            calls = tuple(call_key(n, a) for n, a in gold_calls(entry["function"], answer)) if answer else ()
+            rows.append((split_of_id[tid], tid, _user_texts(entry["question"]), calls, False))
+    train_texts = {t for split, _, texts, _, _ in rows if split == "train" for t in texts}
+    train_calls = {calls if multi else tuple(sorted(calls)) for split, _, _, calls, multi in rows if split == "train"}
+    starts: dict[str, list] = {}   # call → [(train gold run, position)] where the run holds it
+    for split, _, _, calls, multi in rows:
+        if split == "train" and multi:
+            for i, c in enumerate(calls):
+                starts.setdefault(c, []).append((calls, i))
+    index = _Index()
+    for split, tid, texts, calls, multi in rows:
+        if split != "train":
+            if multi and calls and any(run[i:i + len(calls)] == calls for run, i in starts.get(calls[0], ())):
+                train_calls.add(calls)   # a train task's gold holds the same run: no evidence of leakage
+            index.add(split, tid, texts, calls, multi=multi, train_texts=train_texts, train_calls=train_calls)
+    return index
+
+
+def _calls(message: Mapping) -> list[str]:
+    out = []
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except ValueError:
+            continue
+        if isinstance(arguments, dict):
+            out.append(call_key(function.get("name"), arguments))
+    return out
+
+
+def _leak(record: Mapping, index: _Index) -> str | None:
+    """What of a dev/test task the SFT or RL record holds verbatim, or None."""
+    messages = list(record.get("messages") or ())
+    reference = record.get("reference")
+    if isinstance(reference, Mapping) and reference.get("tool_calls"):
+        messages.append({"role": "assistant", "tool_calls": reference["tool_calls"]})
+    flat: list[str] = []
+    for m in messages:
+        if m.get("role") == "user" and isinstance(m.get("content"), str) and m["content"] in index.requests:
+            return f"the user request of {index.requests[m['content']]}"
+        if m.get("role") == "assistant":
+            calls = _calls(m)
+            where = index.call_sets.get(tuple(sorted(calls))) if calls else None
+            if where:
+                return f"the gold calls of {where}"
+            flat.extend(calls)
+    for i, call in enumerate(flat):
+        for seq, where in index.sequences.get(call, ()):
+            if tuple(flat[i:i + len(seq)]) == seq:
+                return f"the gold call sequence of {where}"
+    return None
+
+
+def check_leakage(curated: Curated) -> None:
+    """Raise CandidateRejected, one sentence naming the record and the task, at the first leak."""
+    index = gold_index()
+    for kind in ("sft", "rl"):
+        for record in getattr(curated, kind):
+            leak = _leak(record, index)
+            if leak:
+                raise CandidateRejected(f"{kind} record {record.get('id')!r} contains {leak} verbatim: artifacts "
+                                        "must not hold dev or test tasks (drop that record or its source)")
+    long_requests = [(t, w) for t, w in index.requests.items() if len(t) >= MIN_MEMORY_TEXT]
+    for record in curated.memory:
+        text = f"{record.get('key', '')}\n{record.get('content', '')}"
+        for request, where in long_requests:
+            if request in text:
+                raise CandidateRejected(f"memory record {record.get('id')!r} contains the user request of {where} "
+                                        "verbatim: artifacts must not hold dev or test tasks")
