@@ -93,6 +93,11 @@ class Epochs:
             config = dataclasses.replace(config, budget_usd=max(0.0, config.budget_usd - spent["usd"]))
         return LLM(config, self.store.root / "llm")
 
+    @functools.cached_property
+    def curation_llm(self):
+        """What answers a strategy's ctx.llm: the run's LLM layer (None without one)."""
+        return None if self.llm is None else channel_answer(self.llm)
+
     def dir(self, epoch: int, name: str) -> Path:
         path = self.store.epoch_dir(epoch) / name
         shutil.rmtree(path, ignore_errors=True)   # a stage runs again only when it is not done: start clean
@@ -153,7 +158,7 @@ class Epochs:
             try:
                 manifest = execute(self.ws.files(sha), self.corpus, out, seed=self.cfg.seed, executor=self.executor,
                                    limits=Limits(timeout_s=self.cfg.curation_timeout_s), commit=sha,
-                                   n_ref=self.cfg.n_ref).manifest
+                                   n_ref=self.cfg.n_ref, llm=self.curation_llm).manifest
             except CurationFailed as exc:
                 return {"commit": sha, "failed": exc.reason}
         return {"commit": sha, "C": manifest["C"], "cost_train": manifest["cost_train"],
@@ -232,7 +237,7 @@ class Epochs:
         sha, chosen, edits, log, exhausted = None, None, [], [], False
         with tempfile.TemporaryDirectory(prefix=".dry-runs-", dir=self.store.root) as tmp:
             dry = DryRuns(Path(tmp), inputs, self.corpus, self.executor, self.cfg,
-                          _artifact_hashes(self.store.epoch_dir(best["epoch"]) / "artifacts"))
+                          _artifact_hashes(self.store.epoch_dir(best["epoch"]) / "artifacts"), self.curation_llm)
             for phase in phases:
                 outcome = self.proposer.revise(phase, brief, dry.validate, out)
                 log += [{"phase": phase, **attempt} for attempt in outcome.attempts]
@@ -294,9 +299,10 @@ class DryRuns:
     """The dry runs of one propose stage: each candidate's files plus the epoch's inputs, executed
     once on the whole corpus into `folder`; the outputs are kept by the hash of the files."""
 
-    def __init__(self, folder: Path, inputs: dict[str, bytes], corpus, executor, cfg: RunConfig, parent: dict):
+    def __init__(self, folder: Path, inputs: dict[str, bytes], corpus, executor, cfg: RunConfig, parent: dict,
+                 llm=None):
         self.folder, self.inputs, self.corpus, self.executor, self.cfg = folder, inputs, corpus, executor, cfg
-        self.parent, self.count, self.outputs = parent, 0, {}
+        self.parent, self.count, self.outputs, self.llm = parent, 0, {}, llm
 
     def candidate(self, files: dict[str, bytes]) -> dict[str, bytes]:
         """The proposer's strategy files with this epoch's inputs (a proposer's own inputs/ are not taken)."""
@@ -312,19 +318,19 @@ class DryRuns:
         self.count += 1
         out = self.folder / str(self.count)
         verdict, hashes = check_candidate(full, self.corpus, self.executor, self.parent, out, seed=self.cfg.seed,
-                                          n_ref=self.cfg.n_ref, timeout_s=self.cfg.curation_timeout_s)
+                                          n_ref=self.cfg.n_ref, timeout_s=self.cfg.curation_timeout_s, llm=self.llm)
         if verdict.ok:
             self.outputs[sha256_files(full)] = out
         return verdict
 
 
 def check_candidate(files: dict, corpus, executor, parent: dict, out: Path, *, seed: int, n_ref: float,
-                    timeout_s: float) -> tuple[Verdict, dict | None]:
+                    timeout_s: float, llm=None) -> tuple[Verdict, dict | None]:
     """Execute `files` on the whole corpus into `out`: the host checker must accept the output
     (else `failed`), and the artifacts must differ from the parent's `parent` hashes (else
     `empty`). Returns the verdict and the artifact hashes."""
     try:
-        execute(files, corpus, out, seed=seed, executor=executor, limits=Limits(timeout_s=timeout_s), n_ref=n_ref)
+        execute(files, corpus, out, seed=seed, executor=executor, limits=Limits(timeout_s=timeout_s), n_ref=n_ref, llm=llm)
     except CurationFailed as exc:
         return Verdict(False, "failed", f"the dry run on the whole corpus failed the host's check: {exc.reason}"), None
     hashes = _artifact_hashes(out)
@@ -332,6 +338,15 @@ def check_candidate(files: dict, corpus, executor, parent: dict, out: Path, *, s
         return Verdict(False, "empty", "the dry run's artifacts are byte-identical to the parent's: the change "
                                        "alters nothing the trainer or the agent would see"), hashes
     return Verdict(True, "changed"), hashes
+
+
+def channel_answer(llm):
+    """The binding of a strategy's ctx.llm to the run's LLM layer: a channel request → one
+    recorded, budgeted completion → the channel's response."""
+    def answer(request: dict) -> dict:
+        reply = llm.complete(request["messages"], purpose="curate", max_tokens=request["max_tokens"])
+        return {"text": reply.text, "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
+    return answer
 
 
 def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:

@@ -110,7 +110,8 @@ def _build_index() -> _Index:
     from benchmarks.bfcl import backends
     from benchmarks.bfcl.multi_turn import VARIANTS, _category_truth, category_of, parse_task_id
     from evolver.files import read_jsonl
-    from benchmarks.bfcl.single_turn import _answers, _entries, gold_calls
+    from benchmarks.bfcl.single_turn import gold_calls
+    from benchmarks.bfcl.single_turn_data import answers, entries
 
     split_of_number = {n: s for s in ("train", "dev", "test") for n in splits.multi_turn_split(s)}
     rows = []   # (split, tid, texts, calls, multi)
@@ -123,12 +124,12 @@ def _build_index() -> _Index:
             rows.append((split_of_number[parse_task_id(tid)[1]], tid, _user_texts(entry["question"]), calls, True))
     doc = splits.load()["bfcl-single"]
     for category in (*splits.SINGLE_TURN_CATEGORIES, *splits.LIVE_CATEGORIES):
-        answers = _answers(category)
+        gold = answers(category)
         split_of_id = {i: s for s, ids in doc["categories"][category].items() for i in ids}
-        for tid, entry in _entries(category).items():
+        for tid, entry in entries(category).items():
             if tid not in split_of_id:
                 continue
-            answer = answers.get(tid)
+            answer = gold.get(tid)
             calls = tuple(call_key(n, a) for n, a in gold_calls(entry["function"], answer)) if answer else ()
             rows.append((split_of_id[tid], tid, _user_texts(entry["question"]), calls, False))
     train_texts = {t for split, _, texts, _, _ in rows if split == "train" for t in texts}

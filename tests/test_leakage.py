@@ -9,7 +9,8 @@ import pytest
 
 from benchmarks.bfcl import corpus_builder, splits
 from benchmarks.bfcl.backends import Episode, load_ground_truth, load_tasks
-from benchmarks.bfcl.single_turn import _answers, _entries, gold_calls
+from benchmarks.bfcl.single_turn import gold_calls
+from benchmarks.bfcl.single_turn_data import answers, entries
 from curation_strategies import toolkit as tk
 from sandbox.checker import CandidateRejected, Curated
 from sandbox.corpus import load_corpus
@@ -70,8 +71,8 @@ def test_a_test_tasks_gold_call_sequence_is_rejected_even_under_another_request(
 
 
 def test_a_single_turn_dev_gold_answer_is_rejected_in_an_rl_reference():
-    entry = _entries("simple_python")[DEV_SIMPLE]
-    (name, arguments), = gold_calls(entry["function"], _answers("simple_python")[DEV_SIMPLE])
+    entry = entries("simple_python")[DEV_SIMPLE]
+    (name, arguments), = gold_calls(entry["function"], answers("simple_python")[DEV_SIMPLE])
     rl = {"id": "rl-1", "messages": [{"role": "user", "content": "Compute it."}], "tools": [],
           "reference": {"tool_calls": [call(name, arguments)]}, "reward": "tool_call_match", "meta": {"origin": ["x"]}}
     with pytest.raises(CandidateRejected) as info:

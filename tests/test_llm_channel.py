@@ -58,12 +58,7 @@ def curate(raw, ctx):
 '''
 
 
-def answer_with(llm: LLM):
-    """The binding the loop makes: a channel request → the run's LLM layer → the channel's response."""
-    def answer(request: dict) -> dict:
-        reply = llm.complete(request["messages"], purpose="curate", max_tokens=request["max_tokens"])
-        return {"text": reply.text, "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
-    return answer
+answer_with = channel_answer   # the loop's binding: a channel request → the run's LLM layer → the response
 
 
 def make_llm(server, record_dir, mode="record"):

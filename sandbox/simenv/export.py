@@ -61,7 +61,7 @@ def _multi_turn(task_ids: set[str]) -> tuple[dict, set[str], int, dict]:
 def _single_turn(task_ids: set[str]) -> tuple[dict, int]:
     from benchmarks.bfcl import splits
     from benchmarks.bfcl.backends import tool_schema
-    from benchmarks.bfcl.single_turn import _entries
+    from benchmarks.bfcl.single_turn_data import entries
 
     scenarios, withheld = {}, 0
     for tid in sorted(task_ids):
@@ -70,7 +70,7 @@ def _single_turn(task_ids: set[str]) -> tuple[dict, int]:
             withheld += 1
             continue
         scenarios[tid] = {"benchmark": SINGLE_TURN,
-                          "tools": [tool_schema(d) for d in _entries(category)[tid]["function"]]}
+                          "tools": [tool_schema(d) for d in entries(category)[tid]["function"]]}
     return scenarios, withheld
 
 
