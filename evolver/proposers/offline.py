@@ -175,17 +175,20 @@ class OfflineProposer:
         genome, note = self._parent(files)
         rng = random.Random(f"{seed}:effectiveness:{hashlib.sha256(compose(genome).encode()).hexdigest()}")
         ranked = motives(failed_points, signals)
-        options = {m: [e for remedy in REMEDIES[m]
-                       for e in _edits(remedy, m, focus_of(m, failed_points, signals), rng)
-                       if e.key not in rejected and e.apply(genome) != genome]
+        # per motive, per remedy: its applicable settings
+        options = {m: [[e for e in _edits(remedy, m, focus_of(m, failed_points, signals), rng)
+                        if e.key not in rejected and e.apply(genome) != genome] for remedy in REMEDIES[m]]
                    for m, _ in ranked}
         combined: list[Edit] = []
         for m, _ in ranked:
-            first = next((e for e in options[m] if all(e.op != c.op for c in combined)), None)
+            first = next((e for settings in options[m] for e in settings if all(e.op != c.op for c in combined)), None)
             if first is not None and len(combined) < MAX_EDITS:
                 combined.append(first)
+        # then single edits: every remedy's first setting, motive by motive, before any second setting
+        depth = max((len(settings) for m in options for settings in options[m]), default=0)
+        singles = [[settings[d]] for d in range(depth) for m, _ in ranked for settings in options[m] if d < len(settings)]
         seen: set = set()
-        plans = ([combined] if len(combined) > 1 else []) + [[e] for m, _ in ranked for e in options[m]]
+        plans = ([combined] if len(combined) > 1 else []) + singles
         for edits in plans:
             revision = self._revision(files, genome, edits, "effectiveness", note, failed_points, signals, seen)
             if revision is not None:
