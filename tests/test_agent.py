@@ -58,7 +58,8 @@ def make(server, executor, parent, tmp_path, *, limits=AgentLimits(step_limit=8,
                   rejected_edits=[], history=[], corpus=corpus, seed=0, score=score)
 
     def validate(candidate):
-        return check_candidate(candidate, corpus, executor, hashes, seed=0, n_ref=1e5, timeout_s=120)[0]
+        out = tmp_path / "dry-runs" / str(len(list((tmp_path / "dry-runs").glob("*"))) if (tmp_path / "dry-runs").exists() else 0)
+        return check_candidate(candidate, corpus, executor, hashes, out, seed=0, n_ref=1e5, timeout_s=120)[0]
 
     return proposer, brief, validate, llm
 

@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 from evolver.errors import RunFailed
 from evolver.llm import BudgetExceeded, LLMError
 from evolver.proposers.brief import Brief, Outcome, Verdict
-from sandbox.executor import Limits
+from sandbox.executor import CommandRunner, Limits
 from sandbox.schemas import canonical_json
 
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
@@ -259,7 +259,7 @@ class AgentProposer:
     name = "agent"
 
     def __init__(self, llm, executor, limits: AgentLimits = AgentLimits()):
-        if not hasattr(executor, "run_command"):
+        if not isinstance(executor, CommandRunner):
             raise RunFailed(f"the code agent's commands need the Docker sandbox; the {executor.name} executor cannot run them")
         self.llm, self.executor, self.limits = llm, executor, limits
 
