@@ -198,3 +198,20 @@ def test_k_candidates_are_distinct_and_k_1_is_the_single_revision():
     assert len(nothing) == 1 and nothing[0].files is None and nothing[0].attempts
     with pytest.raises(ValueError):
         OfflineProposer().candidates("effectiveness", b, validate, k=0)
+
+
+def test_a_focus_is_what_the_corpus_has_so_no_candidate_is_a_no_op(sample_corpus):
+    corpus = load_corpus([str(sample_corpus)])    # multi-turn "base" trajectories only
+    single = brief(SINGLE, signals(SINGLE, NO_SIGNALS))
+    seen = []
+
+    def validate(files):
+        seen.append(read_genome(files["strategy.py"].decode()))
+        return Verdict(False, "empty")
+    OfflineProposer().candidates("effectiveness", Brief(**{**single.__dict__, "corpus": corpus}), validate, k=1)
+    assert seen and not any("repeat_focus" in g or "rl_focus" in g for g in seen)   # simple_python etc. are not there
+    seen.clear()
+    multi = brief(MULTI, signals(MULTI, RARE))
+    OfflineProposer().candidates("effectiveness", Brief(**{**multi.__dict__, "corpus": corpus}), validate, k=1)
+    focused = [g["rl_focus"] for g in seen if "rl_focus" in g]
+    assert focused and focused[0]["categories"] == ("base",)

@@ -2,7 +2,7 @@
 (evolver/proposers/offline.py). Each block is one operator, opened by its `# op:` line; the
 commit message says why each was added. With no operator it curates exactly like ρ0."""
 
-TAGS = ["composed"]
+TAGS = ["seed"]   # ρ0's tag: an operator that changes no record leaves the artifacts' bytes as they were
 
 
 def in_focus(trajectory, tk, categories, tools):

@@ -92,15 +92,29 @@ def category_of(task_id: str) -> str:
     return re.sub(r"^multi_turn_", "", re.sub(r"_\d+$", "", task_id))
 
 
-def focus_of(motive: str, failed_points: Sequence[Mapping], signals: Mapping) -> dict[str, tuple]:
-    """The categories and tools a motive points at."""
+def vocabulary(corpus) -> dict[str, set] | None:
+    """The environment variants and called tool names of a corpus (None: unknown, keep every focus)."""
+    if corpus is None:
+        return None
+    found: dict[str, set] = {"categories": set(), "tools": set()}
+    for record in corpus.records:
+        found["categories"].add(((record.get("meta") or {}).get("env") or {}).get("variant"))
+        found["tools"].update(c["function"]["name"] for m in record["messages"] for c in m.get("tool_calls") or ())
+    return found
+
+
+def focus_of(motive: str, failed_points: Sequence[Mapping], signals: Mapping, known: Mapping | None = None) -> dict[str, tuple]:
+    """The categories and tools a motive points at, among those the corpus has (`known`)."""
+    categories, tools = set(), set()
     if motive == "rare":
         tools = {name for r in signals.get("rare") or () for name in r["pattern"].split(" → ") if not name.startswith("(")}
-        return {"categories": (), "tools": tuple(sorted(tools))}
-    if motive in SIGNALS:
-        return {"categories": tuple(sorted({category_of(t) for t in signals.get(motive) or ()})), "tools": ()}
-    tasks = {t for p in failed_points if p.get("family") == motive for t in p.get("task_ids", ())}
-    return {"categories": tuple(sorted({category_of(t) for t in tasks})), "tools": ()}
+    elif motive in SIGNALS:
+        categories = {category_of(t) for t in signals.get(motive) or ()}
+    else:
+        categories = {category_of(t) for p in failed_points if p.get("family") == motive for t in p.get("task_ids", ())}
+    if known is not None:
+        categories, tools = categories & known["categories"], tools & known["tools"]
+    return {"categories": tuple(sorted(categories)), "tools": tuple(sorted(tools))}
 
 
 def motives(failed_points: Sequence[Mapping], signals: Mapping) -> list[tuple[str, int]]:
@@ -152,10 +166,11 @@ class OfflineProposer:
         Outcome without files that records the attempts."""
         if k < 1:
             raise ValueError("k must be at least 1")
-        stream = (self.effectiveness(brief.files, brief.failed_points, brief.signals, brief.rejected_edits, brief.seed)
+        known = vocabulary(brief.corpus)
+        stream = (self.effectiveness(brief.files, brief.failed_points, brief.signals, brief.rejected_edits, brief.seed, known)
                   if phase == "effectiveness" else
                   self.efficiency(brief.files, brief.profile, brief.lam, brief.failed_points, brief.signals,
-                                  brief.rejected_edits))
+                                  brief.rejected_edits, known))
         found, attempts = [], []
         for revision in stream:
             verdict = validate(revision.files)
@@ -170,13 +185,13 @@ class OfflineProposer:
     # ------------------------------------------------------------------ the two phases
 
     def effectiveness(self, files: Mapping[str, bytes], failed_points: Sequence[Mapping], signals: Mapping,
-                      rejected: Sequence[str] = (), seed: int = 0) -> Iterator[Revision]:
+                      rejected: Sequence[str] = (), seed: int = 0, known: Mapping | None = None) -> Iterator[Revision]:
         """A combined revision over the top motives first, then every single edit, motive by motive."""
         genome, note = self._parent(files)
         rng = random.Random(f"{seed}:effectiveness:{hashlib.sha256(compose(genome).encode()).hexdigest()}")
         ranked = motives(failed_points, signals)
         # per motive, per remedy: its applicable settings
-        options = {m: [[e for e in _edits(remedy, m, focus_of(m, failed_points, signals), rng)
+        options = {m: [[e for e in _edits(remedy, m, focus_of(m, failed_points, signals, known), rng)
                         if e.key not in rejected and e.apply(genome) != genome] for remedy in REMEDIES[m]]
                    for m, _ in ranked}
         combined: list[Edit] = []
@@ -195,7 +210,8 @@ class OfflineProposer:
                 yield revision
 
     def efficiency(self, files: Mapping[str, bytes], profile: Mapping, lam: float, failed_points: Sequence[Mapping] = (),
-                   signals: Mapping | None = None, rejected: Sequence[str] = ()) -> Iterator[Revision]:
+                   signals: Mapping | None = None, rejected: Sequence[str] = (), known: Mapping | None = None
+                   ) -> Iterator[Revision]:
         """Single pruning edits, mildest first; focus_prune keeps what the diagnosis points at."""
         if lam <= 0:
             return
@@ -203,7 +219,7 @@ class OfflineProposer:
         genome, note = self._parent(files)
         focus = {"categories": (), "tools": ()}
         for m, _ in motives(failed_points, signals):
-            for key, values in focus_of(m, failed_points, signals).items():
+            for key, values in focus_of(m, failed_points, signals, known).items():
                 focus[key] = tuple(sorted(set(focus[key]) | set(values)))
         cost = (f"λ = {lam:g}; the parent curates Cost_train = {profile.get('cost_train')} turns, "
                 f"C = {profile.get('C', 0):.4f}, so λ·C = {lam * profile.get('C', 0):.4f} of J.\n\n")
