@@ -89,7 +89,6 @@ CHECKER_RULES = (
 )
 _RULES = tuple((re.compile(p), f) for p, f in CHECKER_RULES)
 UNKNOWN = re.compile(r"not defined|unknown (tool|function)|not (offered|available)|no such (tool|function)", re.I)
-ARGUMENT = re.compile(r"argument|parameter|missing_required|unexpected|type_error|value_error|TypeError|ValueError", re.I)
 ERROR = re.compile(r"^\s*(\{\s*\"error\"|error|Error during execution|Traceback)|'error':|\"error\":", re.I)
 REPEATS = 3   # identical consecutive calls that make a loop
 

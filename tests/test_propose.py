@@ -210,8 +210,12 @@ def test_a_focus_is_what_the_corpus_has_so_no_candidate_is_a_no_op(sample_corpus
         return Verdict(False, "empty")
     OfflineProposer().candidates("effectiveness", Brief(**{**single.__dict__, "corpus": corpus}), validate, k=1)
     assert seen and not any("repeat_focus" in g or "rl_focus" in g for g in seen)   # simple_python etc. are not there
-    seen.clear()
-    multi = brief(MULTI, signals(MULTI, RARE))
-    OfflineProposer().candidates("effectiveness", Brief(**{**multi.__dict__, "corpus": corpus}), validate, k=1)
-    focused = [g["rl_focus"] for g in seen if "rl_focus" in g]
-    assert focused and focused[0]["categories"] == ("base",)
+    # a focus on "base" would hold every record of this corpus: no focus; a rare pattern's tools are one
+    rare = {"forgetting": [], "boundary": ["multi_turn_base_7"],
+            "rare": [{"pattern": "cancel_booking → cd", "count": 2, "share": 0.01, "task_ids": ["multi_turn_base_7"]}]}
+    for motive, found in [("boundary", []), ("rare", [((), ("cancel_booking",))])]:
+        seen.clear()
+        sigs = {"families": {}, **rare, **{s: [] for s in ("boundary", "rare") if s != motive}}
+        OfflineProposer().candidates("effectiveness", Brief(**{**brief([], sigs).__dict__, "corpus": corpus}), validate, k=1)
+        focused = [(g[op]["categories"], g[op]["tools"]) for g in seen for op in ("rl_focus", "repeat_focus") if op in g]
+        assert focused[:1] == found, motive

@@ -96,11 +96,20 @@ def vocabulary(corpus) -> dict[str, set] | None:
     """The environment variants and called tool names of a corpus (None: unknown, keep every focus)."""
     if corpus is None:
         return None
-    found: dict[str, set] = {"categories": set(), "tools": set()}
-    for record in corpus.records:
-        found["categories"].add(((record.get("meta") or {}).get("env") or {}).get("variant"))
-        found["tools"].update(c["function"]["name"] for m in record["messages"] for c in m.get("tool_calls") or ())
-    return found
+    records = [(((r.get("meta") or {}).get("env") or {}).get("variant"),
+                frozenset(c["function"]["name"] for m in r["messages"] for c in m.get("tool_calls") or ()))
+               for r in corpus.records]
+    return {"categories": {c for c, _ in records}, "tools": set().union(*(n for _, n in records)), "records": records}
+
+
+def narrowed(categories: set, tools: set, known: Mapping | None) -> dict[str, tuple]:
+    """A focus among what the corpus has; empty when it would hold every record or none (a
+    focus on everything is no focus)."""
+    if known is not None:
+        categories, tools = categories & known["categories"], tools & known["tools"]
+        if all(c in categories or not names.isdisjoint(tools) for c, names in known["records"]):
+            categories, tools = set(), set()
+    return {"categories": tuple(sorted(categories)), "tools": tuple(sorted(tools))}
 
 
 def focus_of(motive: str, failed_points: Sequence[Mapping], signals: Mapping, known: Mapping | None = None) -> dict[str, tuple]:
@@ -112,9 +121,7 @@ def focus_of(motive: str, failed_points: Sequence[Mapping], signals: Mapping, kn
         categories = {category_of(t) for t in signals.get(motive) or ()}
     else:
         categories = {category_of(t) for p in failed_points if p.get("family") == motive for t in p.get("task_ids", ())}
-    if known is not None:
-        categories, tools = categories & known["categories"], tools & known["tools"]
-    return {"categories": tuple(sorted(categories)), "tools": tuple(sorted(tools))}
+    return narrowed(categories, tools, known)
 
 
 def motives(failed_points: Sequence[Mapping], signals: Mapping) -> list[tuple[str, int]]:
@@ -217,10 +224,8 @@ class OfflineProposer:
             return
         signals = signals or {}
         genome, note = self._parent(files)
-        focus = {"categories": (), "tools": ()}
-        for m, _ in motives(failed_points, signals):
-            for key, values in focus_of(m, failed_points, signals, known).items():
-                focus[key] = tuple(sorted(set(focus[key]) | set(values)))
+        parts = [focus_of(m, failed_points, signals, known) for m, _ in motives(failed_points, signals)]
+        focus = narrowed({c for f in parts for c in f["categories"]}, {t for f in parts for t in f["tools"]}, known)
         cost = (f"λ = {lam:g}; the parent curates Cost_train = {profile.get('cost_train')} turns, "
                 f"C = {profile.get('C', 0):.4f}, so λ·C = {lam * profile.get('C', 0):.4f} of J.\n\n")
         seen: set = set()
