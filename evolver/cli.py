@@ -95,6 +95,11 @@ def cmd_diff(args) -> int:
     """The strategy code in full; the diagnosis and profile under inputs/ (one-line JSON) as a
     line each unless --inputs asks for them whole."""
     ws = _workspace(Path(args.run))
+    if (Path(args.run) / "run.json").is_file():   # a run: its tags must be the ones its journal recorded
+        from evolver.loop import check_workspace
+        from evolver.store import RunStore
+
+        check_workspace(RunStore.open(Path(args.run)), ws)
     text = ws.diff(args.a, args.b, include_inputs=args.inputs)
     if not args.inputs:
         text += "".join(f"inputs: {row['path']} {row['status']} (+{row['added']} -{row['removed']} lines; --inputs shows them)\n"

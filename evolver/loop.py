@@ -27,6 +27,7 @@ from statistics import fmean
 from evolver.acceptance import Scores, make_rule
 from evolver.config import RunConfig
 from evolver.diagnose import diagnose
+from evolver.errors import UserError
 from evolver.files import atomic_json, read_json, read_jsonl
 from evolver.objective import final_choice, objective
 from evolver.proposers import make_proposer
@@ -57,6 +58,7 @@ class Epochs:
         if not (store.root / "strategy").exists():   # created here, so a kill right after run.json is harmless
             Workspace.create(store.root / "strategy", SEED_STRATEGY, params=self.cfg.params(), inputs=EMPTY_DIAGNOSIS)
         self.ws = Workspace.open(store.root / "strategy")
+        check_workspace(store, self.ws)
         self.rule = make_rule(self.cfg)
 
     # what only some stages need is made when first used (a retrain needs no sandbox, no agent)
@@ -341,7 +343,8 @@ def run_epochs(store: RunStore) -> dict:
         scores = []
         if "failed" not in curation:
             for seed in ep.cfg.seeds:
-                trained = ep.stage(epoch, f"train-s{seed}", lambda: ep.train(epoch, seed))
+                trained = ep.stage(epoch, f"train-s{seed}", lambda: ep.train(epoch, seed),
+                                   lambda result: [Path(result["adapter"])] if result["adapter"] else [])
                 scores.append(ep.stage(epoch, f"evaluate-s{seed}", lambda: ep.evaluate(epoch, seed, trained["adapter"]),
                                        [store.epoch_dir(epoch) / f"eval-s{seed}"]))
         proposal = store.done(epoch - 1, "propose") if epoch else None
@@ -356,6 +359,33 @@ def run_epochs(store: RunStore) -> dict:
     evaluated = [d for d in ep.decisions() if d.get("P") is not None]
     final = final_choice(evaluated)
     return ep.stage(-1, "final", lambda: {"epoch": final["epoch"], "commit": final["commit"], "P": final["P"], "C": final["C"]})
+
+
+def recorded_commits(store: RunStore) -> dict[str, str]:
+    """Tag → commit as the journal recorded them: each epoch's candidate (curate, decide,
+    propose) and `best` (the last accepted decision)."""
+    tags = {}
+    for event in store.journal.events():
+        result = event.get("result") if event.get("event") == "stage_done" else None
+        if not isinstance(result, dict) or not isinstance(event.get("epoch"), int) or event["epoch"] < 0:
+            continue
+        if event["stage"] in ("curate", "decide") and result.get("commit"):
+            tags[f"epoch-{event['epoch']}"] = result["commit"]
+        if event["stage"] == "propose" and result.get("candidate"):
+            tags[f"epoch-{event['epoch'] + 1}"] = result["candidate"]
+        if event["stage"] == "decide" and result.get("accepted"):
+            tags["best"] = result["commit"]
+    return tags
+
+
+def check_workspace(store: RunStore, ws: Workspace) -> None:
+    """UserError when a tag of the workspace no longer names the commit the journal recorded
+    (the strategy was changed outside curateevo): nothing built on it can be trusted."""
+    for tag, recorded in recorded_commits(store).items():
+        current = ws.resolve(tag) if tag in ws.refs() else None
+        if current != recorded:
+            raise UserError(f"{ws.path}: tag {tag} names {current[:12] if current else 'nothing'} but the journal "
+                            f"recorded {recorded[:12]}: the workspace was changed outside curateevo; nothing was run")
 
 
 def llm_spent(store: RunStore) -> dict:

@@ -192,17 +192,34 @@ def cmd_test(args) -> int:
             shutil.rmtree(stale)
     cfg, epoch = run_config(store), final[-1]["epoch"]
     seed = cfg.seeds[0]
-    adapter = store.epoch_dir(epoch) / f"train-s{seed}" / "adapter"
-    memory = store.epoch_dir(epoch) / "artifacts" / "memory.jsonl"
+    adapter, memory = chosen(store, final[-1], seed)
     doc = evaluate_to_dir(cfg.benchmark, "test", partial, tasks=args.tasks, metric=cfg.metric, allow_test=True,
                           memory=str(memory) if memory.stat().st_size and "no-memory" not in cfg.ablations else None,
-                          policy_options={"base": cfg.base, "adapter": str(adapter) if adapter.exists() else None},
+                          policy_options={"base": cfg.base, "adapter": adapter},
                           seed=seed, progress=True, batch_size=cfg.batch_size, steps=cfg.eval_steps)
     os.replace(partial, out)
     store.journal.append({"event": "tested", "epoch": epoch, "P": doc["P"], "metric": doc["metric"]})
     print(f"final strategy (epoch {epoch}) on the test split:")
     print(format_metrics(doc, out))
     return 0
+
+
+def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path]:
+    """The final strategy's adapter (None when its epoch had nothing to train) and memory, as
+    the run recorded them; UserError when what is on disk is not that (nothing is evaluated)."""
+    from evolver.loop import check_workspace
+    from sandbox.workspace import Workspace
+
+    epoch, fix = final["epoch"], f"`curateevo resume {store.root}` makes it again"
+    check_workspace(store, Workspace.open(store.root / "strategy"))
+    curation = store.done(epoch, "curate")
+    if curation is None or curation["result"].get("commit") != final["commit"]:
+        raise UserError(f"the artifacts of epoch {epoch}, the run's choice, are missing or changed; {fix}")
+    trained = store.done(epoch, f"train-s{seed}")
+    if trained is None:
+        raise UserError(f"the adapter of epoch {epoch} (train-s{seed}), the run's choice, is missing or changed; "
+                        f"testing now would evaluate something else; {fix}")
+    return trained["result"]["adapter"], store.epoch_dir(epoch) / "artifacts" / "memory.jsonl"
 
 
 def add_cli(sub) -> None:
