@@ -1,27 +1,66 @@
-"""Rule-based diagnosis: failure families from checker errors and trajectory shape, and
-CoEvolve's behavioural signals (forgetting, boundary, rare). No LLM needed.
+"""Rule-based diagnosis: the failure family of each failed trajectory, read from the official
+checker's verdict first and the trajectory's shape second. No LLM needed.
 
-Input: the evaluated trajectories (canonical records with `outcome` and `meta.feedback`,
-`meta.format_errors`, `meta.step_limit_turn`, `meta.turn_pass`, `meta.sample`, as
-benchmarks/runner.py writes them). Output: DESIGN's `failed_points.json` and `signals.json`.
+Input: evaluated trajectories (canonical records with `outcome` and `meta.feedback`,
+`meta.format_errors`, `meta.step_limit_turn`, `meta.turn_pass`, as benchmarks/runner.py writes
+them). Output: DESIGN's `failed_points.json`; `signals.json` adds CoEvolve's signals
+(evolver/signals.py) to the family counts made here.
+
+Order of precedence. A failed trajectory gets one *primary* family from its checker verdict —
+the first rule that applies, in this order:
+
+1. the runner recorded a format error (an answer it could not read as calls), or the checker
+   could not read the calls (`decoder_wrong_output_format`, `ast_checker:exception`), or the
+   decoder failed on text that held a broken call → `unparseable_call`;
+2. the decoder found no call where one was needed (`ast_decoder:decoder_failed` "Invalid syntax.
+   Failed to decode AST. No function call.", `relevance_error:decoder_failed`) → `missing_call`
+   — before any argument rule: its message says "Invalid syntax", which is not about arguments;
+3. a call where none was wanted (`irrelevance_error:decoder_success`, single- and multi-turn)
+   → `unwanted_call`;
+4. `multi_turn:force_terminated` → `step_limit` when the runner hit a turn's step limit, else
+   `premature_stop` (the trajectory ended before the task's last turn);
+5. `multi_turn:empty_turn_model_response` → `empty_turn`;
+6. `multi_turn:instance_state_mismatch` → `state_mismatch`;
+7. `multi_turn:execution_response_mismatch` → `missing_output`;
+8. `*:wrong_func_name` → `unknown_tool` when a called name is not on offer, else `wrong_tool`;
+9. `*:wrong_count` → `wrong_call_count`;
+10. argument checks (`missing_required`, `unexpected_param`, `missing_optional`, `type_error:*`,
+    `value_error:*`, `dict_checker`/`list_dict_checker:unclear`, parallel `cannot_find_match`)
+    → `bad_arguments`;
+11. any other failure → `unclassified` (its error type is the evidence).
+
+Secondary families: the multi-turn per-turn checks (`feedback.turn_errors`) read by the same
+rules — BFCL's multi-turn verdict does not fail a task for a call in a turn that wanted none, the
+per-turn check does — and the trajectory's shape: a tool error naming an unknown tool
+(`unknown_tool`), a tool error never followed by a success of that tool
+(`tool_error_not_recovered`), the same call REPEATS times in a row (`repeated_call_loop`).
 """
 from __future__ import annotations
 
 import json
 import re
 from collections import Counter, defaultdict
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
+
+from evolver import signals as sig
+from evolver.signals import calls_of as _calls, task_id_of
 
 # family → (what failed, what curation could do about it)
 FAMILIES = {
     "unparseable_call": ("the agent's output could not be parsed as a tool call",
                          "train on well-formed calls only; mask or drop malformed ones"),
+    "missing_call": ("the agent answered in text where a tool call was needed",
+                     "train on trajectories that act with tools; RL on the tool-call steps"),
+    "unwanted_call": ("the agent called a tool where no call was wanted",
+                      "keep and weight trajectories that answer without tools"),
     "unknown_tool": ("the agent called a tool that is not offered",
                      "put the offered tools' exact signatures into memory; drop calls to unknown tools"),
+    "wrong_tool": ("the agent called an offered tool, but not the one the task needs",
+                   "tool signatures and task-family facts in memory; RL on tool choice"),
+    "wrong_call_count": ("the agent made too many or too few calls",
+                         "train on trajectories with parallel calls; drop redundant repeated calls"),
     "bad_arguments": ("the agent called the right tool with wrong, missing or mistyped arguments",
                       "show signatures and argument constraints; mask erroneous calls that were corrected"),
-    "unwanted_call": ("the agent called a tool where no call was wanted",
-                      "keep trajectories that answer without tools"),
     "tool_error_not_recovered": ("a tool returned an error and the agent never recovered",
                                  "train on recovery after errors; constraints from recurring errors in memory"),
     "state_mismatch": ("the environment ended in a different state than the gold actions leave",
@@ -30,61 +69,84 @@ FAMILIES = {
                        "drop failed trajectories; keep closing replies that report results"),
     "empty_turn": ("the agent produced nothing for a user turn", "drop abandoned trajectories"),
     "repeated_call_loop": ("the agent repeated the same call again and again", "drop trajectories with redundant repeated calls"),
-    "premature_stop": ("the agent stopped a turn without the calls it needed", "train whole trajectories; drop abandoned ones"),
+    "premature_stop": ("the agent stopped before the task's last turn", "train whole trajectories; drop abandoned ones"),
     "step_limit": ("the agent hit the step limit of a turn", "drop trajectories that loop; shorter decision segments"),
+    "unclassified": ("the checker failed the task for a reason no rule names", "drop failed trajectories"),
 }
-UNKNOWN = re.compile(r"not defined|unknown (tool|function)|not (offered|available)|no such (tool|function)|wrong[_ ]func", re.I)
-ARGUMENT = re.compile(r"argument|parameter|missing_required|unexpected|type_error|value_error|TypeError|ValueError|invalid", re.I)
+# The checker rules 2–11 of the module docstring: (error-type pattern, family), first match wins.
+CHECKER_RULES = (
+    (r"decoder_wrong_output_format|^ast_checker:exception", "unparseable_call"),
+    (r"decoder_failed", "missing_call"),
+    (r"irrelevance_error:decoder_success", "unwanted_call"),
+    (r"force_terminated", "step_limit|premature_stop"),
+    (r"empty_turn_model_response", "empty_turn"),
+    (r"instance_state_mismatch", "state_mismatch"),
+    (r"execution_response_mismatch", "missing_output"),
+    (r"wrong_func_name", "unknown_tool|wrong_tool"),
+    (r"wrong_count", "wrong_call_count"),
+    (r"missing_required|unexpected_param|missing_optional|type_error|value_error|checker:unclear|cannot_find_match",
+     "bad_arguments"),
+)
+_RULES = tuple((re.compile(p), f) for p, f in CHECKER_RULES)
+UNKNOWN = re.compile(r"not defined|unknown (tool|function)|not (offered|available)|no such (tool|function)", re.I)
 ERROR = re.compile(r"^\s*(\{\s*\"error\"|error|Error during execution|Traceback)|'error':|\"error\":", re.I)
 REPEATS = 3   # identical consecutive calls that make a loop
-
-
-def _calls(messages: Sequence[Mapping]) -> Iterable[tuple[int, Mapping, str | None]]:
-    """(turn, call, its observation) in order; turns count user messages."""
-    results = {m.get("tool_call_id"): m.get("content") for m in messages if m["role"] == "tool"}
-    turn = -1
-    for m in messages:
-        if m["role"] == "user":
-            turn += 1
-        for call in m.get("tool_calls") or ():
-            yield turn, call, results.get(call["id"])
 
 
 def _signature(call: Mapping) -> str:
     return f"{call['function']['name']}({call['function']['arguments']})"
 
 
-def families(trajectory: Mapping) -> list[tuple[str, str]]:
-    """The failure families of one failed trajectory, each with a line of evidence."""
+def _offered(trajectory: Mapping) -> set[str]:
+    return {(t.get("function") or t).get("name") for t in trajectory.get("tools") or ()}
+
+
+def primary_family(trajectory: Mapping, error_type: str | None = None) -> tuple[str, str]:
+    """The family of a failed trajectory's checker verdict (rules 1–11), with its evidence;
+    `error_type` reads another of its error types (a per-turn check's) by the same rules."""
     meta = trajectory.get("meta") or {}
     fb = meta.get("feedback") or {}
+    if error_type is not None:
+        meta, fb = {**meta, "format_errors": []}, {"error_type": error_type, "calls": fb.get("calls")}
     error_type = str(fb.get("error_type") or "")
+    message = str(fb.get("checker_message") or "")
+    evidence = f"{error_type}: {message}".strip(": ")
+    if meta.get("format_errors"):
+        return "unparseable_call", str(meta["format_errors"][0].get("error"))
+    if "decoder_failed" in error_type and fb.get("parse_error"):
+        return "unparseable_call", str(fb["parse_error"])
+    for pattern, family in _RULES:
+        if not pattern.search(error_type):
+            continue
+        if family == "step_limit|premature_stop":
+            if meta.get("step_limit_turn") is not None:
+                return "step_limit", f"turn {meta['step_limit_turn']} reached {meta.get('max_steps')} steps"
+            return "premature_stop", evidence
+        if family == "unknown_tool|wrong_tool":
+            called = {c.get("name") for c in fb.get("calls") or ()} | {c["function"]["name"] for _, c, _ in _calls(trajectory["messages"])}
+            unknown = sorted(n for n in called - _offered(trajectory) if n)
+            return ("unknown_tool", f"{evidence} (not offered: {', '.join(unknown)})") if unknown else ("wrong_tool", evidence)
+        if family == "state_mismatch" and fb.get("state_diff"):
+            evidence = f"{error_type}: {json.dumps(fb['state_diff'], ensure_ascii=False)}"
+        if family == "missing_output" and fb.get("missing_items"):
+            evidence = f"{error_type}: {json.dumps(fb['missing_items'], ensure_ascii=False)}"
+        return family, evidence
+    return "unclassified", evidence or "failed without a checker error type"
+
+
+def families(trajectory: Mapping) -> list[tuple[str, str]]:
+    """The failure families of one failed trajectory, each with a line of evidence: the primary
+    family first, then the families of the trajectory's shape."""
     found: dict[str, str] = {}
 
     def add(family: str, evidence: str) -> None:
         found.setdefault(family, evidence[:240])
 
-    if meta.get("format_errors"):
-        add("unparseable_call", str(meta["format_errors"][0].get("error")))
-    if meta.get("step_limit_turn") is not None or "force_terminated" in error_type:
-        add("step_limit", f"turn {meta.get('step_limit_turn')} reached {meta.get('max_steps')} steps")
-    if "state_mismatch" in error_type:
-        add("state_mismatch", json.dumps(fb.get("state_diff") or fb.get("details") or error_type)[:240])
-    if "execution_response_mismatch" in error_type:
-        add("missing_output", json.dumps(fb.get("missing") or fb.get("details") or error_type)[:240])
-    if "empty_turn" in error_type:
-        add("empty_turn", error_type)
-    if "irrelevance" in error_type:
-        add("unwanted_call", error_type)
-    message = f"{error_type} {fb.get('checker_message') or ''}"
-    if error_type and not found:
-        if UNKNOWN.search(message):
-            add("unknown_tool", message)
-        elif ARGUMENT.search(message):
-            add("bad_arguments", message)
-        elif "decoder_failed" in error_type:
-            add("unparseable_call", message)
-
+    add(*primary_family(trajectory))
+    for turn in ((trajectory.get("meta") or {}).get("feedback") or {}).get("turn_errors") or ():
+        family, evidence = primary_family(trajectory, turn.get("error_type") or "")
+        if family not in ("unclassified", "step_limit", "premature_stop"):   # a cut-off turn repeats the primary
+            add(family, f"turn {turn.get('turn')}: {evidence}")
     calls = list(_calls(trajectory["messages"]))
     failed_tools: dict[str, str] = {}
     for _, call, result in calls:
@@ -92,12 +154,10 @@ def families(trajectory: Mapping) -> list[tuple[str, str]]:
         if result is not None and ERROR.search(result):
             if UNKNOWN.search(result):
                 add("unknown_tool", f"{name}: {result}")
-            elif ARGUMENT.search(result):
-                add("bad_arguments", f"{name}: {result}")
             failed_tools[name] = result
         else:
             failed_tools.pop(name, None)   # a later success of the same tool is a recovery
-    if failed_tools:
+    if failed_tools and (trajectory.get("meta") or {}).get("max_steps") != 1:  # 1: no step left to recover in
         name, result = sorted(failed_tools.items())[0]
         add("tool_error_not_recovered", f"{name}: {result}")
     run, previous = 0, None
@@ -107,59 +167,34 @@ def families(trajectory: Mapping) -> list[tuple[str, str]]:
         if run >= REPEATS:
             add("repeated_call_loop", f"{previous} repeated {run} times")
             break
-    if not found:
-        turn_pass = meta.get("turn_pass") or []
-        called = {t for t, _, _ in calls}
-        for turn, ok in enumerate(turn_pass):
-            if not ok and turn not in called:
-                add("premature_stop", f"turn {turn} failed without any tool call")
-                break
-    if not found:
-        add("missing_output", error_type or "failed without a recognised cause")
-    return sorted(found.items())
+    return list(found.items())
 
 
-def _action_patterns(trajectory: Mapping) -> set[str]:
-    names = [call["function"]["name"] for _, call, _ in _calls(trajectory["messages"])]
-    return {" → ".join(names[i:i + 2]) for i in range(len(names) - 1)} | set(names)
-
-
-def diagnose(trajectories: Sequence[Mapping], passed_before: Iterable[str] = (), rare_share: float = 0.05) -> tuple[list, dict]:
-    """(failed_points, signals) for one evaluation.
-
-    `passed_before`: task ids that passed under an earlier accepted strategy (forgetting).
-    Boundary: tasks with mixed outcomes over repeated samples. Rare: action patterns that are
-    rare over all trajectories (≤ `rare_share` of them) yet recur in at least two failures.
-    """
-    by_task: dict[str, list[bool]] = defaultdict(list)
+def failed_points(trajectories: Sequence[Mapping]) -> list[dict]:
+    """DESIGN's failed_points.json: one entry per family, most frequent first."""
     grouped: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for t in trajectories:
-        task_id = (t.get("meta") or {}).get("task_id", t["id"])
-        success = bool((t.get("outcome") or {}).get("success"))
-        by_task[task_id].append(success)
-        if not success:
+        if not (t.get("outcome") or {}).get("success"):
             for family, evidence in families(t):
-                grouped[family].append((task_id, evidence))
-    failed_points = []
+                grouped[family].append((task_id_of(t), evidence))
+    points = []
     for family, hits in sorted(grouped.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         what, hint = FAMILIES[family]
         evidence = Counter(e for _, e in hits).most_common(1)[0][0]
-        failed_points.append({"failed_point": what, "evidence": evidence, "curation_hint": hint, "family": family,
-                              "task_ids": sorted({t for t, _ in hits}), "count": len(hits), "source": "rules"})
-    failing = {task for task, outcomes in by_task.items() if not any(outcomes)}
-    patterns = Counter(p for t in trajectories for p in _action_patterns(t))
-    failed_patterns: dict[str, set] = defaultdict(set)
-    for t in trajectories:
-        if not (t.get("outcome") or {}).get("success"):
-            for p in _action_patterns(t):
-                failed_patterns[p].add((t.get("meta") or {}).get("task_id", t["id"]))
-    limit = max(1, rare_share * len(trajectories))
-    rare = [{"pattern": p, "count": patterns[p], "task_ids": sorted(ids)}
-            for p, ids in sorted(failed_patterns.items()) if len(ids) >= 2 and patterns[p] <= limit]
-    signals = {
-        "families": {f: len(h) for f, h in sorted(grouped.items())},
-        "forgetting": sorted(failing & set(passed_before)),
-        "boundary": sorted(task for task, outcomes in by_task.items() if len(set(outcomes)) > 1),
-        "rare": rare,
-    }
-    return failed_points, signals
+        points.append({"failed_point": what, "evidence": evidence, "curation_hint": hint, "family": family,
+                       "task_ids": sorted({t for t, _ in hits}), "count": len(hits), "source": "rules"})
+    return points
+
+
+def family_counts(points: Sequence[Mapping]) -> dict[str, int]:
+    return {p["family"]: p["count"] for p in sorted(points, key=lambda p: p["family"]) if p.get("source") == "rules"}
+
+
+def diagnose(trajectories: Sequence[Mapping], *, history: Sequence[Mapping] = (), sampled: Sequence[Mapping] = (),
+             params=None) -> tuple[list, dict]:
+    """(failed_points, signals) for one evaluation: `trajectories` are the greedy evaluation of
+    the diagnosed epoch, `history` the `signals.summarize` of the evaluated epochs before it
+    (oldest first), `sampled` its K sampled rollouts per task (may be empty: no boundary signal)."""
+    points = failed_points(trajectories)
+    found = sig.signals(sig.summarize(trajectories), history, sampled, params or sig.SignalParams())
+    return points, {"families": family_counts(points), **found}

@@ -27,10 +27,15 @@ FAMILY_PATTERNS = {
                       r"|did not (finish|complete|continue)",
     "empty_turn": r"empty (turn|response|reply|answer)|no (response|reply|answer) (at all|for)",
     "unwanted_call": r"unnecessary (tool )?calls?|unwanted|should not (have )?call|irrelevan|no (tool )?call was (needed|wanted)",
+    "missing_call": r"(without|no) (a |any )?(tool |function )?calls?\b|answered in (plain )?text|instead of calling"
+                    r"|did not (make|issue|emit) (a |any )?(tool |function )?call",
+    "wrong_call_count": r"too (many|few) (tool |function )?calls|wrong number of calls|(number|count) of calls|parallel calls",
+    "wrong_tool": r"(wrong|incorrect|different) (tool|function)|(tool|function) (choice|selection)",
     "unparseable_call": r"malformed|unparseable|pars(e|ing)|syntax|(call|output) format|well-formed|invalid json",
     "bad_arguments": r"argument|parameter|\bargs?\b|mistyped|missing required|wrong (type|value)",
     "state_mismatch": r"\bstate\b|stale|wrong (active )?(object|directory|file|id)",
     "missing_output": r"report|missing (information|output|result)|final (answer|reply)|summar",
+    "unclassified": r"\bunclassified\b",
 }
 _FAMILY_RE = {f: re.compile(p, re.I) for f, p in FAMILY_PATTERNS.items()}
 assert set(FAMILY_PATTERNS) == set(FAMILIES), "every rule family has a pattern"

@@ -21,7 +21,7 @@ from llm_server import llm_server  # noqa: F401  (fixture)
 SEED = PROJECT_ROOT / "curation_strategies" / "seed"
 SUBMIT = "printf 'COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\\nHalve the clean RL steps.\\nFiles: strategy.py\\n'"
 EDIT = ("cp /opt/curateevo/curation_strategies/planned/strategy.py strategy.py && "
-        "sed -i 's/\"rest_fraction\": 1.0/\"rest_fraction\": 0.5/' strategy.py")
+        "sed -i 's/steps = tk.tool_call_steps(trajectory)$/steps = tk.tool_call_steps(trajectory)[::2]/' strategy.py")
 
 
 def bash(command: str, thought: str = "Next step.") -> str:
@@ -45,7 +45,8 @@ def parent(executor, sample_corpus, tmp_path_factory):
     return corpus, files, _artifact_hashes(out)
 
 
-def make(server, executor, parent, tmp_path, *, limits=AgentLimits(step_limit=8, repairs=0), **config):
+def make(server, executor, parent, tmp_path, *, limits=AgentLimits(step_limit=8, repairs=0), signals=None, score=None,
+         **config):
     corpus, files, hashes = parent
     llm = LLM(LLMConfig.from_mapping({"provider": "openai", "model": "scripted", "base_url": server.openai_url,
                                       "max_retries": 2, **config}), tmp_path / "llm", sleep=lambda s: None)
@@ -53,8 +54,8 @@ def make(server, executor, parent, tmp_path, *, limits=AgentLimits(step_limit=8,
     brief = Brief(files=files, failed_points=[{"family": "bad_arguments", "count": 3, "task_ids": ["t1", "t2"],
                                                "failed_point": "wrong argument types", "evidence": "x='3'",
                                                "curation_hint": "mask corrected calls"}],
-                  signals={}, profile={"cost_train": 400, "C": 0.42, "counts": {"sft.jsonl": 48}}, lam=0.3,
-                  rejected_edits=[], history=[], corpus=corpus, seed=0)
+                  signals=signals or {}, profile={"cost_train": 400, "C": 0.42, "counts": {"sft.jsonl": 48}}, lam=0.3,
+                  rejected_edits=[], history=[], corpus=corpus, seed=0, score=score)
 
     def validate(candidate):
         out = tmp_path / "dry-runs" / str(len(list((tmp_path / "dry-runs").glob("*"))) if (tmp_path / "dry-runs").exists() else 0)
@@ -69,7 +70,7 @@ def test_an_agent_edit_is_validated_and_becomes_the_revision(llm_server, executo
     proposer, brief, validate, llm = make(llm_server, executor, parent, tmp_path)
     outcome = proposer.revise("effectiveness", brief, validate, tmp_path / "evolve")
     assert outcome.files is not None, outcome.attempts
-    assert b'"rest_fraction": 0.5' in outcome.files["strategy.py"]
+    assert b"steps = tk.tool_call_steps(trajectory)[::2]" in outcome.files["strategy.py"]
     assert set(outcome.files) == {"strategy.py"}
     assert outcome.message.startswith("effectiveness: Halve the clean RL steps.")
     # the agent saw the real files and the real dry run
@@ -183,3 +184,23 @@ def test_the_brief_states_the_curated_scale_of_the_parents_profile(tmp_path):
     assert profile_summary(profile) == (f"sft {profile['sft']['records']} records, rl {profile['rl']['records']} records, "
                                         f"memory 0 records, 48 of 48 raw trajectories retained")
     assert profile_summary({}) == "no profile"
+
+
+def test_the_signals_and_the_current_dev_score_reach_the_agent(llm_server, executor, parent, tmp_path):
+    """Paper §4.2: the agent is given the diagnosis, CoEvolve's signals and s_e."""
+    signals = {"families": {"bad_arguments": 3}, "forgetting": ["multi_turn_base_12"], "boundary": ["simple_python_4"],
+               "rare": [{"pattern": "cd → mv", "count": 2, "task_ids": ["multi_turn_base_7"]}]}
+    llm_server.script(bash(EDIT), bash(SUBMIT))
+    proposer, brief, validate, _ = make(llm_server, executor, parent, tmp_path, signals=signals,
+                                        score={"P": 0.125, "C": 0.42, "J": -0.001, "epoch": 2})
+    assert proposer.revise("effectiveness", brief, validate, tmp_path / "evolve").files is not None
+    prompt = llm_server.requests[0].messages[1]["content"]
+    assert "epoch 2" in prompt and "P = 0.125" in prompt and "J = -0.001" in prompt
+    assert "forgetting" in prompt and "multi_turn_base_12" in prompt
+    assert "boundary" in prompt and "simple_python_4" in prompt
+    assert "'cd → mv'" in prompt and "multi_turn_base_7" in prompt
+    assert "signals.json" in llm_server.requests[0].messages[0]["content"]
+    llm_server.script(bash(EDIT), bash(SUBMIT))
+    proposer, brief, validate, _ = make(llm_server, executor, parent, tmp_path / "quiet")
+    proposer.revise("effectiveness", brief, validate, tmp_path / "quiet" / "evolve")
+    assert "none fired" in llm_server.requests[-2].messages[1]["content"]

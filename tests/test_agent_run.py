@@ -39,9 +39,9 @@ def scripted(req) -> str:
         if "previous attempt" not in task:
             return [bash("env; echo '# clearer' >> strategy.py"), bash(SUBMIT.format("Comment"))][min(steps, 1)]
         return [bash("cp /opt/curateevo/curation_strategies/planned/strategy.py strategy.py && "
-                     "sed -i 's/\"rest_fraction\": 1.0/\"rest_fraction\": 0.5/' strategy.py"),
+                     "sed -i 's/steps = tk.tool_call_steps(trajectory)$/steps = tk.tool_call_steps(trajectory)[::2]/' strategy.py"),
                 bash("python3 -m sandbox.dry_run"), bash(SUBMIT.format("Half of the clean RL steps"))][min(steps, 2)]
-    return [bash("sed -i 's/\"exact\": False/\"exact\": True/; s/\"drop_abandoned\": False/\"drop_abandoned\": True/' strategy.py"),
+    return [bash("sed -i 's/    return kept$/    return tk.exact_dedup(tk.drop_abandoned(kept))/' strategy.py"),
             bash(SUBMIT.format("Exact dedup and no abandoned trajectories"))][min(steps, 1)]
 
 
@@ -77,7 +77,8 @@ def test_an_agent_run_edits_validates_evaluates_decides_and_replays(provider, tm
     from sandbox.workspace import Workspace
 
     files = Workspace.open(root / "strategy").files("epoch-1")
-    assert b'"rest_fraction": 0.5' in files["strategy.py"] and b'"exact": True' in files["strategy.py"]
+    assert b"tool_call_steps(trajectory)[::2]" in files["strategy.py"]
+    assert b"return tk.exact_dedup(tk.drop_abandoned(kept))" in files["strategy.py"]
     # the journal carries LLM usage per stage; log shows it
     usage = {e["stage"]: e["result"]["llm"] for e in store.journal.events()
              if e.get("event") == "stage_done" and isinstance(e.get("result"), dict) and "llm" in e["result"]}

@@ -1,7 +1,14 @@
-"""The offline proposer: diagnosed families become PLAN edits that really change the curated data."""
+"""The offline proposer: the diagnosis becomes operator edits, composed into a strategy's code
+that really runs in the sandbox and changes the curated data."""
+import itertools
 import json
+import random
 
-from evolver.proposers.offline import TEMPLATE, OfflineProposer, format_plan, read_plan, write_plan
+import pytest
+
+from evolver.proposers.brief import Brief, Verdict
+from evolver.proposers.offline import EFFICIENCY, REMEDIES, TEMPLATE, OfflineProposer
+from evolver.proposers.operators import BY_NAME, OPERATORS, compose, read_genome
 from sandbox.corpus import load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
@@ -9,13 +16,34 @@ from sandbox.workspace import strategy_files
 
 from conftest import SEED_STRATEGY
 
-POINT = {"failed_point": "called get_flight_cost without travel_class", "evidence": "TypeError: missing 'travel_class'",
-         "curation_hint": "show the signature", "family": "bad_arguments", "count": 3, "task_ids": ["multi_turn_base_3", "x"]}
-SIGNALS = {"families": {"bad_arguments": 3, "state_mismatch": 5}, "forgetting": [], "boundary": [], "rare": []}
+MULTI = [{"failed_point": "…", "evidence": "multi_turn:instance_state_mismatch", "curation_hint": "…",
+          "family": "state_mismatch", "count": 5, "task_ids": ["multi_turn_base_3", "multi_turn_base_9"]},
+         {"failed_point": "…", "evidence": "TypeError", "curation_hint": "…", "family": "bad_arguments", "count": 3,
+          "task_ids": ["multi_turn_base_3"]}]
+SINGLE = [{"failed_point": "…", "evidence": "ast_decoder:decoder_failed", "curation_hint": "…", "family": "missing_call",
+           "count": 4, "task_ids": ["simple_python_3", "multiple_7"]},
+          {"failed_point": "…", "evidence": "irrelevance_error:decoder_success", "curation_hint": "…",
+           "family": "unwanted_call", "count": 2, "task_ids": ["irrelevance_1"]}]
+NO_SIGNALS = {"forgetting": [], "boundary": [], "rare": []}
+RARE = {"forgetting": [], "boundary": ["multi_turn_base_7"],
+        "rare": [{"pattern": "cd → mv", "count": 2, "share": 0.01, "task_ids": ["multi_turn_base_7"]}]}
+DIAGNOSES = {"multi-turn state and arguments": (MULTI, NO_SIGNALS), "single-turn calls": (SINGLE, NO_SIGNALS),
+             "signals only": ([], RARE), "everything": (MULTI + SINGLE, RARE)}
 
 
-def curate_files(files, corpus, out):
+def signals(points, extra):
+    counts = {}
+    for p in points:
+        counts[p["family"]] = counts.get(p["family"], 0) + p["count"]
+    return {"families": counts, **extra}
+
+
+def curate(files, corpus, out):
     return execute(files, corpus, out, executor=ProcessExecutor())
+
+
+def hashes(result):
+    return {name: a["sha256"] for name, a in result.manifest["artifacts"].items() if name != "profile.json"}
 
 
 def records(path):
@@ -27,57 +55,167 @@ def records(path):
     return out
 
 
-def test_the_template_plan_round_trips_byte_for_byte():
-    source = TEMPLATE.read_text()
-    plan, _ = read_plan(source)
-    assert write_plan(source, plan) == source
-    assert format_plan(plan) in source
+def brief(points=(), sigs=None, files=None, rejected=(), seed=0, lam=0.3, profile=None):
+    return Brief(files=files or strategy_files(SEED_STRATEGY), failed_points=list(points), signals=sigs or signals(points, NO_SIGNALS),
+                 profile=profile or {"cost_train": 900, "C": 0.4}, lam=lam, rejected_edits=list(rejected), history=[],
+                 corpus=None, seed=seed)
 
 
-def test_the_planned_template_curates_exactly_like_the_seed(sample_corpus, tmp_path):
+def test_the_template_is_the_empty_composition_and_curates_exactly_like_the_seed(sample_corpus, tmp_path):
+    assert TEMPLATE.read_text() == compose({}) and read_genome(compose({})) == {}
     corpus = load_corpus([str(sample_corpus)])
-    seed = curate_files(strategy_files(SEED_STRATEGY), corpus, tmp_path / "seed")
-    planned = curate_files(strategy_files(TEMPLATE.parent), corpus, tmp_path / "planned")
+    seed = curate(strategy_files(SEED_STRATEGY), corpus, tmp_path / "seed")
+    planned = curate(strategy_files(TEMPLATE.parent), corpus, tmp_path / "planned")
     for name in ("sft.jsonl", "rl.jsonl", "memory.jsonl"):
         assert records(seed.out_dir / name) == records(planned.out_dir / name), name
     assert seed.manifest["cost_train"] == planned.manifest["cost_train"]
 
 
-def test_effectiveness_edits_follow_the_most_frequent_family_and_name_it():
-    revisions = list(OfflineProposer().effectiveness(strategy_files(SEED_STRATEGY), [POINT], SIGNALS))
-    first = revisions[0]
-    assert first.message.startswith("effectiveness: stop training on trajectories that ended in a wrong state")
-    assert "state_mismatch: 5 failure(s)" in first.message
-    assert read_plan(first.files["strategy.py"].decode())[0]["filters"]["drop_failed"] is True
-    assert "bad_arguments: 3 failure(s) on multi_turn_base_3, x" in revisions[1].message
-    keys = [r.edits[0].key for r in revisions]
-    assert len(keys) == len(set(keys)) and "filters.drop_failed=True" in keys
+def test_generated_strategies_for_several_diagnoses_run_in_the_sandbox_and_pass_the_checker(sample_corpus, tmp_path):
+    corpus = load_corpus([str(sample_corpus)])
+    rho0 = curate(strategy_files(SEED_STRATEGY), corpus, tmp_path / "rho0")
+    changed = 0
+    for n, (label, (points, extra)) in enumerate(DIAGNOSES.items()):
+        b = brief(points, signals(points, extra))
+        revisions = list(itertools.islice(OfflineProposer().effectiveness(b.files, b.failed_points, b.signals), 2))
+        revisions += list(itertools.islice(OfflineProposer().efficiency(revisions[0].files, b.profile, b.lam,
+                                                                         b.failed_points, b.signals), 1))
+        for m, revision in enumerate(revisions):
+            source = revision.files["strategy.py"].decode()
+            assert "# op: " in source and "PLAN" not in source, "real code, not a dict of switches"
+            result = curate(revision.files, corpus, tmp_path / f"{n}-{m}")   # raises if the checker refuses it
+            changed += hashes(result) != hashes(rho0)
+    assert changed >= 6
+
+
+def test_an_effectiveness_revision_combines_the_top_motives_and_explains_every_edit():
+    points = MULTI + SINGLE
+    first = next(OfflineProposer().effectiveness(strategy_files(SEED_STRATEGY), points, signals(points, RARE)))
+    assert 2 <= len(first.edits) <= 3
+    assert [e.motive for e in first.edits] == ["state_mismatch", "missing_call", "bad_arguments"]
+    body = first.message.split("\n\n", 2)[-1]
+    for edit in first.edits:
+        assert edit.key[1:] in body
+    assert "state_mismatch: 5 failure(s) on multi_turn_base_3, multi_turn_base_9" in first.message
+    genome = read_genome(first.files["strategy.py"].decode())
+    assert set(genome) == {e.op for e in first.edits}
+
+
+def test_every_remedy_and_efficiency_edit_names_an_operator():
+    for remedy in [r for rs in REMEDIES.values() for r in rs] + list(EFFICIENCY):
+        assert remedy[0] in "+-" and remedy[1:] in BY_NAME, remedy
+
+
+def test_the_reachable_space_is_thousands_of_distinct_strategies():
+    reachable = {r[1:] for rs in REMEDIES.values() for r in rs if r[0] == "+"} | {r[1:] for r in EFFICIENCY}
+    assert reachable == {o.name for o in OPERATORS}, "every operator can be reached"
+    settings = {name: [dict(zip(BY_NAME[name].domain, v)) for v in itertools.product(*BY_NAME[name].domain.values())]
+                for name in reachable}
+    size = 1
+    for name in reachable:
+        size *= 1 + len(settings[name])
+    assert size > 10_000, size
+    rng = random.Random(7)
+    focus = {"categories": ("base",), "tools": ("mv",)}
+    sources = set()
+    for _ in range(300):
+        genome = {}
+        for name in sorted(reachable):
+            if rng.random() < 0.4:
+                params = dict(rng.choice(settings[name]))
+                if "{categories" in "".join(BY_NAME[name].code.values()):
+                    params.update(focus)
+                genome[name] = params
+        source = compose(genome)
+        compile(source, "strategy.py", "exec")
+        assert read_genome(source) == genome
+        sources.add(source)
+    assert len(sources) > 290
+
+
+def test_proposals_are_deterministic_under_the_seed_and_the_seed_matters():
+    points = MULTI + SINGLE
+    keys = lambda seed: [r.edits[0].key for r in OfflineProposer().effectiveness(
+        strategy_files(SEED_STRATEGY), points, signals(points, RARE), seed=seed)]
+    assert keys(3) == keys(3)
+    assert any(keys(s) != keys(3) for s in range(4, 10))
 
 
 def test_rejected_and_no_op_edits_are_not_proposed_again():
     files = strategy_files(SEED_STRATEGY)
-    first = next(OfflineProposer().effectiveness(files, [POINT], SIGNALS))
-    again = list(OfflineProposer().effectiveness(first.files, [POINT], SIGNALS, rejected=["memory.tool_signatures=True"]))
-    keys = [r.edits[0].key for r in again]
-    assert "filters.drop_failed=True" not in keys          # already in the parent's PLAN
-    assert "memory.tool_signatures=True" not in keys       # tried in a rejected epoch
-    assert keys == ["sft.mask_corrected_errors=True"]
+    sig = signals(MULTI, NO_SIGNALS)
+    first = next(r for r in OfflineProposer().effectiveness(files, MULTI, sig) if len(r.edits) == 1)
+    again = [r.edits[0].key for r in OfflineProposer().effectiveness(first.files, MULTI, sig, rejected=["+tool_signatures(only_called=False)"])
+             if len(r.edits) == 1]
+    assert first.edits[0].key == "+drop_failed()"
+    assert "+drop_failed()" not in again                       # already in the parent
+    assert "+tool_signatures(only_called=False)" not in again  # tried in a rejected epoch
+    assert "+tool_signatures(only_called=True)" in again       # a different setting is a different edit
 
 
-def test_efficiency_revisions_shrink_cost_train_and_need_lambda(sample_corpus, tmp_path):
+def test_forgetting_undoes_pruning_and_replays_the_forgotten_category():
+    pruned = compose({"near_dedup": {"threshold": 0.8}})
+    files = {**strategy_files(SEED_STRATEGY), "strategy.py": pruned.encode()}
+    sig = {"families": {}, "forgetting": ["multi_turn_base_4", "simple_python_2"], "boundary": [], "rare": []}
+    keys = [r.edits[0].key for r in OfflineProposer().effectiveness(files, [], sig)]
+    assert "-near_dedup" in keys
+    assert any(k.startswith("+repeat_focus(categories=('base', 'simple_python')") for k in keys)
+
+
+def test_efficiency_is_conditioned_on_the_diagnosis_and_shrinks_cost(sample_corpus, tmp_path):
     proposer = OfflineProposer()
-    assert list(proposer.efficiency(strategy_files(SEED_STRATEGY), {"C": 0.5}, lam=0.0)) == []
-    corpus = load_corpus([str(sample_corpus)])
     files = strategy_files(SEED_STRATEGY)
-    result = curate_files(files, corpus, tmp_path / "e0")
-    costs = [result.manifest["cost_train"]]
-    for step in range(1, 4):
-        revision = next(proposer.efficiency(files, result.profile, lam=0.3))
-        assert "λ = 0.3" in revision.message
-        candidate = curate_files(revision.files, corpus, tmp_path / f"e{step}")
-        if candidate.manifest["cost_train"] < costs[-1]:
-            files, result = revision.files, candidate
-            costs.append(candidate.manifest["cost_train"])
-        else:  # an edit that changes nothing on this corpus: the loop would reject it as empty
-            files = revision.files
-    assert costs[-1] < costs[0], costs
+    assert list(proposer.efficiency(files, {"C": 0.5}, lam=0.0)) == []
+    first = next(proposer.efficiency(files, {"cost_train": 900, "C": 0.4}, 0.3, [], RARE | {"families": {}}))
+    assert first.edits[0].op == "focus_prune"
+    assert first.edits[0].params["tools"] == ("cd", "mv") and first.edits[0].params["categories"] == ("base",)
+    corpus = load_corpus([str(sample_corpus)])
+    rho0 = curate(files, corpus, tmp_path / "rho0")
+    # focused on the rare pattern's tools only: trajectories calling cd or mv, and recoveries, are all kept
+    focus = {"cd"}
+    genome = {"focus_prune": {"keep_share": 0.25, "categories": (), "tools": tuple(focus)}}
+    pruned = curate({**files, "strategy.py": compose(genome).encode()}, corpus, tmp_path / "pruned")
+    assert pruned.manifest["cost_train"] < rho0.manifest["cost_train"]
+    kept = {r["id"] for r in records(pruned.out_dir / "sft.jsonl")}
+    for raw in (json.loads(line) for line in sample_corpus.read_text().splitlines()):
+        if any(c["function"]["name"] in focus for m in raw["messages"] for c in m.get("tool_calls") or ()):
+            assert raw["id"] in kept
+
+
+def test_k_candidates_are_distinct_and_k_1_is_the_single_revision():
+    points = MULTI + SINGLE
+    b = brief(points, signals(points, RARE))
+    seen = []
+
+    def validate(files):
+        seen.append(files["strategy.py"])
+        return Verdict(True, "changed")
+    one = OfflineProposer().revise("effectiveness", b, validate)
+    three = OfflineProposer().candidates("effectiveness", b, validate, k=3)
+    assert len(three) == 3 and len({o.files["strategy.py"] for o in three}) == 3
+    assert three[0].files == one.files and three[0].message == one.message and three[0].edits == one.edits
+    nothing = OfflineProposer().candidates("effectiveness", b, lambda files: Verdict(False, "empty"), k=3)
+    assert len(nothing) == 1 and nothing[0].files is None and nothing[0].attempts
+    with pytest.raises(ValueError):
+        OfflineProposer().candidates("effectiveness", b, validate, k=0)
+
+
+def test_a_focus_is_what_the_corpus_has_so_no_candidate_is_a_no_op(sample_corpus):
+    corpus = load_corpus([str(sample_corpus)])    # multi-turn "base" trajectories only
+    single = brief(SINGLE, signals(SINGLE, NO_SIGNALS))
+    seen = []
+
+    def validate(files):
+        seen.append(read_genome(files["strategy.py"].decode()))
+        return Verdict(False, "empty")
+    OfflineProposer().candidates("effectiveness", Brief(**{**single.__dict__, "corpus": corpus}), validate, k=1)
+    assert seen and not any("repeat_focus" in g or "rl_focus" in g for g in seen)   # simple_python etc. are not there
+    # a focus on "base" would hold every record of this corpus: no focus; a rare pattern's tools are one
+    rare = {"forgetting": [], "boundary": ["multi_turn_base_7"],
+            "rare": [{"pattern": "cancel_booking → cd", "count": 2, "share": 0.01, "task_ids": ["multi_turn_base_7"]}]}
+    for motive, found in [("boundary", []), ("rare", [((), ("cancel_booking",))])]:
+        seen.clear()
+        sigs = {"families": {}, **rare, **{s: [] for s in ("boundary", "rare") if s != motive}}
+        OfflineProposer().candidates("effectiveness", Brief(**{**brief([], sigs).__dict__, "corpus": corpus}), validate, k=1)
+        focused = [(g[op]["categories"], g[op]["tools"]) for g in seen for op in ("rl_focus", "repeat_focus") if op in g]
+        assert focused[:1] == found, motive

@@ -115,7 +115,7 @@ def test_log_status_diff_and_report_read_the_run(reference, capsys):
     assert cli.main(["status", str(root)]) == 0
     assert "finished" in capsys.readouterr().out
     assert cli.main(["diff", str(root), "0", "1"]) == 0
-    assert "PLAN" in capsys.readouterr().out
+    assert "# op: " in capsys.readouterr().out
     assert cli.main(["report", str(root)]) == 0
     page = (root / "report" / "index.html").read_text()
     for name in ("objective.png", "scale.png", "families.png", "time.png"):

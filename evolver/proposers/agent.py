@@ -328,6 +328,7 @@ class AgentProposer:
                 "failed_points": [{"family": p.get("family", "?"), "count": p.get("count", 1), "task_ids": list(p.get("task_ids", [])),
                                    "failed_point": p.get("failed_point", ""), "evidence": p.get("evidence", ""),
                                    "curation_hint": p.get("curation_hint", "")} for p in brief.failed_points],
+                "signals": _signal_lines(brief.signals), "score": dict(brief.score) if brief.score else None,
                 "rejected": brief.history, "previous_error": error or "", "validate_command": VALIDATE}
 
     @staticmethod
@@ -335,3 +336,18 @@ class AgentProposer:
         changed = sorted(k for k in set(files) | {k for k in parent if _is_strategy_file(k)} if files.get(k) != parent.get(k))
         first = next((line.strip() for line in summary.splitlines() if line.strip()), "the code agent's revision")
         return f"{phase}: {first[:100]}\n\nFiles: {', '.join(changed)}\n\n{summary[:4000]}".rstrip() + "\n"
+
+
+def _signal_lines(signals: Mapping) -> list[str]:
+    """CoEvolve's signals of inputs/signals.json, one line each (task ids cut after 8)."""
+    def ids(items):
+        items = list(items)
+        return ", ".join(map(str, items[:8])) + (f" … ({len(items)} in all)" if len(items) > 8 else "")
+    lines = []
+    if signals.get("forgetting"):
+        lines.append(f"forgetting — passed in a recent evaluated epoch, fail now: {ids(signals['forgetting'])}")
+    if signals.get("boundary"):
+        lines.append(f"boundary — mixed outcomes among sampled rollouts of one policy: {ids(signals['boundary'])}")
+    for r in (signals.get("rare") or ())[:8]:
+        lines.append(f"rare action pattern {r['pattern']!r} — {r['count']} cumulative occurrence(s), in {ids(r.get('task_ids', ()))}")
+    return lines

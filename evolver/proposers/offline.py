@@ -1,67 +1,82 @@
-"""The offline proposer: diagnosed failure families → edits of a toolkit strategy's PLAN.
+"""The offline proposer: the diagnosis → operator edits → a strategy's code, with no LLM.
 
-It needs no LLM. Each epoch it proposes an effectiveness revision (operators that address the
-failure families and signals of the best strategy's diagnosis), then an efficiency revision
-(operators that shrink the curated set, paying for λ·C). Each proposal is a sequence of
-candidates, best first; the loop dry-runs them and takes the first whose artifacts differ from
-the parent's (an edit that changes nothing is rejected as empty). Edits already tried in a
-rejected epoch are not proposed again.
+The strategy is composed from toolkit operators (evolver/proposers/operators.py). Each
+diagnosed failure family and each CoEvolve signal has remedies (REMEDIES): operators to insert,
+retune or remove, with parameters — the diagnosed categories and tools become an operator's
+*focus*. An effectiveness revision combines the first remedy of each of the most frequent
+motives (up to MAX_EDITS edits); an efficiency revision prunes, conditioned on the diagnosis:
+`focus_prune` keeps what covers the failing categories, rare patterns' tools and recovery turns
+and samples the rest, then dedup and step sampling. Each phase is a stream of candidates, best
+first; the loop dry-runs them (`validate`) and an edit that changes nothing is rejected as empty.
+Parameter choices are ordered by an RNG seeded with the run's seed and the parent's source, so
+a run is deterministic; edits of rolled-back epochs (`brief.rejected_edits`) are not proposed
+again; the commit message explains every edit.
 """
 from __future__ import annotations
 
-import ast
-import json
+import hashlib
+import itertools
+import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
-from evolver.errors import RunFailed
 from evolver.proposers.brief import Brief, Outcome, Verdict
+from evolver.proposers.operators import BY_NAME, FOCUS, compose, read_genome
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "curation_strategies" / "planned" / "strategy.py"
+MAX_EDITS = 3           # edits one effectiveness revision combines
+SIGNALS = ("forgetting", "boundary", "rare")
+
+# family or signal → remedies, most direct first: "+op" inserts (or retunes) an operator, "-op"
+# removes it. Adding a remedy is one string here; adding an operator, one entry in OPERATORS.
+REMEDIES = {
+    "unparseable_call": ("+mask_corrected", "+drop_uncorrected"),
+    "missing_call": ("+repeat_focus", "+rl_focus", "+with_tool_calls"),
+    "unwanted_call": ("+repeat_no_call", "+task_facts"),
+    "unknown_tool": ("+tool_signatures", "+drop_uncorrected"),
+    "wrong_tool": ("+tool_signatures", "+task_facts", "+repeat_focus"),
+    "wrong_call_count": ("+repeat_focus", "+drop_redundant"),
+    "bad_arguments": ("+tool_signatures", "+mask_corrected", "+error_constraints"),
+    "tool_error_not_recovered": ("+error_constraints", "+rl_recovery", "+mask_corrected"),
+    "state_mismatch": ("+drop_failed", "+rl_focus", "+rl_recovery"),
+    "missing_output": ("+drop_failed", "+drop_abandoned"),
+    "empty_turn": ("+drop_abandoned", "+repeat_focus"),
+    "repeated_call_loop": ("+drop_redundant", "+max_turns"),
+    "premature_stop": ("+drop_abandoned", "-segment", "+repeat_focus"),
+    "step_limit": ("+drop_redundant", "+segment"),
+    "unclassified": ("+drop_failed", "+repeat_focus"),
+    # CoEvolve's signals: replay what was forgotten (and undo pruning), more supervision near the
+    # decision boundary, more exposure to rare patterns
+    "forgetting": ("+repeat_focus", "-focus_prune", "-near_dedup", "-max_turns"),
+    "boundary": ("+rl_focus", "+repeat_focus"),
+    "rare": ("+repeat_focus", "+rl_focus", "+task_facts"),
+}
+# efficiency: each shrinks Cost_train; parameter values mildest first
+EFFICIENCY = ("+focus_prune", "+exact_dedup", "+near_dedup", "+rl_recovery", "+drop_redundant", "+max_tokens",
+              "+memory_budget")
 
 
 @dataclass(frozen=True)
 class Edit:
-    path: tuple[str, str]      # (section, key) in PLAN
-    value: Any
-    why: str
+    op: str
+    params: Mapping | None      # None: remove the operator
+    motive: str
 
     @property
     def key(self) -> str:
-        return f"{self.path[0]}.{self.path[1]}={self.value!r}"
+        if self.params is None:
+            return f"-{self.op}"
+        return f"+{self.op}(" + ", ".join(f"{k}={self.params[k]!r}" for k in sorted(self.params)) + ")"
 
-
-# family (or signal) → edits that address it, most direct first
-EFFECTIVENESS = {
-    "unparseable_call": [Edit(("sft", "mask_corrected_errors"), True, "stop training on malformed calls that were later corrected")],
-    "empty_turn": [Edit(("filters", "drop_abandoned"), True, "drop abandoned trajectories that end without an answer")],
-    "unknown_tool": [Edit(("memory", "tool_signatures"), True, "give the agent the exact tool signatures at inference time")],
-    "bad_arguments": [Edit(("memory", "tool_signatures"), True, "give the agent the exact tool signatures at inference time"),
-                      Edit(("sft", "mask_corrected_errors"), True, "stop training on calls with bad arguments that were later corrected")],
-    "tool_error_not_recovered": [Edit(("memory", "error_constraints"), True, "turn recurring tool errors into constraints in memory"),
-                                 Edit(("rl", "steps"), "recovery", "spend RL on the decisions that follow an error")],
-    "state_mismatch": [Edit(("filters", "drop_failed"), True, "stop training on trajectories that ended in a wrong state")],
-    "missing_output": [Edit(("filters", "drop_failed"), True, "stop training on trajectories whose outputs were wrong")],
-    "repeated_call_loop": [Edit(("filters", "drop_redundant"), True, "drop trajectories with redundant repeated calls")],
-    "premature_stop": [Edit(("filters", "drop_abandoned"), True, "drop abandoned trajectories that teach stopping early"),
-                       Edit(("sft", "segment_max_turns"), None, "train whole trajectories so the agent learns to finish")],
-    "step_limit": [Edit(("filters", "drop_redundant"), True, "drop trajectories whose repeated calls teach looping")],
-    "forgetting": [Edit(("dedup", "near_threshold"), None, "keep near-duplicate variants: skills learnt before were forgotten")],
-    "boundary": [Edit(("rl", "rest_fraction"), 1.0, "send every clean step to RL where outcomes are unstable")],
-    "rare": [Edit(("memory", "task_facts"), True, "remember task-family facts for rare action patterns")],
-}
-# each step shrinks Cost_train; taken in order, one per efficiency revision
-EFFICIENCY = [
-    Edit(("dedup", "exact"), True, "remove exact duplicate trajectories"),
-    Edit(("filters", "drop_abandoned"), True, "drop abandoned trajectories"),
-    Edit(("dedup", "near_threshold"), 0.8, "remove near-duplicate trajectories (task + call-sequence MinHash, Jaccard ≥ 0.8)"),
-    Edit(("rl", "steps"), "recovery", "keep RL records at recovery steps, sample the clean ones"),
-    Edit(("rl", "rest_fraction"), 0.5, "sample half of the clean RL steps"),
-    Edit(("rl", "rest_fraction"), 0.25, "sample a quarter of the clean RL steps"),
-    Edit(("filters", "drop_redundant"), True, "drop trajectories with redundant repeated calls"),
-    Edit(("rl", "rest_fraction"), 0.1, "sample a tenth of the clean RL steps"),
-]
+    def apply(self, genome: Mapping) -> dict:
+        new = {k: dict(v) for k, v in genome.items()}
+        if self.params is None:
+            new.pop(self.op, None)
+        else:
+            new[self.op] = dict(self.params)
+        return new
 
 
 @dataclass(frozen=True)
@@ -71,116 +86,194 @@ class Revision:
     edits: tuple[Edit, ...]
 
 
-def read_plan(source: str) -> tuple[dict, tuple[int, int]]:
-    """PLAN's value and its (first, last) line in `source`."""
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["PLAN"]:
-            return ast.literal_eval(node.value), (node.lineno, node.end_lineno)
-    raise LookupError("no PLAN literal")
+def category_of(task_id: str) -> str:
+    """A task's category as the corpus names its environment variant: simple_python_3 →
+    simple_python, multi_turn_base_12 → base."""
+    return re.sub(r"^multi_turn_", "", re.sub(r"_\d+$", "", task_id))
 
 
-def _literal(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)
+def vocabulary(corpus) -> dict[str, set] | None:
+    """The environment variants and called tool names of a corpus (None: unknown, keep every focus)."""
+    if corpus is None:
+        return None
+    records = [(((r.get("meta") or {}).get("env") or {}).get("variant"),
+                frozenset(c["function"]["name"] for m in r["messages"] for c in m.get("tool_calls") or ()))
+               for r in corpus.records]
+    return {"categories": {c for c, _ in records}, "tools": set().union(*(n for _, n in records)), "records": records}
 
 
-def format_plan(plan: Mapping) -> str:
-    """PLAN as the template writes it: one section a line, keys sorted, double quotes."""
-    rows = [f'    "{section}": {{' + ", ".join(f'"{k}": {_literal(v)}' for k, v in sorted(values.items())) + "},"
-            for section, values in sorted(plan.items())]
-    return "PLAN = {\n" + "\n".join(rows) + "\n}\n"
+def narrowed(categories: set, tools: set, known: Mapping | None) -> dict[str, tuple]:
+    """A focus among what the corpus has; empty when it would hold every record or none (a
+    focus on everything is no focus)."""
+    if known is not None:
+        categories, tools = categories & known["categories"], tools & known["tools"]
+        if all(c in categories or not names.isdisjoint(tools) for c, names in known["records"]):
+            categories, tools = set(), set()
+    return {"categories": tuple(sorted(categories)), "tools": tuple(sorted(tools))}
 
 
-def write_plan(source: str, plan: dict) -> str:
-    _, (first, last) = read_plan(source)
-    lines = source.splitlines(keepends=True)
-    return "".join(lines[: first - 1]) + format_plan(plan) + "".join(lines[last:])
+def focus_of(motive: str, failed_points: Sequence[Mapping], signals: Mapping, known: Mapping | None = None) -> dict[str, tuple]:
+    """The categories and tools a motive points at, among those the corpus has (`known`)."""
+    categories, tools = set(), set()
+    if motive == "rare":
+        tools = {name for r in signals.get("rare") or () for name in r["pattern"].split(" → ") if not name.startswith("(")}
+    elif motive in SIGNALS:
+        categories = {category_of(t) for t in signals.get(motive) or ()}
+    else:
+        categories = {category_of(t) for p in failed_points if p.get("family") == motive for t in p.get("task_ids", ())}
+    return narrowed(categories, tools, known)
 
 
-def planned_source(files: Mapping[str, bytes]) -> str:
-    """The strategy's source if it has a PLAN; else the planned template (ρ0's behaviour)."""
-    source = files["strategy.py"].decode("utf-8")
-    try:
-        read_plan(source)
-        return source
-    except (LookupError, SyntaxError, ValueError):
-        return TEMPLATE.read_text(encoding="utf-8")
-
-
-def _apply(plan: dict, edits: Sequence[Edit]) -> dict:
-    new = {section: dict(values) for section, values in plan.items()}
-    for edit in edits:
-        section, key = edit.path
-        if section not in new or key not in new[section]:
-            raise RunFailed(f"PLAN has no {section}.{key}: the strategy's PLAN is not the planned template's")
-        new[section][key] = edit.value
-    return new
-
-
-def _failures(name: str, failed_points: Sequence[Mapping], signals: Mapping) -> str:
-    points = [p for p in failed_points if p.get("family") == name]
-    if points:
-        count = sum(p.get("count", 1) for p in points)
-        tasks = sorted({t for p in points for t in p.get("task_ids", [])})
-        return f"{name}: {count} failure(s) on {', '.join(tasks[:5])}{' …' if len(tasks) > 5 else ''}"
-    if name in signals.get("families", {}):
-        return f"{name}: {signals['families'][name]} failure(s)"
-    return f"{name} signal: {len(signals.get(name) or ())} task(s) or pattern(s)"
-
-
-def _ranked_motives(failed_points: Sequence[Mapping], signals: Mapping) -> list[str]:
-    counts = dict(signals.get("families", {}))
+def motives(failed_points: Sequence[Mapping], signals: Mapping) -> list[tuple[str, int]]:
+    """Families and fired signals with their weight (failures, tasks or patterns), largest first."""
+    counts: dict[str, int] = {}
     for p in failed_points:
-        counts.setdefault(p.get("family", ""), 0)
-    ranked = sorted((name for name in counts if name in EFFECTIVENESS), key=lambda n: (-counts[n], n))
-    ranked += [s for s in ("forgetting", "boundary", "rare") if signals.get(s)]
-    return ranked
+        if p.get("family") in REMEDIES:
+            counts[p["family"]] = counts.get(p["family"], 0) + int(p.get("count", 1))
+    for name, n in (signals.get("families") or {}).items():
+        if name in REMEDIES and name not in counts:
+            counts[name] = int(n)
+    for name in SIGNALS:
+        if signals.get(name):
+            counts[name] = len(signals[name])
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _choices(op: str, focus: Mapping, rng: random.Random | None) -> list[dict]:
+    """Parameter settings of `op`: its domain's product (shuffled by `rng`, else mildest first)."""
+    domain = BY_NAME[op].domain
+    settings = [dict(zip(domain, values)) for values in itertools.product(*domain.values())]
+    if rng is not None:
+        rng.shuffle(settings)
+    if any("{" + name in code for name in FOCUS for code in BY_NAME[op].code.values()):
+        if not any(focus.values()):
+            return []      # nothing diagnosed to focus on: the operator would do nothing
+        settings = [{**s, **focus} for s in settings]
+    return settings
+
+
+def _edits(remedy: str, motive: str, focus: Mapping, rng: random.Random | None) -> list[Edit]:
+    sign, op = remedy[0], remedy[1:]
+    if sign == "-":
+        return [Edit(op, None, motive)]
+    return [Edit(op, params, motive) for params in _choices(op, focus, rng)]
 
 
 class OfflineProposer:
-    """Two revisions per epoch, each a stream of candidates for the loop to dry-run."""
+    """Revisions as streams of candidates; `candidates(..., k)` keeps up to k that pass the dry run."""
 
     name = "offline"
 
     def revise(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict], out_dir: Path | None = None) -> Outcome:
         """The first candidate of `phase` whose dry run changes the artifacts."""
-        candidates = (self.effectiveness(brief.files, brief.failed_points, brief.signals, brief.rejected_edits)
-                      if phase == "effectiveness" else self.efficiency(brief.files, brief.profile, brief.lam, brief.rejected_edits))
-        attempts = []
-        for revision in candidates:
+        return self.candidates(phase, brief, validate, k=1)[0]
+
+    def candidates(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict], k: int = 1) -> list[Outcome]:
+        """Up to k distinct revisions that pass the dry run, best first; when none does, one
+        Outcome without files that records the attempts."""
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        known = vocabulary(brief.corpus)
+        stream = (self.effectiveness(brief.files, brief.failed_points, brief.signals, brief.rejected_edits, brief.seed, known)
+                  if phase == "effectiveness" else
+                  self.efficiency(brief.files, brief.profile, brief.lam, brief.failed_points, brief.signals,
+                                  brief.rejected_edits, known))
+        found, attempts = [], []
+        for revision in stream:
             verdict = validate(revision.files)
             attempts.append({"edits": [e.key for e in revision.edits], "dry_run": verdict.kind})
             if verdict.ok:
-                return Outcome(revision.files, revision.message, tuple(e.key for e in revision.edits), attempts)
-        return Outcome(None, attempts=attempts)
+                found.append(Outcome(revision.files, revision.message, tuple(e.key for e in revision.edits), attempts))
+                attempts = []
+                if len(found) == k:
+                    break
+        return found or [Outcome(None, attempts=attempts)]
+
+    # ------------------------------------------------------------------ the two phases
 
     def effectiveness(self, files: Mapping[str, bytes], failed_points: Sequence[Mapping], signals: Mapping,
-                      rejected: Sequence[str] = ()) -> Iterator[Revision]:
-        source = planned_source(files)
-        plan, _ = read_plan(source)
-        for motive in _ranked_motives(failed_points, signals):
-            for edit in EFFECTIVENESS[motive]:
-                if _apply(plan, [edit]) == plan or edit.key in rejected:
-                    continue
-                message = (f"effectiveness: {edit.why} (PLAN {edit.key})\n\n"
-                           f"Motivated by {_failures(motive, failed_points, signals)}.")
-                yield self._revision(files, source, plan, [edit], message)
+                      rejected: Sequence[str] = (), seed: int = 0, known: Mapping | None = None) -> Iterator[Revision]:
+        """A combined revision over the top motives first, then every single edit, motive by motive."""
+        genome, note = self._parent(files)
+        rng = random.Random(f"{seed}:effectiveness:{hashlib.sha256(compose(genome).encode()).hexdigest()}")
+        ranked = motives(failed_points, signals)
+        # per motive, per remedy: its applicable settings
+        options = {m: [[e for e in _edits(remedy, m, focus_of(m, failed_points, signals, known), rng)
+                        if e.key not in rejected and e.apply(genome) != genome] for remedy in REMEDIES[m]]
+                   for m, _ in ranked}
+        combined: list[Edit] = []
+        for m, _ in ranked:
+            first = next((e for settings in options[m] for e in settings if all(e.op != c.op for c in combined)), None)
+            if first is not None and len(combined) < MAX_EDITS:
+                combined.append(first)
+        # then single edits: every remedy's first setting, motive by motive, before any second setting
+        depth = max((len(settings) for m in options for settings in options[m]), default=0)
+        singles = [[settings[d]] for d in range(depth) for m, _ in ranked for settings in options[m] if d < len(settings)]
+        seen: set = set()
+        plans = ([combined] if len(combined) > 1 else []) + singles
+        for edits in plans:
+            revision = self._revision(files, genome, edits, "effectiveness", note, failed_points, signals, seen)
+            if revision is not None:
+                yield revision
 
-    def efficiency(self, files: Mapping[str, bytes], profile: Mapping, lam: float,
-                   rejected: Sequence[str] = ()) -> Iterator[Revision]:
+    def efficiency(self, files: Mapping[str, bytes], profile: Mapping, lam: float, failed_points: Sequence[Mapping] = (),
+                   signals: Mapping | None = None, rejected: Sequence[str] = (), known: Mapping | None = None
+                   ) -> Iterator[Revision]:
+        """Single pruning edits, mildest first; focus_prune keeps what the diagnosis points at."""
         if lam <= 0:
             return
-        source = planned_source(files)
-        plan, _ = read_plan(source)
-        for edit in EFFICIENCY:
-            if _apply(plan, [edit]) == plan or edit.key in rejected:
-                continue
-            message = (f"efficiency: {edit.why} (PLAN {edit.key})\n\n"
-                       f"λ = {lam:g}; the parent curates Cost_train = {profile.get('cost_train')} turns, "
-                       f"C = {profile.get('C', 0):.4f}, so λ·C = {lam * profile.get('C', 0):.4f} of J.")
-            yield self._revision(files, source, plan, [edit], message)
+        signals = signals or {}
+        genome, note = self._parent(files)
+        parts = [focus_of(m, failed_points, signals, known) for m, _ in motives(failed_points, signals)]
+        focus = narrowed({c for f in parts for c in f["categories"]}, {t for f in parts for t in f["tools"]}, known)
+        cost = (f"λ = {lam:g}; the parent curates Cost_train = {profile.get('cost_train')} turns, "
+                f"C = {profile.get('C', 0):.4f}, so λ·C = {lam * profile.get('C', 0):.4f} of J.\n\n")
+        seen: set = set()
+        for remedy in EFFICIENCY:
+            for edit in _edits(remedy, "efficiency", focus, None):
+                if edit.key in rejected or edit.apply(genome) == genome:
+                    continue
+                revision = self._revision(files, genome, [edit], "efficiency", note + cost, failed_points, signals, seen)
+                if revision is not None:
+                    yield revision
+
+    # ------------------------------------------------------------------ helpers
 
     @staticmethod
-    def _revision(files, source, plan, edits, message) -> Revision:
+    def _parent(files: Mapping[str, bytes]) -> tuple[dict, str]:
+        genome = read_genome(files["strategy.py"].decode("utf-8"))
+        if genome is not None:
+            return genome, ""
+        return {}, "The parent is not a composed strategy: the edits start from the composed template (ρ0's curation).\n\n"
+
+    @staticmethod
+    def _revision(files, genome, edits, phase, note, failed_points, signals, seen) -> Revision | None:
+        new = genome
+        for edit in edits:
+            new = edit.apply(new)
+        source = compose(new)
+        if source in seen:
+            return None
+        seen.add(source)
+        lines = []
+        for e in edits:
+            what = "remove" if e.params is None else ("retune" if e.op in genome else "add")
+            lines.append(f"- {what} {e.key[1:]}: {BY_NAME[e.op].why}. {_motivation(e.motive, failed_points, signals)}")
+        motives_named = ", ".join(dict.fromkeys(e.motive for e in edits))
+        title = (f"{phase}: {edits[0].key}" if len(edits) == 1 else f"{phase}: {len(edits)} edits") + f" for {motives_named}"
         new_files = {k: v for k, v in files.items() if not k.startswith("inputs/")}
-        new_files["strategy.py"] = write_plan(source, _apply(plan, edits)).encode("utf-8")
-        return Revision(new_files, message, tuple(edits))
+        new_files["strategy.py"] = source.encode("utf-8")
+        return Revision(new_files, f"{title}\n\n{note}" + "\n".join(lines) + "\n", tuple(edits))
+
+
+def _motivation(motive: str, failed_points: Sequence[Mapping], signals: Mapping) -> str:
+    if motive == "efficiency":
+        return "Pays for λ·C."
+    if motive in SIGNALS:
+        items = signals.get(motive) or ()
+        names = [r["pattern"] if isinstance(r, Mapping) else r for r in items]
+        return f"Signal {motive}: {len(names)} ({', '.join(map(str, names[:5]))}{' …' if len(names) > 5 else ''})."
+    points = [p for p in failed_points if p.get("family") == motive]
+    count = sum(int(p.get("count", 1)) for p in points) or (signals.get("families") or {}).get(motive, 0)
+    tasks = sorted({t for p in points for t in p.get("task_ids", ())})
+    return f"Motivated by {motive}: {count} failure(s) on {', '.join(tasks[:5])}{' …' if len(tasks) > 5 else ''}."

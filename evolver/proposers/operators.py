@@ -1,0 +1,204 @@
+"""The operators the offline proposer composes into a strategy's code, and the composer.
+
+A strategy composed here is real Python over `curation_strategies.toolkit`: a fixed skeleton
+(select → SFT records → RL records → memory) with slots, and one block of code per operator in
+its slots. Each block opens with a comment `# op: NAME(PARAMS)` that the proposer reads back to
+know what the parent holds (`read_genome`). The genome — operator name → parameters — is the
+strategy's identity: `compose(genome)` is deterministic, operators appear in OPERATORS order, and
+the empty genome curates exactly like the seed strategy ρ0.
+
+Adding an operator is one entry in OPERATORS: its slot code (a format string over its
+parameters), the values each tunable parameter may take, and a line of why. Parameters named
+`categories` and `tools` are a *focus* the proposer derives from the diagnosis.
+"""
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass, field
+from typing import Mapping
+
+SLOTS = ("select", "weights", "emit", "repeat", "rl_steps", "rl_repeat", "rl_after", "memory", "memory_cap")
+FOCUS = ("categories", "tools")
+
+
+@dataclass(frozen=True)
+class Operator:
+    name: str
+    code: Mapping[str, str]                          # slot → code (format string over the parameters)
+    domain: Mapping[str, tuple] = field(default_factory=dict)   # tunable parameter → its values
+    why: str = ""
+
+
+def op(name: str, why: str, domain: Mapping[str, tuple] | None = None, **code: str) -> Operator:
+    return Operator(name, code, domain or {}, why)
+
+
+REPEAT_SFT = ("records += [tk.sft_record(trajectory, weights, id=f\"{{trajectory['id']}}#{name}{{i}}\", "
+              "tags=TAGS + [\"repeat\"]) for i in range(1, {copies})]")
+# The operator table: one entry per operator (the adding operators of the toolkit join here).
+OPERATORS = (
+    op("exact_dedup", "remove exact duplicate trajectories", select="kept = tk.exact_dedup(kept)"),
+    op("drop_abandoned", "drop trajectories that end without an answer", select="kept = tk.drop_abandoned(kept)"),
+    op("drop_failed", "drop trajectories whose recorded outcome is a failure",
+       select="kept = tk.by_outcome(kept, success=True, keep_unknown=True)"),
+    op("drop_uncorrected", "drop trajectories with an erroneous call that was never corrected",
+       select="kept = [t for t in kept if not tk.uncorrected_turns(t)]"),
+    op("drop_redundant", "drop trajectories with redundant repeated calls",
+       select="kept = [t for t in kept if not tk.redundant_turns(t)]"),
+    op("with_tool_calls", "keep only trajectories that act through tools", select="kept = tk.with_tool_calls(kept)"),
+    op("max_turns", "drop trajectories longer than a number of assistant turns", {"max_turns": (6, 10, 16)},
+       select="kept = tk.by_turns(kept, max_turns={max_turns})"),
+    op("max_tokens", "drop trajectories longer than a token budget", {"max_tokens": (2048, 4096)},
+       select="kept = tk.by_tokens(kept, max_tokens={max_tokens})"),
+    op("near_dedup", "remove near-duplicate trajectories (task + call-sequence MinHash)", {"threshold": (0.9, 0.8, 0.7)},
+       select="kept = tk.near_dedup(kept, threshold={threshold})"),
+    op("focus_prune", "keep the diagnosed categories, tools and every recovery; sample the rest",
+       {"keep_share": (0.75, 0.5, 0.25)},
+       select="kept = [t for t in kept if in_focus(t, tk, {categories!r}, {tools!r}) or tk.corrected_turns(t)\n"
+              "        or rng.random() < {keep_share}]"),
+    op("mask_corrected", "mask erroneous calls that were later corrected out of the SFT loss (AgentRefine)",
+       {"mask_uncorrected": (False, True)},
+       weights="weights = tk.refinement_weights(trajectory, mask_uncorrected={mask_uncorrected})\n"
+               "if not tk.trainable(weights):\n    continue"),
+    op("segment", "train decision segments instead of whole trajectories", {"max_turns": (2, 4, 8), "context_turns": (1, 2)},
+       emit="segments = tk.segment(trajectory, weights, max_turns={max_turns}, context_turns={context_turns})\n"
+            "for n, seg in enumerate(segments):\n"
+            "    record_id = trajectory[\"id\"] if len(segments) == 1 else f\"{{trajectory['id']}}#seg{{n}}\"\n"
+            "    records.append(tk.sft_record(trajectory, seg.weights, id=record_id, messages=seg.messages,\n"
+            "                                 tags=TAGS + [seg.kind]))"),
+    op("repeat_no_call", "repeat the trajectories that answer without tools", {"copies": (2, 3)},
+       repeat="if not tk.has_tool_call(trajectory):\n    " + REPEAT_SFT.replace("{name}", "no-call")),
+    op("repeat_focus", "repeat the trajectories of the diagnosed categories and tools", {"copies": (2, 3)},
+       repeat="if in_focus(trajectory, tk, {categories!r}, {tools!r}):\n    " + REPEAT_SFT.replace("{name}", "focus")),
+    op("rl_recovery", "RL on the steps that follow an error, a sample of the clean steps", {"clean_share": (0.5, 0.25, 0.1)},
+       rl_steps="steps = tk.recovery_steps(trajectory)\n"
+                "rest += [(trajectory, i) for i in tk.clean_steps(trajectory) if i not in steps]",
+       rl_after="for trajectory, i in tk.sample_steps(rest, rng, fraction={clean_share}):\n"
+                "    records.extend(tk.rl_records(trajectory, [i], tags=TAGS + [\"sampled\"]))"),
+    op("rl_focus", "repeat the RL steps of the diagnosed categories and tools", {"copies": (2, 3)},
+       rl_repeat="if in_focus(trajectory, tk, {categories!r}, {tools!r}):\n"
+                 "    records += [r for i in steps for c in range(1, {copies})\n"
+                 "                if (r := tk.rl_record(trajectory, i, id=f\"{{trajectory['id']}}#step{{i}}-focus{{c}}\",\n"
+                 "                                      tags=TAGS + [\"repeat\"])) is not None]"),
+    op("tool_signatures", "put the offered tools' exact signatures into memory", {"only_called": (False, True)},
+       memory="memory += tk.tool_signature_memories(kept, only_called={only_called})"),
+    op("error_constraints", "turn recurring tool errors into constraints in memory", {"min_count": (1, 2)},
+       memory="memory += tk.error_constraints(tk.exact_dedup(raw), min_count={min_count})"),
+    op("task_facts", "remember task-family facts", memory="memory += tk.task_family_facts(kept)"),
+    op("memory_budget", "a different token budget for memory", {"max_tokens": (500, 1000, 4000)},
+       memory_cap="max_tokens = {max_tokens}"),
+)
+BY_NAME = {o.name: o for o in OPERATORS}
+assert all(set(o.code) <= set(SLOTS) for o in OPERATORS), "operators use known slots"
+
+HEADER = '''"""A curation strategy composed from toolkit operators by the offline proposer
+(evolver/proposers/offline.py). Each block is one operator, opened by its `# op:` line; the
+commit message says why each was added. With no operator it curates exactly like ρ0."""
+
+TAGS = ["seed"]   # ρ0's tag: an operator that changes no record leaves the artifacts' bytes as they were
+
+
+def in_focus(trajectory, tk, categories, tools):
+    """Whether a trajectory is of a diagnosed category (its environment's variant) or calls a
+    diagnosed tool."""
+    env = tk.env_of(trajectory) or {}
+    names = {call["function"]["name"] for m in trajectory["messages"] for call in tk.tool_calls(m)}
+    return env.get("variant") in categories or not names.isdisjoint(tools)
+
+
+def select(raw, tk, rng):
+    """The trajectories worth training on, in corpus order."""
+    kept = [t for t in raw if not tk.is_empty(t)]
+{select}    return kept
+
+
+def sft_records(kept, tk):
+    records = []
+    for trajectory in kept:
+        weights = None
+{weights}{emit}{repeat}    return records
+
+
+def rl_records(kept, tk, rng):
+    records, rest = [], []
+    for trajectory in kept:
+{rl_steps}        records.extend(tk.rl_records(trajectory, steps, tags=TAGS))
+{rl_repeat}{rl_after}    return records
+
+
+def memory_records(raw, kept, tk):
+    memory = []
+{memory}    max_tokens = 2000
+{memory_cap}    return tk.cap_tokens(tk.unique_ids(memory), max_tokens) if memory else []
+
+
+def curate(raw, ctx):
+    tk = ctx.toolkit
+    kept = select(raw, tk, ctx.rng("select"))
+    out = tk.Curated()
+    out.sft = sft_records(kept, tk)
+    out.rl = rl_records(kept, tk, ctx.rng("rl"))
+    out.memory = memory_records(raw, kept, tk)
+    return out
+'''
+DEFAULTS = {  # slot code when no operator fills it
+    "emit": "records.append(tk.sft_record(trajectory, weights, tags=TAGS))",
+    "rl_steps": "steps = tk.tool_call_steps(trajectory)",
+}
+INDENT = {"select": 4, "weights": 8, "emit": 8, "repeat": 8, "rl_steps": 8, "rl_repeat": 8, "rl_after": 4,
+          "memory": 4, "memory_cap": 4}
+
+Genome = Mapping[str, Mapping]   # operator name → its parameters
+
+
+def _call(name: str, params: Mapping) -> str:
+    return f"{name}(" + ", ".join(f"{k}={params[k]!r}" for k in sorted(params)) + ")"
+
+
+def compose(genome: Genome) -> str:
+    """The strategy source of a genome."""
+    unknown = sorted(set(genome) - set(BY_NAME))
+    if unknown:
+        raise KeyError(f"unknown operator(s): {', '.join(unknown)}")
+    blocks = {slot: "" for slot in SLOTS}
+    for operator in OPERATORS:
+        if operator.name not in genome:
+            continue
+        params = dict(genome[operator.name])
+        for slot, code in operator.code.items():
+            pad = " " * INDENT[slot]
+            text = f"# op: {_call(operator.name, params)}\n{code.format(**params)}"
+            blocks[slot] += "".join(pad + line + "\n" for line in text.splitlines())
+    for slot, code in DEFAULTS.items():
+        if not blocks[slot]:
+            blocks[slot] = " " * INDENT[slot] + code + "\n"
+    source = HEADER
+    for slot, block in blocks.items():
+        source = source.replace("{" + slot + "}", block)
+    return source
+
+
+def read_genome(source: str) -> dict[str, dict] | None:
+    """The genome of a composed strategy (None when `source` is not one compose() wrote)."""
+    genome: dict[str, dict] = {}
+    for line in source.splitlines():
+        text = line.strip()
+        if not text.startswith("# op: "):
+            continue
+        try:
+            node = ast.parse(text[len("# op: "):], mode="eval").body
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.args:
+                return None
+            genome.setdefault(node.func.id, {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords})
+        except (SyntaxError, ValueError):
+            return None
+    try:
+        return genome if compose(genome) == source else None
+    except (KeyError, ValueError, IndexError):
+        return None
+
+
+def space_size() -> int:
+    """How many distinct genomes the operator table spans, one fixed focus per focused operator."""
+    return math.prod(1 + math.prod(len(v) for v in o.domain.values()) for o in OPERATORS)
