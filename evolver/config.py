@@ -79,6 +79,24 @@ class RunConfig:
     """The code agent's limits (evolver/proposers/agent.py AgentLimits as a mapping)."""
     train_budget: Mapping = field(default_factory=dict)
     """Overrides of the profile's budgets passed to the trainer (empty: the profile's)."""
+    signal_window: int = 3
+    """W: the earlier evaluated epochs a task's forgetting window holds (CoEvolve §3.1)."""
+    boundary_samples: int = 0
+    """K: sampled rollouts per dev task for the boundary signal (0 or 1: off; costs K× the episodes)."""
+    boundary_temperature: float = 0.9
+    """Temperature of the boundary rollouts (greedy P stays the metric)."""
+    rare_theta: float = 5.0
+    """θ: an action pattern is rare below θ % of all patterns observed across epochs."""
+    rare_n_min: int = 20
+    """N_min: no rare signal before this many patterns were observed."""
+    candidates: int = 1
+    """k: candidates per epoch (offline proposer); more than one are ranked by the proxy, the best goes on."""
+    proxy_budget: int = 0
+    """Proxy units for successive halving over k candidates (0: k·⌈log2 k⌉, one unit per candidate and rung)."""
+    proxy_sft_steps: int = 10
+    """SFT steps of the proxy per unit (a short SFT on the candidate's dry-run artifacts, no RL)."""
+    proxy_tasks: int = 10
+    """Dev tasks of the proxy per unit (a balanced subset of the run's dev tasks)."""
 
     def __post_init__(self):
         for f in fields(self):
@@ -102,6 +120,15 @@ class RunConfig:
             (self.on_error in ("abort", "skip"), "on_error", "abort or skip"),
             (self.diagnosis in DIAGNOSES, "diagnosis", f"one of {', '.join(DIAGNOSES)}"),
             (self.diagnosis == "rules" or self.llm is not None, "diagnosis", "rules when no LLM is configured"),
+            (self.signal_window >= 1, "signal_window", "at least 1"),
+            (self.boundary_samples >= 0, "boundary_samples", "0 (off) or more"),
+            (math.isfinite(self.boundary_temperature) and self.boundary_temperature > 0, "boundary_temperature",
+             "a finite number > 0"),
+            (math.isfinite(self.rare_theta) and 0 < self.rare_theta < 100, "rare_theta", "a percentage in (0, 100)"),
+            (self.rare_n_min >= 0, "rare_n_min", "0 or more"),
+            (self.candidates >= 1, "candidates", "at least 1"),
+            (self.proxy_budget >= 0 and self.proxy_sft_steps >= 1 and self.proxy_tasks >= 1, "proxy_budget",
+             "0 or more (with proxy_sft_steps and proxy_tasks at least 1)"),
             (self.proposer != "agent" or self.llm is not None, "proposer",
              "offline unless an LLM is configured (the code agent needs --model)"),
         ]
@@ -116,6 +143,13 @@ class RunConfig:
         if self.acceptance != "auto":
             return self.acceptance
         return "paired" if len(self.seeds) > 1 else "margin"
+
+    def signal_params(self):
+        """CoEvolve's signal parameters (evolver/signals.py)."""
+        from evolver.signals import SignalParams
+
+        return SignalParams(window=self.signal_window, samples=self.boundary_samples,
+                            temperature=self.boundary_temperature, theta=self.rare_theta, n_min=self.rare_n_min)
 
     def params(self) -> dict:
         """`inputs/params.json` of every candidate: what a strategy may know of the run."""
@@ -245,6 +279,14 @@ RUN_OPTIONS: tuple[Option, ...] = (
            ("abort", "skip")),
     Option("name", str, None, "run directory name (default: run-<time>)"),
     Option("runs-dir", str, None, "where run directories go (default: runs/ of the project)"),
+    Option("boundary-samples", int, _field_default("boundary_samples"),
+           "K sampled rollouts per dev task for CoEvolve's boundary signal (0: off; costs K× the episodes)"),
+    Option("boundary-temperature", float, _field_default("boundary_temperature"), "temperature of those rollouts"),
+    Option("signal-window", int, _field_default("signal_window"), "W, epochs in the forgetting window"),
+    Option("rare-theta", float, _field_default("rare_theta"), "θ: a pattern below θ %% of all is rare"),
+    Option("rare-n-min", int, _field_default("rare_n_min"), "N_min: patterns observed before a rare signal fires"),
+    Option("candidates", int, _field_default("candidates"), "k candidates per epoch, ranked by a short-SFT proxy"),
+    Option("proxy-budget", int, _field_default("proxy_budget"), "proxy units for successive halving (0: k·⌈log2 k⌉)"),
     Option("proposer", str, None, "who rewrites the strategy (default: agent with --model, else offline)",
            _proposer_names, group="llm"),
     Option("model", str, None, "LLM model name, e.g. gpt-4.1-mini, claude-sonnet-4-5, or a local server's model", group="llm"),
@@ -331,6 +373,9 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
         eval_steps=not (benchmark == "bfcl-single" and metric != "step_accuracy"),
         ablations=tuple(sorted(set(o["ablate"]))), on_error=o["on_bad_line"], llm=llm,
         diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),
+        boundary_samples=o["boundary_samples"], boundary_temperature=o["boundary_temperature"],
+        signal_window=o["signal_window"], rare_theta=o["rare_theta"], rare_n_min=o["rare_n_min"],
+        candidates=o["candidates"], proxy_budget=o["proxy_budget"],
         agent={"step_limit": o["agent_steps"], "repairs": o["agent_repairs"], "wall_time_s": o["agent_wall"],
                "cost_limit_usd": o["agent_usd"]})
 

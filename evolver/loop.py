@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import shutil
 import sys
@@ -27,11 +28,13 @@ from statistics import fmean
 from evolver.acceptance import Scores, make_rule
 from evolver.config import RunConfig
 from evolver.diagnose import diagnose
+from evolver.signals import summarize
 from evolver.errors import RunFailed, UserError
 from evolver.files import atomic_json, read_json, read_jsonl, sha256_files
 from evolver.objective import final_choice, objective
 from evolver.proposers import make_proposer
 from evolver.proposers.brief import Brief, Verdict
+from evolver.selection import select
 from evolver.store import RunStore
 from sandbox.corpus import load_corpus, train_part
 from sandbox.curate import CurationFailed, bind_commit, execute, runtime_sha256
@@ -180,6 +183,15 @@ class Epochs:
         return evaluate_epoch(self.cfg, self.store.epoch_dir(epoch) / "artifacts", self.dir(epoch, f"eval-s{seed}"),
                               seed, adapter)
 
+    def sample(self, epoch: int, seed: int, adapter: str | None) -> dict:
+        """K rollouts per dev task at a temperature, for the boundary signal (greedy P is unchanged)."""
+        return evaluate_epoch(self.cfg, self.store.epoch_dir(epoch) / "artifacts", self.dir(epoch, f"sample-s{seed}"),
+                              seed, adapter, samples=self.cfg.boundary_samples)
+
+    @property
+    def samples_rollouts(self) -> bool:
+        return self.cfg.boundary_samples > 1 and self.cfg.benchmark != "replay"   # replay has no episodes
+
     def decide(self, epoch: int, curation: dict, scores: list[dict], edits: list[str]) -> dict:
         sha = curation["commit"]
         if "failed" in curation:
@@ -199,11 +211,12 @@ class Epochs:
 
     def diagnose(self, epoch: int) -> dict:
         best = self.best()
-        trajectories = [t for s in self.cfg.seeds for t in read_jsonl(self.store.epoch_dir(best["epoch"]) / f"eval-s{s}" / "trajectories.jsonl")]
-        passed_before = {t["meta"]["task_id"] for d in self.decisions() if d["accepted"] and d["epoch"] < best["epoch"]
-                         for s in self.cfg.seeds for t in read_jsonl(self.store.epoch_dir(d["epoch"]) / f"eval-s{s}" / "trajectories.jsonl")
-                         if t["outcome"]["success"]}
-        failed_points, signals = diagnose(trajectories, passed_before)
+        trajectories = self._evaluated(best["epoch"])
+        # every policy evaluated before the diagnosed one, rejected ones too (each was a trained policy)
+        history = [summarize(self._evaluated(d["epoch"])) for d in self.decisions()
+                   if d["epoch"] < best["epoch"] and d.get("P") is not None]
+        failed_points, signals = diagnose(trajectories, history=history, sampled=self._evaluated(best["epoch"], "sample"),
+                                          params=self.cfg.signal_params())
         result = {"of_epoch": best["epoch"], "families": signals["families"]}
         if self.llm is not None and self.cfg.diagnosis == "rules+llm":
             from evolver.llm_diagnose import llm_diagnose
@@ -234,35 +247,72 @@ class Epochs:
         out, artifacts = self.dir(epoch, "evolve"), self.dir(epoch + 1, "artifacts")
         out.mkdir(parents=True)
         phases = [p for p in ("effectiveness", "efficiency") if f"no-{p}" not in self.cfg.ablations]
-        sha, chosen, edits, log, exhausted = None, None, [], [], False
+        k = self.cfg.candidates if hasattr(self.proposer, "candidates") and phases[:1] == ["effectiveness"] else 1
+        sha, edits, selection = None, [], None
         with tempfile.TemporaryDirectory(prefix=".dry-runs-", dir=self.store.root) as tmp:
             dry = DryRuns(Path(tmp), inputs, self.corpus, self.executor, self.cfg,
                           _artifact_hashes(self.store.epoch_dir(best["epoch"]) / "artifacts"), self.curation_llm)
-            for phase in phases:
-                outcome = self.proposer.revise(phase, brief, dry.validate, out)
-                log += [{"phase": phase, **attempt} for attempt in outcome.attempts]
-                if outcome.budget_exhausted:
-                    say(f"epoch {epoch}: the run's LLM budget is spent; no more proposals")
-                    exhausted = True
-                    break
-                if outcome.files is None:
-                    continue
+            if k > 1:   # k effectiveness revisions, each with its efficiency revision; the proxy picks one pair
+                firsts = [o for o in self.proposer.candidates("effectiveness", brief, dry.validate, k) if o.files]
+                pairs = [self._revise(brief, dry, out, phases[1:], [first]) for first in firsts]
+                log = [{"phase": "effectiveness", "candidate": i, **a} for i, o in enumerate(firsts) for a in o.attempts]
+                log += [{"candidate": i, **row} for i, (_, rows, _) in enumerate(pairs) for row in rows]
+                chain, exhausted = [], False
+                if pairs:
+                    selection = select([p[0] for p in pairs], lambda chain, units: self._proxy(dry, chain, units),
+                                       self.cfg.proxy_budget or len(pairs) * max(1, math.ceil(math.log2(len(pairs)))))
+                    chain = selection.best
+            else:
+                chain, log, exhausted = self._revise(brief, dry, out, phases, [])
+            for outcome in chain:   # the chosen revisions, committed in order on the candidate branch
                 files = dry.candidate(outcome.files)
-                sha, chosen = self.ws.commit_candidate(epoch + 1, files, outcome.message, parent="best"), dry.output(files)
-                brief, dry.parent = dataclasses.replace(brief, files=files), _artifact_hashes(chosen)
+                sha = self.ws.commit_candidate(epoch + 1, files, outcome.message, parent="best")
                 edits += outcome.edits
             if sha is not None:
                 artifacts.parent.mkdir(parents=True, exist_ok=True)
-                os.rename(chosen, artifacts)
+                os.rename(dry.output(files), artifacts)
                 bind_commit(artifacts, sha, self.ws.files(sha))
                 self.ws.tag_epoch(epoch + 1, sha)
-        atomic_json(out / "proposals.json", log)
+        atomic_json(out / "proposals.json", log if selection is None else {"attempts": log, "rungs": selection.rungs,
+                                                                           "chosen": selection.index})
         llm_error = next((a["error"] for a in log if a.get("exit_status") == "LLMError"), None)
         if llm_error and sha is None:   # not a rejected proposal: the run cannot go on as asked
             raise RunFailed(f"the LLM failed while proposing the candidate of epoch {epoch + 1} "
                             f"({' '.join(llm_error.split())[:200]}); fix the endpoint and `curateevo resume "
                             f"{self.store.root}` proposes again")
-        return {"candidate": sha, "edits": edits, "dry_runs": dry.count, **({"budget_exhausted": True} if exhausted else {})}
+        return {"candidate": sha, "edits": edits, "dry_runs": dry.count, **({"budget_exhausted": True} if exhausted else {}),
+                **({"candidates": len(selection.rungs[0]["scores"]) if selection.rungs else 1,
+                    "chosen": selection.index} if selection else {})}
+
+    def _revise(self, brief: Brief, dry: "DryRuns", out: Path, phases: list[str], chain: list) -> tuple[list, list, bool]:
+        """The revisions of `phases` in order, each from the last one of `chain` (validated
+        outcomes): (chain, attempt log, LLM budget exhausted)."""
+        chain, log = list(chain), []
+        for phase in phases:
+            if chain:
+                files = dry.candidate(chain[-1].files)
+                brief, dry.parent = dataclasses.replace(brief, files=files), _artifact_hashes(dry.output(files))
+            outcome = self.proposer.revise(phase, brief, dry.validate, out)
+            log += [{"phase": phase, **attempt} for attempt in outcome.attempts]
+            if outcome.budget_exhausted:
+                say("the run's LLM budget is spent; no more proposals")
+                return chain, log, True
+            if outcome.files is not None:
+                chain.append(outcome)
+        return chain, log, False
+
+    def _proxy(self, dry: "DryRuns", chain: list, units: int) -> float:
+        """The cheap estimate of a candidate's J: a short SFT on its dry-run artifacts (no RL) and
+        a small balanced dev subset, both scaled by `units`."""
+        folder = dry.output(dry.candidate(chain[-1].files))
+        cfg = self.cfg.replace(train_budget={**self.cfg.train_budget, "sft_max_steps": self.cfg.proxy_sft_steps * units},
+                               ablations=tuple(sorted({*self.cfg.ablations, "no-rl"})))
+        c = read_json(folder / "manifest.json")["C"]
+        with tempfile.TemporaryDirectory(prefix=".proxy-", dir=self.store.root) as tmp:
+            trained = train_epoch(cfg, folder, Path(tmp) / "train", self.cfg.seeds[0])
+            p = evaluate_epoch(cfg, folder, Path(tmp) / "eval", self.cfg.seeds[0], trained["adapter"],
+                               tasks=min(self.cfg.tasks, self.cfg.proxy_tasks * units))["P"]
+        return objective(p, c, self.cfg.lam)
 
     # ------------------------------------------------------------------ helpers
 
@@ -286,6 +336,10 @@ class Epochs:
     def best(self) -> dict | None:
         accepted = [d for d in self.decisions() if d["accepted"]]
         return accepted[-1] if accepted else None
+
+    def _evaluated(self, epoch: int, kind: str = "eval") -> list[dict]:
+        paths = [self.store.epoch_dir(epoch) / f"{kind}-s{s}" / "trajectories.jsonl" for s in self.cfg.seeds]
+        return [t for p in paths if p.is_file() for t in read_jsonl(p)]
 
     def _per_task(self, epoch: int) -> dict[str, list[float]]:
         scores: dict[str, list[float]] = {}
@@ -362,17 +416,21 @@ def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:
     return {"adapter": str(out / "adapter"), "summary": {k: summary.get(k) for k in ("wall_s", "steps", "sft", "grpo")}}
 
 
-def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapter: str | None) -> dict:
-    """π_e (+ the epoch's memory unless ablated) on the run's dev tasks."""
+def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapter: str | None, samples: int = 1,
+                   tasks: int | None = None) -> dict:
+    """π_e (+ the epoch's memory unless ablated) on the run's dev tasks: greedy, or `samples`
+    rollouts per task at the boundary temperature (episodes only)."""
+    sampling = {"samples": samples, "temperature": cfg.boundary_temperature, "steps": False} if samples > 1 else \
+        {"steps": cfg.eval_steps}
     from benchmarks.evaluate import evaluate_to_dir
 
     memory = artifacts / "memory.jsonl"
     use_memory = "no-memory" not in cfg.ablations and _count(memory)
-    doc = evaluate_to_dir(cfg.benchmark, cfg.split, out, tasks=cfg.tasks, metric=cfg.metric,
-                          corpus=list(cfg.corpus) if cfg.benchmark == "replay" else None,
+    doc = evaluate_to_dir(cfg.benchmark, cfg.split, out, tasks=tasks or cfg.tasks, metric=cfg.metric,
+                          corpus=list(cfg.corpus) if cfg.benchmark == "replay" else None, **sampling,
                           memory=str(memory) if use_memory else None, seed=seed,
                           policy_options={"base": cfg.base, "adapter": adapter}, progress=True,
-                          batch_size=cfg.batch_size, steps=cfg.eval_steps)
+                          batch_size=cfg.batch_size)
     return {"P": doc["P"], "metrics": doc["metrics"]}
 
 
@@ -391,6 +449,9 @@ def run_epochs(store: RunStore) -> dict:
                                    lambda result: [Path(result["adapter"])] if result["adapter"] else [])
                 scores.append(ep.stage(epoch, f"evaluate-s{seed}", lambda: ep.evaluate(epoch, seed, trained["adapter"]),
                                        [store.epoch_dir(epoch) / f"eval-s{seed}"]))
+                if ep.samples_rollouts and epoch + 1 < ep.cfg.epochs:   # only a diagnosis reads them
+                    ep.stage(epoch, f"sample-s{seed}", lambda: ep.sample(epoch, seed, trained["adapter"]),
+                             [store.epoch_dir(epoch) / f"sample-s{seed}"])
         proposal = store.done(epoch - 1, "propose") if epoch else None
         edits = (proposal or {}).get("result", {}).get("edits", []) if proposal else []
         decision = ep.stage(epoch, "decide", lambda: ep.decide(epoch, curation, scores, edits))

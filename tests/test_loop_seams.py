@@ -176,3 +176,24 @@ def test_replay_retrain_of_an_agent_run_needs_no_docker_and_no_agent(tmp_path, m
     assert cli.main(["replay", str(store.root), "--epoch", "0", "--retrain", "--sandbox", "process"]) == 0
     out = capsys.readouterr().out
     assert "identical" in out and "retrain seed 0: adapter weights identical" in out
+
+
+def test_k_candidates_are_ranked_by_the_proxy_and_only_the_best_is_committed(tmp_path, monkeypatch, counted):
+    ep = Epochs(new_run(tmp_path, candidates=2, benchmark="bfcl-single", proxy_sft_steps=1, proxy_tasks=2))
+    evaluated(ep, 0)
+    scored = []
+    real_proxy = Epochs._proxy
+
+    def proxy(self, dry, chain, units):   # the real proxy (a short SFT and a small dev subset), observed
+        scored.append((tuple(e for o in chain for e in o.edits), units))
+        return real_proxy(self, dry, chain, units)
+
+    monkeypatch.setattr(Epochs, "_proxy", proxy)
+    result = ep.stage(0, "propose", lambda: ep.propose(0))
+    assert result["candidates"] == 2 and len(scored) == 2 and {u for _, u in scored} == {1}
+    proposals = json.loads((ep.store.epoch_dir(0) / "evolve" / "proposals.json").read_text())
+    assert proposals["rungs"][0]["survivors"] == [result["chosen"]]
+    chosen_edits = scored[result["chosen"]][0]
+    assert tuple(result["edits"]) == chosen_edits and ep.ws.resolve("epoch-1") == result["candidate"]
+    assert ep.stage(1, "curate", lambda: ep.curate(1))["commit"] == result["candidate"]   # no new execution
+    assert len(counted) == 1 + result["dry_runs"]
