@@ -14,6 +14,7 @@ from pathlib import Path
 
 from evolver.files import atomic_write
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
+from evolver.config import RunConfig
 from evolver.store import RunStore
 
 
@@ -49,6 +50,8 @@ def _scale_plot(rows, plt):
     twin = ax.twinx()
     twin.plot(epochs, [r.get("cost_train") or 0 for r in rows], "k-o", label="Cost_train (turns)", ms=4)
     twin.set_ylabel("Cost_train")
+    ax.set_ylim(bottom=0)
+    twin.set_ylim(bottom=0)   # both axes from zero: a 9% change looks like 9%
     ax.set(xlabel="epoch", ylabel="records", title="curated scale per epoch", xticks=epochs)
     ax.legend(loc="upper left")
     twin.legend(loc="upper right")
@@ -60,9 +63,7 @@ def _families_plot(store, rows, plt):
     for r in rows:
         path = store.epoch_dir(r["epoch"]) / "diagnosis" / "signals.json"
         if path.exists():
-            families = json.loads(path.read_text())["families"]
-            total = sum(families.values()) or 1
-            shares[r["epoch"]] = {k: v / total for k, v in families.items()}
+            shares[r["epoch"]] = dict(json.loads(path.read_text())["families"])
     if not shares:
         return None
     names = sorted({k for s in shares.values() for k in s})
@@ -74,14 +75,116 @@ def _families_plot(store, rows, plt):
         values = [shares[e].get(name, 0) for e in epochs]
         ax.bar(epochs, values, bottom=bottom, label=name, color=cmap(i % 20))
         bottom = [b + v for b, v in zip(bottom, values)]
-    ax.set(xlabel="epoch (diagnosis of the best strategy)", ylabel="share of failures", title="failure families", xticks=epochs)
+    ax.set(xlabel="epoch (diagnosis of the best strategy)", ylabel="failed trajectories", title="failure families",
+           xticks=epochs)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1, 0.5))
     return fig
 
 
+def _training_plot(store, rows, plt):
+    """SFT loss and GRPO reward per step, one line per epoch (first seed), from train-s*/metrics.jsonl."""
+    seed = RunConfig.from_json(store.config).seeds[0]
+    curves = {}
+    for r in rows:
+        path = store.epoch_dir(r["epoch"]) / f"train-s{seed}" / "metrics.jsonl"
+        if path.is_file():
+            curves[r["epoch"]] = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not any(curves.values()):
+        return None
+    fig, (sft, grpo) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for epoch, points in curves.items():
+        for ax, stage, key in ((sft, "sft", "loss"), (grpo, "grpo", "reward")):
+            xs = [p["step"] for p in points if p.get("stage") == stage and key in p]
+            if xs:
+                ax.plot(xs, [p[key] for p in points if p.get("stage") == stage and key in p], "-", lw=1.2,
+                        label=f"epoch {epoch}")
+    sft.set(xlabel="SFT step", ylabel="loss", title="SFT loss")
+    grpo.set(xlabel="GRPO step", ylabel="mean reward", title="GRPO reward")
+    for ax in (sft, grpo):
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    return fig
+
+
+def _category_table(store, rows) -> str:
+    """P per category per epoch over all seeds: successes / n and a 95% Wilson interval."""
+    from benchmarks.quality.stats import wilson_interval
+
+    seeds = RunConfig.from_json(store.config).seeds
+    cells, names = {}, set()
+    for r in rows:
+        for s in seeds:
+            path = store.epoch_dir(r["epoch"]) / f"eval-s{s}" / "metrics.json"
+            if path.is_file():
+                for name, m in json.loads(path.read_text())["per_category"].items():
+                    got = cells.setdefault((r["epoch"], name), [0, 0])
+                    got[0] += m.get("successes", 0)
+                    got[1] += m.get("episodes", 0)
+                    names.add(name)
+    if not cells:
+        return ""
+    head = "".join(f"<th>{html.escape(n)}</th>" for n in sorted(names))
+    body = ""
+    for r in rows:
+        tds = ""
+        for name in sorted(names):
+            k, n = cells.get((r["epoch"], name), (0, 0))
+            if n:
+                est = wilson_interval(k, n)
+                tds += f"<td>{k}/{n} = {est.value:.2f} [{est.low:.2f}, {est.high:.2f}]</td>"
+            else:
+                tds += "<td>—</td>"
+        body += f"<tr><td>{r['epoch']}</td>{tds}</tr>"
+    return (f"<h2>P per category (task success, all seeds; 95% Wilson interval)</h2>"
+            f"<table><tr><th>epoch</th>{head}</tr>{body}</table>")
+
+
+def _revisions(store, rows) -> str:
+    """Per proposed epoch: the proposer's commit messages (its reasoning) and the strategy diff
+    against the best strategy it revised."""
+    from sandbox.workspace import Workspace
+
+    ws = Workspace.open(store.root / "strategy")
+    best, parts = None, []
+    for r in rows:
+        commit = r.get("commit")
+        if r["epoch"] > 0 and commit and best:
+            messages = []
+            for row in ws.log(commit):
+                if row["sha"] == best:
+                    break
+                messages.append(row["message"])
+            diff = ws.diff(best, commit, include_inputs=False) or "(no code change)"
+            verdict = "accepted" if r.get("accepted") else "rejected"
+            parts.append(f"<details><summary>epoch {r['epoch']} ({verdict}): {html.escape(messages[-1].splitlines()[0] if messages else '')}"
+                         f"</summary><pre>{html.escape(chr(10).join(reversed(messages)))}</pre>"
+                         f"<pre>{html.escape(diff)}</pre></details>")
+        if r.get("accepted") or r["epoch"] == 0:
+            best = commit if r.get("accepted") else best
+    return "<h2>Strategy revisions</h2>" + "".join(parts) if parts else ""
+
+
+def _failures(store, rows) -> str:
+    """Links to each evaluated epoch's trajectories and the ids of its failed tasks."""
+    seeds = RunConfig.from_json(store.config).seeds
+    items = ""
+    for r in rows:
+        for s in seeds:
+            path = store.epoch_dir(r["epoch"]) / f"eval-s{s}" / "trajectories.jsonl"
+            if path.is_file():
+                failed = [t["meta"]["task_id"] for t in map(json.loads, path.read_text().splitlines())
+                          if not (t.get("outcome") or {}).get("success")]
+                link = f"../epochs/{r['epoch']}/eval-s{s}/trajectories.jsonl"
+                items += (f"<li>epoch {r['epoch']} seed {s}: <a href=\"{link}\">trajectories</a> — {len(failed)} failed"
+                          f"{': ' + html.escape(', '.join(failed[:12])) + (' …' if len(failed) > 12 else '') if failed else ''}</li>")
+    return f"<h2>Failed trajectories</h2><ul>{items}</ul>" if items else ""
+
+
 def _time_plot(rows, plt):
-    stages = sorted({s for r in rows for s in r["seconds"]}, key=lambda s: ["curate", "train", "evaluate", "decide",
-                                                                              "diagnose", "propose"].index(s.split("-")[0]))
+    order = ["curate", "train", "evaluate", "sample", "decide", "diagnose", "propose"]
+    rank = lambda s: (order.index(s.split("-")[0]) if s.split("-")[0] in order else len(order), s)   # noqa: E731
+    stages = sorted({s for r in rows for s in r["seconds"]}, key=rank)
     fig, ax = plt.subplots(figsize=(7, 3.6))
     epochs = [r["epoch"] for r in rows]
     bottom = [0.0] * len(rows)
@@ -113,7 +216,8 @@ def write_report(run: Path) -> Path:
     rows = epoch_rows(store)
     out = store.root / "report"
     plots = {"objective.png": _objective_plot(rows, plt), "scale.png": _scale_plot(rows, plt),
-             "families.png": _families_plot(store, rows, plt), "time.png": _time_plot(rows, plt)}
+             "families.png": _families_plot(store, rows, plt), "training.png": _training_plot(store, rows, plt),
+             "time.png": _time_plot(rows, plt)}
     for name, fig in plots.items():
         if fig is not None:
             atomic_write(out / name, _png(fig))
@@ -124,7 +228,8 @@ def write_report(run: Path) -> Path:
                        for f in failed_stages(store))
     images = "".join(f'<img src="{name}" alt="{name}">' for name, fig in plots.items() if fig is not None)
     page = f"""<!doctype html><meta charset="utf-8"><title>curateevo run {html.escape(store.root.name)}</title>
-<style>body{{font:14px system-ui,sans-serif;max-width:1100px;margin:2em auto}}img{{max-width:49%}}pre{{background:#f6f6f6;padding:1em}}</style>
+<style>body{{font:14px system-ui,sans-serif;max-width:1100px;margin:2em auto}}img{{max-width:49%}}pre{{background:#f6f6f6;padding:1em;overflow-x:auto}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ddd;padding:2px 6px;font-size:12px}}</style>
 <h1>Run {html.escape(store.root.name)}</h1>
 <p>{cfg['epochs']} epochs · dev benchmark {html.escape(cfg['benchmark'])} ({html.escape(cfg['metric'])}, {cfg['tasks']} tasks) ·
 base {html.escape(cfg['base'])} · profile {html.escape(cfg['profile'])} · λ = {cfg['lambda']} · N_ref = {cfg['n_ref']:g}</p>
@@ -134,6 +239,9 @@ base {html.escape(cfg['base'])} · profile {html.escape(cfg['profile'])} · λ =
 <p>LLM: {html.escape(_llm_line(cfg))}</p>
 <pre>{html.escape(format_stages(store))}</pre>
 <h2>Decisions</h2><ul>{reasons}</ul>
+{_category_table(store, rows)}
+{_revisions(store, rows)}
+{_failures(store, rows)}
 """
     atomic_write(out / "index.html", page)
     return out / "index.html"
