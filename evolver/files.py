@@ -122,3 +122,16 @@ def is_empty_or_missing(path: str | os.PathLike) -> bool:
     if path.is_symlink():
         return False
     return not path.exists() or (path.is_dir() and not any(path.iterdir()))
+
+
+def writable_parent(path: str | os.PathLike, what: str) -> None:
+    """UserError (one sentence) unless a new entry can be made beside `path`: its parent folder
+    exists or can be made, and a folder can be created there (not /proc, not read-only)."""
+    from evolver.errors import UserError
+
+    parent = Path(path).parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(prefix=".curateevo-probe-", dir=parent))
+    except OSError as exc:
+        raise UserError(f"cannot write {what} {path}: {exc.strerror or exc} in {parent}; choose another place") from None

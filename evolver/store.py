@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evolver.errors import UserError
-from evolver.files import atomic_json, is_empty_or_missing, read_json, sha256_path  # sha256_path: importable from here too
+from evolver.files import atomic_json, is_empty_or_missing, read_json, sha256_path, writable_parent  # sha256_path: importable from here too
 
 
 class Journal:
@@ -52,6 +52,7 @@ class RunStore:
         root = Path(root)
         if not is_empty_or_missing(root):
             raise UserError(f"{root} already exists; resume it with `curateevo resume {root}` or choose a new --name")
+        writable_parent(root, "the run directory")
         root.mkdir(parents=True, exist_ok=True)
         atomic_json(root / "run.json", config)
         return cls(root)

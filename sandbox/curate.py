@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from evolver.errors import RunFailed, UserError
-from evolver.files import atomic_json, is_empty_or_missing, json_text, read_json, sha256_bytes, sha256_files
+from evolver.files import atomic_json, is_empty_or_missing, writable_parent, json_text, read_json, sha256_bytes, sha256_files
 from sandbox import checker
 from sandbox.corpus import Corpus, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
@@ -100,6 +100,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
     """
     out_dir = Path(out_dir)
     _prepare_out(out_dir)
+    writable_parent(out_dir, "the output folder")   # before the expensive work, not after it
     executor = executor or make_executor("auto")
     if "strategy.py" not in strategy_files:
         raise UserError("the strategy has no strategy.py")

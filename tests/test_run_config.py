@@ -88,3 +88,13 @@ def test_the_profile_names_the_default_base_model(tmp_path):
     args = cli.build_parser().parse_args(["run", "--profile", "test", "--runs-dir", str(tmp_path), "--name", "r",
                                           "--corpus", str(SAMPLE_CORPUS)])
     assert json.loads((create_run(run_options(args)).root / "run.json").read_text())["base"] == "tiny-random"
+
+
+def test_an_output_place_that_cannot_be_written_is_one_sentence(tmp_path, capsys):
+    assert cli.main(["run", "--runs-dir", "/proc", "--name", "x", "--corpus", str(SAMPLE_CORPUS),
+                     "--benchmark", "bfcl-single"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write the run directory /proc/x" in err and err.count("\n") == 1
+    assert cli.main(["curate", "--out", "/proc/curated", "--sandbox", "process", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write the output folder /proc/curated" in err and err.count("\n") == 1
