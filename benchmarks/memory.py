@@ -21,6 +21,7 @@ from typing import Mapping, Sequence
 
 from evolver.errors import UserError
 from trainer import chat_format as cf
+from trainer.exchange import from_file
 
 DEFAULT_K = 3
 HEADER = "Hints from earlier experience:"
@@ -48,7 +49,7 @@ def read_memory(path: str | Path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = from_file("memory", json.loads(line))
         except ValueError as exc:
             raise UserError(f"{path}:{lineno}: not JSON ({exc})") from None
         error = check_memory(record)

@@ -99,7 +99,7 @@ def grpo_config(recipe: Recipe, profile: Profile, steps: int, out_dir: Path, see
 
 def run_grpo(model, tokenizer, rows: list[dict], reward_names: list[str], recipe: Recipe, profile: Profile,
              out_dir: Path, seed: int, use_cpu: bool, progress: bool = False) -> tuple[object, dict]:
-    """GRPO on `rows` ({"prompt", "record"}). `model` is a PeftModel with a trainable adapter
+    """GRPO on `rows` (trainer.data.rl_rows: "prompt" plus the reward columns). `model` is a PeftModel with a trainable adapter
     (continued from SFT) or a plain model (a fresh LoRA adapter is added)."""
     from datasets import Dataset
     from peft import PeftModel

@@ -29,7 +29,7 @@ TINY_CONFIG = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, nu
                    num_key_value_heads=2, max_position_embeddings=8192, tie_word_embeddings=True,
                    rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2, pad_token_id=2)
 TINY_SEED = 1234
-CACHE_VERSION = 1  # bump when a conversion changes, so stale caches are not reused
+CACHE_VERSION = 2  # bump when a conversion changes, so stale caches are not reused (2: the Jinja template with generation markers)
 
 
 def cache_dir() -> Path:
