@@ -149,5 +149,5 @@ def rl_rows(records: Sequence[Mapping], tokenizer, max_prompt_length: int,
         stats.prompt_tokens += n
         stats.rewards[r["reward"]] = stats.rewards.get(r["reward"], 0) + 1
         row = exchange.to_file("rl", r)
-        rows.append({"prompt": text, **{k: row[k] for k in REWARD_COLUMNS}})
+        rows.append({"prompt": text, **{k: row.get(k) for k in REWARD_COLUMNS}})
     return rows, stats
