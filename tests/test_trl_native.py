@@ -147,3 +147,34 @@ def test_stock_grpo_trainer_reads_the_prompt_column_and_the_reward_functions(wil
     logged = trainer.state.log_history[0]
     assert trainer.state.global_step == 1
     assert rewards.UNPARSEABLE <= logged["rewards/state_match/mean"] <= 1  # every wild RL record names state_match
+
+
+def test_an_adapter_names_the_base_models_hub_id_and_loads_with_auto_peft_model(tmp_path):
+    """Saved as the worker saves it; loaded here from the local conversion, offline."""
+    import torch
+    from peft import AutoPeftModelForCausalLM, PeftModel, get_peft_model
+
+    from trainer.recipe import RECIPE
+    from trainer.sft import lora_config
+
+    source = models.resolve(models.EMBEDDED)
+    torch.manual_seed(0)
+    model = get_peft_model(models.load_model(source), lora_config(RECIPE))
+    for name, param in model.named_parameters():  # a non-trivial adapter: B = 0 would hide a lost one
+        if "lora_B" in name:
+            param.data.normal_(std=0.02)
+    models.name_base(model, models.base_model_id(models.EMBEDDED, source))
+    model.save_pretrained(tmp_path / "adapter")
+    config = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+    loaded = AutoPeftModelForCausalLM.from_pretrained(tmp_path / "adapter", cache_dir=models.hub_cache_dir(),
+                                                      local_files_only=True)
+    assert isinstance(loaded, PeftModel)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    model.eval()
+    with torch.no_grad():
+        assert torch.allclose(loaded(ids).logits, model(ids).logits, atol=1e-5)
+        with loaded.disable_adapter():
+            base = loaded(ids).logits
+        assert not torch.allclose(loaded(ids).logits, base, atol=1e-4)  # the adapter was loaded, not dropped

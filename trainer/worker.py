@@ -99,6 +99,7 @@ def run(request: dict) -> dict:
         model, summary["sft"] = run_sft(model, tokenizer, examples, RECIPE, profile, out, seed, use_cpu, progress)
         summary["sft"]["peak_memory_mb"] = _peak_memory_mb(device)  # so far: the GRPO stage may raise it
         if _is_main():
+            models.name_base(model, models.base_model_id(request["base"], source))
             model.save_pretrained(out / "sft_adapter")
         _barrier()
     if rows:
@@ -117,6 +118,7 @@ def run(request: dict) -> dict:
                 f"{share:.0%} of GRPO groups had zero reward variance (every completion scored the same), so "
                 "GRPO had almost nothing to learn from: the RL data is too easy or too hard for this model")
     if _is_main():
+        models.name_base(model, models.base_model_id(request["base"], source))
         model.save_pretrained(out / "adapter", selected_adapters=["default"])
         tokenizer.save_pretrained(out / "adapter")
     if not rows:
