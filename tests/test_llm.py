@@ -11,7 +11,7 @@ from llm_server import llm_server  # noqa: F401  (the fixture)
 from evolver.errors import RunFailed, UserError
 from evolver.files import read_json
 from evolver.llm import (LLM, BudgetExceeded, LLMConfig, LLMError, LLMUnavailable, count_tokens, estimate_prompt_tokens,
-                         load_pricing, price_of)
+                         cost_function, load_pricing, price_of)
 
 CANARY = "sk-canary-xyz"
 SYSTEM = {"role": "system", "content": "You diagnose why a tool-calling agent failed."}
@@ -225,15 +225,21 @@ def test_the_usd_budget_stops_calls_but_replays_are_free(llm_server, tmp_path, c
     assert len(llm_server.requests) == 1
 
 
-def test_the_pricing_file_merges_over_the_builtin_table(llm_server, tmp_path, canary):
+def test_the_pricing_file_prices_models_over_the_genai_prices_catalog(llm_server, tmp_path, canary):
     pricing = tmp_path / "pricing.json"
     pricing.write_text(json.dumps({"gpt-4o": {"input": 1.0, "output": 2.0}, "qwen3-8b": {"input": 0.1, "output": 0.2}}))
     table = load_pricing(str(pricing))
-    assert table["gpt-4o"] == {"input": 1.0, "output": 2.0} and table["claude-haiku-4-5"] == load_pricing()["claude-haiku-4-5"]
-    assert price_of(table, "gpt-4o-2024-08-06") == {"input": 1.0, "output": 2.0}
-    assert price_of(table, "claude-haiku-4-5-20251001") == {"input": 1.0, "output": 5.0}
-    assert price_of(table, "gpt-5.4-mini-2026-03-17") == {"input": 0.75, "output": 4.5}
-    assert price_of(table, "gpt-5-pro") is None   # no guessing from a prefix
+    assert price_of(table, "gpt-4o-2024-08-06") == {"input": 1.0, "output": 2.0}  # a dated id takes its base's
+    assert price_of(table, "gpt-4o-mini") is None   # no guessing from a prefix
+    config = LLMConfig.from_mapping({"provider": "openai", "model": "gpt-4o", "pricing_file": str(pricing)})
+    assert cost_function(config)(1_000_000, 1_000_000) == pytest.approx(3.0)
+    # the catalog, per call size: list prices of a dated id and a model with long-context tiers
+    for model, provider, usage, usd in [("claude-haiku-4-5-20251001", "anthropic", (1000, 100), 1e-3 + 5e-4),
+                                        ("gpt-5.4-mini-2026-03-17", "openai", (1000, 100), 7.5e-4 + 4.5e-4),
+                                        ("gpt-5.4", "openai", (10_000, 1000), 0.025 + 0.015),
+                                        ("gpt-5.4", "openai", (1_000_000, 0), 5.0)]:  # past 272k: doubled
+        assert cost_function(LLMConfig.from_mapping({"provider": provider, "model": model}))(*usage) == \
+            pytest.approx(usd), model
 
     llm_server.script({"text": "a", "usage": (1_000_000, 1_000_000)})
     reply = make_llm(llm_server, tmp_path / "llm", model="qwen3-8b", pricing_file=str(pricing)).complete(
