@@ -113,9 +113,3 @@ class RunStore:
         hashes = {Path(p).resolve().relative_to(self.root.resolve()).as_posix(): sha256_path(Path(p)) for p in paths}
         self.journal.append({"event": "stage_done", "epoch": epoch, "stage": stage, "outputs": hashes, "result": result})
         return result
-
-    def decide(self, epoch: int, **decision) -> dict:
-        return self.journal.append({"event": "epoch_decided", "epoch": epoch, **decision})
-
-    def decisions(self) -> list[dict]:
-        return [e for e in self.journal.events() if e.get("event") == "epoch_decided"]

@@ -14,7 +14,6 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -22,7 +21,7 @@ from docker.errors import DockerException, NotFound
 from docker.types import LogConfig, Mount, Ulimit
 
 from evolver.errors import RunFailed
-from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Limits, bounded_text, failure_reason
+from sandbox.executor import PROJECT_ROOT, CommandResult, CurationJob, Execution, Limits, bounded_text, failure_reason
 
 SANDBOX_UID = 10001
 PROJECT_MOUNT = "/opt/curateevo"
@@ -60,15 +59,6 @@ def docker_client(timeout: float = 30.0) -> docker.DockerClient:
     except DockerException as exc:
         raise RunFailed(f"no Docker engine answers ({str(exc).splitlines()[0][:160]}); run `bash scripts/setup.sh` "
                         "as root to install and start one (scripts/docker-engine.sh)") from None
-
-
-@dataclass
-class CommandResult:
-    returncode: int | None
-    output: str
-    timed_out: bool
-    wall_s: float
-    reason: str | None
 
 
 class DockerExecutor:
