@@ -20,7 +20,7 @@ from conftest import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.timeout(2400)   # three short evolution runs; minutes, not seconds
 
-ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "3", "--tasks", "2", "--sandbox", "process",
+ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "3", "--tasks", "2", "--sandbox", "process", "--benchmark", "bfcl-single",
         "--corpus", str(SAMPLE_CORPUS), "--margin", "0.001", "--batch-size", "2"]
 
 
