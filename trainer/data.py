@@ -15,6 +15,7 @@ latest turns are kept); one that still does not fit is dropped and counted.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -75,9 +76,10 @@ def sft_example(record: Mapping, tokenizer, max_length: int, style: str = cf.DEF
 
 def sft_examples(records: Sequence[Mapping], tokenizer, max_length: int,
                  style: str = cf.DEFAULT_STYLE) -> tuple[list[dict], SFTStats]:
+    """Training examples of SFT records (DESIGN's form or the file rows of trainer.exchange)."""
     stats = SFTStats(records=len(records))
     out = []
-    for r in records:
+    for r in map(functools.partial(exchange.from_file, "sft"), records):
         weights = r.get("weights") or [1] * sum(m["role"] == "assistant" for m in r["messages"])
         stats.trained_turns += sum(weights)
         stats.masked_turns += len(weights) - sum(weights)
@@ -127,10 +129,10 @@ def fit_prompt(messages: Sequence[Mapping], tools: Sequence[Mapping], tokenizer,
 def rl_rows(records: Sequence[Mapping], tokenizer, max_prompt_length: int,
             style: str = cf.DEFAULT_STYLE) -> tuple[list[dict], RLStats]:
     """One GRPO row per usable RL record: the file form of trainer.exchange (the columns TRL hands
-    to trainer.rewards) with `prompt` the fitted prompt text."""
+    to trainer.rewards) with `prompt` the fitted prompt text. `records` may be file rows too."""
     stats = RLStats(records=len(records))
     rows = []
-    for r in records:
+    for r in map(functools.partial(exchange.from_file, "rl"), records):
         fitted = fit_prompt(r["messages"], r.get("tools") or [], tokenizer, max_prompt_length, style)
         if fitted is None:
             stats.dropped_too_long += 1
