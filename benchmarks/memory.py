@@ -21,6 +21,7 @@ from typing import Mapping, Sequence
 from evolver.errors import UserError
 from evolver.files import iter_jsonl
 from trainer import chat_format as cf
+from trainer.exchange import from_file
 
 DEFAULT_K = 3
 HEADER = "Hints from earlier experience:"
@@ -38,7 +39,11 @@ def read_memory(path: str | Path) -> list[dict]:
     from sandbox.schemas import check_memory
 
     records, seen = [], set()
-    for lineno, record in iter_jsonl(path, "memory"):
+    for lineno, row in iter_jsonl(path, "memory"):
+        try:
+            record = from_file("memory", row)
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise UserError(f"{path}:{lineno}: not a memory record ({exc})") from None
         error = check_memory(record)
         if error:
             raise UserError(f"{path}:{lineno}: {error}")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from evolver.errors import RunFailed, UserError
-from evolver.files import atomic_write, read_jsonl
+from evolver.files import atomic_write
 from evolver import report, run_cli
 from sandbox import image as sandbox_image
 from benchmarks import corpus_cli
@@ -51,6 +51,7 @@ def cmd_curate(args) -> int:
     from sandbox.curate import execute
     from sandbox.executor import make_executor
     from sandbox.strategy_files import strategy_files
+    from trainer.data import read_records   # the files' form decoded (trainer/exchange.py)
     from trainer.length import profile_length_report
     from trainer.recipe import get_profile
 
@@ -66,7 +67,7 @@ def cmd_curate(args) -> int:
     if corpus.skipped_lines:
         atomic_write(Path(result.out_dir) / "skipped.jsonl",
                      "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))
-    curated = {kind: read_jsonl(Path(result.out_dir) / f"{kind}.jsonl") for kind in ("sft", "rl")}
+    curated = {kind: read_records(Path(result.out_dir) / f"{kind}.jsonl", kind) for kind in ("sft", "rl")}
     try:
         length = profile_length_report(curated["sft"], curated["rl"], args.profile, args.max_length)
     except UserError as exc:   # advisory here: the artifacts stand without it

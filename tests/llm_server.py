@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
@@ -35,6 +36,7 @@ class Received:
     path: str
     headers: dict[str, str]   # names lower-cased
     body: dict
+    at: float = field(default_factory=time.monotonic)   # when it arrived
 
     @property
     def api(self) -> str:

@@ -49,7 +49,7 @@ def make(server, executor, parent, tmp_path, *, limits=AgentLimits(step_limit=8,
          **config):
     corpus, files, hashes = parent
     llm = LLM(LLMConfig.from_mapping({"provider": "openai", "model": "scripted", "base_url": server.openai_url,
-                                      "max_retries": 2, **config}), tmp_path / "llm", sleep=lambda s: None)
+                                      "max_retries": 2, **config}), tmp_path / "llm")
     proposer = AgentProposer(llm, executor, limits)
     brief = Brief(files=files, failed_points=[{"family": "bad_arguments", "count": 3, "task_ids": ["t1", "t2"],
                                                "failed_point": "wrong argument types", "evidence": "x='3'",

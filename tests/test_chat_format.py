@@ -40,21 +40,25 @@ def test_long_descriptions_are_cut():
     assert cf.tool_line(tool) == "- f(): " + "x" * cf.DESCRIPTION_CHARS + "..."
 
 
-def test_the_template_renders_the_same_bytes_as_the_renderer(records):
-    cases = [(r["messages"], r["tools"]) for r in records]
-    cases += [([{"role": "user", "content": "hi"}], []),
-              ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "it's \"quoted\"\n"}], [TOOL]),
-              ([{"role": "user", "content": "x"},
-                {"role": "assistant", "content": "Let me look.", "tool_calls": [
-                    {"function": {"name": "a", "arguments": {"k": [1, "é"]}}},
-                    {"function": {"name": "b", "arguments": "{}"}}]}], [TOOL, {"function": {"name": "bare"}}])]
-    for messages, tools in cases:
-        for style in cf.STYLES:
-            for gen in (False, True):
-                expected = cf.render(messages, tools, add_generation_prompt=gen, style=style)
-                got = render_jinja_template(conversations=[messages], tools=tools or None, chat_template=cf.CHAT_TEMPLATE,
-                                            add_generation_prompt=gen, tool_style=style)[0][0]
-                assert got == expected
+def test_the_python_helpers_render_through_the_one_template(records):
+    """render/render_tools/render_assistant are views of CHAT_TEMPLATE, not a second copy."""
+    r = records[0]
+    for style in cf.STYLES:
+        text = render_jinja_template(conversations=[r["messages"]], tools=r["tools"], chat_template=cf.CHAT_TEMPLATE,
+                                     tool_style=style)[0][0]
+        assert text == cf.render(r["messages"], r["tools"], style=style)
+        assert "\n\n" + cf.render_tools(r["tools"], style) + cf.IM_END in text
+    for m in r["messages"]:
+        if m["role"] == "assistant":
+            assert cf.GENERATION_PROMPT + cf.render_assistant(m) + cf.IM_END in text
+    assert "{% generation %}" in cf.CHAT_TEMPLATE.replace("{%- generation -%}", "{% generation %}")
+    with pytest.raises(ValueError, match="unknown tool style"):
+        cf.render_tools(r["tools"], "yaml")
+
+
+def test_tools_rendered_into_the_system_message_give_the_same_text(records):
+    for r in records[:5]:
+        assert cf.render_prompt(cf.tools_in_system(r["messages"], r["tools"]), []) == cf.render_prompt(r["messages"], r["tools"])
 
 
 def test_the_model_directories_carry_the_template(tokenizer, records):

@@ -11,7 +11,7 @@ from llm_server import llm_server  # noqa: F401  (the fixture)
 from evolver.errors import RunFailed, UserError
 from evolver.files import read_json
 from evolver.llm import (LLM, BudgetExceeded, LLMConfig, LLMError, LLMUnavailable, count_tokens, estimate_prompt_tokens,
-                         load_pricing, price_of)
+                         cost_function, load_pricing, price_of)
 
 CANARY = "sk-canary-xyz"
 SYSTEM = {"role": "system", "content": "You diagnose why a tool-calling agent failed."}
@@ -27,13 +27,21 @@ def canary(monkeypatch):
 
 
 def make_llm(server, record_dir, provider="openai", **options):
-    """An LLM on the scripted server whose backoff sleeps are recorded, not slept."""
-    sleeps = []
+    """An LLM on the scripted server."""
     config = {"provider": provider, "model": MODELS[provider], "api_key_env": "CANARY_KEY",
               "base_url": server.openai_url if provider == "openai" else server.anthropic_url, **options}
-    llm = LLM(LLMConfig.from_mapping(config), record_dir, sleep=sleeps.append)
-    llm.sleeps = sleeps
-    return llm
+    return LLM(LLMConfig.from_mapping(config), record_dir)
+
+
+def waits(server) -> list[float]:
+    """Seconds between consecutive requests (the SDK's backoff, plus a little)."""
+    at = [r.at for r in server.requests]
+    return [b - a for a, b in zip(at, at[1:])]
+
+
+def retry_counts(server) -> list[str]:
+    """What the SDK says each request is (its own retry counter header)."""
+    return [r.headers.get("x-stainless-retry-count") for r in server.requests]
 
 
 def no_client(*args, **kwargs):
@@ -147,11 +155,12 @@ def test_record_mode_reuses_a_record_and_live_mode_calls_again(llm_server, tmp_p
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
-def test_429_is_retried_after_its_retry_after(llm_server, tmp_path, canary, provider):
-    llm_server.fail(429, times=2, retry_after=7).script("ok")
+def test_429_is_retried_by_the_sdk_after_its_retry_after(llm_server, tmp_path, canary, provider):
+    llm_server.fail(429, times=2, retry_after=1.5).script("ok")
     llm = make_llm(llm_server, tmp_path, provider)
     assert llm.complete(CHAT, purpose="diagnose").text == "ok"
-    assert llm.sleeps == [7, 7] and len(llm_server.requests) == 3
+    assert retry_counts(llm_server) == ["0", "1", "2"]
+    assert all(w >= 1.5 for w in waits(llm_server))  # the SDK's own backoff would be 0.4-1 s
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -159,7 +168,8 @@ def test_5xx_is_retried_with_growing_backoff(llm_server, tmp_path, canary, provi
     llm_server.fail(500).fail(503).script("ok")
     llm = make_llm(llm_server, tmp_path, provider)
     assert llm.complete(CHAT, purpose="diagnose").text == "ok"
-    assert len(llm.sleeps) == 2 and 0.5 <= llm.sleeps[0] < 1 <= llm.sleeps[1] < 2
+    first, second = waits(llm_server)
+    assert retry_counts(llm_server) == ["0", "1", "2"] and 0.3 <= first < second
 
 
 def test_exhausted_retries_raise_llm_unavailable(llm_server, tmp_path, canary):
@@ -167,7 +177,7 @@ def test_exhausted_retries_raise_llm_unavailable(llm_server, tmp_path, canary):
     llm = make_llm(llm_server, tmp_path, max_retries=2)
     with pytest.raises(LLMUnavailable, match="failed 3 times, last: HTTP 503: overloaded") as e:
         llm.complete(CHAT, purpose="diagnose")
-    assert isinstance(e.value, RunFailed) and len(llm_server.requests) == 3 and len(llm.sleeps) == 2
+    assert isinstance(e.value, RunFailed) and retry_counts(llm_server) == ["0", "1", "2"]
     assert list(tmp_path.iterdir()) == [] and llm.usage()["calls"] == 0
 
 
@@ -175,7 +185,7 @@ def test_a_timeout_is_retried(llm_server, tmp_path, canary):
     llm_server.stall(5).script("ok")
     llm = make_llm(llm_server, tmp_path, timeout_s=0.3)
     assert llm.complete(CHAT, purpose="diagnose").text == "ok"
-    assert len(llm_server.requests) == 2 and len(llm.sleeps) == 1
+    assert retry_counts(llm_server) == ["0", "1"]
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -184,7 +194,7 @@ def test_400_is_not_retried(llm_server, tmp_path, canary, provider):
     llm = make_llm(llm_server, tmp_path, provider)
     with pytest.raises(LLMUnavailable, match="refused the request: HTTP 400: model gpt-9 does not exist"):
         llm.complete(CHAT, purpose="diagnose")
-    assert len(llm_server.requests) == 1 and llm.sleeps == []
+    assert retry_counts(llm_server) == ["0"]
 
 
 def test_the_token_budget_stops_the_call_that_would_pass_it(llm_server, tmp_path, canary):
@@ -215,15 +225,21 @@ def test_the_usd_budget_stops_calls_but_replays_are_free(llm_server, tmp_path, c
     assert len(llm_server.requests) == 1
 
 
-def test_the_pricing_file_merges_over_the_builtin_table(llm_server, tmp_path, canary):
+def test_the_pricing_file_prices_models_over_the_genai_prices_catalog(llm_server, tmp_path, canary):
     pricing = tmp_path / "pricing.json"
     pricing.write_text(json.dumps({"gpt-4o": {"input": 1.0, "output": 2.0}, "qwen3-8b": {"input": 0.1, "output": 0.2}}))
     table = load_pricing(str(pricing))
-    assert table["gpt-4o"] == {"input": 1.0, "output": 2.0} and table["claude-haiku-4-5"] == load_pricing()["claude-haiku-4-5"]
-    assert price_of(table, "gpt-4o-2024-08-06") == {"input": 1.0, "output": 2.0}
-    assert price_of(table, "claude-haiku-4-5-20251001") == {"input": 1.0, "output": 5.0}
-    assert price_of(table, "gpt-5.4-mini-2026-03-17") == {"input": 0.75, "output": 4.5}
-    assert price_of(table, "gpt-5-pro") is None   # no guessing from a prefix
+    assert price_of(table, "gpt-4o-2024-08-06") == {"input": 1.0, "output": 2.0}  # a dated id takes its base's
+    assert price_of(table, "gpt-4o-mini") is None   # no guessing from a prefix
+    config = LLMConfig.from_mapping({"provider": "openai", "model": "gpt-4o", "pricing_file": str(pricing)})
+    assert cost_function(config)(1_000_000, 1_000_000) == pytest.approx(3.0)
+    # the catalog, per call size: list prices of a dated id and a model with long-context tiers
+    for model, provider, usage, usd in [("claude-haiku-4-5-20251001", "anthropic", (1000, 100), 1e-3 + 5e-4),
+                                        ("gpt-5.4-mini-2026-03-17", "openai", (1000, 100), 7.5e-4 + 4.5e-4),
+                                        ("gpt-5.4", "openai", (10_000, 1000), 0.025 + 0.015),
+                                        ("gpt-5.4", "openai", (1_000_000, 0), 5.0)]:  # past 272k: doubled
+        assert cost_function(LLMConfig.from_mapping({"provider": provider, "model": model}))(*usage) == \
+            pytest.approx(usd), model
 
     llm_server.script({"text": "a", "usage": (1_000_000, 1_000_000)})
     reply = make_llm(llm_server, tmp_path / "llm", model="qwen3-8b", pricing_file=str(pricing)).complete(

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer import rewards
+from trainer import exchange, rewards
 from trainer.chat_format import render_assistant
 from trainer.rewards import UNPARSEABLE, state_match, tool_call_match
 
@@ -112,9 +112,15 @@ def test_state_match_without_an_environment_falls_back_to_call_matching():
     assert state_match(call("cd", folder="docs"), record(tc("cd", folder="docs"), reward="state_match")) == 1.0
 
 
-def test_trl_adapters_score_only_their_own_records():
-    fns = rewards.trl_reward_functions(["tool_call_match", "state_match"])
-    assert [f.__name__ for f in fns] == ["tool_call_match", "state_match"]
-    rec = json.dumps(record(tc("cd", folder="docs")))
-    out = [f(prompts=["p"], completions=[call("cd", folder="docs")], record=[rec]) for f in fns]
-    assert out == [[1.0], [None]]
+def test_trl_reward_functions_read_the_files_columns_and_score_only_their_own_rows():
+    """TRL calls fn(prompts, completions, completion_ids, **columns); the columns are the file
+    form of trainer.exchange (tools and meta as JSON strings, Arrow's nulls in `reference`)."""
+    assert [f.__name__ for f in (rewards.tool_call_match_reward, rewards.state_match_reward)] == \
+        ["tool_call_match", "state_match"]
+    row = exchange.to_file("rl", record(tc("cd", folder="docs")))
+    columns = {"reward": [row["reward"]] * 2, "reference": [{**row["reference"], "content": None}] * 2,
+               "tools": [row["tools"]] * 2, "meta": [None] * 2, "messages": [row["messages"]] * 2,
+               "id": [row["id"]] * 2}
+    completions = [call("cd", folder="docs"), [{"role": "assistant", "content": call("cd", folder="x")}]]
+    assert rewards.tool_call_match_reward(["p", "p"], completions, None, **columns) == [1.0, 0.5]
+    assert rewards.state_match_reward(["p", "p"], completions, None, **columns) == [None, None]

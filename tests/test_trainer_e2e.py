@@ -7,6 +7,7 @@ import pytest
 
 from evolver.cli import main
 from evolver.errors import RunFailed, UserError
+from trainer import models
 from trainer.train import train
 
 
@@ -45,7 +46,10 @@ def test_the_test_profile_trains_end_to_end_and_the_same_seed_gives_the_same_ada
     for name in ("adapter/adapter_model.safetensors", "adapter/adapter_config.json", "adapter/chat_template.jinja",
                  "sft_adapter/adapter_model.safetensors", "metrics.jsonl", "summary.json", "train.log"):
         assert (out / name).is_file(), name
-    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+    for stage in ("sft", "grpo"):  # TRL's own TensorBoard logging (--report-to tensorboard, the default)
+        assert list((out / "tensorboard" / stage).glob("events.out.tfevents.*")), stage
+    assert json.loads((out / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == \
+        str(models.tiny_model_dir())  # no hub id for the random test model
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert {r["stage"] for r in rows} == {"sft", "grpo"}
     assert any("rewards/state_match/mean" in r for r in rows) and any("rewards/tool_call_match/mean" in r for r in rows)
@@ -67,8 +71,9 @@ def test_the_test_profile_trains_end_to_end_and_the_same_seed_gives_the_same_ada
     assert model.generate(**prompt, max_new_tokens=3, do_sample=False).shape[1] == prompt["input_ids"].shape[1] + 3
 
     rc = main(["train", "--sft", str(sft), "--rl", str(rl), "--profile", "test", "--seed", "7",
-               "--out", str(tmp_path / "b"), "--quiet"])
+               "--out", str(tmp_path / "b"), "--quiet", "--report-to", "none"])
     assert rc == 0
+    assert not (tmp_path / "b" / "tensorboard").exists()
     for name in ("adapter/adapter_model.safetensors", "sft_adapter/adapter_model.safetensors"):
         assert (tmp_path / "b" / name).read_bytes() == (out / name).read_bytes(), name
 

@@ -2,19 +2,21 @@
 tool calls out of model text. Training (SFT, GRPO) and evaluation both go through this module,
 so a model is always asked in exactly the form it was trained on.
 
-The text is ChatML (`<|im_start|>role\\n…<|im_end|>\\n`, SmolLM2's and Qwen's tokens):
+The format is one Jinja chat template, `chat_template.jinja` beside this file (`CHAT_TEMPLATE`),
+rendered by transformers' renderer (the one `tokenizer.apply_chat_template` runs) and saved with
+every model directory and adapter, so TRL, axolotl, vLLM and HF see the same text. The text is
+ChatML (`<|im_start|>role\\n…<|im_end|>\\n`, SmolLM2's and Qwen's tokens):
 
 - the first system message (or `DEFAULT_SYSTEM`) carries the tools. The `compact` style renders
   one line per tool: a Python-like signature (required parameters first, `?` marks optional ones)
   and the description's first line, cut to `DESCRIPTION_CHARS` — about a fifth of the tokens of
   the JSON schemas, which matters for small models on CPU (shared/FIELD-NOTES.md). The `json`
-  style renders each function schema as one JSON line, for larger models;
+  style renders each function schema as one JSON line, for larger models (`tool_style=`);
 - an assistant message is its content, then one `<tool_call>{"name": …, "arguments": {…}}</tool_call>`
-  per call (Hermes style, arguments as the record's JSON string);
+  per call (Hermes style, arguments as the record's JSON string). It sits inside
+  `{% generation %}` unless its `training` flag is false, so TRL's `assistant_only_loss=True`
+  trains exactly the weight-1 turns (body and `<|im_end|>`);
 - a tool result is a `tool` turn.
-
-`CHAT_TEMPLATE` is the same format as a Jinja chat template (HF `apply_chat_template`, vLLM);
-it is saved with every adapter, and a test checks it renders byte-identical text.
 
 `parse_tool_calls` reads Hermes blocks, or a BFCL-style Python call list (`[f(a=1), g(b='x')]`)
 through `ast` with literal arguments only. Model text is never evaluated.
@@ -25,7 +27,10 @@ import ast
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Sequence
+
+from transformers.utils.chat_template_utils import _compile_jinja_template, render_jinja_template
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -34,45 +39,19 @@ STOP = IM_END
 STYLES = ("compact", "json")
 DEFAULT_STYLE = "compact"
 DEFAULT_SYSTEM = "You are a helpful assistant."
-TOOLS_HEADER = "You can call these functions:"
-TOOLS_FOOTER = ('To call a function, write <tool_call>{"name": <function name>, "arguments": '
-                '<arguments as a JSON object>}</tool_call>, one block per call.')
-DESCRIPTION_CHARS = 120
-# BFCL prefixes every description with its system's blurb; the tool's own text follows this.
-DESCRIPTION_MARKER = "Tool description: "
+DESCRIPTION_CHARS = 120  # the template cuts a tool description here
 MAX_PARSE_CHARS = 100_000
-_PYTYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
-            "array": "list", "object": "dict", "null": "None"}
+TRAINING_FIELD = "training"  # per message: axolotl's `message_field_training`; the template reads it
+CHAT_TEMPLATE = (Path(__file__).with_name("chat_template.jinja")).read_text(encoding="utf-8")
 
 
 # --------------------------------------------------------------------------------------------
-# rendering
+# rendering: every function below renders through CHAT_TEMPLATE with transformers' Jinja renderer
+# (what `tokenizer.apply_chat_template` runs), so there is one definition of the format.
 
 
 def _function(tool: Mapping) -> Mapping:
     return tool.get("function", tool)
-
-
-def _type_text(schema: Mapping) -> str:
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum:
-        return "|".join(json.dumps(v, ensure_ascii=False) for v in enum)
-    t = schema.get("type")
-    if isinstance(t, list):
-        return "|".join(_PYTYPES.get(x, x) for x in t)
-    if not isinstance(t, str):
-        return "any"
-    items = schema.get("items")
-    if t == "array" and isinstance(items, Mapping) and isinstance(items.get("type"), str):
-        return "list[" + _PYTYPES.get(items["type"], items["type"]) + "]"
-    return _PYTYPES.get(t, t)
-
-
-def _description(text: str | None) -> str:
-    d = (text or "").split(DESCRIPTION_MARKER)[-1].split("\n")[0].strip()
-    if len(d) > DESCRIPTION_CHARS:
-        d = d[:DESCRIPTION_CHARS].rstrip() + "..."
-    return d
 
 
 def parameter_order(parameters: Mapping | None) -> list[str]:
@@ -83,85 +62,66 @@ def parameter_order(parameters: Mapping | None) -> list[str]:
     return required + [n for n in props if n not in required]
 
 
+def _check_style(style: str) -> None:
+    if style not in STYLES:
+        raise ValueError(f"unknown tool style {style!r} (one of {', '.join(STYLES)})")
+
+
+def _macros(style: str):
+    """The template's macros (tool_line, tool_block, assistant_body) for one tool style."""
+    _check_style(style)
+    return _compile_jinja_template(CHAT_TEMPLATE).make_module({"tool_style": style, "messages": []})
+
+
 def tool_line(tool: Mapping, style: str = DEFAULT_STYLE) -> str:
     """One tool as one line of the system prompt."""
-    fn = _function(tool)
-    if style == "json":
-        return json.dumps(fn, ensure_ascii=False)
-    params = fn.get("parameters") or {}
-    props = params.get("properties") or {}
-    required = params.get("required") or []
-    args = [n + ("" if n in required else "?") + ": " + _type_text(props[n]) for n in parameter_order(params)]
-    desc = _description(fn.get("description"))
-    return "- " + fn["name"] + "(" + ", ".join(args) + ")" + (": " + desc if desc else "")
+    return str(_macros(style).tool_line(dict(tool)))
 
 
 def render_tools(tools: Sequence[Mapping], style: str = DEFAULT_STYLE) -> str:
     """The tool block appended to the system prompt ("" without tools)."""
-    if style not in STYLES:
-        raise ValueError(f"unknown tool style {style!r} (one of {', '.join(STYLES)})")
-    if not tools:
-        return ""
-    return "\n".join([TOOLS_HEADER, *(tool_line(t, style) for t in tools), TOOLS_FOOTER])
+    return str(_macros(style).tool_block(list(tools or [])))
 
 
 def render_tool_call(call: Mapping) -> str:
     """`<tool_call>{"name": …, "arguments": …}</tool_call>` for an OpenAI tool call (or a bare
     `{"name", "arguments"}`); string arguments are used verbatim, like HF templates do."""
-    fn = call.get("function", call)
-    args = fn.get("arguments", {})
-    args_text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-    return TOOL_CALL_OPEN + '{"name": ' + json.dumps(fn["name"], ensure_ascii=False) + ', "arguments": ' \
-        + args_text + "}" + TOOL_CALL_CLOSE
+    return render_assistant({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
 def render_assistant(message: Mapping) -> str:
     """The body of an assistant turn: what the model produces before `<|im_end|>`."""
-    content = message.get("content") or ""
-    calls = "\n".join(render_tool_call(c) for c in message.get("tool_calls") or [])
-    return content + ("\n" if content and calls else "") + calls
+    return str(_macros(DEFAULT_STYLE).assistant_body(dict(message)))
 
 
-def _turn(role: str, body: str) -> str:
-    return IM_START + role + "\n" + body + IM_END + "\n"
+def with_training_flags(messages: Sequence[Mapping], weights: Sequence[int] | None) -> list[dict]:
+    """A copy of `messages` whose assistant turns carry `training` (weight 1 → true); the other
+    messages carry `training: false`. `weights` has one 0/1 per assistant message (None: all 1)."""
+    n_assistant = sum(1 for m in messages if m.get("role") == "assistant")
+    weights = [1] * n_assistant if weights is None else list(weights)
+    if len(weights) != n_assistant:
+        raise ValueError(f"{len(weights)} weights for {n_assistant} assistant messages")
+    flags = iter(weights)
+    return [{**m, TRAINING_FIELD: bool(next(flags)) if m.get("role") == "assistant" else False} for m in messages]
 
 
 def render_with_spans(messages: Sequence[Mapping], tools: Sequence[Mapping] | None = None, *,
                       weights: Sequence[int] | None = None, add_generation_prompt: bool = False,
                       style: str = DEFAULT_STYLE) -> tuple[str, list[tuple[int, int]]]:
-    """The text of a conversation and the character spans of its trained assistant turns.
+    """The text of a conversation and the character spans of its trained assistant turns (the
+    template's `{% generation %}` blocks).
 
     A span covers an assistant turn's body and its closing `<|im_end|>` (so the model learns to
     stop), not the `<|im_start|>assistant` header. `weights` has one 0/1 per assistant message
-    (default: all 1); weight-0 turns stay in the text but get no span."""
-    n_assistant = sum(1 for m in messages if m.get("role") == "assistant")
-    weights = [1] * n_assistant if weights is None else list(weights)
-    if len(weights) != n_assistant:
-        raise ValueError(f"{len(weights)} weights for {n_assistant} assistant messages")
-    start = 0
-    system = DEFAULT_SYSTEM
-    if messages and messages[0].get("role") == "system":
-        system, start = messages[0].get("content") or "", 1
-    block = render_tools(tools or [], style)
-    parts = [_turn("system", system + ("\n\n" + block if block else ""))]
-    spans: list[tuple[int, int]] = []
-    length, k = len(parts[0]), 0
-    for m in messages[start:]:
-        role = m.get("role")
-        if role == "assistant":
-            body = render_assistant(m)
-            if weights[k]:
-                begin = length + len(GENERATION_PROMPT)
-                spans.append((begin, begin + len(body) + len(IM_END)))
-            k += 1
-        else:
-            body = m.get("content") or ""
-        text = _turn(role, body)
-        parts.append(text)
-        length += len(text)
-    if add_generation_prompt:
-        parts.append(GENERATION_PROMPT)
-    return "".join(parts), spans
+    (default: each message's own `training` flag, else 1); weight-0 turns stay in the text but
+    get no span."""
+    _check_style(style)
+    if weights is not None:
+        messages = with_training_flags(messages, weights)
+    rendered, spans = render_jinja_template(
+        conversations=[list(messages)], tools=list(tools) if tools else None, chat_template=CHAT_TEMPLATE,
+        return_assistant_tokens_mask=True, add_generation_prompt=add_generation_prompt, tool_style=style)
+    return rendered[0], [tuple(s) for s in spans[0]]
 
 
 def render(messages: Sequence[Mapping], tools: Sequence[Mapping] | None = None, *,
@@ -176,74 +136,18 @@ def render_prompt(messages: Sequence[Mapping], tools: Sequence[Mapping] | None =
     return render(messages, tools, add_generation_prompt=True, style=style)
 
 
-def _q(text: str) -> str:
-    """A Python string as a single-quoted Jinja literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
-
-
-# The same format as a Jinja chat template. Keep in step with the functions above:
-# tests/test_chat_format.py renders the sample corpus both ways and compares bytes.
-CHAT_TEMPLATE = "".join([
-    "{%- set style = tool_style | default('compact') -%}\n",
-    "{%- set pytypes = {'string': 'str', 'integer': 'int', 'number': 'float', 'boolean': 'bool', "
-    "'array': 'list', 'object': 'dict', 'null': 'None'} -%}\n",
-    "{%- macro type_text(s) -%}\n",
-    "{%- if s.enum is defined and s.enum is iterable and s.enum is not string and s.enum | length > 0 -%}",
-    "{%- for v in s.enum -%}{{ '|' if not loop.first }}{{ v | tojson }}{%- endfor -%}\n",
-    "{%- elif s.type is defined and s.type is iterable and s.type is not string and s.type is not mapping -%}",
-    "{%- for x in s.type -%}{{ '|' if not loop.first }}{{ pytypes.get(x, x) }}{%- endfor -%}\n",
-    "{%- elif s.type is not defined or s.type is not string -%}any\n",
-    "{%- elif s.type == 'array' and s['items'] is defined and s['items'] is mapping ",
-    "and s['items'].type is defined and s['items'].type is string -%}",
-    "list[{{ pytypes.get(s['items'].type, s['items'].type) }}]\n",
-    "{%- else -%}{{ pytypes.get(s.type, s.type) }}{%- endif -%}\n",
-    "{%- endmacro -%}\n",
-    "{%- macro tool_line(tool) -%}\n",
-    "{%- set fn = tool.function if tool.function is defined else tool -%}\n",
-    "{%- if style == 'json' -%}{{ fn | tojson }}{%- else -%}\n",
-    "{%- set params = fn.parameters if fn.parameters is defined and fn.parameters else {} -%}\n",
-    "{%- set props = params.properties if params.properties is defined and params.properties else {} -%}\n",
-    "{%- set required = params.required if params.required is defined and params.required else [] -%}\n",
-    "{%- set ns = namespace(args=[]) -%}\n",
-    "{%- for n in required -%}{%- if n in props -%}",
-    "{%- set ns.args = ns.args + [n ~ ': ' ~ type_text(props[n])] -%}{%- endif -%}{%- endfor -%}\n",
-    "{%- for n, s in props.items() -%}{%- if n not in required -%}",
-    "{%- set ns.args = ns.args + [n ~ '?: ' ~ type_text(s)] -%}{%- endif -%}{%- endfor -%}\n",
-    "{%- set d = ((fn.description if fn.description is defined and fn.description else '')",
-    ".split(", _q(DESCRIPTION_MARKER), ")[-1].split('\\n')[0]).strip() -%}\n",
-    f"{{%- if d | length > {DESCRIPTION_CHARS} -%}}{{%- set d = d[:{DESCRIPTION_CHARS}].rstrip() ~ '...' -%}}",
-    "{%- endif -%}\n",
-    "- {{ fn.name }}({{ ns.args | join(', ') }}){{ ': ' ~ d if d }}\n",
-    "{%- endif -%}\n",
-    "{%- endmacro -%}\n",
-    "{%- if messages and messages[0].role == 'system' -%}",
-    "{%- set system = messages[0].content or '' -%}{%- set rest = messages[1:] -%}\n",
-    "{%- else -%}{%- set system = ", _q(DEFAULT_SYSTEM), " -%}{%- set rest = messages -%}{%- endif -%}\n",
-    "{{- ", _q(IM_START + "system\n"), " ~ system -}}\n",
-    "{%- if tools -%}\n",
-    "{{- ", _q("\n\n" + TOOLS_HEADER), " -}}\n",
-    "{%- for tool in tools -%}{{- '\\n' ~ tool_line(tool) -}}{%- endfor -%}\n",
-    "{{- ", _q("\n" + TOOLS_FOOTER), " -}}\n",
-    "{%- endif -%}\n",
-    "{{- ", _q(IM_END + "\n"), " -}}\n",
-    "{%- for message in rest -%}\n",
-    "{{- ", _q(IM_START), " ~ message.role ~ '\\n' -}}\n",
-    "{%- if message.role == 'assistant' -%}\n",
-    "{%- set content = message.content or '' -%}{{- content -}}\n",
-    "{%- if message.tool_calls is defined and message.tool_calls -%}\n",
-    "{%- for tc in message.tool_calls -%}\n",
-    "{%- set f = tc.function if tc.function is defined else tc -%}\n",
-    "{{- '\\n' if (content and loop.first) or not loop.first -}}\n",
-    "{{- ", _q(TOOL_CALL_OPEN + '{"name": '), " ~ (f.name | tojson) ~ ", _q(', "arguments": '), " -}}\n",
-    "{{- f.arguments if f.arguments is string else ((f.arguments if f.arguments is defined else {}) | tojson) -}}\n",
-    "{{- ", _q("}" + TOOL_CALL_CLOSE), " -}}\n",
-    "{%- endfor -%}\n",
-    "{%- endif -%}\n",
-    "{%- else -%}{{- message.content or '' -}}{%- endif -%}\n",
-    "{{- ", _q(IM_END + "\n"), " -}}\n",
-    "{%- endfor -%}\n",
-    "{%- if add_generation_prompt -%}{{- ", _q(GENERATION_PROMPT), " -}}{%- endif -%}\n",
-])
+def tools_in_system(messages: Sequence[Mapping], tools: Sequence[Mapping] | None,
+                    style: str = DEFAULT_STYLE) -> list[dict]:
+    """The conversation with its tools rendered into the system message: rendered without tools,
+    it gives the same text as `messages` rendered with them (a self-contained chat prompt, e.g.
+    TRL's `prompt` column, which carries no per-row tools)."""
+    messages = [dict(m) for m in messages]
+    if messages and messages[0].get("role") == "system":
+        system, rest = messages[0].get("content") or "", messages[1:]
+    else:
+        system, rest = DEFAULT_SYSTEM, messages
+    block = render_tools(tools or [], style)
+    return [{"role": "system", "content": system + ("\n\n" + block if block else "")}, *rest]
 
 
 # --------------------------------------------------------------------------------------------

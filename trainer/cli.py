@@ -9,6 +9,7 @@ from pathlib import Path
 
 from evolver.errors import UserError
 from trainer.recipe import PROFILES, Profile
+from trainer.tracking import DEFAULT_REPORT_TO, REPORT_TO
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,6 +66,7 @@ def cmd_train(args) -> int:
     echo = None if args.quiet else sys.stderr
     summary = train(args.sft, args.rl, out, base=args.base, profile=args.profile, seed=args.seed,
                     launcher=args.launcher, progress=not args.quiet, echo=echo, timeout=args.timeout,
+                    report_to=args.report_to,
                     **_budget(args.set))
     print(json.dumps(summary, indent=2, sort_keys=True) if args.json else format_summary(summary, Path(out)))
     return 0
@@ -84,6 +86,9 @@ def add_cli(subparsers) -> None:
                    help="override one budget of the profile (e.g. sft_max_steps=10); the recipe stays fixed")
     p.add_argument("--launcher", help="command prefix for the training process, e.g. 'accelerate launch --num_processes 4'")
     p.add_argument("--timeout", type=float, help="stop training after this many seconds")
+    p.add_argument("--report-to", default=DEFAULT_REPORT_TO, metavar="TRACKERS",
+                   help=f"experiment trackers TRL logs to, comma-separated: {', '.join(REPORT_TO)} "
+                        f"(default: {DEFAULT_REPORT_TO})")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=cmd_train)

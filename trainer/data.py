@@ -1,8 +1,9 @@
 """SFT and RL records as training examples.
 
-SFT: a record is rendered once by the chat format and tokenized as a whole; a token is trained
-(label = its id) when it starts inside a weight-1 assistant turn's span (the turn's body and its
-`<|im_end|>`), else its label is -100. Weight-0 turns, user and tool turns and the system prompt
+SFT: a record is rendered and tokenized by the tokenizer's chat template (trainer.chat_format) as
+a whole; a token is trained (label = its id) when the template's assistant mask marks it — the
+weight-1 assistant turns' bodies and their `<|im_end|>` — else its label is -100 (the labels
+TRL's `assistant_only_loss=True` computes from the file). Weight-0 turns, user and tool turns and the system prompt
 stay in context, untrained. An example longer than `max_length` is truncated from the right (its
 start is kept): the system prompt with the tools and the task come first, and without them the
 trained turns would be learned in a context the model never sees at inference. An example left
@@ -14,25 +15,33 @@ latest turns are kept); one that still does not fit is dropped and counted.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from evolver.errors import UserError
 from evolver.files import iter_jsonl
-from sandbox.schemas import canonical_json, check_rl, check_sft
+from sandbox.schemas import check_rl, check_sft
 from trainer import chat_format as cf
+from trainer import exchange
 
 IGNORE = -100
+REWARD_COLUMNS = ("reward", "reference", "tools", "meta", "messages")
 _CHECKS = {"sft": check_sft, "rl": check_rl}
 
 
 def read_records(path: str | Path | None, kind: str) -> list[dict]:
-    """The records of an SFT or RL JSONL file, each checked against DESIGN's format."""
+    """The records of an SFT or RL JSONL file (the file form of trainer.exchange, or DESIGN's record
+    form), each checked against DESIGN's format."""
     if path is None:
         return []
     records = []
-    for n, record in iter_jsonl(path, kind.upper()):
+    for n, row in iter_jsonl(path, kind.upper()):
+        try:
+            record = exchange.from_file(kind, row)
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise UserError(f"{path}:{n}: not a valid {kind.upper()} record: {exc}") from None
         problem = _CHECKS[kind](record)
         if problem:
             raise UserError(f"{path}:{n}: not a valid {kind.upper()} record: {problem}")
@@ -53,26 +62,24 @@ class SFTStats:
 
 
 def sft_example(record: Mapping, tokenizer, max_length: int, style: str = cf.DEFAULT_STYLE) -> dict:
-    """{"input_ids", "labels", "truncated"} for one SFT record (see the module docstring)."""
-    messages = cf.normalize_messages(record["messages"])
-    text, spans = cf.render_with_spans(messages, record.get("tools") or [], weights=record.get("weights"),
-                                       style=style)
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    ids, offsets = enc["input_ids"], enc["offset_mapping"]
-    labels, k = [], 0
-    for tok, (start, _end) in zip(ids, offsets):
-        while k < len(spans) and spans[k][1] <= start:
-            k += 1
-        labels.append(tok if k < len(spans) and spans[k][0] <= start else IGNORE)
+    """{"input_ids", "labels", "truncated"} for one SFT record (see the module docstring): the
+    tokenizer's `apply_chat_template` with the assistant mask of the template's generation blocks,
+    exactly what TRL's `assistant_only_loss=True` computes from the same record."""
+    messages = cf.with_training_flags(cf.normalize_messages(record["messages"]), record.get("weights"))
+    enc = tokenizer.apply_chat_template(messages, tools=record.get("tools") or None, tokenize=True,
+                                        return_dict=True, return_assistant_tokens_mask=True, tool_style=style)
+    ids = list(enc["input_ids"])
+    labels = [tok if trained else IGNORE for tok, trained in zip(ids, enc["assistant_masks"])]
     truncated = len(ids) > max_length
     return {"input_ids": ids[:max_length], "labels": labels[:max_length], "truncated": truncated}
 
 
 def sft_examples(records: Sequence[Mapping], tokenizer, max_length: int,
                  style: str = cf.DEFAULT_STYLE) -> tuple[list[dict], SFTStats]:
+    """Training examples of SFT records (DESIGN's form or the file rows of trainer.exchange)."""
     stats = SFTStats(records=len(records))
     out = []
-    for r in records:
+    for r in map(functools.partial(exchange.from_file, "sft"), records):
         weights = r.get("weights") or [1] * sum(m["role"] == "assistant" for m in r["messages"])
         stats.trained_turns += sum(weights)
         stats.masked_turns += len(weights) - sum(weights)
@@ -121,10 +128,11 @@ def fit_prompt(messages: Sequence[Mapping], tools: Sequence[Mapping], tokenizer,
 
 def rl_rows(records: Sequence[Mapping], tokenizer, max_prompt_length: int,
             style: str = cf.DEFAULT_STYLE) -> tuple[list[dict], RLStats]:
-    """{"prompt": text, "record": canonical JSON} per usable RL record (rewards read the record)."""
+    """One GRPO row per usable RL record: the file form of trainer.exchange (the columns TRL hands
+    to trainer.rewards) with `prompt` the fitted prompt text. `records` may be file rows too."""
     stats = RLStats(records=len(records))
     rows = []
-    for r in records:
+    for r in map(functools.partial(exchange.from_file, "rl"), records):
         fitted = fit_prompt(r["messages"], r.get("tools") or [], tokenizer, max_prompt_length, style)
         if fitted is None:
             stats.dropped_too_long += 1
@@ -134,5 +142,6 @@ def rl_rows(records: Sequence[Mapping], tokenizer, max_prompt_length: int,
         stats.shortened += shortened
         stats.prompt_tokens += n
         stats.rewards[r["reward"]] = stats.rewards.get(r["reward"], 0) + 1
-        rows.append({"prompt": text, "record": canonical_json(r)})
+        row = exchange.to_file("rl", r)
+        rows.append({"prompt": text, **{k: row.get(k) for k in REWARD_COLUMNS}})
     return rows, stats

@@ -19,6 +19,7 @@ from trainer import trl_patches
 from trainer.metrics import MetricsLog
 from trainer.recipe import Profile, Recipe
 from trainer.sft import common_args, lora_config
+from trainer.tracking import trl_report_to
 
 ZERO_VARIANCE_WARNING = 0.8
 
@@ -62,7 +63,7 @@ def grpo_steps(recipe: Recipe, profile: Profile, n_prompts: int) -> int:
 
 
 def grpo_config(recipe: Recipe, profile: Profile, steps: int, out_dir: Path, seed: int, use_cpu: bool,
-                progress: bool = False, world_size: int = 1):
+                progress: bool = False, world_size: int = 1, tracking: dict | None = None):
     from trl import GRPOConfig
 
     if (profile.grpo_prompts_per_step * profile.num_generations) % (profile.grpo_micro_batch * world_size):
@@ -94,12 +95,14 @@ def grpo_config(recipe: Recipe, profile: Profile, steps: int, out_dir: Path, see
         shuffle_dataset=True,
         log_completions=False,
         **common_args(profile, seed, use_cpu, progress),
+        **(tracking or {"report_to": "none"}),  # trainer.tracking.trl_report_to
     )
 
 
 def run_grpo(model, tokenizer, rows: list[dict], reward_names: list[str], recipe: Recipe, profile: Profile,
-             out_dir: Path, seed: int, use_cpu: bool, progress: bool = False) -> tuple[object, dict]:
-    """GRPO on `rows` ({"prompt", "record"}). `model` is a PeftModel with a trainable adapter
+             out_dir: Path, seed: int, use_cpu: bool, progress: bool = False,
+             report_to: list[str] = ()) -> tuple[object, dict]:
+    """GRPO on `rows` (trainer.data.rl_rows: "prompt" plus the reward columns). `model` is a PeftModel with a trainable adapter
     (continued from SFT) or a plain model (a fresh LoRA adapter is added)."""
     from datasets import Dataset
     from peft import PeftModel
@@ -111,7 +114,8 @@ def run_grpo(model, tokenizer, rows: list[dict], reward_names: list[str], recipe
     trainer = RecipeGRPOTrainer(
         model=model, reward_funcs=trl_reward_functions(reward_names),
         args=grpo_config(recipe, profile, steps, out_dir / "grpo", seed, use_cpu, progress,
-                         world_size=int(os.environ.get("WORLD_SIZE", "1"))),
+                         world_size=int(os.environ.get("WORLD_SIZE", "1")),
+                         tracking=trl_report_to(list(report_to), out_dir, "grpo")),
         train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[log],
         peft_config=None if isinstance(model, PeftModel) else lora_config(recipe),
         advantage_clip=recipe.advantage_clip)

@@ -29,7 +29,7 @@ TINY_CONFIG = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, nu
                    num_key_value_heads=2, max_position_embeddings=8192, tie_word_embeddings=True,
                    rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2, pad_token_id=2)
 TINY_SEED = 1234
-CACHE_VERSION = 1  # bump when a conversion changes, so stale caches are not reused
+CACHE_VERSION = 2  # bump when a conversion changes, so stale caches are not reused (2: the Jinja template with generation markers)
 
 
 def cache_dir() -> Path:
@@ -121,6 +121,49 @@ def tiny_model_dir() -> Path:
         shutil.copytree(tokenizer_dir, tmp, dirs_exist_ok=True)
 
     return _build_once(cache_dir() / TINY, build)
+
+
+HUB_IDS = {EMBEDDED: "HuggingFaceTB/SmolLM2-135M-Instruct"}
+"""The Hugging Face id each embedded model stands for: what a saved adapter names as its base."""
+
+
+def base_model_id(name: str, source: str) -> str:
+    """What an adapter trained on base `name` (resolved to `source`) names as its base model: the
+    hub id for the embedded model and any hub id given, else the local directory."""
+    return HUB_IDS.get(name, source)
+
+
+def name_base(model, base_id: str) -> None:
+    """Make a PEFT model's adapters name `base_id` as their base (`base_model_name_or_path` of the
+    saved adapter_config.json), not the local directory they were loaded from."""
+    for config in model.peft_config.values():
+        config.base_model_name_or_path = base_id
+
+
+def hub_cache_dir() -> Path:
+    """A Hugging Face hub cache in which the embedded model's hub id resolves to its local
+    conversion (a snapshot linking to `embedded_model_dir()`). Offline, an adapter that names
+    the hub id then loads with
+    `AutoPeftModelForCausalLM.from_pretrained(adapter, cache_dir=hub_cache_dir(), local_files_only=True)`;
+    elsewhere the id resolves to the hub's own weights (bf16; here: dequantized Q4_1). The user's
+    own HF cache is never touched."""
+    root = cache_dir() / "hub"
+    repo = root / ("models--" + HUB_IDS[EMBEDDED].replace("/", "--"))
+    if (repo / "refs" / "main").is_file():
+        return root
+    from filelock import FileLock
+
+    target = embedded_model_dir()
+    repo.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(repo) + ".lock"):
+        revision = f"curateevo-gguf-q4_1-v{CACHE_VERSION}"
+        (repo / "snapshots").mkdir(exist_ok=True)
+        link = repo / "snapshots" / revision
+        if not link.exists():
+            link.symlink_to(target, target_is_directory=True)
+        (repo / "refs").mkdir(exist_ok=True)
+        (repo / "refs" / "main").write_text(revision)
+    return root
 
 
 def resolve(name: str) -> str:

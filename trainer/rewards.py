@@ -164,29 +164,49 @@ def score(completion: str, record: Mapping) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# TRL adapters
+# TRL reward functions: fn(prompts, completions, completion_ids=None, **columns)
 
 
-@functools.lru_cache(maxsize=4096)
-def _record(record_json: str) -> dict:
-    return json.loads(record_json)
+def _json(value):
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _completion_text(completion) -> str:
+    """A completion as TRL passes it: text, or (conversational prompts) a list of messages."""
+    if isinstance(completion, str):
+        return completion
+    return "".join(m.get("content") or "" for m in completion if m.get("role", "assistant") == "assistant")
+
+
+def row_record(reward: str, reference: Mapping, tools=None, meta=None, messages=None) -> dict:
+    """The record a reward reads, from one row's dataset columns (the file form of
+    trainer.exchange: `tools` and `meta` as JSON strings; keys Arrow filled with null dropped)."""
+    return {"reward": reward, "reference": {k: v for k, v in reference.items() if v is not None},
+            "tools": _json(tools) or [], "meta": _json(meta) or {}, "messages": messages or []}
+
+
+def reward_function(name: str) -> Callable:
+    """The TRL reward function of one reward name. It scores the completions whose row names
+    this reward (`reward` column) and returns None for the others (TRL leaves them out of this
+    reward's mean), so several rewards can share a dataset and each is logged under its name.
+    It reads the columns `reward`, `reference`, `tools`, `meta` and `messages`."""
+    fn = REWARDS[name]
+
+    def reward_fn(prompts, completions, completion_ids=None, *, reward, reference, tools=None, meta=None,
+                  messages=None, **_):
+        n = len(completions)
+        tools, meta, messages = (col if col is not None else [None] * n for col in (tools, meta, messages))
+        return [fn(_completion_text(c), row_record(r, ref, t, m, msgs)) if r == name else None
+                for c, r, ref, t, m, msgs in zip(completions, reward, reference, tools, meta, messages)]
+
+    reward_fn.__name__ = name
+    return reward_fn
+
+
+tool_call_match_reward = reward_function("tool_call_match")
+state_match_reward = reward_function("state_match")
 
 
 def trl_reward_functions(names: Sequence[str]) -> list[Callable]:
-    """One TRL reward function per reward name. Each scores the completions whose record names it
-    and returns None for the others (TRL then leaves them out of that reward's mean), so every
-    reward is logged under its own name. Rows carry their record as canonical JSON (`record`)."""
-    def make(name: str) -> Callable:
-        fn = REWARDS[name]
-
-        def reward(prompts, completions, completion_ids=None, record=None, **_):
-            out = []
-            for completion, rec_json in zip(completions, record):
-                rec = _record(rec_json)
-                out.append(fn(completion, rec) if rec["reward"] == name else None)
-            return out
-
-        reward.__name__ = name
-        return reward
-
-    return [make(n) for n in names]
+    """The TRL reward functions of these reward names."""
+    return [reward_function(n) for n in names]

@@ -14,6 +14,7 @@ from pathlib import Path
 from trainer import trl_patches
 from trainer.metrics import MetricsLog
 from trainer.recipe import Profile, Recipe
+from trainer.tracking import trl_report_to
 
 
 def lora_config(recipe: Recipe):
@@ -27,7 +28,7 @@ def common_args(profile: Profile, seed: int, use_cpu: bool, progress: bool) -> d
     """TrainingArguments shared by both stages: precision, device, seeds, no checkpoints."""
     return dict(bf16=profile.precision == "bf16", fp16=False, use_cpu=use_cpu,
                 gradient_checkpointing=profile.gradient_checkpointing, seed=seed, data_seed=seed,
-                logging_steps=1, save_strategy="no", report_to="none",
+                logging_steps=1, save_strategy="no",
                 dataloader_num_workers=0, disable_tqdm=not progress, remove_unused_columns=False)
 
 
@@ -37,7 +38,7 @@ def sft_steps(recipe: Recipe, profile: Profile, n_examples: int, world_size: int
 
 
 def sft_config(recipe: Recipe, profile: Profile, steps: int, out_dir: Path, seed: int, use_cpu: bool,
-               progress: bool = False):
+               progress: bool = False, tracking: dict | None = None):
     from trl import SFTConfig
 
     return SFTConfig(
@@ -57,12 +58,14 @@ def sft_config(recipe: Recipe, profile: Profile, steps: int, out_dir: Path, seed
         dataset_kwargs={"skip_prepare_dataset": True},
         include_num_input_tokens_seen="non_padding",
         **common_args(profile, seed, use_cpu, progress),
+        **(tracking or {"report_to": "none"}),  # trainer.tracking.trl_report_to
     )
 
 
 def run_sft(model, tokenizer, examples: list[dict], recipe: Recipe, profile: Profile, out_dir: Path,
-            seed: int, use_cpu: bool, progress: bool = False) -> tuple[object, dict]:
-    """Train a fresh LoRA adapter on `examples`; returns (the PEFT model, stage summary)."""
+            seed: int, use_cpu: bool, progress: bool = False, report_to: list[str] = ()) -> tuple[object, dict]:
+    """Train a fresh LoRA adapter on `examples`; returns (the PEFT model, stage summary).
+    `report_to`: the trackers TRL logs to (trainer.tracking)."""
     from datasets import Dataset
     from trl import SFTTrainer
 
@@ -70,7 +73,9 @@ def run_sft(model, tokenizer, examples: list[dict], recipe: Recipe, profile: Pro
     world = int(os.environ.get("WORLD_SIZE", "1"))  # under a launcher, each process takes its share
     steps = sft_steps(recipe, profile, len(examples), world)
     log = MetricsLog(out_dir, "sft")
-    trainer = SFTTrainer(model=model, args=sft_config(recipe, profile, steps, out_dir / "sft", seed, use_cpu, progress),
+    args = sft_config(recipe, profile, steps, out_dir / "sft", seed, use_cpu, progress,
+                      tracking=trl_report_to(list(report_to), out_dir, "sft"))
+    trainer = SFTTrainer(model=model, args=args,
                          train_dataset=Dataset.from_list(examples), processing_class=tokenizer,
                          peft_config=lora_config(recipe), callbacks=[log])
     start = time.perf_counter()

@@ -22,6 +22,7 @@ from evolver.files import is_empty_or_missing
 from trainer import data
 from trainer.models import check_name
 from trainer.recipe import get_profile
+from trainer.tracking import DEFAULT_REPORT_TO, check_report_to
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 USER_ERROR_PREFIX = "curateevo-train: error: "
@@ -29,12 +30,14 @@ USER_ERROR_PREFIX = "curateevo-train: error: "
 
 def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, base: str | None = None,
           profile: str = "cpu-small", seed: int = 0, launcher: str | None = None, progress: bool = False,
+          report_to: str | list[str] | None = DEFAULT_REPORT_TO,
           echo: IO[str] | None = None, timeout: float | None = None, **budget) -> dict:
     """Train a LoRA adapter on the SFT then RL records; returns the summary (also OUT/summary.json).
 
     `profile` names the budgets (trainer.recipe.PROFILES); `budget` overrides single fields of it
     (e.g. `sft_max_steps=2`), never the recipe. `base` defaults to the profile's model. `echo`
-    receives the child's output as it comes (progress bars with `progress=True`)."""
+    receives the child's output as it comes (progress bars with `progress=True`). `report_to`:
+    trackers for TRL (trainer.tracking.REPORT_TO, comma-separated or a list; "none")."""
     prof = get_profile(profile)
     if budget:
         try:
@@ -42,6 +45,7 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
         except (TypeError, ValueError) as exc:
             raise UserError(f"bad budget override: {exc}") from None
     check_name(base or prof.base)
+    trackers = check_report_to(report_to)
     out = Path(out)
     if not is_empty_or_missing(out):
         raise UserError(f"{out} exists and is not an empty directory")
@@ -51,7 +55,7 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
         raise UserError("nothing to train: give SFT and/or RL records")
     out.mkdir(parents=True, exist_ok=True)
     request = {"sft": _abs(sft), "rl": _abs(rl), "base": base or prof.base, "profile": asdict(prof),
-               "seed": seed, "out": str(out.resolve()), "progress": progress}
+               "seed": seed, "out": str(out.resolve()), "progress": progress, "report_to": trackers}
     (out / "request.json").write_text(json.dumps(request, indent=2, sort_keys=True) + "\n")
     prefix = shlex.split(launcher) if launcher else [sys.executable]
     command = prefix + ["-m", "trainer.worker", str(out.resolve() / "request.json")]

@@ -4,7 +4,7 @@
     adapter/          the final PEFT adapter (+ tokenizer with the chat template): what evaluation loads
     sft_adapter/      the adapter after SFT alone
     metrics.jsonl     every logged step of both stages ({"stage", "step", ...})
-    tensorboard/      the same scalars for TensorBoard
+    tensorboard/      TensorBoard event files per stage (TRL's report_to; `--report-to`, default tensorboard)
     summary.json      data used and dropped, steps, tokens, wall time, peak memory, losses, rewards, warnings
 
 trainer.train starts it as a child so that a crash or an out-of-memory kill never takes the
@@ -64,6 +64,7 @@ def run(request: dict) -> dict:
     profile = Profile(**request["profile"])
     seed = int(request["seed"])
     progress = bool(request.get("progress"))
+    report_to = list(request.get("report_to") or [])
     if profile.threads:
         os.environ.setdefault("OMP_NUM_THREADS", str(profile.threads))
 
@@ -97,9 +98,11 @@ def run(request: dict) -> dict:
     set_seed(seed)
     model = models.load_model(source, dtype=dtype)
     if examples:
-        model, summary["sft"] = run_sft(model, tokenizer, examples, RECIPE, profile, out, seed, use_cpu, progress)
+        model, summary["sft"] = run_sft(model, tokenizer, examples, RECIPE, profile, out, seed, use_cpu, progress,
+                                        report_to)
         summary["sft"]["peak_memory_mb"] = _peak_memory_mb(device)  # so far: the GRPO stage may raise it
         if _is_main():
+            models.name_base(model, models.base_model_id(request["base"], source))
             model.save_pretrained(out / "sft_adapter")
         _barrier()
     if rows:
@@ -111,13 +114,14 @@ def run(request: dict) -> dict:
             model = continue_from(out / "sft_adapter", source, dtype)
         reward_names = sorted(rl_stats.rewards)
         model, summary["grpo"] = run_grpo(model, tokenizer, rows, reward_names, RECIPE, profile, out, seed,
-                                          use_cpu, progress)
+                                          use_cpu, progress, report_to)
         share = summary["grpo"]["zero_variance_share"]
         if share is not None and share > ZERO_VARIANCE_WARNING:
             summary["warnings"].append(
                 f"{share:.0%} of GRPO groups had zero reward variance (every completion scored the same), so "
                 "GRPO had almost nothing to learn from: the RL data is too easy or too hard for this model")
     if _is_main():
+        models.name_base(model, models.base_model_id(request["base"], source))
         model.save_pretrained(out / "adapter", selected_adapters=["default"])
         tokenizer.save_pretrained(out / "adapter")
     if not rows:
