@@ -8,6 +8,7 @@ import pytest
 from evolver import cli
 from evolver.store import RunStore
 from sandbox.corpus import load_corpus, split_ids
+from trainer.exchange import from_file
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "external"
 GLAIVE = EXTERNAL / "llamafactory-glaive_toolcall_en_demo.json"   # LLaMA-Factory's ShareGPT tool-call demo
@@ -29,9 +30,12 @@ def test_a_corpus_without_environment_runs_on_its_held_out_tenth(tmp_path, capsy
     for artifacts in sorted(root.glob("epochs/*/artifacts")):
         manifest = json.loads((artifacts / "manifest.json").read_text())
         assert manifest["corpus"]["records"] == 180 and manifest["corpus"]["holdout"] == {"seed": 0, "share": 0.1}
-        text = "".join((artifacts / name).read_text() for name in ("sft.jsonl", "rl.jsonl", "memory.jsonl"))
-        leaked = [i for i in dev_ids if f'"{i}"' in text]
-        assert leaked == [], f"held-out records reached {artifacts}: {leaked[:3]}"
+        rows = [from_file(kind, json.loads(line)) for kind in ("sft", "rl", "memory")
+                for line in (artifacts / f"{kind}.jsonl").read_text().splitlines()]
+        origins = {o for r in rows for o in r["meta"].get("origin", [])}
+        assert origins and origins <= set(train_ids), f"held-out records reached {artifacts}"
+        text = json.dumps(rows)
+        assert not [i for i in dev_ids if i in text], f"a held-out id is named in {artifacts}"
     evaluated = json.loads((root / "epochs" / "0" / "eval-s0" / "metrics.json").read_text())
     assert set(evaluated["tasks"]) <= set(dev_ids) and evaluated["metric"] == "step_accuracy"
     assert cli.main(["log", str(root)]) == 0
