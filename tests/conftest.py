@@ -48,3 +48,13 @@ def strategy(tmp_path):
 def sample_corpus() -> Path:
     assert SAMPLE_CORPUS.is_file(), "the bundled sample corpus is part of the package"
     return SAMPLE_CORPUS
+
+
+def read_artifact(path: Path) -> list[dict]:
+    """The records of a curated artifact file (its file form decoded: trainer.exchange)."""
+    import json
+
+    from trainer.exchange import from_file
+
+    kind = Path(path).name.split(".")[0]
+    return [from_file(kind, json.loads(line)) for line in Path(path).read_text(encoding="utf-8").splitlines()]

@@ -18,7 +18,7 @@ from sandbox.schemas import canonical_json, check_sft
 from sandbox.simenv.environment import Environment
 from sandbox.simenv.export import prepare
 from sandbox.workspace import strategy_files
-from conftest import ROOT
+from conftest import ROOT, read_artifact
 
 
 @pytest.fixture(scope="module")
@@ -199,6 +199,5 @@ def test_the_augment_strategy_adds_data_and_replays(tmp_path, sample_corpus):
     first = execute(files, corpus, tmp_path / "a", executor=ProcessExecutor())
     again = execute(files, corpus, tmp_path / "b", executor=ProcessExecutor())
     assert (first.out_dir / "sft.jsonl").read_bytes() == (again.out_dir / "sft.jsonl").read_bytes()
-    tags = Counter(t for line in (first.out_dir / "sft.jsonl").read_text().splitlines()
-                   for t in json.loads(line)["meta"]["tags"])
+    tags = Counter(t for record in read_artifact(first.out_dir / "sft.jsonl") for t in record["meta"]["tags"])
     assert tags["refinement"] >= 10 and tags["augment"] == len((first.out_dir / "sft.jsonl").read_text().splitlines())

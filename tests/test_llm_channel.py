@@ -10,12 +10,14 @@ import pytest
 from llm_server import llm_server  # noqa: F401  (the fixture)
 
 from evolver.llm import LLM, LLMConfig
+from evolver.loop import channel_answer
 from sandbox.corpus import load_corpus
 from sandbox.curate import CurationFailed, execute
 from sandbox.docker_executor import DockerExecutor, docker_client
 from sandbox.executor import Limits
 from sandbox.llm_channel import LLMBudget
 from sandbox.workspace import strategy_files
+from conftest import read_artifact
 
 CANARY = "sk-canary-channel-7"
 ARTIFACTS = ("sft.jsonl", "rl.jsonl", "memory.jsonl", "profile.json", "manifest.json")
@@ -87,10 +89,10 @@ def test_replay_from_the_records_is_byte_identical_without_the_server(llm_server
                     llm=answer_with(make_llm(llm_server, tmp_path / "llm")))
     assert len(llm_server.requests) == 3
     assert llm_server.requests[0].headers["authorization"] == f"Bearer {CANARY}"   # the host's key, the host's call
-    memory = [json.loads(line) for line in (first.out_dir / "memory.jsonl").read_text().splitlines()]
+    memory = read_artifact(first.out_dir / "memory.jsonl")
     assert [m["content"].split(" (")[0] for m in memory] == ["Check the airport first.", "Check the card first.",
                                                              "Check the budget first."]
-    assert json.loads((first.out_dir / "sft.jsonl").read_text().splitlines()[0])["meta"]["tags"] == ["no-key"]
+    assert read_artifact(first.out_dir / "sft.jsonl")[0]["meta"]["tags"] == ["no-key"]
     assert first.manifest["llm_record_sha256"] and first.execution["llm"]["requests"] == 3
 
     llm_server.stop()

@@ -14,7 +14,7 @@ from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
 from sandbox.workspace import strategy_files
 
-from conftest import SEED_STRATEGY
+from conftest import SEED_STRATEGY, read_artifact
 
 MULTI = [{"failed_point": "…", "evidence": "multi_turn:instance_state_mismatch", "curation_hint": "…",
           "family": "state_mismatch", "count": 5, "task_ids": ["multi_turn_base_3", "multi_turn_base_9"]},
@@ -48,8 +48,7 @@ def hashes(result):
 
 def records(path):
     out = []
-    for line in path.read_text().splitlines():
-        record = json.loads(line)
+    for record in read_artifact(path):
         record["meta"].pop("tags", None)
         out.append(record)
     return out

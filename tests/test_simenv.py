@@ -16,6 +16,7 @@ from sandbox.leakage import gold_index
 from sandbox.simenv.environment import EnvBudgetExceeded, EnvError, Environment
 from sandbox.simenv.export import prepare
 from sandbox.workspace import strategy_files
+from conftest import read_artifact
 
 DEV_TASK = {"benchmark": "bfcl_multi_turn", "task_id": "multi_turn_base_2", "variant": "base"}
 
@@ -151,7 +152,7 @@ def test_a_hostile_strategy_finds_no_dev_or_test_task_in_the_container(tmp_path,
     corpus = load_corpus([str(sample_corpus)])
     result = execute(strategy_files(folder), corpus, tmp_path / "out", executor=DockerExecutor(docker_client()),
                      limits=Limits(timeout_s=300))
-    meta = json.loads((result.out_dir / "sft.jsonl").read_text())["meta"]
+    meta = read_artifact(result.out_dir / "sft.jsonl")[0]["meta"]
     found = [f for f in meta["found"] if not f.startswith(control)]
     assert found == []
     assert control in meta["found"] and f"{control} in /job/env/scenarios.json" in meta["found"]

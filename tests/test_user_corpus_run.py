@@ -20,7 +20,7 @@ def test_a_corpus_without_environment_runs_on_its_held_out_tenth(tmp_path, capsy
             "--sandbox", "process", "--batch-size", "4", "--runs-dir", str(tmp_path), "--name", "g"]
     assert cli.main(args) == 0
     captured = capsys.readouterr()
-    assert "benchmark: replay (the corpus has no environment" in captured.err
+    assert "benchmark: replay (chosen from the corpus: it has no environment" in captured.err
     root = tmp_path / "g"
     config = json.loads((root / "run.json").read_text())
     assert config["benchmark"] == "replay" and config["metric"] == "step_accuracy" and config["base"] == "tiny-random"
