@@ -12,6 +12,7 @@ from evolver import report, run_cli
 from sandbox import image as sandbox_image
 from benchmarks import corpus_cli
 from trainer import cli as trainer_cli
+from trainer import export as trainer_export
 from benchmarks import eval_cli
 from sandbox.executor import PROJECT_ROOT, Limits
 
@@ -140,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_cli(sub)  # curateevo report
     corpus_cli.add_cli(sub)  # curateevo corpus build
     trainer_cli.add_cli(sub)  # curateevo train
+    trainer_export.add_cli(sub)  # curateevo export verl
     eval_cli.add_cli(sub)  # curateevo eval
     return parser
 

@@ -13,7 +13,7 @@ from trainer.recipe import PROFILES, Profile
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-def _budget(pairs: list[str]) -> dict:
+def parse_budget(pairs: list[str]) -> dict:
     """`--set sft_max_steps=10` → {"sft_max_steps": 10}, typed like the profile field."""
     fields = {f.name: f for f in dataclasses.fields(Profile)}
     out = {}
@@ -64,7 +64,7 @@ def cmd_train(args) -> int:
     if args.sft is None and args.rl is None:
         raise UserError("give --sft and/or --rl records")
     echo = None if args.quiet else sys.stderr
-    budget = _budget(args.set)
+    budget = parse_budget(args.set)
     budget.update({k: v for k, v in (("vllm_mode", args.vllm), ("vllm_server_url", args.vllm_server_url)) if v})
     summary = train(args.sft, args.rl, out, base=args.base, profile=args.profile, seed=args.seed,
                     launcher=args.launcher, accelerate_config=args.accelerate_config, progress=not args.quiet,
