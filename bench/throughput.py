@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from transformers import TrainerCallback  # noqa: E402
 
+from evolver.errors import UserError  # noqa: E402
 from trainer import chat_format as cf, data, devices, models  # noqa: E402
 from trainer.cli import parse_budget  # noqa: E402
 from trainer.recipe import RECIPE, get_profile  # noqa: E402
@@ -272,7 +273,7 @@ def measure(profile_name: str = "test", base: str | None = None, sft_records=Non
     examples, _ = data.sft_examples(sft_records, tokenizer, profile.max_length)
     rows, rl_stats = data.rl_rows(rl_records, tokenizer, profile.max_prompt_length)
     if not examples:
-        raise SystemExit("throughput: no SFT example fits the profile's max_length")
+        raise UserError(f"no SFT example keeps a trained token within max_length {profile.max_length}; raise it")
     mean_length = sum(len(e["input_ids"]) for e in examples) / len(examples)
     meta_model = _meta_model(source)
     flops_token = flops_per_token(meta_model, mean_length)
