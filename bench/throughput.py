@@ -56,16 +56,23 @@ PEAKS = [("H200", 989e12), ("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H100",
          ("A100", 312e12), ("L40S", 362e12), ("A10G", 70e12)]
 
 
-def sample_records(corpus: Path = SAMPLE) -> tuple[list[dict], list[dict]]:
-    """Every trajectory as an SFT record; the step before its first tool call as an RL record."""
+def sample_records(corpus: Path = SAMPLE, short: bool = False) -> tuple[list[dict], list[dict]]:
+    """Every trajectory as an SFT record; the step before its first tool call as an RL record.
+    `short`: each trajectory cut after its first tool call and its tools cut to the ones called
+    (~300 tokens instead of ~1,800: for a quick run on a CPU)."""
     raw = [json.loads(line) for line in corpus.read_text().splitlines() if line.strip()]
-    sft = [{"id": r["id"], "messages": r["messages"], "tools": r["tools"]} for r in raw]
-    rl = []
+    sft, rl = [], []
     for r in raw:
         k = next((i for i, m in enumerate(r["messages"]) if m.get("tool_calls")), None)
-        if k:
-            rl.append({"id": f"{r['id']}#{k}", "messages": r["messages"][:k], "tools": r["tools"],
-                       "reference": {"tool_calls": r["messages"][k]["tool_calls"]}, "reward": "tool_call_match"})
+        if k is None:
+            continue
+        tools, messages = r["tools"], r["messages"]
+        if short:
+            called = {c["function"]["name"] for c in messages[k]["tool_calls"]}
+            tools, messages = [t for t in tools if t["function"]["name"] in called], messages[:k + 1]
+        sft.append({"id": r["id"], "messages": messages, "tools": tools})
+        rl.append({"id": f"{r['id']}#{k}", "messages": messages[:k], "tools": tools,
+                   "reference": {"tool_calls": messages[k]["tool_calls"]}, "reward": "tool_call_match"})
     return sft, rl
 
 
@@ -290,14 +297,20 @@ def measure(profile_name: str = "test", base: str | None = None, sft_records=Non
         if baseline:
             result["baseline"] = run_baseline(source, tokenizer, sft_records, profile, sft_steps, place, out, seed,
                                               flops_token, peak)
+            _say("baseline", result["baseline"])
         result["sft"] = run_recipe_sft(source, tokenizer, examples, profile, sft_steps, place, out, seed,
                                        flops_token, peak)
+        _say("sft", result["sft"])
         if baseline and result["baseline"]["tokens_per_s"] and result["sft"]["tokens_per_s"]:
             result["sft_vs_baseline"] = round(result["sft"]["tokens_per_s"] / result["baseline"]["tokens_per_s"], 3)
         if grpo and rows:
             result["grpo"] = run_grpo(source, tokenizer, rows, sorted(rl_stats.rewards), profile, grpo_steps, place,
                                       out, seed)
     return result
+
+
+def _say(run: str, figures: dict) -> None:
+    print(f"throughput: {run} {json.dumps(figures, sort_keys=True)}", file=sys.stderr, flush=True)
 
 
 def _meta_model(source: str):
@@ -336,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--base", help=f"default: the profile's; e.g. {', '.join(models.NAMES)}")
     p.add_argument("--sft", type=Path, help="SFT records (default: the bundled sample corpus)")
     p.add_argument("--rl", type=Path, help="RL records (default: first tool call of each sample trajectory)")
+    p.add_argument("--short", action="store_true", help="default data cut after the first call, with the tools called")
     p.add_argument("--sft-steps", type=int, help="default: the profile's sft_max_steps")
     p.add_argument("--grpo-steps", type=int, help="default: the profile's grpo_max_steps")
     p.add_argument("--no-baseline", action="store_true")
@@ -344,8 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="override a profile budget")
     p.add_argument("--out", type=Path, help="write the result as JSON here")
     args = p.parse_args(argv)
-    result = measure(args.profile, args.base, data.read_records(args.sft, "sft") if args.sft else None,
-                     data.read_records(args.rl, "rl") if args.rl else None, sft_steps=args.sft_steps,
+    default_sft, default_rl = sample_records(short=args.short)
+    result = measure(args.profile, args.base, data.read_records(args.sft, "sft") if args.sft else default_sft,
+                     data.read_records(args.rl, "rl") if args.rl else default_rl, sft_steps=args.sft_steps,
                      grpo_steps=args.grpo_steps, seed=args.seed, baseline=not args.no_baseline, grpo=not args.no_grpo,
                      **parse_budget(args.set))
     print(format_result(result))

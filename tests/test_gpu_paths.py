@@ -137,20 +137,9 @@ def test_qwen3_4b_architecture_from_its_published_config(tmp_path):
     assert "qwen3-4b-arch" in models.NAMES and models.check_name("qwen3-4b-arch") == "qwen3-4b-arch"
 
 
-def _first_call(record: dict) -> dict:
-    """A sample trajectory cut after its first tool call, with only the tools it calls (~200 tokens)."""
-    k = next(i for i, m in enumerate(record["messages"]) if m.get("tool_calls"))
-    called = {c["function"]["name"] for c in record["messages"][k]["tool_calls"]}
-    return {**record, "messages": record["messages"][:k + 1],
-            "tools": [t for t in record["tools"] if t["function"]["name"] in called]}
-
-
 def test_throughput_bench_on_the_tiny_model():
-    sft, rl = sample_records()
-    sft = [_first_call(r) for r in sft[:8]]
-    rl = [{**r, "tools": _first_call({**r, "messages": r["messages"] + [m]})["tools"]}
-          for r, m in zip(rl[:2], [{"role": "assistant", "tool_calls": r["reference"]["tool_calls"]} for r in rl[:2]])]
-    r = measure("test", "tiny-random", sft, rl, sft_steps=2, grpo_steps=2, max_length=256, max_prompt_length=256,
+    sft, rl = sample_records(short=True)
+    r = measure("test", "tiny-random", sft[:8], rl[:2], sft_steps=2, grpo_steps=2, max_length=256, max_prompt_length=256,
                 max_completion_length=4)
     assert r["device"] == "cpu" and r["dtype"] == "float32" and "measured fp32 matmul" in r["peak_source"]
     for run in ("baseline", "sft"):
