@@ -14,7 +14,6 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -22,9 +21,11 @@ from docker.errors import DockerException, NotFound
 from docker.types import LogConfig, Mount, Ulimit
 
 from evolver.errors import RunFailed
-from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Limits, bounded_text, failure_reason
+from sandbox.docker_engine import docker_client
+from sandbox.executor import PROJECT_ROOT, CommandResult, CurationJob, Execution, Limits, bounded_text, failure_reason
+from sandbox.image import ensure_image
+from sandbox.image_lock import SANDBOX_UID
 
-SANDBOX_UID = 10001
 PROJECT_MOUNT = "/opt/curateevo"
 # Only the packages the runtime imports are visible inside, never the runs or the venv.
 RUNTIME_PACKAGES = ("sandbox", "curation_strategies")
@@ -51,26 +52,6 @@ def dir_bytes(path: Path) -> int:
     return total
 
 
-def docker_client(timeout: float = 30.0) -> docker.DockerClient:
-    """A client of the local engine, or RunFailed with the fix when none answers."""
-    try:
-        client = docker.from_env(timeout=timeout)
-        client.ping()
-        return client
-    except DockerException as exc:
-        raise RunFailed(f"no Docker engine answers ({str(exc).splitlines()[0][:160]}); run `bash scripts/setup.sh` "
-                        "as root to install and start one (scripts/docker-engine.sh)") from None
-
-
-@dataclass
-class CommandResult:
-    returncode: int | None
-    output: str
-    timed_out: bool
-    wall_s: float
-    reason: str | None
-
-
 class DockerExecutor:
     name = "docker"
 
@@ -82,8 +63,6 @@ class DockerExecutor:
     @property
     def image(self) -> str:
         if self._image is None:
-            from sandbox.image import ensure_image
-
             self._image = ensure_image()
         return self._image
 

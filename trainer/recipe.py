@@ -116,10 +116,6 @@ class Profile:
         if self.vllm_mode not in (None, "colocate", "server"):
             raise ValueError(f"profile {self.name}: vllm_mode is colocate or server")
 
-    @property
-    def grpo_grad_accum(self) -> int:
-        return self.grpo_prompts_per_step * self.num_generations // self.grpo_micro_batch
-
     def replace(self, **changes) -> "Profile":
         return dataclasses.replace(self, **changes)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from evolver.errors import RunFailed, UserError
+from evolver.files import is_empty_or_missing
 from trainer import data
 from trainer.launch import check_vllm, launcher_prefix
 from trainer.models import check_name
@@ -46,7 +47,7 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
     prefix = launcher_prefix(launcher, accelerate_config)
     check_vllm(prof)
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if not is_empty_or_missing(out):
         raise UserError(f"{out} exists and is not an empty directory")
     n_sft = len(data.read_records(sft, "sft"))  # bad lines fail here, as one sentence, before a child starts
     n_rl = len(data.read_records(rl, "rl"))
