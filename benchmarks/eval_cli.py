@@ -22,6 +22,10 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 def cmd_eval(args) -> int:
     if args.split == "test":
         raise UserError("eval never reads the test split; only `curateevo test` does (use --split dev)")
+    if args.policy == "openai" and not args.endpoint:
+        raise UserError("--policy openai needs --base-url URL (an OpenAI-compatible server, e.g. vLLM's http://HOST:8000/v1)")
+    if args.policy == "local" and args.endpoint:
+        raise UserError("--policy local evaluates a model here; drop --base-url, or use --policy openai")
     out = args.out or PROJECT_ROOT / "runs" / datetime.datetime.now().strftime("eval-%Y%m%d-%H%M%S")
     categories = [c for c in (args.categories or "").split(",") if c] or None
     policy_options = dict(base=args.base, adapter=args.adapter, endpoint=args.endpoint, api=args.api,
@@ -54,8 +58,9 @@ def add_cli(sub) -> None:
     p.add_argument("--benchmark", default="bfcl-single", choices=BENCHMARKS,
                    help="bfcl (multi-turn), bfcl-single (single-turn, the CPU default) or replay (a corpus's held-out 10%%)")
     p.add_argument("--corpus", help="raw corpus for --benchmark replay")
-    p.add_argument("--base", default="smollm2-135m",
-                   help="base model: smollm2-135m, tiny-random, a model directory or HF id; with --endpoint the served model name")
+    p.add_argument("--base", "--model", dest="base", default="smollm2-135m",
+                   help="base model: smollm2-135m, tiny-random, a model directory or HF id; with --policy openai the "
+                        "served model name (vLLM: the --lora-modules name, so the adapter is used)")
     p.add_argument("--adapter", help="a trained LoRA adapter (a `curateevo train` output or its adapter/ folder)")
     p.add_argument("--memory", help="memory records (JSONL) retrieved by BM25 into the system prompt")
     p.add_argument("--memory-k", type=int, default=3, help="memory records per task (default 3)")
@@ -77,9 +82,13 @@ def add_cli(sub) -> None:
     p.add_argument("--step-limit", type=int, help="at most this many step items")
     p.add_argument("--chat-style", choices=["compact", "json"], help="tool rendering (default: the chat format's)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where the local model runs (auto: a GPU when there is one)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="weights and activations of the local model")
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                   help="weights and activations of the local model; auto: bfloat16 on a GPU that has it, else float32")
     p.add_argument("--threads", type=int, help="torch CPU threads (pinned and recorded; default: the cores, at most 16)")
-    p.add_argument("--endpoint", help="OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1) instead of a local model")
+    p.add_argument("--policy", choices=["local", "openai"], help="local (transformers here) or openai (a server "
+                                                                     "at --base-url); default: openai iff --base-url is given")
+    p.add_argument("--endpoint", "--base-url", dest="endpoint",
+                   help="OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1: vLLM, SGLang) instead of a local model")
     p.add_argument("--api", default="completions", choices=["completions", "chat"], help="endpoint API (default completions)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the endpoint's key")
     p.add_argument("--concurrency", type=int, default=4, help="parallel endpoint requests")

@@ -46,7 +46,7 @@ def adapter_dir(adapter: str | None) -> str | None:
 
 
 def build_policy(*, base: str, adapter: str | None = None, endpoint: str | None = None, api: str = "completions",
-                 api_key_env: str = "OPENAI_API_KEY", device: str = "auto", dtype: str = "float32",
+                 api_key_env: str = "OPENAI_API_KEY", device: str = "auto", dtype: str = "auto",
                  threads: int | None = None, batch_size: int = 8, max_new_tokens: int = 128,
                  max_prompt_tokens: int = 4096, style: str | None = None, concurrency: int = 4):
     from trainer import chat_format as cf

@@ -13,6 +13,7 @@ from evolver import report, run_cli
 from sandbox import image as sandbox_image
 from benchmarks import corpus_cli
 from trainer import cli as trainer_cli
+from trainer import export as trainer_export
 from benchmarks import eval_cli
 from benchmarks.quality import cli as quality_cli
 from sandbox.corpus import FORMATS as CORPUS_FORMATS
@@ -208,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_cli(sub)  # curateevo report
     corpus_cli.add_cli(sub)  # curateevo corpus build
     trainer_cli.add_cli(sub)  # curateevo train
+    trainer_export.add_cli(sub)  # curateevo export verl
     eval_cli.add_cli(sub)  # curateevo eval
     quality_cli.add_cli(sub)  # curateevo bench quality
     return parser

@@ -14,7 +14,7 @@ from trainer.tracking import DEFAULT_REPORT_TO, REPORT_TO
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-def _budget(pairs: list[str]) -> dict:
+def parse_budget(pairs: list[str]) -> dict:
     """`--set sft_max_steps=10` → {"sft_max_steps": 10}, typed like the profile field."""
     fields = {f.name: f for f in dataclasses.fields(Profile)}
     out = {}
@@ -32,7 +32,8 @@ def _budget(pairs: list[str]) -> dict:
 
 def format_summary(summary: dict, out: Path) -> str:
     sft, grpo, data = summary.get("sft"), summary.get("grpo"), summary["data"]
-    rows = [("base", f"{summary['base']} ({summary['device']}, {summary['threads']} threads, profile {summary['profile']['name']})")]
+    where = f"{summary['device']} {summary.get('dtype', '')}".strip()
+    rows = [("base", f"{summary['base']} ({where}, {summary['threads']} threads, profile {summary['profile']['name']})")]
     d = data["sft"]
     rows.append(("SFT data", f"{d['examples']} of {d['records']} records, {d['trained_tokens']} trained of "
                              f"{d['tokens']} tokens, {d['truncated']} truncated, {d['dropped_untrained']} dropped"))
@@ -64,10 +65,11 @@ def cmd_train(args) -> int:
     if args.sft is None and args.rl is None:
         raise UserError("give --sft and/or --rl records")
     echo = None if args.quiet else sys.stderr
+    budget = parse_budget(args.set)
+    budget.update({k: v for k, v in (("vllm_mode", args.vllm), ("vllm_server_url", args.vllm_server_url)) if v})
     summary = train(args.sft, args.rl, out, base=args.base, profile=args.profile, seed=args.seed,
-                    launcher=args.launcher, progress=not args.quiet, echo=echo, timeout=args.timeout,
-                    report_to=args.report_to,
-                    **_budget(args.set))
+                    launcher=args.launcher, accelerate_config=args.accelerate_config, progress=not args.quiet,
+                    echo=echo, timeout=args.timeout, report_to=args.report_to, **budget)
     print(json.dumps(summary, indent=2, sort_keys=True) if args.json else format_summary(summary, Path(out)))
     return 0
 
@@ -84,7 +86,12 @@ def add_cli(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0, help="training seed (data order, LoRA init, GRPO sampling)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override one budget of the profile (e.g. sft_max_steps=10); the recipe stays fixed")
-    p.add_argument("--launcher", help="command prefix for the training process, e.g. 'accelerate launch --num_processes 4'")
+    p.add_argument("--launcher", help="how the training process starts: 'accelerate' (with --accelerate-config, "
+                                      "multi-GPU) or a literal command prefix such as 'torchrun --nproc_per_node 4'")
+    p.add_argument("--accelerate-config", type=Path, metavar="F", help="an `accelerate config` YAML for --launcher accelerate")
+    p.add_argument("--vllm", choices=["colocate", "server"],
+                   help="generate GRPO rollouts with vLLM (installed on the GPU machine): in-process or a `trl vllm-serve`")
+    p.add_argument("--vllm-server-url", metavar="URL", help="with --vllm server: the trl vllm-serve address (default :8000 here)")
     p.add_argument("--timeout", type=float, help="stop training after this many seconds")
     p.add_argument("--report-to", default=DEFAULT_REPORT_TO, metavar="TRACKERS",
                    help=f"experiment trackers TRL logs to, comma-separated: {', '.join(REPORT_TO)} "

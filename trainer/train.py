@@ -1,7 +1,7 @@
 """π_e = Train_SFT+GRPO(π_base, D_sft, D_rl): the recipe run in a child process.
 
 `train()` checks the inputs, writes `OUT/request.json`, runs `trainer.worker` as a child
-(optionally under a launcher prefix such as `accelerate launch --num_processes 4`), streams its
+(optionally under a launcher: `accelerate launch --config_file F`, see trainer.launch), streams its
 output to `OUT/train.log` and returns the summary it wrote. A crash or an out-of-memory kill of
 the child becomes a `RunFailed` naming the log; the caller's process and memory are untouched.
 """
@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import subprocess
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO
@@ -20,6 +18,7 @@ from typing import IO
 from evolver.errors import RunFailed, UserError
 from evolver.files import is_empty_or_missing
 from trainer import data
+from trainer.launch import check_vllm, launcher_prefix
 from trainer.models import check_name
 from trainer.recipe import get_profile
 from trainer.tracking import DEFAULT_REPORT_TO, check_report_to
@@ -29,15 +28,18 @@ USER_ERROR_PREFIX = "curateevo-train: error: "
 
 
 def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, base: str | None = None,
-          profile: str = "cpu-small", seed: int = 0, launcher: str | None = None, progress: bool = False,
+          profile: str = "cpu-small", seed: int = 0, launcher: str | None = None,
+          accelerate_config: str | Path | None = None, progress: bool = False,
           report_to: str | list[str] | None = DEFAULT_REPORT_TO,
           echo: IO[str] | None = None, timeout: float | None = None, **budget) -> dict:
     """Train a LoRA adapter on the SFT then RL records; returns the summary (also OUT/summary.json).
 
     `profile` names the budgets (trainer.recipe.PROFILES); `budget` overrides single fields of it
     (e.g. `sft_max_steps=2`), never the recipe. `base` defaults to the profile's model. `echo`
-    receives the child's output as it comes (progress bars with `progress=True`). `report_to`:
-    trackers for TRL (trainer.tracking.REPORT_TO, comma-separated or a list; "none")."""
+    receives the child's output as it comes (progress bars with `progress=True`). `launcher`
+    ("accelerate" with `accelerate_config`, or a literal command prefix) starts the child
+    (trainer.launch.launcher_prefix). `report_to`: trackers for TRL (trainer.tracking.REPORT_TO,
+    comma-separated or a list; "none")."""
     prof = get_profile(profile)
     if budget:
         try:
@@ -46,6 +48,8 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
             raise UserError(f"bad budget override: {exc}") from None
     check_name(base or prof.base)
     trackers = check_report_to(report_to)
+    prefix = launcher_prefix(launcher, accelerate_config)
+    check_vllm(prof)
     out = Path(out)
     if not is_empty_or_missing(out):
         raise UserError(f"{out} exists and is not an empty directory")
@@ -57,7 +61,6 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
     request = {"sft": _abs(sft), "rl": _abs(rl), "base": base or prof.base, "profile": asdict(prof),
                "seed": seed, "out": str(out.resolve()), "progress": progress, "report_to": trackers}
     (out / "request.json").write_text(json.dumps(request, indent=2, sort_keys=True) + "\n")
-    prefix = shlex.split(launcher) if launcher else [sys.executable]
     command = prefix + ["-m", "trainer.worker", str(out.resolve() / "request.json")]
     rc = _run_child(command, out / "train.log", echo, timeout)
     if rc != 0:

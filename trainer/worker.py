@@ -29,14 +29,6 @@ from trainer.recipe import RECIPE, Profile, as_dict
 from trainer.train import USER_ERROR_PREFIX
 
 
-def _device(profile: Profile) -> tuple[str, bool]:
-    import torch
-
-    if profile.device == "cpu" or not torch.cuda.is_available():
-        return "cpu", True
-    return "cuda", False
-
-
 def _peak_memory_mb(device: str) -> float:
     if device == "cuda":
         import torch
@@ -72,22 +64,24 @@ def run(request: dict) -> dict:
     import transformers
     from transformers import set_seed
 
-    from trainer import data, models
+    from trainer import data, devices, models
 
     if profile.threads:
         torch.set_num_threads(profile.threads)
     transformers.logging.set_verbosity_error()
-    device, use_cpu = _device(profile)
+    device, dtype = devices.choose(profile.device, profile.precision)
+    use_cpu = device == "cpu"
+    profile = profile.replace(precision="bf16" if dtype == "bfloat16" else "fp32")  # as resolved
     source = models.resolve(request["base"])
     tokenizer = models.load_tokenizer(source)
-    dtype = "bfloat16" if profile.precision == "bf16" else "float32"
 
     sft_records = data.read_records(request.get("sft"), "sft")
     rl_records = data.read_records(request.get("rl"), "rl")
     examples, sft_stats = data.sft_examples(sft_records, tokenizer, profile.max_length)
     rows, rl_stats = data.rl_rows(rl_records, tokenizer, profile.max_prompt_length)
     summary: dict = {"base": request["base"], "base_source": source, "seed": seed,
-                     "device": device, "threads": torch.get_num_threads(), "warnings": [],
+                     "device": device, "device_name": devices.device_name(device), "dtype": dtype,
+                     "threads": torch.get_num_threads(), "warnings": [],
                      "data": {"sft": asdict(sft_stats), "rl": asdict(rl_stats)}, **as_dict(RECIPE, profile)}
     if not examples and not rows:
         raise UserError("nothing to train: no SFT example and no RL prompt survived the length limits")

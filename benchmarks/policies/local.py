@@ -6,7 +6,9 @@ turns after the first user message; one that cannot fit at all gets an empty ans
 `stats["prompts_too_long"]`). Decoding is greedy at temperature 0; a positive temperature samples
 with `torch.manual_seed(seed, batch)` set before each batch, so a result depends only on the
 seed and the batch composition, which the caller fixes (benchmarks.runner). Thread count and
-device are pinned at construction and recorded by `describe()`.
+device are pinned at construction and recorded by `describe()`; device "auto" takes a GPU when
+there is one and dtype "auto" is bfloat16 on a GPU that has it, float32 elsewhere
+(trainer.devices.placement, the rule training uses).
 """
 from __future__ import annotations
 
@@ -42,20 +44,21 @@ def default_threads() -> int:
 class TransformersPolicy:
     name = "transformers"
 
-    def __init__(self, base: str, adapter: str | None = None, *, device: str = "auto", dtype: str = "float32",
+    def __init__(self, base: str, adapter: str | None = None, *, device: str = "auto", dtype: str = "auto",
                  threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                  max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
                  style: str = cf.DEFAULT_STYLE, model=None, tokenizer=None):
         import torch
 
+        from trainer.devices import choose
         from trainer.models import load_policy
 
         if batch_size < 1 or max_new_tokens < 1 or max_prompt_tokens < 1:
             raise ValueError("batch_size, max_new_tokens and max_prompt_tokens must be positive")
         if style not in cf.STYLES:
             raise ValueError(f"unknown chat style {style!r} (one of {', '.join(cf.STYLES)})")
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device, auto_dtype = choose(device, "auto")
+        dtype = auto_dtype if dtype == "auto" else dtype
         self.threads = threads or default_threads()
         torch.set_num_threads(self.threads)
         if model is None or tokenizer is None:

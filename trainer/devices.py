@@ -1,0 +1,65 @@
+"""Where a model runs and in which precision: one decision, used by training and evaluation.
+
+`placement(requested, precision, cuda=…, bf16=…)` is pure (the machine's capabilities are passed
+in, so it is tested on a CPU); `detect()` reads them from torch. The rule:
+
+- device: "cpu" forces the CPU; "cuda" demands a GPU (one sentence when there is none); "auto"
+  takes the GPU when there is one.
+- dtype: on a GPU, bfloat16 when the profile asks for "bf16" or "auto" and the GPU supports it
+  (Ampere and later: `torch.cuda.is_bf16_supported()`), else float32 (fp16 is never chosen: the
+  recipe's learning rates are set for bf16/fp32 ranges). On a CPU always float32: CPU bf16
+  matmuls are slower than fp32 on most x86 parts and change the numbers the CPU profiles were
+  measured with.
+"""
+from __future__ import annotations
+
+from evolver.errors import UserError
+
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("auto", "bf16", "fp32")
+
+
+def placement(requested: str = "auto", precision: str = "auto", *, cuda: bool, bf16: bool) -> tuple[str, str]:
+    """(device, dtype name) for a requested device and precision on a machine that has (`cuda`)
+    a GPU that supports (`bf16`) bfloat16."""
+    if requested not in DEVICES:
+        raise UserError(f"unknown device {requested!r} (one of {', '.join(DEVICES)})")
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown precision {precision!r} (one of {', '.join(PRECISIONS)})")
+    if requested == "cuda" and not cuda:
+        raise UserError("device cuda was asked for but no CUDA GPU is visible here (use --device auto or cpu)")
+    device = "cuda" if cuda and requested != "cpu" else "cpu"
+    if device == "cuda" and precision != "fp32" and bf16:
+        return device, "bfloat16"
+    return device, "float32"
+
+
+def detect() -> dict:
+    """This machine's capabilities, as `placement` takes them."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return {"cuda": cuda, "bf16": bool(cuda and torch.cuda.is_bf16_supported())}
+
+
+def choose(requested: str = "auto", precision: str = "auto") -> tuple[str, str]:
+    """`placement` on this machine."""
+    return placement(requested, precision, **detect())
+
+
+def device_name(device: str) -> str:
+    """The accelerator's marketing name ("NVIDIA H100 80GB HBM3") or the CPU model."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
