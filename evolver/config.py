@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
@@ -79,6 +80,14 @@ class RunConfig:
     """The code agent's limits (evolver/proposers/agent.py AgentLimits as a mapping)."""
     train_budget: Mapping = field(default_factory=dict)
     """Overrides of the profile's budgets passed to the trainer (empty: the profile's)."""
+    report_to: str = "tensorboard"
+    """Trackers for training (TRL's report_to) and per-epoch P, C, J, decision, per-category P and scale:
+    tensorboard, wandb, trackio, mlflow (comma-separated) or none."""
+    launcher: str = ""
+    """How the trainer starts: "" (a plain child process), "accelerate" (with accelerate_config), or a
+    command prefix such as "torchrun --nproc_per_node 4" (multi-GPU)."""
+    accelerate_config: str = ""
+    """`accelerate launch --config_file` for launcher "accelerate"."""
     signal_window: int = 3
     """W: the earlier evaluated epochs a task's forgetting window holds (CoEvolve §3.1)."""
     boundary_samples: int = 0
@@ -120,6 +129,10 @@ class RunConfig:
             (self.on_error in ("abort", "skip"), "on_error", "abort or skip"),
             (self.diagnosis in DIAGNOSES, "diagnosis", f"one of {', '.join(DIAGNOSES)}"),
             (self.diagnosis == "rules" or self.llm is not None, "diagnosis", "rules when no LLM is configured"),
+            (all(t in _trackers() for t in self.report_to.split(",")), "report_to",
+             f"comma-separated from {', '.join(_trackers())}"),
+            (self.launcher != "accelerate" or bool(self.accelerate_config), "accelerate_config",
+             "a config file when launcher is accelerate"),
             (self.signal_window >= 1, "signal_window", "at least 1"),
             (self.boundary_samples >= 0, "boundary_samples", "0 (off) or more"),
             (math.isfinite(self.boundary_temperature) and self.boundary_temperature > 0, "boundary_temperature",
@@ -204,6 +217,12 @@ def _check_type(f: dataclasses.Field, value: Any) -> None:
         raise UserError(f"run config: {key} must be {kind}, not {type(value).__name__} {repr(value)[:60]}")
 
 
+def _trackers() -> tuple[str, ...]:
+    from trainer.tracking import REPORT_TO
+
+    return REPORT_TO
+
+
 def _acceptance_names() -> tuple[str, ...]:
     from evolver.acceptance import ACCEPTANCE
 
@@ -279,6 +298,11 @@ RUN_OPTIONS: tuple[Option, ...] = (
            ("abort", "skip")),
     Option("name", str, None, "run directory name (default: run-<time>)"),
     Option("runs-dir", str, None, "where run directories go (default: runs/ of the project)"),
+    Option("report-to", str, _field_default("report_to"), "trackers for training curves and per-epoch P, C, J "
+           "(tensorboard, wandb, trackio, mlflow, comma-separated, or none)"),
+    Option("launcher", str, None, "trainer launcher: accelerate (with --accelerate-config) or a command prefix "
+           "such as 'torchrun --nproc_per_node 4' (default: a plain child process)"),
+    Option("accelerate-config", str, None, "accelerate config file for --launcher accelerate"),
     Option("boundary-samples", int, _field_default("boundary_samples"),
            "K sampled rollouts per dev task for CoEvolve's boundary signal (0: off; costs K× the episodes)"),
     Option("boundary-temperature", float, _field_default("boundary_temperature"), "temperature of those rollouts"),
@@ -375,7 +399,9 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
         diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),
         boundary_samples=o["boundary_samples"], boundary_temperature=o["boundary_temperature"],
         signal_window=o["signal_window"], rare_theta=o["rare_theta"], rare_n_min=o["rare_n_min"],
-        candidates=o["candidates"], proxy_budget=o["proxy_budget"],
+        candidates=o["candidates"], proxy_budget=o["proxy_budget"], report_to=o["report_to"],
+        launcher=o["launcher"] or "",
+        accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "",
         agent={"step_limit": o["agent_steps"], "repairs": o["agent_repairs"], "wall_time_s": o["agent_wall"],
                "cost_limit_usd": o["agent_usd"]})
 
@@ -386,8 +412,6 @@ def llm_mapping(o: Mapping[str, Any]) -> dict | None:
         if o.get("proposer") == "agent":
             raise UserError("the code agent needs an LLM: give --model (and --base-url for a local server)")
         return None
-    from pathlib import Path
-
     from evolver.llm import LLMConfig
 
     fields_ = {"provider": o["provider"], "model": o["model"], "base_url": o["base_url"], "api_key_env": o["api_key_env"],

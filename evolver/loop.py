@@ -207,7 +207,24 @@ class Epochs:
                    f"P = {decision['P']}, C = {decision.get('C')}, J = {decision['J']}")
         if epoch > 0:   # ρ0 is best from the workspace's creation
             (self.ws.accept if decision["accepted"] else self.ws.reject)(sha, message, epoch=epoch)
+        self._track(epoch, decision, curation)
         return {**decision, "epoch": epoch, "commit": sha, "edits": edits}
+
+    def _track(self, epoch: int, decision: dict, curation: dict) -> None:
+        """P, C, J, the decision, P per category and the curated scale of the epoch, to the run's trackers."""
+        from trainer.tracking import log_epoch_metrics
+
+        per_category: dict[str, list[float]] = {}
+        for s in self.cfg.seeds:
+            path = self.store.epoch_dir(epoch) / f"eval-s{s}" / "metrics.json"
+            if path.is_file():
+                for name, m in read_json(path)["per_category"].items():
+                    if m.get(self.cfg.metric) is not None:
+                        per_category.setdefault(name, []).append(m[self.cfg.metric])
+        log_epoch_metrics(self.cfg.report_to, self.store.root, epoch, {
+            "P": decision["P"], "C": decision.get("C"), "J": decision["J"], "accepted": decision["accepted"],
+            "P_per_category": {k: fmean(v) for k, v in per_category.items()},
+            "scale": {k.split(".")[0]: v for k, v in (curation.get("counts") or {}).items()}})
 
     def diagnose(self, epoch: int) -> dict:
         best = self.best()
@@ -412,7 +429,8 @@ def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:
     if sft is None and rl is None:
         return {"adapter": None, "skipped": "nothing to train"}
     summary = train(sft, rl, out, base=cfg.base, profile=cfg.profile, seed=seed, echo=sys.stderr, progress=True,
-                    **cfg.train_budget)
+                    report_to=cfg.report_to, launcher=cfg.launcher or None,
+                    accelerate_config=cfg.accelerate_config or None, **cfg.train_budget)
     return {"adapter": str(out / "adapter"), "summary": {k: summary.get(k) for k in ("wall_s", "steps", "sft", "grpo")}}
 
 

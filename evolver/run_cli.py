@@ -88,10 +88,12 @@ def create_run(options: dict) -> RunStore:
 
 def cmd_run(args) -> int:
     from evolver.preflight import check_base_model, check_llm
+    from trainer.tracking import check_report_to
 
     options = run_options(args)
     store = create_run(options)
     try:   # before epoch 0: the base model's tokenizer, the LLM's key and one answer
+        check_report_to(run_config(store).report_to)   # a tracker whose package is missing
         check_base_model(run_config(store).base)
         usage = check_llm(run_config(store), store.root / "llm")
     except BaseException:

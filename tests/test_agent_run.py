@@ -83,7 +83,8 @@ def test_an_agent_run_edits_validates_evaluates_decides_and_replays(provider, tm
     usage = {e["stage"]: e["result"]["llm"] for e in store.journal.events()
              if e.get("event") == "stage_done" and isinstance(e.get("result"), dict) and "llm" in e["result"]}
     assert set(usage) == {"diagnose", "propose"} and usage["propose"]["calls"] == 7
-    assert sum(u["calls"] for u in usage.values()) == served
+    preflight = [e for e in store.journal.events() if e.get("event") == "preflight"]   # one request before epoch 0
+    assert len(preflight) == 1 and sum(u["calls"] for u in usage.values()) + 1 == served
     capsys.readouterr()
     assert cli.main(["log", str(root)]) == 0
     log = capsys.readouterr().out

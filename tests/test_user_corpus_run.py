@@ -38,6 +38,7 @@ def test_a_corpus_without_environment_runs_on_its_held_out_tenth(tmp_path, capsy
         assert not [i for i in dev_ids if i in text], f"a held-out id is named in {artifacts}"
     evaluated = json.loads((root / "epochs" / "0" / "eval-s0" / "metrics.json").read_text())
     assert set(evaluated["tasks"]) <= set(dev_ids) and evaluated["metric"] == "step_accuracy"
+    assert list((root / "tensorboard" / "epochs").glob("events.out.tfevents.*"))   # P, C, J per epoch, tracked
     assert cli.main(["log", str(root)]) == 0
     log = capsys.readouterr().out
     assert [line.split()[0] for line in log.splitlines()[2:4]] == ["0", "1"]
