@@ -144,19 +144,13 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         t2 = time.monotonic()
         if not execution.ok:
             raise CurationFailed(execution.reason or f"exit code {execution.returncode}", execution)
-        try:
-            curated = checker.read_output(job.out_dir)
+        stage.mkdir()
+        try:   # streamed record by record into the stage: host memory does not follow the output
+            checked = checker.check_output(job.out_dir, stage, [r["id"] for r in corpus.records], n_ref)
         except checker.CandidateRejected as exc:
             raise CurationFailed(str(exc), execution) from None
-        prof = checker.profile(curated, [r["id"] for r in corpus.records], n_ref)
+        prof, artifacts = checked.profile, dict(checked.artifacts)
         t3 = time.monotonic()
-
-        stage.mkdir()
-        artifacts = {}
-        for kind, records in curated.by_kind().items():
-            data = checker.serialise(records)
-            (stage / f"{kind}.jsonl").write_bytes(data)
-            artifacts[f"{kind}.jsonl"] = {"sha256": sha256_bytes(data), "count": len(records)}
         artifacts["profile.json"] = {"sha256": sha256_bytes(_write_json(stage / "profile.json", prof))}
         manifest = {
             "manifest_version": MANIFEST_VERSION,
