@@ -55,15 +55,28 @@ def load_strategy(strategy_dir: Path):
     return module
 
 
-def _part(curated: Any, kind: str) -> Iterable:
-    value = curated.get(kind, ()) if isinstance(curated, Mapping) else getattr(curated, kind, ())
-    return () if value is None else value
+def _parts(curated: Any) -> dict[str, Iterable]:
+    """The record lists of what `curate` returned: a toolkit.Curated (or a dict of its three
+    lists); anything else is the strategy's TypeError, never an empty output."""
+    if isinstance(curated, Mapping):
+        extra = sorted(str(k) for k in curated if k not in ARTIFACTS)
+        if extra:
+            raise TypeError(f"curate returned a dict with key {extra[0][:80]!r}; return a toolkit.Curated")
+        parts = {kind: curated.get(kind) for kind in ARTIFACTS}
+    elif all(hasattr(curated, kind) for kind in ARTIFACTS):
+        parts = {kind: getattr(curated, kind) for kind in ARTIFACTS}
+    else:
+        raise TypeError(f"curate returned {type(curated).__name__}, not a toolkit.Curated (lists sft, rl, memory)")
+    for kind, value in parts.items():
+        if not isinstance(value, (list, tuple, type(None))):
+            raise TypeError(f"curate returned a Curated whose {kind} is {type(value).__name__}, not a list")
+    return {kind: value or () for kind, value in parts.items()}
 
 
 def write_records(out_dir: Path, curated: Any) -> None:
-    for kind in ARTIFACTS:
+    for kind, records in _parts(curated).items():
         with open(out_dir / f"{kind}.jsonl", "w", encoding="utf-8") as out:
-            for record in _part(curated, kind):
+            for record in records:
                 out.write(json.dumps(record, ensure_ascii=False, allow_nan=False))
                 out.write("\n")
 
