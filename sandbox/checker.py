@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterator, Mapping, Sequence
 
+from evolver.errors import printable
 from sandbox.schemas import ARTIFACT_KINDS, CHECKS, canonical_json, turn_cost
 
 N_REF = 1e5
@@ -106,11 +107,8 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_nan)
 
 
 def _short(text: object) -> str:
-    """`text` cut to MAX_REASON_CHARS with its control characters escaped (it reaches a terminal)."""
-    text = str(text)
-    if len(text) > MAX_REASON_CHARS:
-        text = text[:MAX_REASON_CHARS] + f"... [{len(text) - MAX_REASON_CHARS} more characters]"
-    return text.encode("unicode_escape", "backslashreplace").decode("ascii") if not text.isprintable() else text
+    """What the candidate wrote, quoted in a reason: cut, control characters escaped."""
+    return printable(text, MAX_REASON_CHARS)
 
 
 def _too_deep(value: object, cap: int) -> bool:

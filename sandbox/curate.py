@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from evolver.errors import RunFailed, UserError
+from evolver.errors import RunFailed, UserError, printable
 from evolver.files import json_text
 from sandbox import checker
 from sandbox.corpus import Corpus, load_corpus, write_corpus
@@ -42,6 +42,7 @@ class CurationFailed(RunFailed):
     """The candidate failed or its output broke the contract; `reason` is one sentence."""
 
     def __init__(self, reason: str, execution: Execution | None = None):
+        reason = printable(reason)   # it quotes the candidate (a traceback line): bounded, escaped
         super().__init__(reason)
         self.reason, self.execution = reason, execution
 

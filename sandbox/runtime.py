@@ -86,6 +86,22 @@ def read_corpus(path: Path) -> tuple:
         return tuple(json.loads(line) for line in lines)
 
 
+MAX_MESSAGE_CHARS = 2000
+
+
+def report_failure(exc: BaseException) -> None:
+    """The traceback on stderr; its last line (which the host quotes) one line of bounded length
+    even when the message is long or holds newlines or escape sequences."""
+    text = str(exc)
+    lines = traceback.format_exception(exc)
+    if len(text) > MAX_MESSAGE_CHARS or not text.isprintable():
+        cut = text[:MAX_MESSAGE_CHARS].encode("unicode_escape").decode("ascii")
+        more = f" [... {len(text) - MAX_MESSAGE_CHARS} more characters]" if len(text) > MAX_MESSAGE_CHARS else ""
+        lines = lines[:len(lines) - len(traceback.format_exception_only(exc))] + [f"{type(exc).__name__}: {cut}{more}\n"]
+    sys.stderr.write("".join(lines))
+    sys.stderr.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sandbox.runtime")
     parser.add_argument("--strategy", type=Path, required=True)
@@ -103,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # the strategy's failure, whatever it is, is reported, not raised
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             exc = RuntimeError("strategy called sys.exit before returning its records")
-        traceback.print_exception(exc, file=sys.stderr)
-        sys.stderr.flush()
+        report_failure(exc)
         return STRATEGY_FAILED
     return 0
 
