@@ -47,7 +47,7 @@ def cmd_curate(args) -> int:
 
     out = args.out or PROJECT_ROOT / "runs" / datetime.datetime.now().strftime("curate-%Y%m%d-%H%M%S")
     limits = Limits(timeout_s=args.timeout)
-    executor = make_executor(args.sandbox)
+    executor = make_executor(args.sandbox, trusted=True)   # the user's own strategy
     _say(args, f"curating {', '.join(map(str, args.corpus))} with {args.strategy} ({executor.name} sandbox)")
     result = curate(args.strategy, args.corpus, out, seed=args.seed, executor=executor, limits=limits,
                     corpus_format=args.format, on_error="skip" if args.skip_bad_lines else "abort")

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterator, Mapping, Sequence
 
-from evolver.errors import printable
 from sandbox.schemas import ARTIFACT_KINDS, CHECKS, canonical_json, turn_cost
+from sandbox.text import printable
 
 N_REF = 1e5
 EXPECTED = tuple(f"{kind}.jsonl" for kind in ARTIFACT_KINDS)

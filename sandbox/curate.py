@@ -80,13 +80,14 @@ def runtime_sha256() -> str:
     return tree_sha256(files)
 
 
-def make_executor(name: str, *, warn=None) -> Executor:
+def make_executor(name: str, *, warn=None, trusted: bool = False) -> Executor:
     """`docker`, `process`, or `auto`: Docker when an engine answers, else the process executor
-    with a loud warning (never silently; under CI=true, never at all)."""
+    with a loud warning (never silently; under CI=true, never at all). `trusted`: the strategy is
+    the user's own, so the process executor may run it where bubblewrap cannot contain it."""
     from sandbox.process_executor import ProcessExecutor
 
     if name == "process":
-        return ProcessExecutor()
+        return ProcessExecutor(trusted)
     if name not in ("docker", "auto"):
         raise UserError(f"unknown sandbox {name!r}: choose docker, process or auto")
     from sandbox.docker_executor import DockerExecutor, docker_client
@@ -97,8 +98,8 @@ def make_executor(name: str, *, warn=None) -> Executor:
         if name == "docker" or os.environ.get("CI", "").lower() in ("1", "true"):
             raise
         (warn or (lambda text: print(text, file=sys.stderr, flush=True)))(
-            f"WARNING: {exc}. Falling back to the process executor, which does not isolate the filesystem.")
-        return ProcessExecutor()
+            f"WARNING: {exc}. Falling back to the process executor (bubblewrap where it works).")
+        return ProcessExecutor(trusted)
 
 
 def _prepare_out(out_dir: Path) -> None:

@@ -19,6 +19,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
+from sandbox.text import printable
+
 STRATEGY_FAILED = 3
 ARTIFACTS = ("sft", "rl", "memory")
 
@@ -86,18 +88,14 @@ def read_corpus(path: Path) -> tuple:
         return tuple(json.loads(line) for line in lines)
 
 
-MAX_MESSAGE_CHARS = 2000
-
-
 def report_failure(exc: BaseException) -> None:
     """The traceback on stderr; its last line (which the host quotes) one line of bounded length
     even when the message is long or holds newlines or escape sequences."""
     text = str(exc)
     lines = traceback.format_exception(exc)
-    if len(text) > MAX_MESSAGE_CHARS or not text.isprintable():
-        cut = text[:MAX_MESSAGE_CHARS].encode("unicode_escape").decode("ascii")
-        more = f" [... {len(text) - MAX_MESSAGE_CHARS} more characters]" if len(text) > MAX_MESSAGE_CHARS else ""
-        lines = lines[:len(lines) - len(traceback.format_exception_only(exc))] + [f"{type(exc).__name__}: {cut}{more}\n"]
+    safe = printable(text, 2000, one_line=True)
+    if safe != text:
+        lines = lines[:len(lines) - len(traceback.format_exception_only(exc))] + [f"{type(exc).__name__}: {safe}\n"]
     sys.stderr.write("".join(lines))
     sys.stderr.flush()
 
