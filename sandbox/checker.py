@@ -278,6 +278,33 @@ def _artifact_streams(out_dir: Path, caps: OutputCaps) -> Iterator[tuple[str, st
             yield kind, name, stream
 
 
+def output_overflow(folder: Path, max_bytes: int, max_files: int = CAPS.max_files) -> str | None:
+    """Why a running candidate's output directory is over its limits (disk blocks of all regular
+    files below it, or entries of any kind: empty files exhaust inodes), else None. Symlinks are
+    not followed; the scan stops at the first limit passed."""
+    total, entries, stack = 0, 0, [folder]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                listing = list(itertools.islice(it, max_files + 1 - entries))
+        except OSError:
+            continue
+        for entry in listing:
+            entries += 1
+            if entries > max_files:
+                return f"output directory holds more than {max_files} files; killed"
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_blocks * 512
+            except OSError:
+                continue
+        if total > max_bytes:
+            return f"output directory exceeded {max_bytes} bytes; killed"
+    return None
+
+
 def check_output(out_dir: Path, dest: Path, raw_ids: Sequence[str], n_ref: float = N_REF,
                  caps: OutputCaps = CAPS) -> Checked:
     """Check the candidate's output in `out_dir` record by record, writing the canonical artifact

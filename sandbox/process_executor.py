@@ -24,11 +24,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
 
 from evolver.errors import RunFailed
+from sandbox.checker import output_overflow
 from sandbox.executor import BoundedReader, CurationJob, Execution, Limits, PROJECT_ROOT, failure_reason
 
 CLONE_NEWUSER = 0x10000000
@@ -215,6 +217,8 @@ class ProcessExecutor:
         readers = [BoundedReader(proc.stdout, limits.output_bytes), BoundedReader(proc.stderr, limits.output_bytes)]
         for reader in readers:
             reader.start()
+        over: list[str] = []
+        threading.Thread(target=self._watch_output, args=(proc, job.out_dir, limits, over), daemon=True).start()
         timed_out = False
         try:
             proc.wait(timeout=limits.timeout_s)
@@ -231,8 +235,22 @@ class ProcessExecutor:
         stdout, stderr = (r.text() for r in readers)
         return Execution(executor=self.name, returncode=None if timed_out else returncode, wall_s=wall,
                          stdout=stdout, stderr=stderr, timed_out=timed_out,
-                         reason=failure_reason(returncode, stderr, timed_out, limits.timeout_s),
+                         reason=over[0] if over else failure_reason(returncode, stderr, timed_out, limits.timeout_s),
                          isolation={k: v for k, v in self.describe().items()})
+
+    @staticmethod
+    def _watch_output(proc: subprocess.Popen, folder: Path, limits: Limits, over: list) -> None:
+        """Kill the candidate when its output directory passes its bytes or its file count."""
+        while proc.poll() is None:
+            reason = output_overflow(folder, limits.output_dir_bytes)
+            if reason is not None:
+                over.append(reason)
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                return
+            time.sleep(0.2)
 
     @staticmethod
     def _kill(proc: subprocess.Popen, marker: str) -> None:
