@@ -123,7 +123,7 @@ class RunStore:
         if not (Path(root) / "run.json").is_file():
             raise UserError(f"{root} is not a run directory (no run.json)")
         store = cls(root)
-        store.config   # a damaged run.json is refused here, before any work
+        _ = store.config   # a damaged run.json is refused here, before any work
         return store
 
     def lock(self) -> None:

@@ -54,25 +54,11 @@ class OutputCaps:
 
 
 CAPS = OutputCaps()
-MAX_OUTPUT_BYTES = CAPS.max_output_bytes
-MEMORY_TOKEN_CAP = CAPS.memory_tokens
 MAX_REASON_CHARS = 300   # a rejection reason quotes at most this much of what the candidate wrote
 
 
 class CandidateRejected(Exception):
     """The candidate's output breaks the contract; the message is the one-sentence reason."""
-
-
-@dataclass(frozen=True)
-class Curated:
-    """Validated records per artifact kind, in the order the strategy emitted them."""
-
-    sft: list
-    rl: list
-    memory: list
-
-    def by_kind(self) -> dict[str, list]:
-        return {"sft": self.sft, "rl": self.rl, "memory": self.memory}
 
 
 @dataclass(frozen=True)
@@ -323,23 +309,6 @@ def check_output(out_dir: Path, dest: Path, raw_ids: Sequence[str], n_ref: float
     return Checked(artifacts, acc.result())
 
 
-def read_output(out_dir: Path, caps: OutputCaps = CAPS) -> Curated:
-    """The validated records of `out_dir` in memory (for small outputs and tools; the host's
-    curation path streams with `check_output`)."""
-    parts: dict[str, list] = {}
-    counted = [0]
-    for kind, name, stream in _artifact_streams(Path(out_dir), caps):
-        parts[kind] = [record for record, _ in iter_records(name, stream, caps, counted)]
-    curated = Curated(**parts)
-    _Profile([], N_REF, caps).add_all(curated)
-    return curated
-
-
-def serialise(records: Sequence[Mapping]) -> bytes:
-    """The canonical bytes of an artifact file: one canonical JSON line per record."""
-    return "".join(canonical_json(r) + "\n" for r in records).encode("utf-8")
-
-
 def cost_c(cost_train: float, n_ref: float = N_REF) -> float:
     """C = tanh(log(1 + Cost_train) / log(1 + N_ref)) (paper §4.2)."""
     return math.tanh(math.log1p(cost_train) / math.log1p(n_ref))
@@ -429,12 +398,6 @@ class _Profile:
             c["rl.prompt_tokens"] += tokens
             self._count_names(self.rl_targets, [x["function"]["name"] for x in r["reference"].get("tool_calls", ())])
 
-    def add_all(self, curated: Curated) -> "_Profile":
-        for kind, records in curated.by_kind().items():
-            for record in records:
-                self.add(kind, record)
-        return self
-
     def result(self) -> dict:
         c, n_raw = self.counts, self.n_raw
         return {
@@ -450,8 +413,3 @@ class _Profile:
             "n_ref": self.n_ref,
             "C": round(cost_c(c["cost_train"], self.n_ref), 12),
         }
-
-
-def profile(curated: Curated, raw_ids: Sequence[str], n_ref: float = N_REF) -> dict:
-    """Σ: the curated scale and shape, Cost_train and C, computed from validated records only."""
-    return _Profile(raw_ids, n_ref, CAPS).add_all(curated).result()

@@ -14,7 +14,7 @@ from test_llm import CANARY, CHAT, canary, make_llm  # noqa: F401  (fixtures)
 @pytest.mark.parametrize("body", [b"<html><body><h1>502 Bad Gateway</h1>\x1b[2J</body></html>",
                                   b'{"choices": [{"message": {"content": "trunc', b'{"choices": "no list"}',
                                   b'{"content": 42, "usage": "many"}', b"null"])
-def test_a_body_that_is_no_completion_is_an_llm_error(llm_server, tmp_path, canary, provider, body):
+def test_a_body_that_is_no_completion_is_an_llm_error(llm_server, tmp_path, canary, provider, body):  # noqa: F811
     llm_server.garbage(body, content_type="text/html" if body.startswith(b"<") else "application/json")
     llm = make_llm(llm_server, tmp_path / "llm", provider)
     with pytest.raises(LLMUnavailable, match=r"answered with something that is not a chat completion|refused") as e:
@@ -26,7 +26,7 @@ def test_a_body_that_is_no_completion_is_an_llm_error(llm_server, tmp_path, cana
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
-def test_a_server_echoing_the_key_gets_it_scrubbed_from_the_record_and_the_reply(llm_server, tmp_path, canary,
+def test_a_server_echoing_the_key_gets_it_scrubbed_from_the_record_and_the_reply(llm_server, tmp_path, canary,  # noqa: F811
                                                                                   monkeypatch, provider):
     monkeypatch.setenv("OTHER_SERVICE_TOKEN", "tok-other-secret-123")
     llm_server.script(lambda req: {"text": "your headers: " + json.dumps(req.headers) + " and tok-other-secret-123",

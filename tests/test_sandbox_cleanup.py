@@ -34,7 +34,7 @@ def curate(raw, ctx):
 @pytest.fixture(scope="module")
 def docker():
     client = docker_client()   # no skip: without an engine this fails with the fix
-    DockerExecutor(client).image
+    assert DockerExecutor(client).image   # builds or finds the sandbox image
     return client
 
 

@@ -1,6 +1,5 @@
 """What a strategy or a file name says reaches the terminal bounded and with its control
 characters escaped: an error cannot clear the screen, retitle the window or flood the log."""
-import pytest
 
 from evolver import cli
 from evolver.errors import MAX_MESSAGE_CHARS, printable
