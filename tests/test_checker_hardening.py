@@ -1,5 +1,6 @@
 """Whatever a candidate writes, the host checker answers with one rejected candidate and one
 bounded sentence, never an exception of its own, and its memory does not follow the output."""
+import dataclasses
 import json
 import subprocess
 import sys
@@ -9,8 +10,10 @@ import pytest
 
 from sandbox import checker
 from sandbox.checker import CAPS, HOST_MEMORY_BUDGET, CandidateRejected, check_output
-from sandbox.curate import CurationFailed, curate
+from sandbox.corpus import load_corpus
+from sandbox.curate import CurationFailed, curate, execute
 from sandbox.process_executor import ProcessExecutor
+from sandbox.workspace import strategy_files
 
 from conftest import ROOT, SAMPLE_CORPUS
 
@@ -211,3 +214,19 @@ def test_host_memory_stays_under_the_budget_at_the_caps(tmp_path):
     for measured in (largest, most):
         print(f"peak RSS {measured['rss'] / 2**20:.0f} MiB: {measured['verdict'][:60]}")
         assert measured["rss"] < HOST_MEMORY_BUDGET
+
+
+def test_a_candidate_that_fails_only_on_the_real_inputs_is_a_rejected_candidate(strategy, tmp_path):
+    s = strategy("""
+        def curate(raw, ctx):
+            if len(raw) > 5:   # the agent's dry run uses a handful of trajectories; the host, all of them
+                return {"sft": [{"id": "x"}]}
+            return honest(raw)
+    """)
+    corpus = load_corpus([str(SAMPLE_CORPUS)])
+    small = dataclasses.replace(corpus, records=corpus.records[:3])
+    curate_files = strategy_files(s)
+    assert execute(curate_files, small, tmp_path / "sample", executor=ProcessExecutor()).manifest
+    with pytest.raises(CurationFailed, match=r"sft.jsonl:1: .*'messages' is a required property"):
+        execute(curate_files, corpus, tmp_path / "full", executor=ProcessExecutor())
+    assert not (tmp_path / "full").exists()
