@@ -224,7 +224,7 @@ def reward_error(record: Mapping) -> str | None:
     """None when trainer.rewards can score `record`, else why it would fail during GRPO: a
     `state_match` environment must be an object naming a known BFCL multi-turn task."""
     env = (record.get("meta") or {}).get("env")
-    if env is None:
+    if env is None or record["reward"] != "state_match":
         return None
     if not isinstance(env, dict):
         return "meta.env: must be an object"
