@@ -13,7 +13,7 @@ from sandbox import image as sandbox_image
 from benchmarks import corpus_cli
 from trainer import cli as trainer_cli
 from benchmarks import eval_cli
-from sandbox.executor import PROJECT_ROOT, Limits
+from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
 SAMPLE_CORPUS = PROJECT_ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"
@@ -43,7 +43,8 @@ def format_profile(profile: dict) -> str:
 
 
 def cmd_curate(args) -> int:
-    from sandbox.curate import curate, make_executor
+    from sandbox.curate import curate
+    from sandbox.executor import make_executor
 
     out = args.out or PROJECT_ROOT / "runs" / datetime.datetime.now().strftime("curate-%Y%m%d-%H%M%S")
     limits = Limits(timeout_s=args.timeout)
@@ -61,7 +62,7 @@ def cmd_curate(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    from sandbox.curate import make_executor
+    from sandbox.executor import make_executor
     from sandbox.replay import discard, replay
 
     source = args.dir
@@ -113,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-bad-lines", action="store_true", help="skip and count invalid corpus lines instead of aborting")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/curate-<time>)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--sandbox", default="auto", choices=["auto", "docker", "process"])
+    p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategy (default: auto)")
     p.add_argument("--timeout", type=float, default=Limits.timeout_s, help="wall-clock limit in seconds")
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
     p.add_argument("--quiet", action="store_true")
@@ -126,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reeval", action="store_true", help="with --epoch: evaluate again and compare P and every outcome")
     p.add_argument("--out", type=Path, help="where to write the replay (default: a temporary directory)")
     p.add_argument("--corpus", nargs="+", help="the corpus file(s), if they moved")
-    p.add_argument("--sandbox", default="auto", choices=["auto", "docker", "process"])
+    p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategy (default: auto)")
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("diff", help="strategy diff between two epochs or commits of a workspace")

@@ -1,6 +1,7 @@
 """Atomic file writes: a reader sees the old file or the new one, never half of either."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -47,3 +48,12 @@ def read_jsonl(path: str | os.PathLike) -> list:
     """The JSON values of a JSONL file, one per non-blank line, in order."""
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """sha256 of a file's bytes, read in blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

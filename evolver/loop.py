@@ -4,12 +4,19 @@
     → accept or roll back (git) → diagnose the best strategy's failures
     → effectiveness revision → efficiency revision → commit ρ_{e+1} with its inputs/
 
+A candidate flows one way: the proposer returns files → the loop adds this epoch's `inputs/` →
+the dry run executes exactly those files in the sandbox → they are committed on the candidate
+branch → the dry run's artifacts, bound to that commit, are the next epoch's artifacts (the
+`curate` stage executes only what has no such artifacts: ρ0, or a resumed run that lost them).
+
 Every stage goes through `RunStore.stage`, so `resume` skips what is done and intact and
 reaches the same decisions.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 import shutil
 import sys
 import tempfile
@@ -17,18 +24,24 @@ import time
 from pathlib import Path
 from statistics import fmean
 
+from evolver.acceptance import Scores, make_rule
+from evolver.config import RunConfig
 from evolver.diagnose import diagnose
 from evolver.files import atomic_json, read_json, read_jsonl
-from evolver.objective import accept, accept_paired, final_choice, objective
-from evolver.propose import Brief, OfflineProposer, Verdict
+from evolver.objective import final_choice, objective
+from evolver.proposers import make_proposer
+from evolver.proposers.brief import Brief, Verdict
 from evolver.store import RunStore
 from sandbox.corpus import load_corpus
-from sandbox.curate import CurationFailed, execute, make_executor
-from sandbox.executor import PROJECT_ROOT, Limits
+from sandbox.curate import CurationFailed, bind_commit, execute, runtime_sha256, tree_sha256
+from sandbox.executor import PROJECT_ROOT, Limits, make_executor
+from sandbox.strategy_files import inputs_files
 from sandbox.workspace import Workspace
 
-
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
+# ρ0's inputs: no diagnosis yet, but every file a strategy may read is there
+EMPTY_DIAGNOSIS = {"failed_points": [], "signals": {"families": {}, "forgetting": [], "boundary": [], "rare": []},
+                   "profile": {}}
 
 
 def say(text: str) -> None:
@@ -39,29 +52,34 @@ class Epochs:
     """One run's stages; each method is one stage of one epoch and returns its journal result."""
 
     def __init__(self, store: RunStore):
-        self.store, self.cfg = store, store.config
+        self.store = store
+        self.cfg = RunConfig.from_json(store.config, where=str(store.root / "run.json"))
         if not (store.root / "strategy").exists():   # created here, so a kill right after run.json is harmless
-            Workspace.create(store.root / "strategy", SEED_STRATEGY, params=self.params())
+            Workspace.create(store.root / "strategy", SEED_STRATEGY, params=self.cfg.params(), inputs=EMPTY_DIAGNOSIS)
         self.ws = Workspace.open(store.root / "strategy")
-        self.corpus = load_corpus(self.cfg["corpus"], on_error=self.cfg.get("on_error", "abort"))
-        self.executor = make_executor(self.cfg["sandbox"], warn=say)
-        self.llm = self._llm()
-        self._evolve_dir = store.root / "evolve"   # the propose stage points it at its epoch's folder
-        if self.cfg.get("proposer", "offline") == "agent":
-            from evolver.agent import AgentLimits, AgentProposer
+        self.rule = make_rule(self.cfg)
 
-            self.proposer = AgentProposer(self.llm, self.executor, lambda phase: self._evolve_dir / phase,
-                                          AgentLimits.from_mapping(self.cfg.get("agent")))
-        else:
-            self.proposer = OfflineProposer()
+    # what only some stages need is made when first used (a retrain needs no sandbox, no agent)
+    @functools.cached_property
+    def corpus(self):
+        return load_corpus(list(self.cfg.corpus), on_error=self.cfg.on_error)
 
-    def _llm(self):
+    @functools.cached_property
+    def executor(self):
+        return make_executor(self.cfg.sandbox, warn=say)
+
+    @functools.cached_property
+    def proposer(self):
+        return make_proposer(self.cfg.proposer, self.cfg, self.llm, self.executor)
+
+    @functools.cached_property
+    def llm(self):
         """The run's LLM (None without one), its budgets reduced by what earlier stages spent."""
-        if not self.cfg.get("llm"):
+        if not self.cfg.llm:
             return None
         from evolver.llm import LLM, LLMConfig
 
-        config = LLMConfig.from_mapping(self.cfg["llm"])
+        config = LLMConfig.from_mapping(self.cfg.llm)
         spent = llm_spent(self.store)
         if config.budget_tokens is not None:
             config = dataclasses.replace(config, budget_tokens=max(0, config.budget_tokens - spent["tokens"]))
@@ -101,39 +119,36 @@ class Epochs:
     # ------------------------------------------------------------------ the stages
 
     def curate(self, epoch: int) -> dict:
-        out = self.dir(epoch, "artifacts")
+        """The artifacts of the candidate tagged `epoch-<e>`: its dry run's when they are there and
+        bound to this commit, corpus, seed and runtime; else executed now."""
         sha = self.ws.resolve(f"epoch-{epoch}")
-        files = self.ws.files(sha)
-        try:
-            result = execute(files, self.corpus, out, seed=self.cfg["seed"], executor=self.executor,
-                             limits=Limits(timeout_s=self.cfg["curation_timeout_s"]), commit=sha, n_ref=self.cfg["n_ref"])
-        except CurationFailed as exc:
-            return {"commit": sha, "failed": exc.reason}
-        return {"commit": sha, "C": result.manifest["C"], "cost_train": result.manifest["cost_train"],
-                "counts": {k: v["count"] for k, v in result.manifest["artifacts"].items() if "count" in v}}
+        folder = self.store.epoch_dir(epoch) / "artifacts"
+        manifest = self._bound_manifest(folder, sha)
+        if manifest is None:
+            out = self.dir(epoch, "artifacts")
+            try:
+                manifest = execute(self.ws.files(sha), self.corpus, out, seed=self.cfg.seed, executor=self.executor,
+                                   limits=Limits(timeout_s=self.cfg.curation_timeout_s), commit=sha,
+                                   n_ref=self.cfg.n_ref).manifest
+            except CurationFailed as exc:
+                return {"commit": sha, "failed": exc.reason}
+        return {"commit": sha, "C": manifest["C"], "cost_train": manifest["cost_train"],
+                "counts": {k: v["count"] for k, v in manifest["artifacts"].items() if "count" in v}}
+
+    def _bound_manifest(self, folder: Path, sha: str) -> dict | None:
+        if not (folder / "manifest.json").is_file():
+            return None
+        manifest = read_json(folder / "manifest.json")
+        same = (manifest["strategy"]["commit"] == sha and manifest["corpus"]["sha256"] == self.cfg.corpus_sha256
+                and manifest["seed"] == self.cfg.seed and manifest["runtime_sha256"] == runtime_sha256())
+        return manifest if same else None
 
     def train(self, epoch: int, seed: int) -> dict:
-        from trainer.train import train
-
-        art, out = self.store.epoch_dir(epoch) / "artifacts", self.dir(epoch, f"train-s{seed}")
-        sft = None if "no-sft" in self.cfg["ablations"] or not _count(art / "sft.jsonl") else art / "sft.jsonl"
-        rl = None if "no-rl" in self.cfg["ablations"] or not _count(art / "rl.jsonl") else art / "rl.jsonl"
-        if sft is None and rl is None:
-            return {"adapter": None, "skipped": "nothing to train"}
-        summary = train(sft, rl, out, base=self.cfg["base"], profile=self.cfg["profile"], seed=seed,
-                        echo=sys.stderr, progress=True, **self.cfg["train_budget"])
-        return {"adapter": str(out / "adapter"), "summary": {k: summary.get(k) for k in ("wall_s", "steps", "sft", "grpo")}}
+        return train_epoch(self.cfg, self.store.epoch_dir(epoch) / "artifacts", self.dir(epoch, f"train-s{seed}"), seed)
 
     def evaluate(self, epoch: int, seed: int, adapter: str | None) -> dict:
-        from benchmarks.eval_cli import evaluate_to_dir
-
-        memory = self.store.epoch_dir(epoch) / "artifacts" / "memory.jsonl"
-        use_memory = "no-memory" not in self.cfg["ablations"] and _count(memory)
-        doc = evaluate_to_dir(self.cfg["benchmark"], "dev", self.dir(epoch, f"eval-s{seed}"), tasks=self.cfg["tasks"],
-                              metric=self.cfg["metric"], memory=str(memory) if use_memory else None, seed=seed,
-                              policy_options={"base": self.cfg["base"], "adapter": adapter}, progress=True,
-                              **self.cfg["eval_options"])
-        return {"P": doc["P"], "metrics": doc["metrics"]}
+        return evaluate_epoch(self.cfg, self.store.epoch_dir(epoch) / "artifacts", self.dir(epoch, f"eval-s{seed}"),
+                              seed, adapter)
 
     def decide(self, epoch: int, curation: dict, scores: list[dict], edits: list[str]) -> dict:
         sha = curation["commit"]
@@ -141,37 +156,26 @@ class Epochs:
             decision = {"accepted": False, "reason": f"curation failed: {curation['failed']}", "P": None, "J": None}
         else:
             p = fmean(s["P"] for s in scores)
-            j = objective(p, curation["C"], self.cfg["lambda"])
-            decision = {"P": p, "C": curation["C"], "J": j}
+            candidate = Scores(p, curation["C"], objective(p, curation["C"], self.cfg.lam), self._per_task(epoch))
             best = self.best()
-            if best is None:
-                decision.update(accepted=True, reason="the seed strategy ρ0 is the first best")
-            elif len(scores) > 1:
-                verdict = accept_paired(self._per_task(epoch), self._per_task(best["epoch"]), curation["C"], best["C"],
-                                        self.cfg["lambda"], self.cfg["margin"], seed=self.cfg["seed"])
-                decision.update(accepted=verdict.accepted, reason=verdict.reason)
-            else:
-                verdict = accept(j, best["J"], self.cfg["margin"])
-                decision.update(accepted=verdict.accepted, reason=verdict.reason)
+            verdict = self.rule.decide(candidate, None if best is None else
+                                       Scores(best["P"], best["C"], best["J"], self._per_task(best["epoch"])), self.cfg.lam)
+            decision = {"P": p, "C": curation["C"], "J": candidate.J, "accepted": verdict.accepted, "reason": verdict.reason}
         message = (f"epoch {epoch}: {'accepted' if decision['accepted'] else 'rejected'} — {decision['reason']}\n\n"
                    f"P = {decision['P']}, C = {decision.get('C')}, J = {decision['J']}")
-        if epoch == 0:
-            pass  # ρ0 is best at creation
-        elif decision["accepted"]:
-            self.ws.accept(sha, message, epoch=epoch)
-        else:
-            self.ws.reject(sha, message, epoch=epoch)
+        if epoch > 0:   # ρ0 is best from the workspace's creation
+            (self.ws.accept if decision["accepted"] else self.ws.reject)(sha, message, epoch=epoch)
         return {**decision, "epoch": epoch, "commit": sha, "edits": edits}
 
     def diagnose(self, epoch: int) -> dict:
         best = self.best()
-        trajectories = [t for s in self.cfg["seeds"] for t in read_jsonl(self.store.epoch_dir(best["epoch"]) / f"eval-s{s}" / "trajectories.jsonl")]
+        trajectories = [t for s in self.cfg.seeds for t in read_jsonl(self.store.epoch_dir(best["epoch"]) / f"eval-s{s}" / "trajectories.jsonl")]
         passed_before = {t["meta"]["task_id"] for d in self.decisions() if d["accepted"] and d["epoch"] < best["epoch"]
-                         for s in self.cfg["seeds"] for t in read_jsonl(self.store.epoch_dir(d["epoch"]) / f"eval-s{s}" / "trajectories.jsonl")
+                         for s in self.cfg.seeds for t in read_jsonl(self.store.epoch_dir(d["epoch"]) / f"eval-s{s}" / "trajectories.jsonl")
                          if t["outcome"]["success"]}
         failed_points, signals = diagnose(trajectories, passed_before)
         result = {"of_epoch": best["epoch"], "families": signals["families"]}
-        if self.llm is not None and self.cfg.get("diagnosis", "rules+llm") == "rules+llm":
+        if self.llm is not None and self.cfg.diagnosis == "rules+llm":
             from evolver.llm_diagnose import llm_diagnose
 
             points, stats = llm_diagnose(trajectories, self.llm, self.store.root / "llm" / "diagnosis-cache", progress=True)
@@ -183,57 +187,49 @@ class Epochs:
         return result
 
     def propose(self, epoch: int) -> dict:
-        """Effectiveness, then efficiency revision of `best`, committed as the candidate of epoch + 1."""
+        """Effectiveness, then efficiency revision of `best`: each dry-run with this epoch's
+        inputs, committed on `candidates/epoch-(e+1)`; the last one is tagged `epoch-(e+1)` and
+        its dry run's artifacts become epoch e+1's."""
         best = self.best()
         diag = self.store.epoch_dir(epoch) / "diagnosis"
         failed_points, signals = read_json(diag / "failed_points.json"), read_json(diag / "signals.json")
         profile = read_json(self.store.epoch_dir(best["epoch"]) / "artifacts" / "profile.json")
+        inputs = inputs_files({"failed_points": failed_points, "signals": signals, "profile": profile,
+                               "params": self.cfg.params()})
+        parent = {k: v for k, v in self.ws.files("best").items() if not k.startswith("inputs/")}
         rejected = [k for d in self.decisions() if not d["accepted"] for k in d.get("edits", [])]
-        inputs = {"failed_points": failed_points, "signals": signals, "profile": profile, "params": self.params()}
-        brief = Brief(files=self.ws.files("best"), failed_points=failed_points, signals=signals, profile=profile,
-                      lam=self.cfg["lambda"], rejected_edits=rejected, history=self.history(), corpus=self.corpus,
-                      seed=self.cfg["seed"])
-        parent_hashes, candidate_hashes = _artifact_hashes(self.store.epoch_dir(best["epoch"]) / "artifacts"), None
-        out = self.dir(epoch, "evolve")
-        self._evolve_dir = out
-        phases = [p for p in ("effectiveness", "efficiency") if f"no-{p}" not in self.cfg["ablations"]]
-        sha, edits, log, exhausted = None, [], [], False
-        for phase in phases:
-            def validate(files: dict) -> Verdict:
-                nonlocal candidate_hashes
-                verdict, candidate_hashes = check_candidate(files, self.corpus, self.executor, parent_hashes, seed=self.cfg["seed"],
-                                                            n_ref=self.cfg["n_ref"], timeout_s=self.cfg["curation_timeout_s"])
-                return verdict
-
-            outcome = self.proposer.revise(phase, brief, validate)
-            log += [{"phase": phase, **attempt} for attempt in outcome.attempts]
-            if outcome.budget_exhausted:
-                say(f"epoch {epoch}: the run's LLM budget is spent; no more proposals")
-                exhausted = True
-                break
-            if outcome.files is None:
-                continue
-            sha = self._commit(epoch + 1, outcome.files, outcome.message, inputs)
-            new_files = {**{k: v for k, v in brief.files.items() if k.startswith("inputs/")},
-                         **{k: v for k, v in outcome.files.items() if not k.startswith("inputs/")}}
-            brief, parent_hashes = dataclasses.replace(brief, files=new_files), candidate_hashes
-            edits += outcome.edits
+        brief = Brief(files={**parent, **inputs}, failed_points=failed_points, signals=signals, profile=profile,
+                      lam=self.cfg.lam, rejected_edits=rejected, history=self.history(), corpus=self.corpus,
+                      seed=self.cfg.seed, score={k: best[k] for k in ("epoch", "P", "C", "J")})
+        out, artifacts = self.dir(epoch, "evolve"), self.dir(epoch + 1, "artifacts")
+        out.mkdir(parents=True)
+        phases = [p for p in ("effectiveness", "efficiency") if f"no-{p}" not in self.cfg.ablations]
+        sha, chosen, edits, log, exhausted = None, None, [], [], False
+        with tempfile.TemporaryDirectory(prefix=".dry-runs-", dir=self.store.root) as tmp:
+            dry = DryRuns(Path(tmp), inputs, self.corpus, self.executor, self.cfg,
+                          _artifact_hashes(self.store.epoch_dir(best["epoch"]) / "artifacts"))
+            for phase in phases:
+                outcome = self.proposer.revise(phase, brief, dry.validate, out)
+                log += [{"phase": phase, **attempt} for attempt in outcome.attempts]
+                if outcome.budget_exhausted:
+                    say(f"epoch {epoch}: the run's LLM budget is spent; no more proposals")
+                    exhausted = True
+                    break
+                if outcome.files is None:
+                    continue
+                files = dry.candidate(outcome.files)
+                sha, chosen = self.ws.commit_candidate(epoch + 1, files, outcome.message, parent="best"), dry.output(files)
+                brief, dry.parent = dataclasses.replace(brief, files=files), _artifact_hashes(chosen)
+                edits += outcome.edits
+            if sha is not None:
+                artifacts.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(chosen, artifacts)
+                bind_commit(artifacts, sha, self.ws.files(sha))
+                self.ws.tag_epoch(epoch + 1, sha)
         atomic_json(out / "proposals.json", log)
-        if sha is not None:
-            self.ws.tag_epoch(epoch + 1, sha)
-        return {"candidate": sha, "edits": edits, **({"budget_exhausted": True} if exhausted else {})}
+        return {"candidate": sha, "edits": edits, "dry_runs": dry.count, **({"budget_exhausted": True} if exhausted else {})}
 
     # ------------------------------------------------------------------ helpers
-
-    def params(self) -> dict:
-        return {"lambda": self.cfg["lambda"], "n_ref": self.cfg["n_ref"], "seed": self.cfg["seed"]}
-
-    def _commit(self, epoch: int, files: dict, message: str, inputs: dict) -> str:
-        with tempfile.TemporaryDirectory(prefix="curateevo-rev-") as tmp:
-            for name, data in files.items():
-                (Path(tmp) / name).parent.mkdir(parents=True, exist_ok=True)
-                (Path(tmp) / name).write_bytes(data)
-            return self.ws.commit_candidate(epoch, tmp, inputs, message, parent="best")
 
     def history(self) -> list[dict]:
         """The rolled-back attempts, for the code agent: what each changed and how it scored."""
@@ -258,23 +254,93 @@ class Epochs:
 
     def _per_task(self, epoch: int) -> dict[str, list[float]]:
         scores: dict[str, list[float]] = {}
-        for s in self.cfg["seeds"]:
+        for s in self.cfg.seeds:
             for t in read_jsonl(self.store.epoch_dir(epoch) / f"eval-s{s}" / "trajectories.jsonl"):
                 scores.setdefault(t["meta"]["task_id"], []).append(float(t["outcome"]["success"]))
         return scores
 
 
+class DryRuns:
+    """The dry runs of one propose stage: each candidate's files plus the epoch's inputs, executed
+    once on the whole corpus into `folder`; the outputs are kept by the hash of the files."""
+
+    def __init__(self, folder: Path, inputs: dict[str, bytes], corpus, executor, cfg: RunConfig, parent: dict):
+        self.folder, self.inputs, self.corpus, self.executor, self.cfg = folder, inputs, corpus, executor, cfg
+        self.parent, self.count, self.outputs = parent, 0, {}
+
+    def candidate(self, files: dict[str, bytes]) -> dict[str, bytes]:
+        """The proposer's strategy files with this epoch's inputs (a proposer's own inputs/ are not taken)."""
+        return {**{k: v for k, v in files.items() if not k.startswith("inputs/")}, **self.inputs}
+
+    def output(self, files: dict[str, bytes]) -> Path:
+        return self.outputs[tree_sha256(files)]
+
+    def validate(self, files: dict[str, bytes]) -> Verdict:
+        """The dry run: the candidate curates the whole corpus in the sandbox and the host checker
+        accepts the output (else `failed`), and the artifacts differ from the parent's (else `empty`)."""
+        full = self.candidate(files)
+        self.count += 1
+        out = self.folder / str(self.count)
+        verdict, hashes = check_candidate(full, self.corpus, self.executor, self.parent, out, seed=self.cfg.seed,
+                                          n_ref=self.cfg.n_ref, timeout_s=self.cfg.curation_timeout_s)
+        if verdict.ok:
+            self.outputs[tree_sha256(full)] = out
+        return verdict
+
+
+def check_candidate(files: dict, corpus, executor, parent: dict, out: Path, *, seed: int, n_ref: float,
+                    timeout_s: float) -> tuple[Verdict, dict | None]:
+    """Execute `files` on the whole corpus into `out`: the host checker must accept the output
+    (else `failed`), and the artifacts must differ from the parent's `parent` hashes (else
+    `empty`). Returns the verdict and the artifact hashes."""
+    try:
+        execute(files, corpus, out, seed=seed, executor=executor, limits=Limits(timeout_s=timeout_s), n_ref=n_ref)
+    except CurationFailed as exc:
+        return Verdict(False, "failed", f"the dry run on the whole corpus failed the host's check: {exc.reason}"), None
+    hashes = _artifact_hashes(out)
+    if hashes == parent:
+        return Verdict(False, "empty", "the dry run's artifacts are byte-identical to the parent's: the change "
+                                       "alters nothing the trainer or the agent would see"), hashes
+    return Verdict(True, "changed"), hashes
+
+
+def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:
+    """The fixed recipe on an epoch's artifacts (in a child process), honouring the data ablations."""
+    from trainer.train import train
+
+    sft = None if "no-sft" in cfg.ablations or not _count(artifacts / "sft.jsonl") else artifacts / "sft.jsonl"
+    rl = None if "no-rl" in cfg.ablations or not _count(artifacts / "rl.jsonl") else artifacts / "rl.jsonl"
+    if sft is None and rl is None:
+        return {"adapter": None, "skipped": "nothing to train"}
+    summary = train(sft, rl, out, base=cfg.base, profile=cfg.profile, seed=seed, echo=sys.stderr, progress=True,
+                    **cfg.train_budget)
+    return {"adapter": str(out / "adapter"), "summary": {k: summary.get(k) for k in ("wall_s", "steps", "sft", "grpo")}}
+
+
+def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapter: str | None) -> dict:
+    """π_e (+ the epoch's memory unless ablated) on the run's dev tasks."""
+    from benchmarks.evaluate import evaluate_to_dir
+
+    memory = artifacts / "memory.jsonl"
+    use_memory = "no-memory" not in cfg.ablations and _count(memory)
+    doc = evaluate_to_dir(cfg.benchmark, cfg.split, out, tasks=cfg.tasks, metric=cfg.metric,
+                          memory=str(memory) if use_memory else None, seed=seed,
+                          policy_options={"base": cfg.base, "adapter": adapter}, progress=True,
+                          batch_size=cfg.batch_size, steps=cfg.eval_steps)
+    return {"P": doc["P"], "metrics": doc["metrics"]}
+
+
 def run_epochs(store: RunStore) -> dict:
     """Run (or resume) every epoch of the run in `store`; returns the final choice."""
     ep = Epochs(store)
-    for epoch in range(ep.cfg["epochs"]):
+    for epoch in range(ep.cfg.epochs):
         if ep.ws.epochs().get(epoch) is None:
             say(f"epoch {epoch}: no candidate was proposed; the run ends here")
             break
         curation = ep.stage(epoch, "curate", lambda: ep.curate(epoch), [store.epoch_dir(epoch) / "artifacts"])
         scores = []
         if "failed" not in curation:
-            for seed in ep.cfg["seeds"]:
+            for seed in ep.cfg.seeds:
                 trained = ep.stage(epoch, f"train-s{seed}", lambda: ep.train(epoch, seed))
                 scores.append(ep.stage(epoch, f"evaluate-s{seed}", lambda: ep.evaluate(epoch, seed, trained["adapter"]),
                                        [store.epoch_dir(epoch) / f"eval-s{seed}"]))
@@ -282,30 +348,14 @@ def run_epochs(store: RunStore) -> dict:
         edits = (proposal or {}).get("result", {}).get("edits", []) if proposal else []
         decision = ep.stage(epoch, "decide", lambda: ep.decide(epoch, curation, scores, edits))
         say(f"epoch {epoch}: {'ACCEPTED' if decision['accepted'] else 'rejected'} — {decision['reason']}")
-        if epoch + 1 < ep.cfg["epochs"]:
+        if epoch + 1 < ep.cfg.epochs:
             ep.stage(epoch, "diagnose", lambda: ep.diagnose(epoch), [store.epoch_dir(epoch) / "diagnosis"])
-            ep.stage(epoch, "propose", lambda: ep.propose(epoch), [store.epoch_dir(epoch) / "evolve"])
+            ep.stage(epoch, "propose", lambda: ep.propose(epoch),
+                     lambda result: [store.epoch_dir(epoch) / "evolve"] +
+                     ([store.epoch_dir(epoch + 1) / "artifacts"] if result.get("candidate") else []))
     evaluated = [d for d in ep.decisions() if d.get("P") is not None]
     final = final_choice(evaluated)
     return ep.stage(-1, "final", lambda: {"epoch": final["epoch"], "commit": final["commit"], "P": final["P"], "C": final["C"]})
-
-
-def check_candidate(files: dict, corpus, executor, parent: dict, *, seed: int, n_ref: float,
-                    timeout_s: float) -> tuple[Verdict, dict | None]:
-    """The dry run of a candidate: its strategy curates the whole corpus in the sandbox and the
-    host checker accepts the output (else `failed`), and the artifacts differ from the parent's
-    `parent` hashes (else `empty`). Returns the verdict and the artifact hashes."""
-    with tempfile.TemporaryDirectory(prefix="curateevo-dry-") as tmp:
-        try:
-            execute(files, corpus, Path(tmp) / "out", seed=seed, executor=executor,
-                    limits=Limits(timeout_s=timeout_s), n_ref=n_ref)
-        except CurationFailed as exc:
-            return Verdict(False, "failed", f"the dry run on the whole corpus failed the host's check: {exc.reason}"), None
-        hashes = _artifact_hashes(Path(tmp) / "out")
-    if hashes == parent:
-        return Verdict(False, "empty", "the dry run's artifacts are byte-identical to the parent's: the change "
-                                       "alters nothing the trainer or the agent would see"), hashes
-    return Verdict(True, "changed"), hashes
 
 
 def llm_spent(store: RunStore) -> dict:

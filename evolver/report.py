@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from evolver.files import atomic_write
-from evolver.run_cli import epoch_rows, format_log, format_stages
+from evolver.tables import epoch_rows, format_log, format_stages
 from evolver.store import RunStore
 
 

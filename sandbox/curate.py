@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import importlib.metadata
-import json
 import os
 import platform
 import shutil
@@ -25,10 +24,10 @@ from pathlib import Path
 from typing import Sequence
 
 from evolver.errors import RunFailed, UserError, printable
-from evolver.files import json_text
+from evolver.files import atomic_json, json_text, read_json
 from sandbox import checker
 from sandbox.corpus import Corpus, load_corpus, write_corpus
-from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits
+from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
 from sandbox.schemas import canonical_json
 
 MANIFEST_VERSION = 1
@@ -78,28 +77,6 @@ def runtime_sha256() -> str:
     versions["python"] = "%d.%d" % sys.version_info[:2]
     files["<versions>"] = canonical_json(versions).encode()
     return tree_sha256(files)
-
-
-def make_executor(name: str, *, warn=None, trusted: bool = False) -> Executor:
-    """`docker`, `process`, or `auto`: Docker when an engine answers, else the process executor
-    with a loud warning (never silently; under CI=true, never at all). `trusted`: the strategy is
-    the user's own, so the process executor may run it where bubblewrap cannot contain it."""
-    from sandbox.process_executor import ProcessExecutor
-
-    if name == "process":
-        return ProcessExecutor(trusted)
-    if name not in ("docker", "auto"):
-        raise UserError(f"unknown sandbox {name!r}: choose docker, process or auto")
-    from sandbox.docker_executor import DockerExecutor, docker_client
-
-    try:
-        return DockerExecutor(docker_client())
-    except RunFailed as exc:
-        if name == "docker" or os.environ.get("CI", "").lower() in ("1", "true"):
-            raise
-        (warn or (lambda text: print(text, file=sys.stderr, flush=True)))(
-            f"WARNING: {exc}. Falling back to the process executor (bubblewrap where it works).")
-        return ProcessExecutor(trusted)
 
 
 def _prepare_out(out_dir: Path) -> None:
@@ -200,3 +177,21 @@ def curate(strategy: str | Path, corpus_paths: Sequence[str | Path], out_dir: st
 
     corpus = load_corpus([str(p) for p in corpus_paths], fmt=corpus_format, on_error=on_error)
     return execute(strategy_files(Path(strategy)), corpus, Path(out_dir), **kwargs)
+
+
+def bind_commit(out_dir: Path, commit: str, files: dict[str, bytes]) -> dict:
+    """Name the workspace commit of a dry run's artifacts, once the validated files are committed.
+
+    The dry run executed `files` before their commit existed; binding checks that the commit's
+    files are exactly the executed ones (the manifest's `files_sha256`) and records the commit in
+    the manifest, so the artifacts are those of that commit (a replay re-executes it to the same
+    bytes). Returns the manifest."""
+    path = Path(out_dir) / "manifest.json"
+    manifest = read_json(path)
+    if manifest["strategy"]["files_sha256"] != tree_sha256(files):
+        raise RunFailed(f"{out_dir}: the dry run executed other files than commit {commit[:12]} holds")
+    if manifest["strategy"]["commit"] not in (None, commit):
+        raise RunFailed(f"{out_dir}: the artifacts already belong to commit {manifest['strategy']['commit'][:12]}")
+    manifest["strategy"]["commit"] = commit
+    atomic_json(path, manifest)
+    return manifest

@@ -19,7 +19,6 @@ import signal
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -28,7 +27,7 @@ from docker.types import LogConfig, Mount, Ulimit
 
 from evolver.errors import RunFailed
 from sandbox.checker import output_overflow
-from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Limits, bounded_text, failure_reason
+from sandbox.executor import PROJECT_ROOT, CommandResult, CurationJob, Execution, Limits, bounded_text, failure_reason
 
 SANDBOX_UID = 10001
 PROJECT_MOUNT = "/opt/curateevo"
@@ -114,19 +113,11 @@ def docker_client(timeout: float = 30.0) -> docker.DockerClient:
                         "as root to install and start one (scripts/docker-engine.sh)") from None
 
 
-@dataclass
-class CommandResult:
-    returncode: int | None
-    output: str
-    timed_out: bool
-    wall_s: float
-    reason: str | None
-
-
 class DockerExecutor:
     name = "docker"
 
-    def __init__(self, client: docker.DockerClient | None = None, image: str | None = None):
+    def __init__(self, client: docker.DockerClient | None = None, image: str | None = None, trusted: bool = False):
+        """`trusted` is accepted for the registry's sake: a container holds any candidate alike."""
         self.client = client or docker_client()
         self._image = image
         self.markers: list[str] = []   # the `curateevo.job` label of every container this executor made

@@ -2,15 +2,22 @@
 
 An executor gets a `CurationJob` (a private copy of the strategy files, the canonical corpus,
 an empty output directory) and returns an `Execution`. It never judges the output: that is the
-host-side checker's job. `ProcessExecutor` (sandbox/process_executor.py) is the fallback;
-the Docker executor plugs into the same interface.
+host-side checker's job. An executor that can also run the code agent's shell commands over a
+plain checkout implements `CommandRunner`. Executors are registered by name in EXECUTORS
+(most isolating first: `auto` takes the first whose engine answers); a new one is one module
+plus one line there.
 """
 from __future__ import annotations
 
+import importlib
+import os
+import sys
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Callable, Protocol, runtime_checkable
+
+from evolver.errors import RunFailed, UserError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,6 +84,59 @@ class Executor(Protocol):
 
     def describe(self) -> dict:
         """What this executor isolates on this machine (recorded in execution.json)."""
+
+
+@dataclass
+class CommandResult:
+    """How one shell command of the code agent ended (output: stdout and stderr together, bounded)."""
+    returncode: int | None
+    output: str
+    timed_out: bool
+    wall_s: float
+    reason: str | None
+
+
+@runtime_checkable
+class CommandRunner(Protocol):
+    """An executor that can run one shell command over a plain checkout (the code agent's)."""
+
+    def run_command(self, command: str, workdir: Path, limits: Limits) -> CommandResult: ...
+
+
+# name → "module:class" of each executor (constructed with no arguments, or trusted=True for the
+# user's own strategy; RunFailed when its engine does not answer), most isolating first
+EXECUTORS: dict[str, str] = {
+    "docker": "sandbox.docker_executor:DockerExecutor",
+    "process": "sandbox.process_executor:ProcessExecutor",
+}
+
+
+def executor_class(name: str) -> Callable[..., Executor]:
+    if name not in EXECUTORS:
+        raise UserError(f"unknown sandbox {name!r}: choose auto or one of {', '.join(EXECUTORS)}")
+    module, _, attr = EXECUTORS[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def make_executor(name: str, *, warn=None, trusted: bool = False) -> Executor:
+    """A registered executor by name, or `auto`: the first whose engine answers, with a loud
+    warning when that is not the first (never silently; under CI=true, never at all).
+    `trusted`: the strategy is the user's own, not a generated candidate (the process executor
+    then runs it even where it cannot contain it)."""
+    options = {"trusted": True} if trusted else {}
+    if name != "auto":
+        return executor_class(name)(**options)
+    names = list(EXECUTORS)
+    for i, candidate in enumerate(names):
+        try:
+            return executor_class(candidate)(**options)
+        except RunFailed as exc:
+            if i + 1 == len(names) or os.environ.get("CI", "").lower() in ("1", "true"):
+                raise
+            (warn or (lambda text: print(text, file=sys.stderr, flush=True)))(
+                f"WARNING: {exc}. Falling back to the {names[i + 1]} executor, which isolates less "
+                "(execution.json records what it isolates).")
+    raise AssertionError("unreachable")
 
 
 class BoundedReader(threading.Thread):

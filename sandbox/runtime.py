@@ -25,11 +25,17 @@ STRATEGY_FAILED = 3
 ARTIFACTS = ("sft", "rl", "memory")
 
 
+def _inputs(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+    both = dict(inputs)
+    both.update({f"{k}.json": v for k, v in inputs.items()})
+    return MappingProxyType(both)
+
+
 class Context:
     """What a strategy gets besides the raw corpus (DESIGN: the strategy module contract)."""
 
     def __init__(self, inputs: Mapping[str, Any], seed: int, toolkit: Any):
-        self.inputs = MappingProxyType(dict(inputs))
+        self.inputs = _inputs(inputs)   # by stem or by file name
         self.seed = seed
         self.toolkit = toolkit
 

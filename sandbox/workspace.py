@@ -9,9 +9,9 @@ annotated tag `accepted/epoch-<e>` or `rejected/epoch-<e>` carrying its message,
 candidate's commits are made before it is evaluated. Nothing is deleted: no branch deletion, no
 reset, reflogs and unreachable objects never expire.
 
-Trust: candidate files come from an untrusted directory. Only regular files are read (opened with
-O_NOFOLLOW and checked with fstat), `.git*` names, links, pipes, devices and oversized files are
-refused with one sentence naming the path. Hooks never run: `core.hooksPath` is /dev/null in the
+Trust: a candidate arrives as a mapping of files (path → bytes) that the host has read; only
+strategy files are committed (sandbox/strategy_files.py: `.git*` names, other paths and oversized
+files are refused with one sentence naming the path). Hooks never run: `core.hooksPath` is /dev/null in the
 repo config *and* on every git command line, and commits go through gitpython's
 `IndexFile.commit(skip_hooks=True)`. Git runs with the user's global and system config ignored
 and a fixed identity, so a machine without a git identity works and a hostile ~/.gitconfig (hooks,
@@ -27,13 +27,11 @@ dated like the commit it names. The same sequence of operations therefore gives 
 from __future__ import annotations
 
 import difflib
-import errno
 import io
 import logging
 import os
 import re
 import shutil
-import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -44,22 +42,16 @@ from git.index.typ import BaseIndexEntry, IndexEntry
 from gitdb.base import IStream
 
 from evolver.errors import RunFailed, UserError
-from sandbox.schemas import canonical_json
+from sandbox.strategy_files import check_files, check_tree_path, inputs_files, strategy_files
 
 log = logging.getLogger(__name__)
 
 NAME, EMAIL = "curateevo", "curateevo@localhost"
 ACTOR = git.Actor(NAME, EMAIL)
-MAX_FILE_BYTES = 1 << 20  # one strategy module
-MAX_INPUT_BYTES = 16 << 20  # one inputs/*.json (a profile can be large)
-MAX_FILES = 256
 CLOCK_BASE = 946684800  # 2000-01-01T00:00:00Z
 EPOCH_SECONDS = 3600
 SEED_MESSAGE = "seed strategy ρ0"
 ZERO = "0" * 40
-# Interpreter and tool byproducts a candidate directory may hold; never committed.
-_SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
-_INPUT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.json")
 _REPO_CONFIG = {
     "core.hooksPath": os.devnull,
     "core.logAllRefUpdates": "always",
@@ -73,152 +65,6 @@ _REPO_CONFIG = {
 }
 
 
-# ---------------------------------------------------------------------------------------------
-# Reading strategy files from a directory
-
-
-def strategy_files(path) -> dict[str, bytes]:
-    """The strategy files of a directory (or of `DIR/strategy.py`): its `*.py` files, not
-    recursive, plus `inputs/*.json`; anything else in it is ignored. A selected name that is a
-    link, a pipe, a device, a `.git*` name or over the size cap is refused (UserError)."""
-    root = Path(path)
-    if root.is_file():
-        if root.name != "strategy.py":
-            raise UserError(f"{root} is not a strategy: name a strategy directory or its strategy.py.")
-        root = root.parent
-    files = _scan(root, strict=False)
-    if "strategy.py" not in files:
-        raise UserError(f"{root} has no strategy.py, so it is not a strategy directory.")
-    return files
-
-
-def _scan(root: Path, *, strict: bool) -> dict[str, bytes]:
-    """Top-level `*.py` and `inputs/*.json` of `root`, read race-free through directory fds.
-    strict (a candidate's directory): anything else is refused, except `.git` and caches."""
-    try:
-        root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        raise UserError(f"strategy directory {root} does not exist or is not a directory.") from None
-    files: dict[str, bytes] = {}
-    try:
-        for name, mode in _entries(root_fd):
-            shown = root / name
-            if name == ".git" or (name in _SKIPPED_DIRS and stat.S_ISDIR(mode)):
-                continue
-            if name == "inputs":
-                if not stat.S_ISDIR(mode):
-                    raise UserError(f"{shown} is {_kind(mode)}; inputs/ must be a directory.")
-                files.update(_scan_inputs(root_fd, shown, strict=strict))
-            elif name.endswith(".py") or strict:
-                _check_name(name, shown)
-                if not stat.S_ISREG(mode):
-                    raise UserError(f"{shown} is {_kind(mode)}; only regular files can be strategy files.")
-                if not name.endswith(".py"):
-                    raise UserError(f"{shown} is not a strategy file: a strategy is *.py modules beside "
-                                    "strategy.py plus inputs/*.json.")
-                files[name] = _read_regular(root_fd, name, shown, MAX_FILE_BYTES)
-    finally:
-        os.close(root_fd)
-    if len(files) > MAX_FILES:
-        raise UserError(f"{root} holds {len(files)} strategy files, over the limit of {MAX_FILES}.")
-    return files
-
-
-def _scan_inputs(root_fd: int, shown_dir: Path, *, strict: bool) -> dict[str, bytes]:
-    try:
-        fd = os.open("inputs", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=root_fd)
-    except OSError:
-        raise UserError(f"{shown_dir} is not a directory (a link or it vanished); refusing it.") from None
-    files = {}
-    try:
-        for name, mode in _entries(fd):
-            shown = shown_dir / name
-            if not name.endswith(".json") and not strict:
-                continue
-            _check_name(name, shown)
-            if not stat.S_ISREG(mode):
-                raise UserError(f"{shown} is {_kind(mode)}; only regular files can be strategy inputs.")
-            if not _INPUT_NAME.fullmatch(name):
-                raise UserError(f"{shown} is not a strategy input: inputs/ holds only *.json files.")
-            files[f"inputs/{name}"] = _read_regular(fd, name, shown, MAX_INPUT_BYTES)
-    finally:
-        os.close(fd)
-    return files
-
-
-def _entries(dir_fd: int) -> list[tuple[str, int]]:
-    with os.scandir(dir_fd) as it:
-        return sorted((e.name, e.stat(follow_symlinks=False).st_mode) for e in it)
-
-
-def _check_name(name: str, shown: Path) -> None:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise UserError(f"{shown!s} has a file name that is not UTF-8; refusing it.") from None
-    if any(ord(c) < 32 or c in "\\\x7f" for c in name):
-        raise UserError(f"{shown!r} has control characters or a backslash in its name; refusing it.")
-    if name.lower().startswith(".git"):
-        raise UserError(f"{shown} is a .git* file, which a strategy may not contain.")
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
-
-
-def _read_regular(dir_fd: int, name: str, shown: Path, cap: int) -> bytes:
-    """Read `name` only if it is (still) a regular file within the cap: no link is followed and
-    a pipe is never waited on."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-    except OSError as exc:
-        why = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
-        raise UserError(f"cannot read {shown}: {why}; only regular files can be strategy files.") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UserError(f"{shown} is {_kind(st.st_mode)}; only regular files can be strategy files.")
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            data = fh.read(cap + 1)
-    finally:
-        os.close(fd)
-    if len(data) > cap:
-        raise UserError(f"{shown} is larger than the {cap}-byte limit for a strategy file.")
-    return data
-
-
-def _inputs_files(inputs: Mapping[str, object]) -> dict[str, bytes]:
-    """`inputs/<name>.json` in canonical JSON for each entry (`"signals"` or `"signals.json"`)."""
-    out = {}
-    for key, value in inputs.items():
-        name = key if str(key).endswith(".json") else f"{key}.json"
-        if not isinstance(key, str) or not _INPUT_NAME.fullmatch(name):
-            raise UserError(f"input name {key!r} is not a plain file name (letters, digits, _ . -).")
-        try:
-            out[f"inputs/{name}"] = (canonical_json(value) + "\n").encode("utf-8")
-        except (TypeError, ValueError) as exc:
-            raise UserError(f"input {name} cannot be written as canonical JSON: {exc}.") from None
-    return out
-
-
-def _check_tree_path(rel: str, rev: str) -> None:
-    parts = rel.split("/")
-    if rel.startswith("/") or any(p in ("", ".", "..") or p.lower().startswith(".git") or "\\" in p
-                                  for p in parts):
-        raise UserError(f"revision {rev} holds the path {rel!r}, which escapes or names .git; refusing it.")
-
-
-# ---------------------------------------------------------------------------------------------
 # Running git
 
 
@@ -297,7 +143,7 @@ class Workspace:
             raise UserError(f"{path} already exists and is not empty; reopen it with Workspace.open "
                             "or choose a new path.")
         seed = {k: v for k, v in strategy_files(seed_dir).items() if not k.startswith("inputs/")}
-        files = {**seed, **_inputs_files({**(inputs or {}), "params.json": params})}
+        files = {**seed, **inputs_files({**(inputs or {}), "params.json": params})}
         if clock_base is None:
             clock_base = int(os.environ.get("SOURCE_DATE_EPOCH") or CLOCK_BASE)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -338,28 +184,20 @@ class Workspace:
 
     # -- the git model of a run -----------------------------------------------------------------
 
-    def commit_candidate(self, epoch: int, files_dir, inputs: Mapping[str, object], message: str,
-                         parent="best") -> str:
-        """Commit the strategy files of `files_dir` (a candidate's checkout) on
-        `candidates/epoch-<e>`: the branch starts at `parent` when it does not exist, else the
-        commit continues it (effectiveness, then efficiency revision). The `*.py` files replace
-        the strategy; `inputs/` is host-owned: the parent's inputs updated with `inputs` (written
-        as canonical JSON), whatever `files_dir/inputs` holds. Anything in `files_dir` other than
-        `*.py` files, `inputs/*.json`, `.git` and caches is refused. Returns the commit sha; when
-        the branch tip already has exactly these files and this message (a resumed run repeating
-        the call), no commit is made and the tip is returned."""
+    def commit_candidate(self, epoch: int, files: Mapping[str, bytes], message: str, parent="best") -> str:
+        """Commit exactly `files` (path → bytes: `strategy.py`, helper `*.py` modules and the
+        candidate's `inputs/*.json`) on `candidates/epoch-<e>`: the branch starts at `parent` when
+        it does not exist, else the commit continues it (effectiveness, then efficiency revision).
+        Anything but strategy files is refused (UserError naming the path). Returns the commit sha;
+        when the branch tip already has exactly these files and this message (a resumed run
+        repeating the call), no commit is made and the tip is returned."""
         e = _epoch(epoch, minimum=1)
         if not isinstance(message, str) or not message.strip():
             raise UserError("a candidate commit needs a non-empty message.")
-        root = Path(files_dir)
-        strategy = {k: v for k, v in _scan(root, strict=True).items() if not k.startswith("inputs/")}
-        if "strategy.py" not in strategy:
-            raise UserError(f"{root} has no strategy.py, so it is not a candidate strategy.")
+        files = check_files(files, f"the candidate of epoch {e}")
         branch = f"refs/heads/candidates/epoch-{e}"
         tip = self._sha(branch)
         base = tip or self.resolve(parent)
-        kept_inputs = {k: v for k, v in self.files(base).items() if k.startswith("inputs/")}
-        files = {**strategy, **kept_inputs, **_inputs_files(inputs)}
         if tip and self._git("log", "-1", "--format=%B", tip).rstrip("\n") == message.rstrip("\n") \
                 and self.files(tip) == files:
             return tip
@@ -431,7 +269,7 @@ class Workspace:
             mode, kind, blob = meta.split()
             if kind != "blob" or mode not in ("100644", "100755"):
                 raise UserError(f"revision {rev} holds {rel} as mode {mode} {kind}, not a regular file; refusing it.")
-            _check_tree_path(rel, str(rev))
+            check_tree_path(rel, str(rev))
             blobs[rel] = blob
         raw = self._git_bytes("cat-file", "--batch", stdin="".join(f"{b}\n" for b in blobs.values()))
         pos, out = 0, {}
@@ -443,20 +281,6 @@ class Workspace:
             out[rel] = raw[end + 1:end + 1 + int(size)]
             pos = end + 2 + int(size)
         return out
-
-    def checkout(self, rev, dest) -> Path:
-        """Write the files of `rev` into `dest` (a new or empty directory), without `.git`; what
-        the sandbox executes and a replay re-runs."""
-        files, dest = self.files(rev), Path(dest)
-        if dest.is_symlink() or (dest.exists() and (not dest.is_dir() or any(dest.iterdir()))):
-            raise UserError(f"checkout destination {dest} must be a new or empty directory.")
-        dest.mkdir(parents=True, exist_ok=True)
-        for rel, data in sorted(files.items()):
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target, "xb") as fh:  # O_EXCL: never writes through an existing entry
-                fh.write(data)
-        return dest
 
     def diff(self, a, b, *, include_inputs: bool = True) -> str:
         """Unified diff (`a/path`, `b/path`) of the files of two revisions, computed in Python so
@@ -514,21 +338,6 @@ class Workspace:
                          "branches": sorted(names["branches"]), "parents": parents.split(), "date": int(date)})
         return rows
 
-    def decisions(self) -> list[dict]:
-        """Every recorded decision, by epoch: decision (accepted/rejected), name (`epoch-<e>`),
-        epoch (int or None), sha and message — the history of attempts the proposer is shown."""
-        rows = []
-        for kind, name, obj, commit in self._ref_table():
-            decision, _, rest = name.partition("/")
-            if kind != "tags" or decision not in ("accepted", "rejected") or not rest:
-                continue
-            text = self._git("cat-file", "-p", obj)
-            message = text.split("\n\n", 1)[1].rstrip("\n") if obj != commit else ""
-            m = re.fullmatch(r"epoch-(\d+)", rest)
-            rows.append({"decision": decision, "name": rest, "epoch": int(m.group(1)) if m else None,
-                         "sha": commit, "message": message})
-        return sorted(rows, key=lambda r: (r["epoch"] is None, r["epoch"] or 0, r["name"], r["decision"]))
-
     def epochs(self) -> dict[int, str]:
         """Epoch number → sha of each `epoch-<e>` tag."""
         epochs = {}
@@ -541,14 +350,6 @@ class Workspace:
     def refs(self) -> list[str]:
         """Short names of all branches and tags, branches first."""
         return [name for _, name, _, _ in self._ref_table()]
-
-    @property
-    def best(self) -> str:
-        return self.resolve("best")
-
-    @property
-    def main(self) -> str:
-        return self.resolve("main")
 
     # -- internals ------------------------------------------------------------------------------
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from evolver.agent import AgentLimits, AgentProposer, code_fault, profile_summary
+from evolver.proposers.agent import AgentLimits, AgentProposer, code_fault, profile_summary
 from evolver.llm import LLM, LLMConfig
 from evolver.loop import check_candidate, _artifact_hashes
-from evolver.propose import Brief
+from evolver.proposers.brief import Brief
 from sandbox.corpus import load_corpus
 from sandbox.curate import execute
 from sandbox.docker_executor import DockerExecutor, docker_client
@@ -49,7 +49,7 @@ def make(server, executor, parent, tmp_path, *, limits=AgentLimits(step_limit=8,
     corpus, files, hashes = parent
     llm = LLM(LLMConfig.from_mapping({"provider": "openai", "model": "scripted", "base_url": server.openai_url,
                                       "max_retries": 2, **config}), tmp_path / "llm", sleep=lambda s: None)
-    proposer = AgentProposer(llm, executor, lambda phase: tmp_path / "evolve" / phase, limits)
+    proposer = AgentProposer(llm, executor, limits)
     brief = Brief(files=files, failed_points=[{"family": "bad_arguments", "count": 3, "task_ids": ["t1", "t2"],
                                                "failed_point": "wrong argument types", "evidence": "x='3'",
                                                "curation_hint": "mask corrected calls"}],
@@ -57,7 +57,8 @@ def make(server, executor, parent, tmp_path, *, limits=AgentLimits(step_limit=8,
                   rejected_edits=[], history=[], corpus=corpus, seed=0)
 
     def validate(candidate):
-        return check_candidate(candidate, corpus, executor, hashes, seed=0, n_ref=1e5, timeout_s=120)[0]
+        out = tmp_path / "dry-runs" / str(len(list((tmp_path / "dry-runs").glob("*"))) if (tmp_path / "dry-runs").exists() else 0)
+        return check_candidate(candidate, corpus, executor, hashes, out, seed=0, n_ref=1e5, timeout_s=120)[0]
 
     return proposer, brief, validate, llm
 
@@ -66,7 +67,7 @@ def test_an_agent_edit_is_validated_and_becomes_the_revision(llm_server, executo
     llm_server.script(bash("sed -n 1,12p strategy.py; head -c 300 context/corpus_sample.jsonl", "Read first."),
                       bash(EDIT, "Send half of the clean steps to RL."), bash("python3 -m sandbox.dry_run"), bash(SUBMIT))
     proposer, brief, validate, llm = make(llm_server, executor, parent, tmp_path)
-    outcome = proposer.revise("effectiveness", brief, validate)
+    outcome = proposer.revise("effectiveness", brief, validate, tmp_path / "evolve")
     assert outcome.files is not None, outcome.attempts
     assert b'"rest_fraction": 0.5' in outcome.files["strategy.py"]
     assert set(outcome.files) == {"strategy.py"}
@@ -87,7 +88,7 @@ def test_a_failed_validation_goes_back_to_the_agent(llm_server, executor, parent
                       lambda req: bash(EDIT) if "only comments" in req.messages[1]["content"] else "the error was not shown",
                       bash(SUBMIT))
     proposer, brief, validate, _ = make(llm_server, executor, parent, tmp_path, limits=AgentLimits(step_limit=8, repairs=1))
-    outcome = proposer.revise("effectiveness", brief, validate)
+    outcome = proposer.revise("effectiveness", brief, validate, tmp_path / "evolve")
     assert outcome.files is not None, outcome.attempts
     assert [a["validated"] for a in outcome.attempts] == [False, True]
     assert "only comments" in outcome.attempts[0]["error"]
@@ -114,7 +115,7 @@ def test_hostile_or_broken_agents_are_rejected(case, llm_server, executor, paren
     replies, expected = HOSTILE[case]
     llm_server.script(*replies)
     proposer, brief, validate, _ = make(llm_server, executor, parent, tmp_path, limits=AgentLimits(step_limit=3, repairs=0))
-    outcome = proposer.revise("effectiveness", brief, validate)
+    outcome = proposer.revise("effectiveness", brief, validate, tmp_path / "evolve")
     assert outcome.files is None
     last = outcome.attempts[-1]
     assert expected in f"{last.get('exit_status')} {last.get('error')}", last
@@ -128,7 +129,7 @@ def test_a_failing_server_rejects_the_revision_and_returns(fault, llm_server, ex
     else:
         llm_server.stall(3.0, times=10)
     proposer, brief, validate, _ = make(llm_server, executor, parent, tmp_path, timeout_s=0.5)
-    outcome = proposer.revise("effectiveness", brief, validate)
+    outcome = proposer.revise("effectiveness", brief, validate, tmp_path / "evolve")
     assert outcome.files is None and outcome.attempts[-1]["exit_status"] == "LLMError"
     assert len(llm_server.requests) == 3   # the first try and max_retries = 2
 
@@ -137,13 +138,13 @@ def test_rate_limits_are_waited_out(llm_server, executor, parent, tmp_path):
     llm_server.fail(429, times=2, retry_after=0)
     llm_server.script(bash(EDIT), bash(SUBMIT))
     proposer, brief, validate, _ = make(llm_server, executor, parent, tmp_path)
-    assert proposer.revise("efficiency", brief, validate).files is not None
+    assert proposer.revise("efficiency", brief, validate, tmp_path / "evolve").files is not None
 
 
 def test_a_spent_budget_stops_proposing(llm_server, executor, parent, tmp_path):
     llm_server.script(bash("ls"), bash("ls"))
     proposer, brief, validate, _ = make(llm_server, executor, parent, tmp_path, budget_tokens=50)
-    outcome = proposer.revise("effectiveness", brief, validate)
+    outcome = proposer.revise("effectiveness", brief, validate, tmp_path / "evolve")
     assert outcome.files is None and outcome.budget_exhausted
     assert len(llm_server.requests) == 0   # the system prompt alone is over the budget: no call was made
 
@@ -154,7 +155,7 @@ def test_no_key_reaches_the_sandbox_the_prompts_or_the_files(llm_server, executo
     monkeypatch.setenv("ANTHROPIC_API_KEY", canary + "-anthropic")
     llm_server.script(bash("env; cat /proc/self/environ | tr '\\0' '\\n'"), bash(EDIT), bash(SUBMIT))
     proposer, brief, validate, _ = make(llm_server, executor, parent, tmp_path)
-    assert proposer.revise("effectiveness", brief, validate).files is not None
+    assert proposer.revise("effectiveness", brief, validate, tmp_path / "evolve").files is not None
     assert "PYTHONHASHSEED" in llm_server.requests[1].messages[-1]["content"]   # the agent did see an environment
     assert all(canary not in str(r.body) for r in llm_server.requests)
     assert all(r.headers["authorization"] == f"Bearer {canary}" for r in llm_server.requests)   # the key was used

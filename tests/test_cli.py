@@ -84,14 +84,10 @@ def test_missing_strategy_is_one_line(tmp_path, capsys, sample_corpus):
 
 def test_diff_between_two_epochs_of_a_workspace(tmp_path, capsys):
     ws = Workspace.create(tmp_path / "ws", SEED_STRATEGY, params={"lambda": 0.3, "n_ref": 1e5, "seed": 0})
-    edited = tmp_path / "edited"
-    edited.mkdir()
-    for name, data in ws.files("best").items():
-        if name.endswith(".py"):
-            (edited / name).write_bytes(data)
-    with open(edited / "strategy.py", "a") as f:
-        f.write("\nMAX_TURNS = 12\n")
-    sha = ws.commit_candidate(1, edited, {"signals.json": {"families": {"step_limit": 31}}}, "effectiveness: cap turns")
+    edited = ws.files("best")
+    edited["strategy.py"] += b"\nMAX_TURNS = 12\n"
+    edited["inputs/signals.json"] = b'{"families":{"step_limit":31}}\n'
+    sha = ws.commit_candidate(1, edited, "effectiveness: cap turns")
     ws.tag_epoch(1, sha)
     assert cli.main(["diff", str(tmp_path / "ws"), "0", "1"]) == 0
     out = capsys.readouterr().out

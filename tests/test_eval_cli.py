@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from benchmarks import eval_cli
+from benchmarks import eval_cli, evaluate
 from benchmarks.policies.scripted import OraclePolicy, SilentPolicy
 from evolver.cli import main
 from sandbox.schemas import check_raw
@@ -22,7 +22,7 @@ def test_test_split_is_refused_in_one_line(capsys, tmp_path):
     assert err.strip().count("\n") == 0 and "only `curateevo test`" in err
     assert not (tmp_path / "e").exists()
     with pytest.raises(Exception, match="only `curateevo test`"):
-        eval_cli.evaluate_to_dir("bfcl", "test", tmp_path / "f", policy=SilentPolicy())
+        evaluate.evaluate_to_dir("bfcl", "test", tmp_path / "f", policy=SilentPolicy())
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -97,7 +97,7 @@ def test_evaluate_to_dir_with_an_oracle_on_bfcl(tmp_path):
     tasks = bench.tasks("dev", limit=2)
     oracle = OraclePolicy.for_tasks(bench, tasks, lambda t: [[{"name": n, "arguments": a} for n, a, _ in turn]
                                                             for turn in bench.gold_turns(t)])
-    doc = eval_cli.evaluate_to_dir("bfcl", "dev", tmp_path / "o", policy=oracle, tasks=2, steps=False)
+    doc = evaluate.evaluate_to_dir("bfcl", "dev", tmp_path / "o", policy=oracle, tasks=2, steps=False)
     assert doc["metrics"]["task_success"] == 1.0 and doc["metrics"]["turn_pass"] == 1.0
     assert doc["policy"]["backend"] == "oracle"
     text = eval_cli.format_metrics(doc)

@@ -2,7 +2,9 @@ import math
 
 import pytest
 
-from evolver.objective import accept, accept_paired, final_choice, objective
+from evolver.acceptance import ACCEPTANCE, Margin, PairedBootstrap, Scores, make_rule
+from evolver.config import RunConfig
+from evolver.objective import final_choice, objective
 from sandbox.checker import cost_c
 
 
@@ -13,12 +15,46 @@ def test_objective_is_p_minus_lambda_c_with_the_papers_cost():
     assert objective(0.35, c, lam=0.0) == 0.35
 
 
+def j(value):
+    return Scores(P=value, C=0.0, J=value)
+
+
+def accept(candidate_j, best_j, margin=0.0):
+    return Margin(margin).decide(j(candidate_j), j(best_j), 0.3)
+
+
+def accept_paired(candidate, best, candidate_c, best_c, lam=0.3, seed=0):
+    return PairedBootstrap(seed=seed).decide(Scores(0, candidate_c, 0, candidate), Scores(0, best_c, 0, best), lam)
+
+
 def test_accept_needs_more_than_the_margin():
     assert accept(0.30, 0.20).accepted
     assert not accept(0.20, 0.20).accepted          # a tie is not an improvement
     assert not accept(0.21, 0.20, margin=0.02).accepted
     decision = accept(0.10, 0.20)
     assert "rolled back" in decision.reason and decision.delta_j == pytest.approx(-0.1)
+
+
+def test_the_first_evaluated_strategy_is_the_first_best_under_every_rule():
+    for rule in (Margin(0.5), PairedBootstrap()):
+        decision = rule.decide(j(0.0), None, 0.3)
+        assert decision.accepted and "first best" in decision.reason
+
+
+def test_the_run_config_picks_the_rule_and_a_new_rule_is_one_registration(monkeypatch):
+    assert isinstance(make_rule(RunConfig()), Margin)
+    assert isinstance(make_rule(RunConfig(seeds=(0, 1))), PairedBootstrap)
+    assert isinstance(make_rule(RunConfig(seeds=(0, 1), acceptance="margin")), Margin)
+
+    class NeverWorse:   # a rule of its own: accept unless J got worse
+        name = "never-worse"
+
+        def decide(self, candidate, best, lam):
+            return Margin(-1e-12).decide(candidate, best, lam)
+
+    monkeypatch.setitem(ACCEPTANCE, "never-worse", lambda config: NeverWorse())
+    rule = make_rule(RunConfig(acceptance="never-worse"))
+    assert rule.decide(j(0.2), j(0.2), 0.3).accepted and not rule.decide(j(0.1), j(0.2), 0.3).accepted
 
 
 def test_paired_acceptance_sees_through_noise_and_pays_for_cost():

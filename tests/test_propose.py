@@ -1,7 +1,7 @@
 """The offline proposer: diagnosed families become PLAN edits that really change the curated data."""
 import json
 
-from evolver.propose import TEMPLATE, OfflineProposer, format_plan, read_plan, write_plan
+from evolver.proposers.offline import TEMPLATE, OfflineProposer, format_plan, read_plan, write_plan
 from sandbox.corpus import load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor

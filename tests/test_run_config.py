@@ -1,27 +1,31 @@
 """`curateevo run --config FILE`: the file's options apply where no flag is given; bad files fail
 with one sentence naming the file; the LLM settings in run.json name key variables, never keys."""
 import json
+import re
+
+import pytest
 
 from evolver import cli
-from evolver.run_cli import apply_config, create_run
+from evolver.config import RunConfig
+from evolver.errors import UserError
+from evolver.run_cli import create_run, run_options
 
 from conftest import SAMPLE_CORPUS
 
 
-def configured(tmp_path, text: str, *flags: str):
+def configured(tmp_path, text: str, *flags: str) -> dict:
     config = tmp_path / "run.yaml"
     config.write_text(text)
     args = cli.build_parser().parse_args(["run", "--config", str(config), "--runs-dir", str(tmp_path / "runs"),
                                           "--name", "r", "--corpus", str(SAMPLE_CORPUS), *flags])
-    apply_config(args, args.run_parser)
-    return args
+    return run_options(args)
 
 
 def test_the_config_file_sets_options_and_flags_win(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-canary-config-1")
-    args = configured(tmp_path, "model: gpt-4.1-mini\nbudget-usd: 2.5\nepochs: 5\nlambda: 0.1\nagent_steps: 9\n", "--epochs", "2")
-    assert (args.model, args.budget_usd, args.epochs, args.lam, args.agent_steps) == ("gpt-4.1-mini", 2.5, 2, 0.1, 9)
-    store = create_run(args)
+    options = configured(tmp_path, "model: gpt-4.1-mini\nbudget-usd: 2.5\nepochs: 5\nlambda: 0.1\nagent_steps: 9\n", "--epochs", "2")
+    assert [options[k] for k in ("model", "budget_usd", "epochs", "lam", "agent_steps")] == ["gpt-4.1-mini", 2.5, 2, 0.1, 9]
+    store = create_run(options)
     config = json.loads((store.root / "run.json").read_text())
     assert config["proposer"] == "agent" and config["diagnosis"] == "rules+llm"
     assert config["llm"]["model"] == "gpt-4.1-mini" and config["llm"]["api_key_env"] == "OPENAI_API_KEY"
@@ -31,7 +35,9 @@ def test_the_config_file_sets_options_and_flags_win(tmp_path, monkeypatch):
 
 def test_bad_config_files_fail_with_one_sentence(tmp_path, capsys):
     for text, expected in (("modle: x\n", "unknown option 'modle'"), ("model: [\n", "not valid YAML/JSON"),
-                           ("- a\n", "a run config is a mapping"), ("llm-mode: sometimes\n", "llm-mode must be one of")):
+                           ("- a\n", "a run config is a mapping"), ("llm-mode: sometimes\n", "llm-mode must be one of"),
+                           ("epochs: three\n", "epochs must be int"), ("lambda: [1]\n", "lambda must be a number"),
+                           ("profile: cpu-smal\n", "profile must be one of")):
         (tmp_path / "bad.yaml").write_text(text)
         assert cli.main(["run", "--config", str(tmp_path / "bad.yaml"), "--runs-dir", str(tmp_path / "runs")]) == 2
         err = capsys.readouterr().err
@@ -44,3 +50,41 @@ def test_the_agent_needs_a_model_and_the_docker_sandbox(tmp_path, capsys):
     assert "needs an LLM" in capsys.readouterr().err
     assert cli.main(["run", "--model", "m", "--sandbox", "process", "--corpus", str(SAMPLE_CORPUS), "--runs-dir", str(tmp_path)]) == 2
     assert "Docker sandbox only" in capsys.readouterr().err
+
+
+def test_run_json_is_type_checked_when_read_back(tmp_path):
+    good = RunConfig(corpus=("/c.jsonl",), corpus_sha256="x").to_json()
+    assert RunConfig.from_json(good) == RunConfig(corpus=("/c.jsonl",), corpus_sha256="x")
+    for change, expected in (({"epochs": "3"}, "epochs must be an integer"), ({"colour": 1}, "unknown setting(s) colour"),
+                             ({"seeds": [0, 0]}, "seeds must be at least one, no repeats"),
+                             ({"lambda": float("inf")}, "lambda must be a finite number"),
+                             ({"proposer": "agent"}, "the code agent needs --model")):
+        with pytest.raises(UserError, match=re.escape(expected)) as err:
+            RunConfig.from_json({**good, **change}, where="RUN/run.json")
+        assert str(err.value).startswith("RUN/run.json: ") and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--tasks", "0"], "tasks must be at least 1"), (["--seeds", "0"], "--seeds must be at least 1"),
+    (["--epochs", "0"], "epochs must be at least 1"), (["--n-ref", "0"], "n_ref must be a finite number > 0"),
+    (["--lambda", "nan"], "lambda must be a finite number"), (["--margin", "inf"], "margin must be a finite number"),
+    (["--timeout", "-1"], "curation_timeout_s must be a finite number > 0"),
+    (["--name", "../escape"], "must be a plain directory name"),
+])
+def test_impossible_run_options_are_one_sentence_before_anything_is_built(tmp_path, capsys, flags, expected):
+    assert cli.main(["run", "--runs-dir", str(tmp_path / "runs"), "--corpus", str(SAMPLE_CORPUS), *flags]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1, err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "escape").exists()
+
+
+def test_a_runs_dir_that_is_a_file_is_refused(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    assert cli.main(["run", "--runs-dir", str(tmp_path / "file"), "--corpus", str(SAMPLE_CORPUS)]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+
+def test_the_profile_names_the_default_base_model(tmp_path):
+    args = cli.build_parser().parse_args(["run", "--profile", "test", "--runs-dir", str(tmp_path), "--name", "r",
+                                          "--corpus", str(SAMPLE_CORPUS)])
+    assert json.loads((create_run(run_options(args)).root / "run.json").read_text())["base"] == "tiny-random"

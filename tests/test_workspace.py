@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from evolver.errors import UserError
-from sandbox.workspace import MAX_FILE_BYTES, Workspace, strategy_files
+from sandbox.strategy_files import MAX_FILE_BYTES, inputs_files, strategy_files
+from sandbox.workspace import Workspace
 
 SEED = '''"""Seed strategy: keep successful trajectories as SFT records."""
 from helper import is_success
@@ -50,30 +51,40 @@ def ws(tmp_path, seed_dir) -> Workspace:
     return Workspace.create(tmp_path / "run" / "strategy", seed_dir, PARAMS)
 
 
-def revise(ws: Workspace, dest: Path, rev="best", **edits: str) -> Path:
-    """A candidate's checkout of `rev` with some files rewritten, as the code agent leaves it."""
-    ws.checkout(rev, dest)
-    for name, text in edits.items():
-        (dest / name).write_text(text)
-    return dest
+def revise(ws: Workspace, rev="best", **edits: str) -> dict[str, bytes]:
+    """A candidate: the strategy files of `rev` with some rewritten, as a proposer returns them."""
+    files = {k: v for k, v in ws.files(rev).items() if not k.startswith("inputs/")}
+    return {**files, **{name: text.encode() for name, text in edits.items()}}
+
+
+def with_inputs(ws: Workspace, files: dict, inputs: dict, parent="best") -> dict[str, bytes]:
+    """What the loop commits: the candidate's files plus this epoch's inputs (the parent's, updated)."""
+    kept = {k: v for k, v in ws.files(parent).items() if k.startswith("inputs/")}
+    return {**files, **kept, **inputs_files(inputs)}
 
 
 def effective_and_efficient(ws: Workspace, tmp: Path, epoch: int, parent="best") -> tuple[str, str]:
-    cand = revise(ws, tmp / f"cand{epoch}", rev=parent,
-                  **{"strategy.py": SEED.replace("rl\": []", f"rl\": [] or []  # e{epoch}")})
+    cand = revise(ws, parent, **{"strategy.py": SEED.replace("rl\": []", f"rl\": [] or []  # e{epoch}")})
     inputs = {"failed_points": FAILED, "signals": SIGNALS, "profile.json": {"sft": {"count": epoch}}}
-    first = ws.commit_candidate(epoch, cand, inputs, f"epoch {epoch}: effectiveness revision", parent=parent)
-    (cand / "strategy.py").write_text((cand / "strategy.py").read_text() + f"# efficiency {epoch}\n")
-    second = ws.commit_candidate(epoch, cand, inputs, f"epoch {epoch}: efficiency revision", parent=parent)
+    first = ws.commit_candidate(epoch, with_inputs(ws, cand, inputs, parent), f"epoch {epoch}: effectiveness revision",
+                                parent=parent)
+    cand["strategy.py"] += f"# efficiency {epoch}\n".encode()
+    second = ws.commit_candidate(epoch, with_inputs(ws, cand, inputs, parent), f"epoch {epoch}: efficiency revision",
+                                 parent=parent)
     ws.tag_epoch(epoch, second)
     return first, second
+
+
+def decision(ws: Workspace, name: str) -> str:
+    """The message of the decision tag `name` (accepted/epoch-1, …)."""
+    return git(ws.path, "cat-file", "-p", name).split("\n\n", 1)[1]
 
 
 # -- create / open ------------------------------------------------------------------------------
 
 def test_create_commits_the_seed_on_main_tagged_epoch_0_and_best(ws):
     seed = ws.resolve("main")
-    assert ws.resolve("epoch-0") == ws.resolve("best") == seed == ws.best == ws.main
+    assert ws.resolve("epoch-0") == ws.resolve("best") == seed == ws.resolve("main")
     assert ws.files(seed) == {"strategy.py": SEED.encode(), "helper.py": HELPER.encode(),
                               "inputs/params.json": b'{"lambda":0.3,"n_ref":100000,"seed":0}\n'}
     [entry] = ws.log()
@@ -86,7 +97,10 @@ def test_create_commits_the_seed_on_main_tagged_epoch_0_and_best(ws):
 def test_the_project_seed_strategy_makes_a_workspace_whose_checkout_is_the_seed(tmp_path):
     seed = Path(__file__).resolve().parent.parent / "curation_strategies" / "seed"
     ws = Workspace.create(tmp_path / "strategy", seed, PARAMS)
-    out = ws.checkout("best", tmp_path / "replay")
+    out = tmp_path / "replay"
+    for rel, data in ws.files("best").items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_bytes(data)
     assert (out / "strategy.py").read_bytes() == (seed / "strategy.py").read_bytes()
     assert strategy_files(out) == ws.files("epoch-0")
 
@@ -103,13 +117,13 @@ def test_create_refuses_a_non_empty_path_and_open_refuses_a_plain_directory(tmp_
 
 def test_open_sees_what_create_made(ws):
     again = Workspace.open(ws.path)
-    assert again.best == ws.best and again.clock_base == ws.clock_base
+    assert again.resolve("best") == ws.resolve("best") and again.clock_base == ws.clock_base
 
 
 # -- candidates ---------------------------------------------------------------------------------
 
 def test_two_candidate_commits_continue_branch_candidates_epoch_n_with_their_inputs(ws, tmp_path):
-    seed = ws.best
+    seed = ws.resolve("best")
     first, second = effective_and_efficient(ws, tmp_path, 1)
     assert ws.resolve("candidates/epoch-1") == ws.resolve("epoch-1") == ws.resolve(1) == second
     [row2, row1, row0] = ws.log("candidates/epoch-1")
@@ -126,98 +140,53 @@ def test_two_candidate_commits_continue_branch_candidates_epoch_n_with_their_inp
 
 
 def test_repeating_the_same_candidate_commit_on_resume_makes_no_second_commit(ws, tmp_path):
-    cand = revise(ws, tmp_path / "cand", **{"strategy.py": SEED + "# revised\n"})
-    first = ws.commit_candidate(1, cand, {"signals": SIGNALS}, "epoch 1: effectiveness revision")
-    assert ws.commit_candidate(1, cand, {"signals": SIGNALS}, "epoch 1: effectiveness revision") == first
-    unchanged = ws.commit_candidate(1, cand, {"signals": SIGNALS}, "epoch 1: efficiency revision (no change)")
+    cand = with_inputs(ws, revise(ws, **{"strategy.py": SEED + "# revised\n"}), {"signals": SIGNALS})
+    first = ws.commit_candidate(1, cand, "epoch 1: effectiveness revision")
+    assert ws.commit_candidate(1, cand, "epoch 1: effectiveness revision") == first
+    unchanged = ws.commit_candidate(1, cand, "epoch 1: efficiency revision (no change)")
     assert ws.log(unchanged)[0]["parents"] == [first]  # a no-op revision is still recorded
 
 
-def test_candidate_inputs_come_from_the_host_not_from_the_candidate_directory(ws, tmp_path):
-    cand = revise(ws, tmp_path / "cand")
-    (cand / "inputs" / "params.json").write_text('{"lambda": 0.0}')
-    (cand / "inputs" / "failed_points.json").write_text("[]")
-    sha = ws.commit_candidate(1, cand, {"signals": SIGNALS}, "m")
-    files = ws.files(sha)
-    assert files["inputs/params.json"] == ws.files("best")["inputs/params.json"]
-    assert "inputs/failed_points.json" not in files
+def test_the_commit_holds_exactly_the_files_given(ws, tmp_path):
+    files = with_inputs(ws, revise(ws), {"signals": SIGNALS})
+    files["inputs/failed_points.json"] = b"[]\n"
+    sha = ws.commit_candidate(1, files, "m")
+    assert ws.files(sha) == files
+    del files["helper.py"]
+    assert "helper.py" not in ws.files(ws.commit_candidate(1, files, "without the helper"))
 
 
-def test_git_dir_and_interpreter_caches_in_the_candidate_directory_are_skipped(ws, tmp_path):
-    cand = revise(ws, tmp_path / "cand")
-    (cand / ".git").mkdir()
-    (cand / ".git" / "config").write_text("[core]\n\thooksPath = /tmp\n")
-    for cache in ("__pycache__", ".pytest_cache"):
-        (cand / cache).mkdir()
-        (cand / cache / "junk").write_bytes(b"\x00")
-    sha = ws.commit_candidate(1, cand, {}, "m")
-    assert sorted(ws.files(sha)) == ["helper.py", "inputs/params.json", "strategy.py"]
-
-
-def _symlink_to_outside(d: Path) -> str:
-    (d.parent / "secret.txt").write_text("host secret")
-    (d / "helper.py").unlink()
-    (d / "helper.py").symlink_to(d.parent / "secret.txt")
-    return "helper.py"
-
-
-def _symlinked_inputs(d: Path) -> str:
-    os.rename(d / "inputs", d.parent / "elsewhere")
-    (d / "inputs").symlink_to(d.parent / "elsewhere")
-    return "inputs"
-
-
-def _symlink_in_inputs(d: Path) -> str:
-    (d / "inputs" / "profile.json").symlink_to("/etc/passwd")
-    return "profile.json"
-
-
-def _fifo(d: Path) -> str:
-    os.mkfifo(d / "pipe.py")
-    return "pipe.py"
-
-
-def _gitattributes(d: Path) -> str:
-    (d / ".gitattributes").write_text("*.py filter=evil\n")
-    return ".gitattributes"
-
-
-def _oversized(d: Path) -> str:
-    (d / "table.py").write_bytes(b"#" * (MAX_FILE_BYTES + 1))
-    return "table.py"
-
-
-def _stray_file(d: Path) -> str:
-    (d / "notes.txt").write_text("scratch")
-    return "notes.txt"
-
-
-def _subdirectory(d: Path) -> str:
-    (d / "pkg").mkdir()
-    (d / "pkg" / "__init__.py").write_text("")
-    return "pkg"
+@pytest.mark.parametrize("path, data, reason", [
+    (".gitattributes", b"*.py filter=evil\n", ".git"), ("table.py", b"#" * (MAX_FILE_BYTES + 1), "limit"),
+    ("notes.txt", b"scratch", "not a strategy file"), ("pkg/__init__.py", b"", "not a strategy file"),
+    ("../escape.py", b"", "escapes"), ("inputs/../../x.json", b"{}", "escapes"), ("inputs/a.txt", b"", "not a strategy file"),
+    (".git/hooks/post-commit", b"#!/bin/sh\nid\n", ".git"), ("bad\x1bname.py", b"", "control characters"),
+])
+def test_a_candidate_with_anything_but_strategy_files_is_refused_with_a_reason(ws, path, data, reason):
+    files = {**with_inputs(ws, revise(ws), {"signals": SIGNALS}), path: data}
+    with pytest.raises(UserError, match=reason):
+        ws.commit_candidate(1, files, "m")
+    assert "candidates/epoch-1" not in ws.refs()  # nothing was committed
+    with pytest.raises(UserError, match="no strategy.py"):
+        ws.commit_candidate(1, {"helper.py": b""}, "m")
 
 
 @pytest.mark.parametrize("plant, reason", [
-    (_symlink_to_outside, "symbolic link"), (_symlinked_inputs, "symbolic link"),
-    (_symlink_in_inputs, "symbolic link"), (_fifo, "named pipe"), (_gitattributes, ".git"),
-    (_oversized, "limit"), (_stray_file, "not a strategy file"), (_subdirectory, "directory"),
+    (lambda d: (d / "helper.py").unlink() or (d / "helper.py").symlink_to("/etc/passwd"), "symbolic link"),
+    (lambda d: os.mkfifo(d / "pipe.py"), "named pipe"),
+    (lambda d: (d / "table.py").write_bytes(b"#" * (MAX_FILE_BYTES + 1)), "limit"),
 ])
-def test_a_candidate_with_anything_but_regular_strategy_files_is_refused_with_a_reason(ws, tmp_path, plant, reason):
-    cand = revise(ws, tmp_path / "cand")
-    name = plant(cand)
-    with pytest.raises(UserError, match=reason) as err:
-        ws.commit_candidate(1, cand, {"signals": SIGNALS}, "m")
-    assert name in str(err.value)
-    assert "candidates/epoch-1" not in ws.refs()  # nothing was committed
+def test_a_strategy_directory_with_links_pipes_or_oversized_modules_is_refused(seed_dir, plant, reason):
+    plant(seed_dir)
+    with pytest.raises(UserError, match=reason):
+        strategy_files(seed_dir)
 
 
-def test_input_names_that_are_not_plain_file_names_and_non_json_values_are_refused(ws, tmp_path):
-    cand = revise(ws, tmp_path / "cand")
+def test_input_names_that_are_not_plain_file_names_and_non_json_values_are_refused():
     with pytest.raises(UserError, match="plain file name"):
-        ws.commit_candidate(1, cand, {"../escape": 1}, "m")
+        inputs_files({"../escape": 1})
     with pytest.raises(UserError, match="canonical JSON"):
-        ws.commit_candidate(1, cand, {"profile": {"c": float("nan")}}, "m")
+        inputs_files({"profile": {"c": float("nan")}})
 
 
 # -- decisions ----------------------------------------------------------------------------------
@@ -227,20 +196,20 @@ def test_accept_fast_forwards_main_and_moves_best(ws, tmp_path):
     ws.accept("epoch-1", "epoch 1 accepted: P=0.41 C=0.62 J=0.224")
     assert ws.resolve("main") == ws.resolve("best") == evaluated
     assert git(ws.path, "cat-file", "-p", "best").endswith("epoch 1 accepted: P=0.41 C=0.62 J=0.224\n")
-    assert ws.decisions() == [{"decision": "accepted", "name": "epoch-1", "epoch": 1, "sha": evaluated,
-                               "message": "epoch 1 accepted: P=0.41 C=0.62 J=0.224"}]
+    assert ws.resolve("accepted/epoch-1") == evaluated
+    assert decision(ws, "accepted/epoch-1") == "epoch 1 accepted: P=0.41 C=0.62 J=0.224\n"
     assert (ws.path / "strategy.py").read_text() == ws.files(evaluated)["strategy.py"].decode()
     ws.accept("epoch-1", "epoch 1 accepted: P=0.41 C=0.62 J=0.224")  # a resumed run may repeat it
 
 
 def test_reject_leaves_main_and_best_and_keeps_the_branch(ws, tmp_path):
-    seed = ws.best
+    seed = ws.resolve("best")
     first, second = effective_and_efficient(ws, tmp_path, 1)
     ws.reject("epoch-1", "epoch 1 rejected: J=0.11 <= best J=0.20")
     assert ws.resolve("main") == ws.resolve("best") == seed
     assert ws.resolve("candidates/epoch-1") == second and ws.resolve("rejected/epoch-1") == second
-    assert [d["decision"] for d in ws.decisions()] == ["rejected"]
-    assert ws.decisions()[0]["message"] == "epoch 1 rejected: J=0.11 <= best J=0.20"
+    assert [r for r in ws.refs() if r.startswith(("accepted/", "rejected/"))] == ["rejected/epoch-1"]
+    assert decision(ws, "rejected/epoch-1") == "epoch 1 rejected: J=0.11 <= best J=0.20\n"
     # the next candidate starts again from best
     first2, _ = effective_and_efficient(ws, tmp_path, 2)
     assert ws.log(first2)[0]["parents"] == [seed]
@@ -252,7 +221,7 @@ def test_accept_refuses_a_candidate_that_does_not_descend_from_main(ws, tmp_path
     _, stale = effective_and_efficient(ws, tmp_path, 2, parent="epoch-0")
     with pytest.raises(UserError, match="does not descend from main"):
         ws.accept(stale, "accepted")
-    assert ws.resolve("main") == ws.resolve("epoch-1") == ws.best
+    assert ws.resolve("main") == ws.resolve("epoch-1") == ws.resolve("best")
 
 
 def test_a_decision_is_recorded_once_and_the_accepted_lineage_cannot_be_rejected(ws, tmp_path):
@@ -267,7 +236,7 @@ def test_a_decision_is_recorded_once_and_the_accepted_lineage_cannot_be_rejected
 
 
 def test_history_is_never_lost_after_accept_and_reject(ws, tmp_path):
-    made = [ws.best]
+    made = [ws.resolve("best")]
     made += effective_and_efficient(ws, tmp_path, 1)
     ws.accept(1, "accepted")
     made += effective_and_efficient(ws, tmp_path, 2)
@@ -307,17 +276,6 @@ def test_diff_between_epochs_shows_the_change(ws, tmp_path):
     summary = {row["path"]: row for row in ws.diff_summary(0, 1)}
     assert summary["strategy.py"] == {"path": "strategy.py", "status": "modified", "added": 2, "removed": 1}
     assert summary["inputs/signals.json"]["status"] == "added"
-
-
-def test_checkout_gives_only_regular_files_and_no_git(ws, tmp_path):
-    effective_and_efficient(ws, tmp_path, 1)
-    dest = ws.checkout("epoch-1", tmp_path / "replay" / "strategy")
-    on_disk = {str(p.relative_to(dest)): p for p in dest.rglob("*") if not p.is_dir()}
-    assert not (dest / ".git").exists()
-    assert all(p.is_file() and not p.is_symlink() for p in on_disk.values())
-    assert {k: p.read_bytes() for k, p in on_disk.items()} == ws.files("epoch-1")
-    with pytest.raises(UserError, match="new or empty"):
-        ws.checkout("epoch-1", dest)
 
 
 def test_strategy_files_reads_py_modules_and_inputs_json_of_a_directory_or_its_strategy_py(tmp_path, seed_dir):
@@ -361,7 +319,7 @@ def test_a_hook_planted_in_git_hooks_does_not_run(ws, tmp_path, config_points_at
     effective_and_efficient(ws, tmp_path, 2)
     ws.reject(2, "rejected")
     assert not marker.exists()
-    assert ws.best == ws.resolve("epoch-1")
+    assert ws.resolve("best") == ws.resolve("epoch-1")
     # the planted hook is live: plain git pointed at it runs it (and it blocks the commit)
     proc = subprocess.run(["git", "-C", str(ws.path), "-c", "core.hooksPath=.git/hooks", "-c", "user.name=x",
                            "-c", "user.email=x@y", "commit", "--allow-empty", "-m", "x"], capture_output=True)
@@ -410,4 +368,4 @@ def test_the_clock_base_is_chosen_at_create_and_kept_by_open(tmp_path, seed_dir,
     monkeypatch.delenv("SOURCE_DATE_EPOCH")
     assert ws.log()[0]["date"] == 1700000000 and Workspace.open(ws.path).clock_base == 1700000000
     other = Workspace.create(tmp_path / "t", seed_dir, PARAMS, clock_base=1700000000)
-    assert other.best == ws.best
+    assert other.resolve("best") == ws.resolve("best")

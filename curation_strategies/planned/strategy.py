@@ -1,6 +1,6 @@
 """A toolkit strategy whose operators are data: the PLAN below says what runs and how.
 
-The offline proposer (evolver/propose.py) evolves this strategy by editing PLAN — adding,
+The offline proposer (evolver/proposers/offline.py) evolves this strategy by editing PLAN — adding,
 removing or tuning operators — so every revision is a readable diff of one literal. With the
 PLAN as written here it curates exactly like the seed strategy ρ0 (no curation)."""
 

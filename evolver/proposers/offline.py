@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import ast
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from evolver.errors import RunFailed
+from evolver.proposers.brief import Brief, Outcome, Verdict
 
-TEMPLATE = Path(__file__).resolve().parent.parent / "curation_strategies" / "planned" / "strategy.py"
+TEMPLATE = Path(__file__).resolve().parents[2] / "curation_strategies" / "planned" / "strategy.py"
 
 
 @dataclass(frozen=True)
@@ -68,39 +69,6 @@ class Revision:
     files: dict[str, bytes]
     message: str
     edits: tuple[Edit, ...]
-
-
-@dataclass(frozen=True)
-class Brief:
-    """What a proposer is told for one revision of the best strategy."""
-    files: dict[str, bytes]          # the parent's files, inputs/ included
-    failed_points: Sequence[Mapping]
-    signals: Mapping
-    profile: Mapping                 # the parent's profile.json
-    lam: float
-    rejected_edits: Sequence[str]    # PLAN edits of rolled-back epochs (offline proposer)
-    history: Sequence[Mapping]       # rolled-back attempts: epoch, summary, diff, P, C, J (code agent)
-    corpus: Any                      # sandbox.corpus.Corpus
-    seed: int
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The loop's dry run of a candidate: ok, or why not; kind is changed | empty | failed."""
-    ok: bool
-    kind: str
-    error: str | None = None
-
-
-@dataclass
-class Outcome:
-    """One revision: the new strategy files (None: nothing acceptable), its commit message, the
-    edits it made (offline), and a record of every attempt."""
-    files: dict[str, bytes] | None
-    message: str = ""
-    edits: tuple[str, ...] = ()
-    attempts: list[dict] = field(default_factory=list)
-    budget_exhausted: bool = False
 
 
 def read_plan(source: str) -> tuple[dict, tuple[int, int]]:
@@ -173,7 +141,7 @@ class OfflineProposer:
 
     name = "offline"
 
-    def revise(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict]) -> Outcome:
+    def revise(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict], out_dir: Path | None = None) -> Outcome:
         """The first candidate of `phase` whose dry run changes the artifacts."""
         candidates = (self.effectiveness(brief.files, brief.failed_points, brief.signals, brief.rejected_edits)
                       if phase == "effectiveness" else self.efficiency(brief.files, brief.profile, brief.lam, brief.rejected_edits))

@@ -29,11 +29,11 @@ from typing import Any, Callable, Mapping
 
 from evolver.errors import RunFailed
 from evolver.llm import BudgetExceeded, LLMError
-from evolver.propose import Brief, Outcome, Verdict
-from sandbox.executor import Limits
+from evolver.proposers.brief import Brief, Outcome, Verdict
+from sandbox.executor import CommandRunner, Limits
 from sandbox.schemas import canonical_json
 
-PROMPTS = Path(__file__).resolve().parent / "prompts"
+PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 ACTION = r"```(?:bash|sh)\s*\n(.*?)\n```"
 SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 VALIDATE = "python3 -m sandbox.dry_run"
@@ -258,19 +258,19 @@ class AgentLimits:
 class AgentProposer:
     name = "agent"
 
-    def __init__(self, llm, executor, out_dir_for: Callable[[str], Path], limits: AgentLimits = AgentLimits()):
-        if not hasattr(executor, "run_command"):
+    def __init__(self, llm, executor, limits: AgentLimits = AgentLimits()):
+        if not isinstance(executor, CommandRunner):
             raise RunFailed(f"the code agent's commands need the Docker sandbox; the {executor.name} executor cannot run them")
         self.llm, self.executor, self.limits = llm, executor, limits
-        self.out_dir_for = out_dir_for   # phase → folder for the agent's trajectories
 
-    def revise(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict]) -> Outcome:
+    def revise(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict], out_dir: Path) -> Outcome:
         """Run the agent for one revision of `brief.files`; `validate(files)` is the loop's dry
-        run of the whole corpus through the host checker."""
+        run of the whole corpus through the host checker; the agent's trajectories go to
+        `out_dir/<phase>/`."""
         default, _, _ = _minisweagent()
         context = {"corpus_sample.jsonl": corpus_sample(brief.corpus, brief.seed),
                    "rejected.json": (json.dumps(brief.history, indent=1, ensure_ascii=False) + "\n").encode()}
-        out = self.out_dir_for(phase)
+        out = Path(out_dir) / phase
         attempts, error, steps_left, started = [], None, self.limits.step_limit, time.monotonic()
         with tempfile.TemporaryDirectory(prefix="curateevo-agent-") as tmp:
             work = Path(tmp) / "strategy"

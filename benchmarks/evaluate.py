@@ -1,0 +1,215 @@
+"""The evaluation stage: a policy (base model + adapter + memory) on a benchmark's tasks, written
+to a folder — what `curateevo eval`, the run's evaluate stage and `curateevo test` all call.
+
+`evaluate_to_dir` writes into a new or empty folder, each file atomically:
+
+- `trajectories.jsonl`: one canonical raw record per episode (benchmarks.runner);
+- `steps.jsonl`: one line per step item (gold prefix given, the policy's next action judged);
+- `metrics.json`: P (the chosen metric), all metrics overall and per category, the resolved
+  configuration (policy, chat format, runner, memory, task ids) and, apart under `timing`, wall
+  times and throughput — everything but `timing` is deterministic for the same inputs.
+
+The test split is refused unless `allow_test` (only `curateevo test` and the quality benchmark
+read it).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+from evolver.errors import UserError
+from evolver.files import atomic_write, sha256_file
+
+BENCHMARKS = ("bfcl", "bfcl-single", "replay")
+METRICS = ("task_success", "turn_pass", "step_accuracy")
+
+
+def jsonl(records: Iterable[Any]) -> str:
+    from sandbox.schemas import canonical_json
+
+    return "".join(canonical_json(r) + "\n" for r in records)
+
+
+def adapter_dir(adapter: str | None) -> str | None:
+    """The adapter folder: D itself, or D/adapter when D is a `curateevo train` output."""
+    if adapter is None:
+        return None
+    path = Path(adapter)
+    if (path / "adapter_config.json").is_file():
+        return str(path)
+    if (path / "adapter" / "adapter_config.json").is_file():
+        return str(path / "adapter")
+    raise UserError(f"{adapter} is not a trained adapter (no adapter_config.json in it or in its adapter/)")
+
+
+def build_policy(*, base: str, adapter: str | None = None, endpoint: str | None = None, api: str = "completions",
+                 api_key_env: str = "OPENAI_API_KEY", device: str = "auto", dtype: str = "float32",
+                 threads: int | None = None, batch_size: int = 8, max_new_tokens: int = 128,
+                 max_prompt_tokens: int = 4096, style: str | None = None, concurrency: int = 4):
+    from trainer import chat_format as cf
+
+    style = style or cf.DEFAULT_STYLE
+    if endpoint:
+        if adapter:
+            raise UserError("--adapter is for local models; an endpoint serves its own weights")
+        from benchmarks.policies.openai_compat import OpenAIPolicy
+
+        return OpenAIPolicy(endpoint, base, api=api, api_key_env=api_key_env, max_new_tokens=max_new_tokens,
+                            style=style, concurrency=concurrency)
+    from benchmarks.policies.local import TransformersPolicy
+
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda: no CUDA device is available here")
+    return TransformersPolicy(base, adapter_dir(adapter), device=device, dtype=dtype, threads=threads,
+                              batch_size=batch_size, max_new_tokens=max_new_tokens,
+                              max_prompt_tokens=max_prompt_tokens, style=style)
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{out} exists and is not an empty directory")
+
+
+def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None, tasks: int | None = None,
+                    categories: list[str] | None = None, metric: str | None = None, corpus: str | None = None,
+                    memory: str | None = None, memory_k: int = 3, samples: int = 1, temperature: float = 0.0,
+                    seed: int = 0, batch_size: int = 8, max_steps: int | None = None, episodes: bool = True,
+                    steps: bool = True, step_limit: int | None = None, allow_test: bool = False,
+                    progress: bool = False, policy_options: dict | None = None) -> dict:
+    """Evaluate and write trajectories.jsonl, steps.jsonl and metrics.json into `out`; returns
+    the metrics document. `policy` (any benchmarks.policies.Policy) or `policy_options` (the
+    keywords of `build_policy`) says what is evaluated."""
+    from benchmarks import memory as memory_mod
+    from benchmarks import metrics as metrics_mod
+    from benchmarks import replay_benchmark  # noqa: F401 -- registers "replay"
+    from benchmarks import runner
+    from benchmarks.base import check_split, get_benchmark
+    from trainer import chat_format as cf
+
+    if split == "test" and not allow_test:
+        raise UserError("eval never reads the test split; only `curateevo test` does (use --split dev)")
+    check_split(split, allow_test)
+    if samples < 1:
+        raise UserError("--samples must be at least 1")
+    if temperature < 0:
+        raise UserError("--temperature must be >= 0")
+    if samples > 1 and temperature == 0:
+        raise UserError("several samples need a positive --temperature (greedy decoding repeats itself)")
+    if tasks is not None and tasks < 1:
+        raise UserError("--tasks must be at least 1")
+    if batch_size < 1 or (max_steps is not None and max_steps < 1):
+        raise UserError("--batch-size and --max-steps must be at least 1")
+    out = Path(out)
+    _check_out(out)
+    options: dict[str, Any] = {"allow_test": True} if allow_test else {}
+    if benchmark == "replay":
+        if not corpus:
+            raise UserError("--benchmark replay needs --corpus FILE (the raw corpus to hold 10% out of)")
+        options.update(corpus=corpus)
+    elif corpus:
+        raise UserError(f"--corpus is for --benchmark replay; {benchmark} brings its own tasks")
+    bench = get_benchmark(benchmark, **options)
+    executable = getattr(bench, "executable", True)
+    episodes = episodes and executable
+    metric = metric or ("task_success" if executable else "step_accuracy")
+    if metric not in METRICS:
+        raise UserError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
+    if metric in ("task_success", "turn_pass") and not episodes:
+        raise UserError(f"{metric} needs episodes" + ("" if executable else f"; {benchmark} has no environment "
+                                                                               "and measures step_accuracy only"))
+    if metric == "step_accuracy" and not steps:
+        raise UserError("step_accuracy needs the step items (drop --no-steps)")
+    if not episodes and not steps:
+        raise UserError("nothing to evaluate: both episodes and steps are off")
+    task_list = bench.tasks(split, limit=tasks, categories=categories or None)
+    if not task_list:
+        raise UserError(f"{benchmark} has no {split} tasks" + (f" in {', '.join(categories)}" if categories else ""))
+    index = None
+    if memory:
+        index = memory_mod.MemoryIndex.from_file(memory, memory_k)
+    if policy is None:
+        policy = build_policy(batch_size=batch_size, **(policy_options or {}))
+    out.mkdir(parents=True, exist_ok=True)
+
+    progress_factory = None
+    if progress:
+        from tqdm import tqdm
+
+        def progress_factory(label: str, total: int):
+            return tqdm(total=total, desc=label, unit=label.rstrip("s"), file=sys.stderr, dynamic_ncols=True)
+
+    result = runner.evaluate(bench, task_list, policy, episodes=episodes, steps=steps, max_steps=max_steps,
+                             batch_size=batch_size, samples=samples, temperature=temperature, seed=seed,
+                             memory=index, step_limit=step_limit, progress_factory=progress_factory)
+    summary = metrics_mod.summarize(result.trajectories, result.steps, result.timing)
+    describe = policy.describe() if hasattr(policy, "describe") else {"backend": type(policy).__name__}
+    stats = getattr(policy, "stats", None)
+    doc = {
+        "benchmark": benchmark,
+        "benchmark_config": bench.describe() if hasattr(bench, "describe") else {},
+        "split": split,
+        "categories": sorted(categories) if categories else None,
+        "tasks": [t.id for t in task_list],
+        "metric": metric,
+        "P": summary["metrics"][metric],
+        "metrics": summary["metrics"],
+        "per_category": summary["per_category"],
+        "policy": describe,
+        "chat_format": {"style": describe.get("chat_style", cf.DEFAULT_STYLE),
+                        "template_sha256": hashlib.sha256(cf.CHAT_TEMPLATE.encode()).hexdigest()},
+        "runner": {"episodes": episodes, "steps": steps, "batch_size": batch_size,
+                   "max_steps": max_steps, "max_steps_per_task": sorted({runner.task_max_steps(t, max_steps)
+                                                                         for t in task_list}),
+                   "samples": samples, "temperature": temperature, "seed": seed, "step_limit": step_limit},
+        "memory": None if index is None else {"path": str(memory), "sha256": sha256_file(Path(memory)),
+                                              "records": len(index), "k": memory_k, "retrieval": "bm25s"},
+        "timing": {**summary["timing"], **({"policy": {k: round(v, 3) if isinstance(v, float) else v
+                                                      for k, v in stats.items()}} if stats else {})},
+    }
+    atomic_write(out / "trajectories.jsonl", jsonl(result.trajectories))
+    atomic_write(out / "steps.jsonl", jsonl(result.steps))
+    atomic_write(out / "metrics.json", json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    return doc
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def format_metrics(doc: dict, out: Path | None = None) -> str:
+    m, t, pol = doc["metrics"], doc["timing"], doc["policy"]
+    where = pol.get("device") or pol.get("base_url") or pol.get("backend")
+    model = pol.get("base") or pol.get("model") or pol.get("label") or pol.get("backend")
+    extra = f", {pol['threads']} threads" if pol.get("threads") else ""
+    rows = [
+        ("benchmark", f"{doc['benchmark']} ({doc['split']}, {len(doc['tasks'])} tasks)"),
+        ("policy", f"{model}" + (f" + {pol['adapter']}" if pol.get("adapter") else "") + f" ({where}{extra}, "
+                   f"batch {doc['runner']['batch_size']})"),
+        ("task_success", f"{_pct(m['task_success'])} ({m['successes']}/{m['episodes']} episodes)"),
+        ("turn_pass", f"{_pct(m['turn_pass'])} ({m['turns_passed']}/{m['turns']} turns)"),
+        ("step_accuracy", f"{_pct(m['step_accuracy'])} ({m['step_items']} step items; "
+                          f"{_pct(m['step_accuracy_calls'])} of {m['step_items_with_calls']} with gold calls, "
+                          f"{_pct(m['step_accuracy_replies'])} of {m['step_items'] - m['step_items_with_calls']} "
+                          "closing replies)"),
+        ("format errors", f"{_pct(m['format_error_rate'])} ({m['format_errors']}/{m['answers']} answers; "
+                          f"{_pct(m['call_rate'])} with calls)"),
+        ("episodes/min", "n/a" if t.get("episodes_per_minute") is None else f"{t['episodes_per_minute']:.2f}"
+                         + (f" ({t['episodes_s']:.1f} s)" if "episodes_s" in t else "")),
+    ]
+    if t.get("items_per_minute") is not None:
+        rows.append(("items/min", f"{t['items_per_minute']:.2f} ({t['steps_s']:.1f} s)"))
+    p = doc["P"]
+    rows.append(("P", f"{'n/a' if p is None else f'{p:.4f}'} ({doc['metric']})"))
+    width = max(len(k) for k, _ in rows)
+    text = "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+    if out is not None:
+        text += f"\n\ntrajectories, steps and metrics in {out}"
+    return text
+
+

@@ -1,0 +1,99 @@
+"""Acceptance rules (paper §4.2: accept when J improves, else roll back), one small class each.
+
+The loop scores a candidate as a `Scores` (P, C, J and per-task scores over the seeds) and asks
+the run's rule `decide(candidate, best, lam)`; `best` is None before any strategy is accepted
+(the first evaluated strategy, ρ0, is the first best). A new rule is one class in this file (or
+one module) plus one line in ACCEPTANCE.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from statistics import fmean
+from typing import Mapping, Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class Scores:
+    """A strategy's evaluation: P (mean over seeds), C, J = P − λ·C and task id → per-seed scores."""
+    P: float
+    C: float
+    J: float
+    per_task: Mapping[str, Sequence[float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decision:
+    accepted: bool
+    reason: str            # one sentence, written into the commit message and the journal
+    delta_j: float
+
+
+class AcceptanceRule(Protocol):
+    name: str
+
+    def decide(self, candidate: Scores, best: Scores | None, lam: float) -> Decision: ...
+
+
+def first_is_best(candidate: Scores) -> Decision:
+    """Before any acceptance: the first evaluated strategy (ρ0) is the first best."""
+    return Decision(True, "the seed strategy ρ0 is the first best", 0.0)
+
+
+@dataclass(frozen=True)
+class Margin:
+    """Accept when the candidate's J beats the best J by more than `margin`."""
+    margin: float = 0.0
+    name: str = "margin"
+
+    def decide(self, candidate: Scores, best: Scores | None, lam: float) -> Decision:
+        if best is None:
+            return first_is_best(candidate)
+        delta = candidate.J - best.J
+        if delta > self.margin:
+            return Decision(True, f"J {candidate.J:.4f} beats the best {best.J:.4f} by {delta:+.4f} "
+                                  f"(> margin {self.margin:g})", delta)
+        return Decision(False, f"J {candidate.J:.4f} does not beat the best {best.J:.4f} by more than "
+                               f"{self.margin:g} ({delta:+.4f}); rolled back", delta)
+
+
+@dataclass(frozen=True)
+class PairedBootstrap:
+    """Noise-aware: both strategies scored on the same tasks with several seeds. The per-task
+    mean differences are resampled (paired bootstrap, seeded); accept when ΔJ > margin in at
+    least `confidence` of the resamples. C is deterministic per strategy: ΔJ = ΔP − λ·ΔC."""
+    margin: float = 0.0
+    confidence: float = 0.9
+    resamples: int = 2000
+    seed: int = 0
+    name: str = "paired"
+
+    def decide(self, candidate: Scores, best: Scores | None, lam: float) -> Decision:
+        if best is None:
+            return first_is_best(candidate)
+        tasks = sorted(set(candidate.per_task) & set(best.per_task))
+        if not tasks:
+            return Decision(False, "no task scored under both strategies; rolled back", 0.0)
+        diffs = [fmean(candidate.per_task[t]) - fmean(best.per_task[t]) for t in tasks]
+        cost = lam * (candidate.C - best.C)
+        delta = fmean(diffs) - cost
+        rng = random.Random(f"accept_paired:{self.seed}")
+        wins = sum(fmean(rng.choices(diffs, k=len(diffs))) - cost > self.margin for _ in range(self.resamples))
+        share = wins / self.resamples
+        verdict = (f"paired over {len(tasks)} tasks: ΔJ {delta:+.4f}, above margin {self.margin:g} "
+                   f"in {share:.0%} of resamples")
+        if share >= self.confidence:
+            return Decision(True, verdict + f" (≥ {self.confidence:.0%})", delta)
+        return Decision(False, verdict + f" (< {self.confidence:.0%}); rolled back", delta)
+
+
+# name → factory(run config) of the rule
+ACCEPTANCE = {
+    "margin": lambda config: Margin(config.margin),
+    "paired": lambda config: PairedBootstrap(config.margin, seed=config.seed),
+}
+
+
+def make_rule(config) -> AcceptanceRule:
+    """The acceptance rule a run config names (`auto`: paired with several seeds, else margin)."""
+    return ACCEPTANCE[config.acceptance_rule](config)

@@ -1,0 +1,43 @@
+"""Proposers: what rewrites the best strategy each epoch (paper §4.2).
+
+A proposer makes one revision per call: `revise(phase, brief, validate, out_dir) -> Outcome`,
+where `phase` is "effectiveness" or "efficiency", `brief` holds the parent's files and
+diagnosis, `validate(files)` is the loop's dry run of a candidate (a Verdict), and `out_dir` is
+where the proposer may write its own record (agent trajectories). A new proposer is one module
+in this package plus one line in PROPOSERS.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Protocol
+
+from evolver.proposers.brief import Brief, Outcome, Verdict
+
+
+class Proposer(Protocol):
+    name: str
+
+    def revise(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict], out_dir: Path) -> Outcome: ...
+
+
+def _offline(config, llm, executor) -> Proposer:
+    from evolver.proposers.offline import OfflineProposer
+
+    return OfflineProposer()
+
+
+def _agent(config, llm, executor) -> Proposer:
+    from evolver.proposers.agent import AgentLimits, AgentProposer
+
+    return AgentProposer(llm, executor, AgentLimits.from_mapping(config.agent))
+
+
+# name → factory(run config, the run's LLM or None, the sandbox executor)
+PROPOSERS: dict[str, Callable] = {"offline": _offline, "agent": _agent}
+
+
+def make_proposer(name: str, config, llm, executor) -> Proposer:
+    return PROPOSERS[name](config, llm, executor)
+
+
+__all__ = ["Brief", "Outcome", "PROPOSERS", "Proposer", "Verdict", "make_proposer"]

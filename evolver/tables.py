@@ -1,0 +1,71 @@
+"""The run's tables, read from its journal: one row per finished stage, one per epoch, and their
+text forms — what `log`, `status`, `run` and `report` show."""
+from __future__ import annotations
+
+import datetime
+
+from evolver.store import RunStore
+
+
+def stage_rows(store: RunStore) -> list[dict]:
+    """Every finished stage: epoch, stage, wall seconds and the LLM usage it caused."""
+    started, rows = {}, []
+    for event in store.journal.events():
+        key = (event.get("epoch"), event.get("stage"))
+        if event.get("event") == "stage_started":
+            started[key] = event["time"]
+        elif event.get("event") == "stage_done":
+            seconds = None
+            if key in started:
+                seconds = (datetime.datetime.fromisoformat(event["time"]) - datetime.datetime.fromisoformat(started[key])).total_seconds()
+            llm = (event.get("result") or {}).get("llm") or {}
+            rows.append({"epoch": key[0], "stage": key[1], "seconds": seconds, "result": event.get("result") or {},
+                         "tokens": llm.get("prompt_tokens", 0) + llm.get("completion_tokens", 0),
+                         "usd": llm.get("usd", 0.0), "calls": llm.get("calls", 0)})
+    return rows
+
+
+def epoch_rows(store: RunStore) -> list[dict]:
+    rows: dict[int, dict] = {}
+    for stage in stage_rows(store):
+        if stage["epoch"] is None or stage["epoch"] < 0:
+            continue
+        row = rows.setdefault(stage["epoch"], {"epoch": stage["epoch"], "seconds": {}, "tokens": 0, "usd": 0.0})
+        result = stage["result"]
+        if stage["stage"] == "curate":
+            row.update(cost_train=result.get("cost_train"), scale=result.get("counts"), failed=result.get("failed"))
+        elif stage["stage"] == "decide":
+            row.update({k: result.get(k) for k in ("P", "C", "J", "accepted", "reason", "commit")})
+        if stage["seconds"] is not None:
+            row["seconds"][stage["stage"]] = stage["seconds"]
+        row["tokens"] += stage["tokens"]
+        row["usd"] += stage["usd"]
+    return [rows[e] for e in sorted(rows)]
+
+
+def format_log(store: RunStore) -> str:
+    llm = bool(store.config.get("llm"))
+    head = f"{'epoch':>5} {'P':>7} {'C':>7} {'J':>8} {'Cost_train':>10} {'SFT/RL/mem':>14} {'decision':<9} {'time':>7}"
+    head += f" {'LLM tokens':>10} {'USD':>8}" if llm else ""
+    lines = [head, "-" * len(head)]
+    for r in epoch_rows(store):
+        f = lambda v, w, p: f"{v:>{w}.{p}f}" if isinstance(v, (int, float)) else f"{'—':>{w}}"
+        scale = r.get("scale") or {}
+        counts = "/".join(str(scale.get(k, "—")) for k in ("sft.jsonl", "rl.jsonl", "memory.jsonl"))
+        decision = "—" if r.get("accepted") is None else ("accepted" if r["accepted"] else "rejected")
+        line = (f"{r['epoch']:>5} {f(r.get('P'), 7, 4)} {f(r.get('C'), 7, 4)} {f(r.get('J'), 8, 4)} "
+                f"{r.get('cost_train') if r.get('cost_train') is not None else '—':>10} {counts:>14} {decision:<9} "
+                f"{sum(r['seconds'].values()):>6.0f}s")
+        lines.append(line + (f" {r['tokens']:>10} {r['usd']:>8.4f}" if llm else ""))
+    return "\n".join(lines)
+
+
+def format_stages(store: RunStore) -> str:
+    """Time and LLM usage per stage."""
+    head = f"{'epoch':>5} {'stage':<14} {'time':>8} {'LLM calls':>9} {'tokens':>9} {'USD':>8}"
+    lines = [head, "-" * len(head)]
+    for r in stage_rows(store):
+        seconds = f"{r['seconds']:>7.1f}s" if r["seconds"] is not None else f"{'—':>8}"
+        epoch = "run" if r["epoch"] is None or r["epoch"] < 0 else r["epoch"]   # the final choice is the run's
+        lines.append(f"{epoch:>5} {r['stage']:<14} {seconds} {r['calls']:>9} {r['tokens']:>9} {r['usd']:>8.4f}")
+    return "\n".join(lines)

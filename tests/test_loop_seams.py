@@ -1,0 +1,178 @@
+"""The loop's seams: a candidate flows one way (its dry run with this epoch's inputs is its
+artifacts, curated once), the run config is data, and executors and proposers plug in by name."""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from evolver import cli, loop
+from evolver.config import RunConfig
+from evolver.loop import Epochs, train_epoch
+from evolver.proposers import PROPOSERS
+from evolver.proposers.brief import Outcome
+from evolver.store import RunStore
+from sandbox import executor as executor_mod
+from sandbox.corpus import corpus_sha256, load_corpus
+from sandbox.curate import execute
+from sandbox.replay import replay
+
+from conftest import SAMPLE_CORPUS
+
+# A strategy whose output depends on its inputs: ρ0's SFT records plus one memory record per
+# failed point of inputs/failed_points.json (so a dry run on other inputs gives other bytes).
+READS_INPUTS = b'''
+def curate(raw, ctx):
+    points = ctx.inputs["failed_points.json"]
+    memory = [{"id": f"fp-{i}", "key": p["failed_point"], "content": p["curation_hint"], "tags": ["diagnosis"],
+               "meta": {"origin": []}} for i, p in enumerate(points)]
+    sft = [{"id": r["id"], "messages": r["messages"], "tools": r.get("tools", []),
+            "meta": {"origin": [r["id"]]}} for r in raw if (r.get("outcome") or {}).get("success")]
+    return ctx.toolkit.Curated(sft=sft, rl=[], memory=memory)
+'''
+POINTS = [{"failed_point": "called the tool with a string where an integer was wanted", "evidence": "x='3'",
+           "curation_hint": "keep calls whose argument types match the schema", "family": "bad_arguments",
+           "task_ids": ["simple_python_3"], "count": 2}]
+
+
+class ScriptedProposer:
+    """A proposer for tests: the effectiveness revision is READS_INPUTS, the efficiency one proposes nothing."""
+    name = "scripted"
+
+    def revise(self, phase, brief, validate, out_dir):
+        if phase != "effectiveness":
+            return Outcome(None)
+        files = {**brief.files, "strategy.py": READS_INPUTS}
+        verdict = validate(files)
+        return Outcome(files if verdict.ok else None, "effectiveness: memory from the failed points",
+                       ("reads-inputs",), [{"dry_run": verdict.kind}])
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Every execution of a strategy by the loop, counted."""
+    calls = []
+
+    def counting(files, *args, **kwargs):
+        calls.append(files)
+        return execute(files, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "execute", counting)
+    return calls
+
+
+def new_run(tmp_path, **changes) -> RunStore:
+    corpus = (str(SAMPLE_CORPUS),)
+    settings = dict(profile="test", base="tiny-random", sandbox="process", tasks=2, epochs=2)
+    config = RunConfig(corpus=corpus, corpus_sha256=corpus_sha256(list(corpus)), **{**settings, **changes})
+    return RunStore.create(tmp_path / "run", config.to_json())
+
+
+def evaluated(ep: Epochs, epoch: int, P: float = 0.5) -> None:
+    """Epoch `epoch` decided and diagnosed as if trained and evaluated (no training in this test)."""
+    curation = ep.stage(epoch, "curate", lambda: ep.curate(epoch))
+    ep.store.stage(epoch, "decide", lambda: {"epoch": epoch, "accepted": True, "P": P, "C": curation["C"],
+                                             "J": P - 0.3 * curation["C"], "commit": curation["commit"], "edits": [],
+                                             "reason": "test"})
+    diag = ep.store.epoch_dir(epoch) / "diagnosis"
+    diag.mkdir(parents=True)
+    (diag / "failed_points.json").write_text(json.dumps(POINTS))
+    (diag / "signals.json").write_text(json.dumps({"families": {"bad_arguments": 2}, "forgetting": [], "boundary": [],
+                                                   "rare": []}))
+
+
+def test_seed_strategy_has_every_input_a_strategy_may_read(tmp_path):
+    ep = Epochs(new_run(tmp_path))
+    files = ep.ws.files("epoch-0")
+    assert json.loads(files["inputs/failed_points.json"]) == [] and json.loads(files["inputs/params.json"])["lambda"] == 0.3
+    assert set(json.loads(files["inputs/signals.json"])) == {"families", "forgetting", "boundary", "rare"}
+
+
+def test_a_candidate_is_curated_once_on_the_inputs_it_is_committed_and_replayed_with(tmp_path, monkeypatch, counted):
+    monkeypatch.setitem(PROPOSERS, "scripted", lambda config, llm, executor: ScriptedProposer())
+    ep = Epochs(new_run(tmp_path, proposer="scripted"))
+    evaluated(ep, 0)
+    assert len(counted) == 1                                   # ρ0: executed by the curate stage
+    result = ep.stage(0, "propose", lambda: ep.propose(0))
+    assert result["dry_runs"] == 1 and len(counted) == 2       # the candidate: its dry run only
+    sha = ep.ws.resolve("epoch-1")
+    assert ep.ws.files(sha)["inputs/failed_points.json"] == (json.dumps(POINTS, sort_keys=True, separators=(",", ":"))
+                                                              + "\n").encode()
+    curation = ep.stage(1, "curate", lambda: ep.curate(1))
+    assert len(counted) == 2 and curation["commit"] == sha     # the dry run's artifacts are the epoch's
+    artifacts = ep.store.epoch_dir(1) / "artifacts"
+    memory = [json.loads(line) for line in (artifacts / "memory.jsonl").read_text().splitlines()]
+    assert [m["key"] for m in memory] == [POINTS[0]["failed_point"]]   # it read this epoch's inputs
+    assert json.loads((artifacts / "manifest.json").read_text())["strategy"]["commit"] == sha
+    # executing the committed candidate again, and replaying the epoch, give the same bytes
+    again = execute(ep.ws.files(sha), load_corpus([str(SAMPLE_CORPUS)]), tmp_path / "again", seed=0,
+                    executor=ep.executor, commit=sha)
+    for name in ("sft.jsonl", "rl.jsonl", "memory.jsonl", "profile.json", "manifest.json"):
+        assert (again.out_dir / name).read_bytes() == (artifacts / name).read_bytes(), name
+    assert replay(artifacts, tmp_path / "replayed", executor=ep.executor).identical
+    # a resumed run finds the propose stage and the curated epoch done: nothing runs again
+    ep2 = Epochs(RunStore.open(ep.store.root))
+    ep2.stage(0, "propose", lambda: pytest.fail("propose ran again"))
+    ep2.stage(1, "curate", lambda: pytest.fail("curate ran again"))
+
+
+def test_lost_dry_run_artifacts_are_curated_again_from_the_commit(tmp_path, monkeypatch, counted):
+    monkeypatch.setitem(PROPOSERS, "scripted", lambda config, llm, executor: ScriptedProposer())
+    ep = Epochs(new_run(tmp_path, proposer="scripted"))
+    evaluated(ep, 0)
+    ep.stage(0, "propose", lambda: ep.propose(0))
+    kept = (ep.store.epoch_dir(1) / "artifacts" / "memory.jsonl").read_bytes()
+    (ep.store.epoch_dir(1) / "artifacts" / "manifest.json").unlink()
+    ep.curate(1)
+    assert len(counted) == 3 and (ep.store.epoch_dir(1) / "artifacts" / "memory.jsonl").read_bytes() == kept
+
+
+def test_an_executor_is_one_module_and_one_registry_line(tmp_path, monkeypatch, sample_corpus):
+    (tmp_path / "inline_executor.py").write_text(
+        "from sandbox.process_executor import ProcessExecutor\n\n\n"
+        "class InlineExecutor(ProcessExecutor):\n    name = 'inline'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(executor_mod.EXECUTORS, "inline", "inline_executor:InlineExecutor")
+    made = executor_mod.make_executor("inline")
+    result = execute({"strategy.py": READS_INPUTS, "inputs/failed_points.json": json.dumps(POINTS).encode()},
+                     load_corpus([str(sample_corpus)]), tmp_path / "out", executor=made)
+    assert result.execution["execution"]["executor"] == "inline" and result.manifest["artifacts"]["memory.jsonl"]["count"] == 1
+    assert RunConfig(sandbox="inline").sandbox == "inline"
+    assert "inline" in cli.build_parser().parse_args(["curate", "--sandbox", "inline"]).sandbox
+    sys.modules.pop("inline_executor", None)
+
+
+def test_auto_falls_back_along_the_registry_with_a_warning(monkeypatch):
+    def no_engine():
+        raise executor_mod.RunFailed("no Docker engine answers")
+
+    class Dead:
+        def __new__(cls):
+            no_engine()
+
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setattr(executor_mod, "executor_class", lambda name: Dead if name == "docker" else
+                        __import__("sandbox.process_executor", fromlist=["x"]).ProcessExecutor)
+    said = []
+    assert executor_mod.make_executor("auto", warn=said.append).name == "process"
+    assert "Falling back to the process executor" in said[0]
+
+
+def test_replay_retrain_of_an_agent_run_needs_no_docker_and_no_agent(tmp_path, monkeypatch, capsys):
+    llm = {"provider": "openai", "model": "scripted", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "NO_KEY"}
+    store = new_run(tmp_path, proposer="agent", llm=llm, diagnosis="rules+llm", sandbox="docker", epochs=1)
+    ep = Epochs(store)
+    art = store.epoch_dir(0) / "artifacts"
+    execute(ep.ws.files("epoch-0"), load_corpus([str(SAMPLE_CORPUS)]), art, executor=executor_mod.make_executor("process"),
+            commit=ep.ws.resolve("epoch-0"))
+    train_epoch(ep.cfg, art, store.epoch_dir(0) / "train-s0", 0)
+
+    def no_docker(*args, **kwargs):
+        raise executor_mod.RunFailed("no Docker engine answers")
+
+    monkeypatch.setattr("sandbox.docker_executor.docker_client", no_docker)
+    monkeypatch.setattr("evolver.proposers.agent.AgentProposer.__init__", lambda *a, **k: pytest.fail("agent made"))
+    assert cli.main(["replay", str(store.root), "--epoch", "0", "--retrain", "--sandbox", "process"]) == 0
+    out = capsys.readouterr().out
+    assert "identical" in out and "retrain seed 0: adapter weights identical" in out
