@@ -40,10 +40,10 @@ def add_cli(subparsers) -> None:
                    help="labeled: executed ground truth; wild: seeded realistic noise, outcomes judged honestly")
     b.add_argument("--out", required=True, type=Path,
                    help="output directory (corpus.jsonl, build.json, and noise_labels.json for wild)")
-    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--seed", type=int, default=0, help="seed of the noise draws (wild setting)")
     b.add_argument("--categories", nargs="+", metavar="C",
                    help="bfcl: base miss_func miss_param long_context (default all); "
                         "bfcl-single: simple_python multiple parallel parallel_multiple irrelevance (default all)")
     b.add_argument("--limit", type=int, help="only the first N train tasks (for a quick look)")
-    b.add_argument("--quiet", action="store_true")
+    b.add_argument("--quiet", action="store_true", help="no progress messages")
     b.set_defaults(func=cmd_corpus_build)

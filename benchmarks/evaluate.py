@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evolver.errors import UserError
-from evolver.files import atomic_write, sha256_file
+from evolver.files import atomic_write, is_empty_or_missing, sha256_file
 
 BENCHMARKS = ("bfcl", "bfcl-single", "replay")
 METRICS = ("task_success", "turn_pass", "step_accuracy")
@@ -72,12 +72,12 @@ def build_policy(*, base: str, adapter: str | None = None, endpoint: str | None 
 
 
 def _check_out(out: Path) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if not is_empty_or_missing(out):
         raise UserError(f"{out} exists and is not an empty directory")
 
 
 def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None, tasks: int | None = None,
-                    categories: list[str] | None = None, metric: str | None = None, corpus: str | None = None,
+                    categories: list[str] | None = None, metric: str | None = None, corpus: str | list[str] | None = None,
                     memory: str | None = None, memory_k: int = 3, samples: int = 1, temperature: float = 0.0,
                     seed: int = 0, batch_size: int = 8, max_steps: int | None = None, episodes: bool = True,
                     steps: bool = True, step_limit: int | None = None, allow_test: bool = False,

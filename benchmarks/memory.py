@@ -15,11 +15,11 @@ returned, ties keep file order, so retrieval is deterministic. The hints go afte
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from evolver.errors import UserError
+from evolver.files import iter_jsonl
 from trainer import chat_format as cf
 
 DEFAULT_K = 3
@@ -38,19 +38,7 @@ def read_memory(path: str | Path) -> list[dict]:
     from sandbox.schemas import check_memory
 
     records, seen = [], set()
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such memory file") from None
-    except (IsADirectoryError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not a memory JSONL file ({exc.__class__.__name__})") from None
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError as exc:
-            raise UserError(f"{path}:{lineno}: not JSON ({exc})") from None
+    for lineno, record in iter_jsonl(path, "memory"):
         error = check_memory(record)
         if error:
             raise UserError(f"{path}:{lineno}: {error}")

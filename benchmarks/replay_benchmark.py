@@ -1,20 +1,20 @@
 """The trajectory-replay dev benchmark, for user corpora that come without an environment (paper §5.1).
 
-`get_benchmark("replay", corpus=PATH)` loads a raw corpus (canonical, ShareGPT or ADP, through
-`sandbox.corpus.load_corpus`) and splits it 9:1 with a fixed seed:
-
-- records are grouped so that copies of one task cannot sit on both sides: by `meta.env.task_id`
-  when the record has an environment, else by its instruction (the `task` field, else the first
-  user message), whitespace- and case-folded; a record without either is its own group;
-- the groups, sorted by their smallest id, are shuffled with `random.Random(seed)` and taken into
-  the held-out side until it holds `holdout` (10%) of the records (at least one record when the
-  corpus has two or more).
+`get_benchmark("replay", corpus=PATH)` loads a raw corpus (any format `sandbox.corpus.load_corpus`
+reads) and holds out a tenth of it with `sandbox.corpus.split.split_ids` (by id hash, copies of
+one task kept on one side; the loop's dev hold-out is the same function).
 
 `train_ids` is the 90% a loop may curate; `dev_ids` the held-out 10%, which `tasks("dev")` hands
 out (sorted by id). A task has no environment: it is scored by `step_accuracy` alone. Each
 assistant message of a held-out record is a `StepItem` — the recorded prefix before it, and as
 gold its tool calls (or `[]` for a reply without calls). Records whose outcome says they failed
 (`outcome.success is false`) give no step items by default (their actions are not ones to copy).
+
+The benchmark judges tool calls, so a held-out record that makes none gives no step items (its
+text replies would be "correct" for any reply without a call: a random model scored P = 1.0 on
+FireAct's text-ReAct corpus); a corpus whose held-out records make no tool call at all is refused
+when the benchmark is built. In records that do call tools, a text reply's gold is `[]`: the model
+must answer instead of calling.
 
 `judge_step` accepts a next action when it makes the same calls as the recorded one, in any
 order: equal tool names and equal arguments after normalisation (JSON-decoded, object key order
@@ -23,49 +23,17 @@ ignored, numbers compared by value, booleans kept apart from numbers, strings ex
 from __future__ import annotations
 
 import json
-import random
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
 from benchmarks.base import SPLITS, StepItem, Task, Verdict, register
 from evolver.errors import UserError
+from sandbox.corpus.split import DEFAULT_SEED, DEFAULT_SHARE, group_key, split_ids
 
 NAME = "replay"
-DEFAULT_HOLDOUT = 0.1
-DEFAULT_SEED = 0
-
-
-def _group_key(record: Mapping) -> str:
-    env = (record.get("meta") or {}).get("env")
-    if isinstance(env, Mapping) and env.get("task_id") is not None:
-        return f"env:{env.get('benchmark', '')}:{env['task_id']}"
-    text = record.get("task") or next((m.get("content") or "" for m in record.get("messages", [])
-                                       if m.get("role") == "user"), "")
-    text = " ".join(str(text).lower().split())
-    return f"task:{text}" if text else f"id:{record['id']}"
-
-
-def split_ids(records: Sequence[Mapping], seed: int = DEFAULT_SEED,
-              holdout: float = DEFAULT_HOLDOUT) -> tuple[list[str], list[str]]:
-    """(train ids, held-out ids), each sorted; see the module docstring."""
-    if not 0 < holdout < 1:
-        raise UserError(f"holdout must be between 0 and 1, not {holdout}")
-    groups: dict[str, list[str]] = {}
-    for r in records:
-        groups.setdefault(_group_key(r), []).append(r["id"])
-    ordered = sorted((sorted(ids) for ids in groups.values()), key=lambda ids: ids[0])
-    random.Random(seed).shuffle(ordered)
-    n = len(records)
-    target = max(1, round(n * holdout)) if n >= 2 else 0
-    dev: list[str] = []
-    for ids in ordered:
-        if len(dev) >= target:
-            break
-        if len(dev) + len(ids) >= n:  # never hold out everything
-            continue
-        dev.extend(ids)
-    held = set(dev)
-    return sorted(r["id"] for r in records if r["id"] not in held), sorted(dev)
+DEFAULT_HOLDOUT = DEFAULT_SHARE
+_group_key = group_key
+__all__ = ["ReplayBenchmark", "normalize_arguments", "same_calls", "split_ids"]
 
 
 def normalize_arguments(arguments: Any) -> Any:
@@ -112,6 +80,10 @@ def _user_turns(messages: Sequence[Mapping]) -> list[list[dict]]:
     return turns
 
 
+def _calls_tools(record: Mapping) -> bool:
+    return any(m.get("tool_calls") for m in record["messages"] if m.get("role") == "assistant")
+
+
 class ReplayBenchmark:
     """Step-level replay of a raw corpus's held-out records (no environment, no episodes)."""
 
@@ -129,6 +101,11 @@ class ReplayBenchmark:
         self.seed, self.holdout, self.include_failed = seed, holdout, include_failed
         self.records = {r["id"]: r for r in loaded.records}
         self.train_ids, self.dev_ids = split_ids(loaded.records, seed, holdout)
+        if self.dev_ids and not any(_calls_tools(self.records[i]) for i in self.dev_ids):
+            raise UserError(
+                f"{corpus}: the replay benchmark judges tool calls, and none of the "
+                f"{len(self.dev_ids)} held-out records makes one (text-only actions, e.g. ReAct "
+                "'Action: x[...]' lines, cannot be judged); use a corpus with tool calls")
 
     def describe(self) -> dict:
         return {"benchmark": self.name, "corpus_sha256": self.corpus_sha256, "seed": self.seed,
@@ -169,6 +146,8 @@ class ReplayBenchmark:
     def step_items(self, task: Task) -> list[StepItem]:
         record = self.records[task.id]
         if not self.include_failed and (record.get("outcome") or {}).get("success") is False:
+            return []
+        if not _calls_tools(record):
             return []
         items = []
         messages = record["messages"]

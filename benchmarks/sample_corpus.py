@@ -38,6 +38,8 @@ from benchmarks.bfcl.backends import (
     load_tasks,
     tool_schemas,
 )
+from benchmarks.bfcl.common import contains_all
+from evolver.files import atomic_write
 from sandbox.schemas import canonical_json, check_raw
 
 SOURCE = "bfcl_multi_turn"
@@ -126,13 +128,8 @@ def judge(task: Mapping, ground_truth: Sequence[Sequence[str]], turns: Turns) ->
             continue
         if not calls:
             return False
-        if model.state() != gold.state():
+        if model.state() != gold.state() or not contains_all(so_far, expected):
             return False
-        pool = list(so_far)
-        for item in expected:
-            if item not in pool:
-                return False
-            pool.remove(item)
     return True
 
 
@@ -411,13 +408,6 @@ def labels_path(out: Path) -> Path:
     return out.with_name(out.name.removesuffix(".jsonl") + ".labels.json")
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8", newline="\n")
-    tmp.replace(path)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sample_corpus", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="corpus JSONL to write")
@@ -427,8 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     records, labels = build_corpus(args.seed)
     text = render(records)
-    _write(args.out, text)
-    _write(args.labels or labels_path(args.out), render_labels(labels, args.seed))
+    atomic_write(args.out, text)
+    atomic_write(args.labels or labels_path(args.out), render_labels(labels, args.seed))
     counts = Counter(v["noise"] for v in labels.values())
     print(f"wrote {len(records)} records ({len(text.encode('utf-8'))} bytes) to {args.out} in "
           f"{time.perf_counter() - started:.1f}s: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),

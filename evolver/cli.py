@@ -8,12 +8,16 @@ import sys
 from pathlib import Path
 
 from evolver.errors import RunFailed, UserError, printable
+from evolver.files import atomic_write, read_jsonl
 from evolver import report, run_cli
 from sandbox import image as sandbox_image
 from benchmarks import corpus_cli
 from trainer import cli as trainer_cli
 from benchmarks import eval_cli
+from benchmarks.quality import cli as quality_cli
+from sandbox.corpus import FORMATS as CORPUS_FORMATS
 from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits
+from trainer.recipe import PROFILES
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
 SAMPLE_CORPUS = PROJECT_ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"
@@ -43,19 +47,44 @@ def format_profile(profile: dict) -> str:
 
 
 def cmd_curate(args) -> int:
-    from sandbox.curate import curate
+    from sandbox.corpus import load_corpus
+    from sandbox.curate import execute
     from sandbox.executor import make_executor
+    from sandbox.strategy_files import strategy_files
+    from trainer.length import profile_length_report
+    from trainer.recipe import get_profile
 
     out = args.out or PROJECT_ROOT / "runs" / datetime.datetime.now().strftime("curate-%Y%m%d-%H%M%S")
     limits = Limits(timeout_s=args.timeout)
     executor = make_executor(args.sandbox, trusted=True)   # the user's own strategy
+    get_profile(args.profile)   # a misspelled profile fails before anything runs
+    corpus = load_corpus([str(p) for p in args.corpus], fmt=args.format,
+                         on_error="skip" if args.skip_bad_lines else "abort")
     _say(args, f"curating {', '.join(map(str, args.corpus))} with {args.strategy} ({executor.name} sandbox)")
-    result = curate(args.strategy, args.corpus, out, seed=args.seed, executor=executor, limits=limits,
-                    corpus_format=args.format, on_error="skip" if args.skip_bad_lines else "abort")
+    result = execute(strategy_files(Path(args.strategy)), corpus, Path(out), seed=args.seed,
+                     executor=executor, limits=limits)
+    if corpus.skipped_lines:
+        atomic_write(Path(result.out_dir) / "skipped.jsonl",
+                     "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))
+    curated = {kind: read_jsonl(Path(result.out_dir) / f"{kind}.jsonl") for kind in ("sft", "rl")}
+    try:
+        length = profile_length_report(curated["sft"], curated["rl"], args.profile, args.max_length)
+    except UserError as exc:   # advisory here: the artifacts stand without it
+        length = exc
+    read = len(corpus.records) + len(corpus.skipped_lines)
+    lines_read = {"read": read, "skipped": len(corpus.skipped_lines),
+                  "retained": result.profile["raw"]["retained"]}
     if args.json:
-        print(json.dumps(result.profile, indent=2, sort_keys=True))
+        shown = {**result.profile, "lines": lines_read,
+                 "length": length.to_json() if not isinstance(length, UserError) else str(length)}
+        print(json.dumps(shown, indent=2, sort_keys=True))
     else:
         print(format_profile(result.profile))
+        print(f"length ({args.profile})  " + (f"not measured: {length}" if isinstance(length, UserError)
+                                             else length.summary()))
+        if corpus.skipped_lines:
+            print(f"skipped lines  {len(corpus.skipped_lines)} of {read} (listed in skipped.jsonl); "
+                  f"retained {lines_read['retained']} of {read} read ({lines_read['retained'] / read:.1%})")
         secs = result.execution["seconds"]
         print(f"\nartifacts in {result.out_dir} (executed in {secs['execute']:.2f} s, total {secs['total']:.2f} s)")
     return 0
@@ -95,6 +124,11 @@ def cmd_diff(args) -> int:
     """The strategy code in full; the diagnosis and profile under inputs/ (one-line JSON) as a
     line each unless --inputs asks for them whole."""
     ws = _workspace(Path(args.run))
+    if (Path(args.run) / "run.json").is_file():   # a run: its tags must be the ones its journal recorded
+        from evolver.loop import check_workspace
+        from evolver.store import RunStore
+
+        check_workspace(RunStore.open(Path(args.run)), ws)
     text = ws.diff(args.a, args.b, include_inputs=args.inputs)
     if not args.inputs:
         text += "".join(f"inputs: {row['path']} {row['status']} (+{row['added']} -{row['removed']} lines; --inputs shows them)\n"
@@ -103,21 +137,53 @@ def cmd_diff(args) -> int:
     return 0
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help line ends with its default, unless it has none or says it already."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default in (None, False, [], argparse.SUPPRESS) or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """`curateevo`'s parsers: defaults shown in every help line."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("curateevo")
+    except PackageNotFoundError:   # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="curateevo", description="Evolve the code that curates agent training data.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = Parser(prog="curateevo", description="Evolve the code that curates agent training data.")
+    parser.add_argument("--version", action="version", version=f"curateevo {version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
 
     p = sub.add_parser("curate", help="execute one strategy once and show its profile")
     p.add_argument("--strategy", type=Path, default=SEED_STRATEGY, help="strategy.py or its directory (default: seed ρ0)")
     p.add_argument("--corpus", type=Path, nargs="+", default=[SAMPLE_CORPUS], help="raw corpus JSONL file(s)")
-    p.add_argument("--format", default="auto", choices=["auto", "canonical", "sharegpt", "adp"])
+    p.add_argument("--format", default="auto", choices=["auto", "openai", *CORPUS_FORMATS],
+                   help="corpus format; auto detects it per file")
+    p.add_argument("--profile", default="cpu-small", choices=list(PROFILES), help="recipe profile whose length limits are reported")
+    p.add_argument("--max-length", type=int, default=None, help="SFT max_length to report (default: the profile's)")
     p.add_argument("--skip-bad-lines", action="store_true", help="skip and count invalid corpus lines instead of aborting")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/curate-<time>)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the curation seed (ctx.rng)")
     p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategy (default: auto)")
     p.add_argument("--timeout", type=float, default=Limits.timeout_s, help="wall-clock limit in seconds")
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress messages")
     p.set_defaults(func=cmd_curate)
 
     p = sub.add_parser("replay", help="re-execute a curation output (or a run's epoch) into an empty directory and compare bytes")
@@ -142,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     corpus_cli.add_cli(sub)  # curateevo corpus build
     trainer_cli.add_cli(sub)  # curateevo train
     eval_cli.add_cli(sub)  # curateevo eval
+    quality_cli.add_cli(sub)  # curateevo bench quality
     return parser
 
 

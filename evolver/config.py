@@ -309,14 +309,15 @@ def merge_options(given: Mapping[str, Any], from_file: Mapping[str, Any]) -> dic
             from_file[o.dest] if from_file.get(o.dest) is not None else o.default for o in RUN_OPTIONS}
 
 
-def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: str) -> RunConfig:
-    """The RunConfig of a new run from merged options (`merge_options`) and its resolved corpus."""
+def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: str, corpus_kind: str | None = None) -> RunConfig:
+    """The RunConfig of a new run from merged options (`merge_options`) and its resolved corpus;
+    `corpus_kind` is the benchmark a user's corpus implies (sandbox.corpus.corpus_kind)."""
     from trainer.recipe import get_profile
 
     o = dict(options)
     llm = llm_mapping(o)
     proposer = o["proposer"] or ("agent" if llm else "offline")
-    benchmark = o["benchmark"] or "bfcl-single"
+    benchmark = o["benchmark"] or corpus_kind or "bfcl-single"
     metric = o["metric"] or ("step_accuracy" if benchmark == "replay" else _field_default("metric"))
     base = o["base"] or get_profile(o["profile"]).base
     if o["seeds"] < 1:

@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of either."""
+"""File helpers every package may use: atomic writes (a reader sees the old file or the new one,
+never half of either), JSON reading, content hashes of files and trees, the empty-folder check."""
 from __future__ import annotations
 
 import hashlib
@@ -6,7 +7,9 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator, Mapping
+
+from evolver.errors import UserError
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) -> None:
@@ -44,16 +47,78 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.load(f)
 
 
+def iter_jsonl(path: str | os.PathLike, what: str = "JSONL") -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of a JSONL file, in order. A missing or
+    unreadable file, or a line that is not JSON, is one UserError naming the file (and the line)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except ValueError as exc:
+                    raise UserError(f"{path}:{n}: not JSON ({getattr(exc, 'msg', exc)})") from None
+                yield n, value
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such {what} file") from None
+    except (IsADirectoryError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not a {what} JSONL file ({exc.__class__.__name__})") from None
+
+
 def read_jsonl(path: str | os.PathLike) -> list:
     """The JSON values of a JSONL file, one per non-blank line, in order."""
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
+# --------------------------------------------------------------------------------------------
+# content hashes
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def sha256_file(path: str | os.PathLike) -> str:
-    """sha256 of a file's bytes, read in blocks."""
+    """sha256 hex of a file's bytes, read in 1 MiB blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _listing_sha256(digests: Iterable[tuple[str, str]]) -> str:
+    return sha256_bytes("".join(f"{p}\0{d}\n" for p, d in digests).encode())
+
+
+def sha256_files(files: Mapping[str, bytes]) -> str:
+    """One hash for files held in memory as {relative path: bytes}: the sha256 of the lines
+    `path\0<sha256 of the bytes>\n` in sorted path order."""
+    return _listing_sha256((p, sha256_bytes(files[p])) for p in sorted(files))
+
+
+def sha256_tree(path: str | os.PathLike) -> str:
+    """One hash for a directory: the sha256 of the lines `relative/path\0<sha256_file>\n` of its
+    regular files (links left out), ordered by path components (`a/c` before `a.b`, as Paths sort)."""
+    path = Path(path)
+    found = sorted(f for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+    return _listing_sha256((f.relative_to(path).as_posix(), sha256_file(f)) for f in found)
+
+
+def sha256_path(path: str | os.PathLike) -> str:
+    """sha256 of a file, or of a directory tree (`sha256_tree`)."""
+    return sha256_tree(path) if Path(path).is_dir() else sha256_file(path)
+
+
+# --------------------------------------------------------------------------------------------
+# folders
+
+
+def is_empty_or_missing(path: str | os.PathLike) -> bool:
+    """True when nothing is at `path` or it is an empty directory (a link, even to one, is not)."""
+    path = Path(path)
+    if path.is_symlink():
+        return False
+    return not path.exists() or (path.is_dir() and not any(path.iterdir()))

@@ -27,13 +27,14 @@ from statistics import fmean
 from evolver.acceptance import Scores, make_rule
 from evolver.config import RunConfig
 from evolver.diagnose import diagnose
-from evolver.files import atomic_json, read_json, read_jsonl
+from evolver.errors import RunFailed, UserError
+from evolver.files import atomic_json, read_json, read_jsonl, sha256_files
 from evolver.objective import final_choice, objective
 from evolver.proposers import make_proposer
 from evolver.proposers.brief import Brief, Verdict
 from evolver.store import RunStore
-from sandbox.corpus import load_corpus
-from sandbox.curate import CurationFailed, bind_commit, execute, runtime_sha256, tree_sha256
+from sandbox.corpus import load_corpus, train_part
+from sandbox.curate import CurationFailed, bind_commit, execute, runtime_sha256
 from sandbox.executor import PROJECT_ROOT, Limits, make_executor
 from sandbox.strategy_files import inputs_files
 from sandbox.workspace import Workspace
@@ -57,12 +58,17 @@ class Epochs:
         if not (store.root / "strategy").exists():   # created here, so a kill right after run.json is harmless
             Workspace.create(store.root / "strategy", SEED_STRATEGY, params=self.cfg.params(), inputs=EMPTY_DIAGNOSIS)
         self.ws = Workspace.open(store.root / "strategy")
+        check_workspace(store, self.ws)
         self.rule = make_rule(self.cfg)
+        self._t0, self._ran, self._timed = None, set(), []
 
     # what only some stages need is made when first used (a retrain needs no sandbox, no agent)
     @functools.cached_property
     def corpus(self):
-        return load_corpus(list(self.cfg.corpus), on_error=self.cfg.on_error)
+        """What the strategy sees: the raw corpus, less its held-out dev tenth when the dev
+        benchmark is the corpus's own (replay): those records never reach the sandbox."""
+        corpus = load_corpus(list(self.cfg.corpus), on_error=self.cfg.on_error)
+        return train_part(corpus) if self.cfg.benchmark == "replay" else corpus
 
     @functools.cached_property
     def executor(self):
@@ -97,12 +103,30 @@ class Epochs:
         if done is not None:
             return done.get("result")
         t0 = time.monotonic()
-        say(f"epoch {epoch} · {name} …")
+        self._t0 = self._t0 or t0
+        self._ran.add(epoch)
+        say(f"{self.progress(epoch)} · {name} …")
         if self.llm is not None:
             run = self._metered(run)
         result = self.store.stage(epoch, name, run, outputs)
-        say(f"epoch {epoch} · {name} done in {time.monotonic() - t0:.1f} s")
+        say(f"{self.progress(epoch)} · {name} done in {time.monotonic() - t0:.1f} s")
         return result
+
+    def progress(self, epoch: int) -> str:
+        """`epoch 1 (2/3, ETA 25 min)`: where the run is, and when it should end at the pace of
+        the epochs this process ran (a resumed run's skipped stages do not count)."""
+        if epoch < 0:
+            return "run"
+        eta = ""
+        if self._timed:
+            per_epoch = (time.monotonic() - self._t0) / len(self._timed)
+            eta = f", ETA {per_epoch * max(0, self.cfg.epochs - 1 - self._timed[-1]) / 60:.0f} min"
+        return f"epoch {epoch} ({epoch + 1}/{self.cfg.epochs}{eta})"
+
+    def finished(self, epoch: int) -> None:
+        """Epoch `epoch` is done (decided, diagnosed, proposed on): if it ran here, it times the ETA."""
+        if epoch in self._ran:
+            self._timed.append(epoch)
 
     def _metered(self, run):
         """`run` with the LLM usage it caused added to its result (tokens, USD, calls, time)."""
@@ -140,6 +164,7 @@ class Epochs:
             return None
         manifest = read_json(folder / "manifest.json")
         same = (manifest["strategy"]["commit"] == sha and manifest["corpus"]["sha256"] == self.cfg.corpus_sha256
+                and manifest["corpus"].get("holdout") == self.corpus.holdout
                 and manifest["seed"] == self.cfg.seed and manifest["runtime_sha256"] == runtime_sha256())
         return manifest if same else None
 
@@ -227,6 +252,11 @@ class Epochs:
                 bind_commit(artifacts, sha, self.ws.files(sha))
                 self.ws.tag_epoch(epoch + 1, sha)
         atomic_json(out / "proposals.json", log)
+        llm_error = next((a["error"] for a in log if a.get("exit_status") == "LLMError"), None)
+        if llm_error and sha is None:   # not a rejected proposal: the run cannot go on as asked
+            raise RunFailed(f"the LLM failed while proposing the candidate of epoch {epoch + 1} "
+                            f"({' '.join(llm_error.split())[:200]}); fix the endpoint and `curateevo resume "
+                            f"{self.store.root}` proposes again")
         return {"candidate": sha, "edits": edits, "dry_runs": dry.count, **({"budget_exhausted": True} if exhausted else {})}
 
     # ------------------------------------------------------------------ helpers
@@ -273,7 +303,7 @@ class DryRuns:
         return {**{k: v for k, v in files.items() if not k.startswith("inputs/")}, **self.inputs}
 
     def output(self, files: dict[str, bytes]) -> Path:
-        return self.outputs[tree_sha256(files)]
+        return self.outputs[sha256_files(files)]
 
     def validate(self, files: dict[str, bytes]) -> Verdict:
         """The dry run: the candidate curates the whole corpus in the sandbox and the host checker
@@ -284,7 +314,7 @@ class DryRuns:
         verdict, hashes = check_candidate(full, self.corpus, self.executor, self.parent, out, seed=self.cfg.seed,
                                           n_ref=self.cfg.n_ref, timeout_s=self.cfg.curation_timeout_s)
         if verdict.ok:
-            self.outputs[tree_sha256(full)] = out
+            self.outputs[sha256_files(full)] = out
         return verdict
 
 
@@ -324,6 +354,7 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
     memory = artifacts / "memory.jsonl"
     use_memory = "no-memory" not in cfg.ablations and _count(memory)
     doc = evaluate_to_dir(cfg.benchmark, cfg.split, out, tasks=cfg.tasks, metric=cfg.metric,
+                          corpus=list(cfg.corpus) if cfg.benchmark == "replay" else None,
                           memory=str(memory) if use_memory else None, seed=seed,
                           policy_options={"base": cfg.base, "adapter": adapter}, progress=True,
                           batch_size=cfg.batch_size, steps=cfg.eval_steps)
@@ -341,7 +372,8 @@ def run_epochs(store: RunStore) -> dict:
         scores = []
         if "failed" not in curation:
             for seed in ep.cfg.seeds:
-                trained = ep.stage(epoch, f"train-s{seed}", lambda: ep.train(epoch, seed))
+                trained = ep.stage(epoch, f"train-s{seed}", lambda: ep.train(epoch, seed),
+                                   lambda result: [Path(result["adapter"])] if result["adapter"] else [])
                 scores.append(ep.stage(epoch, f"evaluate-s{seed}", lambda: ep.evaluate(epoch, seed, trained["adapter"]),
                                        [store.epoch_dir(epoch) / f"eval-s{seed}"]))
         proposal = store.done(epoch - 1, "propose") if epoch else None
@@ -353,9 +385,37 @@ def run_epochs(store: RunStore) -> dict:
             ep.stage(epoch, "propose", lambda: ep.propose(epoch),
                      lambda result: [store.epoch_dir(epoch) / "evolve"] +
                      ([store.epoch_dir(epoch + 1) / "artifacts"] if result.get("candidate") else []))
+        ep.finished(epoch)
     evaluated = [d for d in ep.decisions() if d.get("P") is not None]
     final = final_choice(evaluated)
     return ep.stage(-1, "final", lambda: {"epoch": final["epoch"], "commit": final["commit"], "P": final["P"], "C": final["C"]})
+
+
+def recorded_commits(store: RunStore) -> dict[str, str]:
+    """Tag → commit as the journal recorded them: each epoch's candidate (curate, decide,
+    propose) and `best` (the last accepted decision)."""
+    tags = {}
+    for event in store.journal.events():
+        result = event.get("result") if event.get("event") == "stage_done" else None
+        if not isinstance(result, dict) or not isinstance(event.get("epoch"), int) or event["epoch"] < 0:
+            continue
+        if event["stage"] in ("curate", "decide") and result.get("commit"):
+            tags[f"epoch-{event['epoch']}"] = result["commit"]
+        if event["stage"] == "propose" and result.get("candidate"):
+            tags[f"epoch-{event['epoch'] + 1}"] = result["candidate"]
+        if event["stage"] == "decide" and result.get("accepted"):
+            tags["best"] = result["commit"]
+    return tags
+
+
+def check_workspace(store: RunStore, ws: Workspace) -> None:
+    """UserError when a tag of the workspace no longer names the commit the journal recorded
+    (the strategy was changed outside curateevo): nothing built on it can be trusted."""
+    for tag, recorded in recorded_commits(store).items():
+        current = ws.resolve(tag) if tag in ws.refs() else None
+        if current != recorded:
+            raise UserError(f"{ws.path}: tag {tag} names {current[:12] if current else 'nothing'} but the journal "
+                            f"recorded {recorded[:12]}: the workspace was changed outside curateevo; nothing was run")
 
 
 def llm_spent(store: RunStore) -> dict:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from evolver.files import atomic_write
-from evolver.tables import epoch_rows, format_log, format_stages
+from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
 from evolver.store import RunStore
 
 
@@ -120,6 +120,8 @@ def write_report(run: Path) -> Path:
             plt.close(fig)
     cfg = store.config
     reasons = "".join(f"<li>epoch {r['epoch']}: {html.escape(r.get('reason') or r.get('failed') or '')}</li>" for r in rows)
+    reasons += "".join(f"<li>epoch {f['epoch']} · {html.escape(str(f['stage']))} failed: {html.escape(f['error'])}</li>"
+                       for f in failed_stages(store))
     images = "".join(f'<img src="{name}" alt="{name}">' for name, fig in plots.items() if fig is not None)
     page = f"""<!doctype html><meta charset="utf-8"><title>curateevo run {html.escape(store.root.name)}</title>
 <style>body{{font:14px system-ui,sans-serif;max-width:1100px;margin:2em auto}}img{{max-width:49%}}pre{{background:#f6f6f6;padding:1em}}</style>

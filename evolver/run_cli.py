@@ -5,17 +5,22 @@ import datetime
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from evolver.config import RUN_OPTIONS, RunConfig, llm_mapping, merge_options, option_values, resolve
 from evolver.errors import UserError
-from evolver.files import read_jsonl
+from evolver.files import read_jsonl, sha256_bytes, sha256_file
 from evolver.store import RunStore
-from evolver.tables import epoch_rows, format_log, format_stages
-from sandbox.corpus import corpus_sha256
+from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
+from sandbox.corpus import corpus_kind, corpus_sha256, load_corpus
 from sandbox.executor import PROJECT_ROOT
 
 RUNS = PROJECT_ROOT / "runs"
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def default_corpus(benchmark: str, setting: str, seed: int) -> list[str]:
@@ -66,10 +71,14 @@ def create_run(options: dict) -> RunStore:
         raise UserError("the code agent's commands run in the Docker sandbox only: use --sandbox docker or auto")
     if options["llm_records"] and not Path(options["llm_records"]).is_dir():
         raise UserError(f"--llm-records {options['llm_records']}: no such directory (a run's llm/ folder)")
-    probe = resolve(options, (), "")   # every value checked before the default corpus is built
-    corpus = [str(Path(p).resolve()) for p in options["corpus"]] if options["corpus"] else default_corpus(
-        "bfcl-single" if probe.benchmark == "bfcl-single" else "bfcl", "wild", probe.seed)
-    config = probe.replace(corpus=tuple(corpus), corpus_sha256=corpus_sha256(corpus))
+    probe = resolve(options, (), "")   # every value checked before any corpus is read or built
+    if options["corpus"]:   # a user's corpus: read and checked now; without an environment, its own dev tenth
+        corpus = [str(Path(p).resolve()) for p in options["corpus"]]
+        kind = corpus_kind(load_corpus(corpus, on_error=probe.on_error).records)
+        config = resolve(options, tuple(corpus), corpus_sha256(corpus), kind)
+    else:
+        corpus = default_corpus("bfcl-single" if probe.benchmark == "bfcl-single" else "bfcl", "wild", probe.seed)
+        config = probe.replace(corpus=tuple(corpus), corpus_sha256=corpus_sha256(corpus))
     store = RunStore.create(runs_dir / name, config.to_json())   # the loop creates the strategy workspace from ρ0
     if options["llm_records"]:   # a rerun from another run's record (replay-only: no network call)
         shutil.copytree(options["llm_records"], store.root / "llm", dirs_exist_ok=True,
@@ -78,23 +87,38 @@ def create_run(options: dict) -> RunStore:
 
 
 def cmd_run(args) -> int:
-    from evolver.loop import run_epochs
+    from evolver.preflight import check_base_model, check_llm
 
-    store = create_run(run_options(args))
+    options = run_options(args)
+    store = create_run(options)
+    try:   # before epoch 0: the base model's tokenizer, the LLM's key and one answer
+        check_base_model(run_config(store).base)
+        usage = check_llm(run_config(store), store.root / "llm")
+    except BaseException:
+        shutil.rmtree(store.root, ignore_errors=True)   # nothing was run: nothing is left behind
+        raise
+    if usage:
+        store.journal.append({"event": "preflight", "llm": usage})
+    if options["corpus"] and not options["benchmark"]:
+        benchmark = run_config(store).benchmark
+        say(f"benchmark: {benchmark} (chosen from the corpus: " + (
+            "it has no environment, so P is step_accuracy on its held-out tenth, which the strategy never sees)"
+            if benchmark == "replay" else "every record names this environment; --benchmark chooses another)"))
     print(f"run directory: {store.root}")
-    final = run_epochs(store)
-    print(format_log(store))
-    print(f"\nfinal strategy: epoch {final['epoch']} ({final['commit'][:10]}), P = {final['P']:.4f}, C = {final['C']:.4f}")
-    return 0
+    return run_and_report(store)
 
 
 def cmd_resume(args) -> int:
-    from evolver.loop import run_epochs
-
     store = RunStore.open(Path(args.run))
     cfg = run_config(store)
     if corpus_sha256(list(cfg.corpus)) != cfg.corpus_sha256:
         raise UserError(f"the corpus of {args.run} changed since the run started; nothing was run")
+    return run_and_report(store)
+
+
+def run_and_report(store: RunStore) -> int:
+    from evolver.loop import run_epochs
+
     final = run_epochs(store)
     print(format_log(store))
     print(f"\nfinal strategy: epoch {final['epoch']} ({final['commit'][:10]}), P = {final['P']:.4f}, C = {final['C']:.4f}")
@@ -111,6 +135,8 @@ def cmd_status(args) -> int:
           f"profile {cfg.profile}, λ = {cfg.lam}")
     print("finished" if finished else f"last event: {last['event']} epoch {last.get('epoch')} {last.get('stage')}"
           if last else "not started")
+    for f in failed_stages(store):
+        print(f"failed: epoch {f['epoch']} · {f['stage']}: {f['error']} (`curateevo resume {store.root}` runs it again)")
     print(format_log(store))
     return 0
 
@@ -121,6 +147,8 @@ def cmd_log(args) -> int:
     for r in epoch_rows(store):
         if r.get("reason"):
             print(f"epoch {r['epoch']}: {r['reason']}")
+    for f in failed_stages(store):
+        print(f"epoch {f['epoch']} · {f['stage']} failed: {f['error']}")
     print("\ntime and LLM usage per stage:")
     print(format_stages(store))
     return 0
@@ -137,11 +165,9 @@ def epoch_artifacts(run: Path, epoch: int) -> Path:
 def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bool:
     """Train and/or evaluate the epoch again in a temporary directory and compare with the record
     (no sandbox and no proposer is made: a retrain needs neither)."""
-    import hashlib
     import tempfile
 
     from evolver.loop import evaluate_epoch, train_epoch
-    from evolver.store import sha256_path
 
     store = RunStore.open(Path(run))
     cfg, artifacts = run_config(store), store.epoch_dir(epoch) / "artifacts"
@@ -152,8 +178,8 @@ def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bo
             if retrain:
                 trained = train_epoch(cfg, artifacts, Path(tmp) / f"train-s{seed}", seed)
                 new, old = Path(trained["adapter"] or Path(tmp) / "none"), Path(adapter)
-                match = new.exists() and old.exists() and sha256_path(new / "adapter_model.safetensors") == \
-                    sha256_path(old / "adapter_model.safetensors")
+                match = new.exists() and old.exists() and sha256_file(new / "adapter_model.safetensors") == \
+                    sha256_file(old / "adapter_model.safetensors")
                 print(f"retrain seed {seed}: adapter weights {'identical' if match else 'DIFFER'}")
                 same &= match
                 adapter = trained["adapter"] or adapter
@@ -163,7 +189,7 @@ def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bo
                 recorded = read_jsonl(store.epoch_dir(epoch) / f"eval-s{seed}" / "trajectories.jsonl")
                 replayed = read_jsonl(Path(tmp) / f"eval-s{seed}" / "trajectories.jsonl")
                 outcomes = [(t["id"], t["outcome"]) for t in recorded] == [(t["id"], t["outcome"]) for t in replayed]
-                digest = lambda rows: hashlib.sha256(json.dumps([r["messages"] for r in rows]).encode()).hexdigest()
+                digest = lambda rows: sha256_bytes(json.dumps([r["messages"] for r in rows]).encode())
                 match = outcomes and digest(recorded) == digest(replayed)
                 print(f"reeval seed {seed}: P {again['P']:.4f}, trajectories {'identical' if match else 'DIFFER'}")
                 same &= match
@@ -192,17 +218,34 @@ def cmd_test(args) -> int:
             shutil.rmtree(stale)
     cfg, epoch = run_config(store), final[-1]["epoch"]
     seed = cfg.seeds[0]
-    adapter = store.epoch_dir(epoch) / f"train-s{seed}" / "adapter"
-    memory = store.epoch_dir(epoch) / "artifacts" / "memory.jsonl"
+    adapter, memory = chosen(store, final[-1], seed)
     doc = evaluate_to_dir(cfg.benchmark, "test", partial, tasks=args.tasks, metric=cfg.metric, allow_test=True,
                           memory=str(memory) if memory.stat().st_size and "no-memory" not in cfg.ablations else None,
-                          policy_options={"base": cfg.base, "adapter": str(adapter) if adapter.exists() else None},
+                          policy_options={"base": cfg.base, "adapter": adapter},
                           seed=seed, progress=True, batch_size=cfg.batch_size, steps=cfg.eval_steps)
     os.replace(partial, out)
     store.journal.append({"event": "tested", "epoch": epoch, "P": doc["P"], "metric": doc["metric"]})
     print(f"final strategy (epoch {epoch}) on the test split:")
     print(format_metrics(doc, out))
     return 0
+
+
+def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path]:
+    """The final strategy's adapter (None when its epoch had nothing to train) and memory, as
+    the run recorded them; UserError when what is on disk is not that (nothing is evaluated)."""
+    from evolver.loop import check_workspace
+    from sandbox.workspace import Workspace
+
+    epoch, fix = final["epoch"], f"`curateevo resume {store.root}` makes it again"
+    check_workspace(store, Workspace.open(store.root / "strategy"))
+    curation = store.done(epoch, "curate")
+    if curation is None or curation["result"].get("commit") != final["commit"]:
+        raise UserError(f"the artifacts of epoch {epoch}, the run's choice, are missing or changed; {fix}")
+    trained = store.done(epoch, f"train-s{seed}")
+    if trained is None:
+        raise UserError(f"the adapter of epoch {epoch} (train-s{seed}), the run's choice, is missing or changed; "
+                        f"testing now would evaluate something else; {fix}")
+    return trained["result"]["adapter"], store.epoch_dir(epoch) / "artifacts" / "memory.jsonl"
 
 
 def add_cli(sub) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime
 import fcntl
-import hashlib
 import json
 import os
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evolver.errors import UserError, printable
-from evolver.files import atomic_json, read_json
+from evolver.files import atomic_json, is_empty_or_missing, read_json, sha256_path  # sha256_path: importable from here too
 
 _HELD: dict[str, int] = {}       # run root → fd holding its lock in this process
 _WARNED: set[tuple[str, int]] = set()
@@ -47,20 +46,6 @@ def lock_run(root: Path) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     _HELD[key] = fd
-
-
-def sha256_path(path: Path) -> str:
-    """sha256 of a file, or of a directory tree (sorted relative paths + file hashes)."""
-    if path.is_dir():
-        lines = []
-        for f in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()):
-            lines.append(f"{f.relative_to(path).as_posix()}\0{sha256_path(f)}\n")
-        return hashlib.sha256("".join(lines).encode()).hexdigest()
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class Journal:
@@ -111,7 +96,7 @@ class RunStore:
     @classmethod
     def create(cls, root: Path, config: dict) -> "RunStore":
         root = Path(root)
-        if root.exists() and any(root.iterdir()):
+        if not is_empty_or_missing(root):
             raise UserError(f"{root} already exists; resume it with `curateevo resume {root}` or choose a new --name")
         root.mkdir(parents=True, exist_ok=True)
         lock_run(root)
@@ -170,7 +155,13 @@ class RunStore:
         if done is not None:
             return done.get("result")
         self.journal.append({"event": "stage_started", "epoch": epoch, "stage": stage})
-        result = run()
+        try:
+            result = run()
+        except BaseException as exc:   # recorded for status, log and report; the stage runs again on resume
+            error = "interrupted" if isinstance(exc, KeyboardInterrupt) else \
+                " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
+            self.journal.append({"event": "stage_failed", "epoch": epoch, "stage": stage, "error": error})
+            raise
         paths = outputs(result) if callable(outputs) else outputs
         hashes = {Path(p).resolve().relative_to(self.root.resolve()).as_posix(): sha256_path(Path(p)) for p in paths}
         self.journal.append({"event": "stage_done", "epoch": epoch, "stage": stage, "outputs": hashes, "result": result})

@@ -43,6 +43,18 @@ def epoch_rows(store: RunStore) -> list[dict]:
     return [rows[e] for e in sorted(rows)]
 
 
+def failed_stages(store: RunStore) -> list[dict]:
+    """Stages that failed and have not been done since: epoch, stage, error."""
+    failed: dict = {}
+    for event in store.journal.events():
+        key = (event.get("epoch"), event.get("stage"))
+        if event.get("event") == "stage_failed":
+            failed[key] = {"epoch": key[0], "stage": key[1], "error": event.get("error", "")}
+        elif event.get("event") == "stage_done":
+            failed.pop(key, None)
+    return list(failed.values())
+
+
 def format_log(store: RunStore) -> str:
     llm = bool(store.config.get("llm"))
     head = f"{'epoch':>5} {'P':>7} {'C':>7} {'J':>8} {'Cost_train':>10} {'SFT/RL/mem':>14} {'decision':<9} {'time':>7}"

@@ -10,7 +10,6 @@ time goes to `execution.json`.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import importlib.metadata
 import os
 import platform
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from evolver.errors import RunFailed, UserError, printable
-from evolver.files import atomic_json, json_text, read_json
+from evolver.files import atomic_json, is_empty_or_missing, json_text, read_json, sha256_bytes, sha256_files
 from sandbox import checker
 from sandbox.corpus import Corpus, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
@@ -54,15 +53,6 @@ class CurationResult:
     execution: dict
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def tree_sha256(files: dict[str, bytes]) -> str:
-    """One hash for a set of files: sorted paths with the hash of each file's bytes."""
-    return sha256_bytes("".join(f"{p}\0{sha256_bytes(files[p])}\n" for p in sorted(files)).encode())
-
-
 def runtime_sha256() -> str:
     """Hash of the runtime sources, the toolkit, the checker and the sandbox's package versions."""
     files: dict[str, bytes] = {}
@@ -76,11 +66,11 @@ def runtime_sha256() -> str:
     versions = {p: importlib.metadata.version(p) for p in RUNTIME_PACKAGES}
     versions["python"] = "%d.%d" % sys.version_info[:2]
     files["<versions>"] = canonical_json(versions).encode()
-    return tree_sha256(files)
+    return sha256_files(files)
 
 
 def _prepare_out(out_dir: Path) -> None:
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+    if not is_empty_or_missing(out_dir):
         raise UserError(f"{out_dir} already exists and is not an empty directory; choose a new --out")
 
 
@@ -133,8 +123,9 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         artifacts["profile.json"] = {"sha256": sha256_bytes(_write_json(stage / "profile.json", prof))}
         manifest = {
             "manifest_version": MANIFEST_VERSION,
-            "strategy": {"commit": commit, "files_sha256": tree_sha256(strategy_files)},
+            "strategy": {"commit": commit, "files_sha256": sha256_files(strategy_files)},
             "corpus": {"sha256": corpus.sha256, "records": len(corpus.records), "format": corpus.format,
+                       **({"holdout": corpus.holdout} if corpus.holdout else {}),
                        "skipped_lines": len(corpus.skipped)},
             "seed": seed,
             "hash_seed": hash_seed,
@@ -188,7 +179,7 @@ def bind_commit(out_dir: Path, commit: str, files: dict[str, bytes]) -> dict:
     bytes). Returns the manifest."""
     path = Path(out_dir) / "manifest.json"
     manifest = read_json(path)
-    if manifest["strategy"]["files_sha256"] != tree_sha256(files):
+    if manifest["strategy"]["files_sha256"] != sha256_files(files):
         raise RunFailed(f"{out_dir}: the dry run executed other files than commit {commit[:12]} holds")
     if manifest["strategy"]["commit"] not in (None, commit):
         raise RunFailed(f"{out_dir}: the artifacts already belong to commit {manifest['strategy']['commit'][:12]}")

@@ -27,9 +27,11 @@ from docker.types import LogConfig, Mount, Ulimit
 
 from evolver.errors import RunFailed
 from sandbox.checker import output_overflow
+from sandbox.docker_engine import docker_client
 from sandbox.executor import PROJECT_ROOT, CommandResult, CurationJob, Execution, Limits, bounded_text, failure_reason
+from sandbox.image import ensure_image
+from sandbox.image_lock import SANDBOX_UID
 
-SANDBOX_UID = 10001
 PROJECT_MOUNT = "/opt/curateevo"
 # Only the packages the runtime imports are visible inside, never the runs or the venv.
 RUNTIME_PACKAGES = ("sandbox", "curation_strategies")
@@ -102,17 +104,6 @@ def _terminable():
             signal.signal(sig, handler)
 
 
-def docker_client(timeout: float = 30.0) -> docker.DockerClient:
-    """A client of the local engine, or RunFailed with the fix when none answers."""
-    try:
-        client = docker.from_env(timeout=timeout)
-        client.ping()
-        return client
-    except DockerException as exc:
-        raise RunFailed(f"no Docker engine answers ({str(exc).splitlines()[0][:160]}); run `bash scripts/setup.sh` "
-                        "as root to install and start one (scripts/docker-engine.sh)") from None
-
-
 class DockerExecutor:
     name = "docker"
 
@@ -126,8 +117,6 @@ class DockerExecutor:
     @property
     def image(self) -> str:
         if self._image is None:
-            from sandbox.image import ensure_image
-
             self._image = ensure_image()
         return self._image
 

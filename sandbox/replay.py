@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evolver.errors import UserError
-from sandbox.corpus import corpus_sha256, load_corpus
-from sandbox.curate import ARTIFACT_FILES, execute, runtime_sha256, tree_sha256
+from sandbox.corpus import corpus_sha256, load_corpus, train_part
+from evolver.files import sha256_files
+from sandbox.curate import ARTIFACT_FILES, execute, runtime_sha256
 from sandbox.executor import Executor
 from sandbox.workspace import strategy_files
 
@@ -75,12 +76,14 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
         raise UserError(f"corpus mismatch: {', '.join(paths)} has sha256 {actual[:12]}…, the manifest "
                         f"recorded {manifest['corpus']['sha256'][:12]}…; nothing was run")
     files = strategy_files(src / "strategy")
-    if tree_sha256(files) != manifest["strategy"]["files_sha256"]:
+    if sha256_files(files) != manifest["strategy"]["files_sha256"]:
         raise UserError(f"strategy mismatch: {src / 'strategy'} no longer matches the manifest; nothing was run")
     if runtime_sha256() != manifest["runtime_sha256"]:
         raise UserError("runtime mismatch: the runtime, toolkit or sandbox packages changed since this output "
                         "was made, so bytes are not comparable; nothing was run")
     corpus = load_corpus(paths, on_error="skip" if manifest["corpus"]["skipped_lines"] else "abort")
+    if manifest["corpus"].get("holdout"):   # the strategy saw the nine tenths outside the dev hold-out
+        corpus = train_part(corpus, **manifest["corpus"]["holdout"])
     if out_dir is None:
         out_dir = Path(tempfile.mkdtemp(prefix="curateevo-replay-")) / "out"
     execute(files, corpus, Path(out_dir), seed=manifest["seed"], executor=executor,

@@ -42,6 +42,7 @@ from git.index.typ import BaseIndexEntry, IndexEntry
 from gitdb.base import IStream
 
 from evolver.errors import RunFailed, UserError
+from evolver.files import is_empty_or_missing
 from sandbox.strategy_files import check_files, check_tree_path, inputs_files, strategy_files
 
 log = logging.getLogger(__name__)
@@ -139,7 +140,7 @@ class Workspace:
         `inputs/params.json` (plus any other `inputs`), committed on `main` as "seed strategy ρ0"
         and tagged `epoch-0` and `best`. Built in a sibling temp dir and renamed into place."""
         path = Path(path)
-        if path.is_symlink() or (path.exists() and (not path.is_dir() or any(path.iterdir()))):
+        if not is_empty_or_missing(path):
             raise UserError(f"{path} already exists and is not empty; reopen it with Workspace.open "
                             "or choose a new path.")
         seed = {k: v for k, v in strategy_files(seed_dir).items() if not k.startswith("inputs/")}

@@ -17,7 +17,7 @@ from llm_server import LLMServer
 pytestmark = pytest.mark.timeout(1800)
 
 CANARY = "sk-canary-run-7d1e"
-ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "2", "--tasks", "2", "--sandbox", "docker",
+ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "2", "--tasks", "2", "--sandbox", "docker", "--benchmark", "bfcl-single",
         "--corpus", str(SAMPLE_CORPUS), "--batch-size", "2", "--model", "scripted-agent", "--agent-steps", "12"]
 SUBMIT = "printf 'COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\\n{}\\nFiles: strategy.py\\n'"
 

@@ -12,6 +12,7 @@ import pytest  # noqa: E402
 
 from benchmarks.base import Benchmark, Episode, get_benchmark  # noqa: E402
 from benchmarks.bfcl import single_turn as st  # noqa: E402
+from benchmarks.bfcl.single_turn_data import load_category  # noqa: E402
 from benchmarks.bfcl.common import tool_call_message  # noqa: E402
 from benchmarks.bfcl.splits import UNSATISFIABLE  # noqa: E402
 from evolver.errors import UserError  # noqa: E402
@@ -40,7 +41,7 @@ def test_protocols_splits_and_test_refusal(bench):
     assert not ids["train"] & ids["dev"] and not ids["dev"] & ids["test"] and not ids["train"] & ids["test"]
     assert not any(i.startswith("live_") for i in ids["train"])  # live_* is held out
     assert not set(UNSATISFIABLE) & set().union(*ids.values())
-    total = sum(len(st.load_category(c)) for c in st.CATEGORIES)
+    total = sum(len(load_category(c)) for c in st.CATEGORIES)
     assert len(set().union(*ids.values())) == total - len(UNSATISFIABLE)
     with pytest.raises(UserError, match="unsatisfiable"):
         bench.make_task(UNSATISFIABLE[0])

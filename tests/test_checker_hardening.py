@@ -13,7 +13,7 @@ from sandbox.checker import CAPS, HOST_MEMORY_BUDGET, CandidateRejected, check_o
 from sandbox.corpus import load_corpus
 from sandbox.curate import CurationFailed, curate, execute
 from sandbox.process_executor import ProcessExecutor
-from sandbox.workspace import strategy_files
+from sandbox.strategy_files import strategy_files
 
 from conftest import ROOT, SAMPLE_CORPUS
 

@@ -71,9 +71,32 @@ def test_skip_bad_lines_curates_the_valid_ones(tmp_path, capsys):
     corpus.write_bytes(json.dumps(good()).encode() + b"\nnot json\n")
     assert cli.main(["curate", "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--skip-bad-lines",
                      "--quiet", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["raw"]["records"] == 1
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["raw"]["records"] == 1
+    assert shown["length"]["sft_records"] == 1 and shown["length"]["survivors"] >= 1
+    assert shown["lines"] == {"read": 2, "skipped": 1, "retained": 1}
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["corpus"]["skipped_lines"] == 1
+    skipped = [json.loads(line) for line in (tmp_path / "out" / "skipped.jsonl").read_text().splitlines()]
+    assert skipped == [{"path": str(corpus), "line": 2, "index": None,
+                        "reason": "not JSON: Expecting value at column 1"}]
+
+
+def test_skip_bad_lines_reports_the_true_retained_share(tmp_path, capsys):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(json.dumps(good()).encode() + b"\n" + b"not json\n" * 9)
+    assert cli.main(["curate", "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--skip-bad-lines",
+                     "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped lines  9 of 10 (listed in skipped.jsonl); retained 1 of 10 read (10.0%)" in out
+    assert "length (cpu-small)  SFT 1: 0 cut, 0 dropped at max_length 1536" in out
+
+
+def test_a_misspelled_profile_fails_before_curation(tmp_path, capsys, sample_corpus):
+    with pytest.raises(SystemExit) as done:   # a choice checked when the command line is parsed
+        cli.main(["curate", "--corpus", str(sample_corpus), "--out", str(tmp_path / "o"), "--profile", "cpu-smal", "--quiet"])
+    assert done.value.code == 2 and "invalid choice: 'cpu-smal'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
 
 
 def test_missing_strategy_is_one_line(tmp_path, capsys, sample_corpus):

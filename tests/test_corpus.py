@@ -169,13 +169,13 @@ def test_non_utf8_line_is_reported_with_its_byte_offset(tmp_path):
 
 def test_duplicate_id_names_the_line_of_the_first_occurrence(tmp_path):
     path = write_lines(tmp_path / "in.jsonl", [canon(raw("a")), GOOD, canon(raw("a"))])
-    assert expect_error(path) == f"{path}:3: duplicate id 'a', first seen at line 1"
+    assert expect_error(path) == f"{path}:3: duplicate id 'a', first seen at line 1; give each record its own id (or drop the repeat)"
 
 
 def test_duplicate_id_across_files_names_the_other_file(tmp_path):
     one = write_lines(tmp_path / "one.jsonl", [canon(raw("a"))])
     two = write_lines(tmp_path / "two.jsonl", [canon(raw("b")), canon(raw("a"))])
-    assert expect_error([one, two]) == f"{two}:2: duplicate id 'a', first seen at {one}:1"
+    assert expect_error([one, two]) == f"{two}:2: duplicate id 'a', first seen at {one}:1; give each record its own id (or drop the repeat)"
 
 
 def test_empty_file_is_reported_at_line_one(tmp_path):
@@ -314,7 +314,8 @@ def test_sharegpt_call_to_tool_missing_from_given_tools_is_reported(tmp_path):
     path = write_lines(tmp_path / "sg.jsonl", [json.dumps(line)])
     message = expect_error(path)
     assert message == (f"{path}:1: messages[1].tool_calls[0]: call to tool 'rm', which is not "
-                       "in tools (in the canonical record converted from sharegpt)")
+                       "in tools (in the canonical record converted from sharegpt); add its schema to "
+                       "tools or leave the record out")
 
 
 # --------------------------------------------------------------------------- ADP
@@ -347,7 +348,7 @@ def test_adp_trajectory_with_actions_and_observations_converts_to_valid_canonica
     assert corpus.format == "adp"
     rec = corpus.records[0]
     assert check_raw(rec) is None
-    assert rec["id"] == "adp_1" and rec["source"] == "demo_adp"
+    assert rec["id"] == "adp/adp_1" and rec["source"] == "demo_adp"  # qualified by its file
     assert rec["task"] == "Find the file size of a.txt"
     msgs = rec["messages"]
     assert [m["role"] for m in msgs] == ["user", "assistant", "tool", "assistant", "tool", "user",
@@ -398,7 +399,7 @@ def test_mixed_formats_in_one_file_load_as_mixed(tmp_path):
     path = write_lines(tmp_path / "mix.jsonl", [GOOD, json.dumps(sg), json.dumps(ADP)])
     corpus = load_corpus(path)
     assert corpus.format == "mixed"
-    assert [r["id"] for r in corpus.records] == ["good", "mix.jsonl:2", "adp_1"]
+    assert [r["id"] for r in corpus.records] == ["good", "mix.jsonl:2", "mix/adp_1"]
 
 
 # --------------------------------------------------------------------------- size and hash
@@ -496,3 +497,45 @@ def test_fast_schema_path_gives_exactly_the_reference_verdict(tmp_path):
             checked += 1
     assert checked > 500
     assert set(SCHEMAS) == {"raw", "sft", "rl", "memory"}
+
+
+# --------------------------------------------------------------------------- OpenAI variants
+
+
+def test_openai_record_without_id_or_tools_gets_its_place_as_id_and_tools_from_its_calls(tmp_path):
+    line = {"messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Weather in Oslo?"}]},
+        {"role": "assistant", "content": None,
+         "function_call": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}},
+        {"role": "function", "name": "get_weather", "content": "5 degrees"},
+        {"role": "assistant", "content": "5 degrees.", "weight": 1, "refusal": None}]}
+    rec = load_corpus(write_lines(tmp_path / "ft.jsonl", [json.dumps(line)])).records[0]
+    assert check_raw(rec) is None and rec["id"] == "ft.jsonl:1"
+    assert rec["messages"][0]["content"] == "Weather in Oslo?"
+    call = rec["messages"][1]["tool_calls"][0]
+    assert rec["messages"][2] == {"role": "tool", "tool_call_id": call["id"], "name": "get_weather",
+                                  "content": "5 degrees"}
+    assert [t["function"]["name"] for t in rec["tools"]] == ["get_weather"]
+    assert rec["meta"]["message_extra"] == {"3": {"weight": 1}}
+
+
+def test_a_call_id_reused_after_its_answer_is_renamed_so_each_result_answers_its_own_call(tmp_path):
+    def turn(args):
+        return [{"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "cd", "arguments": args}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    record = raw("reuse", messages=[{"role": "user", "content": "go"}, *turn('{"folder": "a"}'),
+                                    *turn('{"folder": "b"}')], extra_key=1)
+    rec = load_corpus(write_lines(tmp_path / "in.jsonl", [json.dumps(record)])).records[0]
+    assert [m.get("tool_call_id") or m["tool_calls"][0]["id"] for m in rec["messages"][1:]] == [
+        "c1", "c1", "c1~1", "c1~1"]
+
+
+def test_an_image_part_is_refused_in_one_line_naming_the_fix(tmp_path):
+    line = {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "http://x/cat.png"}}]}]}
+    path = write_lines(tmp_path / "in.jsonl", [GOOD, json.dumps(line)])
+    assert expect_error(path) == (f"{path}:2: messages[0].content[1]: a part of type 'image_url' cannot be "
+                                  "trained on a text model; drop the part (or the record) before "
+                                  "loading")

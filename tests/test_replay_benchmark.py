@@ -1,6 +1,7 @@
 """The trajectory-replay dev benchmark: 9:1 split by id, step items from held-out records,
 next action judged against the recorded one."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -78,7 +79,7 @@ def test_benchmark_tasks_step_items_and_judge(tmp_path):
     assert len(bench.tasks("train")) == 18 and [r["id"] for r in bench.train_records()] == bench.train_ids
     with pytest.raises(UserError, match="no test split"):
         bench.tasks("test")
-    task = dev[0]
+    task = next(t for t in dev if t.id != "r000")   # r000 failed: it gives no step items
     items = bench.step_items(task)
     assert [i.gold for i in items] == [
         [{"name": "search", "arguments": json.dumps({"q": f"item {int(task.id[1:])}"})}],
@@ -106,3 +107,24 @@ def test_sample_corpus_loads_and_splits(sample_corpus):
     assert len(bench.dev_ids) >= 4 and len(bench.train_ids) + len(bench.dev_ids) == 48
     items = [i for t in bench.tasks("dev") for i in bench.step_items(t)]
     assert items and all(bench.judge_step(i, i.gold) for i in items)
+
+
+EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "external"
+TAU = Path(__file__).resolve().parent / "fixtures" / "external" / "tau-bench-gpt-4o-airline.sample.json"
+
+
+def test_a_reply_without_a_call_is_wrong_where_the_recorded_step_calls_a_tool():
+    bench = get_benchmark("replay", corpus=str(TAU), include_failed=True)
+    items = [i for t in bench.tasks("train") + bench.tasks("dev") for i in bench.step_items(t)]
+    call_steps = [i for i in items if i.gold]
+    assert call_steps and len(call_steps) < len(items)
+    assert not any(bench.judge_step(i, []) for i in call_steps)      # a model that never calls
+    never_calls = sum(bench.judge_step(i, []) for i in items) / len(items)
+    assert never_calls < 0.7, never_calls
+
+
+def test_a_corpus_whose_actions_are_text_only_is_refused_not_scored_perfect():
+    # FireAct's ReAct text ("Action: search[...]"): no step is a tool call, so a model that
+    # never calls would score P = 1.0.
+    with pytest.raises(UserError, match="none of the 20 held-out records makes one"):
+        get_benchmark("replay", corpus=str(EXTERNAL / "fireact-hotpotqa-gpt_format.jsonl"))

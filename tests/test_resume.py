@@ -20,7 +20,7 @@ from conftest import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.timeout(2400)   # three short evolution runs; minutes, not seconds
 
-ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "3", "--tasks", "2", "--sandbox", "process",
+ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "3", "--tasks", "2", "--sandbox", "process", "--benchmark", "bfcl-single",
         "--corpus", str(SAMPLE_CORPUS), "--margin", "0.001", "--batch-size", "2"]
 
 
@@ -137,3 +137,24 @@ def test_the_final_strategy_is_tested_once(reference, capsys):
     assert metrics["split"] == "test" and len(metrics["tasks"]) == 2
     assert cli.main(["test", str(root), "--tasks", "2"]) == 2   # the test split is read once per run
     assert "read once" in capsys.readouterr().err
+
+
+def test_a_run_whose_workspace_or_adapter_was_changed_is_refused(reference, tmp_path, capsys):
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(reference.root, root)
+    final = [e["result"] for e in RunStore.open(root).journal.events() if e.get("stage") == "final"][-1]
+    adapter = root / "epochs" / str(final["epoch"]) / "train-s0" / "adapter"
+    shutil.rmtree(adapter)
+    assert cli.main(["test", str(root), "--tasks", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "adapter of epoch" in err and "evaluate something else" in err and err.count("\n") == 1
+    assert not (root / "test").exists() and not (root / "test.partial").exists()
+    # a tag moved behind the run's back: resume, diff and test refuse in one sentence
+    subprocess.run(["git", "-C", str(root / "strategy"), "tag", "-f", "epoch-1", "epoch-0"], check=True,
+                   capture_output=True)
+    for argv in (["resume", str(root)], ["diff", str(root), "0", "1"], ["test", str(root)]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert "tag epoch-1 names" in err and "changed outside curateevo" in err and err.count("\n") == 1, err

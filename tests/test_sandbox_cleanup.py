@@ -13,7 +13,7 @@ from sandbox.curate import CurationFailed, execute
 from sandbox.docker_executor import OWNER_LABEL, DockerExecutor, docker_client, owner_id
 from sandbox.executor import Limits
 from sandbox.process_executor import ProcessExecutor
-from sandbox.workspace import strategy_files
+from sandbox.strategy_files import strategy_files
 
 from conftest import ROOT, SAMPLE_CORPUS
 

@@ -233,3 +233,34 @@ def test_toolkit_detectors_find_the_noise_labelled_in_the_bundled_corpus():
     assert set(labelled("wrong_call_recovery")) <= kept
     assert not kept & {*labelled("abandoned"), *labelled("redundant_read")}
     assert len(kept) == len(raw) - 8
+
+
+# --- real external corpora (../shared/fixtures/external, tests/fixtures/external) ------------
+
+EXTERNAL = ROOT.parent / "shared" / "fixtures" / "external"
+TAU_BENCH = ROOT / "tests" / "fixtures" / "external" / "tau-bench-gpt-4o-airline.sample.json"
+
+
+def test_agentrefine_keeps_trajectories_that_end_on_a_user_or_tool_message():
+    from sandbox.corpus import load_corpus
+
+    fireact = load_corpus(EXTERNAL / "fireact-hotpotqa-gpt_format.jsonl").records
+    assert all(r["messages"][-1]["role"] == "user" for r in fireact)   # "Observation: Episode finished"
+    assert not any(tk.is_abandoned(r) for r in fireact)
+    assert len(curate("agentrefine", fireact).sft) > 0
+    tau = load_corpus(TAU_BENCH).records        # 4 end on the user's closing, 1 on a transfer's result
+    assert {r["messages"][-1]["role"] for r in tau} == {"user", "tool"}
+    assert not any(tk.is_abandoned(r) for r in tau)
+
+
+def test_memory_error_templates_replace_argument_values_only_as_whole_tokens():
+    from sandbox.corpus import load_corpus
+
+    tau = load_corpus(TAU_BENCH).records
+    templates = {m["content"] for m in tk.error_constraints(tau)}
+    # tau-bench's own error text: "payment amount does not add up, total price is 305, but paid
+    # 255" with insurance="no" and total_baggages=3 in the call.
+    assert any("does not add up, total price is <n>, but paid <n>" in t for t in templates), templates
+    assert not any("<insurance>t" in t or "><n>" in t for t in templates)
+    assert tk.error_template("it doesn't fit", {"x": "t", "y": "no"}) == "it doesn't fit"
+    assert tk.error_template("file no_such.txt: no", {"name": "no"}) == "file no_such.txt: <name>"

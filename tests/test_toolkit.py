@@ -320,10 +320,12 @@ def test_is_abandoned_and_is_empty_recognise_given_up_and_unanswered_trajectorie
     assert tk.is_abandoned(abandoned()) and not tk.is_empty(abandoned())
     assert tk.is_empty(chat_only()) and tk.is_abandoned(chat_only())
     assert not tk.is_abandoned(cd_recovery()) and not tk.is_abandoned(missing_param())
-    unanswered = raw("unanswered", list_files()["messages"] + [user("And the hidden ones?")])
-    assert tk.is_abandoned(unanswered)
+    # Ending on a user message is not giving up (tau-bench's user closes the conversation).
+    closed = raw("closed", list_files()["messages"] + [user("Thanks, that's all. ###STOP###")])
+    assert not tk.is_abandoned(closed)
     stopped = raw("stopped", list_files()["messages"][:3])  # a call's result and then nothing
     assert tk.is_abandoned(stopped)
+    assert not tk.is_abandoned({**stopped, "outcome": {"success": True, "reward": 1.0}})
     assert [r["id"] for r in tk.drop_abandoned(corpus())] == [
         r["id"] for r in corpus() if r["id"] not in ("fs-abandoned", "chat-only")]
 

@@ -79,7 +79,7 @@ def add_cli(subparsers) -> None:
                                    "(default: the profile's)")
     p.add_argument("--profile", default="cpu-small", choices=list(PROFILES), help="budgets (default: cpu-small)")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/train-<time>)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="training seed (data order, LoRA init, GRPO sampling)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override one budget of the profile (e.g. sft_max_steps=10); the recipe stays fixed")
     p.add_argument("--launcher", help="command prefix for the training process, e.g. 'accelerate launch --num_processes 4'")

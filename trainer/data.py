@@ -14,12 +14,12 @@ latest turns are kept); one that still does not fit is dropped and counted.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from evolver.errors import UserError
+from evolver.files import iter_jsonl
 from sandbox.schemas import canonical_json, check_rl, check_sft
 from trainer import chat_format as cf
 
@@ -31,22 +31,12 @@ def read_records(path: str | Path | None, kind: str) -> list[dict]:
     """The records of an SFT or RL JSONL file, each checked against DESIGN's format."""
     if path is None:
         return []
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: no such file")
     records = []
-    with path.open("r", encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as exc:
-                raise UserError(f"{path}:{n}: not JSON ({exc.msg})") from None
-            problem = _CHECKS[kind](record)
-            if problem:
-                raise UserError(f"{path}:{n}: not a valid {kind.upper()} record: {problem}")
-            records.append(record)
+    for n, record in iter_jsonl(path, kind.upper()):
+        problem = _CHECKS[kind](record)
+        if problem:
+            raise UserError(f"{path}:{n}: not a valid {kind.upper()} record: {problem}")
+        records.append(record)
     return records
 
 

@@ -106,10 +106,6 @@ class Profile:
         if (self.grpo_prompts_per_step * self.num_generations) % self.grpo_micro_batch:
             raise ValueError(f"profile {self.name}: grpo_micro_batch must divide prompts × generations")
 
-    @property
-    def grpo_grad_accum(self) -> int:
-        return self.grpo_prompts_per_step * self.num_generations // self.grpo_micro_batch
-
     def replace(self, **changes) -> "Profile":
         return dataclasses.replace(self, **changes)
 

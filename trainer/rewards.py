@@ -24,6 +24,7 @@ import re
 from collections import Counter
 from typing import Any, Callable, Mapping, Sequence
 
+from benchmarks.bfcl.backends import Episode, load_tasks
 from trainer.chat_format import ToolCall, parse_tool_calls
 
 UNPARSEABLE = -0.5
@@ -108,15 +109,11 @@ def tool_call_match(completion: str, record: Mapping) -> float:
 
 @functools.lru_cache(maxsize=8)
 def _bfcl_tasks(category: str) -> dict:
-    from benchmarks.bfcl.backends import load_tasks
-
     return load_tasks(category)
 
 
 def _episode(record: Mapping):
     """Fresh backends for the record's scenario with its prefix's calls replayed."""
-    from benchmarks.bfcl.backends import Episode
-
     env = record["meta"]["env"]
     task = _bfcl_tasks("multi_turn_" + env.get("variant", "base"))[env["task_id"]]
     names = [t["function"]["name"] for t in record.get("tools") or []] or None

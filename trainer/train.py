@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from evolver.errors import RunFailed, UserError
+from evolver.files import is_empty_or_missing
 from trainer import data
 from trainer.models import check_name
 from trainer.recipe import get_profile
@@ -42,7 +43,7 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
             raise UserError(f"bad budget override: {exc}") from None
     check_name(base or prof.base)
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if not is_empty_or_missing(out):
         raise UserError(f"{out} exists and is not an empty directory")
     n_sft = len(data.read_records(sft, "sft"))  # bad lines fail here, as one sentence, before a child starts
     n_rl = len(data.read_records(rl, "rl"))

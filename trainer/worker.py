@@ -24,6 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from evolver.errors import UserError
+from evolver.files import atomic_write
 from trainer.recipe import RECIPE, Profile, as_dict
 from trainer.train import USER_ERROR_PREFIX
 
@@ -152,9 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(request["out"])
         shutil.rmtree(out / "sft", ignore_errors=True)  # trainer scratch dirs (no checkpoints are saved)
         shutil.rmtree(out / "grpo", ignore_errors=True)
-        tmp = out / "summary.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, out / "summary.json")
+        atomic_write(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return 0
 
 

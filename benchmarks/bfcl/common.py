@@ -4,6 +4,7 @@ short assistant reply that closes a turn."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
 from benchmarks.bfcl.backends import ERROR_PREFIX, CallError
@@ -125,3 +126,9 @@ def tool_call_message(calls: Iterable[tuple[str, str, dict]], content: str | Non
     return {"role": "assistant", "content": content, "tool_calls": [
         {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}
         for cid, name, args in calls]}
+
+
+def contains_all(outputs: Iterable[str], expected: Iterable[str]) -> bool:
+    """Whether `outputs` hold every result of `expected`, each as often as it occurs there (BFCL's
+    response check: the ground truth's results of a turn, as a multiset, within the model's)."""
+    return not Counter(expected) - Counter(outputs)

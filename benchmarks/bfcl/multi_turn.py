@@ -41,6 +41,7 @@ from benchmarks.bfcl.common import (
     bounded,
     call_parts,
     closing_reply,
+    contains_all,
     error_observation,
     is_error,
     short,
@@ -515,14 +516,7 @@ class MultiTurnBenchmark:
                     r.backends.execute(s)  # the gold prefix, ungated as BFCL runs ground truth
         outputs = [model.execute_call(c) for c in calls]
         expected = [gold.execute_str(gold_turns[turn][step])]
-        if model.backends.state() != gold.backends.state():
-            return False
-        pool = list(outputs)
-        for e in expected:
-            if e not in pool:
-                return False
-            pool.remove(e)
-        return True
+        return model.backends.state() == gold.backends.state() and contains_all(outputs, expected)
 
 
 def _tool_errors(messages: Sequence[Mapping]) -> list[dict]:

@@ -14,7 +14,7 @@ registered model key whose function names keep their dots. An assistant message 
 could not turn into calls is judged as BFCL judges undecodable output.
 
 The four live entries whose ground truth no answer satisfies are excluded
-(`benchmarks.bfcl.splits.UNSATISFIABLE`).
+(`benchmarks.bfcl.splits.UNSATISFIABLE`). The categories' data is read by single_turn_data.py.
 """
 from __future__ import annotations
 
@@ -25,22 +25,20 @@ import importlib.util
 import json
 import sys
 import types
-from functools import lru_cache
-from importlib import resources
 from typing import Any, Mapping, Sequence
 
 from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split, register
 from benchmarks.bfcl import splits
 from benchmarks.bfcl.backends import CallError, tool_schema
 from benchmarks.bfcl.common import bounded, call_parts, error_observation, short
-from benchmarks.bfcl.splits import LIVE_CATEGORIES, SINGLE_TURN_CATEGORIES, UNSATISFIABLE
+from benchmarks.bfcl.single_turn_data import (CATEGORIES, LIVE_CATEGORIES, NO_ANSWER, SINGLE_TURN_CATEGORIES, answers,
+                                              category_of, entries)
+from benchmarks.bfcl.splits import UNSATISFIABLE
 from evolver.errors import UserError
-from evolver.files import read_jsonl
+from trainer.chat_format import parse_tool_calls
 
 NAME = "bfcl-single"
 ENV_BENCHMARK = "bfcl_single_turn"
-CATEGORIES = SINGLE_TURN_CATEGORIES + LIVE_CATEGORIES
-NO_ANSWER = ("irrelevance", "live_irrelevance", "live_relevance")  # no possible_answer file
 # A registered BFCL model key whose handler keeps dots in function names (underscore_to_dot
 # False); ast_checker looks it up with "_" read as "/".
 CHECKER_MODEL = "Qwen_Qwen3-8B-FC"
@@ -75,37 +73,6 @@ def _load_ast_checker() -> types.ModuleType:
 
 
 _ast = _load_ast_checker()
-
-
-def _data():
-    return resources.files("bfcl_eval") / "data"
-
-
-@lru_cache(maxsize=None)
-def load_category(category: str) -> tuple[dict, ...]:
-    """The entries of a single-turn category (file order), unsatisfiable ones included."""
-    if category not in CATEGORIES:
-        raise UserError(f"unknown bfcl-single category {category!r} (one of {', '.join(CATEGORIES)})")
-    return tuple(read_jsonl(_data() / f"BFCL_v4_{category}.json"))
-
-
-@lru_cache(maxsize=None)
-def _entries(category: str) -> dict[str, dict]:
-    return {e["id"]: e for e in load_category(category)}
-
-
-@lru_cache(maxsize=None)
-def _answers(category: str) -> dict[str, list]:
-    if category in NO_ANSWER:
-        return {}
-    return {r["id"]: r["ground_truth"] for r in read_jsonl(_data() / "possible_answer" / f"BFCL_v4_{category}.json")}
-
-
-def category_of(task_id: str) -> str:
-    head = task_id.rsplit("_", 1)[0]
-    if head not in CATEGORIES:
-        raise UserError(f"not a bfcl-single task id: {task_id!r}")
-    return head
 
 
 def check_calls(category: str, docs: list, calls: list[tuple[str, dict]] | None, possible_answer: Any,
@@ -196,7 +163,6 @@ def assistant_calls(messages: Sequence[Mapping], tools: Sequence[Mapping]) -> tu
                 if errors:
                     return None, "; ".join(errors), True
                 return calls, None, True
-            from trainer.chat_format import parse_tool_calls
             parsed = parse_tool_calls(m.get("content") or "", tools)
             if parsed.error:
                 return None, parsed.error, True
@@ -251,14 +217,14 @@ class SingleTurnBenchmark:
     def _entry(self, tid: str) -> dict:
         if tid in UNSATISFIABLE:
             raise UserError(f"{tid} is excluded: its ground truth is unsatisfiable")
-        entry = _entries(category_of(tid)).get(tid)
+        entry = entries(category_of(tid)).get(tid)
         if entry is None:
             raise UserError(f"unknown bfcl-single task {tid!r}")
         return copy.deepcopy(entry)
 
     def _answer(self, tid: str) -> list | None:
         category = category_of(tid)
-        return None if category in NO_ANSWER else copy.deepcopy(_answers(category)[tid])
+        return None if category in NO_ANSWER else copy.deepcopy(answers(category)[tid])
 
     def describe(self) -> dict:
         """What a run records about this benchmark."""

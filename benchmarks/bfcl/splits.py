@@ -39,11 +39,14 @@ import random
 import sys
 from collections import defaultdict
 from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Iterable
 
 from benchmarks.base import SPLITS
+from benchmarks.bfcl.single_turn_data import LIVE_CATEGORIES, SINGLE_TURN_CATEGORIES, load_category
 from evolver.errors import UserError
+from evolver.files import atomic_write, sha256_file
 
 SPLITS_PATH = Path(__file__).resolve().parent.parent / "data" / "splits.json"
 SEED = 20260323  # the bfcl-eval release the splits were cut from
@@ -55,9 +58,6 @@ N_SCENARIOS = 200
 # them from the data and refuses to write splits if they differ.
 KNOWN_GROUPS = ((40, 43), (63, 83), (66, 70, 74), (100, 104, 133))
 
-SINGLE_TURN_CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance")
-LIVE_CATEGORIES = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple",
-                   "live_irrelevance", "live_relevance")
 # Ground-truth entries no answer satisfies (shared/FIELD-NOTES.md): never offered as tasks.
 UNSATISFIABLE = ("live_simple_106-63-0", "live_simple_112-68-0", "live_multiple_862-181-3",
                  "live_multiple_964-207-0")
@@ -155,8 +155,6 @@ def build_multi_turn(seed: int = SEED, sample_tasks: Iterable[int] = ()) -> dict
 
 
 def build_single_turn(seed: int = SEED) -> dict:
-    from benchmarks.bfcl.single_turn import load_category
-
     cats: dict[str, dict[str, list[str]]] = {}
     for category in SINGLE_TURN_CATEGORIES + LIVE_CATEGORIES:
         ids = sorted((e["id"] for e in load_category(category) if e["id"] not in UNSATISFIABLE), key=id_key)
@@ -214,18 +212,17 @@ def load(path: str | None = None) -> dict:
         raise UserError(f"{p}: splits file missing (python -m benchmarks.bfcl.splits writes it)") from None
 
 
+def bfcl_eval_version() -> str:
+    try:
+        return version("bfcl-eval")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def describe(path: str | None = None) -> dict:
     """The splits file a benchmark reads: its path, sha256, seed, and the bfcl-eval version."""
-    import hashlib
-    from importlib.metadata import PackageNotFoundError, version
-
     p = Path(path) if path else SPLITS_PATH
-    try:
-        bfcl_version = version("bfcl-eval")
-    except PackageNotFoundError:
-        bfcl_version = "unknown"
-    return {"path": str(p), "sha256": hashlib.sha256(p.read_bytes()).hexdigest(), "seed": load(path)["seed"],
-            "bfcl_eval": bfcl_version}
+    return {"path": str(p), "sha256": sha256_file(p), "seed": load(path)["seed"], "bfcl_eval": bfcl_eval_version()}
 
 
 def multi_turn_split(split: str, path: str | None = None) -> list[int]:
@@ -264,9 +261,7 @@ def main(argv=None) -> int:
         same = args.out.is_file() and args.out.read_text(encoding="utf-8") == text
         print(f"{args.out}: {'up to date' if same else 'DIFFERS'}", file=sys.stderr)
         return 0 if same else 1
-    tmp = args.out.with_name(args.out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8", newline="\n")
-    tmp.replace(args.out)
+    atomic_write(args.out, text)
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

@@ -3,11 +3,13 @@ record valid. Filters keep corpus order and return the records themselves, not c
 from __future__ import annotations
 
 import copy
+import re
 from typing import Mapping, Sequence
 
+from .calls import tool_calls
 from .errors import corrections
 from .tokens import message_tokens, trajectory_tokens
-from .trajectory import assistant_indices, step_boundaries, tool_call_count, user_indices
+from .trajectory import assistant_indices, step_boundaries, tool_call_count
 
 
 def n_turns(raw: Mapping) -> int:
@@ -24,13 +26,25 @@ def is_empty(raw: Mapping) -> bool:
     return n_turns(raw) == 0
 
 
+# Calls that end an episode by design (ToolBench's Finish, tau-bench's transfer_to_human_agents,
+# SWE-agent's submit): a trajectory may stop on their result without having given up.
+_ENDING_CALL = re.compile(r"(?i)^(finish|submit|transfer|terminate|exit|give_?up|end_)")
+
+
 def is_abandoned(raw: Mapping) -> bool:
-    """The agent gave up: the last user request got no assistant message, the trajectory stops
-    on a tool result with no answer after it, or its last erroneous turn was never corrected and
-    nothing but text followed it."""
+    """The agent gave up part-way: it never answered at all; or the trajectory stops on the
+    result of an ordinary call (not an episode-ending one, see `_ENDING_CALL`) and its outcome
+    does not say it succeeded; or its last erroneous turn was never corrected and nothing but
+    text followed it. Ending on a user message is not giving up: tau-bench's user closes with
+    "###STOP###" after the agent's answer, FireAct's last message is the environment's
+    "Observation: Episode finished"."""
     messages = raw["messages"]
-    users, turns = user_indices(messages), assistant_indices(messages)
-    if not turns or (users and users[-1] > turns[-1]) or messages[-1]["role"] == "tool":
+    turns = assistant_indices(messages)
+    if not turns:
+        return True
+    succeeded = (raw.get("outcome") or {}).get("success") is True
+    if messages[-1]["role"] == "tool" and not succeeded and not any(
+            _ENDING_CALL.match(c["function"]["name"]) for c in tool_calls(messages[turns[-1]])):
         return True
     pending = [i for i, j in corrections(raw).items() if j is None]
     return bool(pending) and not any(

@@ -80,12 +80,13 @@ def _short(text: str, limit: int = 160) -> str:
 
 
 def error_template(message: str, args: Mapping | None) -> str:
-    """The error text with the call's argument values and numbers replaced by placeholders, so
-    the same failure on different arguments groups together."""
+    """The error text with the call's argument values (where they stand as whole tokens) and
+    numbers replaced by placeholders, so the same failure on different arguments groups together."""
     text = _short(message, 200)
     for name, value in sorted((args or {}).items(), key=lambda kv: (-len(str(kv[1])), kv[0])):
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
-            text = text.replace(str(value), f"<{name}>")
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value).strip():
+            # Whole tokens only: a value "no" must not rewrite "doesn't" or "not".
+            text = re.sub(rf"(?<![\w']){re.escape(str(value))}(?![\w'])", f"<{name}>", text)
     return re.sub(r"\b\d+(\.\d+)?\b", "<n>", text)
 
 

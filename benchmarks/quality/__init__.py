@@ -1,0 +1,5 @@
+"""The quality benchmark (`curateevo bench quality`): does evolved curation beat no curation,
+beyond noise? Rows and cells (rows.py, cells.py), statistics (stats.py), report (table.py)."""
+
+TABLE1 = ("rho0-wild", "agentrefine", "runs", "oracle", "rho0-labeled")
+"""Table 1's rows, in order (`runs`: the final strategy of each given run)."""

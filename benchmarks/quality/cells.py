@@ -1,0 +1,223 @@
+"""The cells of the quality benchmark, each computed once under a cache directory.
+
+A row is a strategy on a corpus (with ablations); a cell is one row trained with one seed and
+evaluated on one task subset. Three caches, each keyed by the sha256 of what decides its bytes:
+
+    CACHE/curations/<key>/   the strategy executed in the sandbox (sandbox.curate.execute):
+                             strategy files × corpus bytes × curation seed × runtime
+    CACHE/trainings/<key>/   the fixed recipe (trainer.train.train, a child process):
+                             SFT and RL artifacts' hashes × recipe × profile × base × seed
+    CACHE/cells/<key>/       the evaluation (benchmarks.evaluate.evaluate_to_dir) with
+                             cell.json: training key × memory's hash × split × task ids × metric
+
+A cell's directory appears whole (written beside it, then renamed), so an interrupted benchmark
+continues where it stopped and a cell shared by two rows (an ablation without memory trains
+what its row trains) is computed once.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from evolver.errors import UserError
+from evolver.files import atomic_json, read_json, read_jsonl, sha256_files
+from sandbox.corpus import load_corpus
+from sandbox.curate import execute, runtime_sha256
+from sandbox.executor import Limits
+
+ABLATIONS = ("no-sft", "no-rl", "no-memory")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What every cell of one benchmark invocation shares."""
+
+    benchmark: str = "bfcl-single"
+    split: str = "test"
+    """"test" for the tables (outside any run's loop); "dev" to measure the loop's noise."""
+    tasks: int | None = 120
+    """N tasks of the split, balanced over its categories (None: all)."""
+    profile: str = "cpu-small"
+    base: str | None = None
+    """The base model (None: the profile's)."""
+    seeds: tuple[int, ...] = (0, 1)
+    metric: str = "task_success"
+    batch_size: int = 8
+    curation_seed: int = 0
+    curation_timeout_s: float = Limits.timeout_s
+    budget: dict = field(default_factory=dict)
+    """Overrides of single profile budgets (trainer.train's `budget`), part of the training key."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """A line of a table: a strategy's files run on a corpus file, with ablations."""
+
+    id: str
+    label: str
+    files: dict
+    corpus: Path
+    ablations: tuple[str, ...] = ()
+    table: int = 1
+
+    def ablated(self, ablation: str) -> "Row":
+        return dataclasses.replace(self, id=f"{self.id} {ablation}", label=f"{self.label} w/o {_WITHOUT[ablation]}",
+                                   ablations=tuple(sorted({*self.ablations, ablation})), table=2)
+
+
+_WITHOUT = {"no-sft": "SFT data", "no-rl": "RL data", "no-memory": "memory at evaluation"}
+
+
+def _key(payload: dict) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _count(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with open(path, "rb") as f:
+        return sum(1 for line in f if line.strip())
+
+
+class Cells:
+    """The cache of one benchmark invocation: curations, trainings and evaluated cells."""
+
+    def __init__(self, root: Path, setting: Setting, executor):
+        from benchmarks.base import get_benchmark
+        from trainer.recipe import RECIPE, get_profile
+        from trainer.models import check_name
+
+        self.root, self.setting, self.executor = Path(root), setting, executor
+        prof = get_profile(setting.profile)
+        try:
+            prof = prof.replace(**setting.budget)
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"bad budget override: {exc}") from None
+        self.base = setting.base or prof.base
+        check_name(self.base)
+        self._recipe = {"recipe": dataclasses.asdict(RECIPE), "profile": dataclasses.asdict(prof), "base": self.base}
+        bench = get_benchmark(setting.benchmark, **({"allow_test": True} if setting.split == "test" else {}))
+        self.tasks = bench.tasks(setting.split, limit=setting.tasks)
+        if not self.tasks:
+            raise UserError(f"{setting.benchmark} has no {setting.split} tasks")
+        self.category = {t.id: t.category for t in self.tasks}
+        self._runtime = runtime_sha256()
+        self._artifacts: dict[str, Path] = {}
+
+    # ------------------------------------------------------------------ curation
+
+    def curation(self, row: Row) -> Path:
+        """The row's curated artifacts (manifest.json, sft/rl/memory.jsonl), executed once."""
+        corpus = load_corpus([str(row.corpus)])
+        key = _key({"strategy": sha256_files(row.files), "corpus": corpus.sha256, "seed": self.setting.curation_seed,
+                    "runtime": self._runtime})
+        out = self.root / "curations" / key
+        if not (out / "manifest.json").is_file():
+            shutil.rmtree(out, ignore_errors=True)   # execute() writes whole or nothing; a stale dir is no output
+            execute(row.files, corpus, out, seed=self.setting.curation_seed, executor=self.executor,
+                    limits=Limits(timeout_s=self.setting.curation_timeout_s))
+        return out
+
+    # ------------------------------------------------------------------ keys
+
+    def inputs(self, row: Row) -> dict:
+        """What the row trains on and retrieves from: artifact paths and hashes (None: not used)."""
+        art = self._artifacts.get(row.id) or self.curation(row)
+        self._artifacts[row.id] = art
+        hashes = {name[:-len(".jsonl")]: a["sha256"] for name, a in read_json(art / "manifest.json")["artifacts"].items()
+                  if name.endswith(".jsonl")}
+        used = {}
+        for kind in ("sft", "rl", "memory"):
+            path = art / f"{kind}.jsonl"
+            keep = f"no-{kind}" not in row.ablations and _count(path) > 0
+            used[kind] = (path, hashes[kind]) if keep else None
+        return used
+
+    def training_key(self, row: Row, seed: int) -> str | None:
+        used = self.inputs(row)
+        if used["sft"] is None and used["rl"] is None:
+            return None   # nothing to train: the base model is evaluated, as the loop does
+        return _key({**self._recipe, "sft": used["sft"] and used["sft"][1], "rl": used["rl"] and used["rl"][1],
+                     "seed": seed})
+
+    def cell_key(self, row: Row, seed: int) -> str:
+        memory = self.inputs(row)["memory"]
+        return _key({"training": self.training_key(row, seed), "base": self.base, "memory": memory and memory[1],
+                     "benchmark": self.setting.benchmark, "split": self.setting.split,
+                     "tasks": [t.id for t in self.tasks], "metric": self.setting.metric,
+                     "batch_size": self.setting.batch_size, "seed": seed})
+
+    def cached(self, row: Row, seed: int) -> dict | None:
+        path = self.root / "cells" / self.cell_key(row, seed) / "cell.json"
+        return read_json(path) if path.is_file() else None
+
+    # ------------------------------------------------------------------ computing
+
+    def cell(self, row: Row, seed: int, echo: Callable[[str], None] | None = None) -> dict:
+        """The row's cell for `seed`: from the cache, else trained and evaluated now."""
+        done = self.cached(row, seed)
+        if done is not None:
+            return done
+        adapter = self._trained(row, seed, echo)
+        key = self.cell_key(row, seed)
+        used = self.inputs(row)
+
+        def evaluate(tmp: Path) -> None:
+            from benchmarks.evaluate import evaluate_to_dir
+
+            s = self.setting
+            doc = evaluate_to_dir(s.benchmark, s.split, tmp / "eval", tasks=s.tasks, metric=s.metric,
+                                  memory=str(used["memory"][0]) if used["memory"] else None, seed=seed,
+                                  allow_test=s.split == "test", batch_size=s.batch_size,
+                                  # single-turn tasks are one step each: as in the loop, no step pass
+                                  steps=not (s.benchmark == "bfcl-single" and s.metric != "step_accuracy"),
+                                  policy_options={"base": self.base, "adapter": adapter})
+            if doc["tasks"] != [t.id for t in self.tasks]:
+                raise RuntimeError("the evaluation chose other tasks than the cell's key names")
+            scores = {t["meta"]["task_id"]: float(t["outcome"]["success"])
+                      for t in read_jsonl(tmp / "eval" / "trajectories.jsonl")}
+            atomic_json(tmp / "cell.json", {"key": key, "seed": seed, "P": doc["P"], "metric": s.metric,
+                                            "training": self.training_key(row, seed), "adapter": adapter,
+                                            "scores": scores, "category": self.category,
+                                            "eval_wall_s": doc["timing"].get("episodes_s")})
+
+        return read_json(_whole(self.root / "cells" / key, evaluate) / "cell.json")
+
+    def _trained(self, row: Row, seed: int, echo) -> str | None:
+        key = self.training_key(row, seed)
+        if key is None:
+            return None
+        out = self.root / "trainings" / key
+        if not (out / "adapter").is_dir():
+            from trainer.train import train
+
+            used = self.inputs(row)
+
+            def run(tmp: Path) -> None:
+                train(used["sft"] and used["sft"][0], used["rl"] and used["rl"][0], tmp, base=self.base,
+                      profile=self.setting.profile, seed=seed, **self.setting.budget)
+
+            _whole(out, run)
+        return str(out / "adapter")
+
+
+def _whole(out: Path, make: Callable[[Path], None]) -> Path:
+    """`make` writes into a fresh sibling of `out`, which is then renamed into place."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for stale in out.parent.glob(f".{out.name}.partial-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = out.parent / f".{out.name}.partial-{uuid.uuid4().hex[:8]}"
+    try:
+        make(tmp)
+        shutil.rmtree(out, ignore_errors=True)
+        os.rename(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out

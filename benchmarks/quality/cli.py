@@ -1,0 +1,155 @@
+"""`curateevo bench quality`: the paper's Tables 1 and 2 on our corpora, resumable and cached.
+
+    curateevo bench quality [--run RUN ...] [--ablate ROW] [--seeds S] [--tasks N] [--profile P]
+
+Curates every row once, then trains and evaluates each row × seed cell that the cache does not
+hold yet (a progress bar with the ETA counts the cells), and writes OUT/quality.json,
+quality.md and quality.png. `--spread` reports the run-to-run spread of P (item 4 of issue 14)
+on the dev subset the loop uses.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import sys
+from pathlib import Path
+
+from evolver.errors import UserError
+from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits, make_executor
+
+from benchmarks.quality import TABLE1
+
+CACHE = PROJECT_ROOT / "runs" / "bench-quality"
+
+
+def _budget(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--budget {item!r}: write KEY=VALUE (a trainer.recipe.Profile field, e.g. sft_max_steps=2)")
+        out[key] = {"true": True, "false": False}.get(value.lower(), value)
+        for cast in (int, float):
+            try:
+                out[key] = cast(value)
+                break
+            except ValueError:
+                pass
+    return out
+
+
+@contextlib.contextmanager
+def _only_writer(cache: Path):
+    """One invocation computes cells in a cache at a time (a second would clear its partial cells)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"another `bench quality` is computing cells in {cache}; wait for it, "
+                            "use --report-only, or give another --cache") from None
+        yield
+
+
+def setting_of(args):
+    from benchmarks.quality.cells import Setting
+
+    if args.seeds < 1 or (args.tasks is not None and args.tasks < 1):
+        raise UserError("--seeds and --tasks must be at least 1")
+    if args.spread and args.seeds < 2:
+        raise UserError("--spread compares training seeds: give --seeds 2 or more")
+    split = args.split or ("dev" if args.spread else "test")
+    tasks = args.tasks if args.tasks is not None else (60 if split == "dev" else 120)
+    return Setting(benchmark=args.benchmark, split=split, tasks=tasks, profile=args.profile, base=args.base,
+                   seeds=tuple(range(args.seeds)), batch_size=args.batch_size, curation_timeout_s=args.timeout,
+                   budget=_budget(args.budget))
+
+
+def cmd_bench_quality(args) -> int:
+    from benchmarks.quality import rows as rows_mod
+    from benchmarks.quality import table
+    from benchmarks.quality.cells import Cells
+    from benchmarks.quality.stats import minimal_detectable_difference
+    def say(text: str) -> None:
+        if not args.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    setting = setting_of(args)
+    which = tuple(args.rows.split(",")) if args.rows else (("rho0-wild",) if args.spread else TABLE1)
+    if "runs" in which and not args.run:
+        which = tuple(w for w in which if w != "runs")
+    elif args.run and "runs" not in which:
+        raise UserError("--run was given but --rows leaves out `runs`")
+    wild_dir = args.wild or rows_mod.default_corpus_dir(args.benchmark, "wild")
+    labeled_dir = args.labeled or (rows_mod.default_corpus_dir(args.benchmark, "labeled")
+                                   if "rho0-labeled" in which else None)
+    rows = rows_mod.table_rows(which, wild_dir, labeled_dir, args.run or [], args.cache, args.ablate)
+    cells = Cells(args.cache, setting, make_executor(args.sandbox, warn=say))   # checks base, budget, tasks first
+
+    say(f"curating {len(rows)} rows (cached by strategy × corpus) …")
+    for row in rows:
+        cells.inputs(row)
+    missing = [(row, s) for row in rows for s in setting.seeds if cells.cached(row, s) is None]
+    say(f"{len(rows) * len(setting.seeds) - len(missing)} cells cached, {len(missing)} to compute "
+        f"({len(cells.tasks)} {setting.split} tasks, profile {setting.profile}, cache {args.cache})")
+    mdd = minimal_detectable_difference(len(cells.tasks), len(setting.seeds), table.BASE_RATE)
+    say(f"with {len(cells.tasks)} tasks × {len(setting.seeds)} seeds, two rows must differ by about "
+        f"{100 * mdd:.0f} points of P to be told apart (power 0.8, α 0.05, P near {table.BASE_RATE}, seed spread not counted)")
+    if missing and not args.report_only:
+        from tqdm import tqdm
+
+        with _only_writer(Path(args.cache)), tqdm(total=len(missing), desc="cells", unit="cell", file=sys.stderr, disable=args.quiet,
+                  dynamic_ncols=True) as bar:
+            for row, seed in missing:
+                bar.set_postfix_str(f"{row.id} seed {seed}")
+                cells.cell(row, seed)
+                bar.update(1)
+    results = {}
+    for row in rows:
+        got = [cells.cached(row, s) for s in setting.seeds]
+        results[row.id] = got if all(got) else []
+    doc = table.summarize(rows, results, setting, len(cells.tasks))
+    out = args.out or Path(args.cache) / f"report-{setting.split}"
+    if args.spread:
+        doc["spread"] = table.spread(doc)
+    paths = table.write(doc, Path(out))
+    print(table.markdown(doc))
+    if args.spread:
+        print(table.spread_text(doc["spread"], doc))
+    print(f"results: {paths['json']}, {paths['markdown']}, {paths['png']}")
+    return 0
+
+
+def add_cli(sub) -> None:
+    """Register `curateevo bench quality` on the main parser's subcommands."""
+    bench = sub.add_parser("bench", help="benchmarks of the product itself")
+    bsub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
+    p = bsub.add_parser("quality", help="the paper's Tables 1 and 2: does evolved curation beat no curation?",
+                        description="Train the fixed recipe on each row's curated data with several seeds and "
+                                    "evaluate on a held-out, category-balanced test subset; every cell is cached.")
+    p.add_argument("--benchmark", default="bfcl-single", choices=["bfcl-single", "bfcl"], help="the benchmark whose test split scores every row")
+    p.add_argument("--wild", type=Path, help="wild corpus directory with noise_labels.json "
+                                             "(default: runs/corpora/BENCHMARK-wild-seed0, built if missing)")
+    p.add_argument("--labeled", type=Path, help="labeled corpus directory (default: runs/corpora/BENCHMARK-labeled-seed0)")
+    p.add_argument("--run", type=Path, nargs="+", help="finished run directories: their final strategies are rows")
+    p.add_argument("--rows", help=f"comma-separated Table 1 rows (default: {','.join(TABLE1)}; "
+                                  "with --spread: rho0-wild)")
+    p.add_argument("--ablate", metavar="ROW", help="Table 2 for this row (rho0-wild, agentrefine, oracle, "
+                                                   "rho0-labeled or a run's name): w/o SFT, w/o RL, w/o memory")
+    p.add_argument("--seeds", type=int, default=2, help="training seeds per row (default 2)")
+    p.add_argument("--tasks", type=int, help="tasks of the split, balanced over its categories (default 120 test, 60 dev)")
+    p.add_argument("--split", choices=["test", "dev"], help="test (default) or dev (default with --spread)")
+    p.add_argument("--profile", default="cpu-small", help="recipe profile (trainer/recipe.py; default cpu-small)")
+    p.add_argument("--base", help="base model (default: the profile's)")
+    p.add_argument("--budget", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="override single profile budgets (e.g. sft_max_steps=2); part of the cache key")
+    p.add_argument("--batch-size", type=int, default=8, help="evaluation batch size (default 8)")
+    p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategies (default: auto)")
+    p.add_argument("--timeout", type=float, default=Limits.timeout_s, help="curation wall-clock limit in seconds")
+    p.add_argument("--cache", type=Path, default=CACHE, help="cache directory (default runs/bench-quality)")
+    p.add_argument("--out", type=Path, help="where quality.json/.md/.png go (default CACHE/report-SPLIT)")
+    p.add_argument("--spread", action="store_true", help="report the run-to-run spread of P between seeds "
+                                                         "and the acceptance margin it implies (dev split)")
+    p.add_argument("--report-only", action="store_true", help="compute no cell; report what the cache holds")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_bench_quality)

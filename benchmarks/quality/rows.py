@@ -1,0 +1,127 @@
+"""The rows of the quality benchmark (the paper's Tables 1 and 2) for one corpus setting.
+
+Table 1: ρ0 on the wild corpus (no curation), the AgentRefine reference strategy, the final
+strategy of each given run, the oracle (ρ0 on the wild records the builder labelled `clean`:
+the ceiling for filtering) and ρ0 on the labeled corpus (the clean reference). Table 2: one
+of those rows without SFT data, without RL data, without memory at evaluation.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from evolver.errors import UserError
+from evolver.files import read_json
+from sandbox.corpus import corpus_sha256, load_corpus, write_corpus
+from sandbox.executor import PROJECT_ROOT
+
+from benchmarks.quality import TABLE1
+from benchmarks.quality.cells import ABLATIONS, Row
+
+SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
+AGENTREFINE = PROJECT_ROOT / "curation_strategies" / "agentrefine"
+
+
+def default_corpus_dir(benchmark: str, setting: str, seed: int = 0) -> Path:
+    """The default raw corpus of a benchmark, built once where `curateevo run` builds it."""
+    from benchmarks.bfcl import corpus_builder
+
+    folder = PROJECT_ROOT / "runs" / "corpora" / f"{benchmark}-{setting}-seed{seed}"
+    if not (folder / corpus_builder.CORPUS_FILE).is_file():
+        corpus_builder.write(folder, benchmark, setting, seed)
+    return folder
+
+
+def _corpus_file(folder: Path, what: str) -> Path:
+    path = Path(folder) / "corpus.jsonl"
+    if not path.is_file():
+        raise UserError(f"{folder}: no corpus.jsonl; give {what} a `curateevo corpus build` output directory")
+    return path
+
+
+def oracle_corpus(wild_dir: Path, cache: Path) -> Path:
+    """The wild records whose noise label is `clean` (a copy under the cache, by the wild hash)."""
+    wild = _corpus_file(wild_dir, "--wild")
+    labels_path = Path(wild_dir) / "noise_labels.json"
+    if not labels_path.is_file():
+        raise UserError(f"{labels_path}: no such file; the oracle row needs the wild corpus builder's noise labels")
+    out = Path(cache) / "corpora" / f"oracle-{corpus_sha256([str(wild)])[:16]}.jsonl"
+    if not out.is_file():
+        labels = read_json(labels_path)["labels"]
+        clean = [r for r in load_corpus([str(wild)]).records if labels.get(r["id"], {}).get("noise") == "clean"]
+        if not clean:
+            raise UserError(f"{labels_path}: no record is labelled clean; the oracle has nothing to train on")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_corpus(clean, out)
+    return out
+
+
+def _strategy(folder: Path) -> dict:
+    from sandbox.strategy_files import strategy_files
+
+    return strategy_files(folder)
+
+
+def run_row(run: Path, wild: Path) -> Row:
+    """The final strategy of a finished run (its journal's `final` result, files from git), on
+    the wild corpus, trained and evaluated with the run's own ablations; a run with ablations is
+    a Table 2 row."""
+    from sandbox.workspace import Workspace
+
+    run = Path(run)
+    if not (run / "run.json").is_file():
+        raise UserError(f"{run} is not a run directory (no run.json)")
+    config = read_json(run / "run.json")
+    finals = [e["result"] for e in _events(run / "journal.jsonl")
+              if e.get("event") == "stage_done" and e.get("stage") == "final"]
+    if not finals:
+        raise UserError(f"{run} has no final strategy yet; finish it with `curateevo resume {run}`")
+    if config.get("corpus_sha256") != corpus_sha256([str(wild)]):
+        raise UserError(f"{run} evolved on another corpus than {wild}; give --wild the run's corpus directory")
+    commit = finals[-1]["commit"]
+    run_ablations = sorted(config.get("ablations", []))   # a run-level ablation (no-efficiency …) is a Table 2 row
+    suffix = f" ({', '.join(run_ablations)})" if run_ablations else ""
+    return Row(id=f"run:{run.name}", label=f"run {run.name} final (epoch {finals[-1]['epoch']}){suffix}",
+               files=Workspace.open(run / "strategy").files(commit), corpus=wild,
+               ablations=tuple(a for a in run_ablations if a in ABLATIONS), table=2 if run_ablations else 1)
+
+
+def _events(path: Path) -> list[dict]:
+    import json
+
+    events = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass   # a torn last line (a killed run) is no event
+    return events
+
+
+def table_rows(which: tuple[str, ...], wild_dir: Path, labeled_dir: Path | None, runs: list[Path],
+               cache: Path, ablate: str | None) -> list[Row]:
+    """The Table 1 rows named in `which` (TABLE1 names), then Table 2 for the row `ablate`."""
+    wild = _corpus_file(wild_dir, "--wild")
+    rows = []
+    for name in which:
+        if name == "rho0-wild":
+            rows.append(Row("rho0-wild", "ρ0 on the wild corpus (no curation)", _strategy(SEED_STRATEGY), wild))
+        elif name == "agentrefine":
+            rows.append(Row("agentrefine", "AgentRefine reference strategy", _strategy(AGENTREFINE), wild))
+        elif name == "runs":
+            rows += [run_row(r, wild) for r in runs]
+        elif name == "oracle":
+            rows.append(Row("oracle", "oracle: ρ0 on the records labelled clean", _strategy(SEED_STRATEGY),
+                            oracle_corpus(wild_dir, cache)))
+        elif name == "rho0-labeled":
+            if labeled_dir is None:
+                raise UserError("the rho0-labeled row needs --labeled (a labeled corpus directory)")
+            rows.append(Row("rho0-labeled", "ρ0 on the labeled corpus (clean reference)", _strategy(SEED_STRATEGY),
+                            _corpus_file(labeled_dir, "--labeled")))
+        else:
+            raise UserError(f"unknown row {name!r} (one of {', '.join(TABLE1)})")
+    if ablate is not None:
+        target = next((r for r in rows if r.id in (ablate, f"run:{ablate}")), None)
+        if target is None:
+            raise UserError(f"--ablate {ablate}: no such row (one of {', '.join(r.id for r in rows)})")
+        rows += [target.ablated(a) for a in ABLATIONS if a not in target.ablations]
+    return rows

@@ -1,0 +1,161 @@
+"""The statistics of the quality benchmark: intervals, paired comparison, gap recovered, power.
+
+A row's scores are `task id → per-seed scores` (one 0/1 task success per training seed, seeds
+in the same order for every task). Every interval is a two-sided 95% interval unless told:
+
+- one seed: the **Wilson score interval** of the proportion of tasks solved (binary scores);
+- several seeds: a **crossed percentile bootstrap** — tasks and training seeds are resampled
+  independently with replacement and the mean of the resampled task × seed table is taken.
+  Resampling both factors counts the task-to-task and the seed-to-seed variation (a trained
+  model is one draw of the seed); it slightly overstates the variance (McCullagh 2000), so the
+  interval errs wide, never narrow.
+
+Two rows are compared on the same tasks (a paired bootstrap: one task resample shared by both
+rows, the seeds resampled per row). All resampling takes an explicit seed.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from statistics import NormalDist
+from typing import Mapping, Sequence
+
+import numpy as np
+
+RESAMPLES = 10_000
+
+Scores = Mapping[str, Sequence[float]]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    value: float
+    low: float
+    high: float
+    method: str
+
+    def to_json(self) -> dict:
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def _z(confidence: float) -> float:
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def table(scores: Scores, tasks: Sequence[str] | None = None) -> np.ndarray:
+    """The tasks × seeds matrix of `scores` (tasks sorted, or in the order of `tasks`)."""
+    tasks = sorted(scores) if tasks is None else list(tasks)
+    if not tasks:
+        raise ValueError("no task scores")
+    missing = [t for t in tasks if t not in scores]
+    if missing:
+        raise ValueError(f"no scores for task {missing[0]!r}")
+    widths = {len(scores[t]) for t in tasks}
+    if len(widths) != 1 or 0 in widths:
+        raise ValueError("every task needs a score for each seed (the same number of seeds)")
+    return np.asarray([[float(x) for x in scores[t]] for t in tasks])
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Estimate:
+    """The Wilson score interval of a proportion `successes / n`."""
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError("need 0 <= successes <= n and n >= 1")
+    z, p = _z(confidence), successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    low = 0.0 if successes == 0 else max(0.0, centre - half)   # exact at the ends (no rounding residue)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return Estimate(p, low, high, "wilson")
+
+
+def _task_weights(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray:
+    """resamples × n: how often each task is drawn, over n (a resample's mean is weights @ column)."""
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=resamples) / n
+
+
+def _resampled_means(m: np.ndarray, task_w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The mean of m over each resample: the shared task weights, this row's own seed resample."""
+    seeds = m.shape[1]
+    seed_w = rng.multinomial(seeds, np.full(seeds, 1.0 / seeds), size=len(task_w)) / seeds
+    return np.einsum("bs,bs->b", task_w @ m, seed_w)
+
+
+def _percentiles(values: np.ndarray, confidence: float) -> tuple[float, float]:
+    low, high = np.quantile(values, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return float(low), float(high)
+
+
+def mean_interval(scores: Scores, confidence: float = 0.95, resamples: int = RESAMPLES, seed: int = 0) -> Estimate:
+    """The mean score of a row with its interval: Wilson for one seed of 0/1 scores, else the
+    crossed bootstrap over tasks and seeds."""
+    m = table(scores)
+    if m.shape[1] == 1 and set(np.unique(m)) <= {0.0, 1.0}:
+        return wilson_interval(int(m.sum()), m.shape[0], confidence)
+    rng = np.random.default_rng(seed)
+    means = _resampled_means(m, _task_weights(rng, m.shape[0], resamples), rng)
+    return Estimate(float(m.mean()), *_percentiles(means, confidence), "bootstrap over tasks × seeds")
+
+
+def paired_difference(a: Scores, b: Scores, confidence: float = 0.95, resamples: int = RESAMPLES,
+                      seed: int = 0) -> dict:
+    """Mean(a) − mean(b) on the tasks both rows scored: the estimate, its interval, and the
+    one-sided share of resamples where a does not beat b (`p_not_better`)."""
+    tasks = sorted(set(a) & set(b))
+    ma, mb = table(a, tasks), table(b, tasks)
+    rng = np.random.default_rng(seed)
+    task_w = _task_weights(rng, len(tasks), resamples)
+    diffs = _resampled_means(ma, task_w, rng) - _resampled_means(mb, task_w, rng)
+    est = Estimate(float(ma.mean() - mb.mean()), *_percentiles(diffs, confidence), "paired bootstrap over tasks × seeds")
+    return {**est.to_json(), "tasks": len(tasks), "p_not_better": round(float(np.mean(diffs <= 0)), 6)}
+
+
+def gap_recovered(row: Scores, wild: Scores, labeled: Scores, confidence: float = 0.95,
+                  resamples: int = RESAMPLES, seed: int = 0) -> dict | None:
+    """The share of the wild → labeled gap a row recovers, (row − wild) / (labeled − wild), with
+    a paired-bootstrap interval over the resamples whose gap is positive. None when the measured
+    gap is not positive (there is nothing to recover). `gap_positive` is the share of resamples
+    with a positive gap: below 0.95, the share itself is not established."""
+    tasks = sorted(set(row) & set(wild) & set(labeled))
+    mr, mw, ml = (table(x, tasks) for x in (row, wild, labeled))
+    gap = ml.mean() - mw.mean()
+    if gap <= 0:
+        return None
+    rng = np.random.default_rng(seed)
+    task_w = _task_weights(rng, len(tasks), resamples)
+    r, w, lab = (_resampled_means(m, task_w, rng) for m in (mr, mw, ml))
+    positive = lab - w > 0
+    shares = (r - w)[positive] / (lab - w)[positive]
+    est = Estimate(float((mr.mean() - mw.mean()) / gap), *_percentiles(shares, confidence),
+                   "paired bootstrap over tasks × seeds")
+    return {**est.to_json(), "gap": round(float(gap), 6), "gap_positive": round(float(positive.mean()), 6)}
+
+
+def minimal_detectable_difference(n_tasks: int, seeds: int, p: float = 0.25, seed_sd: float = 0.0,
+                                  alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest true difference in P between two rows (n tasks, S seeds each) that a
+    two-sided test at level `alpha` detects with probability `power`:
+
+        MDD = (z_{1−α/2} + z_{power}) · sqrt(2 · (p(1−p)/(n·S) + seed_sd²/S))
+
+    where p is the base success rate and seed_sd the measured spread of P between training
+    seeds (0 when unmeasured: then it is a lower bound)."""
+    if n_tasks < 1 or seeds < 1:
+        raise ValueError("need at least one task and one seed")
+    variance = p * (1 - p) / (n_tasks * seeds) + seed_sd ** 2 / seeds
+    return (_z(1 - alpha) + NormalDist().inv_cdf(power)) * math.sqrt(2 * variance)
+
+
+def seed_spread(per_seed: Sequence[float]) -> dict:
+    """The run-to-run spread of P: its per-seed values, sample standard deviation and range."""
+    values = [float(x) for x in per_seed]
+    if len(values) < 2:
+        raise ValueError("the spread needs at least two seeds")
+    return {"seeds": len(values), "P": values, "mean": float(np.mean(values)),
+            "sd": float(np.std(values, ddof=1)), "range": max(values) - min(values)}
+
+
+def acceptance_margin(seed_sd: float, seeds: int, confidence: float = 0.9) -> float:
+    """The margin on ΔP above which a candidate beats the best by more than training noise with
+    one-sided `confidence`, both scored with `seeds` seeds on the same tasks:
+    z_confidence · seed_sd · sqrt(2 / seeds)."""
+    return NormalDist().inv_cdf(confidence) * seed_sd * math.sqrt(2 / seeds)

@@ -1,0 +1,179 @@
+"""The quality benchmark's results: one JSON document, a markdown table and a PNG with intervals."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from statistics import fmean
+
+from evolver.files import atomic_json, atomic_write
+
+from benchmarks.quality import stats
+from benchmarks.quality.cells import Row, Setting
+
+BASE_RATE = 0.25
+"""P assumed for the minimal detectable difference until ρ0 on the wild corpus is measured."""
+
+
+def row_scores(cells: list[dict]) -> dict[str, list[float]]:
+    """task id → the per-seed scores of a row's cells (seeds in the order of the cells)."""
+    return {task: [c["scores"][task] for c in cells] for task in cells[0]["scores"]}
+
+
+def pooled_seed_sd(per_row: dict[str, list[float]]) -> float | None:
+    """The between-seed spread of P pooled over rows (root of the mean per-row variance)."""
+    variances = [stats.seed_spread(p)["sd"] ** 2 for p in per_row.values() if len(p) > 1]
+    return math.sqrt(fmean(variances)) if variances else None
+
+
+def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n_tasks: int, seed: int = 0) -> dict:
+    """Every row with its mean, interval, per-seed P, per-category means and intervals, the
+    paired difference with ρ0 on the wild corpus and the share of the wild → labeled gap it
+    recovers; rows without all their cells are marked pending."""
+    scores = {rid: row_scores(c) for rid, c in cells.items() if c}
+    wild, labeled = scores.get("rho0-wild"), scores.get("rho0-labeled")
+    per_seed = {rid: [c["P"] for c in cells[rid]] for rid in scores}
+    out_rows = []
+    for row in rows:
+        entry = {"id": row.id, "label": row.label, "table": row.table, "ablations": list(row.ablations)}
+        s = scores.get(row.id)
+        if s is None:
+            out_rows.append({**entry, "pending": True})
+            continue
+        category = cells[row.id][0]["category"]
+        by_cat = {}
+        for cat in sorted(set(category.values())):
+            by_cat[cat] = stats.mean_interval({t: v for t, v in s.items() if category[t] == cat}, seed=seed).to_json()
+        entry.update(P=stats.mean_interval(s, seed=seed).to_json(), per_seed_P=per_seed[row.id], per_category=by_cat)
+        if wild is not None and row.id != "rho0-wild":
+            entry["vs_rho0_wild"] = stats.paired_difference(s, wild, seed=seed)
+        if wild is not None and labeled is not None and row.id not in ("rho0-wild", "rho0-labeled"):
+            entry["gap_recovered"] = stats.gap_recovered(s, wild, labeled, seed=seed)   # 0 and 1 by definition there
+        out_rows.append(entry)
+    n, n_seeds = n_tasks, len(setting.seeds)
+    base_rate = fmean(per_seed["rho0-wild"]) if "rho0-wild" in per_seed else BASE_RATE
+    seed_sd = pooled_seed_sd(per_seed)
+    return {
+        "setting": {**dataclasses.asdict(setting), "seeds": list(setting.seeds)},
+        "tasks": n,
+        "interval": "95%: Wilson for one seed, else a crossed bootstrap over tasks × seeds "
+                    f"({stats.RESAMPLES} resamples, seed {seed})",
+        "rows": out_rows,
+        "seed_sd": seed_sd,
+        "minimal_detectable_difference": {
+            "power": 0.8, "alpha": 0.05, "base_rate": base_rate, "seed_sd": seed_sd or 0.0,
+            "value": stats.minimal_detectable_difference(n, n_seeds, base_rate, seed_sd or 0.0) if n else None,
+            "seed_sd_measured": seed_sd is not None,
+        },
+    }
+
+
+def _ci(e: dict | None, pct: bool = True) -> str:
+    if e is None:
+        return "n/a"
+    f = (lambda x: f"{100 * x:.1f}") if pct else (lambda x: f"{x:+.2f}")
+    return f"{f(e['value'])} [{f(e['low'])}, {f(e['high'])}]"
+
+
+def markdown(doc: dict) -> str:
+    """Table 1 and Table 2 (P in %, with 95% intervals) and the minimal detectable difference."""
+    done = [r for r in doc["rows"] if not r.get("pending")]
+    cats = sorted({c for r in done for c in r["per_category"]})
+    s = doc["setting"]
+    lines = [f"Quality benchmark: {s['benchmark']} {s['split']} ({doc['tasks']} tasks, balanced), profile "
+             f"{s['profile']}, seeds {', '.join(map(str, s['seeds']))}; P = {s['metric']} in %, {doc['interval']}.", ""]
+    for number, title in ((1, "Table 1"), (2, "Table 2 (ablations)")):
+        rows = [r for r in doc["rows"] if r["table"] == number]
+        if not rows:
+            continue
+        if number == 2:   # the full row above its ablations
+            ablated = {r["id"].split(" ")[0] for r in rows}
+            rows = [r for r in doc["rows"] if r["table"] == 1 and r["id"] in ablated] + rows
+        header = ["row", "P [95% CI]", *cats, "Δ vs ρ0 wild [95% CI]", "gap recovered [95% CI]"]
+        lines += [f"**{title}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for r in rows:
+            if r.get("pending"):
+                lines.append(f"| {r['label']} | pending |" + " |" * (len(cats) + 2))
+                continue
+            per_cat = "".join((f"{100 * r['per_category'][c]['value']:.1f}" if c in r["per_category"] else "") + " | "
+                              for c in cats)
+            vs = r.get("vs_rho0_wild")
+            gap = r.get("gap_recovered")
+            shown = {"rho0-wild": "0 (reference)", "rho0-labeled": "1 (reference)"}.get(r["id"])
+            if shown is None:
+                shown = _ci(gap, pct=False) if gap else ("no gap" if "gap_recovered" in r else "—")
+            lines.append(f"| {r['label']} | {_ci(r['P'])} | {per_cat}{_ci(vs) if vs else '—'} | {shown} |")
+        lines.append("")
+    lines.append(mdd_sentence(doc))
+    return "\n".join(lines) + "\n"
+
+
+def mdd_sentence(doc: dict) -> str:
+    m = doc["minimal_detectable_difference"]
+    if m["value"] is None:
+        return "minimal detectable difference: no tasks"
+    spread = (f"measured seed spread {m['seed_sd']:.3f}" if m["seed_sd_measured"]
+              else "seed spread not measured: a lower bound")
+    return (f"minimal detectable difference in P between two rows (power 0.8, α 0.05, {doc['tasks']} tasks × "
+            f"{len(doc['setting']['seeds'])} seeds, base rate {m['base_rate']:.3f}, {spread}): {100 * m['value']:.1f} points")
+
+
+def plot(doc: dict, path: Path) -> None:
+    """A dot per row with its 95% interval (one panel, Table 2 rows below Table 1)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    done = [r for r in doc["rows"] if not r.get("pending")]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(done) + 1.4))
+    for y, r in enumerate(reversed(done)):
+        p = r["P"]
+        ax.errorbar(100 * p["value"], y, xerr=[[100 * (p["value"] - p["low"])], [100 * (p["high"] - p["value"])]],
+                    fmt="o", color="tab:blue" if r["table"] == 1 else "tab:orange", capsize=3)
+    ax.set_yticks(range(len(done)), [r["label"] for r in reversed(done)], fontsize=8)
+    s = doc["setting"]
+    ax.set_xlabel(f"{s['metric']} on {doc['tasks']} {s['split']} tasks (%), 95% interval")
+    ax.set_title(f"{s['benchmark']} · {s['profile']} · {len(s['seeds'])} seed(s)", fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    tmp = path.with_name("." + path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    atomic_write(path, tmp.read_bytes())
+    tmp.unlink()
+
+
+def write(doc: dict, out: Path) -> dict[str, Path]:
+    """quality.json, quality.md and quality.png in `out`, each replaced whole."""
+    paths = {"json": out / "quality.json", "markdown": out / "quality.md", "png": out / "quality.png"}
+    atomic_json(paths["json"], doc)
+    atomic_write(paths["markdown"], markdown(doc))
+    if any(not r.get("pending") for r in doc["rows"]):
+        plot(doc, paths["png"])
+    return paths
+
+
+def spread(doc: dict, seeds_options: tuple[int, ...] = (1, 2, 3, 4), confidence: float = 0.9) -> dict:
+    """The run-to-run spread of P per row (same data, different training seeds) and the margin
+    on ΔP that an acceptance with S seeds would need to beat that noise at `confidence`."""
+    rows = {}
+    for r in doc["rows"]:
+        if r.get("pending") or len(r["per_seed_P"]) < 2:
+            continue
+        sp = stats.seed_spread(r["per_seed_P"])
+        rows[r["id"]] = {**sp, "margin_for_seeds": {s: stats.acceptance_margin(sp["sd"], s, confidence)
+                                                    for s in seeds_options}}
+    return {"confidence": confidence, "rows": rows, "pooled_sd": doc["seed_sd"]}
+
+
+def spread_text(result: dict, doc: dict) -> str:
+    lines = [f"run-to-run spread of P ({doc['setting']['split']}, {doc['tasks']} tasks, one curation, "
+             f"training seeds {', '.join(map(str, doc['setting']['seeds']))}):"]
+    for rid, r in result["rows"].items():
+        margins = ", ".join(f"{s} seed(s) {m:.3f}" for s, m in r["margin_for_seeds"].items())
+        lines.append(f"  {rid}: P per seed {', '.join(f'{p:.3f}' for p in r['P'])}; sd {r['sd']:.3f}, "
+                     f"range {r['range']:.3f}; acceptance margin on ΔP at {result['confidence']:.0%}: {margins}")
+    if not result["rows"]:
+        lines.append("  no row has two seeds yet")
+    return "\n".join(lines)

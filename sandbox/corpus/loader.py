@@ -1,0 +1,218 @@
+"""`load_corpus`: files in, valid canonical raw records out, every refusal named.
+
+Each JSON value of each file (see `sandbox.corpus.reading`) becomes one canonical raw record
+(DESIGN.md "Formats"), checked with `sandbox.schemas.check_raw`. A bad value is named as
+`path:line: reason` (an array element as `path:line [i]: reason`); by default the first one
+aborts with a `UserError`, with `on_error="skip"` the bad ones are collected instead, each with
+its reason (`Corpus.skipped_lines`).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from evolver.errors import UserError
+from evolver.files import atomic_write
+from sandbox.corpus.adp import convert_adp
+from sandbox.corpus.common import BadRecord, json_type
+from sandbox.corpus.openai import (canonical_unchanged, convert_openai, convert_swe_agent,
+                                   convert_tau_bench, convert_toolbench)
+from sandbox.corpus.reading import (DEFAULT_MAX_LINE_BYTES, CorpusFile, Unit, corpus_files,
+                                    file_sha256, units)
+from sandbox.corpus.sharegpt import convert_sharegpt
+from sandbox.schemas import canonical_json, check_raw
+
+FORMATS = ("canonical", "sharegpt", "adp", "tau-bench", "toolbench", "swe-agent")
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    """A value of the corpus that was not loaded, and why."""
+    path: str
+    line: int
+    index: int | None      # its position in a JSON array, else None
+    reason: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}" + (f" [{self.index}]" if self.index is not None else "")
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.reason}"
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "line": self.line, "index": self.index, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Corpus:
+    records: list[dict]        # canonical raw records, file order
+    sha256: str                # see `load_corpus`
+    paths: tuple[str, ...]     # the files read (a folder given stands for its files)
+    format: str                # one of FORMATS, or "mixed"
+    skipped_lines: tuple[SkippedLine, ...] = ()   # on_error="skip": what was left out, and why
+    holdout: dict | None = None  # {"seed", "share"}: the dev tenth was taken out (sandbox.corpus.split.train_part)
+
+    @property
+    def skipped(self) -> tuple[str, ...]:
+        """`path:line: reason` of each skipped value."""
+        return tuple(map(str, self.skipped_lines))
+
+    @property
+    def retained_share(self) -> float:
+        """Loaded records over all values read (loaded + skipped)."""
+        total = len(self.records) + len(self.skipped_lines)
+        return len(self.records) / total if total else 0.0
+
+
+def write_corpus(records: Iterable[Mapping], path) -> None:
+    """Write canonical JSONL atomically (one canonical JSON line per record)."""
+    atomic_write(path, "".join(canonical_json(record) + "\n" for record in records))
+
+
+def detect_format(obj: Mapping) -> str | None:
+    """One of FORMATS, or None when the object is none of them."""
+    if "messages" in obj:
+        return "canonical"
+    if "conversations" in obj:
+        return "sharegpt"
+    if isinstance(obj.get("traj"), list):
+        return "tau-bench"
+    if isinstance(obj.get("answer_generation"), dict):
+        return "toolbench"
+    if isinstance(obj.get("history"), list):
+        return "swe-agent"
+    content = obj.get("content")
+    if isinstance(content, list) and (
+            "schema_version" in obj or not content
+            or any(isinstance(item, dict) and "class_" in item for item in content)):
+        return "adp"
+    return None
+
+
+_REQUIRED = {"canonical": "messages", "sharegpt": "conversations", "adp": "content",
+             "tau-bench": "traj", "toolbench": "answer_generation", "swe-agent": "history"}
+
+
+def convert_record(obj: Any, fmt: str = "auto", default_id: str = "",
+                   scope: str = "") -> tuple[dict, str]:
+    """One parsed JSON value -> (valid canonical record, its format); raises BadRecord.
+    `scope` (the file's stem) qualifies ADP ids, which are unique within a dataset only."""
+    if not isinstance(obj, dict):
+        raise BadRecord(f"not a JSON object (got {json_type(obj)})")
+    kind = detect_format(obj) if fmt == "auto" else fmt
+    if kind is None:
+        raise BadRecord("unrecognised record: expected 'messages' (OpenAI/canonical), "
+                        "'conversations' (ShareGPT), 'traj' (tau-bench), 'answer_generation' "
+                        "(ToolBench), 'history' (SWE-agent .traj) or an ADP 'content' list of "
+                        "actions and observations")
+    if _REQUIRED[kind] not in obj:
+        raise BadRecord(f"{_REQUIRED[kind]}: missing (format {kind})")
+    if kind == "canonical" and canonical_unchanged(obj) and check_raw(obj) is None:
+        return obj, kind                      # already canonical: kept byte for byte
+    if kind == "canonical":
+        record = convert_openai(obj, default_id)
+    elif kind == "sharegpt":
+        record = convert_sharegpt(obj, default_id)
+    elif kind == "tau-bench":
+        record = convert_tau_bench(obj, default_id)
+    elif kind == "toolbench":
+        record = convert_toolbench(obj, default_id)
+    elif kind == "swe-agent":
+        record = convert_swe_agent(obj, default_id)
+    else:
+        record = convert_adp(obj, default_id, scope)
+    error = check_raw(record)
+    if error:
+        fix = "; add its schema to tools or leave the record out" if "not in tools" in error else ""
+        origin = "" if kind == "canonical" else f" (in the canonical record converted from {kind})"
+        raise BadRecord(f"{error}{origin}{fix}")
+    return record, kind
+
+
+def _combined_sha256(digests: list[tuple[str, str]]) -> str:
+    if len(digests) == 1:
+        return digests[0][1]
+    return hashlib.sha256("".join(f"{n}\0{s}\n" for n, s in digests).encode("utf-8")).hexdigest()
+
+
+def _digest_name(file: CorpusFile) -> str:
+    return file.label
+
+
+def corpus_sha256(paths) -> str:
+    """The corpus hash `load_corpus` would record, from the bytes alone (nothing is parsed)."""
+    return _combined_sha256([(_digest_name(f), file_sha256(f.path)) for f in corpus_files(paths)])
+
+
+def _stem(label: str) -> str:
+    name = label.rsplit("/", 1)[-1]
+    for suffix in (".jsonl", ".json"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
+                max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Corpus:
+    """Load corpus files (or folders of them) into canonical raw records, in file order.
+
+    `sha256` is the sha256 of the file's bytes for one file; for several, the sha256 of the
+    lines `f"{name}\\0{file_sha}\\n"` in order, `name` being the basename (a folder's files:
+    `folder/relative path`). Ids must be unique across files, except ADP's (see
+    `sandbox.corpus.adp`), which are qualified by their file.
+    """
+    if fmt == "openai":
+        fmt = "canonical"
+    if fmt not in ("auto", *FORMATS):
+        raise UserError(f"unknown corpus format {fmt!r} (expected auto, openai, {', '.join(FORMATS)})")
+    if on_error not in ("abort", "skip"):
+        raise UserError(f"unknown on_error {on_error!r} (expected abort or skip)")
+    files = corpus_files(paths)
+    records: list[dict] = []
+    skipped: list[SkippedLine] = []
+    kinds: set[str] = set()
+    first_seen: dict[str, Unit] = {}
+    digests: list[tuple[str, str]] = []
+
+    def bad(unit: Unit, reason: str) -> None:
+        skip = SkippedLine(unit.path, unit.line, unit.index, reason)
+        if on_error == "abort":
+            raise UserError(str(skip))
+        skipped.append(skip)
+
+    for file in files:
+        hasher = hashlib.sha256()
+        stem = _stem(file.label)
+        for ordinal, unit in enumerate(units(file, max_line_bytes, hasher)):
+            if unit.error is not None:
+                bad(unit, unit.error)
+                continue
+            try:
+                record, kind = convert_record(unit.value, fmt, unit.default_id, stem)
+            except BadRecord as exc:
+                bad(unit, str(exc))
+                continue
+            rid = record["id"]
+            if kind == "adp" and rid in first_seen:
+                record = {**record, "id": f"{rid}#{ordinal}"}
+                rid = record["id"]
+            seen = first_seen.get(rid)
+            if seen is not None:
+                at = seen.where.replace(f"{seen.path}:", "line ", 1) if seen.path == unit.path \
+                    else seen.where
+                bad(unit, f"duplicate id {rid!r}, first seen at {at}; give each record its own "
+                          "id (or drop the repeat)")
+                continue
+            first_seen[rid] = unit
+            kinds.add(kind)
+            records.append(record)
+        digests.append((_digest_name(file), hasher.hexdigest()))
+    if not records:
+        first = f"; first: {skipped[0]}" if skipped else ""
+        raise UserError(f"{', '.join(f.path for f in files)}: no valid records ({len(skipped)} "
+                        f"lines skipped{first})")
+    fmt_name = kinds.pop() if len(kinds) == 1 else "mixed"
+    return Corpus(records=records, sha256=_combined_sha256(digests),
+                  paths=tuple(f.path for f in files), format=fmt_name, skipped_lines=tuple(skipped))

@@ -1,0 +1,64 @@
+"""What a profile's length limits do to a curation, measured before training, on real data:
+tau-bench's airline policy prompt and its tools make long records."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandbox.corpus import load_corpus
+from trainer import models
+from trainer.data import rl_rows
+from trainer.length import length_report, profile_length_report
+
+TESTS = Path(__file__).resolve().parent
+TAU = TESTS / "fixtures" / "external" / "tau-bench-gpt-4o-airline.sample.json"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return models.load_tokenizer(str(models.embedded_tokenizer_dir()))
+
+
+@pytest.fixture(scope="module")
+def seed_curation():
+    sys.path.insert(0, str(TESTS))
+    from test_strategies import curate
+
+    return curate("seed", load_corpus(TAU).records)
+
+
+def test_long_multi_turn_records_are_counted_as_cut_or_dropped(tokenizer, seed_curation):
+    sft, rl = seed_curation.sft, seed_curation.rl
+    roomy = length_report(sft, rl, tokenizer, max_length=32768, max_prompt_length=32768)
+    assert (roomy.sft_cut, roomy.sft_dropped, roomy.rl_cut, roomy.rl_dropped) == (0, 0, 0, 0)
+    assert roomy.survivors == len(sft) + len(rl) == 5 + 48
+    tight = length_report(sft, rl, tokenizer, max_length=1536, max_prompt_length=1536)
+    assert tight.sft_cut == len(sft) and 0 < tight.sft_dropped < len(sft)
+    assert tight.rl_dropped > len(rl) / 2
+    assert tight.survivors == len(sft) - tight.sft_dropped + len(rl) - tight.rl_dropped
+    assert "SFT 5: 5 cut" in tight.summary()
+
+
+def test_nothing_survives_limits_shorter_than_the_system_prompt(tokenizer, seed_curation):
+    report = length_report(seed_curation.sft, seed_curation.rl, tokenizer, max_length=64,
+                           max_prompt_length=64)
+    assert report.survivors == 0
+    assert report.to_json()["survivors"] == 0
+
+
+def test_a_profile_supplies_the_tokenizer_and_limits_and_max_length_overrides(seed_curation):
+    cpu = profile_length_report(seed_curation.sft, seed_curation.rl, "cpu-small")
+    assert (cpu.max_length, cpu.max_prompt_length) == (1536, 1536)
+    longer = profile_length_report(seed_curation.sft, seed_curation.rl, "cpu-small", max_length=8192)
+    assert longer.max_length == 8192 and longer.sft_dropped <= cpu.sft_dropped
+
+
+@pytest.mark.parametrize("limit, cut, dropped", [(700, 0, 6), (1536, 1, 5), (2000, 4, 0)])
+def test_rl_counts_equal_what_the_trainer_does_to_the_prompts(tokenizer, seed_curation, limit,
+                                                              cut, dropped):
+    rl = seed_curation.rl[::8]                 # a spread of prefix lengths, kept small for speed
+    _, stats = rl_rows(rl, tokenizer, limit)
+    report = length_report([], rl, tokenizer, max_length=1, max_prompt_length=limit)
+    assert (report.rl_cut, report.rl_dropped) == (stats.shortened, stats.dropped_too_long) == (cut, dropped)

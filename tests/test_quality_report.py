@@ -1,0 +1,92 @@
+"""The quality benchmark's report from cells (the cell.json format of benchmarks/quality/cells.py):
+table rows, pending rows, the seed spread and the margin it implies, the minimal detectable
+difference."""
+import pytest
+
+from benchmarks.quality import stats, table
+from benchmarks.quality.cells import Row, Setting
+
+CATEGORY = {**{f"simple_python_{i}": "simple_python" for i in range(20)},
+            **{f"irrelevance_{i}": "irrelevance" for i in range(20)}}
+
+
+def cell(seed: int, solved: set[str]) -> dict:
+    scores = {t: float(t in solved) for t in CATEGORY}
+    return {"seed": seed, "P": sum(scores.values()) / len(scores), "scores": scores, "category": CATEGORY}
+
+
+def first(n: int, category: str) -> set[str]:
+    return {f"{category}_{i}" for i in range(n)}
+
+
+ROWS = [Row("rho0-wild", "ρ0 on the wild corpus (no curation)", {}, None),
+        Row("oracle", "oracle: ρ0 on the records labelled clean", {}, None),
+        Row("rho0-labeled", "ρ0 on the labeled corpus (clean reference)", {}, None),
+        Row("agentrefine", "AgentRefine reference strategy", {}, None)]
+ROWS.append(ROWS[0].ablated("no-memory"))
+CELLS = {
+    # seed 0 solves 8 of 40, seed 1 solves 12: P 0.2 and 0.3
+    "rho0-wild": [cell(0, first(8, "simple_python")), cell(1, first(12, "simple_python"))],
+    "oracle": [cell(0, first(12, "simple_python")), cell(1, first(16, "simple_python"))],
+    "rho0-labeled": [cell(0, first(16, "simple_python")), cell(1, first(20, "simple_python"))],
+    "agentrefine": [],   # not computed yet
+    "rho0-wild no-memory": [cell(0, first(6, "simple_python")), cell(1, first(10, "simple_python"))],
+}
+
+
+@pytest.fixture(scope="module")
+def doc():
+    return table.summarize(ROWS, CELLS, Setting(tasks=40, seeds=(0, 1)), n_tasks=40)
+
+
+def test_each_row_has_its_mean_interval_per_seed_p_and_categories(doc):
+    wild, oracle, labeled, pending, no_memory = doc["rows"]
+    assert no_memory["table"] == 2 and no_memory["label"] == "ρ0 on the wild corpus (no curation) w/o memory at evaluation"
+    assert no_memory["vs_rho0_wild"]["value"] == pytest.approx(-0.05)
+    assert wild["P"]["value"] == pytest.approx(0.25) and wild["per_seed_P"] == [0.2, 0.3]
+    assert wild["P"]["low"] < 0.2 and wild["P"]["high"] > 0.3
+    assert wild["per_category"]["irrelevance"]["value"] == 0.0
+    assert wild["per_category"]["simple_python"]["value"] == pytest.approx(0.5)
+    assert oracle["gap_recovered"]["value"] == pytest.approx(0.5)
+    assert "gap_recovered" not in labeled and "gap_recovered" not in wild   # 1 and 0 by definition
+    assert oracle["vs_rho0_wild"]["value"] == pytest.approx(0.1)
+    assert pending == {"id": "agentrefine", "label": "AgentRefine reference strategy", "table": 1,
+                       "ablations": [], "pending": True}
+
+
+def test_the_markdown_table_shows_intervals_and_pending_rows(doc):
+    text = table.markdown(doc)
+    assert "| ρ0 on the wild corpus (no curation) | 25.0 [" in text
+    assert "| AgentRefine reference strategy | pending |" in text
+    assert "| 0 (reference) |" in text and "| 1 (reference) |" in text
+    table2 = text.split("**Table 2 (ablations)**")[1]
+    assert table2.index("| ρ0 on the wild corpus (no curation) |") < table2.index("w/o memory at evaluation |")
+    assert "minimal detectable difference" in text and "measured seed spread 0.071" in text
+
+
+def test_the_spread_is_the_sd_of_p_between_seeds_and_sets_the_acceptance_margin(doc):
+    result = table.spread(doc)
+    wild = result["rows"]["rho0-wild"]
+    assert wild["sd"] == pytest.approx(0.0707107, abs=1e-6)   # sd of (0.2, 0.3)
+    assert wild["margin_for_seeds"][2] == pytest.approx(stats.acceptance_margin(0.0707107, 2, 0.9), abs=1e-6)
+    assert result["pooled_sd"] == pytest.approx(0.0707107, abs=1e-6)
+    assert "rho0-wild: P per seed 0.200, 0.300; sd 0.071" in table.spread_text(result, doc)
+
+
+def test_the_minimal_detectable_difference_uses_the_measured_base_rate_and_spread(doc):
+    m = doc["minimal_detectable_difference"]
+    assert m["base_rate"] == pytest.approx(0.25) and m["seed_sd_measured"]
+    assert m["value"] == pytest.approx(stats.minimal_detectable_difference(40, 2, 0.25, 0.0707107), abs=1e-6)
+
+
+def test_the_report_files_are_written_whole(doc, tmp_path):
+    paths = table.write(doc, tmp_path / "out")
+    assert paths["png"].read_bytes()[:4] == b"\x89PNG"
+    assert paths["markdown"].read_text() == table.markdown(doc)
+
+
+def test_a_table_with_nothing_computed_yet_is_still_a_well_formed_table():
+    doc = table.summarize(ROWS, {r.id: [] for r in ROWS}, Setting(tasks=40, seeds=(0, 1)), n_tasks=40)
+    rows = [line for line in table.markdown(doc).splitlines() if line.startswith("|")]
+    assert len({line.count("|") for line in rows}) == 1
+    assert doc["minimal_detectable_difference"]["value"] == pytest.approx(stats.minimal_detectable_difference(40, 2))

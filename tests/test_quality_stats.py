@@ -1,0 +1,111 @@
+"""The quality benchmark's statistics on fixed numbers (the closed forms checked by hand and
+against scipy.stats: binomtest(...).proportion_ci(method="wilson"), norm.ppf)."""
+import math
+
+import pytest
+
+from benchmarks.quality import stats
+
+
+def binary(successes: int, n: int, seeds: int = 1, prefix: str = "t") -> dict:
+    """n tasks, the first `successes` solved under every seed."""
+    return {f"{prefix}{i:03d}": [1.0 if i < successes else 0.0] * seeds for i in range(n)}
+
+
+def test_one_seed_gets_the_wilson_score_interval():
+    # 15 of 60 (a P near the 0.25 of the default run): scipy gives [0.157765, 0.372321]
+    est = stats.mean_interval(binary(15, 60))
+    assert est.method == "wilson"
+    assert est.value == 0.25
+    assert est.low == pytest.approx(0.1577652253, abs=1e-9)
+    assert est.high == pytest.approx(0.3723207008, abs=1e-9)
+
+
+def test_the_wilson_interval_of_no_success_starts_at_zero():
+    est = stats.wilson_interval(0, 10)
+    assert est.low == 0.0 and est.high == pytest.approx(0.2775327999, abs=1e-9)
+    with pytest.raises(ValueError):
+        stats.wilson_interval(11, 10)
+
+
+def test_identical_seeds_give_the_task_bootstrap_near_the_normal_interval():
+    # 60 of 200 solved by both seeds: the seeds add nothing, the half-width is ≈ 1.96·sqrt(.3·.7/200) = 0.0635
+    est = stats.mean_interval(binary(60, 200, seeds=2), seed=1)
+    assert est.method.startswith("bootstrap")
+    assert est.value == pytest.approx(0.3)
+    assert (est.high - est.low) / 2 == pytest.approx(1.96 * math.sqrt(0.3 * 0.7 / 200), abs=0.006)
+
+
+def test_seeds_that_disagree_widen_the_interval():
+    # seed 0 solves 50 of 200, seed 1 solves 70: the same mean 0.3, but the model itself varies
+    scores = {f"t{i:03d}": [1.0 if i < 50 else 0.0, 1.0 if i < 70 else 0.0] for i in range(200)}
+    agreeing = stats.mean_interval(binary(60, 200, seeds=2), seed=1)
+    est = stats.mean_interval(scores, seed=1)
+    assert est.value == pytest.approx(0.3)
+    assert est.high - est.low > agreeing.high - agreeing.low
+    assert est.low <= 0.25 + 1e-9 and est.high >= 0.35 - 1e-9   # both seeds' own P lie inside
+
+
+def test_the_bootstrap_is_seeded():
+    scores = {f"t{i}": [float(i % 3 == 0), float(i % 4 == 0)] for i in range(50)}
+    assert stats.mean_interval(scores, seed=5) == stats.mean_interval(scores, seed=5)
+    # few resamples, so two seeds' percentiles differ (with 10,000 they agree on a 0.02 grid)
+    assert stats.mean_interval(scores, resamples=40, seed=5) != stats.mean_interval(scores, resamples=40, seed=6)
+
+
+def test_every_task_needs_one_score_per_seed():
+    with pytest.raises(ValueError, match="each seed"):
+        stats.mean_interval({"a": [1.0, 0.0], "b": [1.0]})
+
+
+def test_pairing_on_the_same_tasks_sees_a_difference_an_unpaired_look_cannot():
+    # b solves 30 of 100; a solves the same 30 and 10 more: a +0.10 difference
+    b = binary(30, 100)
+    a = binary(40, 100)
+    paired = stats.paired_difference(a, b, seed=0)
+    assert paired["value"] == pytest.approx(0.10)
+    assert paired["tasks"] == 100
+    # the per-task differences are 10 ones among 100: SE = sqrt(.1·.9/100) = 0.03
+    assert paired["low"] == pytest.approx(0.10 - 1.96 * 0.03, abs=0.015)
+    assert paired["low"] > 0 and paired["p_not_better"] == 0.0
+    # unpaired, the two Wilson intervals overlap
+    assert stats.wilson_interval(40, 100).low < stats.wilson_interval(30, 100).high
+
+
+def test_a_paired_difference_of_equal_rows_is_zero_and_not_significant():
+    a = {f"t{i}": [float(i % 2), float(i % 3 == 0)] for i in range(60)}
+    paired = stats.paired_difference(a, dict(a), seed=0)
+    assert paired["value"] == 0.0 and paired["low"] < 0 < paired["high"]
+    assert 0.3 < paired["p_not_better"] < 0.8
+
+
+def test_the_gap_recovered_is_the_share_of_the_wild_to_labeled_gap():
+    wild, row, labeled = binary(20, 100), binary(30, 100), binary(40, 100)
+    gap = stats.gap_recovered(row, wild, labeled, seed=0)
+    assert gap["value"] == pytest.approx(0.5) and gap["gap"] == pytest.approx(0.2)
+    assert gap["low"] <= 0.5 <= gap["high"] and 0 <= gap["low"] and gap["high"] <= 1
+    assert gap["gap_positive"] == 1.0
+    assert stats.gap_recovered(labeled, wild, labeled)["value"] == pytest.approx(1.0)
+
+
+def test_no_gap_means_nothing_to_recover():
+    assert stats.gap_recovered(binary(30, 100), binary(30, 100), binary(30, 100)) is None
+    assert stats.gap_recovered(binary(30, 100), binary(40, 100), binary(20, 100)) is None
+
+
+def test_the_minimal_detectable_difference_for_60_tasks_and_one_seed_is_22_points():
+    # (z_.975 + z_.8) · sqrt(2 · .25·.75 / 60) = 2.80159 · 0.079057 = 0.221485
+    assert stats.minimal_detectable_difference(60, 1) == pytest.approx(0.2214847587, abs=1e-9)
+    # two seeds and a measured seed spread of 0.03: sqrt(2 · (.1875/120 + .0009/2)) · 2.80159
+    assert stats.minimal_detectable_difference(60, 2, seed_sd=0.03) == pytest.approx(0.1777406564, abs=1e-9)
+    assert stats.minimal_detectable_difference(240, 1) == pytest.approx(0.2214847587 / 2, abs=1e-9)
+
+
+def test_the_spread_and_the_acceptance_margin_it_implies():
+    spread = stats.seed_spread([0.20, 0.25, 0.30])
+    assert spread["sd"] == pytest.approx(0.05) and spread["range"] == pytest.approx(0.10)
+    # z_.9 · 0.03 · sqrt(2 / 2) = 1.28155 · 0.03
+    assert stats.acceptance_margin(0.03, 2, 0.9) == pytest.approx(0.0384465470, abs=1e-9)
+    assert stats.acceptance_margin(0.03, 1, 0.9) == pytest.approx(0.0384465470 * math.sqrt(2), abs=1e-9)
+    with pytest.raises(ValueError):
+        stats.seed_spread([0.2])

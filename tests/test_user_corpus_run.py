@@ -1,0 +1,84 @@
+"""A researcher's own corpus, end to end: a real public file with no environment picks the replay
+benchmark, its held-out tenth never reaches a strategy, and the run fails fast on what it cannot do."""
+import json
+from pathlib import Path
+
+import pytest
+
+from evolver import cli
+from evolver.store import RunStore
+from sandbox.corpus import load_corpus, split_ids
+
+EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "external"
+GLAIVE = EXTERNAL / "llamafactory-glaive_toolcall_en_demo.json"   # LLaMA-Factory's ShareGPT tool-call demo
+
+
+def test_a_corpus_without_environment_runs_on_its_held_out_tenth(tmp_path, capsys):
+    assert GLAIVE.is_file(), "the external fixtures are part of the test data (../shared/fixtures/external)"
+    args = ["run", "--corpus", str(GLAIVE), "--profile", "test", "--epochs", "2", "--tasks", "8",
+            "--sandbox", "process", "--batch-size", "4", "--runs-dir", str(tmp_path), "--name", "g"]
+    assert cli.main(args) == 0
+    captured = capsys.readouterr()
+    assert "benchmark: replay (the corpus has no environment" in captured.err
+    root = tmp_path / "g"
+    config = json.loads((root / "run.json").read_text())
+    assert config["benchmark"] == "replay" and config["metric"] == "step_accuracy" and config["base"] == "tiny-random"
+    records = load_corpus([str(GLAIVE)]).records
+    train_ids, dev_ids = split_ids(records)
+    assert len(dev_ids) == 20 and len(train_ids) == 180
+    for artifacts in sorted(root.glob("epochs/*/artifacts")):
+        manifest = json.loads((artifacts / "manifest.json").read_text())
+        assert manifest["corpus"]["records"] == 180 and manifest["corpus"]["holdout"] == {"seed": 0, "share": 0.1}
+        text = "".join((artifacts / name).read_text() for name in ("sft.jsonl", "rl.jsonl", "memory.jsonl"))
+        leaked = [i for i in dev_ids if f'"{i}"' in text]
+        assert leaked == [], f"held-out records reached {artifacts}: {leaked[:3]}"
+    evaluated = json.loads((root / "epochs" / "0" / "eval-s0" / "metrics.json").read_text())
+    assert set(evaluated["tasks"]) <= set(dev_ids) and evaluated["metric"] == "step_accuracy"
+    assert cli.main(["log", str(root)]) == 0
+    log = capsys.readouterr().out
+    assert [line.split()[0] for line in log.splitlines()[2:4]] == ["0", "1"]
+    # the epoch replays byte for byte: replay re-applies the hold-out the manifest records
+    assert cli.main(["replay", str(root), "--epoch", "0", "--sandbox", "process"]) == 0
+
+
+def test_a_missing_api_key_fails_before_anything_runs(tmp_path, capsys, monkeypatch, sample_corpus):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert cli.main(["run", "--model", "gpt-4.1-mini", "--proposer", "offline", "--corpus", str(sample_corpus),
+                     "--profile", "test", "--runs-dir", str(tmp_path), "--name", "k"]) == 2
+    err = capsys.readouterr().err
+    assert "needs its API key in $OPENAI_API_KEY" in err and err.count("\n") == 1
+    assert not (tmp_path / "k").exists()
+
+
+def test_an_endpoint_that_does_not_answer_fails_before_epoch_0(tmp_path, capsys, monkeypatch, sample_corpus):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert cli.main(["run", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--proposer", "offline",
+                     "--corpus", str(sample_corpus), "--profile", "test", "--runs-dir", str(tmp_path), "--name", "e",
+                     "--config", str(_config(tmp_path, "llm-mode: live\n"))]) == 2
+    err = capsys.readouterr().err
+    assert "did not answer a one-line request" in err and "nothing was run" in err and err.count("\n") == 1
+    assert not (tmp_path / "e").exists()
+
+
+def _config(tmp_path, text):
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_stage_that_fails_is_journaled_and_shown(tmp_path, capsys, sample_corpus, monkeypatch):
+    import evolver.loop as loop
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(loop, "train_epoch", broken)
+    with pytest.raises(OSError):
+        cli.main(["run", "--corpus", str(sample_corpus), "--profile", "test", "--sandbox", "process",
+                  "--runs-dir", str(tmp_path), "--name", "f", "--tasks", "2"])
+    events = RunStore.open(tmp_path / "f").journal.events()
+    assert events[-1]["event"] == "stage_failed" and events[-1]["stage"] == "train-s0"
+    assert "OSError: disk full" in events[-1]["error"]
+    capsys.readouterr()
+    assert cli.main(["status", str(tmp_path / "f")]) == 0
+    assert "failed: epoch 0 · train-s0: OSError: disk full" in capsys.readouterr().out

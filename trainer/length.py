@@ -1,0 +1,87 @@
+"""How much of a curation a profile's length limits would cut or drop, before any training.
+
+The records are rendered and tokenized as training will, through the chat format: an SFT record
+longer than `max_length` is cut (its end is lost) and dropped when no trained token is left
+(`trainer.data.sft_examples` itself); an RL prompt over `max_prompt_length` loses old messages
+and is dropped when it still does not fit (`trainer.data.fit_prompt`). `fit_prompt` removes one
+message at a time and tokenizes each shorter prompt; here only its two ends are tokenized — the
+whole prompt, and the shortest one it would try (the messages up to the first user message plus
+the last) — which give the same counts in two tokenizations per record, since dropping messages
+never lengthens a prompt. A multi-turn
+corpus with a long system prompt and many tool schemas (tau-bench: 14 tools) can lose every
+record this way, so a run should check `LengthReport.survivors` before it trains.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Mapping, Sequence
+
+from trainer import chat_format as cf
+from trainer.data import sft_examples
+
+
+@dataclass(frozen=True)
+class LengthReport:
+    max_length: int
+    max_prompt_length: int
+    sft_records: int
+    sft_cut: int          # longer than max_length: their end is not trained
+    sft_dropped: int      # nothing trained is left after the cut
+    rl_records: int
+    rl_cut: int           # prompts shortened by dropping old messages
+    rl_dropped: int       # prompts that cannot fit at all
+
+    @property
+    def survivors(self) -> int:
+        """SFT examples plus RL prompts that training would use."""
+        return self.sft_records - self.sft_dropped + self.rl_records - self.rl_dropped
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "survivors": self.survivors}
+
+    def summary(self) -> str:
+        return (f"SFT {self.sft_records}: {self.sft_cut} cut, {self.sft_dropped} dropped at "
+                f"max_length {self.max_length}; RL {self.rl_records}: {self.rl_cut} shortened, "
+                f"{self.rl_dropped} dropped at max_prompt_length {self.max_prompt_length}")
+
+
+def length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], tokenizer, max_length: int,
+                  max_prompt_length: int, style: str = cf.DEFAULT_STYLE) -> LengthReport:
+    """What `max_length` / `max_prompt_length` do to these curated records (module docstring)."""
+    _, sft_stats = sft_examples(sft, tokenizer, max_length, style)
+    fits = [_prompt_fits(r, tokenizer, max_prompt_length, style) for r in rl]
+    return LengthReport(max_length=max_length, max_prompt_length=max_prompt_length,
+                        sft_records=len(sft), sft_cut=sft_stats.truncated,
+                        sft_dropped=sft_stats.dropped_untrained, rl_records=len(rl),
+                        rl_cut=fits.count("shortened"), rl_dropped=fits.count("dropped"))
+
+
+def _prompt_fits(record: Mapping, tokenizer, limit: int, style: str) -> str:
+    """'whole', 'shortened' or 'dropped': what `trainer.data.fit_prompt` does to this prompt."""
+    messages = cf.normalize_messages(record["messages"])
+    tools = record.get("tools") or []
+
+    def fits(msgs) -> bool:
+        text = cf.render_prompt(msgs, tools, style=style)
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= limit
+
+    if fits(messages):
+        return "whole"
+    first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
+    if first_user + 1 >= len(messages) - 1:
+        return "dropped"                      # nothing fit_prompt may remove
+    return "shortened" if fits(messages[:first_user + 1] + messages[-1:]) else "dropped"
+
+
+def profile_length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], profile: str,
+                          max_length: int | None = None) -> LengthReport:
+    """`length_report` with a recipe profile's base tokenizer and limits (`max_length`, when
+    given, overrides the profile's SFT limit, as a run option would)."""
+    from trainer.models import NAMES, check_name, embedded_tokenizer_dir, load_tokenizer
+    from trainer.recipe import get_profile
+
+    prof = get_profile(profile)
+    # The embedded and tiny models share SmolLM2's tokenizer, which builds without the model.
+    source = str(embedded_tokenizer_dir()) if prof.base in NAMES else check_name(prof.base)
+    return length_report(sft, rl, load_tokenizer(source), max_length or prof.max_length,
+                         prof.max_prompt_length)
