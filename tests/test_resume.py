@@ -144,7 +144,7 @@ def test_a_run_whose_workspace_or_adapter_was_changed_is_refused(reference, tmp_
 
     root = tmp_path / "copy"
     shutil.copytree(reference.root, root)
-    final = [e["result"] for e in RunStore.open(root).journal.events() if e.get("stage") == "final"][-1]
+    final = [e["result"] for e in RunStore.open(root).journal.events() if e.get("stage") == "final" and e["event"] == "stage_done"][-1]
     adapter = root / "epochs" / str(final["epoch"]) / "train-s0" / "adapter"
     shutil.rmtree(adapter)
     assert cli.main(["test", str(root), "--tasks", "2"]) == 2
