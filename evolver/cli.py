@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from evolver.errors import RunFailed, UserError
+from evolver.errors import RunFailed, UserError, printable
 from evolver.files import atomic_write
 from evolver import report, run_cli
 from sandbox import image as sandbox_image
@@ -26,7 +26,7 @@ SAMPLE_CORPUS = PROJECT_ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"
 
 def _say(args, text: str) -> None:
     if not getattr(args, "quiet", False):
-        print(text, file=sys.stderr, flush=True)
+        print(printable(text), file=sys.stderr, flush=True)
 
 
 def format_profile(profile: dict) -> str:
@@ -58,7 +58,7 @@ def cmd_curate(args) -> int:
 
     out = args.out or PROJECT_ROOT / "runs" / datetime.datetime.now().strftime("curate-%Y%m%d-%H%M%S")
     limits = Limits(timeout_s=args.timeout)
-    executor = make_executor(args.sandbox)
+    executor = make_executor(args.sandbox, trusted=True)   # the user's own strategy
     get_profile(args.profile)   # a misspelled profile fails before anything runs
     corpus = load_corpus([str(p) for p in args.corpus], fmt=args.format,
                          on_error="skip" if args.skip_bad_lines else "abort")
@@ -219,11 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except UserError as exc:
-        print(f"curateevo: error: {exc}", file=sys.stderr)
+    except UserError as exc:   # what the message quotes (a file name, a strategy's error) is not ours
+        print(f"curateevo: error: {printable(exc)}", file=sys.stderr)
         return UserError.exit_code
     except RunFailed as exc:
-        print(f"curateevo: failed: {exc}", file=sys.stderr)
+        print(f"curateevo: failed: {printable(exc)}", file=sys.stderr)
         return RunFailed.exit_code
     except KeyboardInterrupt:
         print("curateevo: interrupted", file=sys.stderr)

@@ -6,6 +6,10 @@ A request's identity is the sha256 of the canonical JSON of what decides the ans
 model, base_url, messages, temperature, max_tokens); the n-th identical request made through one
 `LLM` is the record `<sha256>-<n>.json`. The API key is read from the environment at call time
 and goes only into the request's header: never into a record, run.json, a log line or an error.
+A server that echoes it (or any other secret of the environment) back gets it scrubbed from the
+reply before the reply is recorded or returned. A reply that is not a chat completion (an HTML
+page from a proxy, a truncated body) is an LLMUnavailable, like a refused request: the run goes
+on without that proposal.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from evolver.errors import RunFailed, UserError
+from evolver.errors import RunFailed, UserError, printable
 from evolver.files import atomic_json, read_json
 from sandbox.schemas import canonical_json
 
@@ -211,6 +215,46 @@ def _failure(e: Exception, sdk: Any, config: LLMConfig) -> _Failure:
     return _Failure(f"{type(e).__name__}: {e}", False)
 
 
+SECRET_ENV = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+SCRUBBED = "[key]"
+
+
+def secrets_of(key: str) -> list[str]:
+    """What must never be written: the key in use and every secret-looking variable's value."""
+    values = {v for k, v in os.environ.items() if SECRET_ENV.search(k) and len(v) >= 8}
+    if key != NO_KEY:
+        values.add(key)
+    return sorted(values, key=len, reverse=True)
+
+
+def scrub(value: Any, secrets: list[str]) -> Any:
+    """`value` (JSON-able) with every occurrence of each secret replaced by [key]."""
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, SCRUBBED)
+        return value
+    if isinstance(value, dict):
+        return {scrub(k, secrets): scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrub(v, secrets) for v in value]
+    return value
+
+
+def _well_formed(text: Any, raw_usage: Any, counted: Any):
+    """The parts of a reply as the record holds them; ValueError when the server's body was not one."""
+    if not isinstance(text, str):
+        raise ValueError(f"the reply text is {type(text).__name__}, not a string")
+    if not (isinstance(raw_usage, dict) or raw_usage is None):
+        raw_usage, counted = None, None
+    if counted is not None and not (len(counted) == 2 and all(_integer(n) and n >= 0 for n in counted)):
+        counted = None   # a usage block that makes no sense: tiktoken counts instead
+    try:
+        canonical_json(raw_usage)
+    except (TypeError, ValueError):   # NaN or an odd type in the usage block: not recorded
+        raw_usage = None
+    return text, raw_usage, counted
+
+
 def _call_openai(config: LLMConfig, key: str, messages: list[dict], max_tokens: int):
     """(text, raw usage dict or None, (prompt, completion) tokens or None) from chat.completions."""
     import openai
@@ -225,7 +269,9 @@ def _call_openai(config: LLMConfig, key: str, messages: list[dict], max_tokens: 
             response = client.chat.completions.create(**args)
     except openai.OpenAIError as e:
         raise _failure(e, openai, config) from None
-    text = (response.choices[0].message.content or "") if response.choices else ""
+    if not (isinstance(response.choices, list) and response.choices):
+        raise ValueError("the body holds no choices")
+    text = response.choices[0].message.content or ""
     usage = response.usage
     if usage is None:
         return text, None, None
@@ -247,7 +293,9 @@ def _call_anthropic(config: LLMConfig, key: str, messages: list[dict], max_token
             response = client.messages.create(**args)
     except anthropic.AnthropicError as e:
         raise _failure(e, anthropic, config) from None
-    text = "".join(block.text for block in response.content or [] if block.type == "text")
+    if not isinstance(response.content, list):
+        raise ValueError("the body holds no content blocks")
+    text = "".join(block.text for block in response.content if block.type == "text")
     usage = getattr(response, "usage", None)
     if usage is None:
         return text, None, None
@@ -384,18 +432,24 @@ class LLM:
         key = self._api_key()
         call = _call_openai if c.provider == "openai" else _call_anthropic
         start = time.monotonic()
+        secrets = secrets_of(key)
+        where = f"{c.provider} model {c.model} at {c.base_url or 'the vendor endpoint'}"
         try:
-            text, raw_usage, counted = call(c, key, request["messages"], request["max_tokens"])
+            text, raw_usage, counted = _well_formed(*call(c, key, request["messages"], request["max_tokens"]))
         except _Failure as e:
-            reason = e.reason.replace(key, "[key]") if key != NO_KEY else e.reason   # a server may echo it
-            where = f"{c.provider} model {c.model} at {c.base_url or 'the vendor endpoint'}"
+            reason = printable(scrub(e.reason, secrets), 300)   # a server may echo the key
             if not e.retryable:
                 raise LLMUnavailable(f"{where} refused the request: {reason}") from None
             raise LLMUnavailable(f"{where} failed {c.max_retries + 1} times, last: {reason}") from None
+        except (UserError, LLMError):
+            raise
+        except Exception as e:   # a 200 whose body is no completion (HTML, truncated JSON, wrong shape)
+            detail = printable(scrub(f"{type(e).__name__}: {e}", secrets), 200)
+            raise LLMUnavailable(f"{where} answered with something that is not a chat completion ({detail})") from None
         prompt, completion = counted or (estimate_prompt_tokens(request["messages"]), count_tokens(text))
         usd = 0.0 if self._price is None else self._price(prompt, completion)
-        return {"request": request,
-                "response": {"text": text, "prompt_tokens": prompt, "completion_tokens": completion,
-                             "usd": usd, "raw_usage": raw_usage},
+        return {"request": request,   # the request is ours; what the server sent back may echo a secret
+                "response": scrub({"text": text, "prompt_tokens": prompt, "completion_tokens": completion,
+                                   "usd": usd, "raw_usage": raw_usage}, secrets),
                 "wall_s": round(time.monotonic() - start, 3)}
 

@@ -3,18 +3,49 @@ stage bookkeeping that lets `resume` continue after a crash or kill at any point
 
 A stage is done when the journal holds its `stage_done` event and every output it recorded
 still exists with the recorded hash; then it is not run again. A torn last journal line (a kill
-in the middle of a write) is ignored, and its stage simply runs again.
+in the middle of a write) is ignored, and its stage simply runs again. A line that is not an
+event anywhere else (torn by a full disk, edited by hand) is skipped with one warning naming
+`journal.jsonl:LINE`: what it recorded counts as not done, so its stage runs again, which is
+safe because every stage writes its outputs atomically.
+
+One writer at a time: the first journal append takes an exclusive `flock` on `RUN/.lock`, held
+until the process ends (the kernel drops it on kill -9 too); a second process that would write
+the run (a `resume` beside a running `run`) refuses in one sentence. Readers (`log`, `status`)
+take no lock.
 """
 from __future__ import annotations
 
 import datetime
+import fcntl
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from evolver.errors import UserError
+from evolver.errors import UserError, printable
 from evolver.files import atomic_json, is_empty_or_missing, read_json, sha256_path, writable_parent  # sha256_path: importable from here too
+
+_HELD: dict[str, int] = {}       # run root → fd holding its lock in this process
+_WARNED: set[tuple[str, int]] = set()
+
+
+def lock_run(root: Path) -> None:
+    """Take the run's writer lock (once per process), or UserError when another process holds it."""
+    key = str(Path(root).resolve())
+    if key in _HELD:
+        return
+    fd = os.open(Path(root) / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise UserError(f"{printable(root)} is being written by another curateevo process (pid {printable(holder)}); "
+                        f"wait for it to end or stop it before resuming") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _HELD[key] = fd
 
 
 class Journal:
@@ -24,6 +55,7 @@ class Journal:
         self.path = path
 
     def append(self, event: dict) -> dict:
+        lock_run(self.path.parent)
         event = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), **event}
         line = (json.dumps(event, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -39,7 +71,21 @@ class Journal:
             return []
         data = self.path.read_bytes()
         complete = data[: data.rfind(b"\n") + 1]   # a torn last line is not an event
-        return [json.loads(line) for line in complete.splitlines() if line.strip()]
+        events = []
+        for lineno, line in enumerate(complete.split(b"\n")[:-1], 1):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:   # UnicodeDecodeError included
+                event = None
+            if isinstance(event, dict):
+                events.append(event)
+            elif (str(self.path), lineno) not in _WARNED:
+                _WARNED.add((str(self.path), lineno))
+                print(f"curateevo: warning: {printable(self.path)}:{lineno} is not a journal event (a torn or "
+                      f"corrupt line); skipped, so what it recorded runs again", file=sys.stderr, flush=True)
+        return events
 
 
 class RunStore:
@@ -54,6 +100,7 @@ class RunStore:
             raise UserError(f"{root} already exists; resume it with `curateevo resume {root}` or choose a new --name")
         writable_parent(root, "the run directory")
         root.mkdir(parents=True, exist_ok=True)
+        lock_run(root)
         atomic_json(root / "run.json", config)
         return cls(root)
 
@@ -61,11 +108,26 @@ class RunStore:
     def open(cls, root: Path) -> "RunStore":
         if not (Path(root) / "run.json").is_file():
             raise UserError(f"{root} is not a run directory (no run.json)")
-        return cls(root)
+        store = cls(root)
+        _ = store.config   # a damaged run.json is refused here, before any work
+        return store
+
+    def lock(self) -> None:
+        """Become the run's one writer now (appending to the journal does it anyway)."""
+        lock_run(self.root)
 
     @property
     def config(self) -> dict:
-        return read_json(self.root / "run.json")
+        path = self.root / "run.json"
+        try:
+            config = read_json(path)
+        except (OSError, ValueError) as exc:   # UnicodeDecodeError is a ValueError
+            raise UserError(f"{path} cannot be read as JSON ({printable(exc, 200)}): the run's configuration is "
+                            f"damaged; restore it from a backup or start a new run") from None
+        if not isinstance(config, dict):
+            raise UserError(f"{path} holds {type(config).__name__}, not the run's configuration object; "
+                            f"restore it from a backup or start a new run")
+        return config
 
     def epoch_dir(self, epoch: int) -> Path:
         return self.root / "epochs" / str(epoch)

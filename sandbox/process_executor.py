@@ -1,11 +1,18 @@
 """The process executor: the fallback when no Docker engine answers (the records name it).
 
 The candidate runs as a child in its own session with rlimits (CPU time, address space,
-processes, file size, no core dumps), an environment that holds nothing of the host's, the
-network unshared where the kernel allows it, and an unprivileged user where the interpreter is
-reachable by one. A wall-clock timeout kills the whole process group; afterwards every process
-still carrying the job's marker is killed too. What could not be isolated on this machine is
-written into `isolation`, never silently skipped.
+processes, file size, no core dumps), an environment that holds nothing of the host's, and an
+unprivileged user where the interpreter is reachable by one. Where bubblewrap (`bwrap`) works it
+is contained like a container: a fresh PID namespace (no other process's /proc/<pid>/environ to
+read, and every process it started dies with it), no network, the host's filesystem read-only
+with the home directories, /run and the project hidden (the runtime packages and the job's
+strategy and corpus bound back read-only), the output directory the only writable place.
+
+Without a working bwrap only a `trusted` executor runs (the user's own strategy, `curateevo
+curate --sandbox process`): the network unshared where the kernel allows it, the filesystem not
+isolated. An untrusted one (the loop's generated candidates) refuses to start, in one sentence.
+A wall-clock timeout kills the whole process group; afterwards every process still carrying the
+job's marker is killed too. What could not be isolated is written into `isolation`.
 """
 from __future__ import annotations
 
@@ -13,18 +20,23 @@ import ctypes
 import functools
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
 
+from evolver.errors import RunFailed
+from sandbox.checker import output_overflow
 from sandbox.executor import BoundedReader, CurationJob, Execution, Limits, PROJECT_ROOT, failure_reason
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 NOBODY = 65534
+TMP_BYTES = 64 * 2**20   # the private /tmp under bubblewrap (as the Docker executor's tmpfs)
 
 
 def _unshare(flags: int) -> None:
@@ -67,6 +79,55 @@ def probe_isolation() -> dict:
     return {"network": network, "net_flags": net_flags, "user": user}
 
 
+@functools.cache
+def probe_bwrap() -> str | None:
+    """None when bubblewrap can contain a child here (probed once), else why not."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    done = None
+    try:
+        done = subprocess.run([bwrap, *_bwrap_namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+                               "--", sys.executable, "-c", "pass"], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bwrap cannot start ({str(exc).splitlines()[0]})"
+    if done.returncode:
+        return f"bwrap cannot start ({(done.stderr.decode(errors='replace').strip().splitlines() or ['?'])[-1][:200]})"
+    return None
+
+
+def _bwrap_namespaces() -> list[str]:
+    user = ["--uid", str(NOBODY), "--gid", str(NOBODY)] if os.geteuid() == 0 else []
+    return ["--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", *user, "--die-with-parent", "--new-session"]
+
+
+def bwrap_argv(job: CurationJob) -> list[str]:
+    """bwrap's arguments for one job: namespaces, a read-only host, hidden homes, /run and
+    project, the runtime packages and the job bound back, the output directory writable."""
+    argv = [shutil.which("bwrap"), *_bwrap_namespaces(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+    hidden = [path for path in ("/root", "/home", "/run", str(PROJECT_ROOT)) if os.path.isdir(path)]
+    for path in hidden:
+        argv += ["--size", str(2**20), "--tmpfs", path]
+    shown = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    shown |= {os.path.dirname(os.path.realpath(sys.executable)), os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+    for path in sorted(shown):
+        argv += ["--ro-bind", path, path]
+    for pkg in ("sandbox", "curation_strategies"):
+        argv += ["--ro-bind", str(PROJECT_ROOT / pkg), str(PROJECT_ROOT / pkg)]
+    argv += ["--ro-bind", str(job.strategy_dir), str(job.strategy_dir),
+             "--ro-bind", str(job.corpus_path), str(job.corpus_path),
+             "--bind", str(job.out_dir), str(job.out_dir), "--chdir", str(job.out_dir)]
+    if job.env_dir is not None:   # ctx.env's train-split scenarios, read-only
+        argv += ["--ro-bind", str(job.env_dir), str(job.env_dir)]
+    if job.llm_socket is not None:   # ctx.llm's channel: the socket's folder (the host creates the socket in it)
+        argv += ["--bind", str(Path(job.llm_socket).parent), str(Path(job.llm_socket).parent)]
+    for path in hidden:   # empty and read-only; what was bound inside keeps its own mode
+        argv += ["--remount-ro", path]
+    return argv + ["--"]
+
+
 def _drop_privileges() -> None:
     os.setgroups([])
     os.setgid(NOBODY)
@@ -106,35 +167,54 @@ def _reap(marker: str) -> int:
 
 
 class ProcessExecutor:
+    """`trusted`: the strategy is the user's own, so it may run where bwrap cannot contain it."""
+
     name = "process"
 
+    def __init__(self, trusted: bool = False):
+        self.trusted = trusted
+        why = probe_bwrap()
+        if why is not None and not trusted:
+            raise RunFailed(f"the process sandbox cannot contain a generated candidate here ({why}): install "
+                            f"bubblewrap (apt-get install bubblewrap) or a Docker engine (scripts/setup.sh); only "
+                            f"your own strategy runs uncontained, with `curateevo curate --sandbox process`")
+
     def describe(self) -> dict:
+        if probe_bwrap() is None:
+            return {"executor": self.name, "network": "unshared", "user": "nobody (user namespace)",
+                    "rlimits": ["cpu", "address_space", "processes", "file_size", "core"],
+                    "session": "bubblewrap: own PID namespace, killed with its parent; group killed on timeout",
+                    "filesystem": "read-only host; homes, /run and project hidden; one writable output dir"}
         iso = probe_isolation()
         return {"executor": self.name, "network": iso["network"], "user": iso["user"],
                 "rlimits": ["cpu", "address_space", "processes", "file_size", "core"],
                 "session": "own session; process group killed on timeout and at exit",
-                "filesystem": "not isolated: the candidate sees the host's files with the executing user's rights"}
+                "filesystem": f"not isolated ({probe_bwrap()}): the candidate sees the host's files with the "
+                              f"executing user's rights (a trusted strategy only)"}
 
     def run(self, job: CurationJob, limits: Limits) -> Execution:
+        contained = probe_bwrap() is None
         iso = probe_isolation()
+        net_flags = 0 if contained else iso["net_flags"]   # bwrap unshares the network itself
         marker = uuid.uuid4().hex
-        drop = iso["user"] == "nobody"
+        drop = iso["user"] == "nobody"   # root becomes nobody before bwrap where nobody can run Python
         if drop:
-            for path in (job.out_dir,):
-                os.chown(path, NOBODY, NOBODY)
+            os.chown(job.out_dir, NOBODY, NOBODY)
 
         def preexec() -> None:
             for rlim, value in ((resource.RLIMIT_CPU, limits.cpu_s), (resource.RLIMIT_AS, limits.memory_bytes),
                                 (resource.RLIMIT_NPROC, limits.max_processes),
                                 (resource.RLIMIT_FSIZE, limits.max_file_bytes), (resource.RLIMIT_CORE, 0)):
                 resource.setrlimit(rlim, (value, value))
-            if iso["net_flags"]:
-                _unshare(iso["net_flags"])
+            if net_flags:
+                _unshare(net_flags)
             if drop:
                 _drop_privileges()
 
         argv = [sys.executable, *job.runtime_args(str(job.strategy_dir), str(job.corpus_path), str(job.out_dir),
                                                   job.env_dir and str(job.env_dir), job.llm_socket and str(job.llm_socket))]
+        if contained:
+            argv = bwrap_argv(job) + argv
         start = time.monotonic()
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 cwd=job.out_dir, env=_base_env(job.hash_seed_env(), marker),
@@ -142,6 +222,8 @@ class ProcessExecutor:
         readers = [BoundedReader(proc.stdout, limits.output_bytes), BoundedReader(proc.stderr, limits.output_bytes)]
         for reader in readers:
             reader.start()
+        over: list[str] = []
+        threading.Thread(target=self._watch_output, args=(proc, job.out_dir, limits, over), daemon=True).start()
         timed_out = False
         try:
             proc.wait(timeout=limits.timeout_s)
@@ -158,8 +240,22 @@ class ProcessExecutor:
         stdout, stderr = (r.text() for r in readers)
         return Execution(executor=self.name, returncode=None if timed_out else returncode, wall_s=wall,
                          stdout=stdout, stderr=stderr, timed_out=timed_out,
-                         reason=failure_reason(returncode, stderr, timed_out, limits.timeout_s),
+                         reason=over[0] if over else failure_reason(returncode, stderr, timed_out, limits.timeout_s),
                          isolation={k: v for k, v in self.describe().items()})
+
+    @staticmethod
+    def _watch_output(proc: subprocess.Popen, folder: Path, limits: Limits, over: list) -> None:
+        """Kill the candidate when its output directory passes its bytes or its file count."""
+        while proc.poll() is None:
+            reason = output_overflow(folder, limits.output_dir_bytes)
+            if reason is not None:
+                over.append(reason)
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                return
+            time.sleep(0.2)
 
     @staticmethod
     def _kill(proc: subprocess.Popen, marker: str) -> None:

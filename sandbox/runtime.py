@@ -19,6 +19,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
+from sandbox.text import printable
+
 STRATEGY_FAILED = 3
 ARTIFACTS = ("sft", "rl", "memory")
 
@@ -63,15 +65,28 @@ def load_strategy(strategy_dir: Path):
     return module
 
 
-def _part(curated: Any, kind: str) -> Iterable:
-    value = curated.get(kind, ()) if isinstance(curated, Mapping) else getattr(curated, kind, ())
-    return () if value is None else value
+def _parts(curated: Any) -> dict[str, Iterable]:
+    """The record lists of what `curate` returned: a toolkit.Curated (or a dict of its three
+    lists); anything else is the strategy's TypeError, never an empty output."""
+    if isinstance(curated, Mapping):
+        extra = sorted(str(k) for k in curated if k not in ARTIFACTS)
+        if extra:
+            raise TypeError(f"curate returned a dict with key {extra[0][:80]!r}; return a toolkit.Curated")
+        parts = {kind: curated.get(kind) for kind in ARTIFACTS}
+    elif all(hasattr(curated, kind) for kind in ARTIFACTS):
+        parts = {kind: getattr(curated, kind) for kind in ARTIFACTS}
+    else:
+        raise TypeError(f"curate returned {type(curated).__name__}, not a toolkit.Curated (lists sft, rl, memory)")
+    for kind, value in parts.items():
+        if not isinstance(value, (list, tuple, type(None))):
+            raise TypeError(f"curate returned a Curated whose {kind} is {type(value).__name__}, not a list")
+    return {kind: value or () for kind, value in parts.items()}
 
 
 def write_records(out_dir: Path, curated: Any) -> None:
-    for kind in ARTIFACTS:
+    for kind, records in _parts(curated).items():
         with open(out_dir / f"{kind}.jsonl", "w", encoding="utf-8") as out:
-            for record in _part(curated, kind):
+            for record in records:
                 out.write(json.dumps(record, ensure_ascii=False, allow_nan=False))
                 out.write("\n")
 
@@ -79,6 +94,18 @@ def write_records(out_dir: Path, curated: Any) -> None:
 def read_corpus(path: Path) -> tuple:
     with open(path, encoding="utf-8") as lines:
         return tuple(json.loads(line) for line in lines)
+
+
+def report_failure(exc: BaseException) -> None:
+    """The traceback on stderr; its last line (which the host quotes) one line of bounded length
+    even when the message is long or holds newlines or escape sequences."""
+    text = str(exc)
+    lines = traceback.format_exception(exc)
+    safe = printable(text, 2000, one_line=True)
+    if safe != text:
+        lines = lines[:len(lines) - len(traceback.format_exception_only(exc))] + [f"{type(exc).__name__}: {safe}\n"]
+    sys.stderr.write("".join(lines))
+    sys.stderr.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,8 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # the strategy's failure, whatever it is, is reported, not raised
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             exc = RuntimeError("strategy called sys.exit before returning its records")
-        traceback.print_exception(exc, file=sys.stderr)
-        sys.stderr.flush()
+        report_failure(exc)
         return STRATEGY_FAILED
     return 0
 

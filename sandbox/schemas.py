@@ -16,6 +16,8 @@ ROLES = ("system", "user", "assistant", "tool")
 REWARDS = ("tool_call_match", "state_match")
 
 _STR_OR_NULL = {"type": ["string", "null"]}
+# OpenAI allows 64 characters; the bound keeps the host's per-name counters small (sandbox.checker)
+_TOOL_NAME = {"type": "string", "minLength": 1, "maxLength": 256}
 _TOOL_CALL = {
     "type": "object",
     "required": ["id", "type", "function"],
@@ -27,7 +29,7 @@ _TOOL_CALL = {
             "type": "object",
             "required": ["name", "arguments"],
             "additionalProperties": False,
-            "properties": {"name": {"type": "string", "minLength": 1}, "arguments": {"type": "string"}},
+            "properties": {"name": _TOOL_NAME, "arguments": {"type": "string"}},
         },
     },
 }
@@ -52,7 +54,7 @@ _TOOL = {
             "type": "object",
             "required": ["name"],
             "properties": {
-                "name": {"type": "string", "minLength": 1},
+                "name": _TOOL_NAME,
                 "description": {"type": "string"},
                 "parameters": {"type": "object"},
             },
@@ -133,9 +135,12 @@ _FAST = {name: fastjsonschema.compile(schema) for name, schema in SCHEMAS.items(
 _VALIDATORS = {name: jsonschema.Draft202012Validator(schema) for name, schema in SCHEMAS.items()}
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def canonical_json(obj: Any) -> str:
     """The one serialisation of a record: sorted keys, compact, UTF-8 text, NaN refused."""
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _CANONICAL.encode(obj)
 
 
 def _schema_error(kind: str, record: Any) -> str | None:

@@ -3,7 +3,7 @@
 # be set up by the project"). Idempotent and instant when an engine already answers:
 #
 #   engine answers            → reuse it (local daemon, DOCKER_HOST, rootless: whatever `docker info` reaches)
-#   root on Debian/Ubuntu     → apt-get install docker.io debootstrap (what is missing), start dockerd
+#   root on Debian/Ubuntu     → apt-get install docker.io debootstrap bubblewrap (what is missing), start dockerd
 #                               in the background (log: /var/log/curateevo-dockerd.log), wait for it
 #   otherwise                 → one line saying Docker is unavailable and how to get it; exit 0
 #                               (curateevo then runs candidates in the process executor and says so)
@@ -22,8 +22,14 @@ unavailable() {
   exit 0
 }
 
-[ "${CURATEEVO_NO_DOCKER:-0}" = 1 ] && exit 0
 debian_root() { [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; }
+# The process sandbox (the fallback, and the only one under CURATEEVO_NO_DOCKER=1) contains a
+# generated candidate only with bubblewrap; without it, it refuses to run one.
+command -v bwrap >/dev/null 2>&1 || ! debian_root \
+  || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends bubblewrap >>"$LOG" 2>&1 \
+  || { apt-get update -q >>"$LOG" 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends bubblewrap >>"$LOG" 2>&1; } \
+  || echo "curateevo: could not install bubblewrap (see $LOG); the process sandbox refuses generated candidates without it" >&2
+[ "${CURATEEVO_NO_DOCKER:-0}" = 1 ] && exit 0
 if answers; then
   # The offline image route (no registry) needs debootstrap even beside an existing engine.
   command -v debootstrap >/dev/null 2>&1 || ! debian_root \

@@ -6,6 +6,7 @@
     server.script("first reply", lambda req: "echo " + req.messages[-1]["content"])
     server.fail(429, times=2, retry_after=0)     # the next 2 requests get 429 with Retry-After: 0
     server.stall(1.0)                            # the next request waits 1 s, then gets 504
+    server.garbage(b"<html>502</html>")          # the next request gets these bytes as its body
     LLMConfig("openai", "m", base_url=server.openai_url)          # or "anthropic", server.anthropic_url
     server.requests[-1].headers["authorization"]                 # what arrived: path, headers, body
 
@@ -88,6 +89,12 @@ class LLMServer:
             self._faults.extend([("fail", status, retry_after, message or f"scripted {status}")] * times)
         return self
 
+    def garbage(self, body: bytes, status: int = 200, content_type: str = "text/html") -> "LLMServer":
+        """Answer the next request with `body` as it is (an HTML error page, a truncated JSON)."""
+        with self._lock:
+            self._faults.append(("raw", status, body, content_type))
+        return self
+
     def stall(self, seconds: float, times: int = 1) -> "LLMServer":
         """Hold the next `times` requests for `seconds` (longer than the client's timeout), then answer 504."""
         with self._lock:
@@ -122,6 +129,8 @@ class LLMServer:
         if fault and fault[0] == "stall":
             self._stopped.wait(fault[1])
             return _error(req.api, 504, "scripted stall")
+        if fault and fault[0] == "raw":
+            return fault[1], fault[2], {"Content-Type": fault[3]}
         if fault:
             _, status, retry_after, message = fault
             return _error(req.api, status, message, {} if retry_after is None else {"Retry-After": f"{retry_after:g}"})
@@ -183,11 +192,11 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         self._send(*self.server.owner._answer(Received(path, headers, body)))
 
-    def _send(self, status: int, body: dict, headers: dict) -> None:
-        data = json.dumps(body).encode()
+    def _send(self, status: int, body: dict | bytes, headers: dict) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
         try:
             self.send_response(status)
-            for name, value in {"Content-Type": "application/json", "Content-Length": str(len(data)), **headers}.items():
+            for name, value in {"Content-Type": "application/json", **headers, "Content-Length": str(len(data))}.items():
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)

@@ -1,0 +1,84 @@
+"""A damaged run directory is one sentence or one warning, never a traceback; one writer at a time."""
+import subprocess
+import sys
+
+import pytest
+
+from evolver import cli
+from evolver.errors import UserError
+from evolver.store import RunStore
+
+from conftest import ROOT
+
+
+def test_a_garbage_line_in_the_middle_of_the_journal_is_skipped_with_a_warning_naming_it(tmp_path, capsys):
+    store = RunStore.create(tmp_path / "run", {})
+    store.stage(0, "curate", lambda: {"n": 1})
+    with open(store.journal.path, "ab") as f:
+        f.write(b'{"event": "stage_done", "epoch": 0, "sta\n<html>oops</html>\n\xff\xfe\n[1, 2]\n')
+    store.stage(0, "train", lambda: {"n": 2})
+    events = RunStore.open(store.root).journal.events()
+    assert [e["stage"] for e in events] == ["curate", "curate", "train", "train"]
+    err = capsys.readouterr().err
+    for lineno in (3, 4, 5, 6):
+        assert f"journal.jsonl:{lineno} is not a journal event (a torn or corrupt line); skipped" in err
+    assert store.done(0, "curate") is not None and store.done(0, "train") is not None
+
+
+def test_a_corrupt_run_json_is_one_sentence(tmp_path, capsys):
+    store = RunStore.create(tmp_path / "run", {"epochs": 2})
+    (store.root / "run.json").write_bytes(b'{"epochs": 2, "lam')
+    with pytest.raises(UserError, match=r"run.json cannot be read as JSON \(.*\): the run's configuration is damaged"):
+        RunStore.open(store.root)
+    (store.root / "run.json").write_text("[1, 2]")
+    with pytest.raises(UserError, match="holds list, not the run's configuration object"):
+        RunStore.open(store.root)
+    assert cli.main(["status", str(store.root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("curateevo: error: ")
+
+
+SECOND_WRITER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from evolver.errors import UserError
+from evolver.store import RunStore
+store = RunStore.open(sys.argv[2])
+print(len(store.journal.events()))     # reading needs no lock
+try:
+    store.stage(0, "curate", lambda: {"n": 2})
+except UserError as exc:
+    print(exc)
+    sys.exit(2)
+"""
+
+
+def test_a_second_writer_of_a_run_refuses_in_one_line(tmp_path):
+    store = RunStore.create(tmp_path / "run", {})
+    store.journal.append({"event": "stage_started", "epoch": 0, "stage": "curate"})   # this process writes
+    done = subprocess.run([sys.executable, "-c", SECOND_WRITER, str(ROOT), str(store.root)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    count, message = done.stdout.splitlines()
+    assert count == "1"
+    assert message == (f"{store.root} is being written by another curateevo process (pid {__import__('os').getpid()}); "
+                       "wait for it to end or stop it before resuming")
+    assert len(store.journal.events()) == 1, "the refused writer wrote nothing"
+
+
+def test_the_lock_dies_with_its_process(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text("{}")   # made by hand: this process holds no lock on it
+    store = RunStore.open(tmp_path / "run")
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]);"
+                               "from evolver.store import RunStore; RunStore.open(sys.argv[2]).lock();"
+                               "print('held', flush=True); time.sleep(60)", str(ROOT), str(store.root)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        probe = [sys.executable, "-c", SECOND_WRITER, str(ROOT), str(store.root)]
+        assert subprocess.run(probe, capture_output=True, timeout=60).returncode == 2
+    finally:
+        holder.kill()
+        holder.wait()
+    assert subprocess.run(probe, capture_output=True, timeout=60).returncode == 0
