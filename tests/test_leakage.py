@@ -12,7 +12,7 @@ from benchmarks.bfcl.backends import Episode, load_ground_truth, load_tasks
 from benchmarks.bfcl.single_turn import gold_calls
 from benchmarks.bfcl.single_turn_data import answers, entries
 from curation_strategies import toolkit as tk
-from sandbox.checker import CandidateRejected, Curated
+from sandbox.checker import CandidateRejected
 from sandbox.corpus import load_corpus
 from sandbox.curate import CurationFailed, execute
 from sandbox.leakage import check_leakage
@@ -24,7 +24,11 @@ TEST_MT = f"multi_turn_base_{splits.multi_turn_split('test')[0]}"
 DEV_SIMPLE = splits.single_turn_split("simple_python", "dev")[0]
 
 
-def seed_artifacts(raws) -> Curated:
+def Curated(sft, rl, memory) -> dict:   # what check_leakage reads: records by kind
+    return {"sft": sft, "rl": rl, "memory": memory}
+
+
+def seed_artifacts(raws) -> dict:
     sft = [tk.sft_record(r) for r in raws if not tk.is_empty(r)]
     rl = [x for r in raws for x in tk.rl_records(r, tk.tool_call_steps(r))]
     return Curated(sft, rl, [])
