@@ -17,7 +17,7 @@ from trl import GRPOTrainer
 
 from trainer import trl_patches
 from trainer.launch import vllm_args
-from trainer.metrics import MetricsLog
+from trainer.metrics import MetricsLog, console
 from trainer.recipe import Profile, Recipe
 from trainer.sft import common_args, lora_config
 from trainer.tracking import trl_report_to
@@ -121,6 +121,7 @@ def run_grpo(model, tokenizer, rows: list[dict], reward_names: list[str], recipe
         train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[log],
         peft_config=None if isinstance(model, PeftModel) else lora_config(recipe),
         advantage_clip=recipe.advantage_clip)
+    console(trainer, "grpo", progress)
     start = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - start

@@ -31,3 +31,53 @@ class MetricsLog(TrainerCallback):
     def series(self, key: str) -> list[float]:
         """The values of one metric over the steps that logged it (the final summary row excluded)."""
         return [r[key] for r in self.rows if key in r and "train_loss" not in r]
+
+
+class ConsoleProgress(TrainerCallback):
+    """The console view of a training stage: one labelled bar ("SFT", "GRPO") with the step count
+    and ETA, and a line every `every` steps with the stage's main numbers — instead of
+    transformers' dict of every logged step. metrics.jsonl still records every step."""
+
+    KEYS = {"sft": ("loss", "mean_token_accuracy", "train_tokens_per_second"), "grpo": ("reward", "kl", "step_time")}
+
+    def __init__(self, stage: str, every: int = 10, stream=None):
+        import sys
+
+        self.stage, self.every, self.stream = stage, every, stream or sys.stderr
+        self.bar = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        from tqdm import tqdm
+
+        if state.is_world_process_zero:
+            self.bar = tqdm(total=state.max_steps, desc=self.stage.upper(), unit="step", file=self.stream,
+                            dynamic_ncols=True)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.update(state.global_step - self.bar.n)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.bar is None or not logs or "train_loss" in logs:   # the closing summary is not a step
+            return
+        shown = {k: logs[k] for k in self.KEYS[self.stage] if isinstance(logs.get(k), (int, float))}
+        if shown:
+            self.bar.set_postfix({k.split("_")[0]: f"{v:.4g}" for k, v in shown.items()}, refresh=False)
+        if state.global_step % self.every == 0 or state.global_step == state.max_steps:
+            numbers = " · ".join(f"{k} {v:.4g}" for k, v in shown.items())
+            self.bar.write(f"{self.stage.upper()} step {state.global_step}/{state.max_steps}: {numbers}", file=self.stream)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def console(trainer, stage: str, progress: bool) -> None:
+    """Replace transformers' console printing (a dict per logged step) with ConsoleProgress."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)
+    if progress:
+        trainer.add_callback(ConsoleProgress(stage))

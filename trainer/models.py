@@ -13,10 +13,16 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import warnings
 import tempfile
 from pathlib import Path
 
 from evolver.errors import UserError
+
+# TRL 1.16 and PEFT read `model.is_gradient_checkpointing`, which transformers 5 deprecates; the
+# warning is theirs to fix, and this project never calls it (its own argument is
+# `activation_checkpointing`), so it is not shown to users.
+warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 from trainer.chat_format import CHAT_TEMPLATE, IM_END, IM_START
 
 EMBEDDED = "smollm2-135m"

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from trainer import trl_patches
-from trainer.metrics import MetricsLog
+from trainer.metrics import MetricsLog, console
 from trainer.recipe import Profile, Recipe
 from trainer.tracking import trl_report_to
 
@@ -27,7 +27,7 @@ def lora_config(recipe: Recipe):
 def common_args(profile: Profile, seed: int, use_cpu: bool, progress: bool) -> dict:
     """TrainingArguments shared by both stages: precision, device, seeds, no checkpoints."""
     return dict(bf16=profile.precision == "bf16", fp16=False, use_cpu=use_cpu,
-                gradient_checkpointing=profile.gradient_checkpointing, seed=seed, data_seed=seed,
+                activation_checkpointing=profile.gradient_checkpointing, seed=seed, data_seed=seed,
                 logging_steps=1, save_strategy="no",
                 dataloader_num_workers=0, disable_tqdm=not progress, remove_unused_columns=False)
 
@@ -78,6 +78,7 @@ def run_sft(model, tokenizer, examples: list[dict], recipe: Recipe, profile: Pro
     trainer = SFTTrainer(model=model, args=args,
                          train_dataset=Dataset.from_list(examples), processing_class=tokenizer,
                          peft_config=lora_config(recipe), callbacks=[log])
+    console(trainer, "sft", progress)
     start = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - start
