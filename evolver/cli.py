@@ -127,7 +127,7 @@ def cmd_diff(args) -> int:
     line each unless --inputs asks for them whole."""
     ws = _workspace(Path(args.run))
     if (Path(args.run) / "run.json").is_file():   # a run: its tags must be the ones its journal recorded
-        from evolver.loop import check_workspace
+        from evolver.integrity import check_workspace
         from evolver.store import RunStore
 
         check_workspace(RunStore.open(Path(args.run)), ws)

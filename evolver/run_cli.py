@@ -169,7 +169,7 @@ def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bo
     (no sandbox and no proposer is made: a retrain needs neither)."""
     import tempfile
 
-    from evolver.loop import evaluate_epoch, train_epoch
+    from evolver.stages import evaluate_epoch, train_epoch
 
     store = RunStore.open(Path(run))
     cfg, artifacts = run_config(store), store.epoch_dir(epoch) / "artifacts"
@@ -235,7 +235,7 @@ def cmd_test(args) -> int:
 def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path]:
     """The final strategy's adapter (None when its epoch had nothing to train) and memory, as
     the run recorded them; UserError when what is on disk is not that (nothing is evaluated)."""
-    from evolver.loop import check_workspace
+    from evolver.integrity import check_workspace
     from sandbox.workspace import Workspace
 
     epoch, fix = final["epoch"], f"`curateevo resume {store.root}` makes it again"

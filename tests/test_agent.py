@@ -8,7 +8,7 @@ import pytest
 
 from evolver.proposers.agent import AgentLimits, AgentProposer, code_fault, profile_summary
 from evolver.llm import LLM, LLMConfig
-from evolver.loop import check_candidate, _artifact_hashes
+from evolver.stages import check_candidate, _artifact_hashes
 from evolver.proposers.brief import Brief
 from sandbox.corpus import load_corpus
 from sandbox.curate import execute
@@ -182,7 +182,7 @@ def test_the_brief_states_the_curated_scale_of_the_parents_profile(tmp_path):
             executor=make_executor("process"))
     profile = json.loads((tmp_path / "out" / "profile.json").read_text())
     assert profile_summary(profile) == (f"sft {profile['sft']['records']} records, rl {profile['rl']['records']} records, "
-                                        f"memory 0 records, 48 of 48 raw trajectories retained")
+                                        f"memory 0 records, 45 of 45 raw trajectories retained")
     assert profile_summary({}) == "no profile"
 
 

@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
-from evolver import cli, loop
+from evolver import cli, loop, stages
 from evolver.config import RunConfig
-from evolver.loop import Epochs, train_epoch
+from evolver.loop import Epochs
+from evolver.stages import train_epoch
 from evolver.proposers import PROPOSERS
 from evolver.proposers.brief import Outcome
 from evolver.store import RunStore
@@ -58,7 +59,8 @@ def counted(monkeypatch):
         calls.append(files)
         return execute(files, *args, **kwargs)
 
-    monkeypatch.setattr(loop, "execute", counting)
+    monkeypatch.setattr(loop, "execute", counting)     # the curate stage
+    monkeypatch.setattr(stages, "execute", counting)   # the dry runs
     return calls
 
 

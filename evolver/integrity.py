@@ -1,0 +1,33 @@
+"""The run's integrity: the workspace's tags must name the commits its journal recorded."""
+from __future__ import annotations
+
+from evolver.errors import UserError
+from evolver.store import RunStore
+from sandbox.workspace import Workspace
+
+
+def recorded_commits(store: RunStore) -> dict[str, str]:
+    """Tag → commit as the journal recorded them: each epoch's candidate (curate, decide,
+    propose) and `best` (the last accepted decision)."""
+    tags = {}
+    for event in store.journal.events():
+        result = event.get("result") if event.get("event") == "stage_done" else None
+        if not isinstance(result, dict) or not isinstance(event.get("epoch"), int) or event["epoch"] < 0:
+            continue
+        if event["stage"] in ("curate", "decide") and result.get("commit"):
+            tags[f"epoch-{event['epoch']}"] = result["commit"]
+        if event["stage"] == "propose" and result.get("candidate"):
+            tags[f"epoch-{event['epoch'] + 1}"] = result["candidate"]
+        if event["stage"] == "decide" and result.get("accepted"):
+            tags["best"] = result["commit"]
+    return tags
+
+
+def check_workspace(store: RunStore, ws: Workspace) -> None:
+    """UserError when a tag of the workspace no longer names the commit the journal recorded
+    (the strategy was changed outside curateevo): nothing built on it can be trusted."""
+    for tag, recorded in recorded_commits(store).items():
+        current = ws.resolve(tag) if tag in ws.refs() else None
+        if current != recorded:
+            raise UserError(f"{ws.path}: tag {tag} names {current[:12] if current else 'nothing'} but the journal "
+                            f"recorded {recorded[:12]}: the workspace was changed outside curateevo; nothing was run")

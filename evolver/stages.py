@@ -1,0 +1,111 @@
+"""The stages' work that needs no run state: the dry runs of a propose stage, training and
+evaluation of an epoch's artifacts, and the binding of a strategy's ctx.llm to the run's LLM.
+`replay RUN --epoch E --retrain` and the quality proxy call them without an `Epochs`."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from evolver.config import RunConfig
+from evolver.files import read_json, sha256_files
+from evolver.proposers.brief import Verdict
+from sandbox.curate import CurationFailed, execute
+from sandbox.executor import Limits
+
+
+class DryRuns:
+    """The dry runs of one propose stage: each candidate's files plus the epoch's inputs, executed
+    once on the whole corpus into `folder`; the outputs are kept by the hash of the files."""
+
+    def __init__(self, folder: Path, inputs: dict[str, bytes], corpus, executor, cfg: RunConfig, parent: dict,
+                 llm=None):
+        self.folder, self.inputs, self.corpus, self.executor, self.cfg = folder, inputs, corpus, executor, cfg
+        self.parent, self.count, self.outputs, self.llm = parent, 0, {}, llm
+
+    def candidate(self, files: dict[str, bytes]) -> dict[str, bytes]:
+        """The proposer's strategy files with this epoch's inputs (a proposer's own inputs/ are not taken)."""
+        return {**{k: v for k, v in files.items() if not k.startswith("inputs/")}, **self.inputs}
+
+    def output(self, files: dict[str, bytes]) -> Path:
+        return self.outputs[sha256_files(files)]
+
+    def validate(self, files: dict[str, bytes]) -> Verdict:
+        """The dry run: the candidate curates the whole corpus in the sandbox and the host checker
+        accepts the output (else `failed`), and the artifacts differ from the parent's (else `empty`)."""
+        full = self.candidate(files)
+        self.count += 1
+        out = self.folder / str(self.count)
+        verdict, hashes = check_candidate(full, self.corpus, self.executor, self.parent, out, seed=self.cfg.seed,
+                                          n_ref=self.cfg.n_ref, timeout_s=self.cfg.curation_timeout_s, llm=self.llm)
+        if verdict.ok:
+            self.outputs[sha256_files(full)] = out
+        return verdict
+
+
+def check_candidate(files: dict, corpus, executor, parent: dict, out: Path, *, seed: int, n_ref: float,
+                    timeout_s: float, llm=None) -> tuple[Verdict, dict | None]:
+    """Execute `files` on the whole corpus into `out`: the host checker must accept the output
+    (else `failed`), and the artifacts must differ from the parent's `parent` hashes (else
+    `empty`). Returns the verdict and the artifact hashes."""
+    try:
+        execute(files, corpus, out, seed=seed, executor=executor, limits=Limits(timeout_s=timeout_s), n_ref=n_ref, llm=llm)
+    except CurationFailed as exc:
+        return Verdict(False, "failed", f"the dry run on the whole corpus failed the host's check: {exc.reason}"), None
+    hashes = _artifact_hashes(out)
+    if hashes == parent:
+        return Verdict(False, "empty", "the dry run's artifacts are byte-identical to the parent's: the change "
+                                       "alters nothing the trainer or the agent would see"), hashes
+    return Verdict(True, "changed"), hashes
+
+
+def channel_answer(llm):
+    """The binding of a strategy's ctx.llm to the run's LLM layer: a channel request → one
+    recorded, budgeted completion → the channel's response."""
+    def answer(request: dict) -> dict:
+        reply = llm.complete(request["messages"], purpose="curate", max_tokens=request["max_tokens"])
+        return {"text": reply.text, "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
+    return answer
+
+
+def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:
+    """The fixed recipe on an epoch's artifacts (in a child process), honouring the data ablations."""
+    from trainer.train import train
+
+    sft = None if "no-sft" in cfg.ablations or not _count(artifacts / "sft.jsonl") else artifacts / "sft.jsonl"
+    rl = None if "no-rl" in cfg.ablations or not _count(artifacts / "rl.jsonl") else artifacts / "rl.jsonl"
+    if sft is None and rl is None:
+        return {"adapter": None, "skipped": "nothing to train"}
+    summary = train(sft, rl, out, base=cfg.base, profile=cfg.profile, seed=seed, echo=sys.stderr, progress=True,
+                    report_to=cfg.report_to, launcher=cfg.launcher or None,
+                    accelerate_config=cfg.accelerate_config or None, **cfg.train_budget)
+    return {"adapter": str(out / "adapter"), "summary": {k: summary.get(k) for k in ("wall_s", "steps", "sft", "grpo")}}
+
+
+def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapter: str | None, samples: int = 1,
+                   tasks: int | None = None) -> dict:
+    """π_e (+ the epoch's memory unless ablated) on the run's dev tasks: greedy, or `samples`
+    rollouts per task at the boundary temperature (episodes only)."""
+    sampling = {"samples": samples, "temperature": cfg.boundary_temperature, "steps": False} if samples > 1 else \
+        {"steps": cfg.eval_steps}
+    from benchmarks.evaluate import evaluate_to_dir
+
+    memory = artifacts / "memory.jsonl"
+    use_memory = "no-memory" not in cfg.ablations and _count(memory)
+    doc = evaluate_to_dir(cfg.benchmark, cfg.split, out, tasks=tasks or cfg.tasks, metric=cfg.metric,
+                          corpus=list(cfg.corpus) if cfg.benchmark == "replay" else None, **sampling,
+                          memory=str(memory) if use_memory else None, seed=seed,
+                          policy_options={"base": cfg.base, "adapter": adapter}, progress=True,
+                          batch_size=cfg.batch_size)
+    return {"P": doc["P"], "metrics": doc["metrics"]}
+
+
+def _count(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def _artifact_hashes(folder: Path) -> dict:
+    manifest = read_json(folder / "manifest.json")
+    return {name: a["sha256"] for name, a in manifest["artifacts"].items() if name != "profile.json"}
