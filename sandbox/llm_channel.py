@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from sandbox.llm_client import read_line
 from sandbox.schemas import canonical_json
 
 SOCKET_NAME = "llm.sock"
@@ -97,15 +98,7 @@ class LLMChannel:
 
     def _read(self, conn: socket.socket) -> bytes | None:
         """One line, or None when it passes the size cap."""
-        data = bytearray()
-        while not data.endswith(b"\n"):
-            chunk = conn.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-            if len(data) > self.budget.max_request_bytes:
-                return None
-        return bytes(data)
+        return read_line(conn, self.budget.max_request_bytes)
 
     def _fail(self, sentence: str) -> dict:
         self.failure = self.failure or sentence

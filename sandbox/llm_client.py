@@ -14,6 +14,23 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 
+
+MAX_REPLY_BYTES = 4 << 20
+
+
+def read_line(conn: socket.socket, cap: int) -> bytes | None:
+    """One newline-ended message of the channel (or what came before the peer closed); None when
+    it passes `cap` bytes. Both ends read with it."""
+    data = bytearray()
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+        if len(data) > cap:
+            return None
+    return bytes(data)
+
 class LLMError(RuntimeError):
     """The host refused or could not answer a request (budget spent, malformed, LLM failure)."""
 
@@ -31,12 +48,7 @@ class LLMClient:
             conn.settimeout(self.timeout_s)
             conn.connect(self.path)
             conn.sendall(line)
-            data = bytearray()
-            while not data.endswith(b"\n"):
-                chunk = conn.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
+            data = read_line(conn, MAX_REPLY_BYTES) or b""
         self.requests += 1
         try:
             reply = json.loads(data)
