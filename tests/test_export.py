@@ -13,6 +13,8 @@ from trainer import chat_format as cf
 from trainer.export import export_verl
 from trainer.recipe import RECIPE
 
+from conftest import read_artifact
+
 AGENTREFINE = "curation_strategies/agentrefine"
 
 
@@ -24,7 +26,7 @@ def artifacts(tmp_path_factory, sample_corpus):
 
 
 def _jsonl(path):
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return read_artifact(path)   # the records, decoded from the artifact's file form
 
 
 def _load_reward(path):

@@ -104,7 +104,7 @@ def test_failed_records_give_no_step_items_unless_asked(tmp_path):
 
 def test_sample_corpus_loads_and_splits(sample_corpus):
     bench = get_benchmark("replay", corpus=str(sample_corpus))
-    assert len(bench.dev_ids) >= 4 and len(bench.train_ids) + len(bench.dev_ids) == 48
+    assert len(bench.dev_ids) >= 4 and len(bench.train_ids) + len(bench.dev_ids) == 45
     items = [i for t in bench.tasks("dev") for i in bench.step_items(t)]
     assert items and all(bench.judge_step(i, i.gold) for i in items)
 

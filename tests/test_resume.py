@@ -146,7 +146,7 @@ def test_a_run_whose_workspace_or_adapter_was_changed_is_refused(reference, tmp_
     import shutil
 
     root = tmp_path / "copy"
-    shutil.copytree(reference.root, root)
+    shutil.copytree(reference.root, root, ignore=shutil.ignore_patterns("test", "test.partial"))   # not yet tested
     final = [e["result"] for e in RunStore.open(root).journal.events()
              if e.get("stage") == "final" and e["event"] == "stage_done"][-1]
     adapter = root / "epochs" / str(final["epoch"]) / "train-s0" / "adapter"
