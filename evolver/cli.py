@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -96,12 +97,13 @@ def cmd_replay(args) -> int:
     from sandbox.executor import make_executor
     from sandbox.replay import discard, replay
 
-    source = args.dir
+    source, llm = args.dir, None
     if args.epoch is not None:   # a run's epoch: its artifacts directory is a whole curation output
         source = run_cli.epoch_artifacts(args.dir, args.epoch)
+        llm = run_cli.replay_llm(args.dir)   # ctx.llm answered from the run's records only
     elif args.retrain or args.reeval:
         raise UserError("--retrain and --reeval replay a run's epoch: give --epoch E")
-    report = replay(source, args.out, executor=make_executor(args.sandbox), corpus_paths=args.corpus)
+    report = replay(source, args.out, executor=make_executor(args.sandbox), corpus_paths=args.corpus, llm=llm)
     print(report.summary())
     for name, diff in report.differences.items():
         print(f"  {name}: {diff}")
@@ -228,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("curateevo: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:   # `curateevo status RUN | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

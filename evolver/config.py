@@ -80,6 +80,9 @@ class RunConfig:
     """The code agent's limits (evolver/proposers/agent.py AgentLimits as a mapping)."""
     train_budget: Mapping = field(default_factory=dict)
     """Overrides of the profile's budgets passed to the trainer (empty: the profile's)."""
+    max_length: int = 0
+    """SFT max_length in tokens (0: the profile's); records beyond it are cut or dropped, and a run
+    where nothing would survive fails before training."""
     report_to: str = "tensorboard"
     """Trackers for training (TRL's report_to) and per-epoch P, C, J, decision, per-category P and scale:
     tensorboard, wandb, trackio, mlflow (comma-separated) or none."""
@@ -133,6 +136,7 @@ class RunConfig:
              f"comma-separated from {', '.join(_trackers())}"),
             (self.launcher != "accelerate" or bool(self.accelerate_config), "accelerate_config",
              "a config file when launcher is accelerate"),
+            (self.max_length >= 0, "max_length", "0 (the profile's) or a positive number of tokens"),
             (self.signal_window >= 1, "signal_window", "at least 1"),
             (self.boundary_samples >= 0, "boundary_samples", "0 (off) or more"),
             (math.isfinite(self.boundary_temperature) and self.boundary_temperature > 0, "boundary_temperature",
@@ -298,6 +302,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
            ("abort", "skip")),
     Option("name", str, None, "run directory name (default: run-<time>)"),
     Option("runs-dir", str, None, "where run directories go (default: runs/ of the project)"),
+    Option("max-length", int, _field_default("max_length"), "SFT max_length in tokens (0: the profile's)"),
     Option("report-to", str, _field_default("report_to"), "trackers for training curves and per-epoch P, C, J "
            "(tensorboard, wandb, trackio, mlflow, comma-separated, or none)"),
     Option("launcher", str, None, "trainer launcher: accelerate (with --accelerate-config) or a command prefix "
@@ -399,7 +404,7 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
         diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),
         boundary_samples=o["boundary_samples"], boundary_temperature=o["boundary_temperature"],
         signal_window=o["signal_window"], rare_theta=o["rare_theta"], rare_n_min=o["rare_n_min"],
-        candidates=o["candidates"], proxy_budget=o["proxy_budget"], report_to=o["report_to"],
+        candidates=o["candidates"], proxy_budget=o["proxy_budget"], report_to=o["report_to"], max_length=o["max_length"],
         launcher=o["launcher"] or "",
         accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "",
         agent={"step_limit": o["agent_steps"], "repairs": o["agent_repairs"], "wall_time_s": o["agent_wall"],

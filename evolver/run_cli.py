@@ -135,8 +135,16 @@ def cmd_status(args) -> int:
     finished = any(e.get("stage") == "final" and e.get("event") == "stage_done" for e in events)
     print(f"run {store.root.name}: {cfg.epochs} epochs on {cfg.benchmark} ({cfg.metric}), base {cfg.base}, "
           f"profile {cfg.profile}, λ = {cfg.lam}")
-    print("finished" if finished else f"last event: {last['event']} epoch {last.get('epoch')} {last.get('stage')}"
-          if last else "not started")
+    where = f"{last['event']} epoch {last.get('epoch')} {last.get('stage')}" if last else ""
+    if finished:
+        print("finished")
+    elif not last:
+        print("not started")
+    elif store.writer_active():
+        print(f"running: {where}")
+    else:
+        print(f"stopped (crashed or killed; no process holds the run): last event {where}; "
+              f"`curateevo resume {store.root}` continues it")
     for f in failed_stages(store):
         print(f"failed: epoch {f['epoch']} · {f['stage']}: {f['error']} (`curateevo resume {store.root}` runs it again)")
     print(format_log(store))
@@ -196,6 +204,22 @@ def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bo
                 print(f"reeval seed {seed}: P {again['P']:.4f}, trajectories {'identical' if match else 'DIFFER'}")
                 same &= match
     return same
+
+
+def replay_llm(run: Path):
+    """What answers ctx.llm when an epoch of `run` is replayed: the run's LLM layer in replay-only
+    mode over RUN/llm (no network; a missing record is an error). None when the run has no LLM."""
+    store = RunStore.open(Path(run))
+    cfg = run_config(store)
+    if not cfg.llm:
+        return None
+    import dataclasses
+
+    from evolver.llm import LLM, LLMConfig
+    from evolver.stages import channel_answer
+
+    config = dataclasses.replace(LLMConfig.from_mapping(cfg.llm), mode="replay")
+    return channel_answer(LLM(config, store.root / "llm"))
 
 
 def run_config(store: RunStore) -> RunConfig:

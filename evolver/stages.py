@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from evolver.config import RunConfig
+from evolver.errors import RunFailed
 from evolver.files import read_json, sha256_files
 from evolver.proposers.brief import Verdict
 from sandbox.curate import CurationFailed, execute
@@ -67,6 +68,18 @@ def channel_answer(llm):
     return answer
 
 
+def check_lengths(cfg: RunConfig, sft: Path | None, rl: Path | None) -> None:
+    """RunFailed before training when the profile's length limits leave nothing to train on (every
+    SFT record too long, every RL prompt too long): one sentence with the numbers and the fix."""
+    from trainer.data import read_records
+    from trainer.length import profile_length_report
+
+    report = profile_length_report(read_records(sft, "sft"), read_records(rl, "rl"), cfg.profile, cfg.max_length or None)
+    if report.survivors == 0:
+        raise RunFailed(f"nothing would be trained: {report.summary()}; raise --max-length (profile {cfg.profile}) "
+                        "or curate shorter records")
+
+
 def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:
     """The fixed recipe on an epoch's artifacts (in a child process), honouring the data ablations."""
     from trainer.train import train
@@ -75,9 +88,11 @@ def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:
     rl = None if "no-rl" in cfg.ablations or not _count(artifacts / "rl.jsonl") else artifacts / "rl.jsonl"
     if sft is None and rl is None:
         return {"adapter": None, "skipped": "nothing to train"}
+    budget = {**cfg.train_budget, **({"max_length": cfg.max_length} if cfg.max_length else {})}
+    check_lengths(cfg, sft, rl)
     summary = train(sft, rl, out, base=cfg.base, profile=cfg.profile, seed=seed, echo=sys.stderr, progress=True,
                     report_to=cfg.report_to, launcher=cfg.launcher or None,
-                    accelerate_config=cfg.accelerate_config or None, **cfg.train_budget)
+                    accelerate_config=cfg.accelerate_config or None, **budget)
     return {"adapter": str(out / "adapter"), "summary": {k: summary.get(k) for k in ("wall_s", "steps", "sft", "grpo")}}
 
 

@@ -48,6 +48,24 @@ def lock_run(root: Path) -> None:
     _HELD[key] = fd
 
 
+def writer_active(root: Path) -> bool:
+    """Whether a process (this one or another) holds the run's writer lock now: a run in progress."""
+    if str(Path(root).resolve()) in _HELD:
+        return True
+    path = Path(root) / ".lock"
+    if not path.is_file():
+        return False
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)   # taken at once: nobody writes
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 class Journal:
     """journal.jsonl: one JSON object per line, appended with a single write and fsync."""
 
@@ -128,6 +146,10 @@ class RunStore:
             raise UserError(f"{path} holds {type(config).__name__}, not the run's configuration object; "
                             f"restore it from a backup or start a new run")
         return config
+
+    def writer_active(self) -> bool:
+        """A process is writing this run now (it holds RUN/.lock)."""
+        return writer_active(self.root)
 
     def epoch_dir(self, epoch: int) -> Path:
         return self.root / "epochs" / str(epoch)

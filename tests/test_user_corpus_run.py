@@ -87,3 +87,56 @@ def test_a_stage_that_fails_is_journaled_and_shown(tmp_path, capsys, sample_corp
     capsys.readouterr()
     assert cli.main(["status", str(tmp_path / "f")]) == 0
     assert "failed: epoch 0 · train-s0: OSError: disk full" in capsys.readouterr().out
+
+
+def test_a_run_where_nothing_fits_max_length_fails_before_training(tmp_path, capsys, sample_corpus):
+    assert cli.main(["run", "--corpus", str(sample_corpus), "--benchmark", "bfcl-single", "--profile", "test",
+                     "--sandbox", "process", "--ablate", "no-rl", "--max-length", "8", "--runs-dir", str(tmp_path),
+                     "--name", "short"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("curateevo: failed: nothing would be trained: SFT 45: ") and "--max-length" in err
+    assert not (tmp_path / "short" / "epochs" / "0" / "train-s0" / "adapter").exists()
+
+
+def _stopped_run(tmp_path) -> Path:
+    import subprocess
+    import sys
+
+    root = tmp_path / "stopped"
+    root.mkdir()
+    (root / "run.json").write_text(json.dumps({"corpus": [str(GLAIVE)], "corpus_sha256": "x", "epochs": 2}))
+    (root / "journal.jsonl").write_text(json.dumps({"event": "stage_started", "epoch": 0, "stage": "train-s0",
+                                                    "time": "2026-01-01T00:00:00+00:00"}) + "\n")
+    return root
+
+
+def test_status_tells_a_running_run_from_a_stopped_one(tmp_path, capsys):
+    import subprocess
+    import sys
+
+    root = _stopped_run(tmp_path)
+    assert cli.main(["status", str(root)]) == 0
+    assert "stopped (crashed or killed" in capsys.readouterr().out
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+                               str(root / ".lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert cli.main(["status", str(root)]) == 0
+        assert "running: stage_started epoch 0 train-s0" in capsys.readouterr().out
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_status_piped_into_head_prints_no_traceback(tmp_path):
+    import subprocess
+    import sys
+
+    root = _stopped_run(tmp_path)
+    # stdout is a pipe whose reader is gone (what `| head` leaves once it has its lines)
+    code = ("import os, sys; from evolver import cli; r, w = os.pipe(); os.close(r); os.dup2(w, 1); "
+            f"sys.exit(cli.main(['status', {str(root)!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
