@@ -1,6 +1,7 @@
 """Hostile strategies against the process executor: with bubblewrap they read no secret of the
 host, write nothing of the project, and leave no process behind; without it, only the user's own
 strategy runs (a generated candidate is refused in one sentence)."""
+import functools
 import json
 import os
 import sys
@@ -20,8 +21,14 @@ from conftest import ROOT, SAMPLE_CORPUS
 CANARY = "sk-host-secret-canary-4242"
 DAEMON_MARK = "31337.25"   # sleep's argument: how the host finds a daemon that cleared its environment
 
-needs_bwrap = pytest.mark.skipif(probe_bwrap() is not None,
-                                 reason=f"bubblewrap cannot run here ({probe_bwrap()}); scripts/docker-engine.sh installs it")
+def needs_bwrap(test):
+    """The project installs bubblewrap (scripts/docker-engine.sh): without it these tests fail, never skip."""
+    @functools.wraps(test)
+    def checked(*args, **kwargs):
+        why = probe_bwrap()
+        assert why is None, f"bubblewrap cannot run here ({why}); scripts/docker-engine.sh installs it"
+        return test(*args, **kwargs)
+    return checked
 
 
 def verdicts(strategy_dir, tmp_path, executor=None) -> dict:
