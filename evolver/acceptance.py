@@ -87,6 +87,41 @@ class PairedBootstrap:
         return Decision(False, verdict + f" (< {self.confidence:.0%}); rolled back", delta)
 
 
+MEASURED_SEED_SD: dict[tuple[str, str, str, int], float] = {
+    # ρ0 0.217, 0.200 and augment 0.300, 0.250 on the balanced dev subset, seeds 0 and 1, pooled
+    ("cpu-small", "smollm2-135m", "bfcl-single", 60): 0.0264,
+}
+"""The run-to-run spread of P (sample sd over training seeds, one curated data set, pooled over
+the strategies measured) from `curateevo bench quality --split dev --spread` for (profile, base,
+benchmark, dev tasks); trainer/README.md gives the per-seed values. Two degrees of freedom: an
+estimate, not a certainty. The default margin is derived from it (`default_margin`)."""
+
+DEFAULT_CONFIDENCE = 0.9
+
+
+def default_margin(profile: str, base: str, benchmark: str, tasks: int, seeds: int, rule: str) -> tuple[float, str]:
+    """The margin on ΔJ a run uses when none is given, and one sentence saying where it comes from.
+
+    The margin rule: a candidate and the best, each scored with S seeds, differ by training noise
+    alone with sd ≈ sd_P·√(2/S), so the margin is z₀.₉ · sd_P · √(2/S) — an accepted candidate
+    beats the best by more than that noise with 90% one-sided confidence. The paired bootstrap:
+    its resampled per-task differences of the seed means already carry the seed noise, so the
+    margin is 0 and the 90% is the bootstrap's. A setting with no measured spread gets 0."""
+    if rule == "paired":
+        return 0.0, (f"paired bootstrap over {seeds} seed(s), accepted at {DEFAULT_CONFIDENCE:.0%} of the resamples, "
+                     "margin 0 (the resampled per-task differences carry the seed noise)")
+    sd = MEASURED_SEED_SD.get((profile, base, benchmark, tasks))
+    if sd is None:
+        return 0.0, (f"margin 0: no run-to-run spread of P is measured for {profile}, {base}, {benchmark}, {tasks} "
+                     "dev tasks (measure it with `curateevo bench quality --spread --seeds 3`, then give --margin)")
+    from benchmarks.quality.stats import acceptance_margin
+
+    margin = round(acceptance_margin(sd, seeds, DEFAULT_CONFIDENCE), 4)
+    return margin, (f"margin {margin:g} on ΔJ: {DEFAULT_CONFIDENCE:.0%} one-sided above the training-seed spread of P "
+                    f"measured for {profile}, {base}, {benchmark}, {tasks} dev tasks (sd {sd:.3f}, {seeds} seed(s); "
+                    "trainer/README.md)")
+
+
 # name → factory(run config) of the rule
 ACCEPTANCE = {
     "margin": lambda config: Margin(config.margin),

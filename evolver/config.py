@@ -51,7 +51,8 @@ class RunConfig:
     n_ref: float = 1e5
     """N_ref in C = tanh(log(1 + Cost_train) / log(1 + N_ref))."""
     margin: float = 0.0
-    """A candidate is accepted when its J beats the best J by more than this."""
+    """A candidate is accepted when its J beats the best J by more than this (`run` derives the
+    default from the measured run-to-run spread: evolver.acceptance.default_margin)."""
     seeds: tuple[int, ...] = (0,)
     """Training + evaluation seeds per candidate; more than one enables the paired acceptance."""
     seed: int = 0
@@ -289,7 +290,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("epochs", int, _field_default("epochs"), "epochs, ρ0's included"),
     Option("lambda", float, _field_default("lam"), "λ in J = P − λ·C"),
     Option("n-ref", float, _field_default("n_ref"), "N_ref of the cost C"),
-    Option("margin", float, _field_default("margin"), "J must beat the best J by more than this"),
+    Option("margin", float, None, "J must beat the best J by more than this (default: from the measured "
+                                  "run-to-run spread of P with one seed, 0 with several; see trainer/README.md)"),
     Option("seeds", int, len(_field_default("seeds")), "train+eval seeds per candidate (>1: paired noise-aware acceptance)"),
     Option("seed", int, _field_default("seed"), "the run's seed"),
     Option("acceptance", str, _field_default("acceptance"), "acceptance rule (auto: paired with several seeds, else margin)",
@@ -393,6 +395,8 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     base = o["base"] or get_profile(o["profile"]).base
     if o["seeds"] < 1:
         raise UserError(f"--seeds must be at least 1, not {o['seeds']}")
+    if o["margin"] is None:
+        o["margin"] = default_margin_of(o, base, benchmark)[0]
     return RunConfig(
         corpus=tuple(corpus), corpus_sha256=corpus_sha256, benchmark=benchmark, metric=metric, tasks=o["tasks"],
         base=base, profile=o["profile"], epochs=o["epochs"], lam=o["lam"], n_ref=o["n_ref"], margin=o["margin"],
@@ -409,6 +413,14 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
         accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "",
         agent={"step_limit": o["agent_steps"], "repairs": o["agent_repairs"], "wall_time_s": o["agent_wall"],
                "cost_limit_usd": o["agent_usd"]})
+
+
+def default_margin_of(o: Mapping[str, Any], base: str, benchmark: str) -> tuple[float, str]:
+    """The margin (and why) a run gets without --margin: evolver.acceptance.default_margin."""
+    from evolver.acceptance import default_margin
+
+    rule = o["acceptance"] if o["acceptance"] != "auto" else ("paired" if o["seeds"] > 1 else "margin")
+    return default_margin(o["profile"], base, benchmark, o["tasks"], o["seeds"], rule)
 
 
 def llm_mapping(o: Mapping[str, Any]) -> dict | None:

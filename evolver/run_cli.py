@@ -106,6 +106,11 @@ def cmd_run(args) -> int:
         say(f"benchmark: {benchmark} (chosen from the corpus: " + (
             "it has no environment, so P is step_accuracy on its held-out tenth, which the strategy never sees)"
             if benchmark == "replay" else "every record names this environment; --benchmark chooses another)"))
+    if options["margin"] is None:
+        from evolver.config import default_margin_of
+
+        cfg = run_config(store)
+        say("acceptance: " + default_margin_of(options, cfg.base, cfg.benchmark)[1])
     print(f"run directory: {store.root}")
     return run_and_report(store)
 

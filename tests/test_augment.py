@@ -76,6 +76,47 @@ def test_parallel_items_call_one_function_with_different_arguments(single):
         assert len({c["function"]["arguments"] for c in calls}) == len(calls) == 2
 
 
+def test_parallel_variants_call_an_items_function_again_with_the_values_changed_in_the_request_too(single):
+    raws, _ = single
+    items = tk.parallel_variants(raws, random.Random(0), 500)
+    assert len(items) > 50 > len(tk.compose_parallel(raws, random.Random(0), 500)), "variants reach what pairs cannot"
+    assert_valid_sft(items)
+    sources = {r["id"]: r for r in raws}
+    for item in items:
+        source = sources[item["meta"]["origin"][0]]
+        first, variant = (json.loads(c["function"]["arguments"]) for c in item["messages"][1]["tool_calls"])
+        assert item["meta"]["category"] == "parallel" and len(item["tools"]) == 1 and first != variant
+        assert first == json.loads(source["messages"][1]["tool_calls"][0]["function"]["arguments"])
+        request = item["messages"][0]["content"]
+        original, _, rest = request.partition(" Also, ")
+        assert original.rstrip(".") == source["messages"][0]["content"].strip().rstrip(".")
+        changed = [n for n in variant if variant[n] != first[n]]
+        assert all(str(variant[n]) in rest for n in changed), request
+        texts = [original.lower().rstrip(".?!"), rest.lower().rstrip(".?!")]
+        for value in sorted({str(v) for n in changed for v in (first[n], variant[n])}, key=len, reverse=True):
+            texts = [t.replace(value.lower(), "#") for t in texts]
+        assert texts[0] == texts[1], request   # the variant's request differs only where its values do
+        assert all(tk.validate_call(c, item["tools"]) is None for c in item["messages"][1]["tool_calls"])
+    assert canonical_json(items) == canonical_json(tk.parallel_variants(raws, random.Random(0), 500))
+    assert canonical_json(items) != canonical_json(tk.parallel_variants(raws, random.Random(1), 500))
+
+
+def test_an_argument_variant_needs_a_value_the_request_states_once_as_a_whole_token():
+    tool = {"type": "function", "function": {"name": "rate", "parameters": {"type": "object", "properties": {
+        "top": {"type": "integer"}, "unit": {"type": "string", "enum": ["km", "mi"]}, "city": {"type": "string"}},
+        "required": ["top"]}}}
+
+    def call(**args):
+        return {"id": "c", "type": "function", "function": {"name": "rate", "arguments": json.dumps(args)}}
+    rng = random.Random(0)
+    assert tk.argument_variant("Top restaurants above 4/5 in Tokyo", tool, call(top=5, city="Tokyo"), rng) is None
+    assert tk.argument_variant("The 5 best of 5 lists", tool, call(top=5), rng) is None      # stated twice
+    assert tk.argument_variant("The top five in Tokyo", tool, call(top=5, city="Tokyo"), rng) is None
+    text, variant = tk.argument_variant("The top 12 within 3 km", tool, call(top=12, unit="km"), rng)
+    args = json.loads(variant["function"]["arguments"])
+    assert args["unit"] == "mi" and args["top"] != 12 and text == f"The top {args['top']} within 3 mi"
+
+
 def test_distractors_and_irrelevance(single):
     raws, _ = single
     multiple = tk.add_distractors(raws, random.Random(3), 30, k=3)

@@ -75,3 +75,29 @@ def test_final_choice_is_best_p_then_lower_c_then_earlier():
     assert final_choice(epochs)["epoch"] == 2
     with pytest.raises(ValueError):
         final_choice([{"epoch": 0, "P": None, "C": 0.2}])
+
+
+def test_the_default_margin_is_derived_from_the_measured_seed_spread(monkeypatch):
+    from evolver import acceptance
+
+    monkeypatch.setitem(acceptance.MEASURED_SEED_SD, ("cpu-small", "smollm2-135m", "bfcl-single", 60), 0.025)
+    margin, why = acceptance.default_margin("cpu-small", "smollm2-135m", "bfcl-single", 60, 1, "margin")
+    assert margin == pytest.approx(1.2816 * 0.025 * math.sqrt(2), abs=1e-4)   # z₀.₉ · sd · √(2/S)
+    assert "sd 0.025" in why and "trainer/README.md" in why
+    assert acceptance.default_margin("cpu-small", "smollm2-135m", "bfcl-single", 60, 4, "margin")[0] == pytest.approx(margin / 2, abs=1e-4)
+    assert acceptance.default_margin("cpu-small", "smollm2-135m", "bfcl-single", 60, 2, "paired")[0] == 0.0
+    margin, why = acceptance.default_margin("paper", "qwen3-4b", "bfcl-single", 60, 1, "margin")
+    assert margin == 0.0 and "--spread" in why          # nothing measured there: said, not guessed
+
+
+def test_a_run_without_margin_gets_the_derived_one_and_an_explicit_margin_wins(tmp_path):
+    from evolver.acceptance import MEASURED_SEED_SD, default_margin
+    from evolver.config import resolve
+
+    from test_run_config import configured
+
+    derived = default_margin("cpu-small", "smollm2-135m", "bfcl-single", 60, 1, "margin")[0]
+    assert MEASURED_SEED_SD[("cpu-small", "smollm2-135m", "bfcl-single", 60)] > 0 and derived > 0
+    assert resolve(configured(tmp_path, "epochs: 3\n"), ("c.jsonl",), "0" * 64).margin == derived
+    assert resolve(configured(tmp_path, "epochs: 3\n", "--seeds", "2"), ("c.jsonl",), "0" * 64).margin == 0.0
+    assert resolve(configured(tmp_path, "epochs: 3\n", "--margin", "0.01"), ("c.jsonl",), "0" * 64).margin == 0.01

@@ -1,6 +1,7 @@
 """The offline proposer: the diagnosis becomes operator edits, composed into a strategy's code
 that really runs in the sandbox and changes the curated data."""
 import itertools
+from collections import Counter
 import json
 import random
 
@@ -218,3 +219,28 @@ def test_a_focus_is_what_the_corpus_has_so_no_candidate_is_a_no_op(sample_corpus
         OfflineProposer().candidates("effectiveness", Brief(**{**brief([], sigs).__dict__, "corpus": corpus}), validate, k=1)
         focused = [(g[op]["categories"], g[op]["tools"]) for g in seen for op in ("rl_focus", "repeat_focus") if op in g]
         assert focused[:1] == found, motive
+
+
+def test_a_missing_skill_is_answered_with_data_that_adds_it(tmp_path):
+    """Parallel tasks failing on the call count → parallel items made from argument variants;
+    unwanted calls on irrelevance tasks → irrelevance items: the composed strategy runs in the
+    sandbox on real BFCL single-turn records and its SFT data holds items ρ0's does not."""
+    from benchmarks.bfcl import corpus_builder
+    from sandbox.corpus import write_corpus
+
+    raws, _, _ = corpus_builder.build("bfcl-single", "wild", 0)
+    path = tmp_path / "single.jsonl"
+    write_corpus(raws[:300], path)
+    corpus = load_corpus([str(path)])
+    points = [{"failed_point": "…", "evidence": "parallel_function_checker_no_order:wrong_count", "curation_hint": "…",
+               "family": "wrong_call_count", "count": 12, "task_ids": ["parallel_3", "parallel_9"]},
+              {"failed_point": "…", "evidence": "irrelevance_error:decoder_success", "curation_hint": "…",
+               "family": "unwanted_call", "count": 5, "task_ids": ["irrelevance_1"]}]
+    first = next(OfflineProposer().effectiveness(strategy_files(SEED_STRATEGY), points, signals(points, NO_SIGNALS)))
+    assert [e.op for e in first.edits] == ["parallel_variants", "irrelevance_items"]
+    assert "add parallel_variants(" in first.message and "Motivated by wrong_call_count: 12 failure(s)" in first.message
+    rho0 = curate(strategy_files(SEED_STRATEGY), corpus, tmp_path / "rho0")
+    added = curate(first.files, corpus, tmp_path / "added")
+    tags = Counter(t for r in read_artifact(added.out_dir / "sft.jsonl") for t in r["meta"]["tags"])
+    assert tags["parallel"] > 0 and tags["variant"] > 0 and tags["irrelevance"] > 0
+    assert len(read_artifact(added.out_dir / "sft.jsonl")) > len(read_artifact(rho0.out_dir / "sft.jsonl"))

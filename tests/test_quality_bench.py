@@ -81,6 +81,18 @@ def test_table_two_ablates_one_row_and_shares_what_an_ablation_does_not_change(c
     assert cells.training_key(both, 0) is None              # nothing to train: the base model is evaluated
 
 
+def test_the_augmenting_strategy_is_a_row_on_request_and_adds_to_what_it_trains_on(corpora, tmp_path):
+    wild, labeled = corpora
+    rho0, augment = rows_mod.table_rows(("rho0-wild", "augment"), wild, labeled, [], tmp_path, None)
+    assert augment.files == strategy_files(rows_mod.AUGMENT) and augment.corpus == rho0.corpus
+    cells = Cells(tmp_path / "cache", Setting(tasks=5, profile="test", seeds=(0,)), ProcessExecutor())
+    assert cells.training_key(augment, 0) != cells.training_key(rho0, 0)
+    tags = [json.loads(json.loads(line)["meta"])["tags"] for line in cells.inputs(augment)["sft"][0].read_text().splitlines()]
+    assert any("synthesised" in t for t in tags)
+    with pytest.raises(UserError, match="one of rho0-wild, agentrefine, runs, oracle, rho0-labeled, augment"):
+        rows_mod.table_rows(("augmented",), wild, labeled, [], tmp_path, None)
+
+
 def test_a_runs_row_is_its_recorded_final_commit_with_its_ablations(corpora, tmp_path):
     wild, labeled = corpora
     run = tmp_path / "run-x"

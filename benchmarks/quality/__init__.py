@@ -3,3 +3,7 @@ beyond noise? Rows and cells (rows.py, cells.py), statistics (stats.py), report 
 
 TABLE1 = ("rho0-wild", "agentrefine", "runs", "oracle", "rho0-labeled")
 """Table 1's rows, in order (`runs`: the final strategy of each given run)."""
+
+ROWS = (*TABLE1, "augment")
+"""Every row name `--rows` accepts: Table 1's, and the augmenting reference strategy (issue 12),
+which is no row of the paper's table and so not in the default."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from evolver.errors import UserError
 from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits, make_executor
 
-from benchmarks.quality import TABLE1
+from benchmarks.quality import ROWS, TABLE1
 
 CACHE = PROJECT_ROOT / "runs" / "bench-quality"
 
@@ -132,7 +132,7 @@ def add_cli(sub) -> None:
                                              "(default: runs/corpora/BENCHMARK-wild-seed0, built if missing)")
     p.add_argument("--labeled", type=Path, help="labeled corpus directory (default: runs/corpora/BENCHMARK-labeled-seed0)")
     p.add_argument("--run", type=Path, nargs="+", help="finished run directories: their final strategies are rows")
-    p.add_argument("--rows", help=f"comma-separated Table 1 rows (default: {','.join(TABLE1)}; "
+    p.add_argument("--rows", help=f"comma-separated rows among {','.join(ROWS)} (default: {','.join(TABLE1)}; "
                                   "with --spread: rho0-wild)")
     p.add_argument("--ablate", metavar="ROW", help="Table 2 for this row (rho0-wild, agentrefine, oracle, "
                                                    "rho0-labeled or a run's name): w/o SFT, w/o RL, w/o memory")

@@ -14,11 +14,12 @@ from evolver.files import read_json
 from sandbox.corpus import corpus_sha256, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT
 
-from benchmarks.quality import TABLE1
+from benchmarks.quality import ROWS
 from benchmarks.quality.cells import ABLATIONS, Row
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
 AGENTREFINE = PROJECT_ROOT / "curation_strategies" / "agentrefine"
+AUGMENT = PROJECT_ROOT / "curation_strategies" / "augment"
 
 
 def default_corpus_dir(benchmark: str, setting: str, seed: int = 0) -> Path:
@@ -99,7 +100,7 @@ def _events(path: Path) -> list[dict]:
 
 def table_rows(which: tuple[str, ...], wild_dir: Path, labeled_dir: Path | None, runs: list[Path],
                cache: Path, ablate: str | None) -> list[Row]:
-    """The Table 1 rows named in `which` (TABLE1 names), then Table 2 for the row `ablate`."""
+    """The rows named in `which` (ROWS names), then Table 2 for the row `ablate`."""
     wild = _corpus_file(wild_dir, "--wild")
     rows = []
     for name in which:
@@ -107,6 +108,8 @@ def table_rows(which: tuple[str, ...], wild_dir: Path, labeled_dir: Path | None,
             rows.append(Row("rho0-wild", "ρ0 on the wild corpus (no curation)", _strategy(SEED_STRATEGY), wild))
         elif name == "agentrefine":
             rows.append(Row("agentrefine", "AgentRefine reference strategy", _strategy(AGENTREFINE), wild))
+        elif name == "augment":
+            rows.append(Row("augment", "augmenting reference strategy (adds composed items)", _strategy(AUGMENT), wild))
         elif name == "runs":
             rows += [run_row(r, wild) for r in runs]
         elif name == "oracle":
@@ -118,7 +121,7 @@ def table_rows(which: tuple[str, ...], wild_dir: Path, labeled_dir: Path | None,
             rows.append(Row("rho0-labeled", "ρ0 on the labeled corpus (clean reference)", _strategy(SEED_STRATEGY),
                             _corpus_file(labeled_dir, "--labeled")))
         else:
-            raise UserError(f"unknown row {name!r} (one of {', '.join(TABLE1)})")
+            raise UserError(f"unknown row {name!r} (one of {', '.join(ROWS)})")
     if ablate is not None:
         target = next((r for r in rows if r.id in (ablate, f"run:{ablate}")), None)
         if target is None:

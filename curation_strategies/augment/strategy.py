@@ -1,7 +1,9 @@
 """Augmenting reference strategy: the corpus's successful trajectories plus the data the toolkit
 can add, so the code agent has an example of adding data (issue 12).
 
-- single-turn (`bfcl_single_turn` records): parallel, parallel-multiple, multiple-function and
+- single-turn (`bfcl_single_turn` records): parallel items composed from successful simple items
+  over the same function and from argument variants of one item (a value the request states,
+  changed in the request and the call alike), parallel-multiple, multiple-function and
   irrelevance items composed from successful simple items, then every item rebalanced towards an
   even mix of BFCL's five categories (ρ0 never sees a composed parallel or distractor-laden item);
 - multi-turn (records ctx.env can rebuild): AgentRefine refinement synthesis (an erroneous call
@@ -28,6 +30,7 @@ def curate(raw, ctx):
     kept = tk.schema_valid(tk.by_outcome(tk.exact_dedup(raw), success=True, keep_unknown=True))
     single = [r for r in kept if single_turn(r)]
     composed = (tk.compose_parallel(single, ctx.rng("parallel"), COMPOSED_PER_KIND)
+                + tk.parallel_variants(single, ctx.rng("parallel_variants"), COMPOSED_PER_KIND)
                 + tk.compose_parallel_multiple(single, ctx.rng("parallel_multiple"), COMPOSED_PER_KIND)
                 + tk.add_distractors(single, ctx.rng("multiple"), COMPOSED_PER_KIND)
                 + tk.irrelevance_items(single, ctx.rng("irrelevance"), COMPOSED_PER_KIND))

@@ -30,17 +30,20 @@ MAX_EDITS = 3           # edits one effectiveness revision combines
 SIGNALS = ("forgetting", "boundary", "rare")
 
 # family or signal → remedies, most direct first: "+op" inserts (or retunes) an operator, "-op"
-# removes it. Adding a remedy is one string here; adding an operator, one entry in OPERATORS.
+# removes it. Operators that add data are the direct remedy where the model never sees the skill:
+# irrelevance items for unwanted calls, distractors for a wrong tool, parallel items for a wrong
+# call count, refinements and environment variants for unrecovered errors and wrong end states. Adding a remedy is one string here; adding an operator, one entry in OPERATORS.
 REMEDIES = {
     "unparseable_call": ("+mask_corrected", "+drop_uncorrected"),
     "missing_call": ("+repeat_focus", "+rl_focus", "+with_tool_calls"),
-    "unwanted_call": ("+repeat_no_call", "+task_facts"),
+    "unwanted_call": ("+irrelevance_items", "+repeat_no_call", "+task_facts"),
     "unknown_tool": ("+tool_signatures", "+drop_uncorrected"),
-    "wrong_tool": ("+tool_signatures", "+task_facts", "+repeat_focus"),
-    "wrong_call_count": ("+repeat_focus", "+drop_redundant"),
+    "wrong_tool": ("+add_distractors", "+tool_signatures", "+task_facts", "+repeat_focus"),
+    "wrong_call_count": ("+parallel_variants", "+compose_parallel", "+compose_parallel_multiple", "+repeat_focus",
+                         "+drop_redundant"),
     "bad_arguments": ("+tool_signatures", "+mask_corrected", "+error_constraints"),
-    "tool_error_not_recovered": ("+error_constraints", "+rl_recovery", "+mask_corrected"),
-    "state_mismatch": ("+drop_failed", "+rl_focus", "+rl_recovery"),
+    "tool_error_not_recovered": ("+error_constraints", "+refinement_synthesis", "+rl_recovery", "+mask_corrected"),
+    "state_mismatch": ("+drop_failed", "+environment_variants", "+rl_focus", "+rl_recovery"),
     "missing_output": ("+drop_failed", "+drop_abandoned"),
     "empty_turn": ("+drop_abandoned", "+repeat_focus"),
     "repeated_call_loop": ("+drop_redundant", "+max_turns"),
@@ -51,7 +54,7 @@ REMEDIES = {
     # decision boundary, more exposure to rare patterns
     "forgetting": ("+repeat_focus", "-focus_prune", "-near_dedup", "-max_turns"),
     "boundary": ("+rl_focus", "+repeat_focus"),
-    "rare": ("+repeat_focus", "+rl_focus", "+task_facts"),
+    "rare": ("+repeat_focus", "+rl_focus", "+rebalance", "+task_facts"),
 }
 # efficiency: each shrinks Cost_train; parameter values mildest first
 EFFICIENCY = ("+focus_prune", "+exact_dedup", "+near_dedup", "+rl_recovery", "+drop_redundant", "+max_tokens",

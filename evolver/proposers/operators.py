@@ -18,7 +18,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
-SLOTS = ("select", "weights", "emit", "repeat", "rl_steps", "rl_repeat", "rl_after", "memory", "memory_cap")
+SLOTS = ("select", "add", "weights", "emit", "repeat", "rl_steps", "rl_repeat", "rl_after", "memory", "memory_cap",
+         "add_sft")
 FOCUS = ("categories", "tools")
 
 
@@ -81,6 +82,43 @@ OPERATORS = (
                  "    records += [r for i in steps for c in range(1, {copies})\n"
                  "                if (r := tk.rl_record(trajectory, i, id=f\"{{trajectory['id']}}#step{{i}}-focus{{c}}\",\n"
                  "                                      tags=TAGS + [\"repeat\"])) is not None]"),
+    # operators that add data (curation_strategies/toolkit/compose.py, variants.py, synthesis.py):
+    # single-turn items composed from the kept ones, each under its own ctx.rng stream
+    op("compose_parallel", "add parallel items: two kept single-call items over the same function, joined",
+       {"limit": (50, 150, 400)}, add="kept += tk.compose_parallel(kept, ctx.rng(\"compose_parallel\"), {limit})"),
+    op("parallel_variants", "add parallel items: a kept single-call item joined with argument variants of itself",
+       {"limit": (50, 150, 400), "calls": (2, 3)},
+       add="kept += tk.parallel_variants(kept, ctx.rng(\"parallel_variants\"), {limit}, calls={calls})"),
+    op("compose_parallel_multiple", "add parallel-multiple items: kept single-call items over different functions, joined",
+       {"limit": (50, 150, 400)},
+       add="kept += tk.compose_parallel_multiple(kept, ctx.rng(\"compose_parallel_multiple\"), {limit})"),
+    op("add_distractors", "add multiple-function items: a kept single-call item with other items' functions offered",
+       {"limit": (50, 150, 400), "k": (2, 3, 5)},
+       add="kept += tk.add_distractors(kept, ctx.rng(\"add_distractors\"), {limit}, k={k})"),
+    op("irrelevance_items", "add irrelevance items: a kept request without its function, answered with no call",
+       {"limit": (50, 150, 400), "k": (1, 2)},
+       add="kept += tk.irrelevance_items(kept, ctx.rng(\"irrelevance_items\"), {limit}, k={k})"),
+    op("rebalance", "resample the categorised trajectories towards an even mix of their categories",
+       {"max_repeat": (1, 2)},
+       add="typed = [t for t in kept if tk.category(t)]\n"
+           "mix = {{c: 1 for c in sorted({{tk.category(t) for t in typed}})}}\n"
+           "kept = tk.rebalance(typed, mix, ctx.rng(\"rebalance\"), max_repeat={max_repeat}) + "
+           "[t for t in kept if not tk.category(t)]"),
+    # multi-turn trajectories synthesised by execution in ctx.env (nothing without it)
+    op("refinement_synthesis", "add AgentRefine refinements: an erroneous call with its real error (weight 0), "
+                               "then the correct call, executed in ctx.env", {"every": (1, 2, 4)},
+       add_sft="if ctx.env is not None:\n"
+               "    rng = ctx.rng(\"refinement_synthesis\")\n"
+               "    for n, t in enumerate(t for t in kept if ctx.env.has(tk.env_of(t))):\n"
+               "        refined = tk.refinement_synthesis(t, ctx.env, rng, tags=TAGS + [\"refined\"]) "
+               "if n % {every} == 0 else None\n"
+               "        out.sft.extend([refined] if refined else [])"),
+    op("environment_variants", "add CoEvolve variants: an argument swapped within the scenario's state, kept when "
+                               "execution in ctx.env validates it", {"per_trajectory": (1, 2)},
+       add_sft="if ctx.env is not None:\n"
+               "    rng = ctx.rng(\"environment_variants\")\n"
+               "    for t in [t for t in kept if ctx.env.has(tk.env_of(t))]:\n"
+               "        out.sft.extend(tk.environment_variants(t, ctx.env, rng, {per_trajectory}, tags=TAGS + [\"variant\"]))"),
     op("tool_signatures", "put the offered tools' exact signatures into memory", {"only_called": (False, True)},
        memory="memory += tk.tool_signature_memories(kept, only_called={only_called})"),
     op("error_constraints", "turn recurring tool errors into constraints in memory", {"min_count": (1, 2)},
@@ -136,17 +174,17 @@ def memory_records(raw, kept, tk):
 def curate(raw, ctx):
     tk = ctx.toolkit
     kept = select(raw, tk, ctx.rng("select"))
-    out = tk.Curated()
+{add}    out = tk.Curated()
     out.sft = sft_records(kept, tk)
     out.rl = rl_records(kept, tk, ctx.rng("rl"))
-    out.memory = memory_records(raw, kept, tk)
+{add_sft}    out.memory = memory_records(raw, kept, tk)
     return out
 '''
 DEFAULTS = {  # slot code when no operator fills it
     "emit": "records.append(tk.sft_record(trajectory, weights, tags=TAGS))",
     "rl_steps": "steps = tk.tool_call_steps(trajectory)",
 }
-INDENT = {"select": 4, "weights": 8, "emit": 8, "repeat": 8, "rl_steps": 8, "rl_repeat": 8, "rl_after": 4,
+INDENT = {"select": 4, "add": 4, "add_sft": 4, "weights": 8, "emit": 8, "repeat": 8, "rl_steps": 8, "rl_repeat": 8, "rl_after": 4,
           "memory": 4, "memory_cap": 4}
 
 Genome = Mapping[str, Mapping]   # operator name → its parameters
