@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from evolver.errors import UserError
-from evolver.files import atomic_json, read_json, read_jsonl, sha256_files
+from evolver.files import atomic_json, read_json, read_jsonl, sha256_file, sha256_files
 from sandbox.corpus import load_corpus
 from sandbox.curate import execute, runtime_sha256
 from sandbox.executor import Limits
@@ -91,7 +91,7 @@ class Cells:
 
     def __init__(self, root: Path, setting: Setting, executor):
         from benchmarks.base import get_benchmark
-        from trainer.recipe import RECIPE, get_profile
+        from trainer.recipe import get_profile
         from trainer.models import check_name
 
         self.root, self.setting, self.executor = Path(root), setting, executor
@@ -102,7 +102,8 @@ class Cells:
             raise UserError(f"bad budget override: {exc}") from None
         self.base = setting.base or prof.base
         check_name(self.base)
-        self._recipe = {"recipe": dataclasses.asdict(RECIPE), "profile": dataclasses.asdict(prof), "base": self.base}
+        self._recipe = self.recipe_of(setting.budget)
+        self._adopted: dict[str, Path] = {}
         bench = get_benchmark(setting.benchmark, **({"allow_test": True} if setting.split == "test" else {}))
         self.tasks = bench.tasks(setting.split, limit=setting.tasks)
         if not self.tasks:
@@ -110,6 +111,33 @@ class Cells:
         self.category = {t.id: t.category for t in self.tasks}
         self._runtime = runtime_sha256()
         self._artifacts: dict[str, Path] = {}
+
+    def recipe_of(self, budget: dict) -> dict:
+        """What decides a training's bytes besides its data and seed: recipe, profile with `budget`, base."""
+        from trainer.recipe import RECIPE, get_profile
+
+        return {"recipe": dataclasses.asdict(RECIPE),
+                "profile": dataclasses.asdict(get_profile(self.setting.profile).replace(**budget)), "base": self.base}
+
+    def adopt(self, run: Path) -> int:
+        """Offer a finished run's trainings as this cache's: an epoch's `train-s<seed>` whose
+        request names this profile (with this budget), base and seed, whose summary names this
+        recipe, and whose SFT and RL files hash as a row's do, is that row's training (the fixed
+        recipe is deterministic on its inputs), so the benchmark does not train it again.
+        Returns how many trainings the run offers."""
+        offered = 0
+        for request_path in sorted(Path(run).glob("epochs/epoch-*/train-s*/request.json")):
+            train_dir = request_path.parent
+            request, summary = read_json(request_path), train_dir / "summary.json"
+            if not (train_dir / "adapter").is_dir() or not summary.is_file():
+                continue
+            recipe = {"recipe": read_json(summary)["recipe"], "profile": request["profile"], "base": request["base"]}
+            if recipe != self._recipe:
+                continue
+            hashes = {kind: request[kind] and sha256_file(Path(request[kind])) for kind in ("sft", "rl")}
+            self._adopted[_key({**recipe, **hashes, "seed": request["seed"]})] = train_dir
+            offered += 1
+        return offered
 
     # ------------------------------------------------------------------ curation
 
@@ -195,6 +223,10 @@ class Cells:
         if key is None:
             return None
         out = self.root / "trainings" / key
+        if not (out / "adapter").is_dir() and key in self._adopted:
+            source = self._adopted[key]
+            _whole(out, lambda tmp: (shutil.copytree(source, tmp, ignore=shutil.ignore_patterns("tensorboard")),
+                                     atomic_json(tmp / "adopted.json", {"from": str(source)})))
         if not (out / "adapter").is_dir():
             from trainer.train import train
 

@@ -51,6 +51,16 @@ def _only_writer(cache: Path):
         yield
 
 
+def _units(text: str) -> list[int]:
+    try:
+        units = sorted({int(u) for u in text.split(",")})
+    except ValueError:
+        units = []
+    if not units or units[0] < 1:
+        raise UserError(f"--proxy {text!r}: give the proxy's units as whole numbers of 1 or more, comma-separated (e.g. 1,2)")
+    return units
+
+
 def setting_of(args):
     from benchmarks.quality.cells import Setting
 
@@ -83,8 +93,14 @@ def cmd_bench_quality(args) -> int:
     wild_dir = args.wild or rows_mod.default_corpus_dir(args.benchmark, "wild")
     labeled_dir = args.labeled or (rows_mod.default_corpus_dir(args.benchmark, "labeled")
                                    if "rho0-labeled" in which else None)
-    rows = rows_mod.table_rows(which, wild_dir, labeled_dir, args.run or [], args.cache, args.ablate)
+    if args.run_epochs and not args.run:
+        raise UserError("--run-epochs names the candidates of the runs given with --run; give --run RUN")
+    units = _units(args.proxy) if args.proxy else []
+    rows = rows_mod.table_rows(which, wild_dir, labeled_dir, args.run or [], args.cache, args.ablate, args.run_epochs)
     cells = Cells(args.cache, setting, make_executor(args.sandbox, warn=say))   # checks base, budget, tasks first
+    adopted = sum(cells.adopt(run) for run in args.run or [])
+    if adopted:
+        say(f"{adopted} training(s) of the given runs match this recipe: a cell with the same data and seed reuses them")
 
     say(f"curating {len(rows)} rows (cached by strategy × corpus) …")
     for row in rows:
@@ -109,6 +125,12 @@ def cmd_bench_quality(args) -> int:
         got = [cells.cached(row, s) for s in setting.seeds]
         results[row.id] = got if all(got) else []
     doc = table.summarize(rows, results, setting, len(cells.tasks))
+    if units:
+        from benchmarks.quality import proxy
+
+        say(f"proxy scores at {', '.join(map(str, units))} unit(s) for the rows with all their cells …")
+        with (contextlib.nullcontext() if args.report_only else _only_writer(Path(args.cache))):
+            doc["proxy"] = proxy.report(cells, rows, units, results, compute=not args.report_only)
     out = args.out or Path(args.cache) / f"report-{setting.split}"
     if args.spread:
         doc["spread"] = table.spread(doc)
@@ -150,6 +172,10 @@ def add_cli(sub) -> None:
     p.add_argument("--out", type=Path, help="where quality.json/.md/.png go (default CACHE/report-SPLIT)")
     p.add_argument("--spread", action="store_true", help="report the run-to-run spread of P between seeds "
                                                          "and the acceptance margin it implies (dev split)")
+    p.add_argument("--run-epochs", action="store_true", help="also a row for every other candidate the --run runs "
+                                                             "evaluated (accepted or rolled back)")
+    p.add_argument("--proxy", metavar="UNITS", help="score every row with the loop's candidate proxy at these units "
+                                                    "(e.g. 1,2) and report how well it ranks rows against the full recipe")
     p.add_argument("--report-only", action="store_true", help="compute no cell; report what the cache holds")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench_quality)

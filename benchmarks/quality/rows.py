@@ -62,6 +62,20 @@ def _strategy(folder: Path) -> dict:
     return strategy_files(folder)
 
 
+def _stage_results(run: Path, stage: str) -> list[dict]:
+    return [e["result"] for e in _events(run / "journal.jsonl")
+            if e.get("event") == "stage_done" and e.get("stage") == stage and e.get("result")]
+
+
+def _run_config(run: Path, wild: Path) -> dict:
+    if not (run / "run.json").is_file():
+        raise UserError(f"{run} is not a run directory (no run.json)")
+    config = read_json(run / "run.json")
+    if config.get("corpus_sha256") != corpus_sha256([str(wild)]):
+        raise UserError(f"{run} evolved on another corpus than {wild}; give --wild the run's corpus directory")
+    return config
+
+
 def run_row(run: Path, wild: Path) -> Row:
     """The final strategy of a finished run (its journal's `final` result, files from git), on
     the wild corpus, trained and evaluated with the run's own ablations; a run with ablations is
@@ -69,21 +83,33 @@ def run_row(run: Path, wild: Path) -> Row:
     from sandbox.workspace import Workspace
 
     run = Path(run)
-    if not (run / "run.json").is_file():
-        raise UserError(f"{run} is not a run directory (no run.json)")
-    config = read_json(run / "run.json")
-    finals = [e["result"] for e in _events(run / "journal.jsonl")
-              if e.get("event") == "stage_done" and e.get("stage") == "final"]
+    config = _run_config(run, wild)
+    finals = _stage_results(run, "final")
     if not finals:
         raise UserError(f"{run} has no final strategy yet; finish it with `curateevo resume {run}`")
-    if config.get("corpus_sha256") != corpus_sha256([str(wild)]):
-        raise UserError(f"{run} evolved on another corpus than {wild}; give --wild the run's corpus directory")
     commit = finals[-1]["commit"]
     run_ablations = sorted(config.get("ablations", []))   # a run-level ablation (no-efficiency …) is a Table 2 row
     suffix = f" ({', '.join(run_ablations)})" if run_ablations else ""
     return Row(id=f"run:{run.name}", label=f"run {run.name} final (epoch {finals[-1]['epoch']}){suffix}",
                files=Workspace.open(run / "strategy").files(commit), corpus=wild,
                ablations=tuple(a for a in run_ablations if a in ABLATIONS), table=2 if run_ablations else 1)
+
+
+def run_epoch_rows(run: Path, wild: Path) -> list[Row]:
+    """Every evolved candidate a run evaluated (epochs 1 on, accepted or rolled back), each a
+    row `run:NAME@E`: the candidates the loop compared, to rank again (`--proxy`)."""
+    from sandbox.workspace import Workspace
+
+    run = Path(run)
+    if sorted(_run_config(run, wild).get("ablations", [])):
+        raise UserError(f"{run} ran with ablations; --run-epochs compares the candidates of runs without them")
+    ws, rows = Workspace.open(run / "strategy"), []
+    final = (_stage_results(run, "final") or [{}])[-1].get("commit")
+    for d in _stage_results(run, "decide"):   # the final strategy is the row `run:NAME` already
+        if d.get("epoch", 0) >= 1 and d.get("commit") and d["commit"] != final:
+            rows.append(Row(id=f"run:{run.name}@{d['epoch']}", corpus=wild, files=ws.files(d["commit"]),
+                            label=f"run {run.name} epoch {d['epoch']} ({'accepted' if d['accepted'] else 'rolled back'})"))
+    return rows
 
 
 def _events(path: Path) -> list[dict]:
@@ -99,7 +125,7 @@ def _events(path: Path) -> list[dict]:
 
 
 def table_rows(which: tuple[str, ...], wild_dir: Path, labeled_dir: Path | None, runs: list[Path],
-               cache: Path, ablate: str | None) -> list[Row]:
+               cache: Path, ablate: str | None, run_epochs: bool = False) -> list[Row]:
     """The rows named in `which` (ROWS names), then Table 2 for the row `ablate`."""
     wild = _corpus_file(wild_dir, "--wild")
     rows = []
@@ -112,6 +138,7 @@ def table_rows(which: tuple[str, ...], wild_dir: Path, labeled_dir: Path | None,
             rows.append(Row("augment", "augmenting reference strategy (adds composed items)", _strategy(AUGMENT), wild))
         elif name == "runs":
             rows += [run_row(r, wild) for r in runs]
+            rows += [row for r in runs for row in run_epoch_rows(r, wild)] if run_epochs else []
         elif name == "oracle":
             rows.append(Row("oracle", "oracle: ρ0 on the records labelled clean", _strategy(SEED_STRATEGY),
                             oracle_corpus(wild_dir, cache)))

@@ -105,6 +105,10 @@ def markdown(doc: dict) -> str:
             lines.append(f"| {r['label']} | {_ci(r['P'])} | {per_cat}{_ci(vs) if vs else '—'} | {shown} |")
         lines.append("")
     lines.append(mdd_sentence(doc))
+    if doc.get("proxy"):
+        from benchmarks.quality import proxy
+
+        lines += ["", proxy.markdown(doc["proxy"], {r["id"]: r["label"] for r in doc["rows"]})]
     return "\n".join(lines) + "\n"
 
 
