@@ -121,14 +121,14 @@ def test_a_runs_training_with_the_same_data_recipe_and_seed_is_reused_not_traine
     first.cell(row, 0)
     # a run that trained the same curated data: its epoch's artifacts and train-s0 as the loop writes them
     run = tmp_path / "run"
-    artifacts = run / "epochs" / "epoch-0" / "artifacts"
+    artifacts = run / "epochs" / "0" / "artifacts"
     shutil.copytree(first.curation(row), artifacts)
-    shutil.copytree(trained, run / "epochs" / "epoch-0" / "train-s0")
+    shutil.copytree(trained, run / "epochs" / "0" / "train-s0")
     request = read_json(trained / "request.json")
-    atomic_json(run / "epochs" / "epoch-0" / "train-s0" / "request.json",
+    atomic_json(run / "epochs" / "0" / "train-s0" / "request.json",
                 {**request, "sft": str(artifacts / "sft.jsonl"), "rl": str(artifacts / "rl.jsonl")})
-    shutil.copytree(run / "epochs" / "epoch-0", run / "epochs" / "epoch-1")   # the same data with another seed
-    atomic_json(run / "epochs" / "epoch-1" / "train-s0" / "request.json",
+    shutil.copytree(run / "epochs" / "0", run / "epochs" / "1")   # the same data with another seed
+    atomic_json(run / "epochs" / "1" / "train-s0" / "request.json",
                 {**request, "seed": 5, "sft": str(artifacts / "sft.jsonl"), "rl": str(artifacts / "rl.jsonl")})
 
     second = Cells(tmp_path / "b", setting, ProcessExecutor())
@@ -136,7 +136,7 @@ def test_a_runs_training_with_the_same_data_recipe_and_seed_is_reused_not_traine
     monkeypatch.setattr("trainer.train.train", lambda *a, **k: pytest.fail("an adopted training was trained again"))
     cell = second.cell(row, 0)
     key = second.training_key(row, 0)
-    assert read_json(tmp_path / "b" / "trainings" / key / "adopted.json")["from"].endswith("epoch-0/train-s0")
+    assert read_json(tmp_path / "b" / "trainings" / key / "adopted.json")["from"].endswith("epochs/0/train-s0")
     assert cell["P"] == first.cached(row, 0)["P"]
     # another profile budget is another recipe: nothing of that run is offered
     other = Cells(tmp_path / "c", Setting(tasks=5, profile="test", seeds=(0,), budget={"sft_max_steps": 99}),

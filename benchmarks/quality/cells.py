@@ -126,7 +126,7 @@ class Cells:
         recipe is deterministic on its inputs), so the benchmark does not train it again.
         Returns how many trainings the run offers."""
         offered = 0
-        for request_path in sorted(Path(run).glob("epochs/epoch-*/train-s*/request.json")):
+        for request_path in sorted(Path(run).glob("epochs/*/train-s*/request.json")):
             train_dir = request_path.parent
             request, summary = read_json(request_path), train_dir / "summary.json"
             if not (train_dir / "adapter").is_dir() or not summary.is_file():
