@@ -83,10 +83,12 @@ def run_row(run: Path, wild: Path) -> Row:
     from sandbox.workspace import Workspace
 
     run = Path(run)
-    config = _run_config(run, wild)
+    if not (run / "run.json").is_file():
+        raise UserError(f"{run} is not a run directory (no run.json)")
     finals = _stage_results(run, "final")
     if not finals:
         raise UserError(f"{run} has no final strategy yet; finish it with `curateevo resume {run}`")
+    config = _run_config(run, wild)
     commit = finals[-1]["commit"]
     run_ablations = sorted(config.get("ablations", []))   # a run-level ablation (no-efficiency …) is a Table 2 row
     suffix = f" ({', '.join(run_ablations)})" if run_ablations else ""
