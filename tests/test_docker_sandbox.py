@@ -258,7 +258,7 @@ def test_auto_picks_docker_when_an_engine_answers(docker_executor):  # noqa: ARG
 
 
 def test_caller_survives_ctrl_c_and_the_container_is_removed(docker_executor, strategy, corpus_copy, tmp_path):
-    import _thread
+    import signal
     import threading
 
     s = strategy("""
@@ -266,7 +266,9 @@ def test_caller_survives_ctrl_c_and_the_container_is_removed(docker_executor, st
         def curate(raw, ctx):
             time.sleep(60)
     """)
-    threading.Timer(3.0, _thread.interrupt_main).start()
+    # a real SIGINT to the main thread, as a terminal's Ctrl-C: it interrupts the blocking wait on
+    # the engine (`_thread.interrupt_main` only sets a flag, seen once that wait returns at the timeout)
+    threading.Timer(3.0, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)).start()
     with pytest.raises(KeyboardInterrupt):
         run(docker_executor, s, corpus_copy, tmp_path / "out")
     time.sleep(1)
