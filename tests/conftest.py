@@ -58,3 +58,24 @@ def read_artifact(path: Path) -> list[dict]:
 
     kind = Path(path).name.split(".")[0]
     return [from_file(kind, json.loads(line)) for line in Path(path).read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture(scope="session")
+def quality_corpora(tmp_path_factory) -> tuple[Path, Path]:
+    """Tiny real corpora for the quality benchmark: the wild and labeled corpora of the first 40
+    bfcl-single train tasks."""
+    from benchmarks.bfcl import corpus_builder
+
+    root = tmp_path_factory.mktemp("corpora")
+    corpus_builder.write(root / "wild", "bfcl-single", "wild", 0, limit=40)
+    corpus_builder.write(root / "labeled", "bfcl-single", "labeled", 0, limit=40)
+    return root / "wild", root / "labeled"
+
+
+def bench_quality(corpora: tuple[Path, Path], cache: Path, *extra: str) -> int:
+    """`curateevo bench quality` on `quality_corpora` with the `test` profile, five tasks and the process executor."""
+    from evolver.cli import main
+
+    wild, labeled = corpora
+    return main(["bench", "quality", "--wild", str(wild), "--labeled", str(labeled), "--tasks", "5",
+                 "--profile", "test", "--sandbox", "process", "--cache", str(cache), "--quiet", *extra])

@@ -3,11 +3,10 @@
 import json
 
 import pytest
+from conftest import bench_quality
 
-from benchmarks.bfcl import corpus_builder
 from benchmarks.quality import rows as rows_mod
 from benchmarks.quality.cells import Cells, Setting
-from evolver.cli import main
 from evolver.errors import UserError
 from evolver.files import atomic_json
 from sandbox.corpus import corpus_sha256, load_corpus
@@ -16,23 +15,9 @@ from sandbox.strategy_files import strategy_files
 from sandbox.workspace import Workspace
 
 
-@pytest.fixture(scope="module")
-def corpora(tmp_path_factory):
-    root = tmp_path_factory.mktemp("corpora")
-    corpus_builder.write(root / "wild", "bfcl-single", "wild", 0, limit=40)
-    corpus_builder.write(root / "labeled", "bfcl-single", "labeled", 0, limit=40)
-    return root / "wild", root / "labeled"
-
-
-def bench(corpora, cache, *extra):
-    wild, labeled = corpora
-    return main(["bench", "quality", "--wild", str(wild), "--labeled", str(labeled), "--tasks", "5",
-                 "--profile", "test", "--sandbox", "process", "--cache", str(cache), "--quiet", *extra])
-
-
-def test_the_benchmark_fills_its_table_then_answers_from_the_cache_without_training(corpora, tmp_path, monkeypatch, capsys):
+def test_the_benchmark_fills_its_table_then_answers_from_the_cache_without_training(quality_corpora, tmp_path, monkeypatch, capsys):
     cache = tmp_path / "cache"
-    assert bench(corpora, cache, "--rows", "rho0-wild,rho0-labeled", "--seeds", "1") == 0
+    assert bench_quality(quality_corpora, cache, "--rows", "rho0-wild,rho0-labeled", "--seeds", "1") == 0
     printed = capsys.readouterr().out
     doc = json.loads((cache / "report-test" / "quality.json").read_text())
     assert [r["id"] for r in doc["rows"]] == ["rho0-wild", "rho0-labeled"]
@@ -52,20 +37,20 @@ def test_the_benchmark_fills_its_table_then_answers_from_the_cache_without_train
 
     monkeypatch.setattr("trainer.train.train", no_work)
     monkeypatch.setattr("benchmarks.evaluate.evaluate_to_dir", no_work)
-    assert bench(corpora, cache, "--rows", "rho0-wild,rho0-labeled", "--seeds", "1") == 0
+    assert bench_quality(quality_corpora, cache, "--rows", "rho0-wild,rho0-labeled", "--seeds", "1") == 0
     assert json.loads((cache / "report-test" / "quality.json").read_text()) == doc
 
 
-def test_the_oracle_trains_on_exactly_the_wild_records_labelled_clean(corpora, tmp_path):
-    wild, _ = corpora
+def test_the_oracle_trains_on_exactly_the_wild_records_labelled_clean(quality_corpora, tmp_path):
+    wild, _ = quality_corpora
     labels = json.loads((wild / "noise_labels.json").read_text())["labels"]
     oracle = load_corpus([str(rows_mod.oracle_corpus(wild, tmp_path))])
     assert sorted(r["id"] for r in oracle.records) == sorted(k for k, v in labels.items() if v["noise"] == "clean")
     assert 0 < len(oracle.records) < len(labels)
 
 
-def test_table_two_ablates_one_row_and_shares_what_an_ablation_does_not_change(corpora, tmp_path):
-    wild, labeled = corpora
+def test_table_two_ablates_one_row_and_shares_what_an_ablation_does_not_change(quality_corpora, tmp_path):
+    wild, labeled = quality_corpora
     rows = rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, "rho0-wild")
     assert [r.id for r in rows] == ["rho0-wild", "rho0-wild no-sft", "rho0-wild no-rl", "rho0-wild no-memory"]
     assert [r.table for r in rows] == [1, 2, 2, 2]
@@ -81,8 +66,8 @@ def test_table_two_ablates_one_row_and_shares_what_an_ablation_does_not_change(c
     assert cells.training_key(both, 0) is None              # nothing to train: the base model is evaluated
 
 
-def test_the_augmenting_strategy_is_a_row_on_request_and_adds_to_what_it_trains_on(corpora, tmp_path):
-    wild, labeled = corpora
+def test_the_augmenting_strategy_is_a_row_on_request_and_adds_to_what_it_trains_on(quality_corpora, tmp_path):
+    wild, labeled = quality_corpora
     rho0, augment = rows_mod.table_rows(("rho0-wild", "augment"), wild, labeled, [], tmp_path, None)
     assert augment.files == strategy_files(rows_mod.AUGMENT) and augment.corpus == rho0.corpus
     cells = Cells(tmp_path / "cache", Setting(tasks=5, profile="test", seeds=(0,)), ProcessExecutor())
@@ -93,8 +78,8 @@ def test_the_augmenting_strategy_is_a_row_on_request_and_adds_to_what_it_trains_
         rows_mod.table_rows(("augmented",), wild, labeled, [], tmp_path, None)
 
 
-def test_a_runs_row_is_its_recorded_final_commit_with_its_ablations(corpora, tmp_path):
-    wild, labeled = corpora
+def test_a_runs_row_is_its_recorded_final_commit_with_its_ablations(quality_corpora, tmp_path):
+    wild, labeled = quality_corpora
     run = tmp_path / "run-x"
     ws = Workspace.create(run / "strategy", rows_mod.SEED_STRATEGY, params={"lambda": 0.3})
     code = (rows_mod.SEED_STRATEGY / "strategy.py").read_text() + "\n# epoch 1's change\n"
@@ -111,8 +96,8 @@ def test_a_runs_row_is_its_recorded_final_commit_with_its_ablations(corpora, tmp
     assert row.files["strategy.py"] != strategy_files(rows_mod.SEED_STRATEGY)["strategy.py"]
 
 
-def test_what_a_user_gets_wrong_is_one_sentence_before_any_training(corpora, tmp_path, capsys):
-    wild, labeled = corpora
+def test_what_a_user_gets_wrong_is_one_sentence_before_any_training(quality_corpora, tmp_path, capsys):
+    wild, labeled = quality_corpora
     with pytest.raises(UserError, match="no such row"):
         rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, "agentrefine")
     unfinished = tmp_path / "unfinished"
@@ -123,19 +108,19 @@ def test_what_a_user_gets_wrong_is_one_sentence_before_any_training(corpora, tmp
         rows_mod.run_row(unfinished, wild / "corpus.jsonl")
     with pytest.raises(UserError, match="noise labels"):
         rows_mod.oracle_corpus(labeled, tmp_path)
-    assert bench(corpora, tmp_path / "c", "--spread", "--seeds", "1") == 2
-    assert bench(corpora, tmp_path / "c", "--budget", "sft_max_steps") == 2
+    assert bench_quality(quality_corpora, tmp_path / "c", "--spread", "--seeds", "1") == 2
+    assert bench_quality(quality_corpora, tmp_path / "c", "--budget", "sft_max_steps") == 2
     assert not (tmp_path / "c").exists()
     assert "error:" in capsys.readouterr().err
 
 
-def test_a_second_invocation_does_not_compute_in_a_cache_another_is_filling(corpora, tmp_path, capsys):
+def test_a_second_invocation_does_not_compute_in_a_cache_another_is_filling(quality_corpora, tmp_path, capsys):
     import fcntl
 
     cache = tmp_path / "busy"
     cache.mkdir()
     with open(cache / ".lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        assert bench(corpora, cache, "--rows", "rho0-wild", "--seeds", "1") == 2
+        assert bench_quality(quality_corpora, cache, "--rows", "rho0-wild", "--seeds", "1") == 2
     assert "another `bench quality` is computing" in capsys.readouterr().err
     assert not (cache / "trainings").exists()

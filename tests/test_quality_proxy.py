@@ -5,31 +5,16 @@ import json
 import shutil
 
 import pytest
+from conftest import bench_quality
 
-from benchmarks.bfcl import corpus_builder
 from benchmarks.quality import proxy
 from benchmarks.quality import rows as rows_mod
 from benchmarks.quality.cells import Cells, Setting
-from evolver.cli import main
 from evolver.config import RunConfig
 from evolver.files import atomic_json, read_json
 from sandbox.corpus import corpus_sha256
 from sandbox.process_executor import ProcessExecutor
 from sandbox.workspace import Workspace
-
-
-@pytest.fixture(scope="module")
-def corpora(tmp_path_factory):
-    root = tmp_path_factory.mktemp("corpora")
-    corpus_builder.write(root / "wild", "bfcl-single", "wild", 0, limit=40)
-    corpus_builder.write(root / "labeled", "bfcl-single", "labeled", 0, limit=40)
-    return root / "wild", root / "labeled"
-
-
-def bench(corpora, cache, *extra):
-    wild, labeled = corpora
-    return main(["bench", "quality", "--wild", str(wild), "--labeled", str(labeled), "--tasks", "5",
-                 "--profile", "test", "--sandbox", "process", "--cache", str(cache), "--quiet", *extra])
 
 
 def test_the_benchmarks_proxy_is_the_one_the_loop_ranks_candidates_by():
@@ -52,11 +37,11 @@ def test_agreement_counts_pairs_and_ranks_and_says_when_a_correlation_cannot_be_
     assert proxy.agreement({"a": 1, "b": 1, "c": 1}, full)["spearman"] is None   # a constant proxy ranks nothing
 
 
-def test_the_proxy_column_scores_each_row_once_and_answers_again_from_its_cache(corpora, tmp_path, monkeypatch, capsys):
+def test_the_proxy_column_scores_each_row_once_and_answers_again_from_its_cache(quality_corpora, tmp_path, monkeypatch, capsys):
     cache = tmp_path / "cache"
-    assert bench(corpora, cache, "--rows", "rho0-wild", "--seeds", "1", "--proxy", "0") == 2
+    assert bench_quality(quality_corpora, cache, "--rows", "rho0-wild", "--seeds", "1", "--proxy", "0") == 2
     assert "--proxy '0': give the proxy's units as whole numbers of 1 or more" in capsys.readouterr().err
-    assert bench(corpora, cache, "--rows", "rho0-wild,rho0-labeled,oracle", "--seeds", "1", "--proxy", "1") == 0
+    assert bench_quality(quality_corpora, cache, "--rows", "rho0-wild,rho0-labeled,oracle", "--seeds", "1", "--proxy", "1") == 0
     printed = capsys.readouterr().out
     doc = json.loads((cache / "report-test" / "quality.json").read_text())["proxy"]
     assert set(doc["rows"]) == {"rho0-wild", "rho0-labeled", "oracle"}
@@ -77,9 +62,9 @@ def test_the_proxy_column_scores_each_row_once_and_answers_again_from_its_cache(
 
     monkeypatch.setattr("trainer.train.train", no_work)
     monkeypatch.setattr("benchmarks.evaluate.evaluate_to_dir", no_work)
-    assert bench(corpora, cache, "--rows", "rho0-wild,rho0-labeled,oracle", "--seeds", "1", "--proxy", "1") == 0
+    assert bench_quality(quality_corpora, cache, "--rows", "rho0-wild,rho0-labeled,oracle", "--seeds", "1", "--proxy", "1") == 0
     assert json.loads((cache / "report-test" / "quality.json").read_text())["proxy"] == doc
-    assert bench(corpora, cache, "--rows", "rho0-wild,rho0-labeled,oracle", "--seeds", "1", "--proxy", "1,2",
+    assert bench_quality(quality_corpora, cache, "--rows", "rho0-wild,rho0-labeled,oracle", "--seeds", "1", "--proxy", "1,2",
                  "--report-only") == 0   # a proxy not computed yet is reported as such, not computed
     again = json.loads((cache / "report-test" / "quality.json").read_text())["proxy"]
     assert again["rows"]["oracle"]["proxy"]["2"]["P"] is None and again["agreement"]["2"]["P"]["n"] == 0
@@ -101,19 +86,19 @@ def _run(tmp_path, wild, decisions, final):
     return run, ws, commits
 
 
-def test_a_runs_other_candidates_are_rows_beside_its_final_strategy(corpora, tmp_path, capsys):
-    wild, labeled = corpora
+def test_a_runs_other_candidates_are_rows_beside_its_final_strategy(quality_corpora, tmp_path, capsys):
+    wild, labeled = quality_corpora
     run, ws, commits = _run(tmp_path, wild, [(1, False), (2, True)], final=2)
     rows = rows_mod.table_rows(("runs",), wild, labeled, [run], tmp_path, None, run_epochs=True)
     assert [r.id for r in rows] == ["run:run-x", "run:run-x@1"]
     assert rows[1].label == "run run-x epoch 1 (rolled back)" and rows[1].files == ws.files(commits[1])
     assert [r.id for r in rows_mod.table_rows(("runs",), wild, labeled, [run], tmp_path, None)] == ["run:run-x"]
-    assert bench(corpora, tmp_path / "c", "--rows", "rho0-wild", "--run-epochs") == 2
+    assert bench_quality(quality_corpora, tmp_path / "c", "--rows", "rho0-wild", "--run-epochs") == 2
     assert "--run-epochs names the candidates of the runs given with --run" in capsys.readouterr().err
 
 
-def test_a_runs_training_with_the_same_data_recipe_and_seed_is_reused_not_trained_again(corpora, tmp_path, monkeypatch):
-    wild, labeled = corpora
+def test_a_runs_training_with_the_same_data_recipe_and_seed_is_reused_not_trained_again(quality_corpora, tmp_path, monkeypatch):
+    wild, labeled = quality_corpora
     [row] = rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, None)
     setting = Setting(tasks=5, profile="test", seeds=(0,))
     first = Cells(tmp_path / "a", setting, ProcessExecutor())

@@ -143,6 +143,8 @@ class Cells:
 
     def curation(self, row: Row) -> Path:
         """The row's curated artifacts (manifest.json, sft/rl/memory.jsonl), executed once."""
+        if row.id in self._artifacts:
+            return self._artifacts[row.id]
         corpus = load_corpus([str(row.corpus)])
         key = _key({"strategy": sha256_files(row.files), "corpus": corpus.sha256, "seed": self.setting.curation_seed,
                     "runtime": self._runtime})
@@ -151,14 +153,14 @@ class Cells:
             shutil.rmtree(out, ignore_errors=True)   # execute() writes whole or nothing; a stale dir is no output
             execute(row.files, corpus, out, seed=self.setting.curation_seed, executor=self.executor,
                     limits=Limits(timeout_s=self.setting.curation_timeout_s))
+        self._artifacts[row.id] = out
         return out
 
     # ------------------------------------------------------------------ keys
 
     def inputs(self, row: Row) -> dict:
         """What the row trains on and retrieves from: artifact paths and hashes (None: not used)."""
-        art = self._artifacts.get(row.id) or self.curation(row)
-        self._artifacts[row.id] = art
+        art = self.curation(row)
         hashes = {name[:-len(".jsonl")]: a["sha256"] for name, a in read_json(art / "manifest.json")["artifacts"].items()
                   if name.endswith(".jsonl")}
         used = {}

@@ -44,7 +44,7 @@ def proxy_score(cells, row, units: int, seed: int = 0, compute: bool = True) -> 
     if not (out / "proxy.json").is_file() and not compute:
         return {"P": None, "C": c, "J": None, "tasks": n_tasks, "sft_steps": steps, "why": "not computed yet"}
     if not (out / "proxy.json").is_file():
-        def compute(tmp: Path) -> None:
+        def make(tmp: Path) -> None:
             from benchmarks.evaluate import evaluate_to_dir
             from trainer.train import train
 
@@ -58,7 +58,7 @@ def proxy_score(cells, row, units: int, seed: int = 0, compute: bool = True) -> 
             atomic_json(tmp / "proxy.json", {"key": key, "P": doc["P"], "solved": solved, "tasks": len(doc["tasks"]),
                                              "sft_steps": steps, "seed": seed})
 
-        _whole(out, compute)
+        _whole(out, make)
     doc = read_json(out / "proxy.json")
     return {"P": doc["P"], "C": c, "J": doc["P"] - LAMBDA * c, "tasks": doc["tasks"], "sft_steps": steps}
 
@@ -75,11 +75,13 @@ def agreement(proxy: dict[str, float], full: dict[str, float]) -> dict:
         s = (a[i] - a[j]) * (b[i] - b[j])
         pairs["concordant" if s > 0 else "discordant" if s < 0 else "tied"] += 1
     varied = len(ids) >= 3 and len(set(a)) > 1 and len(set(b)) > 1
-    best = lambda scores: sorted(ids, key=lambda i: (-scores[i], i))[0] if ids else None   # noqa: E731
+    def best(scores: list[float]) -> str | None:
+        return min(ids, key=lambda i: (-scores[ids.index(i)], i)) if ids else None
+
     return {"rows": ids, "n": len(ids), "pairs": pairs,
             "spearman": float(spearmanr(a, b).statistic) if varied else None,
             "kendall": float(kendalltau(a, b).statistic) if varied else None,
-            "best_proxy": best(dict(zip(ids, a))), "best_full": best(dict(zip(ids, b)))}
+            "best_proxy": best(a), "best_full": best(b)}
 
 
 def report(cells, rows, units: list[int], results: dict[str, list[dict]], compute: bool = True) -> dict:
@@ -90,10 +92,9 @@ def report(cells, rows, units: list[int], results: dict[str, list[dict]], comput
         if row.ablations or not results.get(row.id) or cells.curation(row) in seen:
             continue
         seen.add(cells.curation(row))
-        p = fmean(c["P"] for c in results[row.id])
-        c = float(read_json(cells.curation(row) / "manifest.json")["C"])
-        scored[row.id] = {"full": {"P": p, "C": c, "J": p - LAMBDA * c},
-                          "proxy": {str(u): proxy_score(cells, row, u, compute=compute) for u in units}}
+        proxies = {str(u): proxy_score(cells, row, u, compute=compute) for u in units}
+        p, c = fmean(cell["P"] for cell in results[row.id]), proxies[str(units[0])]["C"]
+        scored[row.id] = {"full": {"P": p, "C": c, "J": p - LAMBDA * c}, "proxy": proxies}
     out = {"definition": f"SFT only, {SFT_STEPS_PER_UNIT} steps and {TASKS_PER_UNIT} dev tasks per unit, seed 0; "
                          f"J = P − {LAMBDA}·C", "rows": scored, "agreement": {}}
     for u in units:
@@ -110,7 +111,9 @@ def markdown(doc: dict, labels: dict[str, str]) -> str:
     lines = [f"**Proxy vs full recipe** (proxy: {doc['definition']}; full: the table's mean P over its seeds)", "",
              "| row | full P | full J | " + " | ".join(f"proxy P ({u}u) | proxy J ({u}u)" for u in units) + " |",
              "|" + "---|" * (3 + 2 * len(units))]
-    fmt = lambda x: "n/a" if x is None else f"{x:.3f}"   # noqa: E731
+    def fmt(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.3f}"
+
     for rid, s in doc["rows"].items():
         cols = " | ".join(f"{fmt(s['proxy'][u]['P'])} | {fmt(s['proxy'][u]['J'])}" for u in units)
         lines.append(f"| {labels.get(rid, rid)} | {fmt(s['full']['P'])} | {fmt(s['full']['J'])} | {cols} |")
