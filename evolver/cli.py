@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from evolver.errors import RunFailed, UserError, printable
-from evolver.files import atomic_write
+from evolver.files import atomic_write, read_json
 from evolver import report, run_cli
 from sandbox import image as sandbox_image
 from benchmarks import corpus_cli
@@ -103,6 +103,7 @@ def cmd_replay(args) -> int:
         llm = run_cli.replay_llm(args.dir)   # ctx.llm answered from the run's records only
     elif args.retrain or args.reeval:
         raise UserError("--retrain and --reeval replay a run's epoch: give --epoch E")
+    _say_environment(args.dir if args.epoch is not None else source)
     report = replay(source, args.out, executor=make_executor(args.sandbox), corpus_paths=args.corpus, llm=llm)
     print(report.summary())
     for name, diff in report.differences.items():
@@ -113,6 +114,20 @@ def cmd_replay(args) -> int:
     if args.epoch is not None and (args.retrain or args.reeval):
         same &= run_cli.replay_training(args.dir, args.epoch, retrain=args.retrain, reeval=args.reeval)
     return 0 if same else 1
+
+
+def _say_environment(folder: Path) -> None:
+    """A note on stderr when this environment is not the one the run or output was made in."""
+    from sandbox.environment_lock import compare_environment
+
+    folder = Path(folder)
+    for name in ("environment.json", "execution.json"):
+        if (folder / name).is_file():
+            doc = read_json(folder / name)
+            recorded = doc.get("environment") if name == "execution.json" else doc
+            for note in compare_environment(recorded):
+                print(f"curateevo: note: {note}; bytes that differ may come from it", file=sys.stderr)
+            return
 
 
 def _workspace(path: Path):

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from evolver.errors import UserError, printable
 from evolver.files import atomic_json, is_empty_or_missing, read_json, sha256_path, writable_parent  # sha256_path: importable from here too
+from sandbox import environment_lock
 
 _HELD: dict[str, int] = {}       # run root → fd holding its lock in this process
 _WARNED: set[tuple[str, int]] = set()
@@ -120,6 +121,7 @@ class RunStore:
         root.mkdir(parents=True, exist_ok=True)
         lock_run(root)
         atomic_json(root / "run.json", config)
+        atomic_json(root / "environment.json", environment_lock.environment_record())   # replay compares with it
         return cls(root)
 
     @classmethod

@@ -25,7 +25,7 @@ from typing import Callable, Mapping, Sequence
 
 from evolver.errors import RunFailed, UserError, printable
 from evolver.files import atomic_json, is_empty_or_missing, writable_parent, json_text, read_json, sha256_bytes, sha256_files
-from sandbox import checker
+from sandbox import checker, environment_lock
 from sandbox.corpus import Corpus, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
 from sandbox.leakage import check_record
@@ -167,6 +167,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             "started_at": started.isoformat(timespec="seconds"),
             "host": platform.node(),
             "python": platform.python_version(),
+            "environment": environment_lock.environment_record(),   # the lock's hash; replay says when it differs
             "corpus_paths": [str(Path(p).resolve()) for p in corpus.paths],
             "limits": limits.to_json(),
             "env": env_summary, "llm": channel and channel.usage(),

