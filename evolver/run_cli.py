@@ -106,11 +106,17 @@ def cmd_run(args) -> int:
         say(f"benchmark: {benchmark} (chosen from the corpus: " + (
             "it has no environment, so P is step_accuracy on its held-out tenth, which the strategy never sees)"
             if benchmark == "replay" else "every record names this environment; --benchmark chooses another)"))
+    cfg = run_config(store)
     if options["margin"] is None:
         from evolver.config import default_margin_of
 
-        cfg = run_config(store)
         say("acceptance: " + default_margin_of(options, cfg.base, cfg.benchmark)[1])
+    if cfg.benchmark != "replay":   # the instrument's calibration of this setting (bench quality --calibrate)
+        from benchmarks.quality.calibration import run_note
+        from benchmarks.quality.cli import CACHE
+
+        say(run_note(CACHE, benchmark=cfg.benchmark, profile=cfg.profile, base=cfg.base, tasks=cfg.tasks,
+                     seeds=len(cfg.seeds), margin=cfg.margin if cfg.acceptance_rule == "margin" else None))
     print(f"run directory: {store.root}")
     return run_and_report(store)
 

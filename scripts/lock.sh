@@ -24,6 +24,7 @@ pip uninstall -y curateevo
 "$PY" -m sandbox.environment_lock write --python "$tmp/venv/bin/python"
 
 bash scripts/setup.sh
-.venv/bin/python -m sandbox.image lock
-.venv/bin/python -m pytest -q -p no:cacheprovider tests/test_environment_lock.py tests/test_image.py -k "lock"
+VENV=${CURATEEVO_VENV:-.venv}
+"$VENV/bin/python" -m sandbox.image lock
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/test_environment_lock.py tests/test_image.py -k "lock"
 echo "curateevo lock: done; review and commit requirements.lock and sandbox/image/requirements.lock" >&2

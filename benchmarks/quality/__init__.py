@@ -4,6 +4,10 @@ beyond noise? Rows and cells (rows.py, cells.py), statistics (stats.py), report 
 TABLE1 = ("rho0-wild", "agentrefine", "runs", "oracle", "rho0-labeled")
 """Table 1's rows, in order (`runs`: the final strategy of each given run)."""
 
-ROWS = (*TABLE1, "augment")
+ROWS = (*TABLE1, "augment", "noisy", "poisoned")
 """Every row name `--rows` accepts: Table 1's, and the augmenting reference strategy (issue 12),
-which is no row of the paper's table and so not in the default."""
+which is no row of the paper's table and so not in the default; the calibration's rows: ρ0 on the
+records labelled noisy and on a deliberately corrupted copy (benchmarks/quality/calibration.py)."""
+
+CALIBRATION = ("rho0-wild", "oracle", "poisoned", "augment", "noisy")
+"""The rows `bench quality --calibrate` trains: rows that must differ if the instrument sees data."""

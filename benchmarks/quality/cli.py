@@ -17,7 +17,7 @@ from pathlib import Path
 from evolver.errors import UserError
 from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits, make_executor
 
-from benchmarks.quality import ROWS, TABLE1
+from benchmarks.quality import CALIBRATION, ROWS, TABLE1
 
 CACHE = PROJECT_ROOT / "runs" / "bench-quality"
 
@@ -68,7 +68,7 @@ def setting_of(args):
         raise UserError("--seeds and --tasks must be at least 1")
     if args.spread and args.seeds < 2:
         raise UserError("--spread compares training seeds: give --seeds 2 or more")
-    split = args.split or ("dev" if args.spread else "test")
+    split = args.split or ("dev" if args.spread or args.calibrate else "test")
     tasks = args.tasks if args.tasks is not None else (60 if split == "dev" else 120)
     return Setting(benchmark=args.benchmark, split=split, tasks=tasks, profile=args.profile, base=args.base,
                    seeds=tuple(range(args.seeds)), batch_size=args.batch_size, curation_timeout_s=args.timeout,
@@ -85,7 +85,10 @@ def cmd_bench_quality(args) -> int:
             print(text, file=sys.stderr, flush=True)
 
     setting = setting_of(args)
-    which = tuple(args.rows.split(",")) if args.rows else (("rho0-wild",) if args.spread else TABLE1)
+    if args.calibrate and args.rows:
+        raise UserError("--calibrate trains its own rows (" + ", ".join(CALIBRATION) + "); leave out --rows")
+    which = (CALIBRATION if args.calibrate else tuple(args.rows.split(",")) if args.rows
+             else (("rho0-wild",) if args.spread else TABLE1))
     if "runs" in which and not args.run:
         which = tuple(w for w in which if w != "runs")
     elif args.run and "runs" not in which:
@@ -136,6 +139,12 @@ def cmd_bench_quality(args) -> int:
         doc["spread"] = table.spread(doc)
     paths = table.write(doc, Path(out))
     print(table.markdown(doc))
+    if args.calibrate:
+        from benchmarks.quality import calibration
+
+        cal = calibration.summarize(doc, results)
+        print(calibration.markdown(cal))
+        print(f"calibration: {calibration.write(cal, Path(args.cache))}")
     if args.spread:
         print(table.spread_text(doc["spread"], doc))
     print(f"results: {paths['json']}, {paths['markdown']}, {paths['png']}")
@@ -172,6 +181,9 @@ def add_cli(sub) -> None:
     p.add_argument("--out", type=Path, help="where quality.json/.md/.png go (default CACHE/report-SPLIT)")
     p.add_argument("--spread", action="store_true", help="report the run-to-run spread of P between seeds "
                                                          "and the acceptance margin it implies (dev split)")
+    p.add_argument("--calibrate", action="store_true", help="train rows that must differ (ρ0 wild, clean, noisy, "
+                   "poisoned, augment) on dev and say whether this setting sees data and the smallest effect it "
+                   "resolves; cached per setting, read by `run`")
     p.add_argument("--run-epochs", action="store_true", help="also a row for every other candidate the --run runs "
                                                              "evaluated (accepted or rolled back)")
     p.add_argument("--proxy", metavar="UNITS", help="score every row with the loop's candidate proxy at these units "

@@ -41,18 +41,41 @@ def _corpus_file(folder: Path, what: str) -> Path:
 
 def oracle_corpus(wild_dir: Path, cache: Path) -> Path:
     """The wild records whose noise label is `clean` (a copy under the cache, by the wild hash)."""
+    return _labelled_subset(wild_dir, cache, "oracle", lambda noise: noise == "clean")
+
+
+def noisy_corpus(wild_dir: Path, cache: Path) -> Path:
+    """The wild records whose noise label is not `clean`: the oracle's complement."""
+    return _labelled_subset(wild_dir, cache, "noisy", lambda noise: noise != "clean")
+
+
+def poisoned_corpus(wild_dir: Path, cache: Path, seed: int = 0) -> Path:
+    """A deliberately corrupted copy of the wild corpus (benchmarks/quality/poison.py), cached by
+    the wild corpus's hash and the seed."""
+    from benchmarks.quality.poison import poison
+
+    wild = _corpus_file(wild_dir, "--wild")
+    out = Path(cache) / "corpora" / f"poisoned-{corpus_sha256([str(wild)])[:16]}-seed{seed}.jsonl"
+    if not out.is_file():
+        records, _ = poison(load_corpus([str(wild)]).records, seed)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_corpus(records, out)
+    return out
+
+
+def _labelled_subset(wild_dir: Path, cache: Path, name: str, keep) -> Path:
     wild = _corpus_file(wild_dir, "--wild")
     labels_path = Path(wild_dir) / "noise_labels.json"
     if not labels_path.is_file():
-        raise UserError(f"{labels_path}: no such file; the oracle row needs the wild corpus builder's noise labels")
-    out = Path(cache) / "corpora" / f"oracle-{corpus_sha256([str(wild)])[:16]}.jsonl"
+        raise UserError(f"{labels_path}: no such file; the {name} row needs the wild corpus builder's noise labels")
+    out = Path(cache) / "corpora" / f"{name}-{corpus_sha256([str(wild)])[:16]}.jsonl"
     if not out.is_file():
         labels = read_json(labels_path)["labels"]
-        clean = [r for r in load_corpus([str(wild)]).records if labels.get(r["id"], {}).get("noise") == "clean"]
-        if not clean:
-            raise UserError(f"{labels_path}: no record is labelled clean; the oracle has nothing to train on")
+        chosen = [r for r in load_corpus([str(wild)]).records if keep(labels.get(r["id"], {}).get("noise"))]
+        if not chosen:
+            raise UserError(f"{labels_path}: no record fits the {name} row; it has nothing to train on")
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_corpus(clean, out)
+        write_corpus(chosen, out)
     return out
 
 
@@ -144,6 +167,12 @@ def table_rows(which: tuple[str, ...], wild_dir: Path, labeled_dir: Path | None,
         elif name == "oracle":
             rows.append(Row("oracle", "oracle: ρ0 on the records labelled clean", _strategy(SEED_STRATEGY),
                             oracle_corpus(wild_dir, cache)))
+        elif name == "noisy":
+            rows.append(Row("noisy", "ρ0 on the records labelled noisy (the oracle's complement)",
+                            _strategy(SEED_STRATEGY), noisy_corpus(wild_dir, cache)))
+        elif name == "poisoned":
+            rows.append(Row("poisoned", "ρ0 on a deliberately corrupted copy (wrong tools, shuffled arguments, "
+                                        "wrong requests)", _strategy(SEED_STRATEGY), poisoned_corpus(wild_dir, cache)))
         elif name == "rho0-labeled":
             if labeled_dir is None:
                 raise UserError("the rho0-labeled row needs --labeled (a labeled corpus directory)")

@@ -1,0 +1,56 @@
+"""`bench quality --calibrate` on the `test` profile: the rows that must differ are trained and
+scored through the real code path, the paired differences, the minimal detectable difference and
+one verdict are written and cached, and `run` reads the calibration of its setting."""
+import json
+
+from conftest import bench_quality
+
+from benchmarks.quality import CALIBRATION, calibration
+from benchmarks.quality.poison import KINDS, poison
+from sandbox.corpus import load_corpus
+
+
+def test_the_poisoned_copy_corrupts_every_record_one_way_seeded(quality_corpora):
+    wild = load_corpus([str(quality_corpora[0] / "corpus.jsonl")]).records
+    copy, kinds = poison(wild, seed=0)
+    again, _ = poison(wild, seed=0)
+    assert copy == again and [r["id"] for r in copy] == [r["id"] for r in wild]
+    assert set(kinds.values()) <= set(KINDS) and len(set(kinds.values())) == 3
+    changed = sum(a != b for a, b in zip(copy, wild))
+    assert changed >= len(wild) - 1          # a lone record of its kind may have nothing to swap with
+    for before, after in zip(wild, copy):
+        kind = kinds[before["id"]]
+        calls = lambda r: [c["function"] for m in r["messages"] for c in m.get("tool_calls") or []]
+        if kind == "wrong_tool":
+            assert [c["name"] for c in calls(after)] != [c["name"] for c in calls(before)]
+        elif kind == "shuffled_arguments":
+            assert [c["name"] for c in calls(after)] == [c["name"] for c in calls(before)]
+        else:
+            user = lambda r: next(m["content"] for m in r["messages"] if m["role"] == "user")
+            assert user(after) != user(before) and calls(after) == calls(before)
+    assert poison(wild, seed=1)[0] != copy
+
+
+def test_calibration_trains_the_rows_that_must_differ_and_says_what_it_resolves(quality_corpora, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    assert bench_quality(quality_corpora, cache, "--calibrate", "--seeds", "1") == 0
+    printed = capsys.readouterr().out
+    doc = json.loads((cache / "report-dev" / "quality.json").read_text())
+    assert [r["id"] for r in doc["rows"]] == list(CALIBRATION) and doc["setting"]["split"] == "dev"
+    (path,) = (cache / "calibrations").iterdir()
+    cal = json.loads(path.read_text())
+    assert [(p["a"], p["b"]) for p in cal["pairs"]] == [(a, b) for a, b, _ in calibration.PAIRS]
+    for p in cal["pairs"]:
+        assert p["low"] <= p["value"] <= p["high"] and p["resolved"] == (p["low"] > 0 or p["high"] < 0)
+    assert cal["sees_poison"] is (cal["pairs"][0]["low"] > 0)
+    assert cal["minimal_detectable_difference"]["value"] > 0.5     # 5 tasks × 1 seed resolve nothing small
+    assert cal["verdict"].startswith("calibration of test / ") and "clean from poisoned data" in cal["verdict"]
+    assert cal["verdict"] in printed and "| clean vs poisoned (must differ) (oracle − poisoned) |" in printed
+
+    note = calibration.run_note(cache, benchmark="bfcl-single", profile="test", base="tiny-random", tasks=60,
+                                seeds=1, margin=0.0)
+    assert note.startswith("instrument (") and "above the acceptance margin 0" in note
+    assert "at least the" in calibration.run_note(cache, benchmark="bfcl-single", profile="test", base="tiny-random",
+                                                  tasks=60, seeds=1, margin=1.0)
+    assert "no calibration of cpu-small" in calibration.run_note(cache, benchmark="bfcl-single", profile="cpu-small",
+                                                                 base="smollm2-135m", tasks=60, seeds=1, margin=0.0)
