@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -81,10 +82,11 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
                     memory: str | None = None, memory_k: int = 3, samples: int = 1, temperature: float = 0.0,
                     seed: int = 0, batch_size: int = 8, max_steps: int | None = None, episodes: bool = True,
                     steps: bool = True, step_limit: int | None = None, allow_test: bool = False,
-                    progress: bool = False, policy_options: dict | None = None) -> dict:
+                    progress: bool = False, policy_options: dict | None = None, gold: bool = False) -> dict:
     """Evaluate and write trajectories.jsonl, steps.jsonl and metrics.json into `out`; returns
     the metrics document. `policy` (any benchmarks.policies.Policy) or `policy_options` (the
-    keywords of `build_policy`) says what is evaluated."""
+    keywords of `build_policy`) says what is evaluated. `gold`: also the policy's log-likelihood of
+    the tasks' gold calls (benchmarks/gold_likelihood.py; a local transformers policy only)."""
     from benchmarks import memory as memory_mod
     from benchmarks import metrics as metrics_mod
     from benchmarks import replay_benchmark  # noqa: F401 -- registers "replay"
@@ -148,6 +150,14 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
                              batch_size=batch_size, samples=samples, temperature=temperature, seed=seed,
                              memory=index, step_limit=step_limit, progress_factory=progress_factory)
     summary = metrics_mod.summarize(result.trajectories, result.steps, result.timing)
+    gold_doc = None
+    if gold and getattr(policy, "model", None) is not None:
+        from benchmarks.gold_likelihood import gold_log_likelihood
+
+        started = time.perf_counter()
+        gold_doc = gold_log_likelihood(policy.model, policy.tokenizer, runner.step_items(bench, task_list),
+                                       {t.id: t.category for t in task_list}, policy.style, batch_size)
+        gold_doc["seconds"] = round(time.perf_counter() - started, 3)
     describe = policy.describe() if hasattr(policy, "describe") else {"backend": type(policy).__name__}
     stats = getattr(policy, "stats", None)
     doc = {
@@ -160,6 +170,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
         "P": summary["metrics"][metric],
         "metrics": summary["metrics"],
         "per_category": summary["per_category"],
+        **({"gold_log_likelihood": gold_doc} if gold_doc is not None else {}),
         "policy": describe,
         "chat_format": {"style": describe.get("chat_style", cf.DEFAULT_STYLE),
                         "template_sha256": hashlib.sha256(cf.CHAT_TEMPLATE.encode()).hexdigest()},

@@ -156,6 +156,15 @@ class RunConfig:
                 raise UserError(f"run config: {key} must be {expected}, not {shown[:80]}")
 
     @property
+    def curation_budget(self) -> dict:
+        """ctx.budget of the run's candidates: what the full recipe trains on (the profile with the
+        run's budget overrides and --max-length; trainer.recipe.curation_budget)."""
+        from trainer.recipe import curation_budget, get_profile
+
+        overrides = {**self.train_budget, **({"max_length": self.max_length} if self.max_length else {})}
+        return curation_budget(get_profile(self.profile).replace(**overrides))
+
+    @property
     def acceptance_rule(self) -> str:
         """The acceptance rule in force: `auto` is paired with several seeds, else margin."""
         if self.acceptance != "auto":

@@ -163,7 +163,7 @@ class Epochs:
             try:
                 manifest = execute(self.ws.files(sha), self.corpus, out, seed=self.cfg.seed, executor=self.executor,
                                    limits=Limits(timeout_s=self.cfg.curation_timeout_s), commit=sha,
-                                   n_ref=self.cfg.n_ref, llm=self.curation_llm).manifest
+                                   n_ref=self.cfg.n_ref, llm=self.curation_llm, budget=self.cfg.curation_budget).manifest
             except CurationFailed as exc:
                 return {"commit": sha, "failed": exc.reason}
         return {"commit": sha, "C": manifest["C"], "cost_train": manifest["cost_train"],
@@ -175,7 +175,8 @@ class Epochs:
         manifest = read_json(folder / "manifest.json")
         same = (manifest["strategy"]["commit"] == sha and manifest["corpus"]["sha256"] == self.cfg.corpus_sha256
                 and manifest["corpus"].get("holdout") == self.corpus.holdout
-                and manifest["seed"] == self.cfg.seed and manifest["runtime_sha256"] == runtime_sha256())
+                and manifest["seed"] == self.cfg.seed and manifest["runtime_sha256"] == runtime_sha256()
+                and manifest.get("budget") == self.cfg.curation_budget)
         return manifest if same else None
 
     def train(self, epoch: int, seed: int) -> dict:
@@ -205,6 +206,9 @@ class Epochs:
             verdict = self.rule.decide(candidate, None if best is None else
                                        Scores(best["P"], best["C"], best["J"], self._per_task(best["epoch"])), self.cfg.lam)
             decision = {"P": p, "C": curation["C"], "J": candidate.J, "accepted": verdict.accepted, "reason": verdict.reason}
+            gold = [s["gold_ll"] for s in scores if s.get("gold_ll") is not None]
+            if gold:   # the low-variance signal beside P (benchmarks/gold_likelihood.py); not part of J
+                decision["gold_ll"] = round(fmean(gold), 6)
         message = (f"epoch {epoch}: {'accepted' if decision['accepted'] else 'rejected'} — {decision['reason']}\n\n"
                    f"P = {decision['P']}, C = {decision.get('C')}, J = {decision['J']}")
         if epoch > 0:   # ρ0 is best from the workspace's creation
@@ -262,7 +266,8 @@ class Epochs:
         rejected = [k for d in self.decisions() if not d["accepted"] for k in d.get("edits", [])]
         brief = Brief(files={**parent, **inputs}, failed_points=failed_points, signals=signals, profile=profile,
                       lam=self.cfg.lam, rejected_edits=rejected, history=self.history(), corpus=self.corpus,
-                      seed=self.cfg.seed, score={k: best[k] for k in ("epoch", "P", "C", "J")})
+                      seed=self.cfg.seed, score={k: best[k] for k in ("epoch", "P", "C", "J")},
+                      budget=self.cfg.curation_budget)
         out, artifacts = self.dir(epoch, "evolve"), self.dir(epoch + 1, "artifacts")
         out.mkdir(parents=True)
         phases = [p for p in ("effectiveness", "efficiency") if f"no-{p}" not in self.cfg.ablations]

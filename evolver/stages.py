@@ -37,19 +37,21 @@ class DryRuns:
         self.count += 1
         out = self.folder / str(self.count)
         verdict, hashes = check_candidate(full, self.corpus, self.executor, self.parent, out, seed=self.cfg.seed,
-                                          n_ref=self.cfg.n_ref, timeout_s=self.cfg.curation_timeout_s, llm=self.llm)
+                                          n_ref=self.cfg.n_ref, timeout_s=self.cfg.curation_timeout_s, llm=self.llm,
+                                          budget=self.cfg.curation_budget)
         if verdict.ok:
             self.outputs[sha256_files(full)] = out
         return verdict
 
 
 def check_candidate(files: dict, corpus, executor, parent: dict, out: Path, *, seed: int, n_ref: float,
-                    timeout_s: float, llm=None) -> tuple[Verdict, dict | None]:
+                    timeout_s: float, llm=None, budget=None) -> tuple[Verdict, dict | None]:
     """Execute `files` on the whole corpus into `out`: the host checker must accept the output
     (else `failed`), and the artifacts must differ from the parent's `parent` hashes (else
     `empty`). Returns the verdict and the artifact hashes."""
     try:
-        execute(files, corpus, out, seed=seed, executor=executor, limits=Limits(timeout_s=timeout_s), n_ref=n_ref, llm=llm)
+        execute(files, corpus, out, seed=seed, executor=executor, limits=Limits(timeout_s=timeout_s), n_ref=n_ref, llm=llm,
+                budget=budget)
     except CurationFailed as exc:
         return Verdict(False, "failed", f"the dry run on the whole corpus failed the host's check: {exc.reason}"), None
     hashes = _artifact_hashes(out)
@@ -110,8 +112,11 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
                           corpus=list(cfg.corpus) if cfg.benchmark == "replay" else None, **sampling,
                           memory=str(memory) if use_memory else None, seed=seed,
                           policy_options={"base": cfg.base, "adapter": adapter}, progress=True,
-                          batch_size=cfg.batch_size)
-    return {"P": doc["P"], "metrics": doc["metrics"]}
+                          batch_size=cfg.batch_size, gold=samples == 1)
+    gold = doc.get("gold_log_likelihood")   # beside P, never in a strategy's inputs
+    return {"P": doc["P"], "metrics": doc["metrics"],
+            **({"gold_ll": gold["mean"], "gold_ll_per_category": {c: v["mean"] for c, v in gold["per_category"].items()}}
+               if gold else {})}
 
 
 def _count(path: Path) -> int:

@@ -34,8 +34,12 @@ def epoch_rows(store: RunStore) -> list[dict]:
         result = stage["result"]
         if stage["stage"] == "curate":
             row.update(cost_train=result.get("cost_train"), scale=result.get("counts"), failed=result.get("failed"))
+        elif stage["stage"].startswith("train-s"):   # how much of the curated SFT set the recipe trained
+            seen = ((result.get("summary") or {}).get("sft") or {}).get("epochs_seen")
+            if seen is not None:
+                row.setdefault("sft_epochs_seen", []).append(seen)
         elif stage["stage"] == "decide":
-            row.update({k: result.get(k) for k in ("P", "C", "J", "accepted", "reason", "commit")})
+            row.update({k: result.get(k) for k in ("P", "C", "J", "accepted", "reason", "commit", "gold_ll")})
         if stage["seconds"] is not None:
             row["seconds"][stage["stage"]] = stage["seconds"]
         row["tokens"] += stage["tokens"]
@@ -57,7 +61,8 @@ def failed_stages(store: RunStore) -> list[dict]:
 
 def format_log(store: RunStore) -> str:
     llm = bool(store.config.get("llm"))
-    head = f"{'epoch':>5} {'P':>7} {'C':>7} {'J':>8} {'Cost_train':>10} {'SFT/RL/mem':>14} {'decision':<9} {'time':>7}"
+    head = (f"{'epoch':>5} {'P':>7} {'gold LL':>8} {'C':>7} {'J':>8} {'Cost_train':>10} {'SFT/RL/mem':>14} {'SFT seen':>8} "
+            f"{'decision':<9} {'time':>7}")
     head += f" {'LLM tokens':>10} {'USD':>8}" if llm else ""
     lines = [head, "-" * len(head)]
     for r in epoch_rows(store):
@@ -65,8 +70,10 @@ def format_log(store: RunStore) -> str:
         scale = r.get("scale") or {}
         counts = "/".join(str(scale.get(k, "—")) for k in ("sft.jsonl", "rl.jsonl", "memory.jsonl"))
         decision = "—" if r.get("accepted") is None else ("accepted" if r["accepted"] else "rejected")
-        line = (f"{r['epoch']:>5} {f(r.get('P'), 7, 4)} {f(r.get('C'), 7, 4)} {f(r.get('J'), 8, 4)} "
-                f"{r.get('cost_train') if r.get('cost_train') is not None else '—':>10} {counts:>14} {decision:<9} "
+        seen = r.get("sft_epochs_seen")   # passes over the curated SFT set (mean over seeds); < 1: some never trained
+        seen = f"{sum(seen) / len(seen):>7.2f}×" if seen else f"{'—':>8}"
+        line = (f"{r['epoch']:>5} {f(r.get('P'), 7, 4)} {f(r.get('gold_ll'), 8, 3)} {f(r.get('C'), 7, 4)} {f(r.get('J'), 8, 4)} "
+                f"{r.get('cost_train') if r.get('cost_train') is not None else '—':>10} {counts:>14} {seen} {decision:<9} "
                 f"{sum(r['seconds'].values()):>6.0f}s")
         lines.append(line + (f" {r['tokens']:>10} {r['usd']:>8.4f}" if llm else ""))
     return "\n".join(lines)

@@ -90,12 +90,13 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             executor: Executor | None = None, limits: Limits = Limits(), hash_seed: int | None = 0,
             commit: str | None = None, n_ref: float = checker.N_REF,
             llm: Callable[[dict], Mapping] | None = None, llm_budget: LLMBudget = LLMBudget(),
-            env_calls: int = 200_000) -> CurationResult:
+            env_calls: int = 200_000, budget: Mapping | None = None) -> CurationResult:
     """Run the strategy on the corpus in the executor and write its checked artifacts to `out_dir`.
 
     The corpus's train-split BFCL scenarios are mounted for ctx.env; with `llm` (request →
     {"text", "prompt_tokens", "completion_tokens"}: the run's LLM layer) ctx.llm asks it over a
-    channel the host serves, within `llm_budget`; ctx.env may execute `env_calls` calls.
+    channel the host serves, within `llm_budget`; ctx.env may execute `env_calls` calls; `budget`
+    is ctx.budget (trainer.recipe.curation_budget), recorded in the manifest so replay passes it again.
 
     Raises CurationFailed when the candidate fails or its output breaks the contract; then
     `out_dir` is not created.
@@ -118,7 +119,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         job = CurationJob(strategy_dir=job_root / "strategy", corpus_path=job_root / "corpus.jsonl",
                           out_dir=job_root / "out", seed=seed, hash_seed=hash_seed,
                           env_dir=job_root / "env" if env_files else None, llm_socket=channel and channel.socket,
-                          env_calls=env_calls)
+                          env_calls=env_calls, budget=dict(budget) if budget is not None else None)
         for rel, data in strategy_files.items():
             target = job.strategy_dir / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -157,6 +158,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             "cost_train": prof["cost_train"],
             "C": prof["C"],
             "n_ref": n_ref,
+            **({"budget": dict(budget)} if budget is not None else {}),   # ctx.budget, given again on replay
         }
         _write_json(stage / "manifest.json", manifest)
         snapshot = stage / "strategy"

@@ -86,8 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="dry-run-") as tmp:
+        budget = args.strategy / "context" / "budget.json"   # ctx.budget, as the loop's dry run gives it
+        extra = ["--budget", budget.read_text()] if budget.is_file() else []
         run = subprocess.run([sys.executable, "-m", "sandbox.runtime", "--strategy", str(args.strategy.resolve()),
-                              "--corpus", str(args.corpus.resolve()), "--out", tmp, "--seed", str(args.seed)],
+                              "--corpus", str(args.corpus.resolve()), "--out", tmp, "--seed", str(args.seed), *extra],
                              capture_output=True, text=True)
         if run.returncode != 0:
             print(f"DRY RUN FAILED: the strategy raised (exit {run.returncode})\n{run.stderr[-4000:]}")

@@ -9,6 +9,8 @@ plus one line there.
 """
 from __future__ import annotations
 
+import json
+
 import importlib
 import os
 import sys
@@ -49,11 +51,14 @@ class CurationJob:
     env_dir: Path | None = None      # ctx.env's train-split scenario folder (read-only), if any
     llm_socket: Path | None = None   # ctx.llm's channel, a unix socket the host serves, if any
     env_calls: int = 200_000         # ctx.env's call budget
+    budget: dict | None = None       # ctx.budget: what the recipe will train on (trainer.recipe.curation_budget)
 
     def runtime_args(self, strategy: str, corpus: str, out: str, env: str | None = None,
                      llm: str | None = None) -> list[str]:
         """Arguments of `python -m sandbox.runtime`, with paths as the candidate sees them."""
         extra = (["--env", env, "--env-calls", str(self.env_calls)] if env else []) + (["--llm", llm] if llm else [])
+        if self.budget is not None:
+            extra += ["--budget", json.dumps(self.budget, sort_keys=True, separators=(",", ":"))]
         return ["-m", "sandbox.runtime", "--strategy", strategy, "--corpus", corpus,
                 "--out", out, "--seed", str(self.seed), *extra]
 

@@ -92,7 +92,8 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
         out_dir = Path(tempfile.mkdtemp(prefix="curateevo-replay-")) / "out"
     execute(files, corpus, Path(out_dir), seed=manifest["seed"], executor=executor,
             hash_seed=manifest["hash_seed"], commit=manifest["strategy"]["commit"], n_ref=manifest["n_ref"],
-            llm=llm if manifest.get("llm_record_sha256") else None)   # as the recorded execution was served
+            llm=llm if manifest.get("llm_record_sha256") else None,   # as the recorded execution was served
+            budget=manifest.get("budget"))
     differences = {}
     for name in COMPARED:
         diff = first_difference((src / name).read_bytes(), (Path(out_dir) / name).read_bytes())

@@ -34,12 +34,16 @@ def _inputs(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
 class Context:
     """What a strategy gets besides the raw corpus (DESIGN: the strategy module contract)."""
 
-    def __init__(self, inputs: Mapping[str, Any], seed: int, toolkit: Any, env: Any = None, llm: Any = None):
+    def __init__(self, inputs: Mapping[str, Any], seed: int, toolkit: Any, env: Any = None, llm: Any = None,
+                 budget: Mapping[str, Any] | None = None):
         self.inputs = _inputs(inputs)   # by stem or by file name
         self.seed = seed
         self.toolkit = toolkit
         self.env = env   # sandbox.simenv.environment.Environment over the train-split scenarios, or None
         self.llm = llm   # sandbox.llm_client.LLMClient to the host's LLM, or None when the run has none
+        # what the recipe will train on (trainer.recipe.curation_budget: sft_examples, max_length, …),
+        # or None when the curation is not for a training (plain `curate` without --profile)
+        self.budget = MappingProxyType(dict(budget)) if budget is not None else None
 
     def rng(self, name: str) -> random.Random:
         """An independent generator per name: a new draw under one name never shifts another."""
@@ -117,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", type=Path, help="ctx.env: the scenario folder the host mounted")
     parser.add_argument("--env-calls", type=int, default=200_000, help="ctx.env's call budget")
     parser.add_argument("--llm", type=Path, help="ctx.llm: the host's LLM channel (a unix socket)")
+    parser.add_argument("--budget", help="ctx.budget: what the recipe will train on, as JSON")
     args = parser.parse_args(argv)
     try:
         from curation_strategies import toolkit
@@ -126,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         raw = read_corpus(args.corpus)
         env = Environment(args.env, args.env_calls) if args.env else None
         llm = LLMClient(args.llm) if args.llm else None
-        ctx = Context(read_inputs(args.strategy), args.seed, toolkit, env, llm)
+        budget = json.loads(args.budget) if args.budget else None
+        ctx = Context(read_inputs(args.strategy), args.seed, toolkit, env, llm, budget)
         curated = load_strategy(args.strategy).curate(raw, ctx)
         write_records(args.out, curated)
     except BaseException as exc:  # the strategy's failure, whatever it is, is reported, not raised

@@ -109,7 +109,7 @@ def test_a_candidate_is_curated_once_on_the_inputs_it_is_committed_and_replayed_
     assert json.loads((artifacts / "manifest.json").read_text())["strategy"]["commit"] == sha
     # executing the committed candidate again, and replaying the epoch, give the same bytes
     again = execute(ep.ws.files(sha), load_corpus([str(SAMPLE_CORPUS)]), tmp_path / "again", seed=0,
-                    executor=ep.executor, commit=sha)
+                    executor=ep.executor, commit=sha, budget=ep.cfg.curation_budget)
     for name in ("sft.jsonl", "rl.jsonl", "memory.jsonl", "profile.json", "manifest.json"):
         assert (again.out_dir / name).read_bytes() == (artifacts / name).read_bytes(), name
     assert replay(artifacts, tmp_path / "replayed", executor=ep.executor).identical

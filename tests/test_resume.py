@@ -3,6 +3,7 @@ same decisions and artifact hashes as the uninterrupted run (the `test` profile,
 least one accept and one reject)."""
 import hashlib
 import json
+import re
 import os
 import random
 import signal
@@ -112,6 +113,8 @@ def test_log_status_diff_and_report_read_the_run(reference, capsys):
     assert cli.main(["log", str(root)]) == 0
     out = capsys.readouterr().out
     assert "accepted" in out and "rejected" in out and "J" in out
+    # how much of the curated SFT set the recipe trained: the test profile's 6 examples of those that fit
+    assert "SFT seen" in out and len(re.findall(r" \d+\.\d\d× (?:accepted|rejected) ", out)) == 3
     assert cli.main(["status", str(root)]) == 0
     assert "finished" in capsys.readouterr().out
     assert cli.main(["diff", str(root), "0", "1"]) == 0
@@ -121,7 +124,7 @@ def test_log_status_diff_and_report_read_the_run(reference, capsys):
     for name in ("objective.png", "scale.png", "families.png", "time.png"):
         assert (root / "report" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert name in page
-    assert "training.png" in page and "P per category" in page and "95% Wilson interval" in page
+    assert "SFT seen" in page and "training.png" in page and "P per category" in page and "95% Wilson interval" in page
     assert "<h2>Strategy revisions</h2>" in page and "+++ b/strategy.py" in page and "# op:" in page
     assert "Failed trajectories" in page and 'href="../epochs/0/eval-s0/trajectories.jsonl"' in page
 

@@ -150,6 +150,20 @@ def get_profile(name: str) -> Profile:
         raise UserError(f"unknown recipe profile {name!r} (one of {', '.join(PROFILES)})") from None
 
 
+def curation_budget(profile: Profile, recipe: Recipe = RECIPE) -> dict:
+    """`ctx.budget`: what the recipe will train on with this profile, so a strategy can choose which
+    records fill it. `sft_examples` SFT examples are trained at most (steps × batch × accumulation):
+    a curated set of that many is seen once, one of `sft_examples_at_recipe_epochs` the recipe's
+    `sft_epochs` times (the paper trains its curated set twice); beyond `sft_examples`, records are
+    never trained. An example longer than `max_length` tokens loses its end; `sft_tokens` bounds
+    the SFT tokens; `rl_prompts` RL records are trained at most (GRPO steps × prompts per step)."""
+    examples = profile.sft_max_steps * profile.sft_batch_size * profile.sft_grad_accum
+    return {"profile": profile.name, "sft_examples": examples, "sft_epochs": recipe.sft_epochs,
+            "sft_examples_at_recipe_epochs": int(examples // recipe.sft_epochs), "max_length": profile.max_length,
+            "sft_tokens": examples * profile.max_length,
+            "rl_prompts": profile.grpo_max_steps * profile.grpo_prompts_per_step}
+
+
 def as_dict(recipe: Recipe = RECIPE, profile: Profile | None = None) -> dict:
     """Recipe and profile as plain data (written to every training output)."""
     out = {"recipe": dataclasses.asdict(recipe)}

@@ -102,6 +102,9 @@ class Cells:
             raise UserError(f"bad budget override: {exc}") from None
         self.base = setting.base or prof.base
         check_name(self.base)
+        from trainer.recipe import curation_budget
+
+        self.curation_budget = curation_budget(prof)   # ctx.budget, as the loop gives its candidates
         self._recipe = self.recipe_of(setting.budget)
         self._adopted: dict[str, Path] = {}
         bench = get_benchmark(setting.benchmark, **({"allow_test": True} if setting.split == "test" else {}))
@@ -147,12 +150,12 @@ class Cells:
             return self._artifacts[row.id]
         corpus = load_corpus([str(row.corpus)])
         key = _key({"strategy": sha256_files(row.files), "corpus": corpus.sha256, "seed": self.setting.curation_seed,
-                    "runtime": self._runtime})
+                    "runtime": self._runtime, "budget": self.curation_budget})
         out = self.root / "curations" / key
         if not (out / "manifest.json").is_file():
             shutil.rmtree(out, ignore_errors=True)   # execute() writes whole or nothing; a stale dir is no output
             execute(row.files, corpus, out, seed=self.setting.curation_seed, executor=self.executor,
-                    limits=Limits(timeout_s=self.setting.curation_timeout_s))
+                    limits=Limits(timeout_s=self.setting.curation_timeout_s), budget=self.curation_budget)
         self._artifacts[row.id] = out
         return out
 

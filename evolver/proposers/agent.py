@@ -269,7 +269,9 @@ class AgentProposer:
         `out_dir/<phase>/`."""
         default, _, _ = _minisweagent()
         context = {"corpus_sample.jsonl": corpus_sample(brief.corpus, brief.seed),
-                   "rejected.json": (json.dumps(brief.history, indent=1, ensure_ascii=False) + "\n").encode()}
+                   "rejected.json": (json.dumps(brief.history, indent=1, ensure_ascii=False) + "\n").encode(),
+                   **({"budget.json": (json.dumps(dict(brief.budget), indent=1, sort_keys=True) + "\n").encode()}
+                      if brief.budget is not None else {})}
         out = Path(out_dir) / phase
         attempts, error, steps_left, started = [], None, self.limits.step_limit, time.monotonic()
         with tempfile.TemporaryDirectory(prefix="curateevo-agent-") as tmp:

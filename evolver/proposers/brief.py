@@ -19,6 +19,7 @@ class Brief:
     corpus: Any                      # sandbox.corpus.Corpus: the strategy's view of the raw corpus
     seed: int
     score: Mapping | None = None     # the best strategy's dev score s_e: {"P", "C", "J", "epoch"}
+    budget: Mapping | None = None    # ctx.budget: what the recipe trains on (trainer.recipe.curation_budget)
 
 
 @dataclass(frozen=True)

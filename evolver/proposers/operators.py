@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 SLOTS = ("select", "add", "weights", "emit", "repeat", "rl_steps", "rl_repeat", "rl_after", "memory", "memory_cap",
-         "add_sft")
+         "add_sft", "fit")
 FOCUS = ("categories", "tools")
 
 
@@ -119,6 +119,10 @@ OPERATORS = (
                "    rng = ctx.rng(\"environment_variants\")\n"
                "    for t in [t for t in kept if ctx.env.has(tk.env_of(t))]:\n"
                "        out.sft.extend(tk.environment_variants(t, ctx.env, rng, {per_trajectory}, tags=TAGS + [\"variant\"]))"),
+    # the budget: what the recipe trains (ctx.budget); beyond it a curated record is never trained
+    op("fit_budget", "keep the SFT set within what the recipe trains (ctx.budget: the recipe's passes, or each "
+                     "record once), balanced over categories", {"passes": ("recipe", "once")},
+       fit="out.sft = tk.fit_budget(out.sft, tk.budget_examples(ctx.budget, {passes!r}), ctx.rng(\"fit_budget\"))"),
     op("tool_signatures", "put the offered tools' exact signatures into memory", {"only_called": (False, True)},
        memory="memory += tk.tool_signature_memories(kept, only_called={only_called})"),
     op("error_constraints", "turn recurring tool errors into constraints in memory", {"min_count": (1, 2)},
@@ -177,14 +181,14 @@ def curate(raw, ctx):
 {add}    out = tk.Curated()
     out.sft = sft_records(kept, tk)
     out.rl = rl_records(kept, tk, ctx.rng("rl"))
-{add_sft}    out.memory = memory_records(raw, kept, tk)
+{add_sft}{fit}    out.memory = memory_records(raw, kept, tk)
     return out
 '''
 DEFAULTS = {  # slot code when no operator fills it
     "emit": "records.append(tk.sft_record(trajectory, weights, tags=TAGS))",
     "rl_steps": "steps = tk.tool_call_steps(trajectory)",
 }
-INDENT = {"select": 4, "add": 4, "add_sft": 4, "weights": 8, "emit": 8, "repeat": 8, "rl_steps": 8, "rl_repeat": 8, "rl_after": 4,
+INDENT = {"select": 4, "add": 4, "add_sft": 4, "fit": 4, "weights": 8, "emit": 8, "repeat": 8, "rl_steps": 8, "rl_repeat": 8, "rl_after": 4,
           "memory": 4, "memory_cap": 4}
 
 Genome = Mapping[str, Mapping]   # operator name → its parameters

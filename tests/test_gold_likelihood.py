@@ -1,0 +1,58 @@
+"""The low-variance dev signal: the policy's teacher-forced log-likelihood of the dev tasks' gold
+calls, computed in the evaluation stage beside P (tiny-random model, real tokenizer and format)."""
+import json
+import math
+
+import pytest
+
+from benchmarks import runner
+from benchmarks.base import get_benchmark
+from benchmarks.evaluate import evaluate_to_dir
+from benchmarks.gold_likelihood import IGNORE, examples, gold_log_likelihood, token_log_likelihoods
+from benchmarks.policies.local import TransformersPolicy
+
+
+@pytest.fixture(scope="module")
+def policy():
+    return TransformersPolicy("tiny-random", threads=2, batch_size=4, max_new_tokens=6)
+
+
+@pytest.fixture(scope="module")
+def dev():
+    bench = get_benchmark("bfcl-single")
+    tasks = bench.tasks("dev", limit=10)
+    return bench, tasks, runner.step_items(bench, tasks)
+
+
+def test_only_the_gold_turn_is_scored_and_irrelevance_is_left_out(policy, dev):
+    bench, tasks, items = dev
+    pairs = examples(items, policy.tokenizer, policy.style)
+    scored = {item.task_id for item, _ in pairs}
+    assert scored == {t.id for t in tasks if t.category != "irrelevance"} and len(scored) == 8
+    item, ex = pairs[0]
+    gold_text = policy.tokenizer.decode([t for t, label in zip(ex["input_ids"], ex["labels"]) if label != IGNORE])
+    for call in item.gold:
+        assert call["name"] in gold_text                      # the labelled tokens are the gold call
+    prompt = policy.tokenizer.decode(ex["input_ids"][:ex["labels"].index(next(l for l in ex["labels"] if l != IGNORE))])
+    assert item.messages[0]["content"][:40] in prompt         # after the task's own request
+
+
+def test_batching_does_not_change_a_score(policy, dev):
+    _, _, items = dev
+    pairs = examples(items, policy.tokenizer, policy.style)[:3]
+    pad = policy.tokenizer.pad_token_id or 0
+    together = token_log_likelihoods(policy.model, [ex for _, ex in pairs], pad)
+    alone = [token_log_likelihoods(policy.model, [ex], pad)[0] for _, ex in pairs]
+    assert together == pytest.approx(alone, abs=1e-4) and all(v < 0 for v in alone)
+
+
+def test_the_signal_per_task_and_category_and_in_the_evaluation(policy, dev, tmp_path):
+    bench, tasks, items = dev
+    category = {t.id: t.category for t in tasks}
+    doc = gold_log_likelihood(policy.model, policy.tokenizer, items, category, policy.style, batch_size=3)
+    assert doc["tasks"] == 8 and math.isfinite(doc["mean"])
+    assert doc["mean"] == pytest.approx(sum(doc["per_task"].values()) / 8, abs=1e-5)
+    assert set(doc["per_category"]) == {"simple_python", "multiple", "parallel", "parallel_multiple"}
+    metrics = evaluate_to_dir("bfcl-single", "dev", tmp_path / "eval", policy=policy, tasks=10, gold=True)
+    assert metrics["gold_log_likelihood"]["per_task"] == pytest.approx(doc["per_task"], abs=1e-4)
+    assert "gold_log_likelihood" in json.loads((tmp_path / "eval" / "metrics.json").read_text())
