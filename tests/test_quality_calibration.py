@@ -43,6 +43,11 @@ def test_calibration_trains_the_rows_that_must_differ_and_says_what_it_resolves(
     for p in cal["pairs"]:
         assert p["low"] <= p["value"] <= p["high"] and p["resolved"] == (p["low"] > 0 or p["high"] < 0)
     assert cal["sees_poison"] is (cal["pairs"][0]["low"] > 0)
+    for rid in CALIBRATION:   # the low-variance signal beside P, per row and per pair
+        assert cal["rows"][rid]["gold_ll"]["value"] < 0 and (cache / "cells").glob("*/gold.json")
+    for p in cal["pairs"]:
+        assert p["gold"]["low"] <= p["gold"]["value"] <= p["gold"]["high"]
+    assert cal["gold_vs_P_spearman"]["rows"] == 5 and "Δ gold LL" in printed
     assert cal["minimal_detectable_difference"]["value"] > 0.5     # 5 tasks × 1 seed resolve nothing small
     assert cal["verdict"].startswith("calibration of test / ") and "clean from poisoned data" in cal["verdict"]
     assert cal["verdict"] in printed and "| clean vs poisoned (must differ) (oracle − poisoned) |" in printed

@@ -44,22 +44,44 @@ def _key(setting_doc: dict) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def summarize(doc: dict, results: dict[str, list[dict]]) -> dict:
-    """The calibration of the quality document `doc` (table.summarize) and its cells."""
+def _gold_scores(golds: list[dict]) -> dict[str, list[float]]:
+    """task → per-seed gold log-likelihood, on the tasks every seed scored."""
+    tasks = set.intersection(*(set(g["per_task"]) for g in golds))
+    return {t: [g["per_task"][t] for g in golds] for t in sorted(tasks)}
+
+
+def summarize(doc: dict, results: dict[str, list[dict]], golds: dict[str, list[dict]] | None = None) -> dict:
+    """The calibration of the quality document `doc` (table.summarize) and its cells; `golds`:
+    each row's per-seed gold-call log-likelihoods (Cells.gold), the low-variance signal beside P."""
     scores = {rid: _scores(c) for rid, c in results.items() if c}
+    gold = {rid: _gold_scores(g) for rid, g in (golds or {}).items() if g and all(g)}
     pairs = []
     for a, b, what in PAIRS:
         if a in scores and b in scores:
             d = stats.paired_difference(scores[a], scores[b])
-            pairs.append({"a": a, "b": b, "what": what, **d, "resolved": d["low"] > 0 or d["high"] < 0})
+            pair = {"a": a, "b": b, "what": what, **d, "resolved": d["low"] > 0 or d["high"] < 0}
+            if a in gold and b in gold:
+                g = stats.paired_difference(gold[a], gold[b])
+                pair["gold"] = {**g, "resolved": g["low"] > 0 or g["high"] < 0}
+            pairs.append(pair)
     mdd = doc["minimal_detectable_difference"]
     sees = next((p for p in pairs if (p["a"], p["b"]) == ("oracle", "poisoned")), None)
     setting = doc["setting"]
     out = {"setting": setting, "key": _key(setting), "tasks": doc["tasks"],
            "measured_on": datetime.date.today().isoformat(),
-           "rows": {r["id"]: {"P": r["P"], "per_seed_P": r["per_seed_P"]} for r in doc["rows"] if not r.get("pending")},
+           "rows": {r["id"]: {"P": r["P"], "per_seed_P": r["per_seed_P"],
+                              **({"gold_ll": stats.mean_interval(gold[r["id"]]).to_json()} if r["id"] in gold else {})}
+                    for r in doc["rows"] if not r.get("pending")},
            "pairs": pairs, "minimal_detectable_difference": mdd,
            "sees_poison": None if sees is None else bool(sees["low"] > 0)}
+    ranked = [rid for rid in out["rows"] if "gold_ll" in out["rows"][rid]]
+    if len(ranked) >= 3:   # does the gold signal order the rows as P does?
+        from scipy.stats import spearmanr
+
+        xs = [out["rows"][r]["P"]["value"] for r in ranked]
+        ys = [out["rows"][r]["gold_ll"]["value"] for r in ranked]
+        rho = spearmanr(xs, ys).statistic if len(set(xs)) > 1 and len(set(ys)) > 1 else None   # constant: undefined
+        out["gold_vs_P_spearman"] = {"rows": len(ranked), "rho": None if rho is None else round(float(rho), 4)}
     out["verdict"] = verdict(out)
     return out
 
@@ -84,11 +106,20 @@ def verdict(cal: dict) -> str:
 
 
 def markdown(cal: dict) -> str:
-    lines = ["**Calibration**", "", "| pair | Δ P, points [95% CI] | beyond noise |", "|---|---|---|"]
+    lines = ["**Calibration**", "", "| pair | Δ P, points [95% CI] | beyond noise | Δ gold LL, nats/token [95% CI] | beyond noise |",
+             "|---|---|---|---|---|"]
     for p in cal["pairs"]:
+        g = p.get("gold")
+        gold = (f"{g['value']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}] | {'yes' if g['resolved'] else 'no'}"
+                if g else "— | —")
         lines.append(f"| {p['what']} ({p['a']} − {p['b']}) | {_pts(p['value'])} [{_pts(p['low'])}, {_pts(p['high'])}] "
-                     f"| {'yes' if p['resolved'] else 'no'} |")
-    return "\n".join(lines + ["", cal["verdict"], ""])
+                     f"| {'yes' if p['resolved'] else 'no'} | {gold} |")
+    rows = [f"{rid} {r['gold_ll']['value']:+.3f}" for rid, r in cal["rows"].items() if "gold_ll" in r]
+    extra = [f"gold-call log-likelihood per row (nats/token): {', '.join(rows)}"] if rows else []
+    if cal.get("gold_vs_P_spearman"):
+        s = cal["gold_vs_P_spearman"]
+        extra.append(f"rank agreement of gold LL with P over the {s['rows']} rows: Spearman {s['rho']}")
+    return "\n".join(lines + [""] + extra + ["", cal["verdict"], ""])
 
 
 def write(cal: dict, cache: Path) -> Path:

@@ -223,6 +223,25 @@ class Cells:
 
         return read_json(_whole(self.root / "cells" / key, evaluate) / "cell.json")
 
+    def gold(self, row: Row, seed: int) -> dict | None:
+        """The cell's gold-call log-likelihood on its tasks (benchmarks/gold_likelihood.py), cached
+        beside cell.json; None while the cell is not computed."""
+        cell = self.cached(row, seed)
+        if cell is None:
+            return None
+        path = self.root / "cells" / cell["key"] / "gold.json"
+        if not path.is_file():
+            from benchmarks import runner
+            from benchmarks.base import get_benchmark
+            from benchmarks.evaluate import build_policy
+            from benchmarks.gold_likelihood import gold_log_likelihood
+
+            bench = get_benchmark(self.setting.benchmark, **({"allow_test": True} if self.setting.split == "test" else {}))
+            policy = build_policy(base=self.base, adapter=cell["adapter"], batch_size=self.setting.batch_size)
+            atomic_json(path, gold_log_likelihood(policy.model, policy.tokenizer, runner.step_items(bench, self.tasks),
+                                                  self.category, policy.style, self.setting.batch_size))
+        return read_json(path)
+
     def _trained(self, row: Row, seed: int, echo) -> str | None:
         key = self.training_key(row, seed)
         if key is None:

@@ -142,7 +142,9 @@ def cmd_bench_quality(args) -> int:
     if args.calibrate:
         from benchmarks.quality import calibration
 
-        cal = calibration.summarize(doc, results)
+        say("gold-call log-likelihood of every computed cell (cached beside it) …")
+        golds = {row.id: [cells.gold(row, s) for s in setting.seeds] for row in rows if results.get(row.id)}
+        cal = calibration.summarize(doc, results, golds)
         print(calibration.markdown(cal))
         print(f"calibration: {calibration.write(cal, Path(args.cache))}")
     if args.spread:

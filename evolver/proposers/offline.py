@@ -57,7 +57,7 @@ REMEDIES = {
     "rare": ("+repeat_focus", "+rl_focus", "+rebalance", "+task_facts"),
 }
 # efficiency: each shrinks Cost_train; parameter values mildest first
-EFFICIENCY = ("+fit_budget", "+focus_prune", "+exact_dedup", "+near_dedup", "+rl_recovery", "+drop_redundant", "+max_tokens",
+EFFICIENCY = ("+focus_prune", "+fit_budget", "+exact_dedup", "+near_dedup", "+rl_recovery", "+drop_redundant", "+max_tokens",
               "+memory_budget")
 
 
