@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from evolver.errors import positive_int
+
 BENCHMARKS = ("bfcl", "bfcl-single")
 SETTINGS = ("labeled", "wild")
 
@@ -44,6 +46,6 @@ def add_cli(subparsers) -> None:
     b.add_argument("--categories", nargs="+", metavar="C",
                    help="bfcl: base miss_func miss_param long_context (default all); "
                         "bfcl-single: simple_python multiple parallel parallel_multiple irrelevance (default all)")
-    b.add_argument("--limit", type=int, help="only the first N train tasks (for a quick look)")
+    b.add_argument("--limit", type=positive_int, help="only the first N train tasks (for a quick look)")
     b.add_argument("--quiet", action="store_true", help="no progress messages")
     b.set_defaults(func=cmd_corpus_build)

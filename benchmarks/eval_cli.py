@@ -13,7 +13,7 @@ import datetime
 import json
 from pathlib import Path
 
-from evolver.errors import UserError
+from evolver.errors import UserError, nonnegative_number, positive_int
 from benchmarks.evaluate import BENCHMARKS, METRICS, adapter_dir, evaluate_to_dir, format_metrics
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -63,35 +63,35 @@ def add_cli(sub) -> None:
                         "served model name (vLLM: the --lora-modules name, so the adapter is used)")
     p.add_argument("--adapter", help="a trained LoRA adapter (a `curateevo train` output or its adapter/ folder)")
     p.add_argument("--memory", help="memory records (JSONL) retrieved by BM25 into the system prompt")
-    p.add_argument("--memory-k", type=int, default=3, help="memory records per task (default 3)")
+    p.add_argument("--memory-k", type=positive_int, default=3, help="memory records per task (default 3)")
     p.add_argument("--split", default="dev", choices=["train", "dev", "test"], help="dev (default); test is refused")
-    p.add_argument("--tasks", type=int, help="evaluate N tasks of the split, balanced over its categories (default all)")
+    p.add_argument("--tasks", type=positive_int, help="evaluate N tasks of the split, balanced over its categories (default all)")
     p.add_argument("--categories", help="comma-separated categories (e.g. base,miss_func or simple_python,multiple)")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/eval-<time>)")
     p.add_argument("--metric", choices=METRICS, help="P, the metric the run is judged by "
                                                      "(default task_success; step_accuracy for replay)")
-    p.add_argument("--samples", type=int, default=1, help="answers per episode and per step item (default 1)")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--samples", type=positive_int, default=1, help="answers per episode and per step item (default 1)")
+    p.add_argument("--temperature", type=nonnegative_number, default=0.0, help="0 = greedy (default)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (with --samples > 1) and the recorded run seed")
-    p.add_argument("--batch-size", type=int, default=8, help="episodes or step items generated together (default 8)")
-    p.add_argument("--max-steps", type=int, help="lower the answers with calls allowed per user turn (default: the task's; BFCL 20, single-turn 1)")
-    p.add_argument("--max-new-tokens", type=int, default=128, help="tokens generated per answer at most")
-    p.add_argument("--max-prompt-tokens", type=int, default=4096, help="longer prompts lose their oldest turns")
+    p.add_argument("--batch-size", type=positive_int, default=8, help="episodes or step items generated together (default 8)")
+    p.add_argument("--max-steps", type=positive_int, help="lower the answers with calls allowed per user turn (default: the task's; BFCL 20, single-turn 1)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=128, help="tokens generated per answer at most")
+    p.add_argument("--max-prompt-tokens", type=positive_int, default=4096, help="longer prompts lose their oldest turns")
     p.add_argument("--no-episodes", action="store_true", help="skip episodes (step_accuracy only)")
     p.add_argument("--no-steps", action="store_true", help="skip step items (task_success and turn_pass only)")
-    p.add_argument("--step-limit", type=int, help="at most this many step items")
+    p.add_argument("--step-limit", type=positive_int, help="at most this many step items")
     p.add_argument("--chat-style", choices=["compact", "json"], help="tool rendering (default: the chat format's)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where the local model runs (auto: a GPU when there is one)")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                    help="weights and activations of the local model; auto: bfloat16 on a GPU that has it, else float32")
-    p.add_argument("--threads", type=int, help="torch CPU threads (pinned and recorded; default: the cores, at most 16)")
+    p.add_argument("--threads", type=positive_int, help="torch CPU threads (pinned and recorded; default: the cores, at most 16)")
     p.add_argument("--policy", choices=["local", "openai"], help="local (transformers here) or openai (a server "
                                                                      "at --base-url); default: openai iff --base-url is given")
     p.add_argument("--endpoint", "--base-url", dest="endpoint",
                    help="OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1: vLLM, SGLang) instead of a local model")
     p.add_argument("--api", default="completions", choices=["completions", "chat"], help="endpoint API (default completions)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the endpoint's key")
-    p.add_argument("--concurrency", type=int, default=4, help="parallel endpoint requests")
+    p.add_argument("--concurrency", type=positive_int, default=4, help="parallel endpoint requests")
     p.add_argument("--json", action="store_true", help="print metrics.json instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_eval)

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from evolver.errors import RunFailed, UserError, printable
+from evolver.errors import RunFailed, UserError, positive_int, positive_seconds, printable
 from evolver.files import atomic_write, read_json
 from evolver import report, run_cli
 from sandbox import image as sandbox_image
@@ -195,12 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="auto", choices=["auto", "openai", *CORPUS_FORMATS],
                    help="corpus format; auto detects it per file")
     p.add_argument("--profile", default="cpu-small", choices=list(PROFILES), help="recipe profile whose length limits are reported")
-    p.add_argument("--max-length", type=int, default=None, help="SFT max_length to report (default: the profile's)")
+    p.add_argument("--max-length", type=positive_int, default=None, help="SFT max_length to report (default: the profile's)")
     p.add_argument("--skip-bad-lines", action="store_true", help="skip and count invalid corpus lines instead of aborting")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/curate-<time>)")
     p.add_argument("--seed", type=int, default=0, help="the curation seed (ctx.rng)")
     p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategy (default: auto)")
-    p.add_argument("--timeout", type=float, default=Limits.timeout_s, help="wall-clock limit in seconds")
+    p.add_argument("--timeout", type=positive_seconds, default=Limits.timeout_s, help="wall-clock limit in seconds")
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
     p.set_defaults(func=cmd_curate)

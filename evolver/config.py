@@ -377,7 +377,10 @@ def _coerce(option: Option, value: Any, where: str) -> Any:
 
     if value is None:
         return None
-    values = [one(v) for v in (value if isinstance(value, list) and option.nargs else [value])]
+    if option.nargs and not isinstance(value, list):   # a list option takes a list, even of one
+        raise UserError(f"{where}: {option.name} must be a list (e.g. [{repr(value)[:40]}]), "
+                        f"not {type(value).__name__} {repr(value)[:60]}")
+    values = [one(v) for v in (value if option.nargs else [value])]
     allowed = option.allowed()
     for v in values:
         if allowed and v not in allowed:

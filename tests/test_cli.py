@@ -122,3 +122,28 @@ def test_diff_between_two_epochs_of_a_workspace(tmp_path, capsys):
     assert cli.main(["diff", str(tmp_path / "ws"), "0", "7"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("curateevo: error: ") and "7" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv, say", [
+    (["curate", "--timeout", "nan"], "argument --timeout: 'nan': give a finite number of seconds above 0"),
+    (["curate", "--timeout", "-1"], "argument --timeout: '-1': give a finite number of seconds above 0"),
+    (["curate", "--timeout", "inf"], "argument --timeout: 'inf': give a finite number of seconds above 0"),
+    (["curate", "--max-length", "0"], "argument --max-length: '0': give a whole number of 1 or more"),
+    (["bench", "quality", "--seeds", "0"], "argument --seeds: '0': give a whole number of 1 or more"),
+    (["bench", "quality", "--timeout", "0"], "argument --timeout: '0': give a finite number of seconds above 0"),
+    (["eval", "--temperature", "nan"], "argument --temperature: 'nan': give a finite number of 0 or more"),
+    (["eval", "--batch-size", "-3"], "argument --batch-size: '-3': give a whole number of 1 or more"),
+    (["train", "--timeout", "nan"], "argument --timeout: 'nan': give a finite number of seconds above 0"),
+])
+def test_numeric_options_refuse_nan_infinities_and_out_of_range_at_parse_time(argv, say, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2 and say in capsys.readouterr().err
+
+
+def test_a_config_files_list_option_given_a_scalar_is_refused(tmp_path, capsys):
+    config = tmp_path / "run.json"
+    config.write_text('{"ablate": "no-sft"}')
+    assert cli.main(["run", "--config", str(config), "--runs-dir", str(tmp_path / "runs")]) == 2
+    assert "ablate must be a list (e.g. ['no-sft']), not str 'no-sft'" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()

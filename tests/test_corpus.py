@@ -539,3 +539,27 @@ def test_an_image_part_is_refused_in_one_line_naming_the_fix(tmp_path):
     assert expect_error(path) == (f"{path}:2: messages[0].content[1]: a part of type 'image_url' cannot be "
                                   "trained on a text model; drop the part (or the record) before "
                                   "loading")
+
+
+def test_non_finite_numbers_and_lone_surrogates_are_one_line_each(tmp_path):
+    """A number that overflows to infinity and a lone surrogate escape cannot be written back as
+    canonical UTF-8 JSON: file:line and the reason, or skipped like any bad line."""
+    from sandbox.corpus import load_corpus as load
+
+    good = '{"id":"a","messages":[{"role":"user","content":"add 2 and 3"},{"role":"assistant","content":"5"}]}'
+    cases = {"inf.jsonl": (good.replace('"5"', '"5","x":1e999'), "the number 1e999 overflows to infinity"),
+             "sur.jsonl": (good.replace('"5"', '"5\\ud800"'), "the escape \\ud800 is a lone surrogate")}
+    for name, (bad, reason) in cases.items():
+        path = tmp_path / name
+        path.write_text(good + "\n" + bad.replace('"a"', '"b"') + "\n")
+        with pytest.raises(UserError) as err:
+            load([str(path)])
+        assert f"{path}:2: " in str(err.value) and reason in str(err.value) and "not JSON: not" not in str(err.value)
+        corpus = load([str(path)], on_error="skip")
+        assert [r["id"] for r in corpus.records] == ["a"] and len(corpus.skipped) == 1
+    pair = tmp_path / "pair.jsonl"   # a whole pair of escapes is one character: fine
+    pair.write_text(good.replace('"5"', '"5\\ud83d\\ude00"') + "\n")
+    assert load([str(pair)]).records[0]["messages"][1]["content"] == "5\U0001F600"
+    array = tmp_path / "array.json"  # in an array, the bad element only: the next one is read on
+    array.write_text("[" + good.replace('"5"', '"5\\udfff"') + "," + good.replace('"a"', '"c"') + "]")
+    assert [r["id"] for r in load([str(array)], on_error="skip").records] == ["c"]

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from evolver.errors import UserError
+from evolver.errors import UserError, positive_seconds
 from trainer.recipe import PROFILES, Profile
 from trainer.tracking import DEFAULT_REPORT_TO, REPORT_TO
 
@@ -92,7 +92,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--vllm", choices=["colocate", "server"],
                    help="generate GRPO rollouts with vLLM (installed on the GPU machine): in-process or a `trl vllm-serve`")
     p.add_argument("--vllm-server-url", metavar="URL", help="with --vllm server: the trl vllm-serve address (default :8000 here)")
-    p.add_argument("--timeout", type=float, help="stop training after this many seconds")
+    p.add_argument("--timeout", type=positive_seconds, help="stop training after this many seconds")
     p.add_argument("--report-to", default=DEFAULT_REPORT_TO, metavar="TRACKERS",
                    help=f"experiment trackers TRL logs to, comma-separated: {', '.join(REPORT_TO)} "
                         f"(default: {DEFAULT_REPORT_TO})")

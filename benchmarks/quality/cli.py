@@ -14,7 +14,7 @@ import fcntl
 import sys
 from pathlib import Path
 
-from evolver.errors import UserError
+from evolver.errors import UserError, positive_int, positive_seconds
 from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits, make_executor
 
 from benchmarks.quality import CALIBRATION, ROWS, TABLE1
@@ -169,16 +169,16 @@ def add_cli(sub) -> None:
                                   "with --spread: rho0-wild)")
     p.add_argument("--ablate", metavar="ROW", help="Table 2 for this row (rho0-wild, agentrefine, oracle, "
                                                    "rho0-labeled or a run's name): w/o SFT, w/o RL, w/o memory")
-    p.add_argument("--seeds", type=int, default=2, help="training seeds per row (default 2)")
-    p.add_argument("--tasks", type=int, help="tasks of the split, balanced over its categories (default 120 test, 60 dev)")
+    p.add_argument("--seeds", type=positive_int, default=2, help="training seeds per row (default 2)")
+    p.add_argument("--tasks", type=positive_int, help="tasks of the split, balanced over its categories (default 120 test, 60 dev)")
     p.add_argument("--split", choices=["test", "dev"], help="test (default) or dev (default with --spread)")
     p.add_argument("--profile", default="cpu-small", help="recipe profile (trainer/recipe.py; default cpu-small)")
     p.add_argument("--base", help="base model (default: the profile's)")
     p.add_argument("--budget", nargs="+", default=[], metavar="KEY=VALUE",
                    help="override single profile budgets (e.g. sft_max_steps=2); part of the cache key")
-    p.add_argument("--batch-size", type=int, default=8, help="evaluation batch size (default 8)")
+    p.add_argument("--batch-size", type=positive_int, default=8, help="evaluation batch size (default 8)")
     p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategies (default: auto)")
-    p.add_argument("--timeout", type=float, default=Limits.timeout_s, help="curation wall-clock limit in seconds")
+    p.add_argument("--timeout", type=positive_seconds, default=Limits.timeout_s, help="curation wall-clock limit in seconds")
     p.add_argument("--cache", type=Path, default=CACHE, help="cache directory (default runs/bench-quality)")
     p.add_argument("--out", type=Path, help="where quality.json/.md/.png go (default CACHE/report-SPLIT)")
     p.add_argument("--spread", action="store_true", help="report the run-to-run spread of P between seeds "

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
@@ -176,7 +177,42 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not allowed in canonical JSON")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"the number {text[:24]} overflows to infinity; write it within ±1.7e308, or as a string")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_SURROGATE_ESCAPE = re.compile(r"\\[uU][dD][89a-fA-F][0-9a-fA-F]{2}")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The first string (or key) of `value` holding a lone surrogate, which no UTF-8 file can hold."""
+    if isinstance(value, str):
+        return value if _LONE_SURROGATE.search(value) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        bad = _lone_surrogate(key) if isinstance(key, str) else None
+        if bad is None:
+            bad = _lone_surrogate(item)
+        if bad is not None:
+            return bad
+    return None
+
+
+def check_text(value: Any, text: str) -> Any:
+    """`value` decoded from `text`, refused when an escape left a lone surrogate (e.g. "\\ud800"):
+    a pair of escapes is one character, one alone is not Unicode and cannot be written back."""
+    if _SURROGATE_ESCAPE.search(text):
+        bad = _lone_surrogate(value)
+        if bad is not None:
+            code = _LONE_SURROGATE.search(bad).group()
+            raise ValueError(f"not Unicode: the escape \\u{ord(code):04x} is a lone surrogate (half of a UTF-16 pair); "
+                             "write the character itself or its full pair")
+    return value
 
 
 def decode(data: bytes) -> str:
@@ -193,11 +229,12 @@ def parse_line(line: bytes) -> Any:
     """One JSONL line's value; raises ValueError with the reason."""
     text = decode(line)
     try:
-        return _DECODER.decode(text)
+        value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc.msg} at column {exc.colno}") from None
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"not JSON: {exc}") from None
+    return check_text(value, text)
 
 
 def _layout(path: str, max_line_bytes: int) -> str:
@@ -292,6 +329,7 @@ def _document_units(file: CorpusFile, layout: str, max_line_bytes: int, hasher) 
         else:
             unit = Unit(file.path, line, None, file.label if index == 0 else f"{file.label}:{line}")
         try:
+            start = pos
             value, pos = _DECODER.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             yield replace(unit, error=f"not JSON: {exc.msg} at line {exc.lineno} column "
@@ -300,7 +338,10 @@ def _document_units(file: CorpusFile, layout: str, max_line_bytes: int, hasher) 
         except (ValueError, RecursionError) as exc:
             yield replace(unit, error=f"not JSON: {exc}; the rest of the file cannot be read")
             return
-        yield replace(unit, value=value)
+        try:   # a lone surrogate spoils this record only: the next one is read on
+            yield replace(unit, value=check_text(value, text[start:pos]))
+        except ValueError as exc:
+            yield replace(unit, error=str(exc))
         index += 1
         if layout == "array":
             pos = skip(pos)
