@@ -31,7 +31,7 @@ from evolver.diagnose import diagnose
 from evolver.signals import summarize
 from evolver.errors import RunFailed
 from evolver.files import atomic_json, read_json, read_jsonl
-from evolver.objective import final_choice, objective
+from evolver.objective import charged_cost, final_choice, objective
 from evolver.proposers import make_proposer
 from evolver.proposers.brief import Brief
 from evolver.selection import select
@@ -39,6 +39,7 @@ from evolver.integrity import check_workspace
 from evolver.stages import DryRuns, _artifact_hashes, channel_answer, evaluate_epoch, train_epoch
 from evolver.store import RunStore
 from sandbox.corpus import load_corpus, train_part
+from sandbox.checker import cost_c
 from sandbox.curate import CurationFailed, bind_commit, execute, runtime_sha256
 from sandbox.executor import PROJECT_ROOT, Limits, make_executor
 from sandbox.strategy_files import inputs_files
@@ -166,8 +167,13 @@ class Epochs:
                                    n_ref=self.cfg.n_ref, llm=self.curation_llm, budget=self.cfg.curation_budget).manifest
             except CurationFailed as exc:
                 return {"commit": sha, "failed": exc.reason}
-        return {"commit": sha, "C": manifest["C"], "cost_train": manifest["cost_train"],
-                "counts": {k: v["count"] for k, v in manifest["artifacts"].items() if "count" in v}}
+        counts = {k: v["count"] for k, v in manifest["artifacts"].items() if "count" in v}
+        if not {"no-sft", "no-rl"} & set(self.cfg.ablations):
+            return {"commit": sha, "C": manifest["C"], "cost_train": manifest["cost_train"], "counts": counts}
+        # an ablated resource costs nothing: C counts what the recipe consumes in this run
+        charged = charged_cost(read_json(self.store.epoch_dir(epoch) / "artifacts" / "profile.json"), self.cfg.ablations)
+        return {"commit": sha, "C": round(cost_c(charged, self.cfg.n_ref), 12), "cost_train": charged, "counts": counts,
+                "curated": {"C": manifest["C"], "cost_train": manifest["cost_train"]}}
 
     def _bound_manifest(self, folder: Path, sha: str) -> dict | None:
         if not (folder / "manifest.json").is_file():
@@ -332,6 +338,8 @@ class Epochs:
         cfg = self.cfg.replace(train_budget={**self.cfg.train_budget, "sft_max_steps": self.cfg.proxy_sft_steps * units},
                                ablations=tuple(sorted({*self.cfg.ablations, "no-rl"})))
         c = read_json(folder / "manifest.json")["C"]
+        if {"no-sft", "no-rl"} & set(self.cfg.ablations):   # charged as the full recipe will be (curate)
+            c = cost_c(charged_cost(read_json(folder / "profile.json"), self.cfg.ablations), self.cfg.n_ref)
         with tempfile.TemporaryDirectory(prefix=".proxy-", dir=self.store.root) as tmp:
             trained = train_epoch(cfg, folder, Path(tmp) / "train", self.cfg.seeds[0])
             p = evaluate_epoch(cfg, folder, Path(tmp) / "eval", self.cfg.seeds[0], trained["adapter"],

@@ -12,6 +12,13 @@ def objective(p: float, c: float, lam: float = LAMBDA) -> float:
     return p - lam * c
 
 
+def charged_cost(profile: Mapping, ablations: Sequence[str]) -> int:
+    """Cost_train of what the recipe consumes in a run with `ablations`: the curated profile's SFT
+    and RL turns, less what an ablation leaves untrained (memory costs no training turns)."""
+    return (0 if "no-sft" in ablations else int(profile["sft"]["turns"])) + \
+        (0 if "no-rl" in ablations else int(profile["rl"]["turns"]))
+
+
 def final_choice(epochs: Sequence[Mapping]) -> Mapping:
     """The final strategy: the best dev P, lower C breaking ties, then the earlier epoch (paper §4.3)."""
     scored = [e for e in epochs if e.get("P") is not None]

@@ -206,6 +206,18 @@ def _llm_line(cfg) -> str:
             f"{budget} · proposer {cfg.get('proposer')} · diagnosis {cfg.get('diagnosis')}")
 
 
+def _test_readings(store: RunStore) -> str:
+    """Every reading of the test split the journal holds; more than one is said plainly."""
+    readings = [e for e in store.journal.events() if e.get("event") == "tested"]
+    if not readings:
+        return ""
+    items = "".join(f"<li>reading {n}: epoch {e.get('epoch')}'s strategy, {html.escape(str(e.get('metric')))} "
+                    f"P = {e.get('P')} ({html.escape(str(e.get('time', '')))})</li>" for n, e in enumerate(readings, 1))
+    warn = (f"<p><b>The test split was read {len(readings)} times</b> (`test --again`): only the first reading is "
+            "a held-out result.</p>") if len(readings) > 1 else ""
+    return f"<h2>Test split</h2>{warn}<ul>{items}</ul>"
+
+
 def write_report(run: Path) -> Path:
     import matplotlib
 
@@ -239,6 +251,7 @@ base {html.escape(cfg['base'])} · profile {html.escape(cfg['profile'])} · λ =
 <p>LLM: {html.escape(_llm_line(cfg))}</p>
 <pre>{html.escape(format_stages(store))}</pre>
 <h2>Decisions</h2><ul>{reasons}</ul>
+{_test_readings(store)}
 {_category_table(store, rows)}
 {_revisions(store, rows)}
 {_failures(store, rows)}

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from evolver.config import RUN_OPTIONS, RunConfig, llm_mapping, merge_options, option_values, resolve
-from evolver.errors import UserError
+from evolver.errors import UserError, positive_int
 from evolver.files import read_jsonl, sha256_bytes, sha256_file
 from evolver.store import RunStore
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
@@ -246,7 +246,11 @@ def cmd_test(args) -> int:
     if not final:
         raise UserError(f"{args.run} has not finished; `curateevo resume {args.run}` first")
     out = store.root / "test"
-    if (out / "metrics.json").exists():
+    readings = [e for e in store.journal.events() if e.get("event") == "tested"]
+    if readings and not getattr(args, "again", False):   # the journal is the record, whatever the files say
+        raise UserError(f"the test split was read for {args.run} already (P = {readings[-1].get('P')}, journal); "
+                        "it is read once per run: `curateevo test RUN --again` reads it again and says so in the report")
+    if (out / "metrics.json").exists() and not readings:
         raise UserError(f"{out} exists: the test split is read once per run")
     # an interrupted test showed no result: its partial output is cleared and the test runs again
     partial = store.root / "test.partial"
@@ -260,8 +264,11 @@ def cmd_test(args) -> int:
                           memory=str(memory) if memory.stat().st_size and "no-memory" not in cfg.ablations else None,
                           policy_options={"base": cfg.base, "adapter": adapter},
                           seed=seed, progress=True, batch_size=cfg.batch_size, steps=cfg.eval_steps)
+    if out.exists():   # --again: the earlier reading's files give way; the journal keeps every reading
+        shutil.rmtree(out)
     os.replace(partial, out)
-    store.journal.append({"event": "tested", "epoch": epoch, "P": doc["P"], "metric": doc["metric"]})
+    store.journal.append({"event": "tested", "epoch": epoch, "P": doc["P"], "metric": doc["metric"],
+                          "reading": len(readings) + 1})
     print(f"final strategy (epoch {epoch}) on the test split:")
     print(format_metrics(doc, out))
     return 0
@@ -300,5 +307,7 @@ def add_cli(sub) -> None:
         p = sub.add_parser(name, help=text)
         p.add_argument("run")
         if name == "test":
-            p.add_argument("--tasks", type=int, help="N test tasks balanced over the categories (default: the whole test split)")
+            p.add_argument("--tasks", type=positive_int, help="N test tasks balanced over the categories (default: the whole test split)")
+            p.add_argument("--again", action="store_true", help="read the test split once more (journaled; the report "
+                                                                "lists every reading)")
         p.set_defaults(func=func)

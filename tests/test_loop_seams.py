@@ -199,3 +199,18 @@ def test_k_candidates_are_ranked_by_the_proxy_and_only_the_best_is_committed(tmp
     assert tuple(result["edits"]) == chosen_edits and ep.ws.resolve("epoch-1") == result["candidate"]
     assert ep.stage(1, "curate", lambda: ep.curate(1))["commit"] == result["candidate"]   # no new execution
     assert len(counted) == 1 + result["dry_runs"]
+
+
+def test_an_ablated_resource_is_not_charged_in_c(tmp_path):
+    """C and Cost_train count what the recipe consumes in the run: an all-ablated run charges 0,
+    a run without RL data its SFT turns only; the curated figures stay beside them."""
+    full = Epochs(new_run(tmp_path / "full")).curate(0)
+    none = Epochs(new_run(tmp_path / "none", ablations=("no-memory", "no-rl", "no-sft"))).curate(0)
+    assert none["C"] == 0 and none["cost_train"] == 0
+    assert none["curated"] == {"C": full["C"], "cost_train": full["cost_train"]} and full["cost_train"] > 0
+    sft_only = Epochs(new_run(tmp_path / "sft", ablations=("no-rl",)))
+    curation = sft_only.curate(0)
+    profile = json.loads((sft_only.store.epoch_dir(0) / "artifacts" / "profile.json").read_text())
+    assert curation["cost_train"] == profile["sft"]["turns"] < full["cost_train"]
+    assert 0 < curation["C"] < full["C"]
+    assert "curated" not in Epochs(new_run(tmp_path / "mem", ablations=("no-memory",))).curate(0)

@@ -143,6 +143,15 @@ def test_the_final_strategy_is_tested_once(reference, capsys):
     assert metrics["split"] == "test" and len(metrics["tasks"]) == 2
     assert cli.main(["test", str(root), "--tasks", "2"]) == 2   # the test split is read once per run
     assert "read once" in capsys.readouterr().err
+    import shutil
+    shutil.rmtree(root / "test")                                 # the journal is the record, not the files
+    assert cli.main(["test", str(root), "--tasks", "2"]) == 2
+    assert "was read for" in capsys.readouterr().err and not (root / "test").exists()
+    assert cli.main(["test", str(root), "--tasks", "2", "--again"]) == 0   # a user who knows: journaled, reported
+    readings = [e for e in RunStore.open(root).journal.events() if e.get("event") == "tested"]
+    assert [e["reading"] for e in readings] == [1, 2]
+    assert cli.main(["report", str(root)]) == 0
+    assert "The test split was read 2 times" in (root / "report" / "index.html").read_text()
 
 
 def test_a_run_whose_workspace_or_adapter_was_changed_is_refused(reference, tmp_path, capsys):
@@ -150,6 +159,8 @@ def test_a_run_whose_workspace_or_adapter_was_changed_is_refused(reference, tmp_
 
     root = tmp_path / "copy"
     shutil.copytree(reference.root, root, ignore=shutil.ignore_patterns("test", "test.partial"))   # not yet tested
+    journal = root / "journal.jsonl"
+    journal.write_text("".join(line for line in journal.read_text().splitlines(keepends=True) if '"tested"' not in line))
     final = [e["result"] for e in RunStore.open(root).journal.events()
              if e.get("stage") == "final" and e["event"] == "stage_done"][-1]
     adapter = root / "epochs" / str(final["epoch"]) / "train-s0" / "adapter"
