@@ -31,3 +31,29 @@ def check_workspace(store: RunStore, ws: Workspace) -> None:
         if current != recorded:
             raise UserError(f"{ws.path}: tag {tag} names {current[:12] if current else 'nothing'} but the journal "
                             f"recorded {recorded[:12]}: the workspace was changed outside curateevo; nothing was run")
+
+
+def check_artifacts(store: RunStore) -> None:
+    """UserError naming the file when a curated epoch's artifacts no longer hash as its
+    manifest.json recorded them (deleted or edited in place): what was trained and decided on
+    them cannot be trusted, and nothing is run."""
+    from evolver.files import read_json, sha256_file
+
+    curated = sorted({e["epoch"] for e in store.journal.events() if e.get("event") == "stage_done"
+                      and e.get("stage") == "curate" and isinstance(e.get("epoch"), int) and e["epoch"] >= 0
+                      and not (e.get("result") or {}).get("failed")})
+    fix = "restore it from a backup, or start a new run; nothing was run"
+    for epoch in curated:
+        folder = store.epoch_dir(epoch) / "artifacts"
+        try:
+            artifacts = read_json(folder / "manifest.json")["artifacts"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise UserError(f"{folder / 'manifest.json'} is missing or damaged, though epoch {epoch} was curated; "
+                            f"{fix}") from None
+        for name, recorded in sorted(artifacts.items()):
+            path = folder / name
+            if not path.is_file():
+                raise UserError(f"{path} was deleted after epoch {epoch} was curated; {fix}")
+            if recorded.get("sha256") and sha256_file(path) != recorded["sha256"]:
+                raise UserError(f"{path} changed after epoch {epoch} was curated (sha256 {recorded['sha256'][:12]}… "
+                                f"recorded in manifest.json); {fix}")

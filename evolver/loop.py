@@ -35,7 +35,7 @@ from evolver.objective import charged_cost, final_choice, objective
 from evolver.proposers import make_proposer
 from evolver.proposers.brief import Brief
 from evolver.selection import select
-from evolver.integrity import check_workspace
+from evolver.integrity import check_artifacts, check_workspace
 from evolver.stages import DryRuns, _artifact_hashes, channel_answer, evaluate_epoch, train_epoch
 from evolver.store import RunStore
 from sandbox.corpus import load_corpus, train_part
@@ -65,6 +65,7 @@ class Epochs:
             Workspace.create(store.root / "strategy", SEED_STRATEGY, params=self.cfg.params(), inputs=EMPTY_DIAGNOSIS)
         self.ws = Workspace.open(store.root / "strategy")
         check_workspace(store, self.ws)
+        check_artifacts(store)
         self.rule = make_rule(self.cfg)
         self._t0, self._ran, self._timed = None, set(), []
 

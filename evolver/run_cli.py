@@ -277,11 +277,12 @@ def cmd_test(args) -> int:
 def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path]:
     """The final strategy's adapter (None when its epoch had nothing to train) and memory, as
     the run recorded them; UserError when what is on disk is not that (nothing is evaluated)."""
-    from evolver.integrity import check_workspace
+    from evolver.integrity import check_artifacts, check_workspace
     from sandbox.workspace import Workspace
 
     epoch, fix = final["epoch"], f"`curateevo resume {store.root}` makes it again"
     check_workspace(store, Workspace.open(store.root / "strategy"))
+    check_artifacts(store)
     curation = store.done(epoch, "curate")
     if curation is None or curation["result"].get("commit") != final["commit"]:
         raise UserError(f"the artifacts of epoch {epoch}, the run's choice, are missing or changed; {fix}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 
+from evolver.files import read_json
 from evolver.store import RunStore
 
 
@@ -33,7 +34,8 @@ def epoch_rows(store: RunStore) -> list[dict]:
         row = rows.setdefault(stage["epoch"], {"epoch": stage["epoch"], "seconds": {}, "tokens": 0, "usd": 0.0})
         result = stage["result"]
         if stage["stage"] == "curate":
-            row.update(cost_train=result.get("cost_train"), scale=result.get("counts"), failed=result.get("failed"))
+            row.update(cost_train=result.get("cost_train"), scale=result.get("counts"), failed=result.get("failed"),
+                       curation=curation_cost(store, stage["epoch"]))
         elif stage["stage"].startswith("train-s"):   # how much of the curated SFT set the recipe trained
             seen = ((result.get("summary") or {}).get("sft") or {}).get("epochs_seen")
             if seen is not None:
@@ -45,6 +47,26 @@ def epoch_rows(store: RunStore) -> list[dict]:
         row["tokens"] += stage["tokens"]
         row["usd"] += stage["usd"]
     return [rows[e] for e in sorted(rows)]
+
+
+def curation_cost(store: RunStore, epoch: int) -> dict | None:
+    """The epoch's curation as its execution recorded it (execution.json: wall seconds of executing
+    and checking, ctx.llm tokens) and per 1K retained turns (the paper's Figure 3: turns of the
+    curated data, Cost_train before ablations). None when the artifacts are not there."""
+    folder = store.epoch_dir(epoch) / "artifacts"
+    try:
+        execution = read_json(folder / "execution.json")
+        turns = read_json(folder / "manifest.json")["cost_train"]
+    except (OSError, ValueError, KeyError):
+        return None
+    seconds = execution.get("seconds") or {}
+    tokens = (execution.get("llm") or {}).get("tokens") or 0
+    if isinstance(tokens, dict):
+        tokens = sum(v for v in tokens.values() if isinstance(v, (int, float)))
+    per_1k = (lambda v: round(v * 1000 / turns, 4) if turns else None)
+    return {"seconds": seconds.get("total"), "execute_s": seconds.get("execute"), "check_s": seconds.get("check"),
+            "llm_tokens": tokens, "retained_turns": turns,
+            "seconds_per_1k_turns": per_1k(seconds.get("total") or 0), "llm_tokens_per_1k_turns": per_1k(tokens)}
 
 
 def failed_stages(store: RunStore) -> list[dict]:
@@ -62,7 +84,7 @@ def failed_stages(store: RunStore) -> list[dict]:
 def format_log(store: RunStore) -> str:
     llm = bool(store.config.get("llm"))
     head = (f"{'epoch':>5} {'P':>7} {'gold LL':>8} {'C':>7} {'J':>8} {'Cost_train':>10} {'SFT/RL/mem':>14} {'SFT seen':>8} "
-            f"{'decision':<9} {'time':>7}")
+            f"{'cur s/1K':>8} {'decision':<9} {'time':>7}")
     head += f" {'LLM tokens':>10} {'USD':>8}" if llm else ""
     lines = [head, "-" * len(head)]
     for r in epoch_rows(store):
@@ -72,8 +94,10 @@ def format_log(store: RunStore) -> str:
         decision = "—" if r.get("accepted") is None else ("accepted" if r["accepted"] else "rejected")
         seen = r.get("sft_epochs_seen")   # passes over the curated SFT set (mean over seeds); < 1: some never trained
         seen = f"{sum(seen) / len(seen):>7.2f}×" if seen else f"{'—':>8}"
+        cur = (r.get("curation") or {}).get("seconds_per_1k_turns")   # curation wall time per 1K retained turns
+        cur = f"{cur:>8.3f}" if cur is not None else f"{'—':>8}"
         line = (f"{r['epoch']:>5} {f(r.get('P'), 7, 4)} {f(r.get('gold_ll'), 8, 3)} {f(r.get('C'), 7, 4)} {f(r.get('J'), 8, 4)} "
-                f"{r.get('cost_train') if r.get('cost_train') is not None else '—':>10} {counts:>14} {seen} {decision:<9} "
+                f"{r.get('cost_train') if r.get('cost_train') is not None else '—':>10} {counts:>14} {seen} {cur} {decision:<9} "
                 f"{sum(r['seconds'].values()):>6.0f}s")
         lines.append(line + (f" {r['tokens']:>10} {r['usd']:>8.4f}" if llm else ""))
     return "\n".join(lines)

@@ -62,15 +62,33 @@ def _record_id(line: bytes) -> str:
         return "a non-JSON line"
 
 
+REQUIRED_MANIFEST = ("corpus.sha256", "corpus.skipped_lines", "strategy.files_sha256", "strategy.commit",
+                     "runtime_sha256", "seed", "hash_seed", "n_ref")
+
+
+def _check_fields(path: Path, doc, fields) -> None:
+    """UserError naming the first missing field: a damaged manifest is one sentence, not a KeyError."""
+    for field in fields:
+        value = doc
+        for part in field.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise UserError(f"{path}: the field {field!r} is missing, so this is no whole curation output "
+                                "(made by `curateevo curate` or a run); nothing was run")
+            value = value[part]
+
+
 def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None = None,
            corpus_paths: list[str] | None = None, llm=None) -> ReplayReport:
     """`llm` answers ctx.llm (the run's LLM layer in replay-only mode) when the output used one."""
     src = Path(src)
     manifest = _read_json(src / "manifest.json")
+    _check_fields(src / "manifest.json", manifest, REQUIRED_MANIFEST)
     if manifest.get("llm_record_sha256") and llm is None:
         raise UserError(f"{src} was curated with an LLM: replay it from the run's LLM records "
                         "(replay RUN --epoch E); nothing was run")
     execution = _read_json(src / "execution.json")
+    if not corpus_paths:
+        _check_fields(src / "execution.json", execution, ("corpus_paths",))
     paths = corpus_paths or execution["corpus_paths"]
     for p in paths:
         if not Path(p).is_file():

@@ -214,3 +214,24 @@ def test_an_ablated_resource_is_not_charged_in_c(tmp_path):
     assert curation["cost_train"] == profile["sft"]["turns"] < full["cost_train"]
     assert 0 < curation["C"] < full["C"]
     assert "curated" not in Epochs(new_run(tmp_path / "mem", ablations=("no-memory",))).curate(0)
+
+
+def test_resume_refuses_a_curated_epochs_artifact_deleted_or_edited(tmp_path):
+    from evolver.errors import UserError
+
+    ep = Epochs(new_run(tmp_path))
+    ep.stage(0, "curate", lambda: ep.curate(0))
+    artifacts = ep.store.epoch_dir(0) / "artifacts"
+    Epochs(RunStore.open(ep.store.root))                       # intact: opens
+    sft = artifacts / "sft.jsonl"
+    original = sft.read_bytes()
+    sft.write_bytes(original.replace(b'"user"', b'"user" ', 1))  # edited in place
+    with pytest.raises(UserError, match=r"sft\.jsonl changed after epoch 0 was curated \(sha256 [0-9a-f]{12}… recorded"):
+        Epochs(RunStore.open(ep.store.root))
+    sft.unlink()                                               # deleted
+    with pytest.raises(UserError, match=r"sft\.jsonl was deleted after epoch 0 was curated"):
+        Epochs(RunStore.open(ep.store.root))
+    sft.write_bytes(original)
+    (artifacts / "manifest.json").write_text("{")
+    with pytest.raises(UserError, match=r"manifest\.json is missing or damaged, though epoch 0 was curated"):
+        Epochs(RunStore.open(ep.store.root))

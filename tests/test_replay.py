@@ -106,3 +106,20 @@ def test_replay_command_exit_codes(strategy, sample_corpus, tmp_path, capsys):
     assert cli.main(["replay", str(noisy)]) == 1
     printed = capsys.readouterr().out
     assert "replay differs" in printed and "memory.jsonl: line 1 differs" in printed
+
+
+def test_a_manifest_lacking_fields_is_one_sentence(sample_corpus, tmp_path, capsys):
+    import json as _json
+
+    from evolver import cli
+    from sandbox.curate import curate
+    from sandbox.process_executor import ProcessExecutor
+    from conftest import SEED_STRATEGY
+
+    out = curate(SEED_STRATEGY, [sample_corpus], tmp_path / "out", executor=ProcessExecutor()).out_dir
+    manifest = _json.loads((out / "manifest.json").read_text())
+    del manifest["strategy"]["files_sha256"]
+    (out / "manifest.json").write_text(_json.dumps(manifest))
+    assert cli.main(["replay", str(out), "--sandbox", "process"]) == 2
+    err = capsys.readouterr().err
+    assert "the field 'strategy.files_sha256' is missing" in err and err.count("\n") == 1

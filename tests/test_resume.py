@@ -114,7 +114,14 @@ def test_log_status_diff_and_report_read_the_run(reference, capsys):
     out = capsys.readouterr().out
     assert "accepted" in out and "rejected" in out and "J" in out
     # how much of the curated SFT set the recipe trained: the test profile's 6 examples of those that fit
-    assert "SFT seen" in out and len(re.findall(r" \d+\.\d\d× (?:accepted|rejected) ", out)) == 3
+    assert "SFT seen" in out and "cur s/1K" in out
+    # per epoch: passes over the curated SFT set, then curation wall seconds per 1K retained turns
+    assert len(re.findall(r" \d+\.\d\d× +\d+\.\d{3} (?:accepted|rejected) ", out)) == 3
+    from evolver.tables import epoch_rows
+    for row in epoch_rows(RunStore.open(root)):
+        cost = row["curation"]
+        assert cost["retained_turns"] == row["cost_train"] and cost["seconds"] > 0
+        assert cost["seconds_per_1k_turns"] == round(cost["seconds"] * 1000 / cost["retained_turns"], 4)
     assert cli.main(["status", str(root)]) == 0
     assert "finished" in capsys.readouterr().out
     assert cli.main(["diff", str(root), "0", "1"]) == 0
