@@ -204,3 +204,19 @@ def test_the_signals_and_the_current_dev_score_reach_the_agent(llm_server, execu
     proposer, brief, validate, _ = make(llm_server, executor, parent, tmp_path / "quiet")
     proposer.revise("effectiveness", brief, validate, tmp_path / "quiet" / "evolve")
     assert "none fired" in llm_server.requests[-2].messages[1]["content"]
+
+
+def test_the_agents_config_folder_is_not_left_in_tmpdir(tmp_path):
+    """mini-swe-agent's global config folder lives in $TMPDIR for the process only."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "MSWEA_GLOBAL_CONFIG_DIR"}
+    env["TMPDIR"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-c", "from evolver.proposers.agent import _minisweagent; _minisweagent(); "
+                           "import os; print(os.environ['MSWEA_GLOBAL_CONFIG_DIR'])"],
+                          capture_output=True, text=True, env=env, cwd=os.getcwd())
+    assert done.returncode == 0, done.stderr
+    folder = done.stdout.strip().splitlines()[-1]
+    assert folder.startswith(str(tmp_path)) and not os.path.exists(folder) and list(tmp_path.iterdir()) == []

@@ -48,7 +48,11 @@ def _minisweagent():
     into our environment (FIELD-NOTES), no DEBUG logging to stdout."""
     os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
     if "MSWEA_GLOBAL_CONFIG_DIR" not in os.environ:
-        os.environ["MSWEA_GLOBAL_CONFIG_DIR"] = tempfile.mkdtemp(prefix="curateevo-mswea-")
+        import atexit
+        import shutil
+
+        os.environ["MSWEA_GLOBAL_CONFIG_DIR"] = folder = tempfile.mkdtemp(prefix="curateevo-mswea-")
+        atexit.register(shutil.rmtree, folder, True)   # nothing of it is left in $TMPDIR after the process
     import minisweagent.agents.default as default
     import minisweagent.exceptions as exceptions
     import minisweagent.models.utils.actions_text as actions
