@@ -82,3 +82,37 @@ def test_the_lock_dies_with_its_process(tmp_path):
         holder.kill()
         holder.wait()
     assert subprocess.run(probe, capture_output=True, timeout=60).returncode == 0
+
+
+def test_a_second_resume_refuses_at_once_while_another_process_writes(tmp_path, capsys):
+    """Two resumes of one run: the second refuses in one line before it touches anything."""
+    import subprocess
+    import sys
+    import time
+
+    from conftest import SAMPLE_CORPUS
+    from evolver import cli
+
+    root = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+from evolver.config import RunConfig
+from evolver.store import RunStore
+from sandbox.corpus import corpus_sha256
+corpus = ({str(SAMPLE_CORPUS)!r},)
+cfg = RunConfig(corpus=corpus, corpus_sha256=corpus_sha256(list(corpus)), profile="test", base="tiny-random")
+RunStore.create({str(root)!r}, cfg.to_json())
+print("holding", flush=True)
+time.sleep(60)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        before = sorted(p.name for p in root.iterdir())
+        started = time.monotonic()
+        assert cli.main(["resume", str(root)]) == 2
+        err = capsys.readouterr().err
+        assert "is being written by another curateevo process" in err and err.count("\n") == 1
+        assert time.monotonic() - started < 5 and sorted(p.name for p in root.iterdir()) == before
+    finally:
+        holder.kill()
+        holder.wait()
