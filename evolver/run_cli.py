@@ -124,6 +124,7 @@ def cmd_run(args) -> int:
 def cmd_resume(args) -> int:
     store = RunStore.open(Path(args.run))
     store.lock()   # a second resume of the run refuses here, before it reads or touches anything else
+    store.journal.events()   # a journal damaged in the middle refuses here too (a torn last line is cut at the first write)
     cfg = run_config(store)
     if corpus_sha256(list(cfg.corpus)) != cfg.corpus_sha256:
         raise UserError(f"the corpus of {args.run} changed since the run started; nothing was run")

@@ -28,7 +28,6 @@ from evolver.files import atomic_json, is_empty_or_missing, read_json, sha256_pa
 from sandbox import environment_lock
 
 _HELD: dict[str, int] = {}       # run root → fd holding its lock in this process
-_WARNED: set[tuple[str, int]] = set()
 
 
 def lock_run(root: Path) -> None:
@@ -74,7 +73,9 @@ class Journal:
         self.path = path
 
     def append(self, event: dict) -> dict:
-        lock_run(self.path.parent)
+        if str(self.path.parent.resolve()) not in _HELD:   # the first write of this process: repair first
+            lock_run(self.path.parent)
+            self._truncate_torn_tail()
         event = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), **event}
         line = (json.dumps(event, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -85,7 +86,21 @@ class Journal:
             os.close(fd)
         return event
 
+    def _truncate_torn_tail(self) -> None:
+        """A kill during a write leaves a last line without its newline: cut it (it recorded
+        nothing), saying so, so that the next event starts on a line of its own."""
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            keep = data.rfind(b"\n") + 1
+            os.truncate(self.path, keep)
+            print(f"curateevo: note: {printable(self.path)} ended in a torn line ({len(data) - keep} bytes, a kill "
+                  "during a write); truncated, so what it was recording runs again", file=sys.stderr, flush=True)
+
     def events(self) -> list[dict]:
+        """Every event, in order. A torn last line (no newline yet) is no event; a line that is not an
+        event anywhere else means the journal was damaged: UserError naming it."""
         if not self.path.exists():
             return []
         data = self.path.read_bytes()
@@ -98,12 +113,11 @@ class Journal:
                 event = json.loads(line)
             except ValueError:   # UnicodeDecodeError included
                 event = None
-            if isinstance(event, dict):
-                events.append(event)
-            elif (str(self.path), lineno) not in _WARNED:
-                _WARNED.add((str(self.path), lineno))
-                print(f"curateevo: warning: {printable(self.path)}:{lineno} is not a journal event (a torn or "
-                      f"corrupt line); skipped, so what it recorded runs again", file=sys.stderr, flush=True)
+            if not isinstance(event, dict):
+                raise UserError(f"{printable(self.path)}:{lineno} is not a journal event: the journal was damaged "
+                                "in the middle (not by a kill, which only tears the last line); restore it from a "
+                                "backup, or start a new run")
+            events.append(event)
         return events
 
 

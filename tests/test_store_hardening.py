@@ -1,4 +1,5 @@
 """A damaged run directory is one sentence or one warning, never a traceback; one writer at a time."""
+import json
 import subprocess
 import sys
 
@@ -11,18 +12,43 @@ from evolver.store import RunStore
 from conftest import ROOT
 
 
-def test_a_garbage_line_in_the_middle_of_the_journal_is_skipped_with_a_warning_naming_it(tmp_path, capsys):
-    store = RunStore.create(tmp_path / "run", {})
+def test_a_corrupt_line_in_the_middle_of_the_journal_is_refused_naming_it(tmp_path, capsys):
+    from conftest import SAMPLE_CORPUS
+    from evolver.config import RunConfig
+    from sandbox.corpus import corpus_sha256
+
+    corpus = (str(SAMPLE_CORPUS),)
+    config = RunConfig(corpus=corpus, corpus_sha256=corpus_sha256(list(corpus)), profile="test", base="tiny-random")
+    store = RunStore.create(tmp_path / "run", config.to_json())
     store.stage(0, "curate", lambda: {"n": 1})
     with open(store.journal.path, "ab") as f:
-        f.write(b'{"event": "stage_done", "epoch": 0, "sta\n<html>oops</html>\n\xff\xfe\n[1, 2]\n')
-    store.stage(0, "train", lambda: {"n": 2})
-    events = RunStore.open(store.root).journal.events()
-    assert [e["stage"] for e in events] == ["curate", "curate", "train", "train"]
-    err = capsys.readouterr().err
-    for lineno in (3, 4, 5, 6):
-        assert f"journal.jsonl:{lineno} is not a journal event (a torn or corrupt line); skipped" in err
-    assert store.done(0, "curate") is not None and store.done(0, "train") is not None
+        f.write(b'<html>oops</html>\n')
+    store.journal.append({"event": "note"})
+    with pytest.raises(UserError, match=r"journal\.jsonl:3 is not a journal event: the journal was damaged in the middle"):
+        RunStore.open(store.root).journal.events()
+    for command in ("log", "status", "resume"):
+        assert cli.main([command, str(store.root)]) == 2
+        err = capsys.readouterr().err
+        assert "journal.jsonl:3 is not a journal event" in err and err.count("\n") == 1
+    assert not (store.root / "strategy").exists()   # resume refused before it made anything
+
+
+def test_a_torn_last_line_is_truncated_by_the_next_writer_saying_so(tmp_path, capsys):
+    root = tmp_path / "run"
+    subprocess.run([sys.executable, "-c", f"""
+from evolver.store import RunStore
+store = RunStore.create({str(root)!r}, {{}})
+store.stage(0, "curate", lambda: {{"n": 1}})
+"""], check=True)
+    with open(root / "journal.jsonl", "ab") as f:   # a kill during the write of the next event
+        f.write(b'{"event": "stage_done", "epoch": 0, "stage": "tra')
+    store = RunStore.open(root)
+    assert [e["stage"] for e in store.journal.events()] == ["curate", "curate"]   # readers: no event, no error
+    store.stage(0, "train", lambda: {"n": 2})                                       # the next writer cuts it
+    assert "ended in a torn line (49 bytes, a kill during a write); truncated" in capsys.readouterr().err
+    lines = (root / "journal.jsonl").read_bytes().split(b"\n")
+    assert lines[-1] == b"" and all(json.loads(line) for line in lines[:-1])
+    assert [e["stage"] for e in RunStore.open(root).journal.events()] == ["curate", "curate", "train", "train"]
 
 
 def test_a_corrupt_run_json_is_one_sentence(tmp_path, capsys):
