@@ -206,6 +206,26 @@ def _llm_line(cfg) -> str:
             f"{budget} · proposer {cfg.get('proposer')} · diagnosis {cfg.get('diagnosis')}")
 
 
+def _curation_costs(rows: list[dict]) -> str:
+    """Per epoch: the curation's wall time (executing, checking), ctx.llm tokens, and both per 1K
+    retained turns (the paper's Figure 3). A candidate's curation is its dry run, made while the
+    previous epoch proposed it: these are its own seconds, not the stage's."""
+    body = ""
+    for r in rows:
+        c = r.get("curation")
+        if not c:
+            continue
+        f = (lambda v, p=2: "—" if v is None else f"{v:.{p}f}")
+        body += (f"<tr><td>{r['epoch']}</td><td>{c['retained_turns']}</td><td>{f(c['seconds'])}</td>"
+                 f"<td>{f(c['execute_s'])}</td><td>{f(c['check_s'])}</td><td>{c['llm_tokens']}</td>"
+                 f"<td>{f(c['seconds_per_1k_turns'], 3)}</td><td>{f(c['llm_tokens_per_1k_turns'], 1)}</td></tr>")
+    if not body:
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in ("epoch", "retained turns", "curation s", "execute s", "check s",
+                                               "ctx.llm tokens", "s / 1K turns", "tokens / 1K turns"))
+    return f"<h2>Curation cost</h2><table><tr>{head}</tr>{body}</table>"
+
+
 def _test_readings(store: RunStore) -> str:
     """Every reading of the test split the journal holds; more than one is said plainly."""
     readings = [e for e in store.journal.events() if e.get("event") == "tested"]
@@ -251,6 +271,7 @@ base {html.escape(cfg['base'])} · profile {html.escape(cfg['profile'])} · λ =
 <p>LLM: {html.escape(_llm_line(cfg))}</p>
 <pre>{html.escape(format_stages(store))}</pre>
 <h2>Decisions</h2><ul>{reasons}</ul>
+{_curation_costs(rows)}
 {_test_readings(store)}
 {_category_table(store, rows)}
 {_revisions(store, rows)}

@@ -131,6 +131,7 @@ def test_log_status_diff_and_report_read_the_run(reference, capsys):
     for name in ("objective.png", "scale.png", "families.png", "time.png"):
         assert (root / "report" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert name in page
+    assert "<h2>Curation cost</h2>" in page and "s / 1K turns" in page
     assert "SFT seen" in page and "training.png" in page and "P per category" in page and "95% Wilson interval" in page
     assert "<h2>Strategy revisions</h2>" in page and "+++ b/strategy.py" in page and "# op:" in page
     assert "Failed trajectories" in page and 'href="../epochs/0/eval-s0/trajectories.jsonl"' in page
