@@ -46,6 +46,7 @@ def lock_run(root: Path) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     _HELD[key] = fd
+    Journal(Path(root) / "journal.jsonl").truncate_torn_tail()   # the new writer repairs before its first write
 
 
 def writer_active(root: Path) -> bool:
@@ -73,9 +74,7 @@ class Journal:
         self.path = path
 
     def append(self, event: dict) -> dict:
-        if str(self.path.parent.resolve()) not in _HELD:   # the first write of this process: repair first
-            lock_run(self.path.parent)
-            self._truncate_torn_tail()
+        lock_run(self.path.parent)
         event = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), **event}
         line = (json.dumps(event, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -86,7 +85,7 @@ class Journal:
             os.close(fd)
         return event
 
-    def _truncate_torn_tail(self) -> None:
+    def truncate_torn_tail(self) -> None:
         """A kill during a write leaves a last line without its newline: cut it (it recorded
         nothing), saying so, so that the next event starts on a line of its own."""
         if not self.path.exists():

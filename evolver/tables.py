@@ -60,9 +60,7 @@ def curation_cost(store: RunStore, epoch: int) -> dict | None:
     except (OSError, ValueError, KeyError):
         return None
     seconds = execution.get("seconds") or {}
-    tokens = (execution.get("llm") or {}).get("tokens") or 0
-    if isinstance(tokens, dict):
-        tokens = sum(v for v in tokens.values() if isinstance(v, (int, float)))
+    tokens = (execution.get("llm") or {}).get("tokens") or 0   # sandbox.llm_channel usage: prompt + completion
     per_1k = (lambda v: round(v * 1000 / turns, 4) if turns else None)
     return {"seconds": seconds.get("total"), "execute_s": seconds.get("execute"), "check_s": seconds.get("check"),
             "llm_tokens": tokens, "retained_turns": turns,

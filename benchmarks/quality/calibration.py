@@ -33,12 +33,6 @@ PAIRS = (
 )
 
 
-def _scores(cells: list[dict]) -> dict[str, list[float]]:
-    from benchmarks.quality.table import row_scores
-
-    return row_scores(cells)
-
-
 def _key(setting_doc: dict) -> str:
     fields = {k: setting_doc[k] for k in ("benchmark", "split", "tasks", "profile", "base", "seeds", "budget")}
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
@@ -53,7 +47,9 @@ def _gold_scores(golds: list[dict]) -> dict[str, list[float]]:
 def summarize(doc: dict, results: dict[str, list[dict]], golds: dict[str, list[dict]] | None = None) -> dict:
     """The calibration of the quality document `doc` (table.summarize) and its cells; `golds`:
     each row's per-seed gold-call log-likelihoods (Cells.gold), the low-variance signal beside P."""
-    scores = {rid: _scores(c) for rid, c in results.items() if c}
+    from benchmarks.quality.table import row_scores
+
+    scores = {rid: row_scores(c) for rid, c in results.items() if c}
     gold = {rid: _gold_scores(g) for rid, g in (golds or {}).items() if g and all(g)}
     pairs = []
     for a, b, what in PAIRS:
