@@ -23,15 +23,13 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def default_corpus(benchmark: str, setting: str, seed: int) -> list[str]:
-    """The default raw corpus of a benchmark (train split only), built once into a cache under runs/."""
+def default_corpus(benchmark: str, setting: str, seed: int, max_records: int | None = None) -> list[str]:
+    """The default raw corpus of a benchmark (train split only), sized to `max_records` (the
+    profile's SFT budget, so every record ρ0 keeps is trained), built once into a cache under runs/."""
     from benchmarks.bfcl import corpus_builder
 
-    folder = RUNS / "corpora" / f"{benchmark}-{setting}-seed{seed}"
-    path = folder / corpus_builder.CORPUS_FILE
-    if not path.is_file():
-        corpus_builder.write(folder, benchmark, setting, seed)
-    return [str(path)]
+    folder = corpus_builder.cached(RUNS / "corpora", benchmark, setting, seed, max_records)
+    return [str(folder / corpus_builder.CORPUS_FILE)]
 
 
 def read_config_file(path: str) -> dict:
@@ -77,7 +75,8 @@ def create_run(options: dict) -> RunStore:
         kind = corpus_kind(load_corpus(corpus, on_error=probe.on_error).records)
         config = resolve(options, tuple(corpus), corpus_sha256(corpus), kind)
     else:
-        corpus = default_corpus("bfcl-single" if probe.benchmark == "bfcl-single" else "bfcl", "wild", probe.seed)
+        corpus = default_corpus("bfcl-single" if probe.benchmark == "bfcl-single" else "bfcl", "wild", probe.seed,
+                                probe.curation_budget["sft_examples"])
         config = probe.replace(corpus=tuple(corpus), corpus_sha256=corpus_sha256(corpus))
     store = RunStore.create(runs_dir / name, config.to_json())   # the loop creates the strategy workspace from ρ0
     if options["llm_records"]:   # a rerun from another run's record (replay-only: no network call)

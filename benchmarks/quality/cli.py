@@ -93,14 +93,15 @@ def cmd_bench_quality(args) -> int:
         which = tuple(w for w in which if w != "runs")
     elif args.run and "runs" not in which:
         raise UserError("--run was given but --rows leaves out `runs`")
-    wild_dir = args.wild or rows_mod.default_corpus_dir(args.benchmark, "wild")
-    labeled_dir = args.labeled or (rows_mod.default_corpus_dir(args.benchmark, "labeled")
-                                   if "rho0-labeled" in which else None)
     if args.run_epochs and not args.run:
         raise UserError("--run-epochs names the candidates of the runs given with --run; give --run RUN")
     units = _units(args.proxy) if args.proxy else []
-    rows = rows_mod.table_rows(which, wild_dir, labeled_dir, args.run or [], args.cache, args.ablate, args.run_epochs)
     cells = Cells(args.cache, setting, make_executor(args.sandbox, warn=say))   # checks base, budget, tasks first
+    sized = cells.curation_budget["sft_examples"]   # the default corpus is sized as `run` sizes it
+    wild_dir = args.wild or rows_mod.default_corpus_dir(args.benchmark, "wild", max_records=sized)
+    labeled_dir = args.labeled or (rows_mod.default_corpus_dir(args.benchmark, "labeled", max_records=sized)
+                                   if "rho0-labeled" in which else None)
+    rows = rows_mod.table_rows(which, wild_dir, labeled_dir, args.run or [], args.cache, args.ablate, args.run_epochs)
     adopted = sum(cells.adopt(run) for run in args.run or [])
     if adopted:
         say(f"{adopted} training(s) of the given runs match this recipe: a cell with the same data and seed reuses them")
@@ -162,8 +163,10 @@ def add_cli(sub) -> None:
                                     "evaluate on a held-out, category-balanced test subset; every cell is cached.")
     p.add_argument("--benchmark", default="bfcl-single", choices=["bfcl-single", "bfcl"], help="the benchmark whose test split scores every row")
     p.add_argument("--wild", type=Path, help="wild corpus directory with noise_labels.json "
-                                             "(default: runs/corpora/BENCHMARK-wild-seed0, built if missing)")
-    p.add_argument("--labeled", type=Path, help="labeled corpus directory (default: runs/corpora/BENCHMARK-labeled-seed0)")
+                                             "(default: runs/corpora/BENCHMARK-wild-seed0-maxN, sized to the profile's SFT budget N "
+                                             "as `run` sizes it, built if missing)")
+    p.add_argument("--labeled", type=Path, help="labeled corpus directory (default: runs/corpora/BENCHMARK-labeled-seed0-maxN, "
+                                                  "the wild one's tasks)")
     p.add_argument("--run", type=Path, nargs="+", help="finished run directories: their final strategies are rows")
     p.add_argument("--rows", help=f"comma-separated rows among {','.join(ROWS)} (default: {','.join(TABLE1)}; "
                                   "with --spread: rho0-wild)")
