@@ -109,7 +109,7 @@ def cmd_bench_quality(args) -> int:
     say(f"curating {len(rows)} rows (cached by strategy × corpus) …")
     for row in rows:
         cells.inputs(row)
-    missing = [(row, s) for row in rows for s in setting.seeds if cells.cached(row, s) is None]
+    missing = [(row, s) for s in setting.seeds for row in rows if cells.cached(row, s) is None]   # seed-major: a stopped bench leaves paired seeds
     say(f"{len(rows) * len(setting.seeds) - len(missing)} cells cached, {len(missing)} to compute "
         f"({len(cells.tasks)} {setting.split} tasks, profile {setting.profile}, cache {args.cache})")
     mdd = minimal_detectable_difference(len(cells.tasks), len(setting.seeds), table.BASE_RATE)
