@@ -107,11 +107,42 @@ def _training_plot(store, rows, plt):
     return fig
 
 
+def _call_table(store, rows, seeds) -> str:
+    """call_f1 per category per epoch over all seeds, from the summed call counts (replay)."""
+    cells, names = {}, set()
+    for r in rows:
+        for s in seeds:
+            path = store.epoch_dir(r["epoch"]) / f"eval-s{s}" / "metrics.json"
+            if path.is_file():
+                for name, m in json.loads(path.read_text())["per_category"].items():
+                    got = cells.setdefault((r["epoch"], name), [0, 0, 0])
+                    for i, k in enumerate(("call_tp", "call_fp", "call_fn")):
+                        got[i] += m.get(k) or 0
+                    names.add(name)
+    if not cells:
+        return ""
+    head = "".join(f"<th>{html.escape(n)}</th>" for n in sorted(names))
+    body = ""
+    for r in rows:
+        tds = ""
+        for name in sorted(names):
+            tp, fp, fn = cells.get((r["epoch"], name), (0, 0, 0))
+            tds += f"<td>{2 * tp / (2 * tp + fp + fn):.3f} ({tp} right, {fp} wrong, {fn} missed)</td>" if tp + fp + fn \
+                else "<td>—</td>"
+        body += f"<tr><td>{r['epoch']}</td>{tds}</tr>"
+    return (f"<h2>P per category (call-level F1 over the held-out steps, all seeds)</h2>"
+            f"<table><tr><th>epoch</th>{head}</tr>{body}</table>")
+
+
 def _category_table(store, rows) -> str:
-    """P per category per epoch over all seeds: successes / n and a 95% Wilson interval."""
+    """P per category per epoch over all seeds: successes / n and a 95% Wilson interval (call_f1
+    with its counts on replay)."""
     from benchmarks.quality.stats import wilson_interval
 
-    seeds = RunConfig.from_json(store.config).seeds
+    config = RunConfig.from_json(store.config)
+    seeds = config.seeds
+    if config.metric == "call_f1":
+        return _call_table(store, rows, seeds)
     cells, names = {}, set()
     for r in rows:
         for s in seeds:
