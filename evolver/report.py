@@ -196,6 +196,13 @@ def _revisions(store, rows) -> str:
     return "<h2>Strategy revisions</h2>" + "".join(parts) if parts else ""
 
 
+def _failed_label(trajectory: dict) -> str:
+    """A failed task's id; a replayed corpus record's with the verdict of its first wrong answer."""
+    meta = trajectory["meta"]
+    error = str((meta.get("feedback") or {}).get("error_type") or "")
+    return f"{meta['task_id']} ({error.removeprefix('replay:')})" if "steps" in meta and error else meta["task_id"]
+
+
 def _failures(store, rows) -> str:
     """Links to each evaluated epoch's trajectories and the ids of its failed tasks."""
     seeds = RunConfig.from_json(store.config).seeds
@@ -204,7 +211,7 @@ def _failures(store, rows) -> str:
         for s in seeds:
             path = store.epoch_dir(r["epoch"]) / f"eval-s{s}" / "trajectories.jsonl"
             if path.is_file():
-                failed = [t["meta"]["task_id"] for t in map(json.loads, path.read_text().splitlines())
+                failed = [_failed_label(t) for t in map(json.loads, path.read_text().splitlines())
                           if not (t.get("outcome") or {}).get("success")]
                 link = f"../epochs/{r['epoch']}/eval-s{s}/trajectories.jsonl"
                 items += (f"<li>epoch {r['epoch']} seed {s}: <a href=\"{link}\">trajectories</a> — {len(failed)} failed"
