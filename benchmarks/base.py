@@ -81,6 +81,10 @@ class Benchmark(Protocol):
 
     def judge_step(self, item: StepItem, calls: list) -> bool: ...
 
+    # A benchmark without an environment (replay) may add `judge_calls(item, calls, format_error)`
+    # -> {verdict, why, tp, fp, fn} (call-by-call scoring, the runner records it per answer) and
+    # `episodes(tasks, step_rows)` -> trajectory records of the scored steps (for the diagnosis).
+
 
 # name -> factory(**options) -> Benchmark
 REGISTRY: dict[str, Callable[..., Benchmark]] = {}

@@ -5,7 +5,7 @@ reads) and holds out a tenth of it with `sandbox.corpus.split.split_ids` (by id 
 one task kept on one side; the loop's dev hold-out is the same function).
 
 `train_ids` is the 90% a loop may curate; `dev_ids` the held-out 10%, which `tasks("dev")` hands
-out (sorted by id). A task has no environment: it is scored by `step_accuracy` alone. Each
+out (sorted by id). A task has no environment: its step items alone are scored. Each
 assistant message of a held-out record is a `StepItem` — the recorded prefix before it, and as
 gold its tool calls (or `[]` for a reply without calls). Records whose outcome says they failed
 (`outcome.success is false`) give no step items by default (their actions are not ones to copy).
@@ -19,14 +19,17 @@ must answer instead of calling.
 `judge_step` accepts a next action when it makes the same calls as the recorded one, in any
 order: equal tool names and equal arguments after normalisation (JSON-decoded, object key order
 ignored, numbers compared by value, booleans kept apart from numbers, strings exact).
+`judge_calls` scores it call by call for P = `call_f1`, and `episodes` writes the scored held-out
+records for the diagnosis (benchmarks/replay_scoring.py): the old share of right steps, where
+every text step is right for a model that never calls, stays a secondary figure.
 """
 from __future__ import annotations
 
-import json
-from collections import Counter
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
+from benchmarks import replay_scoring
 from benchmarks.base import SPLITS, StepItem, Task, Verdict, register
+from benchmarks.replay_scoring import normalize_arguments, same_calls
 from evolver.errors import UserError
 from sandbox.corpus.split import DEFAULT_SEED, DEFAULT_SHARE, group_key, split_ids
 
@@ -34,38 +37,6 @@ NAME = "replay"
 DEFAULT_HOLDOUT = DEFAULT_SHARE
 _group_key = group_key
 __all__ = ["ReplayBenchmark", "normalize_arguments", "same_calls", "split_ids"]
-
-
-def normalize_arguments(arguments: Any) -> Any:
-    """Arguments as compared: a JSON string is decoded first; see the module docstring."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return ("unparsed", arguments)
-    return _norm(arguments)
-
-
-def _norm(value: Any) -> Any:
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)):
-        return ("number", float(value))
-    if isinstance(value, Mapping):
-        return ("object", tuple(sorted((str(k), _norm(v)) for k, v in value.items())))
-    if isinstance(value, (list, tuple)):
-        return ("array", tuple(_norm(v) for v in value))
-    return ("other", repr(value))
-
-
-def _call_key(call: Mapping) -> str:
-    fn = call.get("function", call)
-    return repr((fn.get("name"), normalize_arguments(fn.get("arguments", {}))))
-
-
-def same_calls(calls: Sequence[Mapping], gold: Sequence[Mapping]) -> bool:
-    """Equal multisets of (name, normalised arguments)."""
-    return Counter(map(_call_key, calls)) == Counter(map(_call_key, gold))
 
 
 def _user_turns(messages: Sequence[Mapping]) -> list[list[dict]]:
@@ -88,7 +59,8 @@ class ReplayBenchmark:
     """Step-level replay of a raw corpus's held-out records (no environment, no episodes)."""
 
     name = NAME
-    executable = False  # no Episode: only step_accuracy can be measured
+    executable = False  # no Episode: only the step items can be scored
+    metric = "call_f1"  # P on this benchmark (benchmarks/replay_scoring.py)
 
     def __init__(self, corpus, seed: int = DEFAULT_SEED, holdout: float = DEFAULT_HOLDOUT, fmt: str = "auto",
                  include_failed: bool = False, allow_test: bool = False):
@@ -138,10 +110,10 @@ class ReplayBenchmark:
         return tasks[:limit] if limit is not None else tasks
 
     def episode(self, task: Task):
-        raise UserError("the replay benchmark has no environment to run episodes in; it measures step_accuracy")
+        raise UserError("the replay benchmark has no environment to run episodes in; it scores the held-out steps")
 
     def score(self, task: Task, messages: list) -> Verdict:
-        raise UserError("the replay benchmark has no environment to score episodes; it measures step_accuracy")
+        raise UserError("the replay benchmark has no environment to score episodes; it scores the held-out steps")
 
     def step_items(self, task: Task) -> list[StepItem]:
         record = self.records[task.id]
@@ -167,6 +139,16 @@ class ReplayBenchmark:
 
     def judge_step(self, item: StepItem, calls: list) -> bool:
         return same_calls(calls, item.gold)
+
+    def judge_calls(self, item: StepItem, calls: list, format_error: str | None) -> dict:
+        """{verdict, why, tp, fp, fn} of one answer at `item` (benchmarks/replay_scoring.py)."""
+        offered = [(t.get("function") or t).get("name") for t in item.tools]
+        return replay_scoring.judge_calls(item.gold, calls, format_error, offered)
+
+    def episodes(self, tasks: Sequence[Task], steps: Sequence[Mapping]) -> list[dict]:
+        """The scored held-out records of `tasks` as trajectory records (replay_scoring.episodes)."""
+        items = [i for t in tasks for i in self.step_items(t)]
+        return replay_scoring.episodes(self.records, items, steps, {t.id: t.category for t in tasks})
 
 
 register(NAME, ReplayBenchmark)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 from evolver.errors import UserError
 
 BENCHMARKS = ("bfcl-single", "bfcl", "replay")
-METRICS = ("task_success", "turn_pass", "step_accuracy")
+METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
 ABLATIONS = ("no-effectiveness", "no-efficiency", "no-sft", "no-rl", "no-memory")
 DIAGNOSES = ("rules", "rules+llm")
 # json key ≠ field name (`lambda` is a Python keyword)
@@ -37,7 +37,8 @@ class RunConfig:
     split: str = "dev"
     """The split the loop evaluates on; the test split is read only by `curateevo test`."""
     metric: str = "task_success"
-    """P: task_success (official checker), turn_pass or step_accuracy."""
+    """P: task_success (official checker), turn_pass or step_accuracy; call_f1 on replay (call-level F1 over
+    the held-out steps, benchmarks/replay_scoring.py)."""
     tasks: int = 60
     """Dev tasks evaluated per epoch, balanced over the benchmark's categories."""
     base: str = "smollm2-135m"
@@ -292,7 +293,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("corpus", str, None, "raw corpus file(s) (default: the wild corpus of --benchmark, train split)", nargs="+"),
     Option("benchmark", str, None, "dev benchmark (default: bfcl-single, or replay for a corpus without an environment)",
            BENCHMARKS),
-    Option("metric", str, None, "P, the dev metric (default: task_success; step_accuracy on replay)", METRICS),
+    Option("metric", str, None, "P, the dev metric (default: task_success; call_f1 on replay)", METRICS),
     Option("tasks", int, _field_default("tasks"), "dev tasks evaluated per epoch, balanced over the categories"),
     Option("base", str, None, "base model (default: the profile's base model)"),
     Option("profile", str, _field_default("profile"), "recipe budgets", _profiles),
@@ -403,7 +404,10 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     llm = llm_mapping(o)
     proposer = o["proposer"] or ("agent" if llm else "offline")
     benchmark = o["benchmark"] or corpus_kind or "bfcl-single"
-    metric = o["metric"] or ("step_accuracy" if benchmark == "replay" else _field_default("metric"))
+    metric = o["metric"] or ("call_f1" if benchmark == "replay" else _field_default("metric"))
+    if (metric == "call_f1") != (benchmark == "replay"):
+        raise UserError(f"--metric {metric} on {benchmark}: call_f1 is the replay benchmark's P and only its "
+                        "(step_accuracy there counts every text step right whatever the model writes)")
     base = o["base"] or get_profile(o["profile"]).base
     if o["seeds"] < 1:
         raise UserError(f"--seeds must be at least 1, not {o['seeds']}")

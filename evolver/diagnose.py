@@ -29,6 +29,12 @@ the first rule that applies, in this order:
     → `bad_arguments`;
 11. any other failure → `unclassified` (its error type is the evidence).
 
+A replay evaluation (a user's corpus without an environment) writes one record per held-out
+trajectory whose `meta.steps` hold the model's answer at each scored step with its verdict
+(benchmarks/replay_scoring.py): its error type `replay:<family>` names the family of its first
+wrong answer directly, every other wrong answer adds its family, and the shape rules are skipped —
+the messages are the corpus's recorded ones, not the agent's.
+
 Secondary families: the multi-turn per-turn checks (`feedback.turn_errors`) read by the same
 rules — BFCL's multi-turn verdict does not fail a task for a call in a turn that wanted none, the
 per-turn check does — and the trajectory's shape: a tool error naming an unknown tool
@@ -91,6 +97,7 @@ _RULES = tuple((re.compile(p), f) for p, f in CHECKER_RULES)
 UNKNOWN = re.compile(r"not defined|unknown (tool|function)|not (offered|available)|no such (tool|function)", re.I)
 ERROR = re.compile(r"^\s*(\{\s*\"error\"|error|Error during execution|Traceback)|'error':|\"error\":", re.I)
 REPEATS = 3   # identical consecutive calls that make a loop
+REPLAY = "replay:"   # error-type prefix of a replay evaluation's verdicts
 
 
 def _signature(call: Mapping) -> str:
@@ -111,6 +118,8 @@ def primary_family(trajectory: Mapping, error_type: str | None = None) -> tuple[
     error_type = str(fb.get("error_type") or "")
     message = str(fb.get("checker_message") or "")
     evidence = f"{error_type}: {message}".strip(": ")
+    if error_type.startswith(REPLAY) and error_type[len(REPLAY):] in FAMILIES:   # the replay judge's verdict
+        return error_type[len(REPLAY):], message or evidence
     if meta.get("format_errors"):
         return "unparseable_call", str(meta["format_errors"][0].get("error"))
     if "decoder_failed" in error_type and fb.get("parse_error"):
@@ -143,6 +152,12 @@ def families(trajectory: Mapping) -> list[tuple[str, str]]:
         found.setdefault(family, evidence[:240])
 
     add(*primary_family(trajectory))
+    steps = (trajectory.get("meta") or {}).get("steps")
+    if steps is not None:   # a replayed corpus record: only the model's answers at its steps speak for it
+        for s in steps:
+            if s.get("verdict") in FAMILIES:
+                add(s["verdict"], f"step {s.get('step')}: {s.get('why')}")
+        return list(found.items())
     for turn in ((trajectory.get("meta") or {}).get("feedback") or {}).get("turn_errors") or ():
         family, evidence = primary_family(trajectory, turn.get("error_type") or "")
         if family not in ("unclassified", "step_limit", "premature_stop"):   # a cut-off turn repeats the primary

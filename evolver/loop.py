@@ -375,10 +375,12 @@ class Epochs:
         return [t for p in paths if p.is_file() for t in read_jsonl(p)]
 
     def _per_task(self, epoch: int) -> dict[str, list[float]]:
+        # call_f1 (replay): a held-out record's own call F1 is its reward; else the checker's success
+        key = "reward" if self.cfg.metric == "call_f1" else "success"
         scores: dict[str, list[float]] = {}
         for s in self.cfg.seeds:
             for t in read_jsonl(self.store.epoch_dir(epoch) / f"eval-s{s}" / "trajectories.jsonl"):
-                scores.setdefault(t["meta"]["task_id"], []).append(float(t["outcome"]["success"]))
+                scores.setdefault(t["meta"]["task_id"], []).append(float(t["outcome"][key]))
         return scores
 
 

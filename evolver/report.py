@@ -107,11 +107,42 @@ def _training_plot(store, rows, plt):
     return fig
 
 
+def _call_table(store, rows, seeds) -> str:
+    """call_f1 per category per epoch over all seeds, from the summed call counts (replay)."""
+    cells, names = {}, set()
+    for r in rows:
+        for s in seeds:
+            path = store.epoch_dir(r["epoch"]) / f"eval-s{s}" / "metrics.json"
+            if path.is_file():
+                for name, m in json.loads(path.read_text())["per_category"].items():
+                    got = cells.setdefault((r["epoch"], name), [0, 0, 0])
+                    for i, k in enumerate(("call_tp", "call_fp", "call_fn")):
+                        got[i] += m.get(k) or 0
+                    names.add(name)
+    if not cells:
+        return ""
+    head = "".join(f"<th>{html.escape(n)}</th>" for n in sorted(names))
+    body = ""
+    for r in rows:
+        tds = ""
+        for name in sorted(names):
+            tp, fp, fn = cells.get((r["epoch"], name), (0, 0, 0))
+            tds += f"<td>{2 * tp / (2 * tp + fp + fn):.3f} ({tp} right, {fp} wrong, {fn} missed)</td>" if tp + fp + fn \
+                else "<td>—</td>"
+        body += f"<tr><td>{r['epoch']}</td>{tds}</tr>"
+    return (f"<h2>P per category (call-level F1 over the held-out steps, all seeds)</h2>"
+            f"<table><tr><th>epoch</th>{head}</tr>{body}</table>")
+
+
 def _category_table(store, rows) -> str:
-    """P per category per epoch over all seeds: successes / n and a 95% Wilson interval."""
+    """P per category per epoch over all seeds: successes / n and a 95% Wilson interval (call_f1
+    with its counts on replay)."""
     from benchmarks.quality.stats import wilson_interval
 
-    seeds = RunConfig.from_json(store.config).seeds
+    config = RunConfig.from_json(store.config)
+    seeds = config.seeds
+    if config.metric == "call_f1":
+        return _call_table(store, rows, seeds)
     cells, names = {}, set()
     for r in rows:
         for s in seeds:
@@ -165,6 +196,13 @@ def _revisions(store, rows) -> str:
     return "<h2>Strategy revisions</h2>" + "".join(parts) if parts else ""
 
 
+def _failed_label(trajectory: dict) -> str:
+    """A failed task's id; a replayed corpus record's with the verdict of its first wrong answer."""
+    meta = trajectory["meta"]
+    error = str((meta.get("feedback") or {}).get("error_type") or "")
+    return f"{meta['task_id']} ({error.removeprefix('replay:')})" if "steps" in meta and error else meta["task_id"]
+
+
 def _failures(store, rows) -> str:
     """Links to each evaluated epoch's trajectories and the ids of its failed tasks."""
     seeds = RunConfig.from_json(store.config).seeds
@@ -173,7 +211,7 @@ def _failures(store, rows) -> str:
         for s in seeds:
             path = store.epoch_dir(r["epoch"]) / f"eval-s{s}" / "trajectories.jsonl"
             if path.is_file():
-                failed = [t["meta"]["task_id"] for t in map(json.loads, path.read_text().splitlines())
+                failed = [_failed_label(t) for t in map(json.loads, path.read_text().splitlines())
                           if not (t.get("outcome") or {}).get("success")]
                 link = f"../epochs/{r['epoch']}/eval-s{s}/trajectories.jsonl"
                 items += (f"<li>epoch {r['epoch']} seed {s}: <a href=\"{link}\">trajectories</a> — {len(failed)} failed"

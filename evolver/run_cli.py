@@ -103,7 +103,7 @@ def cmd_run(args) -> int:
     if options["corpus"] and not options["benchmark"]:
         benchmark = run_config(store).benchmark
         say(f"benchmark: {benchmark} (chosen from the corpus: " + (
-            "it has no environment, so P is step_accuracy on its held-out tenth, which the strategy never sees)"
+            "it has no environment, so P is call_f1 on its held-out tenth, which the strategy never sees)"
             if benchmark == "replay" else "every record names this environment; --benchmark chooses another)"))
     cfg = run_config(store)
     if options["margin"] is None:
