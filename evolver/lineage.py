@@ -47,8 +47,11 @@ def record_ops(meta: Mapping) -> list[str]:
 
 
 def maker(meta: Mapping) -> str:
-    """The operator a record is counted under: the first of its steps that is not a plain builder."""
+    """The operator a record is counted under: the first of its steps that is not a plain builder;
+    `custom` when the strategy's own code changed it last."""
     ops = record_ops(meta)
+    if ops and ops[-1] == "custom":
+        return "custom"
     return next((op for op in ops if op not in BUILDERS), ops[-1] if ops else "custom")
 
 
@@ -81,12 +84,12 @@ def artifact_index(folder: Path) -> dict[str, dict]:
     return index
 
 
-def _evaluated(store: RunStore, epoch: int, seed: int) -> dict[str, Mapping]:
+def evaluated_tasks(store: RunStore, epoch: int, seed: int) -> dict[str, Mapping]:
     path = store.epoch_dir(epoch) / f"eval-s{seed}" / "trajectories.jsonl"
     return {(t.get("meta") or {}).get("task_id", t["id"]): t for t in read_jsonl(path)} if path.is_file() else {}
 
 
-def _family(trajectory: Mapping | None) -> str | None:
+def failure_family(trajectory: Mapping | None) -> str | None:
     if trajectory is None or (trajectory.get("outcome") or {}).get("success"):
         return None
     found = families(trajectory)
@@ -127,14 +130,14 @@ def outcome_delta(store: RunStore, epoch: int, seeds: Sequence[int], rows: Seque
     changed = [after[k] for k in sorted(after.keys() & before.keys()) if after[k]["line"] != before[k]["line"]]
     fixed, broken = [], []
     for seed in seeds:
-        old, new = _evaluated(store, parent["epoch"], seed), _evaluated(store, epoch, seed)
+        old, new = evaluated_tasks(store, parent["epoch"], seed), evaluated_tasks(store, epoch, seed)
         for task in sorted(old.keys() & new.keys()):
             was, now = bool(old[task]["outcome"]["success"]), bool(new[task]["outcome"]["success"])
             if was == now:
                 continue
             tools = {t["function"]["name"] for t in new[task].get("tools") or () if "function" in t}
             row = {"task": task, "seed": seed, "category": category_of(task),
-                   "family_before": _family(old[task]), "family_after": _family(new[task]),
+                   "family_before": failure_family(old[task]), "family_after": failure_family(new[task]),
                    "near": {"added": _near(task, tools, added), "removed": _near(task, tools, removed),
                             "changed": _near(task, tools, changed)}}
             (fixed if now else broken).append(row)

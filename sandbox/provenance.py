@@ -4,8 +4,8 @@ runtime's toolkit and the checker use the one definition).
 
 A stamp in a record the strategy wrote is `meta.provenance = {"steps": [...], "sha": DIGEST}`.
 The checker replaces it by its steps when DIGEST is the record's digest, and by its steps plus a
-`custom` step when the record was changed after the stamp (or holds no well-formed stamp: only
-`custom`). What is stored is a list: `meta.provenance = [{"op", "how", "params"?}, …]`."""
+`custom` step when the record was changed after the stamp (or holds no well-formed stamp with a
+digest: only `custom`). What is stored is a list: `meta.provenance = [{"op", "how", "params"?}, …]`."""
 from __future__ import annotations
 
 import hashlib
@@ -38,8 +38,8 @@ def steps_of(record: Mapping) -> list[dict]:
     what its stamp says (or carries no stamp)."""
     meta = record.get("meta")
     stamp = meta.get(KEY) if isinstance(meta, Mapping) else None
-    if not isinstance(stamp, Mapping) or not well_formed(stamp.get("steps")):
-        return [dict(CUSTOM)]
+    if not isinstance(stamp, Mapping) or not isinstance(stamp.get("sha"), str) or not well_formed(stamp.get("steps")):
+        return [dict(CUSTOM)]   # no stamp, or one no toolkit operator wrote: nothing it claims is kept
     steps = [dict(s) for s in stamp["steps"]]
     try:
         intact = stamp.get("sha") == digest(record)
