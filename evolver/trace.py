@@ -144,7 +144,7 @@ def cmd_trace(args) -> int:
 
 def add_cli(sub) -> None:
     p = sub.add_parser("trace", help="lineage: a record's raw ids, operators and epochs, or a dev task's outcome per epoch")
-    p.add_argument("run")
+    p.add_argument("run", help="the run directory")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--record", metavar="ID", help="a record id (or kind:id), or a raw id the records were made from")
     which.add_argument("--task", metavar="TASK", help="a dev task id: its outcome per epoch and the edits and records near each change")
