@@ -13,6 +13,7 @@ run's files, so `trace`, `report` and the diagnosis compute the same deltas.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
@@ -66,15 +67,28 @@ def _called(row: Mapping) -> set[str]:
     return {c["function"]["name"] for c in calls if isinstance(c, Mapping) and "function" in c}
 
 
-def artifact_index(folder: Path) -> dict[str, dict]:
-    """`kind:id` → {kind, id, line (bytes of its row), maker, ops, origin, category, tools} of an
-    epoch's artifacts."""
-    index = {}
+ROW_ID = re.compile(rb'"id":"((?:[^"\\]|\\.)*)"')   # a row's own id: its first "id" (keys sorted, no object before it)
+
+
+def artifact_lines(folder: Path) -> dict[str, bytes]:
+    """`kind:id` → the bytes of its row, without parsing the rows."""
+    lines = {}
     for kind in KINDS:
         path = folder / f"{kind}.jsonl"
-        if not path.is_file():
-            continue
-        for line in path.read_bytes().splitlines():
+        if path.is_file():
+            for line in path.read_bytes().splitlines():
+                rid = json.loads(b'"' + ROW_ID.search(line).group(1) + b'"')
+                lines[f"{kind}:{rid}"] = line
+    return lines
+
+
+def artifact_index(folder: Path, only: set[str] | None = None) -> dict[str, dict]:
+    """`kind:id` → {kind, id, line (bytes of its row), maker, ops, origin, category, tools} of an
+    epoch's artifacts (of the keys in `only`, when given: rows are parsed only for those)."""
+    index = {}
+    for key, line in artifact_lines(folder).items():
+        if only is None or key in only:
+            kind = key.split(":", 1)[0]
             row = json.loads(line)
             meta = _meta(row)
             index[f"{kind}:{row['id']}"] = {
@@ -123,8 +137,10 @@ def outcome_delta(store: RunStore, epoch: int, seeds: Sequence[int], rows: Seque
     parent = parent_of(store, epoch, rows)
     if decision is None or decision.get("P") is None or parent is None or epoch == 0:
         return None
-    before = artifact_index(store.epoch_dir(parent["epoch"]) / "artifacts")
-    after = artifact_index(store.epoch_dir(epoch) / "artifacts")
+    old, new = artifact_lines(store.epoch_dir(parent["epoch"]) / "artifacts"), artifact_lines(store.epoch_dir(epoch) / "artifacts")
+    differ = {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}   # only these rows are parsed
+    before = artifact_index(store.epoch_dir(parent["epoch"]) / "artifacts", differ)
+    after = artifact_index(store.epoch_dir(epoch) / "artifacts", differ)
     added = [after[k] for k in sorted(after.keys() - before.keys())]
     removed = [before[k] for k in sorted(before.keys() - after.keys())]
     changed = [after[k] for k in sorted(after.keys() & before.keys()) if after[k]["line"] != before[k]["line"]]
