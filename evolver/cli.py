@@ -10,7 +10,7 @@ from pathlib import Path
 
 from evolver.errors import RunFailed, UserError, positive_int, positive_seconds, printable
 from evolver.files import atomic_write, read_json
-from evolver import report, run_cli
+from evolver import report, run_cli, trace
 from sandbox import image as sandbox_image
 from benchmarks import corpus_cli
 from trainer import cli as trainer_cli
@@ -224,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox_image.add_cli(sub)  # curateevo sandbox build|lock
     run_cli.add_cli(sub)  # curateevo run|resume|status|log
     report.add_cli(sub)  # curateevo report
+    trace.add_cli(sub)  # curateevo trace RUN --record ID | --task TASK
     corpus_cli.add_cli(sub)  # curateevo corpus build
     trainer_cli.add_cli(sub)  # curateevo train
     trainer_export.add_cli(sub)  # curateevo export verl

@@ -28,6 +28,7 @@ from statistics import fmean
 from evolver.acceptance import Scores, make_rule
 from evolver.config import RunConfig
 from evolver.diagnose import diagnose
+from evolver.lineage import annotate, brief_of, outcome_deltas
 from evolver.signals import summarize
 from evolver.errors import RunFailed
 from evolver.files import atomic_json, read_json, read_jsonl
@@ -255,8 +256,10 @@ class Epochs:
             failed_points += points
             result["llm_diagnosis"] = stats
         out = self.dir(epoch, "diagnosis")
-        atomic_json(out / "failed_points.json", failed_points)
+        deltas = outcome_deltas(self.store, self.cfg.seeds, until=epoch)   # what each evaluated edit fixed and broke
+        atomic_json(out / "failed_points.json", annotate(failed_points, deltas))
         atomic_json(out / "signals.json", signals)
+        atomic_json(out / "outcomes.json", brief_of(deltas))
         return result
 
     def propose(self, epoch: int) -> dict:
@@ -274,7 +277,8 @@ class Epochs:
         brief = Brief(files={**parent, **inputs}, failed_points=failed_points, signals=signals, profile=profile,
                       lam=self.cfg.lam, rejected_edits=rejected, history=self.history(), corpus=self.corpus,
                       seed=self.cfg.seed, score={k: best[k] for k in ("epoch", "P", "C", "J")},
-                      budget=self.cfg.curation_budget)
+                      budget=self.cfg.curation_budget,
+                      outcomes=read_json(diag / "outcomes.json") if (diag / "outcomes.json").is_file() else ())
         out, artifacts = self.dir(epoch, "evolve"), self.dir(epoch + 1, "artifacts")
         out.mkdir(parents=True)
         phases = [p for p in ("effectiveness", "efficiency") if f"no-{p}" not in self.cfg.ablations]

@@ -2,7 +2,8 @@
 
 P, C and J per epoch with accept/reject marks; the curated scale per epoch; the failure-family
 shares of the diagnosis per epoch; the wall time per stage; a table of time and LLM tokens and
-USD per stage. Everything is read from the journal
+USD per stage; per evaluated candidate, the dev tasks it fixed and broke, tied to its edits and
+the records it added or removed per operator (evolver/trace.py). Everything is read from the journal
 and the epoch directories; nothing is recomputed.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ from evolver.files import atomic_write
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
 from evolver.config import RunConfig
 from evolver.store import RunStore
+from evolver.trace import outcome_table
 
 
 def _png(fig) -> bytes:
@@ -312,6 +314,7 @@ base {html.escape(cfg['base'])} · profile {html.escape(cfg['profile'])} · λ =
 {_curation_costs(rows)}
 {_test_readings(store)}
 {_category_table(store, rows)}
+{outcome_table(store)}
 {_revisions(store, rows)}
 {_failures(store, rows)}
 """

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Iterator, Mapping, Sequence
 
+from sandbox.provenance import settle
 from sandbox.schemas import ARTIFACT_KINDS, CHECKS, canonical_json, turn_cost
 from sandbox.text import printable
 
@@ -198,7 +199,7 @@ def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS,
                 error = f"tool call arguments nested deeper than {caps.max_depth} levels"
             if error is None and kind == "rl":
                 error = reward_error(record)
-            line = _canonical_line(record) if error is None else b""
+            line = _canonical_line(settle(record)) if error is None else b""   # the stamp checked, stored as steps
         except (ValueError, RecursionError, TypeError, KeyError, AttributeError) as exc:
             error = str(exc) if isinstance(exc, ValueError) else f"malformed record ({type(exc).__name__})"
         if error:
@@ -375,6 +376,7 @@ class _Profile:
         self.origins: set[str] = set()
         self.counts = Counter()
         self.tools, self.rewards, self.rl_targets = Counter(), Counter(), Counter()
+        self.made_by = {kind: Counter() for kind in ARTIFACT_KINDS}   # records per operator in their provenance
 
     def _count_names(self, counter: Counter, names: list[str]) -> None:
         counter.update(names)
@@ -384,6 +386,7 @@ class _Profile:
     def add(self, kind: str, r: Mapping) -> None:
         c = self.counts
         c[f"{kind}.records"] += 1
+        self._count_names(self.made_by[kind], sorted({s["op"] for s in (r.get("meta") or {}).get("provenance") or ()}))
         if kind == "memory":
             c["memory.tokens"] += token_count(r["key"]) + token_count(r["content"])
             if c["memory.tokens"] > self.caps.memory_tokens:
@@ -416,6 +419,7 @@ class _Profile:
             "rl": {"records": c["rl.records"], "turns": c["rl.turns"], "rewards": dict(sorted(self.rewards.items())),
                    "prompt_tokens": c["rl.prompt_tokens"], "reference_tool_calls": _ranked(self.rl_targets)},
             "memory": {"records": c["memory.records"], "tokens": c["memory.tokens"]},
+            "provenance": {kind: _ranked(counter) for kind, counter in self.made_by.items()},
             "cost_train": c["cost_train"],
             "n_ref": self.n_ref,
             "C": round(cost_c(c["cost_train"], self.n_ref), 12),

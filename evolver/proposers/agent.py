@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from evolver.errors import RunFailed
 from evolver.llm import BudgetExceeded, LLMError
@@ -67,6 +67,21 @@ def _minisweagent():
 def template(name: str) -> str:
     """A prompt template's text (mini-swe-agent renders it with StrictUndefined)."""
     return (PROMPTS / name).read_text(encoding="utf-8")
+
+
+def outcome_lines(outcomes: Sequence[Mapping], last: int = 4) -> list[str]:
+    """The outcome deltas of the last evaluated edits, one line each (context/outcomes.json has them whole)."""
+    def tasks(rows):
+        return ", ".join(f"{r['task']} ({r.get('family_before') or 'pass'} → {r.get('family_after') or 'pass'})"
+                         for r in rows[:6]) + (" …" if len(rows) > 6 else "") or "none"
+    lines = []
+    for d in list(outcomes)[-last:]:
+        added = ", ".join(f"{op} +{n}" for op, n in list(d["records"]["added"].items())[:4]) or "none"
+        removed = ", ".join(f"{op} −{n}" for op, n in list(d["records"]["removed"].items())[:4]) or "none"
+        lines.append(f"epoch {d['epoch']} ({'accepted' if d['accepted'] else 'rejected'}; edits: "
+                     f"{'; '.join(d['edits']) or 'code agent'}): fixed {tasks(d['fixed'])}; broke {tasks(d['broken'])}; "
+                     f"records added {added}; removed {removed}")
+    return lines
 
 
 class LLMModel:
@@ -275,7 +290,9 @@ class AgentProposer:
         context = {"corpus_sample.jsonl": corpus_sample(brief.corpus, brief.seed),
                    "rejected.json": (json.dumps(brief.history, indent=1, ensure_ascii=False) + "\n").encode(),
                    **({"budget.json": (json.dumps(dict(brief.budget), indent=1, sort_keys=True) + "\n").encode()}
-                      if brief.budget is not None else {})}
+                      if brief.budget is not None else {}),
+                   **({"outcomes.json": (json.dumps(list(brief.outcomes), indent=1, ensure_ascii=False) + "\n").encode()}
+                      if brief.outcomes else {})}
         out = Path(out_dir) / phase
         attempts, error, steps_left, started = [], None, self.limits.step_limit, time.monotonic()
         with tempfile.TemporaryDirectory(prefix="curateevo-agent-") as tmp:
@@ -335,7 +352,8 @@ class AgentProposer:
                                    "failed_point": p.get("failed_point", ""), "evidence": p.get("evidence", ""),
                                    "curation_hint": p.get("curation_hint", "")} for p in brief.failed_points],
                 "signals": _signal_lines(brief.signals), "score": dict(brief.score) if brief.score else None,
-                "rejected": brief.history, "previous_error": error or "", "validate_command": VALIDATE}
+                "rejected": brief.history, "previous_error": error or "", "validate_command": VALIDATE,
+                "outcomes": outcome_lines(brief.outcomes)}
 
     @staticmethod
     def _message(phase: str, summary: str, files: Mapping[str, bytes], parent: Mapping[str, bytes]) -> str:

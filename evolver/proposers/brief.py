@@ -20,6 +20,7 @@ class Brief:
     seed: int
     score: Mapping | None = None     # the best strategy's dev score s_e: {"P", "C", "J", "epoch"}
     budget: Mapping | None = None    # ctx.budget: what the recipe trains on (trainer.recipe.curation_budget)
+    outcomes: Sequence[Mapping] = () # per evaluated candidate: tasks fixed / broken, edits, records per operator (evolver/lineage.py)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from evolver.proposers.operators import BY_NAME, FOCUS, compose, read_genome
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "curation_strategies" / "planned" / "strategy.py"
 MAX_EDITS = 3           # edits one effectiveness revision combines
-SIGNALS = ("forgetting", "boundary", "rare")
+SIGNALS = ("forgetting", "boundary", "rare", "broken")
 
 # family or signal → remedies, most direct first: "+op" inserts (or retunes) an operator, "-op"
 # removes it. Operators that add data are the direct remedy where the model never sees the skill:
@@ -55,6 +55,9 @@ REMEDIES = {
     "forgetting": ("+repeat_focus", "-focus_prune", "-near_dedup", "-max_turns"),
     "boundary": ("+rl_focus", "+repeat_focus"),
     "rare": ("+repeat_focus", "+rl_focus", "+rebalance", "+task_facts"),
+    # the outcome deltas (evolver/lineage.py): tasks the last accepted edit broke get their
+    # categories' data repeated back
+    "broken": ("+repeat_focus", "+rl_focus"),
 }
 # efficiency: each shrinks Cost_train; parameter values mildest first
 EFFICIENCY = ("+focus_prune", "+fit_budget", "+exact_dedup", "+near_dedup", "+rl_recovery", "+drop_redundant", "+max_tokens",
@@ -142,6 +145,27 @@ def motives(failed_points: Sequence[Mapping], signals: Mapping) -> list[tuple[st
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def broken_tasks(outcomes: Sequence[Mapping]) -> list[str]:
+    """Tasks the last accepted edit broke (brief.outcomes, oldest first)."""
+    accepted = [d for d in outcomes if d.get("accepted")]
+    return sorted({r["task"] for r in accepted[-1]["broken"]}) if accepted else []
+
+
+def net_effect(outcomes: Sequence[Mapping]) -> dict[str, int]:
+    """Per operator: tasks fixed minus tasks broken by the evaluated edits that touched it."""
+    net: dict[str, int] = {}
+    for d in outcomes:
+        for op in {key[1:].split("(")[0] for key in d.get("edits") or ()}:
+            net[op] = net.get(op, 0) + len(d.get("fixed") or ()) - len(d.get("broken") or ())
+    return net
+
+
+def with_outcomes(signals: Mapping, outcomes: Sequence[Mapping]) -> Mapping:
+    """The signals with `broken`, the tasks the last accepted edit broke, when there are any."""
+    broken = broken_tasks(outcomes)
+    return {**signals, "broken": broken} if broken else signals
+
+
 def _choices(op: str, focus: Mapping, rng: random.Random | None) -> list[dict]:
     """Parameter settings of `op`: its domain's product (shuffled by `rng`, else mildest first)."""
     domain = BY_NAME[op].domain
@@ -177,9 +201,11 @@ class OfflineProposer:
         if k < 1:
             raise ValueError("k must be at least 1")
         known = vocabulary(brief.corpus)
-        stream = (self.effectiveness(brief.files, brief.failed_points, brief.signals, brief.rejected_edits, brief.seed, known)
+        signals = with_outcomes(brief.signals, brief.outcomes)   # what the last accepted edit broke is a motive
+        stream = (self.effectiveness(brief.files, brief.failed_points, signals, brief.rejected_edits, brief.seed, known,
+                                     net_effect(brief.outcomes))
                   if phase == "effectiveness" else
-                  self.efficiency(brief.files, brief.profile, brief.lam, brief.failed_points, brief.signals,
+                  self.efficiency(brief.files, brief.profile, brief.lam, brief.failed_points, signals,
                                   brief.rejected_edits, known))
         found, attempts = [], []
         for revision in stream:
@@ -195,14 +221,19 @@ class OfflineProposer:
     # ------------------------------------------------------------------ the two phases
 
     def effectiveness(self, files: Mapping[str, bytes], failed_points: Sequence[Mapping], signals: Mapping,
-                      rejected: Sequence[str] = (), seed: int = 0, known: Mapping | None = None) -> Iterator[Revision]:
-        """A combined revision over the top motives first, then every single edit, motive by motive."""
+                      rejected: Sequence[str] = (), seed: int = 0, known: Mapping | None = None,
+                      net: Mapping[str, int] | None = None) -> Iterator[Revision]:
+        """A combined revision over the top motives first, then every single edit, motive by motive.
+        Remedies whose operator's evaluated edits broke more dev tasks than they fixed (`net`, from
+        the outcome deltas) are tried after the others."""
         genome, note = self._parent(files)
         rng = random.Random(f"{seed}:effectiveness:{hashlib.sha256(compose(genome).encode()).hexdigest()}")
         ranked = motives(failed_points, signals)
         # per motive, per remedy: its applicable settings
+        net = net or {}
         options = {m: [[e for e in _edits(remedy, m, focus_of(m, failed_points, signals, known), rng)
-                        if e.key not in rejected and e.apply(genome) != genome] for remedy in REMEDIES[m]]
+                        if e.key not in rejected and e.apply(genome) != genome]
+                       for remedy in sorted(REMEDIES[m], key=lambda r: net.get(r[1:], 0) < 0)]
                    for m, _ in ranked}
         combined: list[Edit] = []
         for m, _ in ranked:
@@ -272,6 +303,10 @@ class OfflineProposer:
 def _motivation(motive: str, failed_points: Sequence[Mapping], signals: Mapping) -> str:
     if motive == "efficiency":
         return "Pays for λ·C."
+    if motive == "broken":
+        items = signals.get(motive) or ()
+        return (f"The last accepted edit broke {len(items)} dev task(s) that passed before "
+                f"({', '.join(items[:5])}{' …' if len(items) > 5 else ''}); their categories' data is repeated.")
     if motive in SIGNALS:
         items = signals.get(motive) or ()
         names = [r["pattern"] if isinstance(r, Mapping) else r for r in items]
