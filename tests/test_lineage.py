@@ -206,3 +206,23 @@ def test_the_diagnosis_and_both_proposers_read_what_the_last_edit_broke(run):
     assert variables["outcomes"] == outcome_lines(outcomes)
     prompt = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(template("evolve_instance.jinja")).render(**variables)
     assert f"fixed {FIXED} (wrong_call_count → pass)" in prompt and f"broke {BROKEN} (pass → wrong_tool)" in prompt
+
+
+def test_lineage_never_changes_what_a_training_or_cell_is_keyed_by(tmp_path):
+    from benchmarks.quality.cells import consumed_sha256
+    from evolver.files import sha256_file
+    from sandbox.schemas import canonical_json
+
+    def write(name, metas):
+        path = tmp_path / name
+        path.write_text("".join(canonical_json({"id": f"r{i}", "messages": [], "meta": canonical_json(m)}) + "\n"
+                                for i, m in enumerate(metas)))
+        return path
+
+    plain = write("plain.jsonl", [{"origin": ["a"]}, {"origin": ["b"]}])
+    stamped = write("stamped.jsonl", [{"origin": ["a"], "provenance": [{"op": "keep", "how": "kept"}]},
+                                      {"origin": ["b"], "provenance": [{"op": "custom", "how": "custom"}]}])
+    other = write("other.jsonl", [{"origin": ["a"]}, {"origin": ["c"]}])
+    assert consumed_sha256(plain) == sha256_file(plain)   # a file without provenance: its bytes' hash
+    assert consumed_sha256(stamped) == consumed_sha256(plain) != sha256_file(stamped)
+    assert consumed_sha256(other) != consumed_sha256(plain)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from evolver.errors import UserError
-from evolver.files import atomic_json, read_json, read_jsonl, sha256_file, sha256_files
+from evolver.files import atomic_json, read_json, read_jsonl, sha256_files
 from sandbox.corpus import load_corpus
 from sandbox.curate import execute, runtime_sha256
 from sandbox.executor import Limits
@@ -77,6 +77,26 @@ _WITHOUT = {"no-sft": "SFT data", "no-rl": "RL data", "no-memory": "memory at ev
 
 def _key(payload: dict) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def consumed_sha256(path: Path) -> str:
+    """sha256 of an artifact file as training and evaluation read it: each record with its
+    `meta.provenance` left out (lineage, sandbox/provenance.py, never reaches the trainer or the
+    retriever), so a file without provenance hashes as its bytes do and lineage leaves every
+    cached training and cell valid."""
+    from sandbox.provenance import KEY
+    from sandbox.schemas import canonical_json
+
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        for line in f:
+            row = json.loads(line)
+            meta = json.loads(row["meta"]) if isinstance(row.get("meta"), str) else None
+            if isinstance(meta, dict) and KEY in meta:
+                del meta[KEY]
+                line = (canonical_json({**row, "meta": canonical_json(meta)}) + "\n").encode("utf-8")
+            sha.update(line)
+    return sha.hexdigest()
 
 
 def _count(path: Path) -> int:
@@ -137,7 +157,7 @@ class Cells:
             recipe = {"recipe": read_json(summary)["recipe"], "profile": request["profile"], "base": request["base"]}
             if recipe != self._recipe:
                 continue
-            hashes = {kind: request[kind] and sha256_file(Path(request[kind])) for kind in ("sft", "rl")}
+            hashes = {kind: request[kind] and consumed_sha256(Path(request[kind])) for kind in ("sft", "rl")}
             self._adopted[_key({**recipe, **hashes, "seed": request["seed"]})] = train_dir
             offered += 1
         return offered
@@ -164,13 +184,11 @@ class Cells:
     def inputs(self, row: Row) -> dict:
         """What the row trains on and retrieves from: artifact paths and hashes (None: not used)."""
         art = self.curation(row)
-        hashes = {name[:-len(".jsonl")]: a["sha256"] for name, a in read_json(art / "manifest.json")["artifacts"].items()
-                  if name.endswith(".jsonl")}
         used = {}
         for kind in ("sft", "rl", "memory"):
             path = art / f"{kind}.jsonl"
             keep = f"no-{kind}" not in row.ablations and _count(path) > 0
-            used[kind] = (path, hashes[kind]) if keep else None
+            used[kind] = (path, consumed_sha256(path)) if keep else None
         return used
 
     def training_key(self, row: Row, seed: int) -> str | None:
