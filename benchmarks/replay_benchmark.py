@@ -128,13 +128,15 @@ class ReplayBenchmark:
             why.append(f"{len(no_call)} make no tool call (replies alone, or actions written as text such as "
                        "ReAct 'Action: x[...]' lines, cannot be judged)")
         held = ", ".join(self.dev_ids[:3]) + (" …" if len(self.dev_ids) > 3 else "")
+        fix = ("use a larger corpus, or one with more successful tool-calling records (which records are held "
+               "out depends on their ids only)" if any(map(_calls_tools, self.records.values()))
+               else "no record of the corpus makes a tool call: use a corpus with tool calls")
         return {"records": len(self.dev_ids), "records_with_items": len(counted), "items": len(items),
                 "items_with_calls": sum(1 for it in items if it.gold), "failed_outcome": len(failed),
                 "no_tool_call": len(no_call),
                 "why_none": (f"the replay benchmark judges recorded tool calls, and the held-out tenth "
                              f"({len(self.dev_ids)} record(s): {held}) gives none to judge: " + "; ".join(why) +
-                             "; use a larger corpus, or one with more successful tool-calling records "
-                             "(which records are held out depends on their ids only)")}
+                             f"; {fix}")}
 
     def describe(self) -> dict:
         return {"benchmark": self.name, "corpus_sha256": self.corpus_sha256, "seed": self.seed,

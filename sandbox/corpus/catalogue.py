@@ -76,7 +76,7 @@ def with_file_tools(record: dict, tools: ToolsFile) -> dict:
 def catalogue(records: Sequence[Mapping]) -> list[dict]:
     """The union of the tools these records call: argument types as seen (integer and number
     merge into number; conflicting types give an untyped argument), required only where every
-    call passes it; sorted by name."""
+    call passes it; in the order the corpus first calls them."""
     synth = ToolSynth()
     for record in records:
         for message in record["messages"]:
@@ -85,7 +85,7 @@ def catalogue(records: Sequence[Mapping]) -> list[dict]:
     for record in records:   # a tool a record names but nobody calls (ADP's code tools) is still offered
         for tool in record.get("tools") or ():
             synth.add_name(tool["function"]["name"])
-    return sorted(synth.tools(), key=lambda t: t["function"]["name"])
+    return synth.tools()
 
 
 def apply_catalogue(records: list[dict]) -> dict[str, dict]:
