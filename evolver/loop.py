@@ -31,7 +31,7 @@ from evolver.diagnose import diagnose
 from evolver.signals import summarize
 from evolver.errors import RunFailed
 from evolver.files import atomic_json, read_json, read_jsonl
-from evolver.objective import charged_cost, final_choice, objective
+from evolver.objective import c_only, charged_cost, final_choice, objective
 from evolver.proposers import make_proposer
 from evolver.proposers.brief import Brief
 from evolver.selection import select
@@ -216,10 +216,9 @@ class Epochs:
             verdict = self.rule.decide(candidate, None if best is None else
                                        Scores(best["P"], best["C"], best["J"], self._per_task(best["epoch"])), self.cfg.lam)
             decision = {"P": p, "C": curation["C"], "J": candidate.J, "accepted": verdict.accepted, "reason": verdict.reason}
-            if verdict.accepted and best is not None and p == best["P"] and curation["C"] < best["C"]:
-                decision["c_only"] = True   # a cheaper curation, not a better one: said so wherever it is shown
-                decision["reason"] += (f"; P is unchanged ({p:.4f}): accepted on a lower C alone "
-                                       f"({best['C']:.4f} → {curation['C']:.4f}), a cheaper curation, not a better policy")
+            cheaper = c_only(p, curation["C"], best) if verdict.accepted else None
+            if cheaper:   # said so wherever the decision is shown (commit message, log, report)
+                decision["c_only"], decision["reason"] = True, f"{decision['reason']}; {cheaper}"
             if scores[0].get("dev"):
                 decision["dev"] = scores[0]["dev"]
             gold = [s["gold_ll"] for s in scores if s.get("gold_ll") is not None]

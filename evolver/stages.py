@@ -55,6 +55,10 @@ def check_candidate(files: dict, corpus, executor, parent: dict, out: Path, *, s
     except CurationFailed as exc:
         return Verdict(False, "failed", f"the dry run on the whole corpus failed the host's check: {exc.reason}"), None
     hashes = _artifact_hashes(out)
+    counts = [a.get("count", 0) for name, a in read_json(out / "manifest.json")["artifacts"].items() if name != "profile.json"]
+    if not any(counts):   # e.g. an outcome filter on a corpus whose train part recorded failures only
+        return Verdict(False, "failed", "the dry run curates no record at all (SFT, RL and memory are empty), so "
+                                        "nothing would be trained and P would measure the base model"), hashes
     if hashes == parent:
         return Verdict(False, "empty", "the dry run's artifacts are byte-identical to the parent's: the change "
                                        "alters nothing the trainer or the agent would see"), hashes
