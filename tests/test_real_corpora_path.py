@@ -213,7 +213,7 @@ def test_a_tools_file_gives_the_real_schemas_and_a_missing_tool_is_named(tmp_pat
     short = tmp_path / "tools.json"
     short.write_text(json.dumps([t for t in json.loads(TAU_TOOLS.read_text())
                                  if t["function"]["name"] != "get_user_details"]))
-    with pytest.raises(UserError, match=r"sample.json:\d+: .*'get_user_details', which is not in tools "
+    with pytest.raises(UserError, match=r"sample.json:2 \[0\]: .*'get_user_details', which is not in tools "
                                         r"\(with the schemas of --tools .*tools.json\); add it to that file"):
         load_corpus(TAU, tools=short)
     (tmp_path / "bad.json").write_text('{"tools": 3}')
@@ -232,9 +232,15 @@ def test_curate_and_run_say_how_the_tool_lists_were_made(tmp_path, capsys):
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert manifest["corpus"]["tools_sha256"] == load_corpus(TAU, tools=TAU_TOOLS).tools_file.sha256
     assert cli.main(["replay", str(tmp_path / "b"), "--sandbox", "process"]) == 0   # the schemas come back too
-    store = created(tmp_path, "swe", [SWE_AGENT], "--tools", str(TAU_TOOLS))
+    tools = tmp_path / "airline-tools.json"
+    tools.write_bytes(TAU_TOOLS.read_bytes())
+    store = created(tmp_path, "tau", [TAU], "--tools", str(tools), "--benchmark", "bfcl-single")
     config = json.loads((store.root / "run.json").read_text())
-    assert config["tools"] == str(TAU_TOOLS.resolve()) and len(config["tools_sha256"]) == 64
+    assert config["tools"] == str(tools.resolve()) and len(config["tools_sha256"]) == 64
+    tools.write_text(TAU_TOOLS.read_text().replace("Get the details of an user", "Get a user"))
+    capsys.readouterr()
+    assert cli.main(["resume", str(store.root)]) == 2                 # the schemas a run trained with are part of it
+    assert "the --tools file" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- 7: recorded outcomes
