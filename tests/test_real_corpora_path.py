@@ -17,6 +17,8 @@ from evolver.errors import UserError
 from evolver.store import RunStore
 from sandbox.corpus import load_corpus
 
+pytestmark = pytest.mark.timeout(2400)   # three one-epoch runs with the tiny model; minutes under load
+
 LOCAL = Path(__file__).resolve().parent / "fixtures" / "external"
 TAU = LOCAL / "tau-bench-gpt-4o-airline.sample.json"
 TAU_TOOLS = LOCAL / "tau-bench-airline-tools.json"
