@@ -227,12 +227,12 @@ def _missing_plots(store, rows, plots) -> str:
     notes = []
     if plots.get("families.png") is None:
         diagnosed = [r["epoch"] for r in rows if (store.epoch_dir(r["epoch"]) / "diagnosis" / "signals.json").exists()]
-        if not diagnosed:
-            why = "no epoch was diagnosed (the diagnosis runs after every epoch but the last)"
-        elif cfg.metric == "step_accuracy":
+        if cfg.metric == "step_accuracy":   # whatever was diagnosed: no episode ever fails here
             why = (f"the dev benchmark {cfg.benchmark} is scored by step_accuracy on step items, not on episodes, so "
                    "there is no failed trajectory to put in a family; the wrong step items are listed under "
                    "“Failed step items”")
+        elif not diagnosed:
+            why = "no epoch was diagnosed (the diagnosis runs after every epoch but the last)"
         else:
             why = "the diagnosed evaluations had no failed trajectory"
         notes.append(f"No failure-family plot: {why}.")
