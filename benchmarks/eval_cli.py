@@ -41,7 +41,8 @@ def cmd_eval(args) -> int:
         check_name(args.base)
         adapter_dir(args.adapter)
     doc = evaluate_to_dir(args.benchmark, args.split, out, tasks=args.tasks, categories=categories,
-                          metric=args.metric, corpus=args.corpus, memory=args.memory, memory_k=args.memory_k,
+                          metric=args.metric, corpus=args.corpus, corpus_on_error="skip" if args.skip_bad_lines else "abort",
+                          corpus_tools=args.tools, memory=args.memory, memory_k=args.memory_k,
                           samples=args.samples, temperature=args.temperature, seed=args.seed,
                           batch_size=args.batch_size, max_steps=args.max_steps, episodes=not args.no_episodes,
                           steps=not args.no_steps, step_limit=args.step_limit, progress=not args.quiet,
@@ -73,7 +74,10 @@ def add_cli(sub) -> None:
                                    "steps.jsonl and metrics.json. The test split is refused.")
     p.add_argument("--benchmark", default="bfcl-single", choices=BENCHMARKS,
                    help="bfcl (multi-turn), bfcl-single (single-turn, the CPU default) or replay (a corpus's held-out 10%%)")
-    p.add_argument("--corpus", help="raw corpus for --benchmark replay")
+    p.add_argument("--corpus", nargs="+", help="raw corpus file(s) or folder(s) for --benchmark replay")
+    p.add_argument("--skip-bad-lines", action="store_true", help="replay: skip and count invalid corpus records "
+                                                                   "(as the run that trained the adapter did)")
+    p.add_argument("--tools", help="replay: JSON file of the real tool schemas for records whose files carry none")
     p.add_argument("--base", "--model", dest="base", default="smollm2-135m",
                    help="base model: smollm2-135m, tiny-random, a model directory or HF id; with --policy openai the "
                         "served model name (vLLM: the --lora-modules name, so the adapter is used)")

@@ -149,3 +149,20 @@ def throughput(episodes: int, items: int, timing: Mapping) -> dict:
     out["episodes_per_minute"] = round(60.0 * episodes / ep_s, 3) if ep_s and episodes else None
     out["items_per_minute"] = round(60.0 * items / st_s, 3) if st_s and items else None
     return out
+
+
+# Below this many scored items a dev set cannot tell strategies apart: one item moves P by over
+# 3 points and the 95% interval of P at 0.5 is wider than ±0.18 (0.98/√n).
+MIN_DEV_ITEMS = 30
+
+
+def resolution_warning(items: int, what: str = "step items") -> str | None:
+    """One sentence when `items` scored items are too few to tell strategies apart (else None)."""
+    if items >= MIN_DEV_ITEMS:
+        return None
+    if items <= 0:
+        return f"the dev set holds no {what}: P cannot be measured"
+    return (f"the dev set holds {items} {what}: P moves in steps of {1 / items:.3f} and its 95% interval is "
+            f"about ±{min(0.5, 0.98 / items ** 0.5):.2f}, so differences between strategies below that are "
+            "noise and a candidate is accepted on a lower C alone when P ties; a corpus with more "
+            f"held-out tool-calling records (at least {MIN_DEV_ITEMS} items) can tell them apart")

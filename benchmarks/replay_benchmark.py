@@ -12,8 +12,9 @@ gold its tool calls (or `[]` for a reply without calls). Records whose outcome s
 
 The benchmark judges tool calls, so a held-out record that makes none gives no step items (its
 text replies would be "correct" for any reply without a call: a random model scored P = 1.0 on
-FireAct's text-ReAct corpus); a corpus whose held-out records make no tool call at all is refused
-when the benchmark is built. In records that do call tools, a text reply's gold is `[]`: the model
+FireAct's text-ReAct corpus); a corpus whose held-out records give no step item at all (none
+calls a tool, or those that do recorded a failure) is refused when the benchmark is built, and
+`run` builds it before any work (`dev_size` says what the hold-out gives). In records that do call tools, a text reply's gold is `[]`: the model
 must answer instead of calling.
 
 `judge_step` accepts a next action when it makes the same calls as the recorded one, in any
@@ -51,6 +52,10 @@ def _user_turns(messages: Sequence[Mapping]) -> list[list[dict]]:
     return turns
 
 
+def _shown(corpus) -> str:
+    return ", ".join(map(str, corpus)) if isinstance(corpus, (list, tuple)) else str(corpus)
+
+
 def _calls_tools(record: Mapping) -> bool:
     return any(m.get("tool_calls") for m in record["messages"] if m.get("role") == "assistant")
 
@@ -63,26 +68,53 @@ class ReplayBenchmark:
     metric = "call_f1"  # P on this benchmark (benchmarks/replay_scoring.py)
 
     def __init__(self, corpus, seed: int = DEFAULT_SEED, holdout: float = DEFAULT_HOLDOUT, fmt: str = "auto",
-                 include_failed: bool = False, allow_test: bool = False):
+                 include_failed: bool = False, allow_test: bool = False, on_error: str = "abort",
+                 tools=None):
         from sandbox.corpus import load_corpus
 
         if corpus is None:
             raise UserError("the replay benchmark needs a corpus (--corpus FILE)")
-        loaded = load_corpus(corpus, fmt)
+        # the run's choices at load time hold here too: skipped lines stay skipped, --tools schemas stay given
+        loaded = load_corpus(corpus, fmt, on_error=on_error, tools=tools)
         self.corpus_sha256 = loaded.sha256
+        self.on_error, self.skipped_lines = on_error, len(loaded.skipped_lines)
         self.seed, self.holdout, self.include_failed = seed, holdout, include_failed
         self.records = {r["id"]: r for r in loaded.records}
         self.train_ids, self.dev_ids = split_ids(loaded.records, seed, holdout)
-        if self.dev_ids and not any(_calls_tools(self.records[i]) for i in self.dev_ids):
-            raise UserError(
-                f"{corpus}: the replay benchmark judges tool calls, and none of the "
-                f"{len(self.dev_ids)} held-out records makes one (text-only actions, e.g. ReAct "
-                "'Action: x[...]' lines, cannot be judged); use a corpus with tool calls")
+        self.dev = self.dev_size()
+        if self.dev_ids and not self.dev["items"]:
+            raise UserError(f"{_shown(corpus)}: {self.dev['why_none']}")
+
+    def dev_size(self) -> dict:
+        """What the held-out tenth gives to judge: records, those giving step items, step items
+        (with tool calls as gold), and why the others give none."""
+        no_call = [i for i in self.dev_ids if not _calls_tools(self.records[i])]
+        failed = [i for i in self.dev_ids if i not in no_call and not self.include_failed
+                  and (self.records[i].get("outcome") or {}).get("success") is False]
+        counted = [i for i in self.dev_ids if i not in no_call and i not in failed]
+        items = [it for i in counted for it in self.step_items(self._task(self.records[i]))]
+        why = []
+        if failed:
+            why.append(f"{len(failed)} recorded a failed outcome (their actions are not ones to copy)")
+        if no_call:
+            why.append(f"{len(no_call)} make no tool call (replies alone, or actions written as text such as "
+                       "ReAct 'Action: x[...]' lines, cannot be judged)")
+        held = ", ".join(self.dev_ids[:3]) + (" …" if len(self.dev_ids) > 3 else "")
+        fix = ("use a larger corpus, or one with more successful tool-calling records (which records are held "
+               "out depends on their ids only)" if any(map(_calls_tools, self.records.values()))
+               else "no record of the corpus makes a tool call: use a corpus with tool calls")
+        return {"records": len(self.dev_ids), "records_with_items": len(counted), "items": len(items),
+                "items_with_calls": sum(1 for it in items if it.gold), "failed_outcome": len(failed),
+                "no_tool_call": len(no_call),
+                "why_none": (f"the replay benchmark judges recorded tool calls, and the held-out tenth "
+                             f"({len(self.dev_ids)} record(s): {held}) gives none to judge: " + "; ".join(why) +
+                             f"; {fix}")}
 
     def describe(self) -> dict:
         return {"benchmark": self.name, "corpus_sha256": self.corpus_sha256, "seed": self.seed,
                 "holdout": self.holdout, "train": len(self.train_ids), "dev": len(self.dev_ids),
-                "include_failed": self.include_failed}
+                "dev_items": self.dev["items"], "include_failed": self.include_failed,
+                **({"on_error": "skip", "skipped_lines": self.skipped_lines} if self.on_error == "skip" else {})}
 
     def train_records(self) -> list[dict]:
         """The records a loop may curate (the 90%), in corpus order."""

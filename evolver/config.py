@@ -73,7 +73,13 @@ class RunConfig:
     ablations: tuple[str, ...] = ()
     """Paper §5.3 switches: no-effectiveness, no-efficiency, no-sft, no-rl, no-memory."""
     on_error: str = "abort"
-    """An invalid corpus line: abort (file:line, exit 2) or skip (counted)."""
+    """An invalid corpus line: abort (file:line, exit 2) or skip (counted). Every stage that reads the
+    corpus (curation, the replay benchmark's hold-out, resume, replay) loads it this way."""
+    tools: str = ""
+    """A JSON file of the real tool schemas for records whose files carry none (absolute path; "": each
+    source's catalogue of the calls it makes, sandbox.corpus.catalogue)."""
+    tools_sha256: str = ""
+    """sha256 of that file at launch; `resume` refuses a file that changed."""
     llm: Mapping | None = None
     """The LLM (evolver/llm.py LLMConfig as a mapping: names of key variables, never keys); None: none."""
     diagnosis: str = "rules"
@@ -85,6 +91,8 @@ class RunConfig:
     max_length: int = 0
     """SFT max_length in tokens (0: the profile's); records beyond it are cut or dropped, and a run
     where nothing would survive fails before training."""
+    max_prompt_length: int = 0
+    """GRPO max_prompt_length in tokens (0: the profile's); longer prompts lose old messages or are dropped."""
     report_to: str = "tensorboard"
     """Trackers for training (TRL's report_to) and per-epoch P, C, J, decision, per-category P and scale:
     tensorboard, wandb, trackio, mlflow (comma-separated) or none."""
@@ -139,6 +147,7 @@ class RunConfig:
             (self.launcher != "accelerate" or bool(self.accelerate_config), "accelerate_config",
              "a config file when launcher is accelerate"),
             (self.max_length >= 0, "max_length", "0 (the profile's) or a positive number of tokens"),
+            (self.max_prompt_length >= 0, "max_prompt_length", "0 (the profile's) or a positive number of tokens"),
             (self.signal_window >= 1, "signal_window", "at least 1"),
             (self.boundary_samples >= 0, "boundary_samples", "0 (off) or more"),
             (math.isfinite(self.boundary_temperature) and self.boundary_temperature > 0, "boundary_temperature",
@@ -162,8 +171,13 @@ class RunConfig:
         run's budget overrides and --max-length; trainer.recipe.curation_budget)."""
         from trainer.recipe import curation_budget, get_profile
 
-        overrides = {**self.train_budget, **({"max_length": self.max_length} if self.max_length else {})}
-        return curation_budget(get_profile(self.profile).replace(**overrides))
+        return curation_budget(get_profile(self.profile).replace(**self.budget_overrides))
+
+    @property
+    def budget_overrides(self) -> dict:
+        """The profile's budgets this run changes: train_budget, --max-length, --max-prompt-length."""
+        return {**self.train_budget, **({"max_length": self.max_length} if self.max_length else {}),
+                **({"max_prompt_length": self.max_prompt_length} if self.max_prompt_length else {})}
 
     @property
     def acceptance_rule(self) -> str:
@@ -312,9 +326,13 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("batch-size", int, _field_default("batch_size"), "evaluation batch size"),
     Option("on-bad-line", str, "abort", "an invalid corpus line: abort with file:line, or skip and count it",
            ("abort", "skip")),
+    Option("tools", str, None, "JSON file of the real tool schemas, for corpus records whose files carry none "
+           "(default: one catalogue per source, built from the calls the corpus makes)"),
     Option("name", str, None, "run directory name (default: run-<time>)"),
     Option("runs-dir", str, None, "where run directories go (default: runs/ of the project)"),
     Option("max-length", int, _field_default("max_length"), "SFT max_length in tokens (0: the profile's)"),
+    Option("max-prompt-length", int, _field_default("max_prompt_length"),
+           "GRPO max_prompt_length in tokens (0: the profile's)"),
     Option("report-to", str, _field_default("report_to"), "trackers for training curves and per-epoch P, C, J "
            "(tensorboard, wandb, trackio, mlflow, comma-separated, or none)"),
     Option("launcher", str, None, "trainer launcher: accelerate (with --accelerate-config) or a command prefix "
@@ -421,10 +439,12 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
         # single-turn tasks are one step each: the step-level pass would score the same answers again
         eval_steps=not (benchmark == "bfcl-single" and metric != "step_accuracy"),
         ablations=tuple(sorted(set(o["ablate"]))), on_error=o["on_bad_line"], llm=llm,
+        tools=str(Path(o["tools"]).resolve()) if o["tools"] else "",
         diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),
         boundary_samples=o["boundary_samples"], boundary_temperature=o["boundary_temperature"],
         signal_window=o["signal_window"], rare_theta=o["rare_theta"], rare_n_min=o["rare_n_min"],
         candidates=o["candidates"], proxy_budget=o["proxy_budget"], report_to=o["report_to"], max_length=o["max_length"],
+        max_prompt_length=o["max_prompt_length"],
         launcher=o["launcher"] or "",
         accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "",
         agent={"step_limit": o["agent_steps"], "repairs": o["agent_repairs"], "wall_time_s": o["agent_wall"],

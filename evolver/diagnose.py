@@ -205,11 +205,35 @@ def family_counts(points: Sequence[Mapping]) -> dict[str, int]:
     return {p["family"]: p["count"] for p in sorted(points, key=lambda p: p["family"]) if p.get("source") == "rules"}
 
 
+# A point read from the diagnosed strategy's curated profile, not from a failed trajectory: the
+# corpus records outcomes (tau-bench's reward, ToolBench's win) and the curation trains on failures.
+TRAINED_FAILURES = "trained_failures"
+
+
+def outcome_point(profile: Mapping | None) -> dict | None:
+    """The failed point `trained_failures` when the curation kept raw trajectories whose recorded
+    outcome is a failure (profile.raw.retained_outcomes, sandbox.checker); None otherwise."""
+    raw = (profile or {}).get("raw") or {}
+    kept, mix = (raw.get("retained_outcomes") or {}).get("failure", 0), raw.get("outcomes") or {}
+    if not kept:
+        return None
+    return {"failed_point": "the curated data trains on trajectories whose recorded outcome is a failure",
+            "evidence": f"{kept} of the {raw.get('retained')} retained raw trajectories recorded a failure "
+                        f"(corpus: {mix.get('success', 0)} succeeded, {mix.get('failure', 0)} failed, "
+                        f"{mix.get('unknown', 0)} unknown)",
+            "curation_hint": "drop them (keep successes and unknown outcomes), or keep them only as masked context",
+            "family": TRAINED_FAILURES, "task_ids": [], "count": kept, "source": "profile"}
+
+
 def diagnose(trajectories: Sequence[Mapping], *, history: Sequence[Mapping] = (), sampled: Sequence[Mapping] = (),
-             params=None) -> tuple[list, dict]:
+             params=None, profile: Mapping | None = None) -> tuple[list, dict]:
     """(failed_points, signals) for one evaluation: `trajectories` are the greedy evaluation of
     the diagnosed epoch, `history` the `signals.summarize` of the evaluated epochs before it
-    (oldest first), `sampled` its K sampled rollouts per task (may be empty: no boundary signal)."""
+    (oldest first), `sampled` its K sampled rollouts per task (may be empty: no boundary signal),
+    `profile` its curated profile (recorded outcomes it trains on become `trained_failures`)."""
     points = failed_points(trajectories)
+    point = outcome_point(profile)
+    if point is not None:   # after the trajectories' points: family_counts counts those alone
+        points.append(point)
     found = sig.signals(sig.summarize(trajectories), history, sampled, params or sig.SignalParams())
     return points, {"families": family_counts(points), **found}

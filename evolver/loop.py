@@ -32,7 +32,7 @@ from evolver.lineage import annotate, brief_of, outcome_deltas
 from evolver.signals import summarize
 from evolver.errors import RunFailed
 from evolver.files import atomic_json, read_json, read_jsonl
-from evolver.objective import charged_cost, final_choice, objective
+from evolver.objective import c_only, charged_cost, final_choice, objective
 from evolver.proposers import make_proposer
 from evolver.proposers.brief import Brief
 from evolver.selection import select
@@ -75,7 +75,7 @@ class Epochs:
     def corpus(self):
         """What the strategy sees: the raw corpus, less its held-out dev tenth when the dev
         benchmark is the corpus's own (replay): those records never reach the sandbox."""
-        corpus = load_corpus(list(self.cfg.corpus), on_error=self.cfg.on_error)
+        corpus = load_corpus(list(self.cfg.corpus), on_error=self.cfg.on_error, tools=self.cfg.tools or None)
         return train_part(corpus) if self.cfg.benchmark == "replay" else corpus
 
     @functools.cached_property
@@ -208,12 +208,20 @@ class Epochs:
         if "failed" in curation:
             decision = {"accepted": False, "reason": f"curation failed: {curation['failed']}", "P": None, "J": None}
         else:
+            if any(s["P"] is None for s in scores):   # nothing was scored: no P to decide on
+                raise RunFailed(f"epoch {epoch}: the evaluation scored nothing (dev {scores[0].get('dev')}), so P is "
+                                f"undefined; the dev set gives no {self.cfg.metric} item for this run")
             p = fmean(s["P"] for s in scores)
             candidate = Scores(p, curation["C"], objective(p, curation["C"], self.cfg.lam), self._per_task(epoch))
             best = self.best()
             verdict = self.rule.decide(candidate, None if best is None else
                                        Scores(best["P"], best["C"], best["J"], self._per_task(best["epoch"])), self.cfg.lam)
             decision = {"P": p, "C": curation["C"], "J": candidate.J, "accepted": verdict.accepted, "reason": verdict.reason}
+            cheaper = c_only(p, curation["C"], best) if verdict.accepted else None
+            if cheaper:   # said so wherever the decision is shown (commit message, log, report)
+                decision["c_only"], decision["reason"] = True, f"{decision['reason']}; {cheaper}"
+            if scores[0].get("dev"):
+                decision["dev"] = scores[0]["dev"]
             gold = [s["gold_ll"] for s in scores if s.get("gold_ll") is not None]
             if gold:   # the low-variance signal beside P (benchmarks/gold_likelihood.py); not part of J
                 decision["gold_ll"] = round(fmean(gold), 6)
@@ -246,8 +254,10 @@ class Epochs:
         # every policy evaluated before the diagnosed one, rejected ones too (each was a trained policy)
         history = [summarize(self._evaluated(d["epoch"])) for d in self.decisions()
                    if d["epoch"] < best["epoch"] and d.get("P") is not None]
+        profile = self.store.epoch_dir(best["epoch"]) / "artifacts" / "profile.json"
         failed_points, signals = diagnose(trajectories, history=history, sampled=self._evaluated(best["epoch"], "sample"),
-                                          params=self.cfg.signal_params())
+                                          params=self.cfg.signal_params(),
+                                          profile=read_json(profile) if profile.is_file() else None)
         result = {"of_epoch": best["epoch"], "families": signals["families"]}
         if self.llm is not None and self.cfg.diagnosis == "rules+llm":
             from evolver.llm_diagnose import llm_diagnose

@@ -49,6 +49,9 @@ def _scale_plot(rows, plt):
         values = [(r.get("scale") or {}).get(name, 0) for r in rows]
         ax.bar(epochs, values, bottom=bottom, label=name.split(".")[0].upper(), color=color)
         bottom = [b + v for b, v in zip(bottom, values)]
+    used = [(r["epoch"], r["trained"].get("sft", 0) + r["trained"].get("rl", 0)) for r in rows if r.get("trained")]
+    if used:   # what training used after the length limits and ablations, beside what was curated
+        ax.plot([e for e, _ in used], [n for _, n in used], "x", color="crimson", ms=9, mew=2, label="SFT+RL trained")
     twin = ax.twinx()
     twin.plot(epochs, [r.get("cost_train") or 0 for r in rows], "k-o", label="Cost_train (turns)", ms=4)
     twin.set_ylabel("Cost_train")
@@ -66,9 +69,9 @@ def _families_plot(store, rows, plt):
         path = store.epoch_dir(r["epoch"]) / "diagnosis" / "signals.json"
         if path.exists():
             shares[r["epoch"]] = dict(json.loads(path.read_text())["families"])
-    if not shares:
-        return None
     names = sorted({k for s in shares.values() for k in s})
+    if not names:   # nothing diagnosed, or nothing failed: no empty plot (the page says why)
+        return None
     fig, ax = plt.subplots(figsize=(7, 3.6))
     epochs = sorted(shares)
     bottom = [0.0] * len(epochs)
@@ -102,10 +105,16 @@ def _training_plot(store, rows, plt):
                         label=f"epoch {epoch}")
     sft.set(xlabel="SFT step", ylabel="loss", title="SFT loss")
     grpo.set(xlabel="GRPO step", ylabel="mean reward", title="GRPO reward")
-    for ax in (sft, grpo):
+    trained = {r["epoch"]: r.get("trained") or {} for r in rows}
+    for ax, kind, what in ((sft, "sft", "SFT examples"), (grpo, "rl", "RL prompts")):
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=7)
+        else:   # an empty panel says why
+            used = ", ".join(f"epoch {e}: {t.get(kind, '—')}" for e, t in trained.items())
+            ax.text(0.5, 0.5, f"no {kind.upper()} step was trained\n{what} used: {used}\n(the log says what the "
+                              "length limits or ablations dropped)", ha="center", va="center", fontsize=8,
+                    transform=ax.transAxes, wrap=True)
     return fig
 
 
@@ -136,24 +145,34 @@ def _call_table(store, rows, seeds) -> str:
             f"<table><tr><th>epoch</th>{head}</tr>{body}</table>")
 
 
+# metric → (what a category's P counts: passed, of how many), from a per-category metrics block
+_COUNTS = {
+    "task_success": ("task success", lambda m: (m.get("successes", 0), m.get("episodes", 0))),
+    "turn_pass": ("turns passed", lambda m: (m.get("turns_passed", 0), m.get("turns", 0))),
+    "step_accuracy": ("step items right", lambda m: (round((m.get("step_accuracy") or 0) * m.get("step_items", 0)),
+                                                     m.get("step_items", 0))),
+}
+
+
 def _category_table(store, rows) -> str:
-    """P per category per epoch over all seeds: successes / n and a 95% Wilson interval (call_f1
-    with its counts on replay)."""
+    """P per category per epoch over all seeds, in the run's metric: passed / n and a 95% Wilson interval
+    (call_f1 with its counts on replay)."""
     from benchmarks.quality.stats import wilson_interval
 
-    config = RunConfig.from_json(store.config)
-    seeds = config.seeds
-    if config.metric == "call_f1":
-        return _call_table(store, rows, seeds)
+    cfg = RunConfig.from_json(store.config)
+    if cfg.metric == "call_f1":
+        return _call_table(store, rows, cfg.seeds)
+    what, count = _COUNTS[cfg.metric]
     cells, names = {}, set()
     for r in rows:
-        for s in seeds:
+        for s in cfg.seeds:
             path = store.epoch_dir(r["epoch"]) / f"eval-s{s}" / "metrics.json"
             if path.is_file():
                 for name, m in json.loads(path.read_text())["per_category"].items():
                     got = cells.setdefault((r["epoch"], name), [0, 0])
-                    got[0] += m.get("successes", 0)
-                    got[1] += m.get("episodes", 0)
+                    k, n = count(m)
+                    got[0] += k
+                    got[1] += n
                     names.add(name)
     if not cells:
         return ""
@@ -169,7 +188,7 @@ def _category_table(store, rows) -> str:
             else:
                 tds += "<td>—</td>"
         body += f"<tr><td>{r['epoch']}</td>{tds}</tr>"
-    return (f"<h2>P per category (task success, all seeds; 95% Wilson interval)</h2>"
+    return (f"<h2>P per category ({what}, all seeds; 95% Wilson interval)</h2>"
             f"<table><tr><th>epoch</th>{head}</tr>{body}</table>")
 
 
@@ -206,11 +225,14 @@ def _failed_label(trajectory: dict) -> str:
 
 
 def _failures(store, rows) -> str:
-    """Links to each evaluated epoch's trajectories and the ids of its failed tasks."""
-    seeds = RunConfig.from_json(store.config).seeds
+    """Links to each evaluated epoch's trajectories and the ids of its failed tasks (on a
+    step_accuracy run: its step items, and the tasks of the wrong ones)."""
+    cfg = RunConfig.from_json(store.config)
+    if cfg.metric == "step_accuracy":
+        return _failed_steps(store, rows, cfg.seeds)
     items = ""
     for r in rows:
-        for s in seeds:
+        for s in cfg.seeds:
             path = store.epoch_dir(r["epoch"]) / f"eval-s{s}" / "trajectories.jsonl"
             if path.is_file():
                 failed = [_failed_label(t) for t in map(json.loads, path.read_text().splitlines())
@@ -219,6 +241,64 @@ def _failures(store, rows) -> str:
                 items += (f"<li>epoch {r['epoch']} seed {s}: <a href=\"{link}\">trajectories</a> — {len(failed)} failed"
                           f"{': ' + html.escape(', '.join(failed[:12])) + (' …' if len(failed) > 12 else '') if failed else ''}</li>")
     return f"<h2>Failed trajectories</h2><ul>{items}</ul>" if items else ""
+
+
+def _failed_steps(store, rows, seeds) -> str:
+    """A step_accuracy run's misses: per evaluation, the step items judged wrong and their tasks."""
+    items = ""
+    for r in rows:
+        for s in seeds:
+            path = store.epoch_dir(r["epoch"]) / f"eval-s{s}" / "steps.jsonl"
+            if path.is_file():
+                steps = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+                wrong = [x for x in steps if x.get("correct", 0) < 1]
+                tasks = sorted({x["task_id"] for x in wrong})
+                link = f"../epochs/{r['epoch']}/eval-s{s}/steps.jsonl"
+                items += (f"<li>epoch {r['epoch']} seed {s}: <a href=\"{link}\">step items</a> — {len(wrong)} of "
+                          f"{len(steps)} wrong" + (f", in {html.escape(', '.join(tasks[:12]))}"
+                                                   f"{' …' if len(tasks) > 12 else ''}" if tasks else "") + "</li>")
+    return f"<h2>Failed step items</h2><ul>{items}</ul>" if items else ""
+
+
+def _missing_plots(store, rows, plots) -> str:
+    """Why a plot is absent, in a sentence each (an empty plot says nothing)."""
+    cfg = RunConfig.from_json(store.config)
+    notes = []
+    if plots.get("families.png") is None:
+        diagnosed = [r["epoch"] for r in rows if (store.epoch_dir(r["epoch"]) / "diagnosis" / "signals.json").exists()]
+        if cfg.metric == "step_accuracy":   # whatever was diagnosed: no episode ever fails here
+            why = (f"the dev benchmark {cfg.benchmark} is scored by step_accuracy on step items, not on episodes, so "
+                   "there is no failed trajectory to put in a family; the wrong step items are listed under "
+                   "“Failed step items”")
+        elif not diagnosed:
+            why = "no epoch was diagnosed (the diagnosis runs after every epoch but the last)"
+        else:
+            why = "the diagnosed evaluations had no failed trajectory"
+        notes.append(f"No failure-family plot: {why}.")
+    if plots.get("training.png") is None:
+        notes.append("No training curves: no epoch wrote training metrics (nothing was trained; see the log's "
+                     "SFT/RL/mem, which counts what training used).")
+    return "".join(f"<p><i>{html.escape(n)}</i></p>" for n in notes)
+
+
+def _header(store, rows) -> str:
+    """The run's setting with the real dev size and the run's wall time."""
+    from evolver.tables import dev_notes, stage_rows
+
+    cfg = store.config
+    started = [e["time"] for e in store.journal.events() if e.get("time")]
+    wall = ""
+    if len(started) > 1:
+        import datetime
+
+        seconds = (datetime.datetime.fromisoformat(started[-1]) - datetime.datetime.fromisoformat(started[0])).total_seconds()
+        staged = sum(r["seconds"] or 0 for r in stage_rows(store))
+        wall = (f" · wall time {seconds / 60:.1f} min from the first to the last journal event "
+                f"({staged / 60:.1f} min inside stages; process start-up and the corpus check before epoch 0 are not journaled)")
+    dev = "".join(f"<br>{html.escape(line)}" for line in dev_notes(store, rows))
+    return (f"<p>{cfg['epochs']} epochs · dev benchmark {html.escape(cfg['benchmark'])} ({html.escape(cfg['metric'])}, "
+            f"--tasks {cfg['tasks']}) · base {html.escape(cfg['base'])} · profile {html.escape(cfg['profile'])} · "
+            f"λ = {cfg['lambda']} · N_ref = {cfg['n_ref']:g}{wall}{dev}</p>")
 
 
 def _time_plot(rows, plt):
@@ -233,7 +313,8 @@ def _time_plot(rows, plt):
         ax.bar(epochs, values, bottom=bottom, label=stage)
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.set(xlabel="epoch", ylabel="minutes", title="wall time per stage", xticks=epochs)
-    ax.legend(fontsize=8)
+    if stages:
+        ax.legend(fontsize=8)
     return fig
 
 
@@ -303,10 +384,10 @@ def write_report(run: Path) -> Path:
 <style>body{{font:14px system-ui,sans-serif;max-width:1100px;margin:2em auto}}img{{max-width:49%}}pre{{background:#f6f6f6;padding:1em;overflow-x:auto}}
 table{{border-collapse:collapse}}td,th{{border:1px solid #ddd;padding:2px 6px;font-size:12px}}</style>
 <h1>Run {html.escape(store.root.name)}</h1>
-<p>{cfg['epochs']} epochs · dev benchmark {html.escape(cfg['benchmark'])} ({html.escape(cfg['metric'])}, {cfg['tasks']} tasks) ·
-base {html.escape(cfg['base'])} · profile {html.escape(cfg['profile'])} · λ = {cfg['lambda']} · N_ref = {cfg['n_ref']:g}</p>
+{_header(store, rows)}
 <pre>{html.escape(format_log(store))}</pre>
 {images}
+{_missing_plots(store, rows, plots)}
 <h2>Time and LLM usage per stage</h2>
 <p>LLM: {html.escape(_llm_line(cfg))}</p>
 <pre>{html.escape(format_stages(store))}</pre>

@@ -72,17 +72,65 @@ def create_run(options: dict) -> RunStore:
     probe = resolve(options, (), "")   # every value checked before any corpus is read or built
     if options["corpus"]:   # a user's corpus: read and checked now; without an environment, its own dev tenth
         corpus = [str(Path(p).resolve()) for p in options["corpus"]]
-        kind = corpus_kind(load_corpus(corpus, on_error=probe.on_error).records)
-        config = resolve(options, tuple(corpus), corpus_sha256(corpus), kind)
+        loaded = load_corpus(corpus, on_error=probe.on_error, tools=probe.tools or None)
+        config = resolve(options, tuple(corpus), corpus_sha256(corpus), corpus_kind(loaded.records))
     else:
         corpus = default_corpus("bfcl-single" if probe.benchmark == "bfcl-single" else "bfcl", "wild", probe.seed,
                                 probe.curation_budget["sft_examples"])
+        loaded = load_corpus(corpus, tools=probe.tools or None) if probe.tools else None
         config = probe.replace(corpus=tuple(corpus), corpus_sha256=corpus_sha256(corpus))
+    if loaded is not None and loaded.tools_file is not None:
+        config = config.replace(tools_sha256=loaded.tools_file.sha256)
+    dev = dev_check(config) if config.benchmark == "replay" else None   # before any work: the hold-out can be judged
     store = RunStore.create(runs_dir / name, config.to_json())   # the loop creates the strategy workspace from ρ0
+    if loaded is not None:
+        corpus_notes(store, loaded)
+    if dev is not None:
+        say(dev_note(dev, config.tasks))
     if options["llm_records"]:   # a rerun from another run's record (replay-only: no network call)
         shutil.copytree(options["llm_records"], store.root / "llm", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("diagnosis-cache"))
     return store
+
+
+def corpus_notes(store: RunStore, corpus) -> None:
+    """What loading did to the corpus, on stderr: skipped records (listed in RUN/skipped.jsonl, and
+    skipped by every later stage too) and tool lists built from the calls or taken from --tools."""
+    if corpus.skipped_lines:
+        from evolver.files import atomic_write
+
+        atomic_write(store.root / "skipped.jsonl",
+                     "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))
+        read = len(corpus.records) + len(corpus.skipped_lines)
+        say(f"corpus: {len(corpus.skipped_lines)} of {read} records skipped (--on-bad-line skip; each with its reason "
+            f"in {store.root / 'skipped.jsonl'}); every stage that reads the corpus (curation, the dev hold-out, "
+            f"resume, replay) skips them too; first: {corpus.skipped_lines[0]}")
+    if corpus.tools_notice:
+        say(f"corpus: {corpus.tools_notice}")
+
+
+def dev_check(config: RunConfig) -> dict:
+    """The replay benchmark's held-out tenth, built as evaluation will build it: UserError now, before
+    any work, when it gives nothing to judge; else what it gives (ReplayBenchmark.dev_size)."""
+    from benchmarks.replay_benchmark import ReplayBenchmark
+
+    return ReplayBenchmark(list(config.corpus), on_error=config.on_error, tools=config.tools or None).dev
+
+
+def dev_note(dev: dict, tasks: int) -> str:
+    """The real dev size, and a warning when it cannot tell strategies apart."""
+    from benchmarks.metrics import resolution_warning
+
+    used = min(tasks, dev["records"])
+    text = (f"dev: the held-out tenth holds {dev['records']} record(s); {dev['records_with_items']} give "
+            f"{dev['items']} step items ({dev['items_with_calls']} with tool calls as gold)")
+    if dev["failed_outcome"] or dev["no_tool_call"]:
+        text += (f"; {dev['failed_outcome']} with a failed outcome and {dev['no_tool_call']} without tool calls "
+                 "give none")
+    if tasks < dev["records"]:
+        text += f"; --tasks {tasks} evaluates {used} of them"
+    warning = resolution_warning(dev["items"])
+    return text + (f"\nwarning: {warning}" if warning else "")
 
 
 def cmd_run(args) -> int:
@@ -127,6 +175,9 @@ def cmd_resume(args) -> int:
     cfg = run_config(store)
     if corpus_sha256(list(cfg.corpus)) != cfg.corpus_sha256:
         raise UserError(f"the corpus of {args.run} changed since the run started; nothing was run")
+    if cfg.tools and (not Path(cfg.tools).is_file() or sha256_file(Path(cfg.tools)) != cfg.tools_sha256):
+        raise UserError(f"the --tools file {cfg.tools} of {args.run} is missing or changed since the run started; "
+                        "nothing was run")
     return run_and_report(store)
 
 

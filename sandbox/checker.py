@@ -294,13 +294,16 @@ def output_overflow(folder: Path, max_bytes: int, max_files: int = CAPS.max_file
 
 def check_output(out_dir: Path, dest: Path, raw_ids: Sequence[str], n_ref: float = N_REF,
                  caps: OutputCaps = CAPS, inspect: Callable[[str, dict], None] | None = None,
-                 encode: Callable[[str, dict], dict] | None = None) -> Checked:
+                 encode: Callable[[str, dict], dict] | None = None,
+                 raw_outcomes: Mapping[str, str] | None = None) -> Checked:
     """Check the candidate's output in `out_dir` record by record, writing the canonical artifact
     files into `dest` as it goes; their hashes and counts and the profile. Memory stays bounded
     (module docstring); any breach of the contract is CandidateRejected. `inspect(kind, record)`
     may reject a valid record too (the leakage guard); `encode(kind, record)` gives the row
-    written for it (the file form), canonical JSON either way."""
-    acc, counted, artifacts = _Profile(raw_ids, n_ref, caps), [0], {}
+    written for it (the file form), canonical JSON either way. `raw_outcomes` (raw id → "success",
+    "failure" or "unknown", `outcome_label`) adds the outcome mix of the corpus and of what was
+    retained to the profile's `raw`."""
+    acc, counted, artifacts = _Profile(raw_ids, n_ref, caps, raw_outcomes), [0], {}
     for kind, name, stream in _artifact_streams(Path(out_dir), caps):
         digest, count = hashlib.sha256(), 0
         with open(Path(dest) / name, "wb") as out:
@@ -367,11 +370,24 @@ def _ranked(counter: Counter) -> dict:
     return dict(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def outcome_label(record: Mapping) -> str:
+    """A raw record's recorded outcome: "success", "failure" (outcome.success true / false) or "unknown"."""
+    success = (record.get("outcome") or {}).get("success")
+    return "unknown" if success is None else "success" if success else "failure"
+
+
+def _mix(labels) -> dict:
+    counts = Counter(labels)
+    return {k: counts.get(k, 0) for k in ("success", "failure", "unknown")}
+
+
 class _Profile:
     """Σ accumulated one validated record at a time (bounded: sums, and counters of names)."""
 
-    def __init__(self, raw_ids: Sequence[str], n_ref: float, caps: OutputCaps):
+    def __init__(self, raw_ids: Sequence[str], n_ref: float, caps: OutputCaps,
+                 raw_outcomes: Mapping[str, str] | None = None):
         self.known, self.n_ref, self.caps = set(raw_ids), n_ref, caps
+        self.raw_outcomes = raw_outcomes
         self.n_raw = len(raw_ids)
         self.origins: set[str] = set()
         self.counts = Counter()
@@ -412,7 +428,11 @@ class _Profile:
         c, n_raw = self.counts, self.n_raw
         return {
             "raw": {"records": n_raw, "retained": len(self.origins),
-                    "retention": round(len(self.origins) / n_raw, 6) if n_raw else 0.0},
+                    "retention": round(len(self.origins) / n_raw, 6) if n_raw else 0.0,
+                    # recorded outcomes (tau-bench's reward, ToolBench's win) of the corpus and of what was kept
+                    **({"outcomes": _mix(self.raw_outcomes.values()),
+                        "retained_outcomes": _mix(self.raw_outcomes.get(o, "unknown") for o in self.origins)}
+                       if self.raw_outcomes is not None else {})},
             "sft": {"records": c["sft.records"], "turns": c["sft.turns"], "trained_turns": c["sft.trained"],
                     "masked_turns": c["sft.turns"] - c["sft.trained"], "messages": c["sft.messages"],
                     "tokens": c["sft.tokens"], "trained_tool_calls": _ranked(self.tools)},

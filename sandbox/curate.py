@@ -137,7 +137,8 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         stage.mkdir()
         try:   # streamed record by record into the stage: host memory does not follow the output
             checked = checker.check_output(job.out_dir, stage, [r["id"] for r in corpus.records], n_ref,
-                                           inspect=check_record, encode=to_file)   # the leakage guard; TRL's file form
+                                           inspect=check_record, encode=to_file,   # the leakage guard; TRL's file form
+                                           raw_outcomes={r["id"]: checker.outcome_label(r) for r in corpus.records})
         except checker.CandidateRejected as exc:
             raise CurationFailed(str(exc), execution) from None
         prof, artifacts = checked.profile, dict(checked.artifacts)
@@ -148,6 +149,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             "strategy": {"commit": commit, "files_sha256": sha256_files(strategy_files)},
             "corpus": {"sha256": corpus.sha256, "records": len(corpus.records), "format": corpus.format,
                        **({"holdout": corpus.holdout} if corpus.holdout else {}),
+                       **({"tools_sha256": corpus.tools_file.sha256} if corpus.tools_file else {}),
                        "skipped_lines": len(corpus.skipped)},
             "seed": seed,
             "hash_seed": hash_seed,
@@ -170,7 +172,9 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             "host": platform.node(),
             "python": platform.python_version(),
             "environment": environment_lock.environment_record(),   # the lock's hash; replay says when it differs
-            "corpus_paths": [str(Path(p).resolve()) for p in corpus.paths],
+            # as given (a folder stays a folder: the corpus hash names its files within it)
+            "corpus_paths": [str(Path(p).resolve()) for p in (corpus.inputs or corpus.paths)],
+            **({"tools_path": corpus.tools_file.path} if corpus.tools_file else {}),
             "limits": limits.to_json(),
             "env": env_summary, "llm": channel and channel.usage(),
             "execution": {k: v for k, v in execution.to_json().items() if k not in ("stdout",)},

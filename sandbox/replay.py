@@ -77,8 +77,27 @@ def _check_fields(path: Path, doc, fields) -> None:
             value = value[part]
 
 
+def _tools_file(src: Path, manifest: dict, execution: dict, given: str | None):
+    """The --tools file the output was curated with (None when it had none), checked by its hash."""
+    from sandbox.corpus.catalogue import read_tools_file
+
+    recorded = manifest["corpus"].get("tools_sha256")
+    if recorded is None:
+        if given:
+            raise UserError(f"{src} was curated without --tools; replay it without one; nothing was run")
+        return None
+    path = given or execution.get("tools_path")
+    if not path or not Path(path).is_file():
+        raise UserError(f"the --tools file {path} named in {src / 'execution.json'} is missing; pass --tools")
+    tools = read_tools_file(path)
+    if tools.sha256 != recorded:
+        raise UserError(f"tools mismatch: {path} has sha256 {tools.sha256[:12]}…, the manifest recorded "
+                        f"{recorded[:12]}…; nothing was run")
+    return tools
+
+
 def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None = None,
-           corpus_paths: list[str] | None = None, llm=None) -> ReplayReport:
+           corpus_paths: list[str] | None = None, llm=None, tools_path: str | None = None) -> ReplayReport:
     """`llm` answers ctx.llm (the run's LLM layer in replay-only mode) when the output used one."""
     src = Path(src)
     manifest = _read_json(src / "manifest.json")
@@ -90,20 +109,21 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
     if not corpus_paths:
         _check_fields(src / "execution.json", execution, ("corpus_paths",))
     paths = corpus_paths or execution["corpus_paths"]
-    for p in paths:
-        if not Path(p).is_file():
+    for p in paths:   # a file, or a folder of corpus files as it was given
+        if not Path(p).is_file() and not Path(p).is_dir():
             raise UserError(f"corpus {p} named in {src / 'execution.json'} is missing; pass --corpus")
     actual = corpus_sha256(paths)
     if actual != manifest["corpus"]["sha256"]:
         raise UserError(f"corpus mismatch: {', '.join(paths)} has sha256 {actual[:12]}…, the manifest "
                         f"recorded {manifest['corpus']['sha256'][:12]}…; nothing was run")
+    tools = _tools_file(src, manifest, execution, tools_path)
     files = strategy_files(src / "strategy")
     if sha256_files(files) != manifest["strategy"]["files_sha256"]:
         raise UserError(f"strategy mismatch: {src / 'strategy'} no longer matches the manifest; nothing was run")
     if runtime_sha256() != manifest["runtime_sha256"]:
         raise UserError("runtime mismatch: the runtime, toolkit or sandbox packages changed since this output "
                         "was made, so bytes are not comparable; nothing was run")
-    corpus = load_corpus(paths, on_error="skip" if manifest["corpus"]["skipped_lines"] else "abort")
+    corpus = load_corpus(paths, on_error="skip" if manifest["corpus"]["skipped_lines"] else "abort", tools=tools)
     if manifest["corpus"].get("holdout"):   # the strategy saw the nine tenths outside the dev hold-out
         corpus = train_part(corpus, **manifest["corpus"]["holdout"])
     if out_dir is None:

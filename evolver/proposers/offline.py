@@ -50,6 +50,8 @@ REMEDIES = {
     "premature_stop": ("+drop_abandoned", "-segment", "+repeat_focus"),
     "step_limit": ("+drop_redundant", "+segment"),
     "unclassified": ("+drop_failed", "+repeat_focus"),
+    # from the curated profile (evolver.diagnose.outcome_point): the corpus recorded these trajectories as failures
+    "trained_failures": ("+drop_failed",),
     # CoEvolve's signals: replay what was forgotten (and undo pruning), more supervision near the
     # decision boundary, more exposure to rare patterns
     "forgetting": ("+repeat_focus", "-focus_prune", "-near_dedup", "-max_turns"),
