@@ -140,8 +140,9 @@ def dev_notes(store: RunStore, rows: list[dict]) -> list[str]:
         return []
     tasks = store.config.get("tasks")
     metric = store.config.get("metric")
-    items = dev["step_items"] if metric == "step_accuracy" else dev["episodes"]
-    what = "step items" if metric == "step_accuracy" else "episodes"
+    stepwise = metric in ("step_accuracy", "call_f1")   # the replay metrics score step items, not episodes
+    items = dev["step_items"] if stepwise else dev["episodes"]
+    what = "step items" if stepwise else "episodes"
     text = (f"dev: {dev['tasks']} task(s) evaluated per epoch (--tasks {tasks}), {dev['episodes']} episodes, "
             f"{dev['step_items']} step items; P is {metric} over the {what}")
     warning = resolution_warning(items, what)

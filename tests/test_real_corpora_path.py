@@ -69,18 +69,18 @@ def test_on_bad_line_skip_holds_for_evaluation_resume_and_replay(toolbench_run, 
     assert "replay identical" in capsys.readouterr().out
 
 
-def test_a_step_accuracy_report_shows_categories_and_says_why_plots_are_missing(toolbench_run):
+def test_a_replay_report_shows_categories_and_says_why_plots_are_missing(toolbench_run):
     from evolver.report import write_report
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         page = write_report(toolbench_run).read_text()
     assert not [w for w in caught if "No artists with labels" in str(w.message)]
-    table = page.split("<h2>P per category (step items right")[1].split("</table>")[0]
-    assert "toolbench" in table and "/3 = " in table                      # k/3 step items, not "—"
-    assert "No failure-family plot: the dev benchmark replay is scored by step_accuracy" in page
-    assert "<h2>Failed step items</h2>" in page and "Failed trajectories" not in page
-    assert "dev: 1 task(s) evaluated per epoch (--tasks 60), 0 episodes, 3 step items" in page
+    table = page.split("<h2>P per category (call-level F1 over the held-out steps")[1].split("</table>")[0]
+    assert "toolbench" in table and "3 missed)" in table                  # the counts, not "—"
+    assert "No failure-family plot: no epoch was diagnosed" in page       # one epoch: never diagnosed, and it says so
+    assert "<h2>Failed trajectories</h2>" in page and "(missing_call)" in page
+    assert "dev: 1 task(s) evaluated per epoch (--tasks 60), 0 episodes, 3 step items; P is call_f1 over the step items" in page
     assert "warning: the dev set holds 3 step items" in page and "wall time" in page
 
 
