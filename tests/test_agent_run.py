@@ -27,23 +27,38 @@ def bash(command: str) -> str:
     return f"One step.\n\n```bash\n{command}\n```\n"
 
 
+POINTS = json.dumps([{"failed_point": "the agent passes wrong argument types", "evidence": "x='3' for an int",
+                      "curation_hint": "mask corrected calls and keep signatures in memory"}])
+EFFICIENCY = [bash("sed -i 's/    return kept$/    return tk.exact_dedup(tk.drop_abandoned(kept))/' strategy.py"),
+              bash(SUBMIT.format("Exact dedup and no abandoned trajectories"))]
+
+
+def every_other_rl_step(start: str = "") -> str:
+    return bash("cp /opt/curateevo/curation_strategies/planned/strategy.py strategy.py && sed -i "
+                f"'s/steps = tk.tool_call_steps(trajectory)$/steps = tk.tool_call_steps(trajectory)[{start}::2]/' strategy.py")
+
+
+def agent_turn(req) -> tuple[str, int] | None:
+    """An agent request's task text and how many replies its conversation holds (None: a diagnosis request)."""
+    messages = req.messages
+    if "research engineer who improves the code" not in messages[0]["content"]:
+        return None
+    return messages[1]["content"], sum(m["role"] == "assistant" for m in messages)
+
+
 def scripted(req) -> str:
     """The whole run's LLM: diagnosis requests get failed points; the agent gets a script by
     phase and by how far its conversation is (a first attempt that only adds a comment is
     rejected by the host and repaired on the second attempt)."""
-    messages = req.messages
-    if "research engineer who improves the code" not in messages[0]["content"]:
-        return json.dumps([{"failed_point": "the agent passes wrong argument types", "evidence": "x='3' for an int",
-                            "curation_hint": "mask corrected calls and keep signatures in memory"}])
-    task, steps = messages[1]["content"], sum(m["role"] == "assistant" for m in messages)
+    if agent_turn(req) is None:
+        return POINTS
+    task, steps = agent_turn(req)
     if "EFFECTIVENESS" in task:
         if "previous attempt" not in task:
             return [bash("env; echo '# clearer' >> strategy.py"), bash(SUBMIT.format("Comment"))][min(steps, 1)]
-        return [bash("cp /opt/curateevo/curation_strategies/planned/strategy.py strategy.py && "
-                     "sed -i 's/steps = tk.tool_call_steps(trajectory)$/steps = tk.tool_call_steps(trajectory)[::2]/' strategy.py"),
-                bash("python3 -m sandbox.dry_run"), bash(SUBMIT.format("Half of the clean RL steps"))][min(steps, 2)]
-    return [bash("sed -i 's/    return kept$/    return tk.exact_dedup(tk.drop_abandoned(kept))/' strategy.py"),
-            bash(SUBMIT.format("Exact dedup and no abandoned trajectories"))][min(steps, 1)]
+        return [every_other_rl_step(), bash("python3 -m sandbox.dry_run"),
+                bash(SUBMIT.format("Half of the clean RL steps"))][min(steps, 2)]
+    return EFFICIENCY[min(steps, 1)]
 
 
 def fingerprint(root):
@@ -109,18 +124,13 @@ def test_an_agent_run_edits_validates_evaluates_decides_and_replays(provider, tm
 def two_candidates(req) -> str:
     """Candidate 1 (the LLM's temperature, no seed) keeps every other clean RL step from the first,
     candidate 2 (seed 1) from the second; both then get the same efficiency revision."""
-    messages = req.messages
-    if "research engineer who improves the code" not in messages[0]["content"]:
-        return json.dumps([{"failed_point": "the agent passes wrong argument types", "evidence": "x='3' for an int",
-                            "curation_hint": "mask corrected calls and keep signatures in memory"}])
-    task, steps = messages[1]["content"], sum(m["role"] == "assistant" for m in messages)
+    if agent_turn(req) is None:
+        return POINTS
+    task, steps = agent_turn(req)
     if "EFFECTIVENESS" in task:
         start = {None: "", 1: "1"}[req.body.get("seed")]
-        return [bash("cp /opt/curateevo/curation_strategies/planned/strategy.py strategy.py && sed -i "
-                     f"'s/steps = tk.tool_call_steps(trajectory)$/steps = tk.tool_call_steps(trajectory)[{start}::2]/' strategy.py"),
-                bash(SUBMIT.format(f"Every other clean RL step from {start or 0}"))][min(steps, 1)]
-    return [bash("sed -i 's/    return kept$/    return tk.exact_dedup(tk.drop_abandoned(kept))/' strategy.py"),
-            bash(SUBMIT.format("Exact dedup and no abandoned trajectories"))][min(steps, 1)]
+        return [every_other_rl_step(start), bash(SUBMIT.format(f"Every other clean RL step from {start or 0}"))][min(steps, 1)]
+    return EFFICIENCY[min(steps, 1)]
 
 
 def test_k_agent_candidates_are_sampled_apart_dry_run_ranked_by_the_proxy_and_replayed(tmp_path, monkeypatch):
