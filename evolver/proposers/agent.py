@@ -12,6 +12,10 @@ When the agent stops, the host validates: regular files only, nothing outside th
 loop's dry run on the whole corpus passes the host checker with artifacts that differ from the
 parent's. A failed validation goes back to the agent with the error, a bounded number of times;
 then the revision is rejected and the run goes on.
+
+With `--candidates k`, `candidates` makes k such runs from the same brief, sampled apart (the
+second and later at `candidate_temperature`, each with its own seed; both are part of every
+recorded request), for the loop's proxy to rank.
 """
 from __future__ import annotations
 
