@@ -112,7 +112,8 @@ class RunConfig:
     rare_n_min: int = 20
     """N_min: no rare signal before this many patterns were observed."""
     candidates: int = 1
-    """k: candidates per epoch (offline proposer); more than one are ranked by the proxy, the best goes on."""
+    """k: candidates per epoch (offline proposer: its k best edits; code agent: k runs sampled apart); more than
+    one are ranked by the proxy, the best goes on."""
     proxy_budget: int = 0
     """Proxy units for successive halving over k candidates (0: k·⌈log2 k⌉, one unit per candidate and rung)."""
     proxy_sft_steps: int = 10
@@ -159,6 +160,8 @@ class RunConfig:
              "0 or more (with proxy_sft_steps and proxy_tasks at least 1)"),
             (self.proposer != "agent" or self.llm is not None, "proposer",
              "offline unless an LLM is configured (the code agent needs --model)"),
+            (_temperature(self.agent.get("candidate_temperature", 0.0)), "agent",
+             "the agent's limits, candidate_temperature a number in [0, 2]"),
         ]
         for ok, key, expected in checks:
             if not ok:
@@ -292,6 +295,10 @@ class Option:
         return self.choices() if callable(self.choices) else self.choices
 
 
+def _temperature(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x <= 2
+
+
 def _field_default(name: str) -> Any:
     f = {f.name: f for f in fields(RunConfig)}[name]
     return f.default_factory() if f.default is dataclasses.MISSING else f.default
@@ -365,6 +372,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("agent-repairs", int, 2, "failed validations sent back to the agent per revision", group="llm"),
     Option("agent-wall", int, 1200, "seconds per revision", group="llm"),
     Option("agent-usd", float, 0.0, "USD per revision (0: only the run's budget)", group="llm"),
+    Option("agent-temperature", float, 0.8, "sampling temperature of the code agent's candidates 2..k with --candidates k "
+           "(candidate 1 keeps the LLM's; candidate i >= 2 also sends seed = --seed + i - 1)", group="llm"),
 )
 OPTIONS_BY_DEST = {o.dest: o for o in RUN_OPTIONS}
 
@@ -448,7 +457,7 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
         launcher=o["launcher"] or "",
         accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "",
         agent={"step_limit": o["agent_steps"], "repairs": o["agent_repairs"], "wall_time_s": o["agent_wall"],
-               "cost_limit_usd": o["agent_usd"]})
+               "cost_limit_usd": o["agent_usd"], "candidate_temperature": o["agent_temperature"]})
 
 
 def default_margin_of(o: Mapping[str, Any], base: str, benchmark: str) -> tuple[float, str]:

@@ -237,3 +237,19 @@ def diagnose(trajectories: Sequence[Mapping], *, history: Sequence[Mapping] = ()
         points.append(point)
     found = sig.signals(sig.summarize(trajectories), history, sampled, params or sig.SignalParams())
     return points, {"families": family_counts(points), **found}
+
+
+def rejected_lesson(trajectories: Sequence[Mapping], best: Sequence[Mapping], *, sampled: Sequence[Mapping] = (),
+                    params=None) -> dict:
+    """What a rolled-back candidate's evaluation teaches, against the best policy it lost to
+    (`best`: that policy's trajectories): `broke`, CoEvolve's forgetting with the best's
+    evaluation as the window (tasks the best solved that the candidate fails); `fixed`, its mirror;
+    `broke_as`, the failure families of the candidate's failures on the broken tasks; `families`
+    of all its failures; `boundary` and `rare`, its own signals (its sampled rollouts)."""
+    now, before = sig.summarize(trajectories), sig.summarize(best)
+    broke = sig.forgetting(now["scores"], [before["scores"]], window=1)
+    on_broken = [t for t in trajectories if task_id_of(t) in set(broke)]
+    found = sig.signals(now, [before], sampled, params or sig.SignalParams())
+    return {"broke": broke, "fixed": sig.fixed(now["scores"], before["scores"]),
+            "broke_as": [{k: p[k] for k in ("family", "task_ids", "count", "evidence")} for p in failed_points(on_broken)],
+            "families": family_counts(failed_points(trajectories)), "boundary": found["boundary"], "rare": found["rare"]}

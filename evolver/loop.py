@@ -27,7 +27,7 @@ from statistics import fmean
 
 from evolver.acceptance import Scores, make_rule
 from evolver.config import RunConfig
-from evolver.diagnose import diagnose
+from evolver.diagnose import diagnose, rejected_lesson
 from evolver.lineage import annotate, brief_of, outcome_deltas
 from evolver.signals import summarize
 from evolver.errors import RunFailed
@@ -49,7 +49,8 @@ from sandbox.workspace import Workspace
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
 # ρ0's inputs: no diagnosis yet, but every file a strategy may read is there
 EMPTY_DIAGNOSIS = {"failed_points": [], "signals": {"families": {}, "forgetting": [], "boundary": [], "rare": []},
-                   "profile": {}}
+                   "profile": {}, "rejected": []}
+LESSONS = 3   # rolled-back candidates since the best whose lessons the next brief carries (most recent)
 
 
 def say(text: str) -> None:
@@ -265,12 +266,32 @@ class Epochs:
             points, stats = llm_diagnose(trajectories, self.llm, self.store.root / "llm" / "diagnosis-cache", progress=True)
             failed_points += points
             result["llm_diagnosis"] = stats
+        lessons = self.lessons(best)
+        if lessons:
+            result["rejected"] = {str(x["epoch"]): {"broke": len(x["broke"]), "fixed": len(x["fixed"])} for x in lessons}
         out = self.dir(epoch, "diagnosis")
         deltas = outcome_deltas(self.store, self.cfg.seeds, until=epoch)   # what each evaluated edit fixed and broke
         atomic_json(out / "failed_points.json", annotate(failed_points, deltas))
         atomic_json(out / "signals.json", signals)
         atomic_json(out / "outcomes.json", brief_of(deltas))
+        atomic_json(out / "rejected.json", lessons)
         return result
+
+    def lessons(self, best: dict) -> list[dict]:
+        """What the candidates rolled back since `best` was accepted teach (the last LESSONS of
+        them, oldest first): each one's evaluation against the best's (diagnose.rejected_lesson:
+        the tasks it broke and fixed, its failures, its own signals), with its edits and scores."""
+        best_trajectories, lessons = self._evaluated(best["epoch"]), []
+        for d in self.decisions():
+            if d["accepted"] or d["epoch"] <= best["epoch"] or d.get("P") is None:
+                continue
+            message = self.ws.log(d["commit"])[0]["message"] if d.get("commit") else ""
+            lesson = rejected_lesson(self._evaluated(d["epoch"]), best_trajectories,
+                                     sampled=self._evaluated(d["epoch"], "sample"), params=self.cfg.signal_params())
+            lessons.append({"epoch": d["epoch"], "summary": message.splitlines()[0] if message else "",
+                            "edits": list(d.get("edits", [])), **{k: d.get(k) for k in ("P", "C", "J", "reason")},
+                            "against": {k: best[k] for k in ("epoch", "P", "C", "J")}, **lesson})
+        return lessons[-LESSONS:]
 
     def propose(self, epoch: int) -> dict:
         """Effectiveness, then efficiency revision of `best`: each dry-run with this epoch's
@@ -279,16 +300,18 @@ class Epochs:
         best = self.best()
         diag = self.store.epoch_dir(epoch) / "diagnosis"
         failed_points, signals = read_json(diag / "failed_points.json"), read_json(diag / "signals.json")
+        lessons = read_json(diag / "rejected.json") if (diag / "rejected.json").is_file() else []   # older runs: none
         profile = read_json(self.store.epoch_dir(best["epoch"]) / "artifacts" / "profile.json")
         inputs = inputs_files({"failed_points": failed_points, "signals": signals, "profile": profile,
-                               "params": self.cfg.params()})
+                               "rejected": lessons, "params": self.cfg.params()})
         parent = {k: v for k, v in self.ws.files("best").items() if not k.startswith("inputs/")}
         rejected = [k for d in self.decisions() if not d["accepted"] for k in d.get("edits", [])]
         brief = Brief(files={**parent, **inputs}, failed_points=failed_points, signals=signals, profile=profile,
                       lam=self.cfg.lam, rejected_edits=rejected, history=self.history(), corpus=self.corpus,
                       seed=self.cfg.seed, score={k: best[k] for k in ("epoch", "P", "C", "J")},
                       budget=self.cfg.curation_budget,
-                      outcomes=read_json(diag / "outcomes.json") if (diag / "outcomes.json").is_file() else ())
+                      outcomes=read_json(diag / "outcomes.json") if (diag / "outcomes.json").is_file() else (),
+                      rejected=lessons)
         out, artifacts = self.dir(epoch, "evolve"), self.dir(epoch + 1, "artifacts")
         out.mkdir(parents=True)
         phases = [p for p in ("effectiveness", "efficiency") if f"no-{p}" not in self.cfg.ablations]
@@ -298,15 +321,24 @@ class Epochs:
             dry = DryRuns(Path(tmp), inputs, self.corpus, self.executor, self.cfg,
                           _artifact_hashes(self.store.epoch_dir(best["epoch"]) / "artifacts"), self.curation_llm)
             if k > 1:   # k effectiveness revisions, each with its efficiency revision; the proxy picks one pair
-                firsts = [o for o in self.proposer.candidates("effectiveness", brief, dry.validate, k) if o.files]
-                pairs = [self._revise(brief, dry, out, phases[1:], [first]) for first in firsts]
-                log = [{"phase": "effectiveness", "candidate": i, **a} for i, o in enumerate(firsts) for a in o.attempts]
-                log += [{"candidate": i, **row} for i, (_, rows, _) in enumerate(pairs) for row in rows]
-                chain, exhausted = [], False
+                firsts = self.proposer.candidates("effectiveness", brief, dry.validate, k, out)
+                log = [{"phase": "effectiveness", **a, "candidate": i} for i, o in enumerate(firsts) for a in o.attempts]
+                exhausted = any(o.budget_exhausted for o in firsts)
+                pairs = {}   # candidate number → (chain, attempt log, budget exhausted)
+                for i, first in enumerate(firsts):
+                    if first.files:
+                        pairs[i] = self._revise(brief, dry, out / f"candidate-{i}", phases[1:], [first])
+                log += [{**row, "candidate": i} for i, (_, rows, _) in pairs.items() for row in rows]
+                exhausted = exhausted or any(e for _, _, e in pairs.values())
+                chain, numbers = [], list(pairs)
                 if pairs:
-                    selection = select([p[0] for p in pairs], lambda chain, units: self._proxy(dry, chain, units),
+                    selection = select([pairs[i][0] for i in numbers], lambda chain, units: self._proxy(dry, chain, units),
                                        self.cfg.proxy_budget or len(pairs) * max(1, math.ceil(math.log2(len(pairs)))))
                     chain = selection.best
+                    # rungs and the choice by candidate number (a candidate that found nothing is not ranked)
+                    selection.index = numbers[selection.index]
+                    selection.rungs = [{**r, "scores": {numbers[i]: v for i, v in r["scores"].items()},
+                                        "survivors": [numbers[i] for i in r["survivors"]]} for r in selection.rungs]
             else:
                 chain, log, exhausted = self._revise(brief, dry, out, phases, [])
             for outcome in chain:   # the chosen revisions, committed in order on the candidate branch
@@ -327,7 +359,7 @@ class Epochs:
                             f"{self.store.root}` proposes again")
         return {"candidate": sha, "edits": edits, "dry_runs": dry.count, **({"budget_exhausted": True} if exhausted else {}),
                 **({"candidates": len(selection.rungs[0]["scores"]) if selection.rungs else 1,
-                    "chosen": selection.index} if selection else {})}
+                    "proposed": k, "chosen": selection.index} if selection else {})}
 
     def _revise(self, brief: Brief, dry: "DryRuns", out: Path, phases: list[str], chain: list) -> tuple[list, list, bool]:
         """The revisions of `phases` in order, each from the last one of `chain` (validated

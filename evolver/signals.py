@@ -101,6 +101,11 @@ def forgetting(current: Mapping[str, float], history: Sequence[Mapping[str, floa
     return fired
 
 
+def fixed(current: Mapping[str, float], against: Mapping[str, float]) -> list[str]:
+    """Tasks that succeed now and failed under `against` (forgetting's mirror: what an edit fixed)."""
+    return sorted(task for task, now in current.items() if now >= SUCCESS and task in against and against[task] < SUCCESS)
+
+
 def boundary(sampled: Sequence[Mapping]) -> list[str]:
     """Tasks whose sampled rollouts hold both a success and a failure."""
     outcomes: dict[str, set] = defaultdict(set)

@@ -11,6 +11,12 @@ first; the loop dry-runs them (`validate`) and an edit that changes nothing is r
 Parameter choices are ordered by an RNG seeded with the run's seed and the parent's source, so
 a run is deterministic; edits of rolled-back epochs (`brief.rejected_edits`) are not proposed
 again; the commit message explains every edit.
+
+Rolled-back candidates also teach (`brief.rejected`, inputs/rejected.json): an operator that a
+rolled-back candidate added or retuned is not proposed again with any parameters when that
+candidate broke more dev tasks the best policy solves than it fixed (CoEvolve's forgetting against
+the best), and the categories of the tasks it broke join the efficiency focus, so `focus_prune`
+keeps their data.
 """
 from __future__ import annotations
 
@@ -188,6 +194,26 @@ def _edits(remedy: str, motive: str, focus: Mapping, rng: random.Random | None) 
     return [Edit(op, params, motive) for params in _choices(op, focus, rng)]
 
 
+def lessons_of(rejected: Sequence[Mapping]) -> tuple[set[str], set[str], str]:
+    """(operators not to add again, task ids whose data efficiency keeps, the commit note) from
+    the lessons of rolled-back candidates: a candidate that broke more tasks than it fixed
+    condemns the operators it added or retuned."""
+    banned, broken, lines = set(), set(), []
+    for lesson in rejected:
+        broke, fixed = list(lesson.get("broke") or ()), list(lesson.get("fixed") or ())
+        broken.update(broke)
+        ops = sorted({m.group(1) for e in lesson.get("edits") or () if (m := re.match(r"\+(\w+)", e))})
+        harmful = len(broke) > len(fixed) and ops
+        if harmful:
+            banned.update(ops)
+        if broke or fixed:
+            lines.append(f"- epoch {lesson.get('epoch')} ({', '.join(lesson.get('edits') or ()) or 'no operator edit'}) broke "
+                         f"{len(broke)} dev task(s) the best solves ({', '.join(broke[:5])}{' …' if len(broke) > 5 else ''}) "
+                         f"and fixed {len(fixed)}" + (f": {', '.join(ops)} not proposed again." if harmful else "."))
+    note = ("Lessons of rolled-back candidates (inputs/rejected.json):\n" + "\n".join(lines) + "\n\n") if lines else ""
+    return banned, broken, note
+
+
 class OfflineProposer:
     """Revisions as streams of candidates; `candidates(..., k)` keeps up to k that pass the dry run."""
 
@@ -197,18 +223,19 @@ class OfflineProposer:
         """The first candidate of `phase` whose dry run changes the artifacts."""
         return self.candidates(phase, brief, validate, k=1)[0]
 
-    def candidates(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict], k: int = 1) -> list[Outcome]:
+    def candidates(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict], k: int = 1,
+                   out_dir: Path | None = None) -> list[Outcome]:
         """Up to k distinct revisions that pass the dry run, best first; when none does, one
-        Outcome without files that records the attempts."""
+        Outcome without files that records the attempts (`out_dir`: unused, nothing is written)."""
         if k < 1:
             raise ValueError("k must be at least 1")
         known = vocabulary(brief.corpus)
         signals = with_outcomes(brief.signals, brief.outcomes)   # what the last accepted edit broke is a motive
         stream = (self.effectiveness(brief.files, brief.failed_points, signals, brief.rejected_edits, brief.seed, known,
-                                     net_effect(brief.outcomes))
+                                     net_effect(brief.outcomes), brief.rejected)
                   if phase == "effectiveness" else
                   self.efficiency(brief.files, brief.profile, brief.lam, brief.failed_points, signals,
-                                  brief.rejected_edits, known))
+                                  brief.rejected_edits, known, brief.rejected))
         found, attempts = [], []
         for revision in stream:
             verdict = validate(revision.files)
@@ -224,17 +251,20 @@ class OfflineProposer:
 
     def effectiveness(self, files: Mapping[str, bytes], failed_points: Sequence[Mapping], signals: Mapping,
                       rejected: Sequence[str] = (), seed: int = 0, known: Mapping | None = None,
-                      net: Mapping[str, int] | None = None) -> Iterator[Revision]:
+                      net: Mapping[str, int] | None = None, lessons: Sequence[Mapping] = ()) -> Iterator[Revision]:
         """A combined revision over the top motives first, then every single edit, motive by motive.
         Remedies whose operator's evaluated edits broke more dev tasks than they fixed (`net`, from
-        the outcome deltas) are tried after the others."""
+        the outcome deltas) are tried after the others; operators of a net-harmful rolled-back
+        candidate (`lessons`, inputs/rejected.json) are not proposed again."""
         genome, note = self._parent(files)
+        banned, _, learned = lessons_of(lessons)
+        note += learned
         rng = random.Random(f"{seed}:effectiveness:{hashlib.sha256(compose(genome).encode()).hexdigest()}")
         ranked = motives(failed_points, signals)
         # per motive, per remedy: its applicable settings
         net = net or {}
         options = {m: [[e for e in _edits(remedy, m, focus_of(m, failed_points, signals, known), rng)
-                        if e.key not in rejected and e.apply(genome) != genome]
+                        if e.key not in rejected and (e.params is None or e.op not in banned) and e.apply(genome) != genome]
                        for remedy in sorted(REMEDIES[m], key=lambda r: net.get(r[1:], 0) < 0)]
                    for m, _ in ranked}
         combined: list[Edit] = []
@@ -253,21 +283,25 @@ class OfflineProposer:
                 yield revision
 
     def efficiency(self, files: Mapping[str, bytes], profile: Mapping, lam: float, failed_points: Sequence[Mapping] = (),
-                   signals: Mapping | None = None, rejected: Sequence[str] = (), known: Mapping | None = None
-                   ) -> Iterator[Revision]:
-        """Single pruning edits, mildest first; focus_prune keeps what the diagnosis points at."""
+                   signals: Mapping | None = None, rejected: Sequence[str] = (), known: Mapping | None = None,
+                   lessons: Sequence[Mapping] = ()) -> Iterator[Revision]:
+        """Single pruning edits, mildest first; focus_prune keeps what the diagnosis points at and
+        what rolled-back candidates broke."""
         if lam <= 0:
             return
         signals = signals or {}
         genome, note = self._parent(files)
+        banned, broken, learned = lessons_of(lessons)
+        note += learned
         parts = [focus_of(m, failed_points, signals, known) for m, _ in motives(failed_points, signals)]
-        focus = narrowed({c for f in parts for c in f["categories"]}, {t for f in parts for t in f["tools"]}, known)
+        focus = narrowed({c for f in parts for c in f["categories"]} | {category_of(t) for t in broken},
+                         {t for f in parts for t in f["tools"]}, known)
         cost = (f"λ = {lam:g}; the parent curates Cost_train = {profile.get('cost_train')} turns, "
                 f"C = {profile.get('C', 0):.4f}, so λ·C = {lam * profile.get('C', 0):.4f} of J.\n\n")
         seen: set = set()
         for remedy in EFFICIENCY:
             for edit in _edits(remedy, "efficiency", focus, None):
-                if edit.key in rejected or edit.apply(genome) == genome:
+                if edit.key in rejected or edit.op in banned or edit.apply(genome) == genome:
                     continue
                 revision = self._revision(files, genome, [edit], "efficiency", note + cost, failed_points, signals, seen)
                 if revision is not None:
