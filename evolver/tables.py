@@ -41,7 +41,7 @@ def epoch_rows(store: RunStore) -> list[dict]:
             if seen is not None:
                 row.setdefault("sft_epochs_seen", []).append(seen)
         elif stage["stage"] == "decide":
-            row.update({k: result.get(k) for k in ("P", "C", "J", "accepted", "reason", "commit", "gold_ll")})
+            row.update({k: result.get(k) for k in ("P", "C", "J", "accepted", "reason", "commit", "gold_ll", "no_candidate")})
         if stage["seconds"] is not None:
             row["seconds"][stage["stage"]] = stage["seconds"]
         row["tokens"] += stage["tokens"]
@@ -85,11 +85,13 @@ def format_log(store: RunStore) -> str:
             f"{'cur s/1K':>8} {'decision':<9} {'time':>7}")
     head += f" {'LLM tokens':>10} {'USD':>8}" if llm else ""
     lines = [head, "-" * len(head)]
-    for r in epoch_rows(store):
+    rows = epoch_rows(store)
+    for r in rows:
         f = lambda v, w, p: f"{v:>{w}.{p}f}" if isinstance(v, (int, float)) else f"{'—':>{w}}"
         scale = r.get("scale") or {}
         counts = "/".join(str(scale.get(k, "—")) for k in ("sft.jsonl", "rl.jsonl", "memory.jsonl"))
-        decision = "—" if r.get("accepted") is None else ("accepted" if r["accepted"] else "rejected")
+        decision = "—" if r.get("accepted") is None else ("accepted" if r["accepted"] else
+                                                          "no cand." if r.get("no_candidate") else "rejected")
         seen = r.get("sft_epochs_seen")   # passes over the curated SFT set (mean over seeds); < 1: some never trained
         seen = f"{sum(seen) / len(seen):>7.2f}×" if seen else f"{'—':>8}"
         cur = (r.get("curation") or {}).get("seconds_per_1k_turns")   # curation wall time per 1K retained turns
@@ -98,6 +100,7 @@ def format_log(store: RunStore) -> str:
                 f"{r.get('cost_train') if r.get('cost_train') is not None else '—':>10} {counts:>14} {seen} {cur} {decision:<9} "
                 f"{sum(r['seconds'].values()):>6.0f}s")
         lines.append(line + (f" {r['tokens']:>10} {r['usd']:>8.4f}" if llm else ""))
+    lines += [f"epoch {r['epoch']}: {r['reason']}" for r in rows if r.get("no_candidate")]   # why
     return "\n".join(lines)
 
 
