@@ -20,6 +20,7 @@ from benchmarks import eval_cli
 from benchmarks.quality import cli as quality_cli
 from sandbox.corpus import FORMATS as CORPUS_FORMATS
 from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits
+from sandbox.leftovers import reap_leftovers
 from trainer.recipe import PROFILES
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
@@ -270,6 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        reaped = reap_leftovers()   # what a curateevo process killed with SIGKILL left (containers, job folders)
+        if reaped:
+            print(f"curateevo: {reaped}", file=sys.stderr)
         return args.func(args)
     except UserError as exc:   # what the message quotes (a file name, a strategy's error) is not ours
         print(f"curateevo: error: {printable(exc)}", file=sys.stderr)

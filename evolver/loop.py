@@ -233,6 +233,18 @@ class Epochs:
         self._track(epoch, decision, curation)
         return {**decision, "epoch": epoch, "commit": sha, "edits": edits}
 
+    def no_candidate(self, epoch: int) -> dict:
+        """The decision of an epoch for which every proposal was refused: not evaluated, nothing
+        committed, the reasons recorded; its refused edits are not proposed again."""
+        proposed = (self.store.done(epoch - 1, "propose") or {}).get("result") or {}
+        reasons = proposed.get("refused") or ["the proposer offered no candidate"]
+        spent = {"budget_exhausted": True} if proposed.get("budget_exhausted") else {}
+        if spent:
+            reasons = ["the run's LLM budget is spent", *reasons]
+        return {"epoch": epoch, "commit": None, "accepted": False, "no_candidate": True, "P": None, "C": None,
+                "J": None, "reason": "no valid candidate: " + "; ".join(reasons),
+                "edits": proposed.get("refused_edits", []), **spent}
+
     def _track(self, epoch: int, decision: dict, curation: dict) -> None:
         """P, C, J, the decision, P per category and the curated scale of the epoch, to the run's trackers."""
         from trainer.tracking import log_epoch_metrics
@@ -357,7 +369,10 @@ class Epochs:
             raise RunFailed(f"the LLM failed while proposing the candidate of epoch {epoch + 1} "
                             f"({' '.join(llm_error.split())[:200]}); fix the endpoint and `curateevo resume "
                             f"{self.store.root}` proposes again")
-        return {"candidate": sha, "edits": edits, "dry_runs": dry.count, **({"budget_exhausted": True} if exhausted else {}),
+        refused = {} if sha is not None else {"refused": refused_reasons(log), "refused_edits": sorted(
+            {e for a in log for e in a.get("edits", ())})}
+        return {"candidate": sha, "edits": edits, "dry_runs": dry.count, **refused,
+                **({"budget_exhausted": True} if exhausted else {}),
                 **({"candidates": len(selection.rungs[0]["scores"]) if selection.rungs else 1,
                     "proposed": k, "chosen": selection.index} if selection else {})}
 
@@ -402,8 +417,8 @@ class Epochs:
             if not d["accepted"] and d["epoch"] > 0:
                 message = self.ws.log(d["commit"])[0]["message"] if d.get("commit") else ""
                 rows.append({"epoch": d["epoch"], "summary": message.splitlines()[0] if message else "",
-                             "diff": self.ws.diff_summary("best", d["commit"]), "P": d.get("P"), "C": d.get("C"),
-                             "J": d.get("J"), "best_J": best_j, "reason": d.get("reason")})
+                             "diff": self.ws.diff_summary("best", d["commit"]) if d.get("commit") else "",
+                             "P": d.get("P"), "C": d.get("C"), "J": d.get("J"), "best_J": best_j, "reason": d.get("reason")})
             elif d["accepted"]:
                 best_j = d.get("J")
         return rows
@@ -434,24 +449,15 @@ def run_epochs(store: RunStore) -> dict:
     """Run (or resume) every epoch of the run in `store`; returns the final choice."""
     ep = Epochs(store)
     for epoch in range(ep.cfg.epochs):
-        if ep.ws.epochs().get(epoch) is None:
-            say(f"epoch {epoch}: no candidate was proposed; the run ends here")
-            break
-        curation = ep.stage(epoch, "curate", lambda: ep.curate(epoch), [store.epoch_dir(epoch) / "artifacts"])
-        scores = []
-        if "failed" not in curation:
-            for seed in ep.cfg.seeds:
-                trained = ep.stage(epoch, f"train-s{seed}", lambda: ep.train(epoch, seed),
-                                   lambda result: [Path(result["adapter"])] if result["adapter"] else [])
-                scores.append(ep.stage(epoch, f"evaluate-s{seed}", lambda: ep.evaluate(epoch, seed, trained["adapter"]),
-                                       [store.epoch_dir(epoch) / f"eval-s{seed}"]))
-                if ep.samples_rollouts and epoch + 1 < ep.cfg.epochs:   # only a diagnosis reads them
-                    ep.stage(epoch, f"sample-s{seed}", lambda: ep.sample(epoch, seed, trained["adapter"]),
-                             [store.epoch_dir(epoch) / f"sample-s{seed}"])
-        proposal = store.done(epoch - 1, "propose") if epoch else None
-        edits = (proposal or {}).get("result", {}).get("edits", []) if proposal else []
-        decision = ep.stage(epoch, "decide", lambda: ep.decide(epoch, curation, scores, edits))
-        say(f"epoch {epoch}: {'ACCEPTED' if decision['accepted'] else 'rejected'} — {decision['reason']}")
+        if epoch and ep.ws.epochs().get(epoch) is None:   # every proposal was refused: recorded, and on to the next
+            decision = ep.stage(epoch, "decide", lambda: ep.no_candidate(epoch))
+            say(f"epoch {epoch}: {decision['reason']}")
+            if decision.get("budget_exhausted"):   # nothing more can be proposed within the run's budget
+                say("the run's LLM budget is spent; the run ends here")
+                ep.finished(epoch)
+                break
+        else:
+            evaluate_candidate(ep, epoch)
         if epoch + 1 < ep.cfg.epochs:
             ep.stage(epoch, "diagnose", lambda: ep.diagnose(epoch), [store.epoch_dir(epoch) / "diagnosis"])
             ep.stage(epoch, "propose", lambda: ep.propose(epoch),
@@ -461,6 +467,39 @@ def run_epochs(store: RunStore) -> dict:
     evaluated = [d for d in ep.decisions() if d.get("P") is not None]
     final = final_choice(evaluated)
     return ep.stage(-1, "final", lambda: {"epoch": final["epoch"], "commit": final["commit"], "P": final["P"], "C": final["C"]})
+
+
+def evaluate_candidate(ep: Epochs, epoch: int) -> None:
+    """Curate, train, evaluate and decide the candidate tagged `epoch-<e>`."""
+    store = ep.store
+    curation = ep.stage(epoch, "curate", lambda: ep.curate(epoch), [store.epoch_dir(epoch) / "artifacts"])
+    scores = []
+    if "failed" not in curation:
+        for seed in ep.cfg.seeds:
+            trained = ep.stage(epoch, f"train-s{seed}", lambda: ep.train(epoch, seed),
+                               lambda result: [Path(result["adapter"])] if result["adapter"] else [])
+            scores.append(ep.stage(epoch, f"evaluate-s{seed}", lambda: ep.evaluate(epoch, seed, trained["adapter"]),
+                                   [store.epoch_dir(epoch) / f"eval-s{seed}"]))
+            if ep.samples_rollouts and epoch + 1 < ep.cfg.epochs:   # only a diagnosis reads them
+                ep.stage(epoch, f"sample-s{seed}", lambda: ep.sample(epoch, seed, trained["adapter"]),
+                         [store.epoch_dir(epoch) / f"sample-s{seed}"])
+    proposal = store.done(epoch - 1, "propose") if epoch else None
+    edits = (proposal or {}).get("result", {}).get("edits", []) if proposal else []
+    decision = ep.stage(epoch, "decide", lambda: ep.decide(epoch, curation, scores, edits))
+    say(f"epoch {epoch}: {'ACCEPTED' if decision['accepted'] else 'rejected'} — {decision['reason']}")
+
+
+def refused_reasons(attempts: list[dict], most: int = 5) -> list[str]:
+    """Why the proposals of a propose stage were refused, as distinct sentences with their counts
+    (the dry run's verdict, the host's refusal of a file, the agent's stop), at most `most`."""
+    counts: dict[str, int] = {}
+    for attempt in attempts:
+        reason = attempt.get("error") or (f"dry run: {attempt['dry_run']}" if attempt.get("dry_run") else None)
+        if reason:
+            reason = " ".join(str(reason).split())[:300]
+            counts[reason] = counts.get(reason, 0) + 1
+    shown = [f"{reason} (×{n})" if n > 1 else reason for reason, n in counts.items()]
+    return shown[:most] + ([f"{len(shown) - most} other reasons"] if len(shown) > most else [])
 
 
 def llm_spent(store: RunStore) -> dict:

@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 
 from evolver.config import RunConfig
-from evolver.errors import RunFailed
+from evolver.errors import RunFailed, UserError
 from evolver.files import read_json, sha256_files
 from evolver.proposers.brief import Verdict
 from sandbox.curate import CurationFailed, execute
 from sandbox.executor import Limits
+from sandbox.strategy_files import check_files
 
 
 class DryRuns:
@@ -33,7 +34,10 @@ class DryRuns:
     def validate(self, files: dict[str, bytes]) -> Verdict:
         """The dry run: the candidate curates the whole corpus in the sandbox and the host checker
         accepts the output (else `failed`), and the artifacts differ from the parent's (else `empty`)."""
-        full = self.candidate(files)
+        try:   # what cannot be committed is refused before it runs (a .git, a path outside the strategy)
+            full = check_files(self.candidate(files))
+        except UserError as exc:
+            return Verdict(False, "failed", f"the candidate's files are refused: {exc}")
         self.count += 1
         out = self.folder / str(self.count)
         verdict, hashes = check_candidate(full, self.corpus, self.executor, self.parent, out, seed=self.cfg.seed,

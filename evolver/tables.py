@@ -44,7 +44,7 @@ def epoch_rows(store: RunStore) -> list[dict]:
                 row["trained"] = result["trained"]
         elif stage["stage"] == "decide":
             row.update({k: result.get(k) for k in ("P", "C", "J", "accepted", "reason", "commit", "gold_ll", "c_only",
-                                                   "dev")})
+                                                   "dev", "no_candidate")})
         if stage["seconds"] is not None:
             row["seconds"][stage["stage"]] = stage["seconds"]
         row["tokens"] += stage["tokens"]
@@ -110,7 +110,8 @@ def format_log(store: RunStore) -> str:
                                                                ("sft.jsonl", "rl.jsonl", "memory.jsonl"))
                          + "; SFT/RL/mem shows what training used after the ablations and the profile's length limits")
         decision = "—" if r.get("accepted") is None else (
-            "C only" if r.get("c_only") else "accepted" if r["accepted"] else "rejected")
+            "C only" if r.get("c_only") else "accepted" if r["accepted"] else
+            "no cand." if r.get("no_candidate") else "rejected")
         seen = r.get("sft_epochs_seen")   # passes over the curated SFT set (mean over seeds); < 1: some never trained
         seen = f"{sum(seen) / len(seen):>7.2f}×" if seen else f"{'—':>8}"
         cur = (r.get("curation") or {}).get("seconds_per_1k_turns")   # curation wall time per 1K retained turns
@@ -122,6 +123,7 @@ def format_log(store: RunStore) -> str:
     if any(r.get("c_only") for r in rows):
         notes.append("C only: accepted on a lower C alone with P unchanged (a cheaper curation, not a better policy)")
     notes += dev_notes(store, rows)
+    notes += [f"epoch {r['epoch']}: {r['reason']}" for r in rows if r.get("no_candidate")]   # why
     return "\n".join(lines + notes)
 
 

@@ -98,18 +98,22 @@ def _short(text: object) -> str:
     return printable(text, MAX_REASON_CHARS)
 
 
-def _too_deep(value: object, cap: int) -> bool:
-    """True when objects and arrays nest deeper than `cap` (iterative: no recursion to exhaust)."""
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node
-        for child in children:
-            if isinstance(child, (dict, list)):
-                if depth >= cap:
-                    return True
-                stack.append((child, depth + 1))
-    return False
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = [0] * 256
+_STEP[ord("[")] = _STEP[ord("{")] = 1
+_STEP[ord("]")] = _STEP[ord("}")] = -1
+
+
+def _json_depth(text: bytes | str) -> int:
+    """How deep objects and arrays nest in valid JSON text: the running count of its brackets
+    outside string literals, computed in C with no walk over the parsed value. Without its
+    escaped backslashes and quotes, every quote of valid JSON opens or closes a string, so the
+    text outside strings is every other piece between quotes (and UTF-8 never puts a bracket or a
+    quote byte inside a multi-byte character)."""
+    if isinstance(text, str):
+        text = text.encode("utf-8", "surrogatepass")
+    outside = b"".join(text.replace(b"\\\\", b"").replace(b'\\"', b"").split(b'"')[::2])
+    return max(itertools.accumulate(map(_STEP.__getitem__, outside.translate(None, _NOT_BRACKETS))), default=0)
 
 
 def _parse(raw: bytes, caps: OutputCaps):
@@ -122,7 +126,7 @@ def _parse(raw: bytes, caps: OutputCaps):
         raise ValueError(f"not JSON (nested deeper than {caps.max_depth} levels)") from None
     except ValueError as exc:
         raise ValueError(f"not JSON ({exc})") from None
-    if raw.count(b"[") + raw.count(b"{") >= caps.max_depth and _too_deep(value, caps.max_depth):
+    if raw.count(b"[") + raw.count(b"{") > caps.max_depth and _json_depth(raw) > caps.max_depth:
         raise ValueError(f"objects and arrays nested deeper than {caps.max_depth} levels")
     return value
 
@@ -133,12 +137,9 @@ def _arguments_too_deep(record: Mapping, caps: OutputCaps) -> bool:
     calls += (record.get("reference") or {}).get("tool_calls") or []
     for call in calls:
         arguments = call["function"]["arguments"]
-        if arguments.count("{") + arguments.count("[") < caps.max_depth:
+        if arguments.count("{") + arguments.count("[") <= caps.max_depth:
             continue   # cannot nest deeper than it has brackets
-        try:
-            if _too_deep(json.loads(arguments), caps.max_depth):
-                return True
-        except (RecursionError, ValueError):
+        if _json_depth(arguments) > caps.max_depth:   # JSON already (schemas.check_messages parsed it)
             return True
     return False
 
@@ -178,10 +179,11 @@ class _Digests:
         return first
 
 
-def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS,
-                 counted: list | None = None) -> Iterator[tuple[dict, bytes]]:
-    """Each valid record of one artifact file with its canonical line; CandidateRejected at the
-    first that is not (file:line, the reason). `counted` ([records so far]) spans files."""
+def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS, counted: list | None = None,
+                 encode: Callable[[str, dict], dict] | None = None) -> Iterator[tuple[dict, bytes]]:
+    """Each valid record of one artifact file with its canonical line (of `encode(kind, record)`
+    when given: one serialisation per record); CandidateRejected at the first that is not
+    (file:line, the reason). `counted` ([records so far]) spans files."""
     kind = name.removesuffix(".jsonl")
     check, ids = CHECKS[kind], _Digests()
     counted = counted if counted is not None else [0]
@@ -199,7 +201,9 @@ def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS,
                 error = f"tool call arguments nested deeper than {caps.max_depth} levels"
             if error is None and kind == "rl":
                 error = reward_error(record)
-            line = _canonical_line(settle(record)) if error is None else b""   # the stamp checked, stored as steps
+            if error is None:   # the stamp checked, stored as steps (sandbox/provenance.py)
+                settle(record)
+            line = _canonical_line(record if encode is None else encode(kind, record)) if error is None else b""
         except (ValueError, RecursionError, TypeError, KeyError, AttributeError) as exc:
             error = str(exc) if isinstance(exc, ValueError) else f"malformed record ({type(exc).__name__})"
         if error:
@@ -307,11 +311,9 @@ def check_output(out_dir: Path, dest: Path, raw_ids: Sequence[str], n_ref: float
     for kind, name, stream in _artifact_streams(Path(out_dir), caps):
         digest, count = hashlib.sha256(), 0
         with open(Path(dest) / name, "wb") as out:
-            for record, line in iter_records(name, stream, caps, counted):
+            for record, line in iter_records(name, stream, caps, counted, encode):
                 if inspect is not None:
                     inspect(kind, record)
-                if encode is not None:
-                    line = _canonical_line(encode(kind, record))
                 acc.add(kind, record)
                 out.write(line)
                 digest.update(line)

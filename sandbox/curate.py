@@ -25,7 +25,7 @@ from typing import Callable, Mapping, Sequence
 
 from evolver.errors import RunFailed, UserError, printable
 from evolver.files import atomic_json, is_empty_or_missing, writable_parent, json_text, read_json, sha256_bytes, sha256_files
-from sandbox import checker, environment_lock
+from sandbox import checker, environment_lock, leftovers
 from sandbox.corpus import Corpus, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
 from sandbox.leakage import check_record
@@ -110,9 +110,11 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
     started = datetime.datetime.now(datetime.timezone.utc)
     t0 = time.monotonic()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    job_root = Path(tempfile.mkdtemp(prefix="curateevo-job-"))
+    leftovers.reap_folders(out_dir.parent.glob(".*.partial-*"))   # stages of killed processes beside it
+    job_root = Path(tempfile.mkdtemp(prefix=leftovers.JOB_PREFIX))
     stage = out_dir.parent / f".{out_dir.name}.partial-{uuid.uuid4().hex[:8]}"
     try:
+        leftovers.claim(job_root)   # the next command removes it if this process is killed
         os.chmod(job_root, 0o755)
         env_files, env_summary = prepare_env(corpus.records, job_root / "env")
         channel = LLMChannel(llm, llm_budget, job_root / "llm") if llm is not None else None
@@ -135,6 +137,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         if not execution.ok:
             raise CurationFailed(execution.reason or f"exit code {execution.returncode}", execution)
         stage.mkdir()
+        leftovers.claim(stage)
         try:   # streamed record by record into the stage: host memory does not follow the output
             checked = checker.check_output(job.out_dir, stage, [r["id"] for r in corpus.records], n_ref,
                                            inspect=check_record, encode=to_file,   # the leakage guard; TRL's file form
@@ -182,6 +185,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
                         "check": round(t3 - t2, 3), "total": round(time.monotonic() - t0, 3)},
         }
         _write_json(stage / "execution.json", run_info)
+        (stage / leftovers.OWNER_FILE).unlink()
         if out_dir.exists():
             out_dir.rmdir()
         os.rename(stage, out_dir)

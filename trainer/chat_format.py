@@ -24,6 +24,7 @@ through `ast` with literal arguments only. Model text is never evaluated.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -80,7 +81,19 @@ def tool_line(tool: Mapping, style: str = DEFAULT_STYLE) -> str:
 
 def render_tools(tools: Sequence[Mapping], style: str = DEFAULT_STYLE) -> str:
     """The tool block appended to the system prompt ("" without tools)."""
-    return str(_macros(style).tool_block(list(tools or [])))
+    tools = list(tools or [])
+    try:
+        key = json.dumps(tools, ensure_ascii=False)   # key order kept: the block follows it
+    except (TypeError, ValueError):
+        return str(_macros(style).tool_block(tools))
+    return _tool_block(key, style)
+
+
+@functools.lru_cache(maxsize=16)
+def _tool_block(tools_json: str, style: str) -> str:
+    """Rendering through the sandboxed template costs ~0.3 s for a long list, and every RL record
+    of a trajectory repeats its list: the last few lists are remembered."""
+    return str(_macros(style).tool_block(json.loads(tools_json)))
 
 
 def render_tool_call(call: Mapping) -> str:

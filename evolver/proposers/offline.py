@@ -239,7 +239,8 @@ class OfflineProposer:
         found, attempts = [], []
         for revision in stream:
             verdict = validate(revision.files)
-            attempts.append({"edits": [e.key for e in revision.edits], "dry_run": verdict.kind})
+            attempts.append({"edits": [e.key for e in revision.edits], "dry_run": verdict.kind,
+                             **({"error": verdict.error} if verdict.error else {})})
             if verdict.ok:
                 found.append(Outcome(revision.files, revision.message, tuple(e.key for e in revision.edits), attempts))
                 attempts = []
