@@ -202,7 +202,7 @@ def test_the_diagnosis_and_both_proposers_read_what_the_last_edit_broke(run):
     # the code agent: the same deltas in its prompt
     brief = Brief(files=files, failed_points=points, signals=signals, profile={}, lam=0.3, rejected_edits=[],
                   history=[], corpus=None, seed=0, outcomes=outcomes)
-    variables = AgentProposer._variables(None, "effectiveness", brief, None)
+    variables = AgentProposer.variables("effectiveness", brief, None)
     assert variables["outcomes"] == outcome_lines(outcomes)
     prompt = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(template("evolve_instance.jinja")).render(**variables)
     assert f"fixed {FIXED} (wrong_call_count → pass)" in prompt and f"broke {BROKEN} (pass → wrong_tool)" in prompt

@@ -199,7 +199,8 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
     def bad(unit: Unit, reason: str) -> None:
         skip = SkippedLine(unit.path, unit.line, unit.index, reason)
         if on_error == "abort":
-            raise UserError(str(skip) + SKIP_HINT)
+            # an empty file holds no invalid record to leave out: no hint to skip
+            raise UserError(str(skip) + ("" if reason == "empty file, no records" else SKIP_HINT))
         skipped.append(skip)
 
     for file in files:
