@@ -20,7 +20,7 @@ from benchmarks import eval_cli
 from benchmarks.quality import cli as quality_cli
 from sandbox.corpus import FORMATS as CORPUS_FORMATS
 from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits
-from sandbox.leftovers import reap_leftovers
+from sandbox.leftovers import reap_leftovers, start_ticks
 from trainer.recipe import PROFILES
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
@@ -62,11 +62,9 @@ def process_seconds() -> float:
     """Wall seconds since this process started (interpreter start-up and imports included), from
     /proc where there is one, else since this module was imported."""
     try:
-        with open("/proc/self/stat", "rb") as f:
-            start_ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
         with open("/proc/uptime", "rb") as f:
             uptime = float(f.read().split()[0])
-        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+        return max(0.0, uptime - start_ticks() / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError):
         return time.monotonic() - _IMPORTED
 

@@ -118,78 +118,58 @@ def _training_plot(store, rows, plt):
     return fig
 
 
-def _call_table(store, rows, seeds) -> str:
-    """call_f1 per category per epoch over all seeds, from the summed call counts (replay)."""
-    cells, names = {}, set()
-    for r in rows:
-        for s in seeds:
-            path = store.epoch_dir(r["epoch"]) / f"eval-s{s}" / "metrics.json"
-            if path.is_file():
-                for name, m in json.loads(path.read_text())["per_category"].items():
-                    got = cells.setdefault((r["epoch"], name), [0, 0, 0])
-                    for i, k in enumerate(("call_tp", "call_fp", "call_fn")):
-                        got[i] += m.get(k) or 0
-                    names.add(name)
-    if not cells:
-        return ""
-    head = "".join(f"<th>{html.escape(n)}</th>" for n in sorted(names))
-    body = ""
-    for r in rows:
-        tds = ""
-        for name in sorted(names):
-            tp, fp, fn = cells.get((r["epoch"], name), (0, 0, 0))
-            tds += f"<td>{2 * tp / (2 * tp + fp + fn):.3f} ({tp} right, {fp} wrong, {fn} missed)</td>" if tp + fp + fn \
-                else "<td>—</td>"
-        body += f"<tr><td>{r['epoch']}</td>{tds}</tr>"
-    return (f"<h2>P per category (call-level F1 over the held-out steps, all seeds)</h2>"
-            f"<table><tr><th>epoch</th>{head}</tr>{body}</table>")
+def _wilson_cell(k: int, n: int) -> str:
+    from benchmarks.quality.stats import wilson_interval
+
+    if not n:
+        return "—"
+    est = wilson_interval(k, n)
+    return f"{k}/{n} = {est.value:.2f} [{est.low:.2f}, {est.high:.2f}]"
 
 
-# metric → (what a category's P counts: passed, of how many), from a per-category metrics block
+def _f1_cell(tp: int, fp: int, fn: int) -> str:
+    return f"{2 * tp / (2 * tp + fp + fn):.3f} ({tp} right, {fp} wrong, {fn} missed)" if tp + fp + fn else "—"
+
+
+# metric → (the table's title, what a category's P counts from its per-category metrics block, a cell
+# from the counts summed over seeds)
 _COUNTS = {
-    "task_success": ("task success", lambda m: (m.get("successes", 0), m.get("episodes", 0))),
-    "turn_pass": ("turns passed", lambda m: (m.get("turns_passed", 0), m.get("turns", 0))),
-    "step_accuracy": ("step items right", lambda m: (round((m.get("step_accuracy") or 0) * m.get("step_items", 0)),
-                                                     m.get("step_items", 0))),
+    "task_success": ("task success, all seeds; 95% Wilson interval",
+                     lambda m: (m.get("successes", 0), m.get("episodes", 0)), _wilson_cell),
+    "turn_pass": ("turns passed, all seeds; 95% Wilson interval",
+                  lambda m: (m.get("turns_passed", 0), m.get("turns", 0)), _wilson_cell),
+    "step_accuracy": ("step items right, all seeds; 95% Wilson interval",
+                      lambda m: (round((m.get("step_accuracy") or 0) * m.get("step_items", 0)), m.get("step_items", 0)),
+                      _wilson_cell),
+    "call_f1": ("call-level F1 over the held-out steps, all seeds",
+                lambda m: (m.get("call_tp") or 0, m.get("call_fp") or 0, m.get("call_fn") or 0), _f1_cell),
 }
 
 
 def _category_table(store, rows) -> str:
-    """P per category per epoch over all seeds, in the run's metric: passed / n and a 95% Wilson interval
-    (call_f1 with its counts on replay)."""
-    from benchmarks.quality.stats import wilson_interval
-
+    """P per category per epoch over all seeds, in the run's metric: passed / n and a 95% Wilson
+    interval (call_f1 with its counts on replay)."""
     cfg = RunConfig.from_json(store.config)
-    if cfg.metric == "call_f1":
-        return _call_table(store, rows, cfg.seeds)
-    what, count = _COUNTS[cfg.metric]
+    title, count, cell = _COUNTS[cfg.metric]
     cells, names = {}, set()
     for r in rows:
         for s in cfg.seeds:
             path = store.epoch_dir(r["epoch"]) / f"eval-s{s}" / "metrics.json"
             if path.is_file():
                 for name, m in json.loads(path.read_text())["per_category"].items():
-                    got = cells.setdefault((r["epoch"], name), [0, 0])
-                    k, n = count(m)
-                    got[0] += k
-                    got[1] += n
+                    counts = count(m)
+                    got = cells.setdefault((r["epoch"], name), [0] * len(counts))
+                    cells[(r["epoch"], name)] = [g + c for g, c in zip(got, counts)]
                     names.add(name)
     if not cells:
         return ""
     head = "".join(f"<th>{html.escape(n)}</th>" for n in sorted(names))
     body = ""
     for r in rows:
-        tds = ""
-        for name in sorted(names):
-            k, n = cells.get((r["epoch"], name), (0, 0))
-            if n:
-                est = wilson_interval(k, n)
-                tds += f"<td>{k}/{n} = {est.value:.2f} [{est.low:.2f}, {est.high:.2f}]</td>"
-            else:
-                tds += "<td>—</td>"
+        tds = "".join(f"<td>{cell(*cells[(r['epoch'], name)])}</td>" if (r["epoch"], name) in cells else "<td>—</td>"
+                      for name in sorted(names))
         body += f"<tr><td>{r['epoch']}</td>{tds}</tr>"
-    return (f"<h2>P per category ({what}, all seeds; 95% Wilson interval)</h2>"
-            f"<table><tr><th>epoch</th>{head}</tr>{body}</table>")
+    return f"<h2>P per category ({title})</h2><table><tr><th>epoch</th>{head}</tr>{body}</table>"
 
 
 def _revisions(store, rows) -> str:

@@ -20,17 +20,22 @@ JOB_PREFIX = "curateevo-job-"
 OWNER_LABEL = "curateevo.owner"   # a container's owner_id()
 
 
+def start_ticks(pid: int | str = "self") -> int:
+    """When a process started, in clock ticks after boot (`/proc/PID/stat` field 22, read after the
+    parenthesised command name); OSError where there is no such process or no /proc."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
 def owner_id(pid: int | None = None) -> str | None:
     """`boot id:pid:start time` of a process (this one by default), None when it is gone: what
     carries it is left over once this no longer names a live process."""
     pid = os.getpid() if pid is None else pid
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return f"{boot}:{pid}:{start_ticks(pid)}"
     except OSError:
         return None
-    start = stat.rsplit(")", 1)[1].split()[19]   # field 22, after the parenthesised command name
-    return f"{boot}:{pid}:{start}"
 
 
 def owner_gone(owner: str) -> bool:

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -57,9 +58,12 @@ def _containers_of(client, pid: int) -> list:
 
 
 def _curate_in_a_child(strategy_dir, out, client):
+    tmp = Path(out).parent / "child-tmp"   # the child's TMPDIR: a job folder it cannot remove (SIGKILL) stays
+    tmp.mkdir(exist_ok=True)                # here, not where every later command would reap it and say so
     child = subprocess.Popen([sys.executable, "-m", "evolver.cli", "curate", "--strategy", str(strategy_dir),
                               "--corpus", str(SAMPLE_CORPUS), "--out", str(out), "--sandbox", "docker", "--quiet"],
-                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         running = _containers_of(client, child.pid)

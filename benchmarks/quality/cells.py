@@ -134,6 +134,7 @@ class Cells:
         self.category = {t.id: t.category for t in self.tasks}
         self._runtime = runtime_sha256()
         self._artifacts: dict[str, Path] = {}
+        self._read: dict[Path, tuple[int, str | None]] = {}   # an artifact file's records and consumed hash, read once
 
     def recipe_of(self, budget: dict) -> dict:
         """What decides a training's bytes besides its data and seed: recipe, profile with `budget`, base."""
@@ -187,8 +188,11 @@ class Cells:
         used = {}
         for kind in ("sft", "rl", "memory"):
             path = art / f"{kind}.jsonl"
-            keep = f"no-{kind}" not in row.ablations and _count(path) > 0
-            used[kind] = (path, consumed_sha256(path)) if keep else None
+            if path not in self._read:   # a curation's files never change once written
+                records = _count(path)
+                self._read[path] = (records, consumed_sha256(path) if records else None)
+            records, sha = self._read[path]
+            used[kind] = (path, sha) if f"no-{kind}" not in row.ablations and records > 0 else None
         return used
 
     def training_key(self, row: Row, seed: int) -> str | None:
