@@ -109,7 +109,10 @@ def _count(path: Path) -> int:
 class Cells:
     """The cache of one benchmark invocation: curations, trainings and evaluated cells."""
 
-    def __init__(self, root: Path, setting: Setting, executor):
+    def __init__(self, root: Path, setting: Setting, executor, curated_runtime: str | None = None):
+        """`curated_runtime`: the sandbox runtime hash (sandbox.curate.runtime_sha256) of the machine
+        that curated this cache's rows: they are reused and nothing is curated here (a training
+        machine without the sandbox; `executor` may then be None)."""
         from benchmarks.base import get_benchmark
         from trainer.recipe import get_profile
         from trainer.models import check_name
@@ -132,7 +135,8 @@ class Cells:
         if not self.tasks:
             raise UserError(f"{setting.benchmark} has no {setting.split} tasks")
         self.category = {t.id: t.category for t in self.tasks}
-        self._runtime = runtime_sha256()
+        self.curate_here = curated_runtime is None
+        self.runtime = curated_runtime or runtime_sha256()
         self._artifacts: dict[str, Path] = {}
         self._read: dict[Path, tuple[int, str | None]] = {}   # an artifact file's records and consumed hash, read once
 
@@ -171,8 +175,12 @@ class Cells:
             return self._artifacts[row.id]
         corpus = load_corpus([str(row.corpus)])
         key = _key({"strategy": sha256_files(row.files), "corpus": corpus.sha256, "seed": self.setting.curation_seed,
-                    "runtime": self._runtime, "budget": self.curation_budget})
+                    "runtime": self.runtime, "budget": self.curation_budget})
         out = self.root / "curations" / key
+        if not (out / "manifest.json").is_file() and not self.curate_here:
+            raise UserError(f"row {row.id!r} has no curation made under runtime {self.runtime[:12]} in {out.parent}: "
+                            f"curate it where the sandbox runs (`curateevo bench quality --report-only` with the same "
+                            f"rows, budget and corpora) and copy its curations/{key} here")
         if not (out / "manifest.json").is_file():
             shutil.rmtree(out, ignore_errors=True)   # execute() writes whole or nothing; a stale dir is no output
             execute(row.files, corpus, out, seed=self.setting.curation_seed, executor=self.executor,

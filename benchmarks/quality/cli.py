@@ -9,6 +9,7 @@ on the dev subset the loop uses.
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import sys
@@ -49,6 +50,12 @@ def _only_writer(cache: Path):
             raise UserError(f"another `bench quality` is computing cells in {cache}; wait for it, "
                             "use --report-only, or give another --cache") from None
         yield
+
+
+def _sha256(text: str) -> str:
+    if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a sha256 (64 lowercase hex digits, as `bench quality` prints)")
+    return text
 
 
 def _units(text: str) -> list[int]:
@@ -96,7 +103,8 @@ def cmd_bench_quality(args) -> int:
     if args.run_epochs and not args.run:
         raise UserError("--run-epochs names the candidates of the runs given with --run; give --run RUN")
     units = _units(args.proxy) if args.proxy else []
-    cells = Cells(args.cache, setting, make_executor(args.sandbox, warn=say))   # checks base, budget, tasks first
+    executor = None if args.curated_runtime else make_executor(args.sandbox, warn=say)
+    cells = Cells(args.cache, setting, executor, args.curated_runtime)   # checks base, budget, tasks first
     sized = cells.curation_budget["sft_examples"]   # the default corpus is sized as `run` sizes it
     wild_dir = args.wild or rows_mod.default_corpus_dir(args.benchmark, "wild", max_records=sized)
     labeled_dir = args.labeled or (rows_mod.default_corpus_dir(args.benchmark, "labeled", max_records=sized)
@@ -106,7 +114,8 @@ def cmd_bench_quality(args) -> int:
     if adopted:
         say(f"{adopted} training(s) of the given runs match this recipe: a cell with the same data and seed reuses them")
 
-    say(f"curating {len(rows)} rows (cached by strategy × corpus) …")
+    say(f"curating {len(rows)} rows (cached by strategy × corpus × sandbox runtime {cells.runtime}) …"
+        if cells.curate_here else f"reusing the curations of {len(rows)} rows made under runtime {cells.runtime} …")
     for row in rows:
         cells.inputs(row)
     missing = [(row, s) for s in setting.seeds for row in rows if cells.cached(row, s) is None]   # seed-major: a stopped bench leaves paired seeds
@@ -181,6 +190,9 @@ def add_cli(sub) -> None:
                    help="override single profile budgets (e.g. sft_max_steps=2); part of the cache key")
     p.add_argument("--batch-size", type=positive_int, default=8, help="evaluation batch size (default 8)")
     p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategies (default: auto)")
+    p.add_argument("--curated-runtime", metavar="SHA256", type=_sha256,
+                   help="reuse curations made on another machine, whose sandbox runtime hash (printed there) this is, "
+                        "and curate nothing here: curate where the sandbox runs, train and evaluate where the GPU is")
     p.add_argument("--timeout", type=positive_seconds, default=Limits.timeout_s, help="curation wall-clock limit in seconds")
     p.add_argument("--cache", type=Path, default=CACHE, help="cache directory (default runs/bench-quality)")
     p.add_argument("--out", type=Path, help="where quality.json/.md/.png go (default CACHE/report-SPLIT)")
