@@ -9,8 +9,9 @@ bytes, profile — where the stamp is checked and stored), with the toolkit's st
 host's check on, then off (both replaced by the identity), interleaved `--repeats` times; the
 medians are compared. The executor's constant cost (a container or a bwrap start) is left out, so
 the share is an upper bound of what a sandboxed curation pays. The outcome delta's share is the
-time to index both outputs' records and compare them (`evolver.lineage.artifact_index`), as the
-diagnosis does once per evaluated candidate.
+time of the outcome delta of one edit (ρ0 → augment: `evolver.lineage.record_changes`, which parses
+only the rows whose bytes differ), as the diagnosis computes it once per evaluated candidate,
+against the candidate's curation in process.
 """
 from __future__ import annotations
 
@@ -27,12 +28,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from curation_strategies import toolkit  # noqa: E402
-from evolver.lineage import artifact_index  # noqa: E402
+from evolver.lineage import record_changes  # noqa: E402
 from sandbox import checker  # noqa: E402
 from sandbox.runtime import Context, load_strategy, write_records  # noqa: E402
 from trainer import exchange  # noqa: E402
 
-DEFAULT_CORPUS = ROOT / "runs" / "corpora" / "bfcl-single-wild-seed0" / "corpus.jsonl"
+DEFAULT_CORPUS = ROOT / "runs" / "corpora" / "bfcl-single-wild-seed0-max280" / "corpus.jsonl"   # the default run's (cpu-small)
 STRATEGIES = {"seed": ROOT / "curation_strategies" / "seed", "augment": ROOT / "curation_strategies" / "augment"}
 KINDS = ("sft", "rl", "memory")
 
@@ -61,6 +62,23 @@ def curate_once(strategy: Path, raw: tuple, folder: Path) -> tuple[float, int]:
     return seconds, sum((dest / f"{k}.jsonl").stat().st_size for k in KINDS)
 
 
+def sandboxed_seconds(strategy: Path, corpus: Path, folder: Path, repeats: int) -> float:
+    """Median wall time of the strategy's curation as a run does it (sandbox.curate.execute with the
+    default executor: staging, sandboxed execution, the host's check), the denominator a run sees."""
+    from sandbox.corpus import load_corpus
+    from sandbox.curate import execute, make_executor
+    from sandbox.strategy_files import strategy_files
+    from trainer.recipe import curation_budget, get_profile
+
+    files, raw = strategy_files(strategy), load_corpus([str(corpus)])
+    executor, seconds = make_executor("auto"), []
+    for k in range(repeats):
+        t0 = time.perf_counter()
+        execute(files, raw, folder / str(k), seed=0, executor=executor, budget=curation_budget(get_profile("cpu-small")))
+        seconds.append(time.perf_counter() - t0)
+    return statistics.median(seconds)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -80,24 +98,35 @@ def main() -> None:
                     stamping(on)
                     seconds, size[on] = curate_once(strategy, raw, work / ("on" if on else "off"))
                     times[on].append(seconds)
-            stamping(True)
-            t0 = time.perf_counter()
-            before, after = artifact_index(work / "off" / "artifacts"), artifact_index(work / "on" / "artifacts")
-            changed = sum(1 for k in before.keys() & after.keys() if before[k]["line"] != after[k]["line"])
-            delta_s = time.perf_counter() - t0
             on, off = statistics.median(times[True]), statistics.median(times[False])
             results["strategies"][name] = {
                 "seconds_with": round(on, 3), "seconds_without": round(off, 3), "time_overhead": round(on / off - 1, 4),
-                "bytes_with": size[True], "bytes_without": size[False], "size_overhead": round(size[True] / size[False] - 1, 4),
-                "delta_seconds": round(delta_s, 3), "delta_share": round(delta_s / off, 4), "records_compared": changed}
+                "bytes_with": size[True], "bytes_without": size[False], "size_overhead": round(size[True] / size[False] - 1, 4)}
+            shutil.copytree(work / "on" / "artifacts", work / f"{name}-artifacts")
+        stamping(True)   # the loop above ends with it off
+        # The outcome delta of the edit seed → augment, as the diagnosis computes it once per
+        # evaluated candidate (evolver.lineage.record_changes), against the candidate's curation.
+        seconds = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            added, removed, changed = record_changes(work / "seed-artifacts", work / "augment-artifacts")
+            seconds.append(time.perf_counter() - t0)
+        delta_s, curation_s = statistics.median(seconds), results["strategies"]["augment"]["seconds_with"]
+        sandboxed = sandboxed_seconds(STRATEGIES["augment"], args.corpus, work / "sandboxed", args.repeats)
+        results["delta"] = {"edit": "seed -> augment", "seconds": round(delta_s, 4), "share_of_curation": round(delta_s / curation_s, 4),
+                            "sandboxed_curation_seconds": round(sandboxed, 3), "share_of_sandboxed_curation": round(delta_s / sandboxed, 4),
+                            "added": len(added), "removed": len(removed), "changed": len(changed)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{results['records']} raw records ({args.corpus}), median of {args.repeats}, in process (no executor)")
-    print(f"{'strategy':<9} {'s without':>9} {'s with':>8} {'time':>7} {'bytes without':>14} {'bytes with':>11} {'size':>7} {'delta s':>8} {'delta':>7}")
+    print(f"{'strategy':<9} {'s without':>9} {'s with':>8} {'time':>7} {'bytes without':>14} {'bytes with':>11} {'size':>7}")
     for name, r in results["strategies"].items():
-        print(f"{name:<9} {r['seconds_without']:>9.2f} {r['seconds_with']:>8.2f} {r['time_overhead']:>+7.1%} "
-              f"{r['bytes_without']:>14,} {r['bytes_with']:>11,} {r['size_overhead']:>+7.1%} "
-              f"{r['delta_seconds']:>8.2f} {r['delta_share']:>7.1%}")
+        print(f"{name:<9} {r['seconds_without']:>9.3f} {r['seconds_with']:>8.3f} {r['time_overhead']:>+7.1%} "
+              f"{r['bytes_without']:>14,} {r['bytes_with']:>11,} {r['size_overhead']:>+7.1%}")
+    d = results["delta"]
+    print(f"outcome delta of the edit {d['edit']} ({d['added']} records added, {d['removed']} removed, {d['changed']} changed): "
+          f"{d['seconds']:.3f} s = {d['share_of_curation']:.1%} of augment's curation in process, "
+          f"{d['share_of_sandboxed_curation']:.1%} of its curation as a run does it ({d['sandboxed_curation_seconds']:.2f} s, sandboxed)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
 

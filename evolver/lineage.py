@@ -17,6 +17,8 @@ import re
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from pydantic_core import from_json   # pydantic's JSON parser: 2.6× json.loads on artifact rows (checked rows: valid UTF-8)
+
 from evolver.diagnose import families
 from evolver.files import read_jsonl
 from evolver.proposers.offline import category_of
@@ -44,13 +46,13 @@ def parent_of(store: RunStore, epoch: int, rows: Sequence[Mapping] | None = None
 
 def record_ops(meta: Mapping) -> list[str]:
     """The operators a record's stored provenance names, in order."""
-    return [s["op"] for s in meta.get("provenance") or () if isinstance(s, Mapping) and "op" in s]
+    return [s["op"] for s in meta.get("provenance") or () if isinstance(s, dict) and "op" in s]   # parsed JSON: dicts
 
 
-def maker(meta: Mapping) -> str:
+def maker(meta: Mapping, ops: list[str] | None = None) -> str:
     """The operator a record is counted under: the first of its steps that is not a plain builder;
-    `custom` when the strategy's own code changed it last."""
-    ops = record_ops(meta)
+    `custom` when the strategy's own code changed it last (`ops`: its `record_ops`, when known)."""
+    ops = record_ops(meta) if ops is None else ops
     if ops and ops[-1] == "custom":
         return "custom"
     return next((op for op in ops if op not in BUILDERS), ops[-1] if ops else "custom")
@@ -58,13 +60,13 @@ def maker(meta: Mapping) -> str:
 
 def _meta(row: Mapping) -> dict:
     meta = row.get("meta")
-    return json.loads(meta) if isinstance(meta, str) else dict(meta or {})
+    return from_json(meta) if isinstance(meta, str) else dict(meta or {})
 
 
 def _called(row: Mapping) -> set[str]:
     calls = [c for m in row.get("messages") or () for c in m.get("tool_calls") or ()]
     calls += list((row.get("reference") or {}).get("tool_calls") or ())
-    return {c["function"]["name"] for c in calls if isinstance(c, Mapping) and "function" in c}
+    return {c["function"]["name"] for c in calls if isinstance(c, dict) and "function" in c}
 
 
 ROW_ID = re.compile(rb'"id":"((?:[^"\\]|\\.)*)"')   # a row's own id: its first "id" (keys sorted, no object before it)
@@ -77,7 +79,8 @@ def artifact_lines(folder: Path) -> dict[str, bytes]:
         path = folder / f"{kind}.jsonl"
         if path.is_file():
             for line in path.read_bytes().splitlines():
-                rid = json.loads(b'"' + ROW_ID.search(line).group(1) + b'"')
+                raw = ROW_ID.search(line).group(1)
+                rid = json.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode()   # escapes are rare
                 lines[f"{kind}:{rid}"] = line
     return lines
 
@@ -89,10 +92,11 @@ def artifact_index(folder: Path, only: set[str] | None = None) -> dict[str, dict
     for key, line in artifact_lines(folder).items():
         if only is None or key in only:
             kind = key.split(":", 1)[0]
-            row = json.loads(line)
+            row = from_json(line)
             meta = _meta(row)
+            ops = record_ops(meta)
             index[f"{kind}:{row['id']}"] = {
-                "kind": kind, "id": row["id"], "line": line, "maker": maker(meta), "ops": record_ops(meta),
+                "kind": kind, "id": row["id"], "line": line, "maker": maker(meta, ops), "ops": ops,
                 "steps": meta.get("provenance") or [], "origin": list(meta.get("origin") or ()),
                 "category": meta.get("category") or (meta.get("env") or {}).get("variant"), "tools": _called(row)}
     return index
@@ -129,6 +133,18 @@ def _near(task: str, tools: set[str], records: Sequence[Mapping]) -> dict[str, d
     return dict(sorted(out.items()))
 
 
+def record_changes(old_folder: Path, new_folder: Path) -> tuple[list[dict], list[dict], list[dict]]:
+    """The artifact records (`artifact_index` rows) added, removed and changed from `old_folder`
+    to `new_folder`; only the rows whose bytes differ are parsed."""
+    old, new = artifact_lines(old_folder), artifact_lines(new_folder)
+    differ = {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
+    before, after = artifact_index(old_folder, differ), artifact_index(new_folder, differ)
+    added = [after[k] for k in sorted(after.keys() - before.keys())]
+    removed = [before[k] for k in sorted(before.keys() - after.keys())]
+    changed = [after[k] for k in sorted(after.keys() & before.keys()) if after[k]["line"] != before[k]["line"]]
+    return added, removed, changed
+
+
 def outcome_delta(store: RunStore, epoch: int, seeds: Sequence[int], rows: Sequence[Mapping] | None = None) -> dict | None:
     """The outcome delta of evaluated epoch `epoch` against its parent (module docstring); None for
     ρ0, an epoch not evaluated, or one without a parent."""
@@ -137,13 +153,8 @@ def outcome_delta(store: RunStore, epoch: int, seeds: Sequence[int], rows: Seque
     parent = parent_of(store, epoch, rows)
     if decision is None or decision.get("P") is None or parent is None or epoch == 0:
         return None
-    old, new = artifact_lines(store.epoch_dir(parent["epoch"]) / "artifacts"), artifact_lines(store.epoch_dir(epoch) / "artifacts")
-    differ = {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}   # only these rows are parsed
-    before = artifact_index(store.epoch_dir(parent["epoch"]) / "artifacts", differ)
-    after = artifact_index(store.epoch_dir(epoch) / "artifacts", differ)
-    added = [after[k] for k in sorted(after.keys() - before.keys())]
-    removed = [before[k] for k in sorted(before.keys() - after.keys())]
-    changed = [after[k] for k in sorted(after.keys() & before.keys()) if after[k]["line"] != before[k]["line"]]
+    added, removed, changed = record_changes(store.epoch_dir(parent["epoch"]) / "artifacts",
+                                             store.epoch_dir(epoch) / "artifacts")
     fixed, broken = [], []
     for seed in seeds:
         old, new = evaluated_tasks(store, parent["epoch"], seed), evaluated_tasks(store, epoch, seed)
