@@ -100,14 +100,17 @@ def _training_plot(store, rows, plt):
     for epoch, points in curves.items():
         for ax, stage, key in ((sft, "sft", "loss"), (grpo, "grpo", "reward")):
             xs = [p["step"] for p in points if p.get("stage") == stage and key in p]
-            if xs:
+            if xs:   # a marker where a curve has few points (cpu-small trains one GRPO step: a line alone draws nothing)
                 ax.plot(xs, [p[key] for p in points if p.get("stage") == stage and key in p], "-", lw=1.2,
-                        label=f"epoch {epoch}")
+                        marker="o" if len(xs) < 20 else None, ms=4, label=f"epoch {epoch}")
     sft.set(xlabel="SFT step", ylabel="loss", title="SFT loss")
     grpo.set(xlabel="GRPO step", ylabel="mean reward", title="GRPO reward")
     trained = {r["epoch"]: r.get("trained") or {} for r in rows}
     for ax, kind, what in ((sft, "sft", "SFT examples"), (grpo, "rl", "RL prompts")):
         ax.grid(alpha=0.3)
+        steps = sorted({x for line in ax.lines for x in line.get_xdata()})
+        if 0 < len(steps) <= 10:   # few steps: tick each (one step would otherwise get fractional ticks)
+            ax.set_xticks(steps)
         if ax.lines:
             ax.legend(fontsize=7)
         else:   # an empty panel says why
@@ -115,6 +118,7 @@ def _training_plot(store, rows, plt):
             ax.text(0.5, 0.5, f"no {kind.upper()} step was trained\n{what} used: {used}\n(the log says what the "
                               "length limits or ablations dropped)", ha="center", va="center", fontsize=8,
                     transform=ax.transAxes, wrap=True)
+    fig.tight_layout()
     return fig
 
 
