@@ -145,7 +145,9 @@ def dev_notes(store: RunStore, rows: list[dict]) -> list[str]:
     stepwise = metric in ("step_accuracy", "call_f1")   # the replay metrics score step items, not episodes
     items = dev["step_items"] if stepwise else dev["episodes"]
     what = "step items" if stepwise else "episodes"
-    text = (f"dev: {dev['tasks']} task(s) evaluated per epoch (--tasks {tasks}), {dev['episodes']} episodes, "
+    chosen = ("the held-out tenth of the corpus" if store.config.get("benchmark") == "replay"   # --tasks does not apply
+              else f"--tasks {tasks}")
+    text = (f"dev: {dev['tasks']} task(s) evaluated per epoch ({chosen}), {dev['episodes']} episodes, "
             f"{dev['step_items']} step items; P is {metric} over the {what}")
     warning = resolution_warning(items, what)
     return [text] + ([f"warning: {warning}"] if warning else [])
