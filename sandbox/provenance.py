@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 KEY = "provenance"
 HOWS = ("kept", "masked", "truncated", "segmented", "synthesised", "repeated", "validated", "asked_llm", "custom")
 CUSTOM = {"op": "custom", "how": "custom"}
 
 
-def digest(record: Mapping) -> str:
-    """The hash a stamp carries: the record in canonical JSON with the stamp's own `sha` left out."""
+def digest(record: Mapping, encode: Callable[[dict], str] | None = None) -> str:
+    """The hash a stamp carries: the record in canonical JSON with the stamp's own `sha` left out
+    (`encode` writes that same text: the checker's sandbox.canonical.record_json)."""
     meta = record.get("meta")
     stamp = meta.get(KEY) if isinstance(meta, Mapping) else None
     if isinstance(stamp, Mapping) and "sha" in stamp:
         record = {**record, "meta": {**meta, KEY: {k: v for k, v in stamp.items() if k != "sha"}}}
-    text = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = (encode(record) if encode is not None and type(record) is dict else
+            json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
@@ -33,7 +35,7 @@ def well_formed(steps: Any) -> bool:
                     and isinstance(s.get("params", {}), Mapping) for s in steps))
 
 
-def steps_of(record: Mapping) -> list[dict]:
+def steps_of(record: Mapping, encode: Callable[[dict], str] | None = None) -> list[dict]:
     """The steps a record's stamp names, with a `custom` step after them when the record is not
     what its stamp says (or carries no stamp)."""
     meta = record.get("meta")
@@ -42,16 +44,16 @@ def steps_of(record: Mapping) -> list[dict]:
         return [dict(CUSTOM)]   # no stamp, or one no toolkit operator wrote: nothing it claims is kept
     steps = [dict(s) for s in stamp["steps"]]
     try:
-        intact = stamp.get("sha") == digest(record)
+        intact = stamp.get("sha") == digest(record, encode)
     except (TypeError, ValueError, RecursionError):
         intact = False
     return steps if intact else steps + [dict(CUSTOM)]
 
 
-def settle(record: dict) -> dict:
+def settle(record: dict, encode: Callable[[dict], str] | None = None) -> dict:
     """The record as the host stores it (in place): `meta.provenance` = its checked steps."""
     meta = record.get("meta")
     if not isinstance(meta, dict):
         meta = record["meta"] = {}
-    meta[KEY] = steps_of(record)
+    meta[KEY] = steps_of(record, encode)
     return record

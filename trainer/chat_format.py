@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from sandbox.canonical import shared
 from transformers.utils.chat_template_utils import _compile_jinja_template, render_jinja_template
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
@@ -79,6 +80,7 @@ def tool_line(tool: Mapping, style: str = DEFAULT_STYLE) -> str:
     return str(_macros(style).tool_line(dict(tool)))
 
 
+@shared   # a tool list the checker shares: once per list, not once per record
 def render_tools(tools: Sequence[Mapping], style: str = DEFAULT_STYLE) -> str:
     """The tool block appended to the system prompt ("" without tools)."""
     tools = list(tools or [])

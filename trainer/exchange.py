@@ -30,7 +30,7 @@ import functools
 import json
 from typing import Mapping
 
-from sandbox.schemas import canonical_json
+from sandbox.canonical import canonical_json, shared, shared_json
 
 ENCODED = ("tools", "meta")
 DERIVED = ("tool_list", "prompt")
@@ -42,7 +42,7 @@ def to_file(kind: str, record: Mapping) -> dict:
     row = dict(record)
     for key in ENCODED:
         if key in row:
-            row[key] = canonical_json(row[key])
+            row[key] = shared_json(row[key])   # a tool list the checker shares is encoded once
     if "tools" in record:
         row["tool_list"] = _tool_list(row["tools"])
     if kind == "sft":
@@ -56,6 +56,7 @@ def to_file(kind: str, record: Mapping) -> dict:
     return row
 
 
+@shared
 @functools.lru_cache(maxsize=16)
 def _tool_list(tools_json: str) -> list:
     """`tool_list` of the tools whose canonical JSON is `tools_json` (the rows of one trajectory's
