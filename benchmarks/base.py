@@ -15,7 +15,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from evolver.errors import UserError
+from base.errors import UserError
 
 SPLITS = ("train", "dev", "test")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from evolver.errors import positive_int
+from base.errors import positive_int
 
 BENCHMARKS = ("bfcl", "bfcl-single")
 SETTINGS = ("labeled", "wild")

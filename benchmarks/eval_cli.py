@@ -13,7 +13,7 @@ import datetime
 import json
 from pathlib import Path
 
-from evolver.errors import UserError, nonnegative_number, positive_int
+from base.errors import UserError, nonnegative_number, positive_int
 from benchmarks.evaluate import BENCHMARKS, METRICS, adapter_dir, evaluate_to_dir, format_metrics
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

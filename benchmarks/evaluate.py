@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from evolver.errors import UserError
-from evolver.files import atomic_write, is_empty_or_missing, sha256_file
+from base.errors import UserError
+from base.files import atomic_write, is_empty_or_missing, sha256_file
 
 BENCHMARKS = ("bfcl", "bfcl-single", "replay")
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")

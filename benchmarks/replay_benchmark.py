@@ -31,7 +31,7 @@ from typing import Mapping, Sequence
 from benchmarks import replay_scoring
 from benchmarks.base import SPLITS, StepItem, Task, Verdict, register
 from benchmarks.replay_scoring import normalize_arguments, same_calls
-from evolver.errors import UserError
+from base.errors import UserError
 from sandbox.corpus.split import DEFAULT_SEED, DEFAULT_SHARE, group_key, split_ids
 
 NAME = "replay"

@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from evolver.errors import RunFailed, UserError, positive_int, positive_seconds, printable
-from evolver.files import atomic_write, read_json
+from base.errors import RunFailed, UserError, positive_int, positive_seconds, printable
+from base.files import atomic_write, read_json
 from evolver import report, run_cli, trace
 from sandbox import image as sandbox_image
 from benchmarks import corpus_cli

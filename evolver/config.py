@@ -14,7 +14,7 @@ from pathlib import Path
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
-from evolver.errors import UserError
+from base.errors import UserError
 
 BENCHMARKS = ("bfcl-single", "bfcl", "replay")
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")

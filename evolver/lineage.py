@@ -20,7 +20,7 @@ from typing import Iterable, Mapping, Sequence
 from pydantic_core import from_json   # pydantic's JSON parser: 2.6× json.loads on artifact rows (checked rows: valid UTF-8)
 
 from evolver.diagnose import families
-from evolver.files import read_jsonl
+from base.files import read_jsonl
 from evolver.proposers.offline import category_of
 from evolver.store import RunStore
 

@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from evolver.errors import RunFailed, UserError, printable
-from evolver.files import atomic_json, read_json
+from base.errors import RunFailed, UserError, printable
+from base.files import atomic_json, read_json
 from sandbox.schemas import canonical_json
 
 PROVIDERS = ("openai", "anthropic")

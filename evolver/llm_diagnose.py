@@ -22,7 +22,7 @@ import jsonschema
 
 from evolver.diagnose import FAMILIES, families
 from evolver.failure_modes import merge, words
-from evolver.files import atomic_json, read_json
+from base.files import atomic_json, read_json
 from evolver.llm import BudgetExceeded, LLMError, LLMUnavailable
 
 PROMPTS = Path(__file__).resolve().parent / "prompts"

@@ -30,8 +30,8 @@ from evolver.config import RunConfig
 from evolver.diagnose import diagnose, rejected_lesson
 from evolver.lineage import annotate, brief_of, outcome_deltas
 from evolver.signals import summarize
-from evolver.errors import RunFailed
-from evolver.files import atomic_json, read_json, read_jsonl
+from base.errors import RunFailed
+from base.files import atomic_json, read_json, read_jsonl
 from evolver.objective import c_only, charged_cost, final_choice, objective
 from evolver.proposers import make_proposer
 from evolver.proposers.brief import Brief

@@ -13,7 +13,7 @@ import io
 import json
 from pathlib import Path
 
-from evolver.files import atomic_write
+from base.files import atomic_write
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
 from evolver.config import RunConfig
 from evolver.store import RunStore

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from evolver.config import RUN_OPTIONS, RunConfig, llm_mapping, merge_options, option_values, resolve
-from evolver.errors import UserError, positive_int
-from evolver.files import read_jsonl, sha256_bytes, sha256_file
+from base.errors import UserError, positive_int
+from base.files import read_jsonl, sha256_bytes, sha256_file
 from evolver.store import RunStore
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
 from sandbox.corpus import corpus_kind, corpus_sha256, load_corpus
@@ -97,7 +97,7 @@ def corpus_notes(store: RunStore, corpus) -> None:
     """What loading did to the corpus, on stderr: skipped records (listed in RUN/skipped.jsonl, and
     skipped by every later stage too) and tool lists built from the calls or taken from --tools."""
     if corpus.skipped_lines:
-        from evolver.files import atomic_write
+        from base.files import atomic_write
 
         atomic_write(store.root / "skipped.jsonl",
                      "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from evolver.config import RunConfig
-from evolver.errors import RunFailed, UserError
-from evolver.files import read_json, sha256_files
+from base.errors import RunFailed, UserError
+from base.files import read_json, sha256_files
 from evolver.proposers.brief import Verdict
 from sandbox.curate import CurationFailed, execute
 from sandbox.executor import Limits

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from evolver.files import read_json
+from base.files import read_json
 from evolver.store import RunStore
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from evolver.config import RunConfig
-from evolver.errors import UserError
-from evolver.files import read_json
+from base.errors import UserError
+from base.files import read_json
 from evolver.lineage import artifact_index, decisions, evaluated_tasks, failure_family, outcome_deltas
 from evolver.store import RunStore
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from evolver.errors import RunFailed, UserError, printable
-from evolver.files import atomic_json, is_empty_or_missing, writable_parent, json_text, read_json, sha256_bytes, sha256_files
+from base.errors import RunFailed, UserError, printable
+from base.files import atomic_json, is_empty_or_missing, writable_parent, json_text, read_json, sha256_bytes, sha256_files
 from sandbox import checker, environment_lock, leftovers
 from sandbox.corpus import Corpus, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor

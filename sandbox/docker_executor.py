@@ -28,7 +28,7 @@ import docker
 from docker.errors import DockerException, NotFound
 from docker.types import LogConfig, Mount, Ulimit
 
-from evolver.errors import RunFailed
+from base.errors import RunFailed
 from sandbox.checker import output_overflow
 from sandbox.docker_engine import docker_client
 from sandbox.executor import PROJECT_ROOT, CommandResult, CurationJob, Execution, Limits, bounded_text, failure_reason
@@ -38,7 +38,7 @@ from sandbox.leftovers import OWNER_LABEL, owner_id, reap_orphans
 
 PROJECT_MOUNT = "/opt/curateevo"
 # Only the packages the runtime imports are visible inside, never the runs or the venv.
-RUNTIME_PACKAGES = ("sandbox", "curation_strategies")
+RUNTIME_PACKAGES = ("base", "sandbox", "curation_strategies")
 LABEL = "curateevo.job"
 
 

@@ -93,7 +93,7 @@ def reap_containers() -> int:
     """Containers of killed processes, when a Docker engine answers at once (none: nothing to do)."""
     if not (os.environ.get("DOCKER_HOST") or os.path.exists("/var/run/docker.sock")):
         return 0
-    from evolver.errors import RunFailed
+    from base.errors import RunFailed
     from sandbox.docker_engine import docker_client
 
     try:

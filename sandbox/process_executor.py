@@ -38,7 +38,7 @@ import time
 import uuid
 from pathlib import Path
 
-from evolver.errors import RunFailed
+from base.errors import RunFailed
 from sandbox.checker import output_overflow
 from sandbox.executor import BoundedReader, CurationJob, Execution, Limits, PROJECT_ROOT, failure_reason
 
@@ -178,7 +178,7 @@ def bwrap_argv(job: CurationJob) -> list[str]:
     shown |= {os.path.dirname(os.path.realpath(sys.executable)), os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
     for path in sorted(shown):
         argv += ["--ro-bind", path, path]
-    for pkg in ("sandbox", "curation_strategies"):
+    for pkg in ("base", "sandbox", "curation_strategies"):
         argv += ["--ro-bind", str(PROJECT_ROOT / pkg), str(PROJECT_ROOT / pkg)]
     argv += ["--ro-bind", str(job.strategy_dir), str(job.strategy_dir),
              "--ro-bind", str(job.corpus_path), str(job.corpus_path),

@@ -11,9 +11,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evolver.errors import UserError
+from base.errors import UserError
 from sandbox.corpus import corpus_sha256, load_corpus, train_part
-from evolver.files import sha256_files
+from base.files import sha256_files
 from sandbox.curate import ARTIFACT_FILES, execute, runtime_sha256
 from sandbox.executor import Executor
 from sandbox.workspace import strategy_files

@@ -7,7 +7,7 @@ import tracemalloc
 
 import pytest
 
-from evolver.errors import UserError
+from base.errors import UserError
 from sandbox.corpus import Corpus, file_sha256, iter_lines, load_corpus, write_corpus
 from sandbox.schemas import canonical_json, check_raw
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from evolver.errors import UserError
+from base.errors import UserError
 from sandbox.corpus import corpus_kind, corpus_sha256, holdout, load_corpus
 from sandbox.schemas import check_raw
 

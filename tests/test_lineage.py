@@ -210,7 +210,7 @@ def test_the_diagnosis_and_both_proposers_read_what_the_last_edit_broke(run):
 
 def test_lineage_never_changes_what_a_training_or_cell_is_keyed_by(tmp_path):
     from benchmarks.quality.cells import consumed_sha256
-    from evolver.files import sha256_file
+    from base.files import sha256_file
     from sandbox.schemas import canonical_json
 
     def write(name, metas):

@@ -8,8 +8,8 @@ import openai
 import pytest
 from llm_server import llm_server  # noqa: F401  (the fixture)
 
-from evolver.errors import RunFailed, UserError
-from evolver.files import read_json
+from base.errors import RunFailed, UserError
+from base.files import read_json
 from evolver.llm import (LLM, BudgetExceeded, LLMConfig, LLMError, LLMUnavailable, count_tokens, estimate_prompt_tokens,
                          cost_function, load_pricing, price_of)
 

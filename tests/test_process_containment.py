@@ -15,7 +15,7 @@ from textwrap import dedent
 
 import pytest
 
-from evolver.errors import RunFailed
+from base.errors import RunFailed
 from sandbox import process_executor
 from sandbox.curate import curate
 from sandbox.executor import CurationJob

@@ -7,8 +7,8 @@ from conftest import bench_quality
 
 from benchmarks.quality import rows as rows_mod
 from benchmarks.quality.cells import Cells, Setting
-from evolver.errors import UserError
-from evolver.files import atomic_json
+from base.errors import UserError
+from base.files import atomic_json
 from sandbox.corpus import corpus_sha256, load_corpus
 from sandbox.process_executor import ProcessExecutor
 from sandbox.strategy_files import strategy_files

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from evolver import cli, run_cli
-from evolver.errors import UserError
+from base.errors import UserError
 from evolver.store import RunStore
 from sandbox.corpus import load_corpus
 

@@ -4,7 +4,7 @@ import shutil
 import pytest
 
 from evolver import cli
-from evolver.errors import UserError
+from base.errors import UserError
 from sandbox.curate import curate
 from sandbox.process_executor import ProcessExecutor
 from sandbox.replay import replay

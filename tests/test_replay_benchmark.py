@@ -7,7 +7,7 @@ import pytest
 
 from benchmarks import replay_benchmark as rb
 from benchmarks.base import get_benchmark
-from evolver.errors import UserError
+from base.errors import UserError
 
 
 def _record(i, task=None, env=None, outcome=None, calls=(("get_weather", {"city": "Paris", "days": 2}),)):

@@ -12,7 +12,7 @@ from benchmarks.policies.baselines import MostCommonToolPolicy
 from benchmarks.policies.scripted import ScriptedPolicy
 from evolver import cli
 from evolver.diagnose import diagnose
-from evolver.errors import UserError
+from base.errors import UserError
 from evolver.llm_diagnose import render_prompt
 from trainer import chat_format as cf
 

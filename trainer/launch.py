@@ -18,7 +18,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from evolver.errors import UserError
+from base.errors import UserError
 
 ACCELERATE = "accelerate"
 

@@ -56,8 +56,8 @@ from benchmarks.bfcl.corpus_noise import SPLIT, build_records
 from benchmarks.bfcl.corpus_single_turn import SingleTurnBuilder
 from benchmarks.bfcl.corpus_size import keep_tasks, sized_tasks
 from benchmarks.bfcl.splits import SPLITS_PATH, bfcl_eval_version
-from evolver.errors import UserError
-from evolver.files import atomic_write, sha256_file
+from base.errors import UserError
+from base.files import atomic_write, sha256_file
 from sandbox.corpus import write_corpus
 from sandbox.schemas import canonical_json
 

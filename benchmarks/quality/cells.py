@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from evolver.errors import UserError
-from evolver.files import atomic_json, read_json, read_jsonl, sha256_files
+from base.errors import UserError
+from base.files import atomic_json, read_json, read_jsonl, sha256_files
 from sandbox.corpus import load_corpus
 from sandbox.curate import execute, runtime_sha256
 from sandbox.executor import Limits

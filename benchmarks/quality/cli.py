@@ -15,7 +15,7 @@ import fcntl
 import sys
 from pathlib import Path
 
-from evolver.errors import UserError, positive_int, positive_seconds
+from base.errors import UserError, positive_int, positive_seconds
 from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits, make_executor
 
 from benchmarks.quality import CALIBRATION, ROWS, TABLE1

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evolver.errors import UserError
-from evolver.files import read_json
+from base.errors import UserError
+from base.files import read_json
 from sandbox.corpus import corpus_sha256, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT
 

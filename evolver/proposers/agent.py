@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from evolver.errors import RunFailed
+from base.errors import RunFailed
 from evolver.llm import BudgetExceeded, LLMError
 from evolver.proposers.brief import Brief, Outcome, Verdict
 from sandbox.executor import CommandRunner, Limits

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from evolver.errors import UserError
+from base.errors import UserError
 from sandbox.corpus.common import TOOLS_SOURCE as SOURCE_KEY
 from sandbox.corpus.common import BadRecord, ToolSynth, parsed_args, tools_from
 

@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from evolver.errors import UserError
-from evolver.files import atomic_write
+from base.errors import UserError
+from base.files import atomic_write
 from sandbox.corpus.adp import convert_adp
 from sandbox.corpus.catalogue import ToolsFile, apply_catalogue, inferred, notice, read_tools_file, with_file_tools
 from sandbox.corpus.common import BadRecord, json_type
