@@ -1,7 +1,10 @@
 """Replay: re-execute a curation output into an empty directory and compare every artifact byte for byte.
 
-Before anything runs, the corpus, the strategy snapshot and the runtime are checked against the
-manifest, so a changed input is named as such rather than showing up as a mysterious diff.
+Before anything runs, the corpus and the strategy snapshot are checked against the manifest, so a
+changed input is named as such rather than showing up as a mysterious diff. A changed runtime (the
+toolkit's or the checker's sources, the sandbox's package versions) is not refused: the replay says
+so and compares anyway, with the manifest's `runtime_sha256` the one field set aside — the bytes
+are the check that a change of the runtime left the outputs as they were.
 """
 from __future__ import annotations
 
@@ -26,12 +29,18 @@ class ReplayReport:
     identical: bool
     out_dir: Path
     differences: dict[str, str] = field(default_factory=dict)   # file → first difference
+    runtime_changed: tuple[str, str] | None = None               # (recorded, now) when they differ
 
     def summary(self) -> str:
+        changed = ""
+        if self.runtime_changed:
+            changed = (f"; the runtime changed since the output was made ({self.runtime_changed[0][:12]}… → "
+                       f"{self.runtime_changed[1][:12]}…), the manifest's runtime_sha256 set aside")
         if self.identical:
-            return f"replay identical: {len(COMPARED)} files match byte for byte ({self.out_dir})"
+            return f"replay identical: {len(COMPARED)} files match byte for byte ({self.out_dir}{changed})"
         first = next(iter(self.differences.items()))
-        return f"replay differs: {first[0]}: {first[1]} ({len(self.differences)} file(s) differ; output in {self.out_dir})"
+        return (f"replay differs: {first[0]}: {first[1]} ({len(self.differences)} file(s) differ; output in "
+                f"{self.out_dir}{changed})")
 
 
 def _read_json(path: Path) -> dict:
@@ -120,9 +129,8 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
     files = strategy_files(src / "strategy")
     if sha256_files(files) != manifest["strategy"]["files_sha256"]:
         raise UserError(f"strategy mismatch: {src / 'strategy'} no longer matches the manifest; nothing was run")
-    if runtime_sha256() != manifest["runtime_sha256"]:
-        raise UserError("runtime mismatch: the runtime, toolkit or sandbox packages changed since this output "
-                        "was made, so bytes are not comparable; nothing was run")
+    now = runtime_sha256()
+    runtime_changed = None if now == manifest["runtime_sha256"] else (manifest["runtime_sha256"], now)
     corpus = load_corpus(paths, on_error="skip" if manifest["corpus"]["skipped_lines"] else "abort", tools=tools)
     if manifest["corpus"].get("holdout"):   # the strategy saw the nine tenths outside the dev hold-out
         corpus = train_part(corpus, **manifest["corpus"]["holdout"])
@@ -134,10 +142,13 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
             budget=manifest.get("budget"))
     differences = {}
     for name in COMPARED:
-        diff = first_difference((src / name).read_bytes(), (Path(out_dir) / name).read_bytes())
+        replayed = (Path(out_dir) / name).read_bytes()
+        if name == "manifest.json" and runtime_changed:   # the one field a changed runtime must change
+            replayed = replayed.replace(runtime_changed[1].encode(), runtime_changed[0].encode())
+        diff = first_difference((src / name).read_bytes(), replayed)
         if diff:
             differences[name] = diff
-    return ReplayReport(not differences, Path(out_dir), differences)
+    return ReplayReport(not differences, Path(out_dir), differences, runtime_changed)
 
 
 def discard(report: ReplayReport) -> None:
