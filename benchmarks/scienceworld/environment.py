@@ -1,0 +1,115 @@
+"""ScienceWorld as an environment (`benchmarks.environment`): the benchmark (benchmark.py), the
+recorded train scenarios ctx.env gets (scenarios.py), the leakage rows, the `state_match` RL
+reward on the simulator itself, and its checker's error types mapped to the failure families.
+Everything heavy (the catalog, a JVM) is loaded inside the methods: importing this is cheap.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+ENV_TAG = "scienceworld"
+# The benchmark's error types (benchmark.py: _feedback) → the diagnosis's failure families.
+CHECKER_RULES = (
+    (r"scienceworld:force_terminated", "step_limit|premature_stop"),
+    (r"scienceworld:empty_turn_model_response", "empty_turn"),
+    (r"scienceworld:instance_state_mismatch", "state_mismatch"),
+)
+
+
+def category_of(task_id: str) -> str:
+    """boil-v12 → boil (the task type, as records name it in meta.env.variant)."""
+    return task_id.rsplit("-v", 1)[0]
+
+
+class RewardEpisode:
+    """A train task's variation freshly loaded in a pooled simulator, for `state_match`: calls are
+    `act` actions, the state is (score, over, last observation)."""
+
+    def __init__(self, entry: Mapping):
+        from benchmarks.scienceworld import simulator
+
+        self._pool = simulator
+        self._sim = simulator.acquire()
+        self._sim.start(entry["task"], entry["variation"])
+        self._state: tuple = (0, False, entry["observation"])
+
+    def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> str:
+        from benchmarks.scienceworld import actions as act
+
+        action = act.action_of({"name": name, "arguments": dict(arguments or {})})
+        if action is None:
+            return f"Error: only the tool '{act.TOOL_NAME}' with a string argument 'action' exists"
+        if self._state[1]:
+            return act.DONE_MESSAGE
+        step = self._sim.step(action)
+        self._state = (step.score, step.done, step.observation)
+        return step.observation
+
+    def state(self) -> tuple:
+        return self._state
+
+    def __del__(self):
+        if getattr(self, "_sim", None) is not None:
+            self._pool.release(self._sim)
+            self._sim = None
+
+
+class ScienceWorldEnvironment:
+    name = "scienceworld"
+    env_tag = ENV_TAG
+    executable = True
+    metrics = ("task_success", "step_accuracy")
+    export_group = "scienceworld"
+
+    def benchmark(self, **options: Any):
+        from benchmarks.scienceworld.benchmark import ScienceWorldBenchmark
+
+        return ScienceWorldBenchmark(**options)
+
+    def export_scenarios(self, named: Mapping[str, set]) -> tuple[dict, dict]:
+        from benchmarks.scienceworld.scenarios import export
+
+        return export(named)
+
+    def leakage_rows(self):
+        from benchmarks.environment import GoldRow
+        from benchmarks.scienceworld import actions as act, catalog
+        from sandbox.leakage import call_key
+
+        for tid, entry in sorted(catalog.entries().items()):
+            yield GoldRow(entry["split"], tid, [act.user_text(entry["description"], entry["observation"]),
+                                                entry["description"]],
+                          tuple(call_key(act.TOOL_NAME, {"action": a}) for a in entry["gold"]), True)
+
+    def leakage_key(self) -> bytes:
+        from benchmarks.scienceworld import catalog
+
+        return Path(__file__).read_bytes() + catalog.CATALOG_PATH.read_bytes()
+
+    def rebuilds(self, env: Mapping) -> bool:
+        return env.get("benchmark") == ENV_TAG and "task_id" in env
+
+    def reward_episode(self, env: Mapping, functions: list | None) -> RewardEpisode:
+        from benchmarks.scienceworld import catalog
+
+        entry = catalog.entries()[env["task_id"]]
+        if entry["split"] != "train":
+            raise KeyError(env["task_id"])
+        return RewardEpisode(entry)
+
+    def reward_error(self, env: Mapping) -> str | None:
+        if not self.rebuilds(env):
+            return None
+        from benchmarks.scienceworld import catalog
+
+        entry = catalog.entries().get(env["task_id"]) if isinstance(env["task_id"], str) else None
+        if entry is None or entry["split"] != "train":
+            return f"meta.env.task_id: {str(env['task_id'])[:80]!r} is not a ScienceWorld train task"
+        return None
+
+    def checker_rules(self) -> tuple:
+        return CHECKER_RULES
+
+    def category_of(self, task_id: str) -> str:
+        return category_of(task_id)
