@@ -93,7 +93,7 @@ def _plan(entry: Mapping, kind: str, rng: random.Random) -> tuple[list[str], dic
         bad = _garble(gold[i])
         return gold[:i] + [bad] + gold[i:], {}, {"step": i, "action": bad}
     if kind == "redundant_look":
-        i = rng.randrange(len(gold) + 1)
+        i = rng.randrange(len(gold))   # before the last action: nothing is taken after the task is over
         return gold[:i] + ["look around"] + gold[i:], {}, {"step": i}
     if kind == "off_task_chatter":
         steps = sorted(rng.sample(range(len(gold)), min(len(gold), 2)))

@@ -1,0 +1,138 @@
+"""ScienceWorld, the second environment (benchmarks/scienceworld/): its splits, its official
+score, its corpus, its ctx.env scenarios and its leakage rows — run on the real simulator (the
+`scienceworld` wheel's Java program), so each test that steps it costs seconds."""
+import copy
+import json
+
+import pytest
+
+from benchmarks.scienceworld import actions as act
+from benchmarks.scienceworld import benchmark as bm
+from benchmarks.scienceworld import catalog, corpus, scenarios
+from base.errors import UserError
+
+
+def _shortest(split: str) -> dict:
+    """The split's task with the shortest gold run (the cheapest to step)."""
+    return min((catalog.entries()[i] for i in catalog.split_ids(split)), key=lambda e: (len(e["gold"]), e["id"]))
+
+
+def test_splits_are_disjoint_seeded_draws_from_the_simulators_own_variation_lists():
+    doc = catalog.load()
+    ids = {s: set(catalog.split_ids(s)) for s in catalog.SPLITS}
+    assert all(ids.values()) and not (ids["train"] & ids["dev"]) and not (ids["train"] & ids["test"]) \
+        and not (ids["dev"] & ids["test"])
+    failed = {n.split(":")[0] for n in doc["notes"]}
+    for task, lists in doc["variations"].items():
+        assert not (set(lists["train"]) & set(lists["dev"])) and not (set(lists["dev"]) & set(lists["test"])) \
+            and not (set(lists["train"]) & set(lists["test"]))
+        tried = catalog.selection(task, lists)
+        for split in catalog.SPLITS:
+            taken = [e["variation"] for e in doc["tasks"] if e["task"] == task and e["split"] == split]
+            # the first PER_SPLIT variations of the seeded order whose gold completes the task
+            expected = [v for v in tried[split] if catalog.task_id(task, v) not in failed][:catalog.PER_SPLIT[split]]
+            assert sorted(taken) == sorted(expected), (task, split)
+            assert set(taken) <= set(lists[split])
+    assert all(e["trace"][-1]["score"] == 100 for e in doc["tasks"])
+
+
+def test_a_task_type_rebuilt_in_a_fresh_simulator_gives_the_catalogs_entries():
+    task = _shortest("train")["task"]
+    entries, notes, lists = catalog._task_type(task)
+    assert entries == [e for e in catalog.load()["tasks"] if e["task"] == task]
+    assert lists == catalog.load()["variations"][task]
+
+
+def test_the_test_split_is_refused_and_tasks_are_balanced_over_task_types():
+    bench = bm.ScienceWorldBenchmark()
+    with pytest.raises(UserError):
+        bench.tasks("test")
+    tasks = bench.tasks("dev", limit=3)
+    assert len(tasks) == 3 and len({t.category for t in tasks}) == 3
+    assert [t.id for t in bench.tasks("dev")] == [t.id for t in bench.tasks("dev")]
+
+
+def test_the_gold_run_scores_full_and_a_broken_one_lower():
+    bm._SCORED.clear()
+    bench = bm.ScienceWorldBenchmark()
+    entry = _shortest("dev")
+    task = bm.make_task(entry)
+    gold = bench.gold_messages(task)
+    verdict = bench.score(task, gold)
+    assert verdict.success and verdict.reward == 1.0 and verdict.feedback["error_type"] is None
+    half = act.render(task.turns[0][0]["content"], entry["gold"][:len(entry["gold"]) // 2],
+                      [s["observation"] for s in entry["trace"]])
+    cut = bench.score(task, half)
+    assert not cut.success and cut.reward < 1.0 and cut.feedback["error_type"] == "scienceworld:force_terminated"
+    assert bench.score(task, gold[:1]).feedback["error_type"] == "scienceworld:empty_turn_model_response"
+
+
+def test_an_episode_steps_the_simulator_and_its_score_matches_a_fresh_run():
+    bm._SCORED.clear()
+    bench = bm.ScienceWorldBenchmark()
+    entry = _shortest("dev")
+    task = bm.make_task(entry)
+    episode = bench.episode(task)
+    assert episode.next_turn() == task.turns[0]
+    observations = [episode.execute([{"name": "act", "arguments": json.dumps({"action": a})}])[0]
+                    for a in entry["gold"]]
+    assert observations == [s["observation"] for s in entry["trace"]]
+    assert episode.execute([{"name": "act", "arguments": '{"action": "look around"}'}]) == [act.DONE_MESSAGE]
+    assert episode.execute([{"name": "shell", "arguments": "{}"}])[0].startswith("Error:")
+    assert episode.next_turn() is None
+    assert bench.score(task, bench.gold_messages(task)).success
+
+
+def test_a_wrong_focus_fails_the_task_for_good():
+    bm._SCORED.clear()
+    bench = bm.ScienceWorldBenchmark()
+    entry = next(e for e in sorted(catalog.entries().values(), key=lambda e: len(e["gold"]))
+                 if e["split"] == "dev" and any(a.startswith("focus on ") for a in e["gold"]))
+    actions, _, _ = corpus._plan(entry, "wrong_focus", corpus._rng(0, "t"))
+    score, over, observations = bm.run_actions(entry, actions)
+    verdict = bench.score(bm.make_task(entry), act.render("x", actions, observations))
+    assert over and score < 0 and verdict.reward == 0.0
+    assert verdict.feedback["error_type"] == "scienceworld:instance_state_mismatch"
+
+
+def test_the_corpus_build_is_deterministic_honest_and_train_only(tmp_path):
+    infos = []
+    for k in range(2):
+        bm._SCORED.clear()
+        infos.append(corpus.write(tmp_path / f"c{k}", "wild", seed=1, limit=3))
+    assert infos[0]["corpus_sha256"] == infos[1]["corpus_sha256"]
+    assert (tmp_path / "c0" / corpus.CORPUS_FILE).read_bytes() == (tmp_path / "c1" / corpus.CORPUS_FILE).read_bytes()
+    records = [json.loads(line) for line in (tmp_path / "c0" / corpus.CORPUS_FILE).read_text().splitlines()]
+    labels = json.loads((tmp_path / "c0" / corpus.LABELS_FILE).read_text())["labels"]
+    train = set(catalog.split_ids("train"))
+    assert {r["meta"]["env"]["task_id"] for r in records} <= train and set(labels) == {r["id"] for r in records}
+    for r in records:
+        noise = labels[r["id"]]["noise"]
+        if noise in ("clean", "redundant_look", "invalid_action", "off_task_chatter"):
+            assert r["outcome"]["success"], noise
+        if noise in ("abandoned", "wrong_focus"):
+            assert not r["outcome"]["success"], noise
+    labeled = corpus.build("labeled", limit=2)[0]
+    assert all(r["outcome"] == {"success": True, "reward": 1.0} for r in labeled)
+
+
+def test_ctx_env_scenarios_hold_train_tasks_only():
+    train, dev = catalog.split_ids("train")[0], catalog.split_ids("dev")[0]
+    files, summary = scenarios.export({"scienceworld": {train, dev}})
+    doc = json.loads(files[scenarios.SCENARIOS_FILE])
+    assert set(doc["scenarios"]) == {train} and summary == {"scienceworld": 1, "withheld": 1}
+    text = files[scenarios.SCENARIOS_FILE].decode()
+    assert catalog.entries()[dev]["observation"] not in text or catalog.entries()[dev]["observation"] in \
+        catalog.entries()[train]["observation"]
+    assert scenarios.export({"bfcl_multi_turn": {"multi_turn_base_0"}}) == ({}, {})
+
+
+def test_step_items_judge_the_gold_action_right_and_another_wrong():
+    bench = bm.ScienceWorldBenchmark()
+    task = bm.make_task(_shortest("dev"))
+    items = bench.step_items(task)
+    assert len(items) == task.meta["gold_steps"]
+    item = items[1]
+    assert bench.judge_step(item, copy.deepcopy(item.gold))
+    assert not bench.judge_step(item, [{"name": "act", "arguments": '{"action": "inventory"}'}])
+    assert not bench.judge_step(item, [])
