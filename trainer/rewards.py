@@ -176,7 +176,7 @@ def _completion_text(completion) -> str:
 
 def row_record(reward: str, reference: Mapping, tools=None, meta=None, messages=None) -> dict:
     """The record a reward reads, from one row's dataset columns (the file form of
-    trainer.exchange: `tools` and `meta` as JSON strings; keys Arrow filled with null dropped)."""
+    sandbox.exchange: `tools` and `meta` as JSON strings; keys Arrow filled with null dropped)."""
     return {"reward": reward, "reference": {k: v for k, v in reference.items() if v is not None},
             "tools": _json(tools) or [], "meta": _json(meta) or {}, "messages": messages or []}
 
