@@ -31,7 +31,7 @@ from curation_strategies import toolkit  # noqa: E402
 from evolver.lineage import record_changes  # noqa: E402
 from sandbox import checker  # noqa: E402
 from sandbox.runtime import Context, load_strategy, write_records  # noqa: E402
-from trainer import exchange  # noqa: E402
+from sandbox import exchange  # noqa: E402
 
 DEFAULT_CORPUS = ROOT / "runs" / "corpora" / "bfcl-single-wild-seed0-max280" / "corpus.jsonl"   # the default run's (cpu-small)
 STRATEGIES = {"seed": ROOT / "curation_strategies" / "seed", "augment": ROOT / "curation_strategies" / "augment"}

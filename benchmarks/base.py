@@ -5,15 +5,13 @@ drives turn by turn, and scores the canonical trajectory the runner produced (`V
 `step_accuracy` it also hands out `StepItem`s (a gold prefix and the gold next action) and
 judges a policy's next action against the gold one.
 
-Benchmarks register a factory in `REGISTRY` under their name; `get_benchmark(name, **options)`
-builds one. "bfcl" and "bfcl-single" are registered lazily here (importing them loads the
-`bfcl_eval` package, which is slow); other modules add their own with `register`.
+An environment (`benchmarks/environment.py`) builds its benchmark; `benchmarks.registry.get_benchmark(name,
+**options)` builds the one registered under `name`.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from base.errors import UserError
 
@@ -84,38 +82,6 @@ class Benchmark(Protocol):
     # A benchmark without an environment (replay) may add `judge_calls(item, calls, format_error)`
     # -> {verdict, why, tp, fp, fn} (call-by-call scoring, the runner records it per answer) and
     # `episodes(tasks, step_rows)` -> trajectory records of the scored steps (for the diagnosis).
-
-
-# name -> factory(**options) -> Benchmark
-REGISTRY: dict[str, Callable[..., Benchmark]] = {}
-# name -> "module:attribute" imported on first use
-_LAZY: dict[str, str] = {
-    "bfcl": "benchmarks.bfcl.multi_turn:MultiTurnBenchmark",
-    "bfcl-single": "benchmarks.bfcl.single_turn:SingleTurnBenchmark",
-    "replay": "benchmarks.replay_benchmark:ReplayBenchmark",
-}
-
-
-def register(name: str, factory: Callable[..., Benchmark]) -> None:
-    """Make `get_benchmark(name, **options)` call `factory(**options)`."""
-    REGISTRY[name] = factory
-
-
-def benchmark_names() -> list[str]:
-    return sorted(set(REGISTRY) | set(_LAZY))
-
-
-def get_benchmark(name: str, **options: Any) -> Benchmark:
-    """Build the benchmark registered under `name` (options go to its factory, e.g.
-    allow_test=True)."""
-    factory = REGISTRY.get(name)
-    if factory is None and name in _LAZY:
-        module, attr = _LAZY[name].split(":")
-        factory = getattr(importlib.import_module(module), attr)
-        REGISTRY.setdefault(name, factory)
-    if factory is None:
-        raise UserError(f"unknown benchmark {name!r} (known: {', '.join(benchmark_names())})")
-    return factory(**options)
 
 
 def check_split(split: str, allow_test: bool) -> None:

@@ -62,7 +62,7 @@ def _most_common_tool(args):
     if args.endpoint or args.adapter:
         raise UserError("--policy most-common-tool runs no model: drop --base-url and --adapter")
     from benchmarks.policies.baselines import MostCommonToolPolicy
-    from benchmarks.replay_benchmark import ReplayBenchmark
+    from benchmarks.replay.benchmark import ReplayBenchmark
 
     return MostCommonToolPolicy.from_records(ReplayBenchmark(args.corpus).train_records())
 

@@ -5,7 +5,7 @@ to a folder — what `curateevo eval`, the run's evaluate stage and `curateevo t
 
 - `trajectories.jsonl`: one canonical raw record per episode (benchmarks.runner); on a benchmark
   without an environment (replay), one per held-out record with scored steps: the recorded
-  messages and, per step, the model's answer, its verdict and why (benchmarks/replay_scoring.py);
+  messages and, per step, the model's answer, its verdict and why (benchmarks/replay/scoring.py);
 - `steps.jsonl`: one line per step item (gold prefix given, the policy's next action judged);
 - `metrics.json`: P (the chosen metric), all metrics overall and per category, the resolved
   configuration (policy, chat format, runner, memory, task ids) and, apart under `timing`, wall
@@ -95,7 +95,8 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     from benchmarks import metrics as metrics_mod
     from benchmarks import replay_benchmark  # noqa: F401 -- registers "replay"
     from benchmarks import runner
-    from benchmarks.base import check_split, get_benchmark
+    from benchmarks.base import check_split
+    from benchmarks.registry import get_benchmark
     from trainer import chat_format as cf
 
     if split == "test" and not allow_test:

@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 from base.errors import UserError
 from base.files import iter_jsonl
 from trainer import chat_format as cf
-from trainer.exchange import from_file
+from sandbox.exchange import from_file
 
 DEFAULT_K = 3
 HEADER = "Hints from earlier experience:"

@@ -74,7 +74,7 @@ def cmd_curate(args) -> int:
     from sandbox.curate import execute
     from sandbox.executor import make_executor
     from sandbox.strategy_files import strategy_files
-    from trainer.data import read_records   # the files' form decoded (trainer/exchange.py)
+    from trainer.data import read_records   # the files' form decoded (sandbox/exchange.py)
     from trainer.length import profile_length_report
     from trainer.recipe import get_profile
 

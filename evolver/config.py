@@ -38,7 +38,7 @@ class RunConfig:
     """The split the loop evaluates on; the test split is read only by `curateevo test`."""
     metric: str = "task_success"
     """P: task_success (official checker), turn_pass or step_accuracy; call_f1 on replay (call-level F1 over
-    the held-out steps, benchmarks/replay_scoring.py)."""
+    the held-out steps, benchmarks/replay/scoring.py)."""
     tasks: int = 60
     """Dev tasks evaluated per epoch, balanced over the benchmark's categories."""
     base: str = "smollm2-135m"

@@ -31,7 +31,7 @@ the first rule that applies, in this order:
 
 A replay evaluation (a user's corpus without an environment) writes one record per held-out
 trajectory whose `meta.steps` hold the model's answer at each scored step with its verdict
-(benchmarks/replay_scoring.py): its error type `replay:<family>` names the family of its first
+(benchmarks/replay/scoring.py): its error type `replay:<family>` names the family of its first
 wrong answer directly, every other wrong answer adds its family, and the shape rules are skipped —
 the messages are the corpus's recorded ones, not the agent's.
 

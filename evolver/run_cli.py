@@ -112,7 +112,7 @@ def corpus_notes(store: RunStore, corpus) -> None:
 def dev_check(config: RunConfig) -> dict:
     """The replay benchmark's held-out tenth, built as evaluation will build it: UserError now, before
     any work, when it gives nothing to judge; else what it gives (ReplayBenchmark.dev_size)."""
-    from benchmarks.replay_benchmark import ReplayBenchmark
+    from benchmarks.replay.benchmark import ReplayBenchmark
 
     return ReplayBenchmark(list(config.corpus), on_error=config.on_error, tools=config.tools or None).dev
 

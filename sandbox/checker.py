@@ -238,30 +238,19 @@ def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS, counted:
 # what GRPO will need of an RL record
 
 
-@functools.cache
-def _multi_turn_task_ids(category: str) -> frozenset:
-    from benchmarks.bfcl.backends import MULTI_TURN_CATEGORIES, load_tasks
-
-    return frozenset(load_tasks(category)) if category in MULTI_TURN_CATEGORIES else frozenset()
-
-
 def reward_error(record: Mapping) -> str | None:
     """None when trainer.rewards can score `record`, else why it would fail during GRPO: a
-    `state_match` environment must be an object naming a known BFCL multi-turn task."""
+    `state_match` environment must be an object, and one its environment rebuilds must name a task
+    it knows (`benchmarks.environment`: reward_error)."""
     env = (record.get("meta") or {}).get("env")
     if env is None or record["reward"] != "state_match":
         return None
     if not isinstance(env, dict):
         return "meta.env: must be an object"
-    if env.get("benchmark") != "bfcl_multi_turn" or "task_id" not in env:
-        return None   # not an environment the reward rebuilds: state_match falls back to tool_call_match
-    variant = env.get("variant", "base")
-    task_id = env["task_id"]
-    if not isinstance(variant, str) or not _multi_turn_task_ids(f"multi_turn_{variant}"):
-        return f"meta.env.variant: {_short(repr(variant))} is not a BFCL multi-turn category"
-    if not isinstance(task_id, str) or task_id not in _multi_turn_task_ids(f"multi_turn_{variant}"):
-        return f"meta.env.task_id: {_short(repr(task_id))} is not a task of BFCL multi_turn_{variant}"
-    return None
+    from benchmarks import registry
+
+    environment = registry.by_tag(env.get("benchmark"))
+    return None if environment is None else environment.reward_error(env)
 
 
 # --------------------------------------------------------------------------------------------

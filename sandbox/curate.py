@@ -29,7 +29,7 @@ from sandbox import checker, environment_lock, leftovers
 from sandbox.corpus import Corpus, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
 from sandbox.leakage import check_record
-from trainer.exchange import to_file
+from sandbox.exchange import to_file
 from sandbox.llm_channel import LLMBudget, LLMChannel
 from sandbox.simenv.export import prepare as prepare_env
 from sandbox.schemas import canonical_json

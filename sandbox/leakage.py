@@ -3,7 +3,8 @@ or test task's gold call sequence or user request verbatim.
 
     check_record(kind, record)   # on each checked record: checker.CandidateRejected naming the record and the task
 
-What counts, for BFCL-V4 (the benchmarks whose splits the project cuts):
+The tasks come from the environments (`benchmarks.environment`: `leakage_rows`); what counts, as
+BFCL-V4 fills it in (benchmarks/bfcl/leakage.py):
 - a user request: the text of a user message of a dev/test task (multi-turn: every turn's;
   single-turn: the question), equal to a user message of an SFT or RL record, or found inside a
   memory record's key or content;
@@ -17,7 +18,6 @@ calls) are not evidence of leakage and are left out. Calls are compared by name 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import os
 from functools import lru_cache
@@ -52,32 +52,14 @@ class _Index:
             self.call_sets.setdefault(tuple(sorted(calls)), where)
 
 
-def _bound(call_str: str, classes: list) -> str:
-    from benchmarks.bfcl.backends import _backend_class, parse_call
-
-    name, args, kwargs = parse_call(call_str)
-    if args:   # few ground-truth calls are positional; binding them needs the backend's signature
-        for cls in classes:
-            method = getattr(_backend_class(cls), name, None)
-            if method is not None:
-                bound = inspect.signature(method).bind(None, *args, **kwargs).arguments
-                kwargs = {k: v for k, v in bound.items() if k != "self"}
-                break
-    return call_key(name, kwargs)
-
-
-def _user_texts(question) -> list[str]:
-    return [m["content"] for turn in question for m in turn if m.get("role") == "user" and isinstance(m.get("content"), str)]
-
-
 @lru_cache(maxsize=1)
 def gold_index() -> _Index:
-    """Dev and test requests and gold calls of BFCL-V4 multi-turn and single-turn, minus what
-    train tasks share: loaded once per process, and cached on disk under a key of this module's
-    source, the splits file and the bfcl-eval version (building it reads every BFCL file)."""
-    from benchmarks.bfcl import splits
+    """Dev and test requests and gold calls of every registered environment (`leakage_rows`),
+    minus what train tasks share: loaded once per process, and cached on disk under a key of this
+    module's source and the environments' `leakage_key` (building it reads every task file)."""
+    from benchmarks import registry
 
-    source = Path(__file__).read_bytes() + splits.SPLITS_PATH.read_bytes() + splits.describe()["bfcl_eval"].encode()
+    source = Path(__file__).read_bytes() + b"".join(e.leakage_key() for e in registry.environments())
     cached = _cache_dir() / f"gold-index-{hashlib.sha256(source).hexdigest()[:16]}.json"
     try:
         data = json.loads(cached.read_text(encoding="utf-8"))
@@ -106,32 +88,9 @@ def _cache_dir() -> Path:
 
 
 def _build_index() -> _Index:
-    from benchmarks.bfcl import splits
-    from benchmarks.bfcl import backends
-    from benchmarks.bfcl.multi_turn import VARIANTS, _category_truth, category_of, parse_task_id
-    from base.files import read_jsonl
-    from benchmarks.bfcl.single_turn import gold_calls
-    from benchmarks.bfcl.single_turn_data import answers, entries
+    from benchmarks import registry
 
-    split_of_number = {n: s for s in ("train", "dev", "test") for n in splits.multi_turn_split(s)}
-    rows = []   # (split, tid, texts, calls, multi)
-    for variant in VARIANTS:
-        truth = _category_truth(variant)
-        # the question files alone: load_tasks would attach function docs this guard never reads
-        for entry in read_jsonl(backends._data_dir() / f"{backends.VERSION_PREFIX}_{category_of(variant)}.json"):
-            tid = entry["id"]
-            calls = tuple(_bound(c, entry["involved_classes"]) for turn in truth.get(tid, []) for c in turn)
-            rows.append((split_of_number[parse_task_id(tid)[1]], tid, _user_texts(entry["question"]), calls, True))
-    doc = splits.load()["bfcl-single"]
-    for category in (*splits.SINGLE_TURN_CATEGORIES, *splits.LIVE_CATEGORIES):
-        gold = answers(category)
-        split_of_id = {i: s for s, ids in doc["categories"][category].items() for i in ids}
-        for tid, entry in entries(category).items():
-            if tid not in split_of_id:
-                continue
-            answer = gold.get(tid)
-            calls = tuple(call_key(n, a) for n, a in gold_calls(entry["function"], answer)) if answer else ()
-            rows.append((split_of_id[tid], tid, _user_texts(entry["question"]), calls, False))
+    rows = [tuple(row) for e in registry.environments() for row in e.leakage_rows()]   # (split, tid, texts, calls, multi)
     train_texts = {t for split, _, texts, _, _ in rows if split == "train" for t in texts}
     train_calls = {calls if multi else tuple(sorted(calls)) for split, _, _, calls, multi in rows if split == "train"}
     starts: dict[str, list] = {}   # call → [(train gold run, position)] where the run holds it

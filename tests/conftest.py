@@ -51,10 +51,10 @@ def sample_corpus() -> Path:
 
 
 def read_artifact(path: Path) -> list[dict]:
-    """The records of a curated artifact file (its file form decoded: trainer.exchange)."""
+    """The records of a curated artifact file (its file form decoded: sandbox.exchange)."""
     import json
 
-    from trainer.exchange import from_file
+    from sandbox.exchange import from_file
 
     kind = Path(path).name.split(".")[0]
     return [from_file(kind, json.loads(line)) for line in Path(path).read_text(encoding="utf-8").splitlines()]

@@ -10,7 +10,7 @@ os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "cu
 
 import pytest  # noqa: E402
 
-from benchmarks.base import get_benchmark  # noqa: E402
+from benchmarks.registry import get_benchmark  # noqa: E402
 from benchmarks.bfcl import corpus_builder as cb  # noqa: E402
 from benchmarks.bfcl import multi_turn as mt  # noqa: E402
 from benchmarks.bfcl import single_turn as st  # noqa: E402

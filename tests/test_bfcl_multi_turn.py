@@ -15,7 +15,8 @@ os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "cu
 
 import pytest  # noqa: E402
 
-from benchmarks.base import Benchmark, Episode, Task, Verdict, get_benchmark  # noqa: E402
+from benchmarks.base import Benchmark, Episode, Task, Verdict  # noqa: E402
+from benchmarks.registry import get_benchmark  # noqa: E402
 from benchmarks.bfcl import multi_turn as mt  # noqa: E402
 from benchmarks.bfcl.backends import ERROR_PREFIX, format_call, parse_call  # noqa: E402
 from benchmarks.bfcl.common import closing_reply, tool_call_message  # noqa: E402

@@ -10,7 +10,8 @@ os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "cu
 
 import pytest  # noqa: E402
 
-from benchmarks.base import Benchmark, Episode, get_benchmark  # noqa: E402
+from benchmarks.base import Benchmark, Episode  # noqa: E402
+from benchmarks.registry import get_benchmark  # noqa: E402
 from benchmarks.bfcl import single_turn as st  # noqa: E402
 from benchmarks.bfcl.single_turn_data import load_category  # noqa: E402
 from benchmarks.bfcl.common import tool_call_message  # noqa: E402

@@ -12,7 +12,7 @@ os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "cu
 
 import pytest  # noqa: E402
 
-from benchmarks.base import get_benchmark  # noqa: E402
+from benchmarks.registry import get_benchmark  # noqa: E402
 from benchmarks.policies.scripted import ScriptedPolicy  # noqa: E402
 from benchmarks.runner import run_episodes  # noqa: E402
 from evolver.diagnose import FAMILIES, diagnose, families  # noqa: E402

@@ -93,7 +93,7 @@ def test_replay_benchmark_through_the_cli(capsys, tmp_path, sample_corpus):
 
 
 def test_evaluate_to_dir_with_an_oracle_on_bfcl(tmp_path):
-    from benchmarks.base import get_benchmark
+    from benchmarks.registry import get_benchmark
 
     bench = get_benchmark("bfcl")
     tasks = bench.tasks("dev", limit=2)

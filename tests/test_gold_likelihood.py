@@ -6,7 +6,7 @@ import math
 import pytest
 
 from benchmarks import runner
-from benchmarks.base import get_benchmark
+from benchmarks.registry import get_benchmark
 from benchmarks.evaluate import evaluate_to_dir
 from benchmarks.gold_likelihood import IGNORE, examples, gold_log_likelihood, token_log_likelihoods
 from benchmarks.policies.local import TransformersPolicy

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import replay_benchmark as rb
-from benchmarks.base import get_benchmark
+from benchmarks.replay import benchmark as rb
+from benchmarks.registry import get_benchmark
 from base.errors import UserError
 
 

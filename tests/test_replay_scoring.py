@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import evaluate, replay_scoring as rs
-from benchmarks.base import get_benchmark
+from benchmarks import evaluate
+from benchmarks.replay import scoring as rs
+from benchmarks.registry import get_benchmark
 from benchmarks.metrics import summarize
 from benchmarks.policies.baselines import MostCommonToolPolicy
 from benchmarks.policies.scripted import ScriptedPolicy

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer import exchange, rewards
+from sandbox import exchange
+from trainer import rewards
 from trainer.chat_format import render_assistant
 from trainer.rewards import UNPARSEABLE, state_match, tool_call_match
 
@@ -114,7 +115,7 @@ def test_state_match_without_an_environment_falls_back_to_call_matching():
 
 def test_trl_reward_functions_read_the_files_columns_and_score_only_their_own_rows():
     """TRL calls fn(prompts, completions, completion_ids, **columns); the columns are the file
-    form of trainer.exchange (tools and meta as JSON strings, Arrow's nulls in `reference`)."""
+    form of sandbox.exchange (tools and meta as JSON strings, Arrow's nulls in `reference`)."""
     assert [f.__name__ for f in (rewards.tool_call_match_reward, rewards.state_match_reward)] == \
         ["tool_call_match", "state_match"]
     row = exchange.to_file("rl", record(tc("cd", folder="docs")))

@@ -6,7 +6,8 @@ import pytest
 
 from benchmarks import memory as mem
 from benchmarks import metrics, runner
-from benchmarks.base import StepItem, Task, Verdict, get_benchmark
+from benchmarks.base import StepItem, Task, Verdict
+from benchmarks.registry import get_benchmark
 from benchmarks.policies.scripted import OraclePolicy, ScriptedPolicy, SilentPolicy, conversation_key
 from sandbox.schemas import canonical_json, check_raw
 from trainer import chat_format as cf

@@ -10,7 +10,7 @@ os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "cu
 
 import pytest  # noqa: E402
 
-from benchmarks.base import get_benchmark  # noqa: E402
+from benchmarks.registry import get_benchmark  # noqa: E402
 from benchmarks.runner import run_episodes, sampled_episodes  # noqa: E402
 from evolver.diagnose import diagnose  # noqa: E402
 from evolver.signals import SignalParams, action_patterns, boundary, forgetting, rare, signals, summarize  # noqa: E402

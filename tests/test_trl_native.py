@@ -12,7 +12,8 @@ from datasets import load_dataset
 from sandbox.curate import curate
 from sandbox.process_executor import ProcessExecutor
 from trainer import chat_format as cf
-from trainer import data, exchange, models, rewards, trl_patches
+from sandbox import exchange
+from trainer import data, models, rewards, trl_patches
 
 from conftest import ROOT
 

@@ -8,7 +8,7 @@ import pytest
 from evolver import cli
 from evolver.store import RunStore
 from sandbox.corpus import load_corpus, split_ids
-from trainer.exchange import from_file
+from sandbox.exchange import from_file
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "external"
 GLAIVE = EXTERNAL / "llamafactory-glaive_toolcall_en_demo.json"   # LLaMA-Factory's ShareGPT tool-call demo

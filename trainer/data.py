@@ -24,7 +24,7 @@ from base.errors import UserError
 from base.files import iter_jsonl
 from sandbox.schemas import check_rl, check_sft
 from trainer import chat_format as cf
-from trainer import exchange
+from sandbox import exchange
 
 IGNORE = -100
 REWARD_COLUMNS = ("reward", "reference", "tools", "meta", "messages")
@@ -32,7 +32,7 @@ _CHECKS = {"sft": check_sft, "rl": check_rl}
 
 
 def read_records(path: str | Path | None, kind: str) -> list[dict]:
-    """The records of an SFT or RL JSONL file (the file form of trainer.exchange, or DESIGN's record
+    """The records of an SFT or RL JSONL file (the file form of sandbox.exchange, or DESIGN's record
     form), each checked against DESIGN's format."""
     if path is None:
         return []
@@ -76,7 +76,7 @@ def sft_example(record: Mapping, tokenizer, max_length: int, style: str = cf.DEF
 
 def sft_examples(records: Sequence[Mapping], tokenizer, max_length: int,
                  style: str = cf.DEFAULT_STYLE) -> tuple[list[dict], SFTStats]:
-    """Training examples of SFT records (DESIGN's form or the file rows of trainer.exchange)."""
+    """Training examples of SFT records (DESIGN's form or the file rows of sandbox.exchange)."""
     stats = SFTStats(records=len(records))
     out = []
     for r in map(functools.partial(exchange.from_file, "sft"), records):
@@ -128,7 +128,7 @@ def fit_prompt(messages: Sequence[Mapping], tools: Sequence[Mapping], tokenizer,
 
 def rl_rows(records: Sequence[Mapping], tokenizer, max_prompt_length: int,
             style: str = cf.DEFAULT_STYLE) -> tuple[list[dict], RLStats]:
-    """One GRPO row per usable RL record: the file form of trainer.exchange (the columns TRL hands
+    """One GRPO row per usable RL record: the file form of sandbox.exchange (the columns TRL hands
     to trainer.rewards) with `prompt` the fitted prompt text. `records` may be file rows too."""
     stats = RLStats(records=len(records))
     rows = []

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Mapping, Sequence
 
 from trainer import chat_format as cf
-from trainer import exchange
+from sandbox import exchange
 from trainer.data import IGNORE, sft_example
 
 

@@ -9,9 +9,10 @@ and lies in [UNPARSEABLE, 1]:
   them, containers element-wise); the sum is divided by the longer of the two lists, so missing
   and extra calls both cost. A reference answer in text (`{"content": …}`) is matched by making no
   call: 0.5 + 0.5 × token F1 with the reference text. Unparseable output scores UNPARSEABLE.
-- `state_match` (records with `meta.env` of BFCL multi-turn): the scenario's backends are rebuilt
-  twice, the prefix's calls replayed on both, the completion's calls executed on one and the
-  reference's on the other (benchmarks.bfcl.backends.Episode: literal arguments, fresh instances).
+- `state_match` (records whose `meta.env` names a scenario its environment rebuilds: BFCL
+  multi-turn): the scenario is rebuilt twice (`benchmarks.environment`: reward_episode, literal
+  arguments, fresh instances), the prefix's calls replayed on both, the completion's calls
+  executed on one and the reference's on the other.
   Reward = the share of the reference's outputs that the completion's outputs contain, halved
   when the final states differ — full credit only for what BFCL's turn check accepts. Records
   without an environment fall back to `tool_call_match`.
@@ -24,11 +25,10 @@ import re
 from collections import Counter
 from typing import Any, Callable, Mapping, Sequence
 
-from benchmarks.bfcl.backends import Episode, load_tasks
+from benchmarks import registry
 from trainer.chat_format import ToolCall, parse_tool_calls
 
 UNPARSEABLE = -0.5
-BFCL_BENCHMARK = "bfcl_multi_turn"
 
 
 # --------------------------------------------------------------------------------------------
@@ -107,17 +107,11 @@ def tool_call_match(completion: str, record: Mapping) -> float:
 # state_match
 
 
-@functools.lru_cache(maxsize=8)
-def _bfcl_tasks(category: str) -> dict:
-    return load_tasks(category)
-
-
 def _episode(record: Mapping):
     """Fresh backends for the record's scenario with its prefix's calls replayed."""
     env = record["meta"]["env"]
-    task = _bfcl_tasks("multi_turn_" + env.get("variant", "base"))[env["task_id"]]
     names = [t["function"]["name"] for t in record.get("tools") or []] or None
-    episode = Episode(task, functions=names)
+    episode = registry.by_tag(env.get("benchmark")).reward_episode(env, names)
     for m in record["messages"]:
         for c in m.get("tool_calls") or []:
             episode.call(c["function"]["name"], json.loads(c["function"]["arguments"]))
@@ -133,8 +127,10 @@ def _reference_outcome(record_json: str) -> tuple[dict, list[str]]:
 
 
 def has_environment(record: Mapping) -> bool:
+    """Whether the record's `meta.env` names a scenario its environment rebuilds for state_match."""
     env = (record.get("meta") or {}).get("env") or {}
-    return env.get("benchmark") == BFCL_BENCHMARK and "task_id" in env
+    environment = registry.by_tag(env.get("benchmark"))
+    return environment is not None and environment.rebuilds(env)
 
 
 def state_match(completion: str, record: Mapping) -> float:
@@ -180,7 +176,7 @@ def _completion_text(completion) -> str:
 
 def row_record(reward: str, reference: Mapping, tools=None, meta=None, messages=None) -> dict:
     """The record a reward reads, from one row's dataset columns (the file form of
-    trainer.exchange: `tools` and `meta` as JSON strings; keys Arrow filled with null dropped)."""
+    sandbox.exchange: `tools` and `meta` as JSON strings; keys Arrow filled with null dropped)."""
     return {"reward": reward, "reference": {k: v for k, v in reference.items() if v is not None},
             "tools": _json(tools) or [], "meta": _json(meta) or {}, "messages": messages or []}
 

@@ -50,7 +50,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from benchmarks.base import get_benchmark
+from benchmarks.registry import get_benchmark
 from benchmarks.bfcl.corpus_multi_turn import MultiTurnBuilder
 from benchmarks.bfcl.corpus_noise import SPLIT, build_records
 from benchmarks.bfcl.corpus_single_turn import SingleTurnBuilder

@@ -34,7 +34,7 @@ import types
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
-from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split, register
+from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split
 from benchmarks.bfcl import backends, splits
 from benchmarks.bfcl.backends import CallError, Episode as Backends, format_call, parse_call, tool_schema
 from benchmarks.bfcl.common import (
@@ -539,6 +539,3 @@ def _tool_errors(messages: Sequence[Mapping]) -> list[dict]:
         if role != "system":
             prev = role
     return out
-
-
-register(NAME, MultiTurnBenchmark)

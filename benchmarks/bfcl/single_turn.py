@@ -27,7 +27,7 @@ import sys
 import types
 from typing import Any, Mapping, Sequence
 
-from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split, register
+from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split
 from benchmarks.bfcl import splits
 from benchmarks.bfcl.backends import CallError, tool_schema
 from benchmarks.bfcl.common import bounded, call_parts, error_observation, short
@@ -295,6 +295,3 @@ class SingleTurnBenchmark:
             except CallError:
                 return False
         return bool(self.verdict(item.task_id, parsed)["valid"])
-
-
-register(NAME, SingleTurnBenchmark)

@@ -113,7 +113,7 @@ class Cells:
         """`curated_runtime`: the sandbox runtime hash (sandbox.curate.runtime_sha256) of the machine
         that curated this cache's rows: they are reused and nothing is curated here (a training
         machine without the sandbox; `executor` may then be None)."""
-        from benchmarks.base import get_benchmark
+        from benchmarks.registry import get_benchmark
         from trainer.recipe import get_profile
         from trainer.models import check_name
 
@@ -262,7 +262,7 @@ class Cells:
         path = self.root / "cells" / cell["key"] / "gold.json"
         if not path.is_file():
             from benchmarks import runner
-            from benchmarks.base import get_benchmark
+            from benchmarks.registry import get_benchmark
             from benchmarks.evaluate import build_policy
             from benchmarks.gold_likelihood import gold_log_likelihood
 

@@ -18,10 +18,6 @@ from base.errors import UserError
 
 DEFAULT_SHARE = 0.1
 DEFAULT_SEED = 0
-# meta.env.benchmark of a record -> the benchmark that can run its environment
-# (benchmarks/bfcl/multi_turn.py and single_turn.py, ENV_BENCHMARK -> NAME).
-ENV_BENCHMARKS = {"bfcl_multi_turn": "bfcl", "bfcl_single_turn": "bfcl-single"}
-REPLAY = "replay"
 
 
 def group_key(record: Mapping) -> str:
@@ -78,11 +74,14 @@ def train_part(corpus, seed: int = DEFAULT_SEED, share: float = DEFAULT_SHARE):
 
 
 def corpus_kind(records: Sequence[Mapping]) -> str:
-    """The benchmark to evaluate a corpus on: the environment's benchmark when every record
-    names the same known one in `meta.env.benchmark`, else the replay benchmark."""
+    """The benchmark to evaluate a corpus on: the environment's (benchmarks.registry) when every
+    record names the same known one in `meta.env.benchmark`, else the replay benchmark
+    (registry.NO_ENVIRONMENT)."""
+    from benchmarks import registry
+
     kinds = {((r.get("meta") or {}).get("env") or {}).get("benchmark") for r in records}
     if len(kinds) == 1:
-        (kind,) = kinds
-        if kind in ENV_BENCHMARKS:
-            return ENV_BENCHMARKS[kind]
-    return REPLAY
+        environment = registry.by_tag(next(iter(kinds)))
+        if environment is not None:
+            return environment.name
+    return registry.NO_ENVIRONMENT

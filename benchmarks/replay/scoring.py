@@ -1,6 +1,6 @@
 """How the replay benchmark scores a next action: call by call, so that only tool use counts.
 
-Each held-out step (benchmarks/replay_benchmark.py) is a *call step* (the recorded assistant
+Each held-out step (benchmarks/replay/benchmark.py) is a *call step* (the recorded assistant
 message makes tool calls) or a *text step* (it answers in text). A model's answer there gets
 
 - **counts** over calls: a call is a *true positive* when the recorded step makes the same call —

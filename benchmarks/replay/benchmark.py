@@ -21,16 +21,16 @@ must answer instead of calling.
 order: equal tool names and equal arguments after normalisation (JSON-decoded, object key order
 ignored, numbers compared by value, booleans kept apart from numbers, strings exact).
 `judge_calls` scores it call by call for P = `call_f1`, and `episodes` writes the scored held-out
-records for the diagnosis (benchmarks/replay_scoring.py): the old share of right steps, where
+records for the diagnosis (benchmarks/replay/scoring.py): the old share of right steps, where
 every text step is right for a model that never calls, stays a secondary figure.
 """
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from benchmarks import replay_scoring
-from benchmarks.base import SPLITS, StepItem, Task, Verdict, register
-from benchmarks.replay_scoring import normalize_arguments, same_calls
+from benchmarks.replay import scoring as replay_scoring
+from benchmarks.base import SPLITS, StepItem, Task, Verdict
+from benchmarks.replay.scoring import normalize_arguments, same_calls
 from base.errors import UserError
 from sandbox.corpus.split import DEFAULT_SEED, DEFAULT_SHARE, group_key, split_ids
 
@@ -65,7 +65,7 @@ class ReplayBenchmark:
 
     name = NAME
     executable = False  # no Episode: only the step items can be scored
-    metric = "call_f1"  # P on this benchmark (benchmarks/replay_scoring.py)
+    metric = "call_f1"  # P on this benchmark (benchmarks/replay/scoring.py)
 
     def __init__(self, corpus, seed: int = DEFAULT_SEED, holdout: float = DEFAULT_HOLDOUT, fmt: str = "auto",
                  include_failed: bool = False, allow_test: bool = False, on_error: str = "abort",
@@ -173,7 +173,7 @@ class ReplayBenchmark:
         return same_calls(calls, item.gold)
 
     def judge_calls(self, item: StepItem, calls: list, format_error: str | None) -> dict:
-        """{verdict, why, tp, fp, fn} of one answer at `item` (benchmarks/replay_scoring.py)."""
+        """{verdict, why, tp, fp, fn} of one answer at `item` (benchmarks/replay/scoring.py)."""
         offered = [(t.get("function") or t).get("name") for t in item.tools]
         return replay_scoring.judge_calls(item.gold, calls, format_error, offered)
 
@@ -181,6 +181,3 @@ class ReplayBenchmark:
         """The scored held-out records of `tasks` as trajectory records (replay_scoring.episodes)."""
         items = [i for t in tasks for i in self.step_items(t)]
         return replay_scoring.episodes(self.records, items, steps, {t.id: t.category for t in tasks})
-
-
-register(NAME, ReplayBenchmark)

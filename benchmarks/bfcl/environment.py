@@ -1,0 +1,131 @@
+"""BFCL-V4 as environments (`benchmarks.environment`): multi-turn ("bfcl") and single-turn
+("bfcl-single"). Both share the ctx.env scenario folder (benchmarks/bfcl/scenarios.py), the
+leakage rows of this folder (benchmarks/bfcl/leakage.py) and the official checkers' error types;
+only multi-turn rebuilds a scenario for the `state_match` reward. Everything of bfcl-eval is
+imported inside the methods: importing this module is cheap.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any, Mapping
+
+# BFCL's official checkers' error types → the diagnosis's failure families (evolver/diagnose.py,
+# rules 2–11 of its docstring); first match wins, "a|b" is chosen by the trajectory's shape.
+CHECKER_RULES = (
+    (r"decoder_wrong_output_format|^ast_checker:exception", "unparseable_call"),
+    (r"decoder_failed", "missing_call"),
+    (r"irrelevance_error:decoder_success", "unwanted_call"),
+    (r"force_terminated", "step_limit|premature_stop"),
+    (r"empty_turn_model_response", "empty_turn"),
+    (r"instance_state_mismatch", "state_mismatch"),
+    (r"execution_response_mismatch", "missing_output"),
+    (r"wrong_func_name", "unknown_tool|wrong_tool"),
+    (r"wrong_count", "wrong_call_count"),
+    (r"missing_required|unexpected_param|missing_optional|type_error|value_error|checker:unclear|cannot_find_match",
+     "bad_arguments"),
+)
+
+
+def category_of(task_id: str) -> str:
+    """A task's category as the corpus names its environment variant: simple_python_3 →
+    simple_python, multi_turn_base_12 → base."""
+    return re.sub(r"^multi_turn_", "", re.sub(r"_\d+$", "", task_id))
+
+
+@functools.lru_cache(maxsize=8)
+def _multi_turn_tasks(category: str) -> dict:
+    from benchmarks.bfcl.backends import MULTI_TURN_CATEGORIES, load_tasks
+
+    return load_tasks(category) if category in MULTI_TURN_CATEGORIES else {}
+
+
+class _BFCL:
+    executable = True
+    metrics = ("task_success", "turn_pass", "step_accuracy")
+    export_group = "bfcl"
+
+    def export_scenarios(self, named: Mapping[str, set]) -> tuple[dict, dict]:
+        from benchmarks.bfcl.scenarios import export
+
+        return export(named)
+
+    def leakage_key(self) -> bytes:
+        from benchmarks.bfcl import leakage
+
+        return leakage.key()
+
+    def rebuilds(self, env: Mapping) -> bool:
+        return False
+
+    def reward_episode(self, env: Mapping, functions: list | None) -> Any:
+        raise ValueError(f"{self.name} rebuilds no scenario for a reward")
+
+    def reward_error(self, env: Mapping) -> str | None:
+        return None
+
+    def checker_rules(self) -> tuple:
+        return CHECKER_RULES
+
+    def category_of(self, task_id: str) -> str:
+        return category_of(task_id)
+
+
+class MultiTurnEnvironment(_BFCL):
+    """BFCL-V4 multi-turn: stateful backends, per-turn checks, the `state_match` reward."""
+
+    name = "bfcl"
+    env_tag = "bfcl_multi_turn"
+
+    def benchmark(self, **options: Any):
+        from benchmarks.bfcl.multi_turn import MultiTurnBenchmark
+
+        return MultiTurnBenchmark(**options)
+
+    def leakage_rows(self):
+        from benchmarks.bfcl import leakage
+
+        return leakage.multi_turn_rows()
+
+    def rebuilds(self, env: Mapping) -> bool:
+        return "task_id" in env   # else state_match falls back to tool_call_match
+
+    def reward_episode(self, env: Mapping, functions: list | None) -> Any:
+        """Fresh backends of the task `env` names (KeyError when it names none)."""
+        from benchmarks.bfcl.backends import Episode
+
+        return Episode(_multi_turn_tasks("multi_turn_" + env.get("variant", "base"))[env["task_id"]], functions=functions)
+
+    def reward_error(self, env: Mapping) -> str | None:
+        if not self.rebuilds(env):
+            return None
+        from base.text import printable
+        from sandbox.checker import MAX_REASON_CHARS
+
+        variant, task_id = env.get("variant", "base"), env["task_id"]
+
+        def short(value: object) -> str:   # what the candidate wrote, as the checker quotes it
+            return printable(repr(value), MAX_REASON_CHARS)
+
+        if not isinstance(variant, str) or not _multi_turn_tasks(f"multi_turn_{variant}"):
+            return f"meta.env.variant: {short(variant)} is not a BFCL multi-turn category"
+        if not isinstance(task_id, str) or task_id not in _multi_turn_tasks(f"multi_turn_{variant}"):
+            return f"meta.env.task_id: {short(task_id)} is not a task of BFCL multi_turn_{variant}"
+        return None
+
+
+class SingleTurnEnvironment(_BFCL):
+    """BFCL-V4 single-turn (non-live AST categories): calls judged by the official AST checker."""
+
+    name = "bfcl-single"
+    env_tag = "bfcl_single_turn"
+
+    def benchmark(self, **options: Any):
+        from benchmarks.bfcl.single_turn import SingleTurnBenchmark
+
+        return SingleTurnBenchmark(**options)
+
+    def leakage_rows(self):
+        from benchmarks.bfcl import leakage
+
+        return leakage.single_turn_rows()

@@ -1,0 +1,103 @@
+"""The seam between the project and an environment: what an environment implements.
+
+An environment is everything the project knows about one benchmark domain (BFCL single-turn,
+BFCL multi-turn, the trajectory-replay benchmark, …): its tasks and splits, its episodes and
+their official scoring, the scenarios `ctx.env` rebuilds in the sandbox, the leakage index the
+host checks artifacts against, the RL reward that re-executes a scenario, and the failure
+families and task categories the diagnosis and the offline proposer read. The rest of the
+project reaches that knowledge only through this interface and `benchmarks.registry`; nothing
+outside an environment's folder imports its private names. (GEPA's adapter is the model: one
+small interface, the domain behind it.)
+
+An environment is a class with these attributes and methods; everything heavy (the benchmark's
+data, an evaluation package) is imported inside the methods, so importing the module that
+defines it stays cheap. Optional capabilities answer "none" rather than raise:
+
+    name            str: the registry name (`--benchmark NAME`), e.g. "bfcl"
+    env_tag         str | None: `meta.env.benchmark` of its tasks and of the corpus records whose
+                    scenario it can rebuild ("bfcl_multi_turn"); None for an environment without one
+    executable      bool: its tasks run as episodes an agent acts in; False when the dev set is the
+                    corpus's own held-out tenth, scored step by step (the replay benchmark)
+    metrics         tuple[str, ...]: the P metrics it scores, the default first
+    export_group    str | None: environments that share one scenario folder (BFCL's two share the
+                    sandbox's ctx.env runtime) name the same group; None: no ctx.env scenarios
+
+    benchmark(**options) -> benchmarks.base.Benchmark
+        tasks per split, episodes, official scoring, step items (`benchmarks/base.py`).
+    export_scenarios(named: {env_tag: {task_id}}) -> (files {relative path: bytes}, summary dict)
+        the ctx.env scenario folder for the train-split tasks that corpus records name, over every
+        env_tag of its export_group; no dev or test task may appear in it (sandbox/simenv/export.py).
+    leakage_rows() -> iterable of GoldRow; leakage_key() -> bytes
+        the requests and gold calls of its tasks, every split (the host keeps those of dev and
+        test minus what train shares, sandbox/leakage.py); the key changes whenever the rows may.
+    rebuilds(env: meta.env) -> bool
+        whether the `state_match` RL reward rebuilds this record's scenario (else it falls back to
+        `tool_call_match`); False for an environment without one.
+    reward_episode(env: meta.env, functions: [str] | None) -> RewardEpisode
+        the record's scenario rebuilt with fresh state (`rebuilds(env)` holds), offering
+        `functions` (all when None), for the `state_match` reward (trainer/rewards.py).
+    reward_error(env: meta.env) -> str | None
+        why `reward_episode` would fail on this meta.env, one sentence (checked on the host as the
+        artifacts are, sandbox/checker.py); None when it would not or `rebuilds(env)` is False.
+    checker_rules() -> ((error-type regex, family), ...)
+        how its official checker's error types map to the diagnosis's failure families; a family
+        "a|b" lets the diagnosis choose by the trajectory's shape (evolver/diagnose.py).
+    category_of(task_id: str) -> str
+        the category of one of its tasks, as corpus records name it in `meta.env.variant`.
+
+Adding one: a folder under benchmarks/ with a class implementing the above, and one line in
+`benchmarks/registry.py`.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, NamedTuple, Protocol, runtime_checkable
+
+from benchmarks.base import Benchmark
+
+
+class GoldRow(NamedTuple):
+    """One task as the leakage guard sees it: its split, id, user request texts and gold calls
+    (each a `call_key(name, arguments)` string, in order). `multi`: the calls are a sequence to
+    find as a contiguous run (multi-turn); else one assistant message's set of calls."""
+
+    split: str
+    task_id: str
+    texts: list
+    calls: tuple
+    multi: bool
+
+
+@runtime_checkable
+class RewardEpisode(Protocol):
+    def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> str:
+        """Execute one call (literal arguments); its observation; never raises."""
+
+    def state(self) -> Any:
+        """The scenario's state now, comparable with ==."""
+
+
+@runtime_checkable
+class Environment(Protocol):
+    name: str
+    env_tag: str | None
+    executable: bool
+    metrics: tuple
+    export_group: str | None
+
+    def benchmark(self, **options: Any) -> Benchmark: ...
+
+    def export_scenarios(self, named: Mapping[str, set]) -> tuple[dict, dict]: ...
+
+    def leakage_rows(self) -> Iterable[GoldRow]: ...
+
+    def leakage_key(self) -> bytes: ...
+
+    def rebuilds(self, env: Mapping) -> bool: ...
+
+    def reward_episode(self, env: Mapping, functions: list | None) -> RewardEpisode: ...
+
+    def reward_error(self, env: Mapping) -> str | None: ...
+
+    def checker_rules(self) -> tuple: ...
+
+    def category_of(self, task_id: str) -> str: ...

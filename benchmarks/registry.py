@@ -1,0 +1,64 @@
+"""The one registry of environments: name → the class implementing `benchmarks.environment`.
+
+    get(name)                 the environment registered under `name` (UserError when unknown)
+    names()                   every registered name, in registration order
+    environments()            every environment, in registration order (the leakage index and the
+                              ctx.env export walk them in this order)
+    by_tag(tag)               the environment whose tasks carry `meta.env.benchmark == tag`, or None
+    get_benchmark(name, **o)  get(name).benchmark(**o): its tasks, episodes and scoring
+    NO_ENVIRONMENT            the environment a corpus without a known one is evaluated on
+
+Entries are "module:Class" strings imported on first use, so this module (the seam the sandbox
+and the trainer import) loads no environment until one is asked for. A new environment is a
+folder under benchmarks/ and one line here.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+from base.errors import UserError
+from benchmarks.base import Benchmark
+from benchmarks.environment import Environment
+
+ENVIRONMENTS = {
+    "bfcl": "benchmarks.bfcl.environment:MultiTurnEnvironment",
+    "bfcl-single": "benchmarks.bfcl.environment:SingleTurnEnvironment",
+    "replay": "benchmarks.replay.environment:ReplayEnvironment",
+}
+NO_ENVIRONMENT = "replay"
+
+
+def names() -> list[str]:
+    return list(ENVIRONMENTS)
+
+
+@functools.cache
+def _load(name: str) -> Environment:
+    module, attr = ENVIRONMENTS[name].split(":")
+    return getattr(importlib.import_module(module), attr)()
+
+
+def get(name: str) -> Environment:
+    """The environment registered under `name`."""
+    if name not in ENVIRONMENTS:
+        raise UserError(f"unknown benchmark {name!r} (known: {', '.join(sorted(ENVIRONMENTS))})")
+    return _load(name)
+
+
+def environments() -> list[Environment]:
+    return [_load(name) for name in ENVIRONMENTS]
+
+
+def by_tag(tag: Any) -> Environment | None:
+    """The environment whose records name it in `meta.env.benchmark`, or None."""
+    if not isinstance(tag, str):
+        return None
+    return next((e for e in environments() if e.env_tag == tag), None)
+
+
+def get_benchmark(name: str, **options: Any) -> Benchmark:
+    """Build the benchmark of the environment registered under `name` (options go to it, e.g.
+    allow_test=True)."""
+    return get(name).benchmark(**options)

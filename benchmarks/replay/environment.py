@@ -1,0 +1,49 @@
+"""The replay benchmark as an environment (`benchmarks.environment`): a user's corpus without an
+executable environment. Its dev set is the corpus's own held-out tenth, scored step by step with
+call_f1 (no episodes); it has no ctx.env scenarios, no gold tasks of its own for the leakage guard
+(the held-out records never reach the sandbox), and no scenario for the `state_match` reward. Its
+judge names a failure family directly in the error type (`replay:<family>`, read by
+evolver/diagnose.py), so it has no checker rules.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+
+class ReplayEnvironment:
+    name = "replay"
+    env_tag = None
+    executable = False
+    metrics = ("call_f1",)
+    export_group = None
+
+    def benchmark(self, **options: Any):
+        from benchmarks.replay.benchmark import ReplayBenchmark
+
+        return ReplayBenchmark(**options)
+
+    def export_scenarios(self, named: Mapping[str, set]) -> tuple[dict, dict]:
+        return {}, {}
+
+    def leakage_rows(self):
+        return ()
+
+    def leakage_key(self) -> bytes:
+        return b""
+
+    def rebuilds(self, env: Mapping) -> bool:
+        return False
+
+    def reward_episode(self, env: Mapping, functions: list | None) -> Any:
+        raise ValueError("the replay benchmark rebuilds no scenario for a reward")
+
+    def reward_error(self, env: Mapping) -> str | None:
+        return None
+
+    def checker_rules(self) -> tuple:
+        return ()
+
+    def category_of(self, task_id: str) -> str:
+        """A held-out record's id without a trailing number (as for BFCL's task ids)."""
+        return re.sub(r"^multi_turn_", "", re.sub(r"_\d+$", "", task_id))
