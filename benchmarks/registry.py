@@ -26,6 +26,7 @@ ENVIRONMENTS = {
     "bfcl": "benchmarks.bfcl.environment:MultiTurnEnvironment",
     "bfcl-single": "benchmarks.bfcl.environment:SingleTurnEnvironment",
     "replay": "benchmarks.replay.environment:ReplayEnvironment",
+    "scienceworld": "benchmarks.scienceworld.environment:ScienceWorldEnvironment",
 }
 NO_ENVIRONMENT = "replay"
 

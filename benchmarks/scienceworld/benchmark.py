@@ -29,7 +29,7 @@ from collections import OrderedDict
 from typing import Mapping, Sequence
 
 from base.errors import UserError
-from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split, register
+from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split
 from benchmarks.scienceworld import actions as act
 from benchmarks.scienceworld import catalog, simulator
 
@@ -242,4 +242,3 @@ def _runs(actions: list[str]):
         yield run
 
 
-register(NAME, ScienceWorldBenchmark)
