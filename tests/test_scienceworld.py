@@ -136,3 +136,25 @@ def test_step_items_judge_the_gold_action_right_and_another_wrong():
     assert bench.judge_step(item, copy.deepcopy(item.gold))
     assert not bench.judge_step(item, [{"name": "act", "arguments": '{"action": "inventory"}'}])
     assert not bench.judge_step(item, [])
+
+
+def test_the_leakage_guard_refuses_a_dev_tasks_text_and_gold_run_and_passes_train_records():
+    from sandbox.checker import CandidateRejected
+    from sandbox.leakage import check_record
+
+    entries = catalog.entries()
+    train_texts = {entries[i]["description"] for i in catalog.split_ids("train")}
+    dev = next(entries[i] for i in catalog.split_ids("dev") if entries[i]["description"] not in train_texts)
+    text = act.user_text(dev["description"], dev["observation"])
+    asked = {"id": "leak-1", "tools": [act.ACT_TOOL],
+             "messages": [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]}
+    with pytest.raises(CandidateRejected, match=dev["id"]):
+        check_record("sft", asked)
+    acted = {"id": "leak-2", "tools": [act.ACT_TOOL],
+             "messages": act.render("Do the task.", dev["gold"], [s["observation"] for s in dev["trace"]])}
+    with pytest.raises(CandidateRejected, match=f"gold call sequence of dev task {dev['id']}"):
+        check_record("sft", acted)
+    with pytest.raises(CandidateRejected, match=dev["id"]):
+        check_record("memory", {"id": "leak-3", "key": "science", "content": f"Remember: {dev['description']}"})
+    for record in corpus.build("labeled", limit=3)[0]:
+        check_record("sft", {"id": record["id"], "messages": record["messages"], "tools": record["tools"]})
