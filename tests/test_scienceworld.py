@@ -116,7 +116,7 @@ def test_the_corpus_build_is_deterministic_honest_and_train_only(tmp_path):
     assert all(r["outcome"] == {"success": True, "reward": 1.0} for r in labeled)
 
 
-def test_ctx_env_scenarios_hold_train_tasks_only():
+def test_ctx_env_scenarios_hold_train_tasks_only_and_the_sandboxs_ctx_env_reads_them(tmp_path):
     train, dev = catalog.split_ids("train")[0], catalog.split_ids("dev")[0]
     files, summary = scenarios.export({"scienceworld": {train, dev}})
     doc = json.loads(files[scenarios.SCENARIOS_FILE])
@@ -125,6 +125,19 @@ def test_ctx_env_scenarios_hold_train_tasks_only():
     assert catalog.entries()[dev]["observation"] not in text or catalog.entries()[dev]["observation"] in \
         catalog.entries()[train]["observation"]
     assert scenarios.export({"bfcl_multi_turn": {"multi_turn_base_0"}}) == ({}, {})
+    # the sandbox's own ctx.env reads the folder: the train scenario is there, with the act tool
+    from sandbox.simenv.environment import Environment
+
+    folder = tmp_path / "env"
+    folder.mkdir()
+    (folder / scenarios.SCENARIOS_FILE).write_bytes(files[scenarios.SCENARIOS_FILE])
+    env = Environment(folder)
+    meta = {"benchmark": "scienceworld", "task_id": train, "variant": catalog.entries()[train]["task"]}
+    assert env.task_ids("scienceworld") == [train] and not env.has({**meta, "task_id": dev})
+    scenario = env.start(meta)
+    assert not scenario.executable and scenario.tools == [act.ACT_TOOL]
+    assert scenario.check_call({"function": {"name": "act", "arguments": '{"action": "look around"}'}}) is None
+    assert scenario.check_call({"function": {"name": "act", "arguments": '{"verb": 1}'}}) is not None
 
 
 def test_step_items_judge_the_gold_action_right_and_another_wrong():
