@@ -1,27 +1,31 @@
-"""`curateevo corpus build bfcl|bfcl-single --setting labeled|wild --out D [--seed N] [--max-records N]`: the default
-raw corpora, from the benchmark's train split only (benchmarks/bfcl/corpus_builder.py)."""
+"""`curateevo corpus build NAME --setting labeled|wild --out D [--seed N] [--max-records N]`: the default
+raw corpora, from an environment's train split only (`benchmarks.environment`: build_corpus; every
+registered environment with `corpus_settings`, BFCL's in benchmarks/bfcl/corpus_builder.py)."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from base.errors import positive_int
+from base.errors import UserError, positive_int
+from benchmarks import registry
 
-BENCHMARKS = ("bfcl", "bfcl-single")
-SETTINGS = ("labeled", "wild")
+
+def _builders() -> list[str]:
+    return [name for name in registry.names() if registry.get(name).corpus_settings]
 
 
 def cmd_corpus_build(args) -> int:
-    from benchmarks.bfcl import corpus_builder
+    environment = registry.get(args.benchmark)
+    if args.setting not in environment.corpus_settings:
+        raise UserError(f"--setting {args.setting}: {args.benchmark} builds {', '.join(environment.corpus_settings)}")
 
     def say(text: str) -> None:
         if not args.quiet:
             print(f"  {text}", file=sys.stderr, flush=True)
 
     say(f"building the {args.setting} {args.benchmark} corpus (train split, seed {args.seed}) into {args.out}")
-    info = corpus_builder.write(args.out, args.benchmark, args.setting, args.seed,
-                                variants=args.categories, limit=args.limit, progress=say,
-                                max_records=args.max_records)
+    info = environment.build_corpus(args.out, args.setting, args.seed, categories=args.categories, limit=args.limit,
+                                    progress=say, max_records=args.max_records)
     print(f"{info['records']} records from {info['tasks']} train tasks, {info['success']} successful, "
           f"{info['bytes'] / 1e6:.1f} MB in {info['seconds']:.1f} s")
     print("by category: " + ", ".join(f"{k} {v}" for k, v in info["by_variant"].items()))
@@ -30,7 +34,7 @@ def cmd_corpus_build(args) -> int:
               + ", ".join(f"{k} {v}" for k, v in info["noise"].items()))
     if info.get("skipped_unaccepted_gold"):
         print(f"left out (gold answer not accepted by the checker): {', '.join(info['skipped_unaccepted_gold'])}")
-    print(f"corpus: {Path(args.out) / corpus_builder.CORPUS_FILE}")
+    print(f"corpus: {Path(args.out) / info['file']}")
     return 0
 
 
@@ -38,8 +42,9 @@ def add_cli(subparsers) -> None:
     p = subparsers.add_parser("corpus", help="build the default raw corpora")
     sub = p.add_subparsers(dest="corpus_command", required=True, metavar="ACTION")
     b = sub.add_parser("build", help="build a raw corpus from a benchmark's train split")
-    b.add_argument("benchmark", choices=BENCHMARKS)
-    b.add_argument("--setting", required=True, choices=SETTINGS,
+    builders = _builders()
+    b.add_argument("benchmark", choices=builders)
+    b.add_argument("--setting", required=True, choices=sorted({s for n in builders for s in registry.get(n).corpus_settings}),
                    help="labeled: executed ground truth; wild: seeded realistic noise, outcomes judged honestly")
     b.add_argument("--out", required=True, type=Path,
                    help="output directory (corpus.jsonl, build.json, and noise_labels.json for wild)")

@@ -21,9 +21,16 @@ defines it stays cheap. Optional capabilities answer "none" rather than raise:
     metrics         tuple[str, ...]: the P metrics it scores, the default first
     export_group    str | None: environments that share one scenario folder (BFCL's two share the
                     sandbox's ctx.env runtime) name the same group; None: no ctx.env scenarios
+    corpus_settings tuple[str, ...]: the settings of the raw corpus it builds from its train split
+                    ("labeled", "wild"); () when it builds none
 
     benchmark(**options) -> benchmarks.base.Benchmark
         tasks per split, episodes, official scoring, step items (`benchmarks/base.py`).
+    build_corpus(out, setting, seed, *, categories, limit, progress, max_records) -> info dict
+        write a raw corpus of its train split into `out` (`curateevo corpus build NAME`); the info
+        holds "records", "tasks", "success", "bytes", "seconds", "by_variant" and "file" (its name).
+    default_corpus(root, setting, seed, max_records) -> Path
+        the corpus file of that build, made once under `root` (a run without --corpus).
     export_scenarios(named: {env_tag: {task_id}}) -> (files {relative path: bytes}, summary dict)
         the ctx.env scenario folder for the train-split tasks that corpus records name, over every
         env_tag of its export_group; no dev or test task may appear in it (sandbox/simenv/export.py).
@@ -50,6 +57,7 @@ Adding one: a folder under benchmarks/ with a class implementing the above, and 
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple, Protocol, runtime_checkable
 
 from benchmarks.base import Benchmark
@@ -83,8 +91,13 @@ class Environment(Protocol):
     executable: bool
     metrics: tuple
     export_group: str | None
+    corpus_settings: tuple
 
     def benchmark(self, **options: Any) -> Benchmark: ...
+
+    def build_corpus(self, out: Path, setting: str, seed: int, **options: Any) -> dict: ...
+
+    def default_corpus(self, root: Path, setting: str, seed: int, max_records: int | None) -> Path: ...
 
     def export_scenarios(self, named: Mapping[str, set]) -> tuple[dict, dict]: ...
 

@@ -26,7 +26,6 @@ from typing import Any, Iterable
 from base.errors import UserError
 from base.files import atomic_write, is_empty_or_missing, sha256_file
 
-BENCHMARKS = ("bfcl", "bfcl-single", "replay")
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
 
 
@@ -93,8 +92,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     the tasks' gold calls (benchmarks/gold_likelihood.py; a local transformers policy only)."""
     from benchmarks import memory as memory_mod
     from benchmarks import metrics as metrics_mod
-    from benchmarks import replay_benchmark  # noqa: F401 -- registers "replay"
-    from benchmarks import runner
+    from benchmarks import registry, runner
     from benchmarks.base import check_split
     from benchmarks.registry import get_benchmark
     from trainer import chat_format as cf
@@ -115,12 +113,12 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     out = Path(out)
     _check_out(out)
     options: dict[str, Any] = {"allow_test": True} if allow_test else {}
-    if benchmark == "replay":
+    if not registry.get(benchmark).executable:   # its dev set is a corpus's own held-out tenth
         if not corpus:
-            raise UserError("--benchmark replay needs --corpus FILE (the raw corpus to hold 10% out of)")
+            raise UserError(f"--benchmark {benchmark} needs --corpus FILE (the raw corpus to hold 10% out of)")
         options.update(corpus=corpus, on_error=corpus_on_error, tools=corpus_tools)
     elif corpus:
-        raise UserError(f"--corpus is for --benchmark replay; {benchmark} brings its own tasks")
+        raise UserError(f"--corpus is for --benchmark {registry.NO_ENVIRONMENT}; {benchmark} brings its own tasks")
     bench = get_benchmark(benchmark, **options)
     executable = getattr(bench, "executable", True)
     episodes = episodes and executable

@@ -7,6 +7,7 @@
     by_tag(tag)               the environment whose tasks carry `meta.env.benchmark == tag`, or None
     get_benchmark(name, **o)  get(name).benchmark(**o): its tasks, episodes and scoring
     NO_ENVIRONMENT            the environment a corpus without a known one is evaluated on
+    DEFAULT_CORPUS            the environment whose default corpus a run without one builds
 
 Entries are "module:Class" strings imported on first use, so this module (the seam the sandbox
 and the trainer import) loads no environment until one is asked for. A new environment is a
@@ -29,6 +30,7 @@ ENVIRONMENTS = {
     "scienceworld": "benchmarks.scienceworld.environment:ScienceWorldEnvironment",
 }
 NO_ENVIRONMENT = "replay"
+DEFAULT_CORPUS = "bfcl"   # whose corpus a run builds when its benchmark builds none and no --corpus is given
 
 
 def names() -> list[str]:

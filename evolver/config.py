@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
 from base.errors import UserError
+from benchmarks import registry
 
-BENCHMARKS = ("bfcl-single", "bfcl", "replay")
+BENCHMARKS = tuple(registry.names())   # the registered environments (benchmarks/registry.py)
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
 ABLATIONS = ("no-effectiveness", "no-efficiency", "no-sft", "no-rl", "no-memory")
 DIAGNOSES = ("rules", "rules+llm")
@@ -431,10 +432,12 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     llm = llm_mapping(o)
     proposer = o["proposer"] or ("agent" if llm else "offline")
     benchmark = o["benchmark"] or corpus_kind or "bfcl-single"
-    metric = o["metric"] or ("call_f1" if benchmark == "replay" else _field_default("metric"))
-    if (metric == "call_f1") != (benchmark == "replay"):
-        raise UserError(f"--metric {metric} on {benchmark}: call_f1 is the replay benchmark's P and only its "
-                        "(step_accuracy there counts every text step right whatever the model writes)")
+    metrics = registry.get(benchmark).metrics if benchmark in BENCHMARKS else (_field_default("metric"),)
+    metric = o["metric"] or metrics[0]
+    if metric not in metrics and metric in METRICS:
+        raise UserError(f"--metric {metric} on {benchmark}: it scores {', '.join(metrics)}; call_f1 is the replay "
+                        "benchmark's P and only its (step_accuracy there counts every text step right whatever "
+                        "the model writes)")
     base = o["base"] or get_profile(o["profile"]).base
     if o["seeds"] < 1:
         raise UserError(f"--seeds must be at least 1, not {o['seeds']}")

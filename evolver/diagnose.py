@@ -48,6 +48,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Mapping, Sequence
 
+from benchmarks import registry
 from evolver import signals as sig
 from evolver.signals import calls_of as _calls, task_id_of
 
@@ -79,20 +80,10 @@ FAMILIES = {
     "step_limit": ("the agent hit the step limit of a turn", "drop trajectories that loop; shorter decision segments"),
     "unclassified": ("the checker failed the task for a reason no rule names", "drop failed trajectories"),
 }
-# The checker rules 2–11 of the module docstring: (error-type pattern, family), first match wins.
-CHECKER_RULES = (
-    (r"decoder_wrong_output_format|^ast_checker:exception", "unparseable_call"),
-    (r"decoder_failed", "missing_call"),
-    (r"irrelevance_error:decoder_success", "unwanted_call"),
-    (r"force_terminated", "step_limit|premature_stop"),
-    (r"empty_turn_model_response", "empty_turn"),
-    (r"instance_state_mismatch", "state_mismatch"),
-    (r"execution_response_mismatch", "missing_output"),
-    (r"wrong_func_name", "unknown_tool|wrong_tool"),
-    (r"wrong_count", "wrong_call_count"),
-    (r"missing_required|unexpected_param|missing_optional|type_error|value_error|checker:unclear|cannot_find_match",
-     "bad_arguments"),
-)
+# The checker rules 2–11 of the module docstring: (error-type pattern, family), first match wins. Each
+# environment maps its official checker's error types (`benchmarks.environment`: checker_rules;
+# BFCL's in benchmarks/bfcl/environment.py); taken in registry order, each rule once.
+CHECKER_RULES = tuple(dict.fromkeys(rule for e in registry.environments() for rule in e.checker_rules()))
 _RULES = tuple((re.compile(p), f) for p, f in CHECKER_RULES)
 UNKNOWN = re.compile(r"not defined|unknown (tool|function)|not (offered|available)|no such (tool|function)", re.I)
 ERROR = re.compile(r"^\s*(\{\s*\"error\"|error|Error during execution|Traceback)|'error':|\"error\":", re.I)

@@ -21,7 +21,7 @@ from pydantic_core import from_json   # pydantic's JSON parser: 2.6× json.loads
 
 from evolver.diagnose import families
 from base.files import read_jsonl
-from evolver.proposers.offline import category_of
+from evolver.proposers.offline import categorizer
 from evolver.store import RunStore
 
 BUILDERS = ("sft_record", "rl_record", "memory_record")   # a record's plain making, not an operator's choice
@@ -121,9 +121,9 @@ def _per_op(records: Iterable[Mapping]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _near(task: str, tools: set[str], records: Sequence[Mapping]) -> dict[str, dict]:
+def _near(task: str, category: str, tools: set[str], records: Sequence[Mapping]) -> dict[str, dict]:
     """Per operator, the records sharing the task's category or one of its tools: count, examples."""
-    category, out = category_of(task), {}
+    out = {}
     for r in records:
         if r["category"] == category or tools & r["tools"]:
             got = out.setdefault(r["maker"], {"count": 0, "ids": []})
@@ -156,6 +156,7 @@ def outcome_delta(store: RunStore, epoch: int, seeds: Sequence[int], rows: Seque
     added, removed, changed = record_changes(store.epoch_dir(parent["epoch"]) / "artifacts",
                                              store.epoch_dir(epoch) / "artifacts")
     fixed, broken = [], []
+    category_of = categorizer(store.config.get("benchmark"))
     for seed in seeds:
         old, new = evaluated_tasks(store, parent["epoch"], seed), evaluated_tasks(store, epoch, seed)
         for task in sorted(old.keys() & new.keys()):
@@ -163,10 +164,11 @@ def outcome_delta(store: RunStore, epoch: int, seeds: Sequence[int], rows: Seque
             if was == now:
                 continue
             tools = {t["function"]["name"] for t in new[task].get("tools") or () if "function" in t}
-            row = {"task": task, "seed": seed, "category": category_of(task),
+            category = category_of(task)
+            row = {"task": task, "seed": seed, "category": category,
                    "family_before": failure_family(old[task]), "family_after": failure_family(new[task]),
-                   "near": {"added": _near(task, tools, added), "removed": _near(task, tools, removed),
-                            "changed": _near(task, tools, changed)}}
+                   "near": {"added": _near(task, category, tools, added), "removed": _near(task, category, tools, removed),
+                            "changed": _near(task, category, tools, changed)}}
             (fixed if now else broken).append(row)
     return {"epoch": epoch, "parent": parent["epoch"], "accepted": bool(decision.get("accepted")),
             "P": decision.get("P"), "parent_P": parent.get("P"), "edits": list(decision.get("edits") or ()),

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from statistics import fmean
 
+from benchmarks import registry
 from evolver.acceptance import Scores, make_rule
 from evolver.config import RunConfig
 from evolver.diagnose import diagnose, rejected_lesson
@@ -75,9 +76,10 @@ class Epochs:
     @functools.cached_property
     def corpus(self):
         """What the strategy sees: the raw corpus, less its held-out dev tenth when the dev
-        benchmark is the corpus's own (replay): those records never reach the sandbox."""
+        benchmark is the corpus's own (an environment that is not executable, replay): those records
+        never reach the sandbox."""
         corpus = load_corpus(list(self.cfg.corpus), on_error=self.cfg.on_error, tools=self.cfg.tools or None)
-        return train_part(corpus) if self.cfg.benchmark == "replay" else corpus
+        return corpus if registry.get(self.cfg.benchmark).executable else train_part(corpus)
 
     @functools.cached_property
     def executor(self):
@@ -202,7 +204,7 @@ class Epochs:
 
     @property
     def samples_rollouts(self) -> bool:
-        return self.cfg.boundary_samples > 1 and self.cfg.benchmark != "replay"   # replay has no episodes
+        return self.cfg.boundary_samples > 1 and registry.get(self.cfg.benchmark).executable   # else no episodes
 
     def decide(self, epoch: int, curation: dict, scores: list[dict], edits: list[str]) -> dict:
         sha = curation["commit"]
@@ -323,7 +325,7 @@ class Epochs:
                       seed=self.cfg.seed, score={k: best[k] for k in ("epoch", "P", "C", "J")},
                       budget=self.cfg.curation_budget,
                       outcomes=read_json(diag / "outcomes.json") if (diag / "outcomes.json").is_file() else (),
-                      rejected=lessons)
+                      rejected=lessons, benchmark=self.cfg.benchmark)
         out, artifacts = self.dir(epoch, "evolve"), self.dir(epoch + 1, "artifacts")
         out.mkdir(parents=True)
         phases = [p for p in ("effectiveness", "efficiency") if f"no-{p}" not in self.cfg.ablations]

@@ -11,6 +11,7 @@ from pathlib import Path
 from evolver.config import RUN_OPTIONS, RunConfig, llm_mapping, merge_options, option_values, resolve
 from base.errors import UserError, positive_int
 from base.files import read_jsonl, sha256_bytes, sha256_file
+from benchmarks import registry
 from evolver.store import RunStore
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
 from sandbox.corpus import corpus_kind, corpus_sha256, load_corpus
@@ -24,12 +25,13 @@ def say(text: str) -> None:
 
 
 def default_corpus(benchmark: str, setting: str, seed: int, max_records: int | None = None) -> list[str]:
-    """The default raw corpus of a benchmark (train split only), sized to `max_records` (the
-    profile's SFT budget, so every record ρ0 keeps is trained), built once into a cache under runs/."""
-    from benchmarks.bfcl import corpus_builder
-
-    folder = corpus_builder.cached(RUNS / "corpora", benchmark, setting, seed, max_records)
-    return [str(folder / corpus_builder.CORPUS_FILE)]
+    """The default raw corpus of a benchmark (train split only; registry.DEFAULT_CORPUS's when the
+    benchmark builds none), sized to `max_records` (the profile's SFT budget, so every record ρ0
+    keeps is trained), built once into a cache under runs/."""
+    environment = registry.get(benchmark)
+    if not environment.corpus_settings:
+        environment = registry.get(registry.DEFAULT_CORPUS)
+    return [str(environment.default_corpus(RUNS / "corpora", setting, seed, max_records))]
 
 
 def read_config_file(path: str) -> dict:
@@ -75,13 +77,14 @@ def create_run(options: dict) -> RunStore:
         loaded = load_corpus(corpus, on_error=probe.on_error, tools=probe.tools or None)
         config = resolve(options, tuple(corpus), corpus_sha256(corpus), corpus_kind(loaded.records))
     else:
-        corpus = default_corpus("bfcl-single" if probe.benchmark == "bfcl-single" else "bfcl", "wild", probe.seed,
+        corpus = default_corpus(probe.benchmark, "wild", probe.seed,
                                 probe.curation_budget["sft_examples"])
         loaded = load_corpus(corpus, tools=probe.tools or None) if probe.tools else None
         config = probe.replace(corpus=tuple(corpus), corpus_sha256=corpus_sha256(corpus))
     if loaded is not None and loaded.tools_file is not None:
         config = config.replace(tools_sha256=loaded.tools_file.sha256)
-    dev = dev_check(config) if config.benchmark == "replay" else None   # before any work: the hold-out can be judged
+    held_out = not registry.get(config.benchmark).executable   # its dev set is the corpus's held-out tenth
+    dev = dev_check(config) if held_out else None   # before any work: the hold-out can be judged
     store = RunStore.create(runs_dir / name, config.to_json())   # the loop creates the strategy workspace from ρ0
     if loaded is not None:
         corpus_notes(store, loaded)
@@ -152,13 +155,14 @@ def cmd_run(args) -> int:
         benchmark = run_config(store).benchmark
         say(f"benchmark: {benchmark} (chosen from the corpus: " + (
             "it has no environment, so P is call_f1 on its held-out tenth, which the strategy never sees)"
-            if benchmark == "replay" else "every record names this environment; --benchmark chooses another)"))
+            if not registry.get(benchmark).executable else
+            "every record names this environment; --benchmark chooses another)"))
     cfg = run_config(store)
     if options["margin"] is None:
         from evolver.config import default_margin_of
 
         say("acceptance: " + default_margin_of(options, cfg.base, cfg.benchmark)[1])
-    if cfg.benchmark != "replay":   # the instrument's calibration of this setting (bench quality --calibrate)
+    if registry.get(cfg.benchmark).executable:   # the instrument's calibration of this setting (bench quality --calibrate)
         from benchmarks.quality.calibration import run_note
         from benchmarks.quality.cli import CACHE
 

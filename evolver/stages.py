@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from benchmarks import registry
 from evolver.config import RunConfig
 from base.errors import RunFailed, UserError
 from base.files import read_json, sha256_files
@@ -131,7 +132,7 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
     memory = artifacts / "memory.jsonl"
     use_memory = "no-memory" not in cfg.ablations and _count(memory)
     doc = evaluate_to_dir(cfg.benchmark, cfg.split, out, tasks=tasks or cfg.tasks, metric=cfg.metric,
-                          corpus=list(cfg.corpus) if cfg.benchmark == "replay" else None, corpus_on_error=cfg.on_error,
+                          corpus=None if registry.get(cfg.benchmark).executable else list(cfg.corpus), corpus_on_error=cfg.on_error,
                           corpus_tools=cfg.tools or None, **sampling,
                           memory=str(memory) if use_memory else None, seed=seed,
                           policy_options={"base": cfg.base, "adapter": adapter}, progress=True,

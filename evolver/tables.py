@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 
 from base.files import read_json
+from benchmarks import registry
 from evolver.store import RunStore
 
 
@@ -145,8 +146,8 @@ def dev_notes(store: RunStore, rows: list[dict]) -> list[str]:
     stepwise = metric in ("step_accuracy", "call_f1")   # the replay metrics score step items, not episodes
     items = dev["step_items"] if stepwise else dev["episodes"]
     what = "step items" if stepwise else "episodes"
-    chosen = ("the held-out tenth of the corpus" if store.config.get("benchmark") == "replay"   # --tasks does not apply
-              else f"--tasks {tasks}")
+    held_out = not registry.get(store.config.get("benchmark", "bfcl-single")).executable   # --tasks does not apply
+    chosen = "the held-out tenth of the corpus" if held_out else f"--tasks {tasks}"
     text = (f"dev: {dev['tasks']} task(s) evaluated per epoch ({chosen}), {dev['episodes']} episodes, "
             f"{dev['step_items']} step items; P is {metric} over the {what}")
     warning = resolution_warning(items, what)

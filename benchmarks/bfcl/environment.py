@@ -44,6 +44,20 @@ class _BFCL:
     executable = True
     metrics = ("task_success", "turn_pass", "step_accuracy")
     export_group = "bfcl"
+    corpus_settings = ("labeled", "wild")
+
+    def build_corpus(self, out, setting: str, seed: int, **options: Any) -> dict:
+        from benchmarks.bfcl import corpus_builder
+
+        info = corpus_builder.write(out, self.name, setting, seed, variants=options.get("categories"),
+                                    limit=options.get("limit"), progress=options.get("progress"),
+                                    max_records=options.get("max_records"))
+        return {**info, "file": corpus_builder.CORPUS_FILE}
+
+    def default_corpus(self, root, setting: str, seed: int, max_records: int | None):
+        from benchmarks.bfcl import corpus_builder
+
+        return corpus_builder.cached(root, self.name, setting, seed, max_records) / corpus_builder.CORPUS_FILE
 
     def export_scenarios(self, named: Mapping[str, set]) -> tuple[dict, dict]:
         from benchmarks.bfcl.scenarios import export

@@ -163,6 +163,14 @@ def cmd_bench_quality(args) -> int:
     return 0
 
 
+def _with_test_splits() -> list[str]:
+    """The environments the quality table can score: those with tasks of their own (a test split) and
+    a default corpus to curate."""
+    from benchmarks import registry
+
+    return [n for n in registry.names() if registry.get(n).executable and registry.get(n).corpus_settings]
+
+
 def add_cli(sub) -> None:
     """Register `curateevo bench quality` on the main parser's subcommands."""
     bench = sub.add_parser("bench", help="benchmarks of the product itself")
@@ -170,7 +178,7 @@ def add_cli(sub) -> None:
     p = bsub.add_parser("quality", help="the paper's Tables 1 and 2: does evolved curation beat no curation?",
                         description="Train the fixed recipe on each row's curated data with several seeds and "
                                     "evaluate on a held-out, category-balanced test subset; every cell is cached.")
-    p.add_argument("--benchmark", default="bfcl-single", choices=["bfcl-single", "bfcl"], help="the benchmark whose test split scores every row")
+    p.add_argument("--benchmark", default="bfcl-single", choices=_with_test_splits(), help="the benchmark whose test split scores every row")
     p.add_argument("--wild", type=Path, help="wild corpus directory with noise_labels.json "
                                              "(default: runs/corpora/BENCHMARK-wild-seed0-maxN, sized to the profile's SFT budget N "
                                              "as `run` sizes it, built if missing)")

@@ -25,9 +25,9 @@ AUGMENT = PROJECT_ROOT / "curation_strategies" / "augment"
 def default_corpus_dir(benchmark: str, setting: str, seed: int = 0, max_records: int | None = None) -> Path:
     """The default raw corpus of a benchmark, built once where `curateevo run` builds it (sized to
     the profile's SFT budget as the run sizes it)."""
-    from benchmarks.bfcl import corpus_builder
+    from benchmarks import registry
 
-    return corpus_builder.cached(PROJECT_ROOT / "runs" / "corpora", benchmark, setting, seed, max_records)
+    return registry.get(benchmark).default_corpus(PROJECT_ROOT / "runs" / "corpora", setting, seed, max_records).parent
 
 
 def _corpus_file(folder: Path, what: str) -> Path:

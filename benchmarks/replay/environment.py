@@ -17,6 +17,13 @@ class ReplayEnvironment:
     executable = False
     metrics = ("call_f1",)
     export_group = None
+    corpus_settings = ()
+
+    def build_corpus(self, out, setting: str, seed: int, **options: Any) -> dict:
+        raise ValueError("the replay benchmark builds no corpus: it evaluates the one given")
+
+    def default_corpus(self, root, setting: str, seed: int, max_records: int | None):
+        raise ValueError("the replay benchmark builds no corpus: it evaluates the one given")
 
     def benchmark(self, **options: Any):
         from benchmarks.replay.benchmark import ReplayBenchmark

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
+from benchmarks import registry
 from evolver.proposers.brief import Brief, Outcome, Verdict
 from evolver.proposers.operators import BY_NAME, FOCUS, compose, read_genome
 
@@ -100,10 +101,11 @@ class Revision:
     edits: tuple[Edit, ...]
 
 
-def category_of(task_id: str) -> str:
-    """A task's category as the corpus names its environment variant: simple_python_3 →
-    simple_python, multi_turn_base_12 → base."""
-    return re.sub(r"^multi_turn_", "", re.sub(r"_\d+$", "", task_id))
+def categorizer(benchmark: str | None) -> Callable[[str], str]:
+    """A dev task's category as the corpus names its environment variant, by the benchmark's
+    environment (`benchmarks.environment`: category_of; BFCL: simple_python_3 → simple_python,
+    multi_turn_base_12 → base); without a benchmark, the id rule of registry.NO_ENVIRONMENT."""
+    return registry.get(benchmark or registry.NO_ENVIRONMENT).category_of
 
 
 def vocabulary(corpus) -> dict[str, set] | None:
@@ -126,8 +128,10 @@ def narrowed(categories: set, tools: set, known: Mapping | None) -> dict[str, tu
     return {"categories": tuple(sorted(categories)), "tools": tuple(sorted(tools))}
 
 
-def focus_of(motive: str, failed_points: Sequence[Mapping], signals: Mapping, known: Mapping | None = None) -> dict[str, tuple]:
+def focus_of(motive: str, failed_points: Sequence[Mapping], signals: Mapping, known: Mapping | None = None,
+             category_of: Callable[[str], str] | None = None) -> dict[str, tuple]:
     """The categories and tools a motive points at, among those the corpus has (`known`)."""
+    category_of = category_of or categorizer(None)
     categories, tools = set(), set()
     if motive == "rare":
         tools = {name for r in signals.get("rare") or () for name in r["pattern"].split(" → ") if not name.startswith("(")}
@@ -231,11 +235,12 @@ class OfflineProposer:
             raise ValueError("k must be at least 1")
         known = vocabulary(brief.corpus)
         signals = with_outcomes(brief.signals, brief.outcomes)   # what the last accepted edit broke is a motive
+        category_of = categorizer(brief.benchmark)
         stream = (self.effectiveness(brief.files, brief.failed_points, signals, brief.rejected_edits, brief.seed, known,
-                                     net_effect(brief.outcomes), brief.rejected)
+                                     net_effect(brief.outcomes), brief.rejected, category_of)
                   if phase == "effectiveness" else
                   self.efficiency(brief.files, brief.profile, brief.lam, brief.failed_points, signals,
-                                  brief.rejected_edits, known, brief.rejected))
+                                  brief.rejected_edits, known, brief.rejected, category_of))
         found, attempts = [], []
         for revision in stream:
             verdict = validate(revision.files)
@@ -252,7 +257,8 @@ class OfflineProposer:
 
     def effectiveness(self, files: Mapping[str, bytes], failed_points: Sequence[Mapping], signals: Mapping,
                       rejected: Sequence[str] = (), seed: int = 0, known: Mapping | None = None,
-                      net: Mapping[str, int] | None = None, lessons: Sequence[Mapping] = ()) -> Iterator[Revision]:
+                      net: Mapping[str, int] | None = None, lessons: Sequence[Mapping] = (),
+                      category_of: Callable[[str], str] | None = None) -> Iterator[Revision]:
         """A combined revision over the top motives first, then every single edit, motive by motive.
         Remedies whose operator's evaluated edits broke more dev tasks than they fixed (`net`, from
         the outcome deltas) are tried after the others; operators of a net-harmful rolled-back
@@ -264,7 +270,7 @@ class OfflineProposer:
         ranked = motives(failed_points, signals)
         # per motive, per remedy: its applicable settings
         net = net or {}
-        options = {m: [[e for e in _edits(remedy, m, focus_of(m, failed_points, signals, known), rng)
+        options = {m: [[e for e in _edits(remedy, m, focus_of(m, failed_points, signals, known, category_of), rng)
                         if e.key not in rejected and (e.params is None or e.op not in banned) and e.apply(genome) != genome]
                        for remedy in sorted(REMEDIES[m], key=lambda r: net.get(r[1:], 0) < 0)]
                    for m, _ in ranked}
@@ -285,7 +291,7 @@ class OfflineProposer:
 
     def efficiency(self, files: Mapping[str, bytes], profile: Mapping, lam: float, failed_points: Sequence[Mapping] = (),
                    signals: Mapping | None = None, rejected: Sequence[str] = (), known: Mapping | None = None,
-                   lessons: Sequence[Mapping] = ()) -> Iterator[Revision]:
+                   lessons: Sequence[Mapping] = (), category_of: Callable[[str], str] | None = None) -> Iterator[Revision]:
         """Single pruning edits, mildest first; focus_prune keeps what the diagnosis points at and
         what rolled-back candidates broke."""
         if lam <= 0:
@@ -294,7 +300,8 @@ class OfflineProposer:
         genome, note = self._parent(files)
         banned, broken, learned = lessons_of(lessons)
         note += learned
-        parts = [focus_of(m, failed_points, signals, known) for m, _ in motives(failed_points, signals)]
+        category_of = category_of or categorizer(None)
+        parts = [focus_of(m, failed_points, signals, known, category_of) for m, _ in motives(failed_points, signals)]
         focus = narrowed({c for f in parts for c in f["categories"]} | {category_of(t) for t in broken},
                          {t for f in parts for t in f["tools"]}, known)
         cost = (f"λ = {lam:g}; the parent curates Cost_train = {profile.get('cost_train')} turns, "
