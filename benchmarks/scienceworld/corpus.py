@@ -124,20 +124,44 @@ def _record(rid: str, entry: Mapping, actions: list[str], observations: list[str
             "meta": {"env": {"benchmark": ENV_BENCHMARK, "task_id": entry["id"], "variant": entry["task"]}}}
 
 
-def build(setting: str, seed: int = 0, *, limit: int | None = None,
+def _train_entries(categories, limit: int | None, max_records: int | None) -> list[dict]:
+    """The train entries a build reads: sorted by id; of `categories` (task types) only; with
+    `max_records`, round robin over the task types (a small corpus covers them all)."""
+    entries = [catalog.entries()[i] for i in catalog.split_ids("train")]
+    if categories:
+        unknown = sorted(set(categories) - {e["task"] for e in entries})
+        if unknown:
+            raise UserError(f"unknown ScienceWorld task type(s): {', '.join(unknown)}")
+        entries = [e for e in entries if e["task"] in set(categories)]
+    if max_records is not None:
+        types = sorted({e["task"] for e in entries})
+        rank = {tid: k for k, tid in enumerate(_round_robin([[e["id"] for e in entries if e["task"] == t] for t in types]))}
+        entries = sorted(entries, key=lambda e: rank[e["id"]])
+    return entries[:limit] if limit is not None else entries
+
+
+def _round_robin(groups: list[list[str]]) -> list[str]:
+    out = []
+    for k in range(max((len(g) for g in groups), default=0)):
+        out.extend(g[k] for g in groups if k < len(g))
+    return out
+
+
+def build(setting: str, seed: int = 0, *, limit: int | None = None, categories=None, max_records: int | None = None,
           progress: Callable[[str], None] | None = None) -> tuple[list[dict], dict, dict]:
-    """(records sorted by id, noise labels by id ({} for labeled), build info)."""
+    """(records sorted by id, noise labels by id ({} for labeled), build info). `max_records`: whole
+    train tasks, round robin over task types, while their records fit in that many."""
     if setting not in SETTINGS:
         raise UserError(f"unknown setting {setting!r} (one of {', '.join(SETTINGS)})")
-    entries = [catalog.entries()[i] for i in catalog.split_ids("train")]
-    if limit is not None:
-        entries = entries[:limit]
+    entries = _train_entries(categories, limit, max_records)
     records: dict[str, dict] = {}
     labels: dict[str, dict] = {}
     taken: set[str] = set()
     for n, entry in enumerate(entries):
         if progress:
             progress(f"{n}/{len(entries)} train tasks")
+        if max_records is not None and len(records) + (2 if setting == "wild" else 1) > max_records:
+            break
         if setting == "labeled":
             rid = f"sciworld/{entry['id']}"
             records[rid] = _record(rid, entry, entry["gold"], [s["observation"] for s in entry["trace"]],
@@ -159,7 +183,10 @@ def build(setting: str, seed: int = 0, *, limit: int | None = None,
                            **detail}
     if setting == "wild" and records:
         rng = _rng(seed, "duplicates")
-        for k, rid in enumerate(rng.sample(sorted(records), max(1, round(EXACT_DUPLICATES * len(records))))):
+        n_dup = max(1, round(EXACT_DUPLICATES * len(records)))
+        if max_records is not None:
+            n_dup = min(n_dup, max(0, max_records - len(records)))
+        for k, rid in enumerate(rng.sample(sorted(records), n_dup)):
             new = _opaque(seed, f"dup{k}", taken)
             records[new] = {**copy.deepcopy(records[rid]), "id": new}
             labels[new] = {"noise": "exact_duplicate", "task_id": labels[rid]["task_id"], "duplicate_of": rid,
@@ -172,6 +199,7 @@ def build(setting: str, seed: int = 0, *, limit: int | None = None,
         if error:
             raise RuntimeError(f"{rec['id']}: {error}")
     info = {"benchmark": "scienceworld", "setting": setting, "seed": seed, "split": "train", "limit": limit,
+            "categories": sorted(categories) if categories else None, "max_records": max_records,
             "records": len(out), "tasks": len({r["meta"]["env"]["task_id"] for r in out}),
             "success": sum(1 for r in out if r["outcome"]["success"]),
             "by_variant": dict(sorted(Counter(r["meta"]["env"]["variant"] for r in out).items())),
@@ -199,14 +227,14 @@ def write(out: Path, setting: str, seed: int = 0, **options) -> dict:
     else:
         (out / LABELS_FILE).unlink(missing_ok=True)
     atomic_write(out / BUILD_FILE, json.dumps(info, sort_keys=True, ensure_ascii=False, indent=1) + "\n")
-    return {**info, "seconds": round(time.perf_counter() - started, 2)}
+    return {**info, "seconds": round(time.perf_counter() - started, 2), "bytes": (out / CORPUS_FILE).stat().st_size}
 
 
-def cached(root: Path, setting: str = "wild", seed: int = 0, limit: int | None = None) -> Path:
+def cached(root: Path, setting: str = "wild", seed: int = 0, max_records: int | None = None) -> Path:
     """The folder of a ScienceWorld corpus under `root`, built on first use."""
-    folder = Path(root) / (f"scienceworld-{setting}-seed{seed}" + (f"-limit{limit}" if limit else ""))
+    folder = Path(root) / (f"scienceworld-{setting}-seed{seed}" + (f"-max{max_records}" if max_records else ""))
     if not (folder / CORPUS_FILE).is_file():
-        write(folder, setting, seed, limit=limit)
+        write(folder, setting, seed, max_records=max_records)
     return folder
 
 

@@ -61,11 +61,24 @@ class ScienceWorldEnvironment:
     executable = True
     metrics = ("task_success", "step_accuracy")
     export_group = "scienceworld"
+    corpus_settings = ("labeled", "wild")
 
     def benchmark(self, **options: Any):
         from benchmarks.scienceworld.benchmark import ScienceWorldBenchmark
 
         return ScienceWorldBenchmark(**options)
+
+    def build_corpus(self, out, setting: str, seed: int, **options: Any) -> dict:
+        from benchmarks.scienceworld import corpus
+
+        info = corpus.write(out, setting, seed, categories=options.get("categories"), limit=options.get("limit"),
+                            progress=options.get("progress"), max_records=options.get("max_records"))
+        return {**info, "file": corpus.CORPUS_FILE}
+
+    def default_corpus(self, root, setting: str, seed: int, max_records: int | None):
+        from benchmarks.scienceworld import corpus
+
+        return corpus.cached(root, setting, seed, max_records) / corpus.CORPUS_FILE
 
     def export_scenarios(self, named: Mapping[str, set]) -> tuple[dict, dict]:
         from benchmarks.scienceworld.scenarios import export
