@@ -19,6 +19,8 @@ defines it stays cheap. Optional capabilities answer "none" rather than raise:
     executable      bool: its tasks run as episodes an agent acts in; False when the dev set is the
                     corpus's own held-out tenth, scored step by step (the replay benchmark)
     metrics         tuple[str, ...]: the P metrics it scores, the default first
+    single_step     bool: every task is one step (single-turn), so the step-level pass would score
+                    the episodes' answers again: evaluation skips it unless P is step_accuracy
     export_group    str | None: environments that share one scenario folder (BFCL's two share the
                     sandbox's ctx.env runtime) name the same group; None: no ctx.env scenarios
     corpus_settings tuple[str, ...]: the settings of the raw corpus it builds from its train split
@@ -90,6 +92,7 @@ class Environment(Protocol):
     env_tag: str | None
     executable: bool
     metrics: tuple
+    single_step: bool
     export_group: str | None
     corpus_settings: tuple
 

@@ -90,6 +90,7 @@ class MultiTurnEnvironment(_BFCL):
 
     name = "bfcl"
     env_tag = "bfcl_multi_turn"
+    single_step = False
 
     def benchmark(self, **options: Any):
         from benchmarks.bfcl.multi_turn import MultiTurnBenchmark
@@ -133,6 +134,7 @@ class SingleTurnEnvironment(_BFCL):
 
     name = "bfcl-single"
     env_tag = "bfcl_single_turn"
+    single_step = True
 
     def benchmark(self, **options: Any):
         from benchmarks.bfcl.single_turn import SingleTurnBenchmark

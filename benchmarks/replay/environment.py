@@ -16,6 +16,7 @@ class ReplayEnvironment:
     env_tag = None
     executable = False
     metrics = ("call_f1",)
+    single_step = False
     export_group = None
     corpus_settings = ()
 
