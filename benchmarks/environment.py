@@ -48,6 +48,8 @@ defines it stays cheap. Optional capabilities answer "none" rather than raise:
     reward_error(env: meta.env) -> str | None
         why `reward_episode` would fail on this meta.env, one sentence (checked on the host as the
         artifacts are, sandbox/checker.py); None when it would not or `rebuilds(env)` is False.
+    family_prefix   str | None: an error type "<prefix><family>" names a failure family directly (the
+                    replay judge's "replay:"); None when the checker's error types need `checker_rules`
     checker_rules() -> ((error-type regex, family), ...)
         how its official checker's error types map to the diagnosis's failure families; a family
         "a|b" lets the diagnosis choose by the trajectory's shape (evolver/diagnose.py).
@@ -95,6 +97,7 @@ class Environment(Protocol):
     single_step: bool
     export_group: str | None
     corpus_settings: tuple
+    family_prefix: str | None
 
     def benchmark(self, **options: Any) -> Benchmark: ...
 

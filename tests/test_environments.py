@@ -38,6 +38,7 @@ def test_replay_has_no_environment_behind_it_and_bfcl_does():
     replay, multi, single = registry.get("replay"), registry.get("bfcl"), registry.get("bfcl-single")
     assert not replay.executable and replay.metrics == ("call_f1",) and replay.export_group is None
     assert list(replay.leakage_rows()) == [] and replay.checker_rules() == () and replay.corpus_settings == ()
+    assert replay.family_prefix == "replay:" and multi.family_prefix is None
     assert multi.executable and single.executable and multi.export_group == single.export_group
     assert multi.rebuilds({"benchmark": "bfcl_multi_turn", "task_id": "multi_turn_base_0"})
     assert not single.rebuilds({"benchmark": "bfcl_single_turn", "task_id": "simple_python_0"})

@@ -44,6 +44,7 @@ class _BFCL:
     executable = True
     metrics = ("task_success", "turn_pass", "step_accuracy")
     export_group = "bfcl"
+    family_prefix = None
     corpus_settings = ("labeled", "wild")
 
     def build_corpus(self, out, setting: str, seed: int, **options: Any) -> dict:
