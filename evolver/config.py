@@ -88,7 +88,7 @@ class RunConfig(BaseModel):
     """`run` derives the default from the measured run-to-run spread: evolver.acceptance.default_margin."""
     seeds: Annotated[tuple[int, ...], Flag(
         "train+eval seeds per candidate (>1: paired noise-aware acceptance)", option_type=Annotated[int, Field(ge=1)],
-        option_default=1, expected="at least one, no repeats")] = (0,)
+        option_default=1)] = (0,)
     """Training + evaluation seeds per candidate (`--seeds N`: 0..N-1); more than one enables the paired acceptance."""
     seed: Annotated[int, Flag("the run's seed")] = 0
     """The run's seed: curation (ctx.rng), the proposer and the acceptance resampling."""
@@ -292,7 +292,7 @@ def option_values(doc: Any, where: str) -> dict:
         option = OPTIONS_BY_DEST.get(dest)
         if option is None:
             raise UserError(f"{where}: unknown option {str(key)[:60]!r} (the long options of `curateevo run`)")
-        out[dest] = check_option(option, value, where)
+        out[dest] = check_option(option, value, where, str(key))
     return out
 
 

@@ -111,12 +111,13 @@ _ADAPTERS: dict[str, TypeAdapter] = {}
 _STRICT = ConfigDict(strict=True)
 
 
-def check_option(option: Option, value: Any, where: str) -> Any:
+def check_option(option: Option, value: Any, where: str, key: str = "") -> Any:
     """`value` of `option` checked against its declaration (type, range, choices); None stays None
-    (not given). `where` opens the sentence of a bad value: a config file, or "" for a flag."""
+    (not given). `where` opens the sentence of a bad value: a config file (`key` as written there),
+    or "" for a flag."""
     if value is None:
         return None
-    shown = f"{where}: {option.name}" if where else f"--{option.name}"
+    shown, given = (f"{where}: {key or option.name}" if where else f"--{option.name}"), value
     if option.nargs and not isinstance(value, (list, tuple)):   # a list option takes a list, even of one
         raise UserError(f"{shown} must be a list (e.g. [{repr(value)[:40]}]), not {type(value).__name__} "
                         f"{repr(value)[:60]}")
@@ -128,8 +129,8 @@ def check_option(option: Option, value: Any, where: str) -> Any:
     try:
         checked = adapter.validate_python(value)
     except ValidationError as exc:
-        raise UserError(f"{shown} must be {expected(exc.errors()[0], option.annotation)}, not "
-                        f"{_shown(value)}") from None
+        raise UserError(f"{shown} must be {expected(exc.errors()[0], option.annotation, option.flag.expected)}, "
+                        f"not {_shown(given)}") from None
     allowed = option.allowed()
     for v in (checked if option.nargs else [checked]):
         if allowed and v not in allowed:
