@@ -49,7 +49,14 @@ class Option:
     default: Any                    # None: not given (derived, or the setting has no default of its own)
     help: str
     flag: Flag
-    annotation: Any                 # the option value's type with its constraints (pydantic checks it)
+    annotation: Any                 # the option value's type with its constraints
+
+    @property
+    def adapter(self) -> TypeAdapter:
+        """pydantic's strict check of `annotation`, built on first use (a run checks few options)."""
+        if "_adapter" not in self.__dict__:
+            object.__setattr__(self, "_adapter", TypeAdapter(self.annotation, config=ConfigDict(strict=True)))
+        return self.__dict__["_adapter"]
 
     @property
     def group(self) -> str:
@@ -107,10 +114,6 @@ def _scalar(annotation: Any) -> tuple[type, bool]:
             return annotation, False
 
 
-_ADAPTERS: dict[str, TypeAdapter] = {}
-_STRICT = ConfigDict(strict=True)
-
-
 def check_option(option: Option, value: Any, where: str, key: str = "") -> Any:
     """`value` of `option` checked against its declaration (type, range, choices); None stays None
     (not given). `where` opens the sentence of a bad value: a config file (`key` as written there),
@@ -125,9 +128,8 @@ def check_option(option: Option, value: Any, where: str, key: str = "") -> Any:
         value = tuple(value) if typing.get_origin(_bare(option.annotation)) is tuple else list(value)
     if option.type is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
-    adapter = _ADAPTERS.get(option.name) or _ADAPTERS.setdefault(option.name, TypeAdapter(option.annotation, config=_STRICT))
     try:
-        checked = adapter.validate_python(value)
+        checked = option.adapter.validate_python(value)
     except ValidationError as exc:
         raise UserError(f"{shown} must be {expected(exc.errors()[0], option.annotation, option.flag.expected)}, "
                         f"not {_shown(given)}") from None
