@@ -91,6 +91,8 @@ def options_of(*models: type[BaseModel]) -> tuple[Option, ...]:
                 continue
             annotation = flag.option_type or declared_type(info)
             scalar, is_list = _scalar(annotation)
+            if scalar not in (int, float, str):   # a switch (bool) would need store_true: not generated yet
+                raise TypeError(f"{model.__name__}.{field_name}: an option takes int, float or str values")
             name = flag.name or field_name.replace("_", "-")
             default = None if flag.derived else info.get_default(call_default_factory=True) \
                 if flag.option_default is _UNSET else flag.option_default
