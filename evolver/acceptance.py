@@ -7,11 +7,13 @@ one module) plus one line in ACCEPTANCE.
 """
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
-from statistics import fmean
 from typing import Mapping, Protocol, Sequence
 
+import numpy as np
+
+from base.objective import objective
+from base.paired import RESAMPLES, paired_difference
 from benchmarks import registry
 
 
@@ -61,28 +63,25 @@ class Margin:
 
 @dataclass(frozen=True)
 class PairedBootstrap:
-    """Noise-aware: both strategies scored on the same tasks with several seeds. The per-task
-    mean differences are resampled (paired bootstrap, seeded); accept when ΔJ > margin in at
-    least `confidence` of the resamples. C is deterministic per strategy: ΔJ = ΔP − λ·ΔC."""
+    """Noise-aware: both strategies scored on the same tasks with several seeds. ΔP is resampled
+    with base.paired's crossed paired bootstrap (the tasks shared, each strategy's seeds on their
+    own: the routine the quality table's paired difference uses too); accept when ΔJ > margin in
+    at least `confidence` of the resamples. C is deterministic per strategy: ΔJ = ΔP − λ·ΔC."""
     margin: float = 0.0
     confidence: float = 0.9
-    resamples: int = 2000
+    resamples: int = RESAMPLES
     seed: int = 0
     name: str = "paired"
 
     def decide(self, candidate: Scores, best: Scores | None, lam: float) -> Decision:
         if best is None:
             return first_is_best(candidate)
-        tasks = sorted(set(candidate.per_task) & set(best.per_task))
-        if not tasks:
+        if not set(candidate.per_task) & set(best.per_task):
             return Decision(False, "no task scored under both strategies; rolled back", 0.0)
-        diffs = [fmean(candidate.per_task[t]) - fmean(best.per_task[t]) for t in tasks]
-        cost = lam * (candidate.C - best.C)
-        delta = fmean(diffs) - cost
-        rng = random.Random(f"accept_paired:{self.seed}")
-        wins = sum(fmean(rng.choices(diffs, k=len(diffs))) - cost > self.margin for _ in range(self.resamples))
-        share = wins / self.resamples
-        verdict = (f"paired over {len(tasks)} tasks: ΔJ {delta:+.4f}, above margin {self.margin:g} "
+        d = paired_difference(candidate.per_task, best.per_task, self.resamples, self.seed)
+        delta = objective(d.value, candidate.C - best.C, lam)
+        share = float(np.mean(objective(d.resampled, candidate.C - best.C, lam) > self.margin))
+        verdict = (f"paired over {d.tasks} tasks: ΔJ {delta:+.4f}, above margin {self.margin:g} "
                    f"in {share:.0%} of resamples")
         if share >= self.confidence:
             return Decision(True, verdict + f" (≥ {self.confidence:.0%})", delta)
@@ -106,12 +105,12 @@ def default_margin(profile: str, base: str, benchmark: str, tasks: int, seeds: i
 
     The margin rule: a candidate and the best, each scored with S seeds, differ by training noise
     alone with sd ≈ sd_P·√(2/S), so the margin is z₀.₉ · sd_P · √(2/S) — an accepted candidate
-    beats the best by more than that noise with 90% one-sided confidence. The paired bootstrap:
-    its resampled per-task differences of the seed means already carry the seed noise, so the
-    margin is 0 and the 90% is the bootstrap's. A setting with no measured spread gets 0."""
+    beats the best by more than that noise with 90% one-sided confidence. The paired bootstrap
+    resamples the tasks and each strategy's seeds (base.paired), so it already carries the seed
+    noise: the margin is 0 and the 90% is the bootstrap's. A setting with no measured spread gets 0."""
     if rule == "paired":
         return 0.0, (f"paired bootstrap over {seeds} seed(s), accepted at {DEFAULT_CONFIDENCE:.0%} of the resamples, "
-                     "margin 0 (the resampled per-task differences carry the seed noise)")
+                     "margin 0 (tasks and seeds are resampled, so the seed noise is in the verdict)")
     sd = MEASURED_SEED_SD.get((profile, base, benchmark, tasks))
     held_out = benchmark in registry.names() and not registry.get(benchmark).executable
     if sd is None and held_out:   # its dev is the corpus's held-out tenth, not `tasks` tasks

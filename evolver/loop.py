@@ -33,7 +33,8 @@ from evolver.lineage import annotate, brief_of, outcome_deltas
 from evolver.signals import summarize
 from base.errors import RunFailed
 from base.files import atomic_json, read_json, read_jsonl
-from evolver.objective import c_only, charged_cost, final_choice, objective
+from base.objective import objective
+from evolver.objective import c_only, charged_cost, final_choice
 from evolver.proposers import make_proposer
 from evolver.proposers.brief import Brief
 from evolver.selection import select

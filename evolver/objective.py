@@ -1,15 +1,9 @@
-"""The objective J = P − λ·C and the choice of the final strategy (paper §4.2–4.3); the
-acceptance rules are in evolver/acceptance.py."""
+"""What the loop adds to the objective (paper §4.2–4.3): the cost a run with ablations is charged,
+the final choice, and the "C only" label. J = P − λ·C itself is base/objective.py (the quality
+table uses it too); the acceptance rules are in evolver/acceptance.py."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
-
-LAMBDA = 0.3
-
-
-def objective(p: float, c: float, lam: float = LAMBDA) -> float:
-    """J = P − λ·C."""
-    return p - lam * c
 
 
 def charged_cost(profile: Mapping, ablations: Sequence[str]) -> int:

@@ -8,7 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from evolver.config import RUN_OPTIONS, RunConfig, llm_mapping, merge_options, option_values, resolve
+from evolver.config import RUN_OPTIONS, RunConfig, flag_values, llm_mapping, merge_options, option_values, resolve
 from base.errors import UserError, positive_int
 from base.files import read_jsonl, sha256_bytes, sha256_file
 from benchmarks import registry
@@ -52,8 +52,9 @@ def read_config_file(path: str) -> dict:
 
 
 def run_options(args) -> dict:
-    """The options of `curateevo run`: flags given, else the config file's values, else defaults."""
-    given = {o.dest: getattr(args, o.dest) for o in RUN_OPTIONS}
+    """The options of `curateevo run`: flags given, else the config file's values, else defaults
+    (each checked against its declaration in evolver/config.py)."""
+    given = flag_values({o.dest: getattr(args, o.dest) for o in RUN_OPTIONS})
     return merge_options(given, read_config_file(args.config) if args.config else {})
 
 

@@ -36,7 +36,7 @@ def test_the_config_file_sets_options_and_flags_win(tmp_path, monkeypatch):
 def test_bad_config_files_fail_with_one_sentence(tmp_path, capsys):
     for text, expected in (("modle: x\n", "unknown option 'modle'"), ("model: [\n", "not valid YAML/JSON"),
                            ("- a\n", "a run config is a mapping"), ("llm-mode: sometimes\n", "llm-mode must be one of"),
-                           ("epochs: three\n", "epochs must be int"), ("lambda: [1]\n", "lambda must be a number"),
+                           ("epochs: three\n", "epochs must be an integer"), ("lambda: [1]\n", "lambda must be a number"),
                            ("profile: cpu-smal\n", "profile must be one of")):
         (tmp_path / "bad.yaml").write_text(text)
         assert cli.main(["run", "--config", str(tmp_path / "bad.yaml"), "--runs-dir", str(tmp_path / "runs")]) == 2
@@ -66,9 +66,9 @@ def test_run_json_is_type_checked_when_read_back(tmp_path):
 
 @pytest.mark.parametrize("flags, expected", [
     (["--tasks", "0"], "tasks must be at least 1"), (["--seeds", "0"], "--seeds must be at least 1"),
-    (["--epochs", "0"], "epochs must be at least 1"), (["--n-ref", "0"], "n_ref must be a finite number > 0"),
+    (["--epochs", "0"], "epochs must be at least 1"), (["--n-ref", "0"], "--n-ref must be a finite number > 0, not 0.0"),
     (["--lambda", "nan"], "lambda must be a finite number"), (["--margin", "inf"], "margin must be a finite number"),
-    (["--timeout", "-1"], "curation_timeout_s must be a finite number > 0"),
+    (["--timeout", "-1"], "--timeout must be a finite number > 0, not -1.0"),
     (["--name", "../escape"], "must be a plain directory name"),
 ])
 def test_impossible_run_options_are_one_sentence_before_anything_is_built(tmp_path, capsys, flags, expected):

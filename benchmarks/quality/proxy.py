@@ -16,13 +16,12 @@ from pathlib import Path
 from statistics import fmean
 
 from base.files import atomic_json, read_json, read_jsonl
+from base.objective import LAMBDA, objective
 
 SFT_STEPS_PER_UNIT = 10
 """= evolver.config.RunConfig.proxy_sft_steps's default (a test holds them equal)."""
 TASKS_PER_UNIT = 10
 """= evolver.config.RunConfig.proxy_tasks's default."""
-LAMBDA = 0.3
-"""λ of J = P − λ·C, the run's default."""
 
 
 def proxy_score(cells, row, units: int, seed: int = 0, compute: bool = True) -> dict:
@@ -60,7 +59,7 @@ def proxy_score(cells, row, units: int, seed: int = 0, compute: bool = True) -> 
 
         _whole(out, make)
     doc = read_json(out / "proxy.json")
-    return {"P": doc["P"], "C": c, "J": doc["P"] - LAMBDA * c, "tasks": doc["tasks"], "sft_steps": steps}
+    return {"P": doc["P"], "C": c, "J": objective(doc["P"], c), "tasks": doc["tasks"], "sft_steps": steps}
 
 
 def agreement(proxy: dict[str, float], full: dict[str, float]) -> dict:
@@ -94,7 +93,7 @@ def report(cells, rows, units: list[int], results: dict[str, list[dict]], comput
         seen.add(cells.curation(row))
         proxies = {str(u): proxy_score(cells, row, u, compute=compute) for u in units}
         p, c = fmean(cell["P"] for cell in results[row.id]), proxies[str(units[0])]["C"]
-        scored[row.id] = {"full": {"P": p, "C": c, "J": p - LAMBDA * c}, "proxy": proxies}
+        scored[row.id] = {"full": {"P": p, "C": c, "J": objective(p, c)}, "proxy": proxies}
     out = {"definition": f"SFT only, {SFT_STEPS_PER_UNIT} steps and {TASKS_PER_UNIT} dev tasks per unit, seed 0; "
                          f"J = P − {LAMBDA}·C", "rows": scored, "agreement": {}}
     for u in units:

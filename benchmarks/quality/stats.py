@@ -10,21 +10,21 @@ in the same order for every task). Every interval is a two-sided 95% interval un
   model is one draw of the seed); it slightly overstates the variance (McCullagh 2000), so the
   interval errs wide, never narrow.
 
-Two rows are compared on the same tasks (a paired bootstrap: one task resample shared by both
-rows, the seeds resampled per row). All resampling takes an explicit seed.
+Two rows are compared on the same tasks with base/paired.py's crossed paired bootstrap (one task
+resample shared by both rows, the seeds resampled per row): the same routine by which the loop's
+noise-aware acceptance judges a candidate. All resampling takes an explicit seed.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
-RESAMPLES = 10_000
-
-Scores = Mapping[str, Sequence[float]]
+from base.paired import RESAMPLES, Scores, resampled_means, table, task_weights
+from base.paired import paired_difference as paired_resamples
 
 
 @dataclass(frozen=True)
@@ -42,20 +42,6 @@ def _z(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
-def table(scores: Scores, tasks: Sequence[str] | None = None) -> np.ndarray:
-    """The tasks × seeds matrix of `scores` (tasks sorted, or in the order of `tasks`)."""
-    tasks = sorted(scores) if tasks is None else list(tasks)
-    if not tasks:
-        raise ValueError("no task scores")
-    missing = [t for t in tasks if t not in scores]
-    if missing:
-        raise ValueError(f"no scores for task {missing[0]!r}")
-    widths = {len(scores[t]) for t in tasks}
-    if len(widths) != 1 or 0 in widths:
-        raise ValueError("every task needs a score for each seed (the same number of seeds)")
-    return np.asarray([[float(x) for x in scores[t]] for t in tasks])
-
-
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Estimate:
     """The Wilson score interval of a proportion `successes / n`."""
     if n < 1 or not 0 <= successes <= n:
@@ -66,18 +52,6 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Estimat
     low = 0.0 if successes == 0 else max(0.0, centre - half)   # exact at the ends (no rounding residue)
     high = 1.0 if successes == n else min(1.0, centre + half)
     return Estimate(p, low, high, "wilson")
-
-
-def _task_weights(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray:
-    """resamples × n: how often each task is drawn, over n (a resample's mean is weights @ column)."""
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=resamples) / n
-
-
-def _resampled_means(m: np.ndarray, task_w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The mean of m over each resample: the shared task weights, this row's own seed resample."""
-    seeds = m.shape[1]
-    seed_w = rng.multinomial(seeds, np.full(seeds, 1.0 / seeds), size=len(task_w)) / seeds
-    return np.einsum("bs,bs->b", task_w @ m, seed_w)
 
 
 def _percentiles(values: np.ndarray, confidence: float) -> tuple[float, float]:
@@ -92,21 +66,17 @@ def mean_interval(scores: Scores, confidence: float = 0.95, resamples: int = RES
     if m.shape[1] == 1 and set(np.unique(m)) <= {0.0, 1.0}:
         return wilson_interval(int(m.sum()), m.shape[0], confidence)
     rng = np.random.default_rng(seed)
-    means = _resampled_means(m, _task_weights(rng, m.shape[0], resamples), rng)
+    means = resampled_means(m, task_weights(rng, m.shape[0], resamples), rng)
     return Estimate(float(m.mean()), *_percentiles(means, confidence), "bootstrap over tasks × seeds")
 
 
 def paired_difference(a: Scores, b: Scores, confidence: float = 0.95, resamples: int = RESAMPLES,
                       seed: int = 0) -> dict:
     """Mean(a) − mean(b) on the tasks both rows scored: the estimate, its interval, and the
-    one-sided share of resamples where a does not beat b (`p_not_better`)."""
-    tasks = sorted(set(a) & set(b))
-    ma, mb = table(a, tasks), table(b, tasks)
-    rng = np.random.default_rng(seed)
-    task_w = _task_weights(rng, len(tasks), resamples)
-    diffs = _resampled_means(ma, task_w, rng) - _resampled_means(mb, task_w, rng)
-    est = Estimate(float(ma.mean() - mb.mean()), *_percentiles(diffs, confidence), "paired bootstrap over tasks × seeds")
-    return {**est.to_json(), "tasks": len(tasks), "p_not_better": round(float(np.mean(diffs <= 0)), 6)}
+    one-sided share of resamples where a does not beat b (`p_not_better`); base.paired's routine."""
+    d = paired_resamples(a, b, resamples, seed)
+    est = Estimate(d.value, *_percentiles(d.resampled, confidence), "paired bootstrap over tasks × seeds")
+    return {**est.to_json(), "tasks": d.tasks, "p_not_better": round(float(np.mean(d.resampled <= 0)), 6)}
 
 
 def gap_recovered(row: Scores, wild: Scores, labeled: Scores, confidence: float = 0.95,
@@ -121,8 +91,8 @@ def gap_recovered(row: Scores, wild: Scores, labeled: Scores, confidence: float 
     if gap <= 0:
         return None
     rng = np.random.default_rng(seed)
-    task_w = _task_weights(rng, len(tasks), resamples)
-    r, w, lab = (_resampled_means(m, task_w, rng) for m in (mr, mw, ml))
+    task_w = task_weights(rng, len(tasks), resamples)
+    r, w, lab = (resampled_means(m, task_w, rng) for m in (mr, mw, ml))
     positive = lab - w > 0
     shares = (r - w)[positive] / (lab - w)[positive]
     est = Estimate(float((mr.mean() - mw.mean()) / gap), *_percentiles(shares, confidence),

@@ -1,0 +1,73 @@
+"""The paired comparison of two rows scored on the same tasks with the same number of seeds: the
+one routine by which the loop's noise-aware acceptance (evolver/acceptance.py `PairedBootstrap`)
+and the quality table (benchmarks/quality/stats.py `paired_difference`) judge whether a
+difference is beyond noise.
+
+A row's scores are `task id → per-seed scores` (seeds in the same order for every task). The
+resampling is a **crossed paired bootstrap**: one resample of the tasks (with replacement) is
+shared by both rows — the pairing — and each row's training seeds are resampled on their own,
+since a model trained with seed s on one curated set is an independent draw from one trained
+with seed s on another. Resampling both factors counts the task-to-task and the seed-to-seed
+variation; it slightly overstates the variance (McCullagh 2000), so a verdict errs cautious.
+With one seed the seed resample is the identity and it is the plain paired bootstrap over tasks.
+All resampling takes an explicit seed (numpy's default generator).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+RESAMPLES = 10_000
+
+Scores = Mapping[str, Sequence[float]]
+
+
+def table(scores: Scores, tasks: Sequence[str] | None = None) -> np.ndarray:
+    """The tasks × seeds matrix of `scores` (tasks sorted, or in the order of `tasks`)."""
+    tasks = sorted(scores) if tasks is None else list(tasks)
+    if not tasks:
+        raise ValueError("no task scores")
+    missing = [t for t in tasks if t not in scores]
+    if missing:
+        raise ValueError(f"no scores for task {missing[0]!r}")
+    widths = {len(scores[t]) for t in tasks}
+    if len(widths) != 1 or 0 in widths:
+        raise ValueError("every task needs a score for each seed (the same number of seeds)")
+    return np.asarray([[float(x) for x in scores[t]] for t in tasks])
+
+
+def task_weights(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray:
+    """resamples × n: how often each task is drawn, over n (a resample's mean is weights @ column)."""
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=resamples) / n
+
+
+def resampled_means(m: np.ndarray, task_w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The mean of m (tasks × seeds) over each resample: the shared task weights, this row's own seed resample."""
+    seeds = m.shape[1]
+    seed_w = rng.multinomial(seeds, np.full(seeds, 1.0 / seeds), size=len(task_w)) / seeds
+    return np.einsum("bs,bs->b", task_w @ m, seed_w)
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """mean(a) − mean(b) on the tasks both rows scored, and its resampled values."""
+    value: float
+    tasks: int
+    resampled: np.ndarray
+
+    def share_above(self, threshold: float = 0.0) -> float:
+        """The share of resamples whose difference exceeds `threshold`."""
+        return float(np.mean(self.resampled > threshold))
+
+
+def paired_difference(a: Scores, b: Scores, resamples: int = RESAMPLES, seed: int = 0) -> PairedDifference:
+    """The crossed paired bootstrap of mean(a) − mean(b) over the tasks both rows scored (ValueError
+    when they share none, or a task lacks a seed's score)."""
+    tasks = sorted(set(a) & set(b))
+    ma, mb = table(a, tasks), table(b, tasks)
+    rng = np.random.default_rng(seed)
+    task_w = task_weights(rng, len(tasks), resamples)
+    diffs = resampled_means(ma, task_w, rng) - resampled_means(mb, task_w, rng)
+    return PairedDifference(float(ma.mean() - mb.mean()), len(tasks), diffs)

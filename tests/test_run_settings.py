@@ -1,0 +1,141 @@
+"""Run settings declared once (evolver/config.py): the options of `curateevo run` are generated
+from the pydantic fields, and the same declarations refuse a bad flag, a bad config file and a
+bad run.json in one sentence naming the option or key; run.json round-trips byte for byte."""
+import json
+import re
+from pathlib import Path
+from typing import Annotated
+
+import pytest
+from pydantic import Field
+
+from base.errors import UserError
+from base.files import json_text
+from evolver import cli
+from evolver.config import RUN_OPTIONS, LaunchOptions, RunConfig
+from evolver.options import Flag, options_of
+from evolver.run_cli import create_run, run_options
+
+from conftest import SAMPLE_CORPUS
+
+FIXTURES = Path(__file__).parent / "fixtures" / "run_json"
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--tasks", "0"], "--tasks must be at least 1, not 0"),                            # zero where it makes no sense
+    (["--boundary-samples", "-1"], "--boundary-samples must be 0 or more, not -1"),     # a negative count
+    (["--lambda", "-0.5"], "--lambda must be a finite number >= 0, not -0.5"),          # a negative weight
+    (["--lambda", "nan"], "--lambda must be a finite number >= 0, not nan"),            # NaN
+    (["--boundary-temperature", "inf"], "--boundary-temperature must be a finite number > 0, not inf"),   # infinity
+    (["--margin=-inf"], "--margin must be a finite number, not -inf"),
+    (["--rare-theta", "100"], "--rare-theta must be a percentage in (0, 100), not 100.0"),
+    (["--max-length", "-5"], "--max-length must be 0 (the profile's) or a positive number of tokens, not -5"),
+    (["--agent-temperature", "2.5"], "--agent-temperature must be a finite number in [0, 2], not 2.5"),
+    (["--budget-usd", "0"], "--budget-usd must be a finite number > 0, not 0.0"),
+    (["--budget-tokens", "0"], "--budget-tokens must be at least 1, not 0"),
+    (["--agent-steps", "0"], "--agent-steps must be at least 1, not 0"),
+])
+def test_a_bad_flag_is_one_sentence_naming_it_before_anything_is_built(tmp_path, capsys, flags, expected):
+    assert cli.main(["run", "--runs-dir", str(tmp_path / "runs"), "--corpus", str(SAMPLE_CORPUS), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err == f"curateevo: error: {expected}\n", err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("ablate: no-sft\n", "ablate must be a list (e.g. ['no-sft']), not str 'no-sft'"),
+    ("ablate: [no-sft, no-gold]\n", "ablate must be one of no-effectiveness, no-efficiency, no-sft, no-rl, no-memory, "
+                                    "not 'no-gold'"),
+    ("seeds: '2'\n", "seeds must be an integer, not str '2'"),
+    ("epochs: 2.5\n", "epochs must be an integer, not 2.5"),
+    ("agent_steps: true\n", "agent_steps must be an integer, not bool True"),
+    ("lambda: yes\n", "lambda must be a number, not bool True"),
+    ("model: 5\n", "model must be a string or null, not 5"),
+    ("corpus: [1]\n", "corpus must be a list of strings, not list [1]"),
+    ("timeout: .nan\n", "timeout must be a finite number > 0, not nan"),
+    ("candidates: 0\n", "candidates must be at least 1, not 0"),
+    ("seed_count: 2\n", "unknown option 'seed_count'"),
+])
+def test_a_config_file_with_a_wrong_type_or_range_is_one_sentence_naming_the_file_and_key(tmp_path, capsys, text,
+                                                                                         expected):
+    config = tmp_path / "run.yaml"
+    config.write_text(text)
+    assert cli.main(["run", "--config", str(config), "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and str(config) in err and err.count("\n") == 1, err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"ablations": "no-sft"}, "ablations (--ablate) must be a list of strings, not str 'no-sft'"),
+    ({"ablations": ["no-gold"]}, "ablate must be one of"),
+    ({"seeds": 2}, "seeds must be a list of integers, not 2"),
+    ({"eval_steps": 1}, "eval_steps must be true or false, not 1"),
+    ({"llm": "gpt"}, "llm must be a mapping or null, not str 'gpt'"),
+    ({"agent": []}, "agent must be a mapping, not list []"),
+    ({"lambda": -1}, "lambda must be a finite number >= 0, not -1"),
+    ({"curation_timeout_s": 0}, "curation_timeout_s (--timeout) must be a finite number > 0, not 0"),
+    ({"proxy_tasks": 0}, "proxy_tasks must be at least 1, not 0"),
+    ({"split": "test"}, "split must be dev (the loop never reads the test split)"),
+    ({"benchmark": "bfcl-v9"}, "benchmark must be one of bfcl-single, bfcl, replay, not 'bfcl-v9'"),
+    ({"report_to": "tensorboard,nope"}, "report_to must be comma-separated from"),
+    ({"agent": {"candidate_temperature": 3}}, "candidate_temperature a number in [0, 2]"),
+])
+def test_a_bad_run_json_is_one_sentence_naming_the_key(change, expected):
+    good = json.loads((FIXTURES / "replay-1126.json").read_text())
+    with pytest.raises(UserError) as err:
+        RunConfig.from_json({**good, **change}, where="RUN/run.json")
+    assert str(err.value).startswith("RUN/run.json: run config: ") and expected in str(err.value), err.value
+    assert "\n" not in str(err.value)
+
+
+def test_run_json_of_earlier_runs_reads_back_and_round_trips():
+    # a run made before the settings were declared with pydantic: byte for byte
+    text = (FIXTURES / "replay-1126.json").read_text()
+    config = RunConfig.from_json(json.loads(text))
+    assert json_text(config.to_json()) == text and RunConfig.from_json(config.to_json()) == config
+    # an older one, from before max_prompt_length and --tools: its settings as written, the new ones at their defaults
+    doc = json.loads((FIXTURES / "default-1125.json").read_text())
+    again = RunConfig.from_json(doc).to_json()
+    assert {k: again[k] for k in doc} == doc
+    assert {k: v for k, v in again.items() if k not in doc} == {"max_prompt_length": 0, "tools": "", "tools_sha256": ""}
+    assert RunConfig.from_json(doc).margin == 0.0478 and RunConfig.from_json(doc).seeds == (0,)
+
+
+def test_a_new_run_json_reads_back_to_the_same_bytes(tmp_path):
+    args = cli.build_parser().parse_args(["run", "--runs-dir", str(tmp_path), "--name", "r", "--corpus",
+                                          str(SAMPLE_CORPUS), "--seeds", "2", "--ablate", "no-rl", "no-sft", "no-rl",
+                                          "--lambda", "0.1", "--timeout", "60", "--rare-theta", "2.5"])
+    written = (create_run(run_options(args)).root / "run.json").read_text()
+    config = RunConfig.from_json(json.loads(written))
+    assert json_text(config.to_json()) == written
+    assert (config.seeds, config.ablations, config.lam, config.curation_timeout_s) == ((0, 1), ("no-rl", "no-sft"), 0.1, 60.0)
+    assert config.replace(epochs=5) == RunConfig.from_json({**json.loads(written), "epochs": 5})
+    with pytest.raises(UserError, match=re.escape("epochs must be at least 1, not 0")):
+        config.replace(epochs=0)
+
+
+def test_every_declared_setting_with_a_flag_is_an_option_and_a_config_key():
+    names = {o.name for o in RUN_OPTIONS}
+    flagged = [(n, i) for model in (RunConfig, LaunchOptions) for n, i in model.model_fields.items()
+               if any(isinstance(m, Flag) for m in i.metadata)]
+    assert len(names) == len(RUN_OPTIONS) == len(flagged)
+    help_text = cli.build_parser()._subparsers._group_actions[0].choices["run"].format_help()
+    for o in RUN_OPTIONS:
+        assert f"--{o.name}" in help_text
+    # the defaults shown are the declared ones: one place
+    by_name = {o.name: o for o in RUN_OPTIONS}
+    assert by_name["epochs"].default == RunConfig().epochs and by_name["timeout"].default == RunConfig().curation_timeout_s
+    assert by_name["seeds"].default == len(RunConfig().seeds) and by_name["lambda"].dest == "lam"
+    assert by_name["benchmark"].default is None   # derived when not given (corpus kind, profile, seeds)
+
+
+def test_a_setting_declared_with_a_flag_becomes_an_option_with_its_type_range_and_help():
+    class Extra(RunConfig):
+        warmup: Annotated[int, Field(ge=2), Flag("warm-up epochs before the first proposal")] = 2
+
+    option = {o.name: o for o in options_of(Extra)}["warmup"]
+    assert (option.type, option.default, option.help, option.dest) == (int, 2, "warm-up epochs before the first proposal",
+                                                                      "warmup")
+    with pytest.raises(UserError, match=re.escape("run config: warmup must be at least 2, not 1")):
+        Extra(warmup=1)
