@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -87,6 +89,66 @@ def sha256_file(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+class HashingWriter:
+    """A file written and hashed (sha256) block by block in a thread of its own: hashing and
+    writing release the GIL, so they run beside the caller's work. Memory: at most `queued`
+    blocks of about `block` bytes wait. A failure is raised in the caller (at a later `write`,
+    or on leaving the `with`); leaving it on an exception stops the thread and closes the file.
+
+        with HashingWriter(path) as out:
+            out.write(b"...")
+        out.hexdigest()
+    """
+
+    def __init__(self, path: str | os.PathLike, block: int = 1 << 20, queued: int = 4):
+        self.file = open(path, "wb")
+        self.digest, self.block = hashlib.sha256(), block
+        self.pending: list[bytes] = []
+        self.size, self.error = 0, None
+        self.queue: queue.Queue = queue.Queue(maxsize=queued)
+        self.thread = threading.Thread(target=self._drain, name="hashing-writer", daemon=True)
+        self.thread.start()
+
+    def _drain(self) -> None:
+        while (data := self.queue.get()) is not None:
+            if self.error is None:
+                try:
+                    self.digest.update(data)
+                    self.file.write(data)
+                except BaseException as exc:   # raised in the caller
+                    self.error = exc
+
+    def _hand_over(self) -> None:
+        if self.error is not None:
+            raise self.error
+        if self.pending:
+            self.queue.put(b"".join(self.pending))
+            self.pending, self.size = [], 0
+
+    def write(self, data: bytes) -> None:
+        self.pending.append(data)
+        self.size += len(data)
+        if self.size >= self.block:
+            self._hand_over()
+
+    def __enter__(self) -> "HashingWriter":
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        try:
+            if kind is None:
+                self._hand_over()
+        finally:
+            self.queue.put(None)
+            self.thread.join()
+            self.file.close()
+        if kind is None and self.error is not None:
+            raise self.error
+
+    def hexdigest(self) -> str:
+        return self.digest.hexdigest()
 
 
 def _listing_sha256(digests: Iterable[tuple[str, str]]) -> str:

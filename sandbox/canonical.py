@@ -71,12 +71,64 @@ def shared(fn: Callable) -> Callable:
 shared_json = shared(canonical_json)
 
 
-def record_json(record: dict) -> str:
+REPEATED = ("messages", "reference")   # what a record and its file row (and its digest) hold alike
+
+
+def record_json(record: dict, texts: dict | None = None) -> str:
     """`canonical_json(record)` for a dict, its shared fields encoded once: the encoder writes an
-    object as its sorted `"key":value` pairs, so field by field gives the same text."""
+    object as its sorted `"key":value` pairs, so field by field gives the same text. `texts`
+    ({} per record) remembers the text of its REPEATED values by object, for the next encoding of
+    the same record (its digest, then its row): the caller keeps them unchanged meanwhile."""
     if any(type(k) is not str for k in record):
         return canonical_json(record)
-    return "{" + ",".join(f"{canonical_json(k)}:{shared_json(record[k])}" for k in sorted(record)) + "}"
+    if texts is None:
+        return "{" + ",".join(f"{_key_json(k)}:{shared_json(record[k])}" for k in sorted(record)) + "}"
+    return "{" + ",".join(f"{_key_json(k)}:{_value_json(k, record[k], texts)}" for k in sorted(record)) + "}"
+
+
+_KEYS: dict[str, str] = {}
+
+
+def _key_json(key: str) -> str:
+    text = _KEYS.get(key)
+    if text is None:
+        text = canonical_json(key)
+        if len(_KEYS) < 1024:
+            _KEYS[key] = text
+    return text
+
+
+def _value_json(key: str, value: Any, texts: dict) -> str:
+    if type(value) is Joined:
+        return value.json(texts)
+    if key not in REPEATED:
+        return shared_json(value)
+    seen = texts.get(id(value))
+    if seen is not None and seen[0] is value:
+        return seen[1]
+    text = texts[id(value)] = (value, shared_json(value))   # the object kept: its id is not reused meanwhile
+    return text[1]
+
+
+class Joined(list):
+    """The list `head + source[start:]`, whose canonical text is cut from the source's when the
+    source's is known (`record_json`'s texts): a file row's RL prompt is the system message with
+    the tools, then the record's messages. Not to be changed once made."""
+
+    def __init__(self, head: list, source: list, start: int):
+        super().__init__([*head, *source[start:]])
+        self.head, self.source, self.start = head, source, start
+
+    def json(self, texts: dict) -> str:
+        seen = texts.get(id(self.source))
+        if seen is None or seen[0] is not self.source or len(self) != len(self.head) + len(self.source) - self.start:
+            return shared_json(self)
+        # the source's text is "[" e0 "," e1 … "]": past its first `start` elements, its inner part
+        cut = 1 + sum(len(shared_json(e)) + 1 for e in self.source[:self.start])
+        parts = [shared_json(e) for e in self.head]
+        if len(self.source) > self.start:
+            parts.append(seen[1][cut:-1])
+        return "[" + ",".join(parts) + "]"
 
 
 class FieldReader:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Iterator, Mapping, Sequence
 
+from base.files import HashingWriter
 from sandbox.canonical import FieldReader, record_json, shared
 from sandbox.provenance import settle
 from sandbox.schemas import ARTIFACT_KINDS, CHECKS, turn_cost
@@ -175,9 +176,9 @@ def _lines(name: str, stream: IO[bytes], caps: OutputCaps) -> Iterator[tuple[int
         yield lineno, raw
 
 
-def _canonical_line(record: dict) -> bytes:
+def _canonical_line(record: dict, texts: dict | None = None) -> bytes:
     try:
-        return (record_json(record) + "\n").encode("utf-8")
+        return (record_json(record, texts) + "\n").encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError("a string holds a lone surrogate, which is not valid Unicode text") from None
     except ValueError:
@@ -222,8 +223,9 @@ def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS, counted:
             if error is None and kind == "rl":
                 error = reward_error(record)
             if error is None:   # the stamp checked, stored as steps (sandbox/provenance.py)
-                settle(record, record_json)
-            line = _canonical_line(record if encode is None else encode(kind, record)) if error is None else b""
+                texts: dict = {}   # the messages encoded for the digest are spliced into the line
+                settle(record, functools.partial(record_json, texts=texts))
+            line = _canonical_line(record if encode is None else encode(kind, record), texts) if error is None else b""
         except (ValueError, RecursionError, TypeError, KeyError, AttributeError) as exc:
             error = str(exc) if isinstance(exc, ValueError) else f"malformed record ({type(exc).__name__})"
         if error:
@@ -318,16 +320,15 @@ def check_output(out_dir: Path, dest: Path, raw_ids: Sequence[str], n_ref: float
     retained to the profile's `raw`."""
     acc, counted, artifacts = _Profile(raw_ids, n_ref, caps, raw_outcomes), [0], {}
     for kind, name, stream in _artifact_streams(Path(out_dir), caps):
-        digest, count = hashlib.sha256(), 0
-        with open(Path(dest) / name, "wb") as out:
+        count = 0
+        with HashingWriter(Path(dest) / name) as out:   # hashed and written beside the checking
             for record, line in iter_records(name, stream, caps, counted, encode):
                 if inspect is not None:
                     inspect(kind, record)
                 acc.add(kind, record)
                 out.write(line)
-                digest.update(line)
                 count += 1
-        artifacts[name] = {"sha256": digest.hexdigest(), "count": count}
+        artifacts[name] = {"sha256": out.hexdigest(), "count": count}
     return Checked(artifacts, acc.result())
 
 

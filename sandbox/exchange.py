@@ -30,7 +30,7 @@ import functools
 import json
 from typing import Mapping
 
-from sandbox.canonical import canonical_json, shared, shared_json
+from sandbox.canonical import Joined, canonical_json, shared, shared_json
 
 ENCODED = ("tools", "meta")
 DERIVED = ("tool_list", "prompt")
@@ -52,7 +52,10 @@ def to_file(kind: str, record: Mapping) -> dict:
     elif kind == "rl":
         from trainer.chat_format import tools_in_system
 
-        row["prompt"] = tools_in_system(record["messages"], record.get("tools"))
+        # tools_in_system(messages, tools), past its first message the record's own messages: the
+        # checker cuts its text from the messages' (sandbox.canonical.Joined), not encoding them again
+        messages = record["messages"]
+        row["prompt"] = Joined(tools_in_system(messages[:1], record.get("tools")), messages, 1)
     return row
 
 

@@ -107,16 +107,27 @@ def _build_index() -> _Index:
     return index
 
 
+def _key_of(name, text: str) -> str | None:
+    """The key of a call whose arguments are the JSON text `text`, or None when they are not an object."""
+    try:
+        arguments = json.loads(text)
+    except ValueError:
+        return None
+    return call_key(name, arguments) if isinstance(arguments, dict) else None
+
+
+_memo_key = lru_cache(maxsize=4096)(_key_of)   # RL prefixes repeat their calls: parsed and keyed once
+
+
 def _calls(message: Mapping) -> list[str]:
     out = []
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}
-        try:
-            arguments = json.loads(function.get("arguments") or "{}")
-        except ValueError:
-            continue
-        if isinstance(arguments, dict):
-            out.append(call_key(function.get("name"), arguments))
+        name, text = function.get("name"), function.get("arguments") or "{}"
+        memo = type(name) is str and type(text) is str and len(text) <= 4096
+        key = (_memo_key if memo else _key_of)(name, text)
+        if key is not None:
+            out.append(key)
     return out
 
 

@@ -6,6 +6,7 @@ and memory records), so a trajectory is judged by the same rules wherever it app
 """
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Mapping
 
@@ -178,17 +179,32 @@ def tool_names(tools: list[Mapping]) -> list[str]:
     return [t["function"]["name"] for t in tools]
 
 
+MEMO_ARGUMENTS = 4096   # call arguments of at most this many characters have their verdict memoised
+
+
+def _arguments_verdict(arguments: str) -> str | None:
+    """None when call arguments are a JSON object, else why not."""
+    try:
+        args = json.loads(arguments)
+    except ValueError as exc:
+        return f"not JSON ({exc.msg})"
+    if not isinstance(args, dict):
+        return f"must be a JSON object, not {type(args).__name__}"
+    return None
+
+
+_memo_verdict = functools.lru_cache(maxsize=4096)(_arguments_verdict)   # RL prefixes repeat their calls
+
+
 def _check_calls(calls: list[Mapping], known: set[str], where: str) -> str | None:
     for j, call in enumerate(calls):
         name = call["function"]["name"]
         if name not in known:
             return f"{where}[{j}]: call to tool {name!r}, which is not in tools"
-        try:
-            args = json.loads(call["function"]["arguments"])
-        except ValueError as exc:
-            return f"{where}[{j}].function.arguments: not JSON ({exc.msg})"
-        if not isinstance(args, dict):
-            return f"{where}[{j}].function.arguments: must be a JSON object, not {type(args).__name__}"
+        arguments = call["function"]["arguments"]
+        why = (_memo_verdict if len(arguments) <= MEMO_ARGUMENTS else _arguments_verdict)(arguments)
+        if why is not None:
+            return f"{where}[{j}].function.arguments: {why}"
     return None
 
 

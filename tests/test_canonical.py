@@ -85,3 +85,57 @@ def test_checker_verdicts_and_lines_do_not_depend_on_sharing():
     with pytest.raises(checker.CandidateRejected, match="rl.jsonl:2: objects and arrays nested deeper than 64"):
         list(checker.iter_records("rl.jsonl", io.BytesIO(lines[0] + deep)))
     list(checker.iter_records("rl.jsonl", io.BytesIO(lines[0] + _rl_line("e", depth=checker.CAPS.max_depth - 2))))
+
+
+@pytest.mark.parametrize("messages", [
+    [{"role": "system", "content": "be brief"}, {"role": "user", "content": "q é"}, {"role": "tool", "content": "1"}],
+    [{"role": "user", "content": "q"}],
+    [{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": []}, {"role": "user", "content": "r"}],
+])
+def test_an_rl_row_spliced_from_the_digest_text_is_the_plain_encoding(messages):
+    from trainer.chat_format import tools_in_system
+    from trainer.exchange import to_file
+
+    record = {"id": "r", "messages": messages, "tools": TOOLS, "reference": {"content": "a"},
+              "reward": "tool_call_match", "meta": {"provenance": [{"op": "x", "how": "kept"}]}}
+    row = to_file("rl", record)
+    assert row["prompt"] == tools_in_system(messages, TOOLS)
+    plain = canonical_json({**row, "prompt": list(row["prompt"])})
+    texts: dict = {}
+    record_json(record, texts)   # the digest's encoding, remembered for the row
+    assert record_json(row, texts) == plain == record_json(row) == canonical_json(row)
+
+
+def test_the_hashing_writer_writes_and_hashes_every_byte_and_raises_a_write_failure(tmp_path):
+    import hashlib
+
+    from base.files import HashingWriter
+
+    data = [bytes([i % 251]) * (i * 37) for i in range(300)]
+    with HashingWriter(tmp_path / "f", block=4096) as out:
+        for chunk in data:
+            out.write(chunk)
+    assert (tmp_path / "f").read_bytes() == b"".join(data)
+    assert out.hexdigest() == hashlib.sha256(b"".join(data)).hexdigest()
+    with pytest.raises(RuntimeError, match="stop"):
+        with HashingWriter(tmp_path / "g", block=16) as out:
+            out.write(b"x" * 100)
+            raise RuntimeError("stop")
+    assert not out.thread.is_alive() and out.file.closed
+    with pytest.raises(OSError):   # the device is full: the thread's failure reaches the caller
+        with HashingWriter("/dev/full", block=1 << 16) as out:
+            for _ in range(8):
+                out.write(b"x" * (1 << 16))
+
+
+def test_memoised_argument_verdicts_are_the_verdicts():
+    from sandbox import schemas
+
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    for arguments, why in (("{}", None), ("[1]", "must be a JSON object, not list"), ("{", "not JSON (Expecting"),
+                           ("NaN", "must be a JSON object, not float")):
+        call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}
+        messages = [{"role": "user", "content": "q"}, {"role": "assistant", "tool_calls": [call]}]
+        for _ in range(2):   # the second from the memo
+            error = schemas.check_messages(messages, tools)
+            assert (error is None) if why is None else why in error
