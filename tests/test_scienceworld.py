@@ -171,3 +171,19 @@ def test_the_leakage_guard_refuses_a_dev_tasks_text_and_gold_run_and_passes_trai
         check_record("memory", {"id": "leak-3", "key": "science", "content": f"Remember: {dev['description']}"})
     for record in corpus.build("labeled", limit=3)[0]:
         check_record("sft", {"id": record["id"], "messages": record["messages"], "tools": record["tools"]})
+
+
+def test_the_diagnosis_reads_scienceworld_verdicts_as_failure_families():
+    from benchmarks import registry
+    from evolver.diagnose import primary_family
+
+    environment = registry.get("scienceworld")
+    assert environment.category_of("boil-v12") == "boil" and environment.env_tag == "scienceworld"
+
+    def family(error_type, **meta):
+        return primary_family({"messages": [], "meta": {"feedback": {"error_type": error_type}, **meta}})[0]
+
+    assert family("scienceworld:instance_state_mismatch") == "state_mismatch"
+    assert family("scienceworld:empty_turn_model_response") == "empty_turn"
+    assert family("scienceworld:force_terminated") == "premature_stop"
+    assert family("scienceworld:force_terminated", step_limit_turn=0, max_steps=50) == "step_limit"
