@@ -106,12 +106,16 @@ def test_the_corpus_build_is_deterministic_honest_and_train_only(tmp_path):
     labels = json.loads((tmp_path / "c0" / corpus.LABELS_FILE).read_text())["labels"]
     train = set(catalog.split_ids("train"))
     assert {r["meta"]["env"]["task_id"] for r in records} <= train and set(labels) == {r["id"] for r in records}
+    bm._SCORED.clear()
     for r in records:
         noise = labels[r["id"]]["noise"]
-        if noise in ("clean", "redundant_look", "invalid_action", "off_task_chatter"):
-            assert r["outcome"]["success"], noise
-        if noise in ("abandoned", "wrong_focus"):
+        if noise in ("abandoned", "wrong_focus"):   # cut before completion, or failed for good
             assert not r["outcome"]["success"], noise
+        # honest: the outcome is the simulator's score of the record's own actions, run afresh
+        actions, _ = act.actions_of(r["messages"])
+        score, _, observations = bm.run_actions(catalog.entries()[r["meta"]["env"]["task_id"]], actions)
+        assert r["outcome"] == {"success": score >= 100, "reward": max(score, 0) / 100.0}, noise
+        assert observations == [m["content"] for m in r["messages"] if m["role"] == "tool"]
     labeled = corpus.build("labeled", limit=2)[0]
     assert all(r["outcome"] == {"success": True, "reward": 1.0} for r in labeled)
 
