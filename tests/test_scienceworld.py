@@ -191,3 +191,18 @@ def test_the_diagnosis_reads_scienceworld_verdicts_as_failure_families():
     assert family("scienceworld:empty_turn_model_response") == "empty_turn"
     assert family("scienceworld:force_terminated") == "premature_stop"
     assert family("scienceworld:force_terminated", step_limit_turn=0, max_steps=50) == "step_limit"
+
+
+def test_the_state_match_reward_runs_the_simulator_on_a_train_scenario():
+    from trainer.chat_format import render_assistant
+    from trainer.rewards import state_match
+
+    entry = _shortest("train")
+    gold = corpus.build("labeled", categories=[entry["task"]])[0]
+    raw = next(r for r in gold if r["meta"]["env"]["task_id"] == entry["id"])
+    index = 3   # the assistant turn of the 2nd gold action
+    record = {"id": "rl-1", "messages": raw["messages"][:index], "tools": raw["tools"], "reward": "state_match",
+              "reference": {"tool_calls": raw["messages"][index]["tool_calls"]}, "meta": {"env": raw["meta"]["env"]}}
+    assert state_match(render_assistant(raw["messages"][index]), record) == 1.0
+    wrong = act.call_message("c9", "inventory")
+    assert state_match(render_assistant(wrong), record) < 1.0
