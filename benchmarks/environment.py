@@ -19,6 +19,8 @@ defines it stays cheap. Optional capabilities answer "none" rather than raise:
     executable      bool: its tasks run as episodes an agent acts in; False when the dev set is the
                     corpus's own held-out tenth, scored step by step (the replay benchmark)
     metrics         tuple[str, ...]: the P metrics it scores, the default first
+    single_step     bool: every task is one step (single-turn), so the step-level pass would score
+                    the episodes' answers again: evaluation skips it unless P is step_accuracy
     export_group    str | None: environments that share one scenario folder (BFCL's two share the
                     sandbox's ctx.env runtime) name the same group; None: no ctx.env scenarios
     corpus_settings tuple[str, ...]: the settings of the raw corpus it builds from its train split
@@ -46,6 +48,8 @@ defines it stays cheap. Optional capabilities answer "none" rather than raise:
     reward_error(env: meta.env) -> str | None
         why `reward_episode` would fail on this meta.env, one sentence (checked on the host as the
         artifacts are, sandbox/checker.py); None when it would not or `rebuilds(env)` is False.
+    family_prefix   str | None: an error type "<prefix><family>" names a failure family directly (the
+                    replay judge's "replay:"); None when the checker's error types need `checker_rules`
     checker_rules() -> ((error-type regex, family), ...)
         how its official checker's error types map to the diagnosis's failure families; a family
         "a|b" lets the diagnosis choose by the trajectory's shape (evolver/diagnose.py).
@@ -90,8 +94,10 @@ class Environment(Protocol):
     env_tag: str | None
     executable: bool
     metrics: tuple
+    single_step: bool
     export_group: str | None
     corpus_settings: tuple
+    family_prefix: str | None
 
     def benchmark(self, **options: Any) -> Benchmark: ...
 

@@ -449,7 +449,7 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
         seeds=tuple(range(o["seeds"])), seed=o["seed"], acceptance=o["acceptance"], proposer=proposer,
         sandbox=o["sandbox"], curation_timeout_s=o["timeout"], batch_size=o["batch_size"],
         # single-turn tasks are one step each: the step-level pass would score the same answers again
-        eval_steps=not (benchmark == "bfcl-single" and metric != "step_accuracy"),
+        eval_steps=not (benchmark in BENCHMARKS and registry.get(benchmark).single_step and metric != "step_accuracy"),
         ablations=tuple(sorted(set(o["ablate"]))), on_error=o["on_bad_line"], llm=llm,
         tools=str(Path(o["tools"]).resolve()) if o["tools"] else "",
         diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),

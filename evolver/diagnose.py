@@ -88,7 +88,8 @@ _RULES = tuple((re.compile(p), f) for p, f in CHECKER_RULES)
 UNKNOWN = re.compile(r"not defined|unknown (tool|function)|not (offered|available)|no such (tool|function)", re.I)
 ERROR = re.compile(r"^\s*(\{\s*\"error\"|error|Error during execution|Traceback)|'error':|\"error\":", re.I)
 REPEATS = 3   # identical consecutive calls that make a loop
-REPLAY = "replay:"   # error-type prefix of a replay evaluation's verdicts
+# error-type prefixes that name a family directly (the replay judge's "replay:<family>")
+FAMILY_PREFIXES = tuple(e.family_prefix for e in registry.environments() if e.family_prefix)
 
 
 def _signature(call: Mapping) -> str:
@@ -109,8 +110,9 @@ def primary_family(trajectory: Mapping, error_type: str | None = None) -> tuple[
     error_type = str(fb.get("error_type") or "")
     message = str(fb.get("checker_message") or "")
     evidence = f"{error_type}: {message}".strip(": ")
-    if error_type.startswith(REPLAY) and error_type[len(REPLAY):] in FAMILIES:   # the replay judge's verdict
-        return error_type[len(REPLAY):], message or evidence
+    named = next((error_type[len(p):] for p in FAMILY_PREFIXES if error_type.startswith(p)), None)
+    if named in FAMILIES:   # a judge that names the family itself (replay)
+        return named, message or evidence
     if meta.get("format_errors"):
         return "unparseable_call", str(meta["format_errors"][0].get("error"))
     if "decoder_failed" in error_type and fb.get("parse_error"):

@@ -16,6 +16,7 @@ from pathlib import Path
 from base.files import atomic_write
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
 from evolver.config import RunConfig
+from evolver.diagnose import FAMILY_PREFIXES
 from evolver.store import RunStore
 from evolver.trace import outcome_table
 
@@ -205,7 +206,9 @@ def _failed_label(trajectory: dict) -> str:
     """A failed task's id; a replayed corpus record's with the verdict of its first wrong answer."""
     meta = trajectory["meta"]
     error = str((meta.get("feedback") or {}).get("error_type") or "")
-    return f"{meta['task_id']} ({error.removeprefix('replay:')})" if "steps" in meta and error else meta["task_id"]
+    for prefix in FAMILY_PREFIXES:
+        error = error.removeprefix(prefix)
+    return f"{meta['task_id']} ({error})" if "steps" in meta and error else meta["task_id"]
 
 
 def _failures(store, rows) -> str:

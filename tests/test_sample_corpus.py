@@ -10,7 +10,7 @@ os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "cu
 
 import pytest  # noqa: E402
 
-from benchmarks import sample_corpus as sc  # noqa: E402
+from benchmarks.bfcl import sample_corpus as sc  # noqa: E402
 from benchmarks.bfcl import backends  # noqa: E402
 from benchmarks.bfcl.backends import (  # noqa: E402
     ERROR_PREFIX,

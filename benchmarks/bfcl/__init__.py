@@ -1,4 +1,5 @@
-"""BFCL-V4 (bfcl-eval) multi-turn environment: safe backends, task data, tool schemas."""
+"""BFCL-V4 (bfcl-eval): the environments "bfcl" (multi-turn) and "bfcl-single" (environment.py), safe
+backends, task data, tool schemas, scenario export, leakage rows, corpus builders."""
 from benchmarks.bfcl.backends import (
     CallError,
     Episode,

@@ -44,6 +44,7 @@ class _BFCL:
     executable = True
     metrics = ("task_success", "turn_pass", "step_accuracy")
     export_group = "bfcl"
+    family_prefix = None
     corpus_settings = ("labeled", "wild")
 
     def build_corpus(self, out, setting: str, seed: int, **options: Any) -> dict:
@@ -90,6 +91,7 @@ class MultiTurnEnvironment(_BFCL):
 
     name = "bfcl"
     env_tag = "bfcl_multi_turn"
+    single_step = False
 
     def benchmark(self, **options: Any):
         from benchmarks.bfcl.multi_turn import MultiTurnBenchmark
@@ -133,6 +135,7 @@ class SingleTurnEnvironment(_BFCL):
 
     name = "bfcl-single"
     env_tag = "bfcl_single_turn"
+    single_step = True
 
     def benchmark(self, **options: Any):
         from benchmarks.bfcl.single_turn import SingleTurnBenchmark

@@ -233,6 +233,7 @@ class Cells:
         used = self.inputs(row)
 
         def evaluate(tmp: Path) -> None:
+            from benchmarks import registry
             from benchmarks.evaluate import evaluate_to_dir
 
             s = self.setting
@@ -240,7 +241,7 @@ class Cells:
                                   memory=str(used["memory"][0]) if used["memory"] else None, seed=seed,
                                   allow_test=s.split == "test", batch_size=s.batch_size,
                                   # single-turn tasks are one step each: as in the loop, no step pass
-                                  steps=not (s.benchmark == "bfcl-single" and s.metric != "step_accuracy"),
+                                  steps=not (registry.get(s.benchmark).single_step and s.metric != "step_accuracy"),
                                   policy_options={"base": self.base, "adapter": adapter})
             if doc["tasks"] != [t.id for t in self.tasks]:
                 raise RuntimeError("the evaluation chose other tasks than the cell's key names")

@@ -2,8 +2,8 @@
 executable environment. Its dev set is the corpus's own held-out tenth, scored step by step with
 call_f1 (no episodes); it has no ctx.env scenarios, no gold tasks of its own for the leakage guard
 (the held-out records never reach the sandbox), and no scenario for the `state_match` reward. Its
-judge names a failure family directly in the error type (`replay:<family>`, read by
-evolver/diagnose.py), so it has no checker rules.
+judge names a failure family directly in the error type (`replay:<family>`: `family_prefix`), so
+it has no checker rules.
 """
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ class ReplayEnvironment:
     env_tag = None
     executable = False
     metrics = ("call_f1",)
+    single_step = False
     export_group = None
+    family_prefix = "replay:"   # benchmarks/replay/scoring.py writes the error types
     corpus_settings = ()
 
     def build_corpus(self, out, setting: str, seed: int, **options: Any) -> dict:

@@ -1,6 +1,6 @@
 """The bundled sample corpus: real multi-turn tool-use trajectories from BFCL-V4.
 
-    python -m benchmarks.sample_corpus --out benchmarks/data/sample_corpus.jsonl [--seed 0]
+    python -m benchmarks.bfcl.sample_corpus --out benchmarks/data/sample_corpus.jsonl [--seed 0]
 
 Every record is a `multi_turn_base` ground-truth trajectory executed on fresh, real BFCL
 backends (benchmarks.bfcl.Episode): the observations are what the backends returned. Besides
@@ -45,7 +45,7 @@ from sandbox.schemas import canonical_json, check_raw
 
 SOURCE = "bfcl_multi_turn"
 CATEGORY = "multi_turn_base"
-DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "sample_corpus.jsonl"
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "data" / "sample_corpus.jsonl"
 
 # Base task numbers of the sample, spread over the backend-class combinations, all in the train
 # split (benchmarks/data/splits.json; build_corpus refuses any other): the sample never holds a
@@ -411,7 +411,7 @@ def labels_path(out: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.sample_corpus", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bfcl.sample_corpus", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="corpus JSONL to write")
     parser.add_argument("--labels", type=Path, default=None, help="noise labels (default: <out stem>.labels.json)")
     parser.add_argument("--seed", type=int, default=0)

@@ -1,0 +1,66 @@
+"""The environment seam: every registered environment implements the protocol, the registry is the
+one list of benchmarks, and what used to be special cases of "replay" follow from its attributes."""
+import pytest
+
+from base.errors import UserError
+from benchmarks import registry
+from benchmarks.environment import Environment, GoldRow
+from sandbox.corpus import corpus_kind
+
+
+def test_every_registered_environment_implements_the_protocol_under_its_own_name():
+    envs = registry.environments()
+    assert [e.name for e in envs] == registry.names() == ["bfcl", "bfcl-single", "replay"]
+    for e in envs:
+        assert isinstance(e, Environment), e.name
+        assert e.metrics and all(isinstance(m, str) for m in e.metrics)
+    tags = [e.env_tag for e in envs if e.env_tag]
+    assert len(tags) == len(set(tags))
+
+
+def test_an_unknown_name_is_one_sentence_naming_the_known_ones():
+    with pytest.raises(UserError, match=r"unknown benchmark 'nope' \(known: bfcl, bfcl-single, replay\)"):
+        registry.get("nope")
+
+
+def test_a_corpus_implies_the_environment_its_records_name_else_the_replay_benchmark():
+    def rec(i, tag):
+        return {"id": str(i), "messages": [], "meta": {"env": {"benchmark": tag, "task_id": f"t{i}"}} if tag else {}}
+
+    assert corpus_kind([rec(1, "bfcl_multi_turn"), rec(2, "bfcl_multi_turn")]) == "bfcl"
+    assert corpus_kind([rec(1, "bfcl_single_turn")]) == "bfcl-single"
+    assert corpus_kind([rec(1, "bfcl_single_turn"), rec(2, "bfcl_multi_turn")]) == registry.NO_ENVIRONMENT
+    assert corpus_kind([rec(1, None)]) == registry.NO_ENVIRONMENT == "replay"
+    assert registry.by_tag("bfcl_multi_turn").name == "bfcl" and registry.by_tag(["x"]) is None
+
+
+def test_replay_has_no_environment_behind_it_and_bfcl_does():
+    replay, multi, single = registry.get("replay"), registry.get("bfcl"), registry.get("bfcl-single")
+    assert not replay.executable and replay.metrics == ("call_f1",) and replay.export_group is None
+    assert list(replay.leakage_rows()) == [] and replay.checker_rules() == () and replay.corpus_settings == ()
+    assert replay.family_prefix == "replay:" and multi.family_prefix is None
+    assert multi.executable and single.executable and multi.export_group == single.export_group
+    assert multi.rebuilds({"benchmark": "bfcl_multi_turn", "task_id": "multi_turn_base_0"})
+    assert not single.rebuilds({"benchmark": "bfcl_single_turn", "task_id": "simple_python_0"})
+    assert single.single_step and not multi.single_step
+    assert multi.category_of("multi_turn_miss_func_12") == "miss_func"
+    assert single.category_of("parallel_multiple_3") == "parallel_multiple"
+
+
+def test_the_multi_turn_reward_scenario_executes_calls_and_names_a_bad_task():
+    multi = registry.get("bfcl")
+    env = {"benchmark": "bfcl_multi_turn", "task_id": "multi_turn_base_0", "variant": "base"}
+    episode = multi.reward_episode(env, None)
+    before = episode.state()
+    assert isinstance(episode.call("ls", {}), str)
+    assert episode.state() == before   # ls changes nothing
+    assert multi.reward_error(env) is None
+    assert "is not a task of BFCL multi_turn_base" in multi.reward_error({**env, "task_id": "multi_turn_base_99999"})
+    assert "is not a BFCL multi-turn category" in multi.reward_error({**env, "variant": "nope"})
+
+
+def test_bfcl_leakage_rows_cover_every_split_of_both_benchmarks():
+    rows = [r for e in registry.environments() for r in e.leakage_rows()]
+    assert all(isinstance(r, GoldRow) for r in rows[:50])
+    assert {r.split for r in rows} == {"train", "dev", "test"}
+    assert {r.multi for r in rows} == {True, False}
