@@ -10,7 +10,7 @@ from sandbox.corpus import corpus_kind
 
 def test_every_registered_environment_implements_the_protocol_under_its_own_name():
     envs = registry.environments()
-    assert [e.name for e in envs] == registry.names() == ["bfcl", "bfcl-single", "replay"]
+    assert [e.name for e in envs] == registry.names() == ["bfcl", "bfcl-single", "replay", "scienceworld"]
     for e in envs:
         assert isinstance(e, Environment), e.name
         assert e.metrics and all(isinstance(m, str) for m in e.metrics)
@@ -19,7 +19,7 @@ def test_every_registered_environment_implements_the_protocol_under_its_own_name
 
 
 def test_an_unknown_name_is_one_sentence_naming_the_known_ones():
-    with pytest.raises(UserError, match=r"unknown benchmark 'nope' \(known: bfcl, bfcl-single, replay\)"):
+    with pytest.raises(UserError, match=r"unknown benchmark 'nope' \(known: bfcl, bfcl-single, replay, scienceworld\)"):
         registry.get("nope")
 
 

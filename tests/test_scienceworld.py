@@ -106,12 +106,16 @@ def test_the_corpus_build_is_deterministic_honest_and_train_only(tmp_path):
     labels = json.loads((tmp_path / "c0" / corpus.LABELS_FILE).read_text())["labels"]
     train = set(catalog.split_ids("train"))
     assert {r["meta"]["env"]["task_id"] for r in records} <= train and set(labels) == {r["id"] for r in records}
+    bm._SCORED.clear()
     for r in records:
         noise = labels[r["id"]]["noise"]
-        if noise in ("clean", "redundant_look", "invalid_action", "off_task_chatter"):
-            assert r["outcome"]["success"], noise
-        if noise in ("abandoned", "wrong_focus"):
+        if noise in ("abandoned", "wrong_focus"):   # cut before completion, or failed for good
             assert not r["outcome"]["success"], noise
+        # honest: the outcome is the simulator's score of the record's own actions, run afresh
+        actions, _ = act.actions_of(r["messages"])
+        score, _, observations = bm.run_actions(catalog.entries()[r["meta"]["env"]["task_id"]], actions)
+        assert r["outcome"] == {"success": score >= 100, "reward": max(score, 0) / 100.0}, noise
+        assert observations == [m["content"] for m in r["messages"] if m["role"] == "tool"]
     labeled = corpus.build("labeled", limit=2)[0]
     assert all(r["outcome"] == {"success": True, "reward": 1.0} for r in labeled)
 
@@ -171,3 +175,34 @@ def test_the_leakage_guard_refuses_a_dev_tasks_text_and_gold_run_and_passes_trai
         check_record("memory", {"id": "leak-3", "key": "science", "content": f"Remember: {dev['description']}"})
     for record in corpus.build("labeled", limit=3)[0]:
         check_record("sft", {"id": record["id"], "messages": record["messages"], "tools": record["tools"]})
+
+
+def test_the_diagnosis_reads_scienceworld_verdicts_as_failure_families():
+    from benchmarks import registry
+    from evolver.diagnose import primary_family
+
+    environment = registry.get("scienceworld")
+    assert environment.category_of("boil-v12") == "boil" and environment.env_tag == "scienceworld"
+
+    def family(error_type, **meta):
+        return primary_family({"messages": [], "meta": {"feedback": {"error_type": error_type}, **meta}})[0]
+
+    assert family("scienceworld:instance_state_mismatch") == "state_mismatch"
+    assert family("scienceworld:empty_turn_model_response") == "empty_turn"
+    assert family("scienceworld:force_terminated") == "premature_stop"
+    assert family("scienceworld:force_terminated", step_limit_turn=0, max_steps=50) == "step_limit"
+
+
+def test_the_state_match_reward_runs_the_simulator_on_a_train_scenario():
+    from trainer.chat_format import render_assistant
+    from trainer.rewards import state_match
+
+    entry = _shortest("train")
+    gold = corpus.build("labeled", categories=[entry["task"]])[0]
+    raw = next(r for r in gold if r["meta"]["env"]["task_id"] == entry["id"])
+    index = 3   # the assistant turn of the 2nd gold action
+    record = {"id": "rl-1", "messages": raw["messages"][:index], "tools": raw["tools"], "reward": "state_match",
+              "reference": {"tool_calls": raw["messages"][index]["tool_calls"]}, "meta": {"env": raw["meta"]["env"]}}
+    assert state_match(render_assistant(raw["messages"][index]), record) == 1.0
+    wrong = act.call_message("c9", "inventory")
+    assert state_match(render_assistant(wrong), record) < 1.0

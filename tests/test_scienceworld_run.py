@@ -1,25 +1,31 @@
 """A tiny evolution run on ScienceWorld, the second environment (test profile, the tiny random
-model): curate → train → evaluate → diagnose → propose, and the epochs replay byte for byte."""
+model): curate → train → evaluate → diagnose → propose, and the epochs replay byte for byte.
+The step items are not scored (eval_steps off): P is task success, and on this CPU each step item
+of a ScienceWorld gold run costs a generation over a long prompt."""
 import json
 
 from benchmarks.scienceworld import catalog, corpus
 from evolver import cli
+from evolver.config import RunConfig
+from evolver.loop import run_epochs
+from evolver.store import RunStore
+from sandbox.corpus import corpus_sha256
 
 
 def test_a_tiny_run_on_scienceworld_goes_through_every_stage_and_replays(tmp_path, capsys):
     info = corpus.write(tmp_path / "corpus", "wild", seed=0, limit=2)
-    args = ["run", "--corpus", str(tmp_path / "corpus" / corpus.CORPUS_FILE), "--benchmark", "scienceworld",
-            "--profile", "test", "--epochs", "2", "--tasks", "1", "--sandbox", "process", "--batch-size", "2",
-            "--runs-dir", str(tmp_path), "--name", "sw"]
-    assert cli.main(args) == 0
+    files = (str(tmp_path / "corpus" / corpus.CORPUS_FILE),)
+    config = RunConfig(corpus=files, corpus_sha256=corpus_sha256(list(files)), benchmark="scienceworld",
+                       metric="task_success", profile="test", base="tiny-random", sandbox="process", tasks=1,
+                       epochs=2, batch_size=2, eval_steps=False)
+    store = RunStore.create(tmp_path / "sw", config.to_json())
+    run_epochs(store)
     root = tmp_path / "sw"
-    config = json.loads((root / "run.json").read_text())
-    assert config["benchmark"] == "scienceworld" and config["metric"] == "task_success"
     done = {(e.get("epoch"), e["stage"]) for e in map(json.loads, (root / "journal.jsonl").read_text().splitlines())
             if e.get("event") == "stage_done"}
-    for stage in ("curate", "train-s0", "evaluate-s0", "diagnose", "propose"):
+    for stage in ("curate", "train-s0", "evaluate-s0", "decide", "diagnose", "propose"):
         assert (0, stage) in done, stage
-    assert (1, "curate") in done and (1, "evaluate-s0") in done
+    assert (1, "curate") in done and (1, "evaluate-s0") in done and (1, "decide") in done
     metrics = json.loads((root / "epochs" / "0" / "eval-s0" / "metrics.json").read_text())
     assert set(metrics["tasks"]) <= set(catalog.split_ids("dev")) and 0.0 <= metrics["P"] <= 1.0
     episodes = [json.loads(line) for line in (root / "epochs" / "0" / "eval-s0" / "trajectories.jsonl").read_text().splitlines()]

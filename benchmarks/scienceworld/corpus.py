@@ -16,7 +16,9 @@ give byte-identical files. Only the catalog's train entries are read.
   input.", then the right one), `redundant_look` (an extra "look around"), `off_task_chatter`
   (text beside some calls), `abandoned` (stops part-way), `wrong_focus` (a `focus on` the wrong
   object, which fails the task for good — ScienceWorld's classic fatal error), `clean`, and
-  `exact_duplicate` copies. One record per task, a second for about 30% of tasks.
+  `exact_duplicate` copies. One record per task, a second for about 30% of tasks. On tasks where
+  time matters (boiling: every action is a tick of the simulated world), an extra look or a
+  garbled action can fail a run that would have completed; the outcome then says so.
 """
 from __future__ import annotations
 

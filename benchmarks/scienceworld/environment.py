@@ -62,6 +62,8 @@ class ScienceWorldEnvironment:
     metrics = ("task_success", "step_accuracy")
     export_group = "scienceworld"
     corpus_settings = ("labeled", "wild")
+    family_prefix = None   # its error types go through checker_rules
+    single_step = False    # a task is many actions: the step items are scored beside task success
 
     def benchmark(self, **options: Any):
         from benchmarks.scienceworld.benchmark import ScienceWorldBenchmark
