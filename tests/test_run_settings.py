@@ -77,7 +77,7 @@ def test_a_config_file_with_a_wrong_type_or_range_is_one_sentence_naming_the_fil
     ({"curation_timeout_s": 0}, "curation_timeout_s (--timeout) must be a finite number > 0, not 0"),
     ({"proxy_tasks": 0}, "proxy_tasks must be at least 1, not 0"),
     ({"split": "test"}, "split must be dev (the loop never reads the test split)"),
-    ({"benchmark": "bfcl-v9"}, "benchmark must be one of bfcl-single, bfcl, replay, not 'bfcl-v9'"),
+    ({"benchmark": "bfcl-v9"}, "benchmark must be one of bfcl, bfcl-single, replay, scienceworld, not 'bfcl-v9'"),
     ({"report_to": "tensorboard,nope"}, "report_to must be comma-separated from"),
     ({"agent": {"candidate_temperature": 3}}, "candidate_temperature a number in [0, 2]"),
 ])
