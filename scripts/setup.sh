@@ -13,6 +13,14 @@ fi
 pip() { "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@"; }
 
 bash scripts/docker-engine.sh  # the sandbox's engine: every time (instant when it answers), never fatal
+# ScienceWorld (the second environment) runs its simulator on a JRE: installed like the engine's
+# packages (as root on Debian, when missing), never fatal; without it ScienceWorld says so in one line.
+if ! command -v java >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "curateevo: installing a Java runtime (apt) for ScienceWorld" >&2
+  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends default-jre-headless \
+    || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends default-jre-headless; }; } \
+    >/dev/null 2>&1 || echo "curateevo: could not install Java; ScienceWorld will not run" >&2
+fi
 
 # A stamp keyed on the lock and the install files makes the common case (nothing changed) instant.
 stamp="$VENV/.curateevo-installed"
