@@ -94,7 +94,7 @@ def test_checker_verdicts_and_lines_do_not_depend_on_sharing():
 ])
 def test_an_rl_row_spliced_from_the_digest_text_is_the_plain_encoding(messages):
     from trainer.chat_format import tools_in_system
-    from trainer.exchange import to_file
+    from sandbox.exchange import to_file
 
     record = {"id": "r", "messages": messages, "tools": TOOLS, "reference": {"content": "a"},
               "reward": "tool_call_match", "meta": {"provenance": [{"op": "x", "how": "kept"}]}}
