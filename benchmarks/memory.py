@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 
 from base.errors import UserError
 from base.files import iter_jsonl
-from trainer import chat_format as cf
+from sandbox import chat_format as cf
 from sandbox.exchange import from_file
 
 DEFAULT_K = 3

@@ -34,7 +34,7 @@ from sandbox.canonical import Joined, canonical_json, shared, shared_json
 
 ENCODED = ("tools", "meta")
 DERIVED = ("tool_list", "prompt")
-TRAINING = "training"  # trainer.chat_format.TRAINING_FIELD (kept here so the sandbox side needs no torch)
+TRAINING = "training"  # sandbox.chat_format.TRAINING_FIELD (kept here: importing this module loads no transformers)
 
 
 def to_file(kind: str, record: Mapping) -> dict:
@@ -50,7 +50,7 @@ def to_file(kind: str, record: Mapping) -> dict:
         row["messages"] = [{**m, TRAINING: m["role"] == "assistant" and bool(next(flags, 1))}
                            for m in record["messages"]]
     elif kind == "rl":
-        from trainer.chat_format import tools_in_system
+        from sandbox.chat_format import tools_in_system   # transformers' renderer: loaded when an RL row is made
 
         # tools_in_system(messages, tools), past its first message the record's own messages: the
         # checker cuts its text from the messages' (sandbox.canonical.Joined), not encoding them again

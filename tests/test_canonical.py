@@ -93,7 +93,7 @@ def test_checker_verdicts_and_lines_do_not_depend_on_sharing():
     [{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": []}, {"role": "user", "content": "r"}],
 ])
 def test_an_rl_row_spliced_from_the_digest_text_is_the_plain_encoding(messages):
-    from trainer.chat_format import tools_in_system
+    from sandbox.chat_format import tools_in_system
     from sandbox.exchange import to_file
 
     record = {"id": "r", "messages": messages, "tools": TOOLS, "reference": {"content": "a"},

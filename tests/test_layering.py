@@ -9,6 +9,9 @@ those inside functions included, parsed with `ast` and checked against these rul
 - no module imports a private (underscore) name of another unit — a unit is a top-level package,
   and each environment's folder under `benchmarks/` is a unit of its own — by `from m import _x`
   or by `m._x` on an imported module;
+- between packages, arrows go down the floors (`FLOORS`): base < sandbox and curation_strategies
+  (the code the sandbox runs) < trainer < benchmarks < evolver; the one way up is into the
+  environment seam, which is how the floors below reach what an environment knows;
 - no import cycle between modules.
 
 The rules are tested on small made-up trees first, so a checker that found nothing could not pass.
@@ -24,6 +27,7 @@ PACKAGES = ("base", "sandbox", "trainer", "benchmarks", "curation_strategies", "
 BELOW_LOOP = ("base", "sandbox", "trainer", "benchmarks", "curation_strategies")
 SEAM = ("benchmarks.base", "benchmarks.environment", "benchmarks.registry")
 ENVIRONMENT_HOME = "benchmarks"   # each sub-package of it is an environment's folder: a unit
+FLOORS = {"base": 0, "sandbox": 1, "curation_strategies": 1, "trainer": 2, "benchmarks": 3, "evolver": 4}
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -133,10 +137,12 @@ def breaches(root: Path) -> list[str]:
             to = target.split(".")[0]
             if floor == "base" and to != "base":
                 problems.append(f"{where}:{line}: base imports {target}")
-            if floor in BELOW_LOOP and to == "evolver":
+            elif floor in BELOW_LOOP and to == "evolver":
                 problems.append(f"{where}:{line}: {floor} (below the loop) imports {target}")
-            if floor in ("sandbox", "trainer") and to == ENVIRONMENT_HOME and target not in SEAM:
+            elif floor in ("sandbox", "trainer") and to == ENVIRONMENT_HOME and target not in SEAM:
                 problems.append(f"{where}:{line}: {floor} imports {target}, not the environment seam")
+            elif FLOORS[to] > FLOORS[floor] and target not in SEAM:
+                problems.append(f"{where}:{line}: {floor} imports {target}, a floor above it")
             if private and unit(target) != unit(name):
                 problems.append(f"{where}:{line}: imports the private name {private} of {target}")
     problems += [f"import cycle: {' -> '.join(c)}" for c in _cycles(graph)]
@@ -165,6 +171,8 @@ def test_each_rule_is_caught_on_a_made_up_tree(tmp_path):
         "benchmarks/replay/calls.py": "from benchmarks.bfcl import backends\ny = backends._x\n",   # private by attribute
         "curation_strategies/a.py": "def h():\n    from curation_strategies import b\n",
         "curation_strategies/b.py": "from . import a\n",                                     # a cycle
+        "sandbox/exchange.py": "def row():\n    from trainer.chat_format import render\n",     # a floor up
+        "trainer/chat_format.py": "def render():\n    pass\n",
     })
     found = "\n".join(breaches(root))
     assert "base/files.py:2: base imports sandbox.curate" in found
@@ -173,7 +181,8 @@ def test_each_rule_is_caught_on_a_made_up_tree(tmp_path):
     assert "benchmarks/replay/judge.py:1: imports the private name _x of benchmarks.bfcl.backends" in found
     assert "benchmarks/replay/calls.py:2: imports the private name _x of benchmarks.bfcl.backends" in found
     assert "import cycle: curation_strategies.a -> curation_strategies.b" in found
-    assert len(breaches(root)) == 6
+    assert "sandbox/exchange.py:2: sandbox imports trainer.chat_format, a floor above it" in found
+    assert len(breaches(root)) == 7
 
 
 def test_what_the_rules_allow_passes_on_a_made_up_tree(tmp_path):
@@ -184,6 +193,9 @@ def test_what_the_rules_allow_passes_on_a_made_up_tree(tmp_path):
         "benchmarks/bfcl/__init__.py": "", "benchmarks/bfcl/backends.py": "_x = 1\n",
         "benchmarks/bfcl/leakage.py": "from benchmarks.bfcl.backends import _x\nfrom sandbox.leakage import f\n",
         "evolver/loop.py": "from sandbox import leakage\nfrom benchmarks.bfcl import leakage as bl\n",
+        "trainer/rewards.py": "from benchmarks.registry import x\nfrom sandbox import leakage\n",    # the seam; down
+        "curation_strategies/toolkit.py": "from sandbox import leakage\n",              # the same floor
+        "sandbox/runtime.py": "def load():\n    import curation_strategies.toolkit\n",
     })
     assert breaches(root) == []
 

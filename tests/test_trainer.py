@@ -5,7 +5,7 @@ import json
 import pytest
 
 from base.errors import UserError
-from trainer import chat_format as cf
+from sandbox import chat_format as cf
 from trainer import data, models
 from trainer.recipe import PROFILES, RECIPE, Profile, get_profile
 from trainer.sft import sft_config, sft_steps

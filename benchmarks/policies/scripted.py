@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
-from trainer import chat_format as cf
+from sandbox import chat_format as cf
 
 CLOSING_REPLY = "Done."
 
