@@ -35,8 +35,9 @@ def inputs(tmp_path_factory, sample_corpus):
     return write_jsonl(folder / "sft.jsonl", sft), write_jsonl(folder / "rl.jsonl", rl)
 
 
-def test_the_test_profile_trains_end_to_end_and_the_same_seed_gives_the_same_adapter(inputs, tmp_path):
+def test_the_test_profile_trains_end_to_end_and_the_same_seed_gives_the_same_adapter(inputs, tmp_path, monkeypatch):
     sft, rl = inputs
+    monkeypatch.setenv("PYTHONHASHSEED", "random")   # the caller's own setting does not reach the adapter's bytes
     start = time.monotonic()
     summary = train(sft, rl, tmp_path / "a", profile="test", seed=7)
     elapsed = time.monotonic() - start
@@ -70,11 +71,13 @@ def test_the_test_profile_trains_end_to_end_and_the_same_seed_gives_the_same_ada
     prompt = tokenizer(json.loads(rl.read_text().splitlines()[0])["messages"][0]["content"], return_tensors="pt")
     assert model.generate(**prompt, max_new_tokens=3, do_sample=False).shape[1] == prompt["input_ids"].shape[1] + 3
 
+    monkeypatch.setenv("PYTHONHASHSEED", "12345")
     rc = main(["train", "--sft", str(sft), "--rl", str(rl), "--profile", "test", "--seed", "7",
                "--out", str(tmp_path / "b"), "--quiet", "--report-to", "none"])
     assert rc == 0
     assert not (tmp_path / "b" / "tensorboard").exists()
-    for name in ("adapter/adapter_model.safetensors", "sft_adapter/adapter_model.safetensors"):
+    for name in ("adapter/adapter_model.safetensors", "adapter/adapter_config.json",
+                 "sft_adapter/adapter_model.safetensors", "sft_adapter/adapter_config.json"):
         assert (tmp_path / "b" / name).read_bytes() == (out / name).read_bytes(), name
 
 

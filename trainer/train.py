@@ -87,6 +87,9 @@ def _run_child(command: list[str], log_path: Path, echo: IO[str] | None, timeout
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    # str hashes fixed: PEFT writes "all-linear"'s target modules from a set, so their order in
+    # adapter_config.json (and the adapter's hash) would otherwise change from process to process
+    env["PYTHONHASHSEED"] = "0"
     with log_path.open("wb") as log:
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                  cwd=str(PROJECT_ROOT), start_new_session=True, preexec_fn=_die_with_parent)
