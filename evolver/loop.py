@@ -475,7 +475,8 @@ def run_epochs(store: RunStore) -> dict:
 def evaluate_candidate(ep: Epochs, epoch: int) -> None:
     """Curate, train, evaluate and decide the candidate tagged `epoch-<e>`."""
     store = ep.store
-    curation = ep.stage(epoch, "curate", lambda: ep.curate(epoch), [store.epoch_dir(epoch) / "artifacts"])
+    curation = ep.stage(epoch, "curate", lambda: ep.curate(epoch),   # a failed curation leaves no artifacts
+                        lambda result: [] if "failed" in result else [store.epoch_dir(epoch) / "artifacts"])
     scores = []
     if "failed" not in curation:
         for seed in ep.cfg.seeds:

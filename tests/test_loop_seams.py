@@ -235,3 +235,14 @@ def test_resume_refuses_a_curated_epochs_artifact_deleted_or_edited(tmp_path):
     (artifacts / "manifest.json").write_text("{")
     with pytest.raises(UserError, match=r"manifest\.json is missing or damaged, though epoch 0 was curated"):
         Epochs(RunStore.open(ep.store.root))
+
+
+def test_an_epoch_whose_curation_fails_is_rejected_with_the_reason_not_a_crash(tmp_path, counted):
+    """The curate stage of a candidate that fails (here: past a 0.2 s curation limit) leaves no
+    artifacts folder; the stage is journaled without outputs and the epoch is decided rejected."""
+    ep = Epochs(new_run(tmp_path, curation_timeout_s=0.2))
+    loop.evaluate_candidate(ep, 0)
+    curate, decide = ep.store.done(0, "curate"), ep.store.done(0, "decide")
+    assert "timed out" in curate["result"]["failed"] and curate["outputs"] == {}
+    assert not (ep.store.epoch_dir(0) / "artifacts").exists() and ep.store.done(0, "train-s0") is None
+    assert decide["result"]["accepted"] is False and decide["result"]["reason"].startswith("curation failed: ")
