@@ -110,6 +110,11 @@ class RunConfig:
     """SFT steps of the proxy per unit (a short SFT on the candidate's dry-run artifacts, no RL)."""
     proxy_tasks: int = 10
     """Dev tasks of the proxy per unit (a balanced subset of the run's dev tasks)."""
+    backend: str = "local"
+    """Where trainings and evaluations run (evolver/backends/): local (one after another on this
+    machine) or ray (a Ray cluster: every (candidate, seed) of an epoch at once). Results are the same."""
+    ray_address: str = ""
+    """The Ray cluster of backend ray (`HOST:PORT` of its head); "": RAY_ADDRESS, or the cluster started here."""
 
     def __post_init__(self):
         for f in fields(self):
@@ -147,6 +152,8 @@ class RunConfig:
             (self.candidates >= 1, "candidates", "at least 1"),
             (self.proxy_budget >= 0 and self.proxy_sft_steps >= 1 and self.proxy_tasks >= 1, "proxy_budget",
              "0 or more (with proxy_sft_steps and proxy_tasks at least 1)"),
+            (self.backend in _backend_names(), "backend", f"one of {', '.join(_backend_names())}"),
+            (not self.ray_address or self.backend == "ray", "ray_address", "empty unless backend is ray"),
             (self.proposer != "agent" or self.llm is not None, "proposer",
              "offline unless an LLM is configured (the code agent needs --model)"),
         ]
@@ -249,6 +256,12 @@ def _proposer_names() -> tuple[str, ...]:
     return tuple(PROPOSERS)
 
 
+def _backend_names() -> tuple[str, ...]:
+    from evolver.backends import BACKENDS
+
+    return tuple(BACKENDS)
+
+
 def _executor_names() -> tuple[str, ...]:
     from sandbox.executor import EXECUTORS
 
@@ -327,6 +340,10 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("rare-n-min", int, _field_default("rare_n_min"), "N_min: patterns observed before a rare signal fires"),
     Option("candidates", int, _field_default("candidates"), "k candidates per epoch, ranked by a short-SFT proxy"),
     Option("proxy-budget", int, _field_default("proxy_budget"), "proxy units for successive halving (0: k·⌈log2 k⌉)"),
+    Option("backend", str, _field_default("backend"), "where trainings and evaluations run: local, or ray (a Ray "
+           "cluster, every candidate and seed of an epoch at once; pip install 'curateevo[ray]')", _backend_names),
+    Option("ray-address", str, None, "the Ray cluster's head, HOST:PORT (default: RAY_ADDRESS, or the cluster "
+           "started on this machine)"),
     Option("proposer", str, None, "who rewrites the strategy (default: agent with --model, else offline)",
            _proposer_names, group="llm"),
     Option("model", str, None, "LLM model name, e.g. gpt-4.1-mini, claude-sonnet-4-5, or a local server's model", group="llm"),
@@ -421,7 +438,7 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
         boundary_samples=o["boundary_samples"], boundary_temperature=o["boundary_temperature"],
         signal_window=o["signal_window"], rare_theta=o["rare_theta"], rare_n_min=o["rare_n_min"],
         candidates=o["candidates"], proxy_budget=o["proxy_budget"], report_to=o["report_to"], max_length=o["max_length"],
-        launcher=o["launcher"] or "",
+        launcher=o["launcher"] or "", backend=o["backend"], ray_address=o["ray_address"] or "",
         accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "",
         agent={"step_limit": o["agent_steps"], "repairs": o["agent_repairs"], "wall_time_s": o["agent_wall"],
                "cost_limit_usd": o["agent_usd"]})

@@ -8,6 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from evolver.backends import BACKENDS, InFlight, make_backend, read_in_flight
 from evolver.config import RUN_OPTIONS, RunConfig, llm_mapping, merge_options, option_values, resolve
 from evolver.errors import UserError, positive_int
 from evolver.files import read_jsonl, sha256_bytes, sha256_file
@@ -92,9 +93,11 @@ def cmd_run(args) -> int:
 
     options = run_options(args)
     store = create_run(options)
-    try:   # before epoch 0: the base model's tokenizer, the LLM's key and one answer
+    try:   # before epoch 0: the base model's tokenizer, the LLM's key and one answer, the cluster
         check_report_to(run_config(store).report_to)   # a tracker whose package is missing
         check_base_model(run_config(store).base)
+        backend = make_backend(run_config(store), store.root)
+        backend.prepare(run_config(store))              # a cluster without the GPUs the profile needs
         usage = check_llm(run_config(store), store.root / "llm")
     except BaseException:
         shutil.rmtree(store.root, ignore_errors=True)   # nothing was run: nothing is left behind
@@ -118,7 +121,7 @@ def cmd_run(args) -> int:
         say(run_note(CACHE, benchmark=cfg.benchmark, profile=cfg.profile, base=cfg.base, tasks=cfg.tasks,
                      seeds=len(cfg.seeds), margin=cfg.margin if cfg.acceptance_rule == "margin" else None))
     print(f"run directory: {store.root}")
-    return run_and_report(store)
+    return run_and_report(store, backend)
 
 
 def cmd_resume(args) -> int:
@@ -128,13 +131,19 @@ def cmd_resume(args) -> int:
     cfg = run_config(store)
     if corpus_sha256(list(cfg.corpus)) != cfg.corpus_sha256:
         raise UserError(f"the corpus of {args.run} changed since the run started; nothing was run")
-    return run_and_report(store)
+    if args.backend or args.ray_address:   # the cluster may have moved since: results do not depend on it
+        backend = args.backend or ("ray" if args.ray_address else cfg.backend)
+        address = args.ray_address if args.ray_address is not None else (cfg.ray_address if backend == "ray" else "")
+        cfg = cfg.replace(backend=backend, ray_address=address)
+    backend = make_backend(cfg, store.root)
+    backend.prepare(cfg)
+    return run_and_report(store, backend)
 
 
-def run_and_report(store: RunStore) -> int:
+def run_and_report(store: RunStore, backend=None) -> int:
     from evolver.loop import run_epochs
 
-    final = run_epochs(store)
+    final = run_epochs(store, backend)
     print(format_log(store))
     print(f"\nfinal strategy: epoch {final['epoch']} ({final['commit'][:10]}), P = {final['P']:.4f}, C = {final['C']:.4f}")
     return 0
@@ -155,6 +164,8 @@ def cmd_status(args) -> int:
         print("not started")
     elif store.writer_active():
         print(f"running: {where}")
+        for row in read_in_flight(store.root):   # the backend's stages now (a cluster runs several)
+            print(f"  in flight: {InFlight.describe(row)}")
     else:
         print(f"stopped (crashed or killed; no process holds the run): last event {where}; "
               f"`curateevo resume {store.root}` continues it")
@@ -309,6 +320,9 @@ def add_cli(sub) -> None:
                              ("status", cmd_status, "where a run stands"), ("log", cmd_log, "the epoch table of a run")):
         p = sub.add_parser(name, help=text)
         p.add_argument("run")
+        if name == "resume":
+            p.add_argument("--backend", choices=tuple(BACKENDS), help="run the rest on this backend instead of the run's")
+            p.add_argument("--ray-address", help="the Ray cluster's head, HOST:PORT, when it moved since the run started")
         if name == "test":
             p.add_argument("--tasks", type=positive_int, help="N test tasks balanced over the categories (default: the whole test split)")
             p.add_argument("--again", action="store_true", help="read the test split once more (journaled; the report "

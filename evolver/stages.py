@@ -101,7 +101,10 @@ def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:
 def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapter: str | None, samples: int = 1,
                    tasks: int | None = None) -> dict:
     """π_e (+ the epoch's memory unless ablated) on the run's dev tasks: greedy, or `samples`
-    rollouts per task at the boundary temperature (episodes only)."""
+    rollouts per task at the boundary temperature (episodes only), on the profile's pinned CPU
+    threads when it pins them (so any machine of a cluster decodes alike)."""
+    from trainer.recipe import get_profile
+
     sampling = {"samples": samples, "temperature": cfg.boundary_temperature, "steps": False} if samples > 1 else \
         {"steps": cfg.eval_steps}
     from benchmarks.evaluate import evaluate_to_dir
@@ -111,7 +114,8 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
     doc = evaluate_to_dir(cfg.benchmark, cfg.split, out, tasks=tasks or cfg.tasks, metric=cfg.metric,
                           corpus=list(cfg.corpus) if cfg.benchmark == "replay" else None, **sampling,
                           memory=str(memory) if use_memory else None, seed=seed,
-                          policy_options={"base": cfg.base, "adapter": adapter}, progress=True,
+                          policy_options={"base": cfg.base, "adapter": adapter,
+                                          "threads": get_profile(cfg.profile).threads}, progress=True,
                           batch_size=cfg.batch_size, gold=samples == 1)
     gold = doc.get("gold_log_likelihood")   # beside P, never in a strategy's inputs
     return {"P": doc["P"], "metrics": doc["metrics"],
