@@ -93,6 +93,7 @@ def cmd_run(args) -> int:
 
     options = run_options(args)
     store = create_run(options)
+    backend = None
     try:   # before epoch 0: the base model's tokenizer, the LLM's key and one answer, the cluster
         check_report_to(run_config(store).report_to)   # a tracker whose package is missing
         check_base_model(run_config(store).base)
@@ -101,6 +102,8 @@ def cmd_run(args) -> int:
         usage = check_llm(run_config(store), store.root / "llm")
     except BaseException:
         shutil.rmtree(store.root, ignore_errors=True)   # nothing was run: nothing is left behind
+        if backend is not None:
+            backend.close()
         raise
     if usage:
         store.journal.append({"event": "preflight", "llm": usage})

@@ -73,15 +73,19 @@ class InFlight:
     """The stages a backend is running now: one console line when they change (each with its node,
     elapsed time and ETA), and `RUN/stages.json`, which `curateevo status` shows."""
 
+    REPEAT_S = 60.0   # an unchanged set of stages is shown again (with its times) this often
+
     def __init__(self, path: Path):
-        self.path, self.shown, self.durations = path, None, {}
+        self.path, self.shown, self.shown_at, self.durations = path, None, 0.0, {}
 
     def update(self, rows: list[dict]) -> None:
+        """Record `rows` (each: stage, label, state, node, elapsed_s, eta_s) and show them when a stage
+        started, ended or moved, or every REPEAT_S seconds."""
         atomic_json(self.path, {"time": time.time(), "stages": rows})
-        line = " · ".join(self.describe(r) for r in rows)
-        if line and line != self.shown:
-            say(f"in flight: {line}")
-        self.shown = line
+        key = [(r["stage"], r["state"], r.get("node")) for r in rows]
+        if rows and (key != self.shown or time.monotonic() - self.shown_at >= self.REPEAT_S):
+            say("in flight: " + " · ".join(self.describe(r) for r in rows))
+            self.shown, self.shown_at = key, time.monotonic()
 
     def finished(self, kind: str, seconds: float) -> None:
         self.durations.setdefault(kind, []).append(seconds)
