@@ -124,7 +124,9 @@ def fingerprint(root: Path, journal: bool = True) -> dict:
 @pytest.fixture(scope="module")
 def local(tmp_path_factory) -> Path:
     runs = tmp_path_factory.mktemp("local")
+    t0 = time.monotonic()
     finish(run("run", *ARGS, "--runs-dir", str(runs), "--name", "local"))
+    print(f"\nlocal run: {time.monotonic() - t0:.0f} s")
     root = runs / "local"
     assert len(fingerprint(root)["decisions"]) >= 1 and fingerprint(root)["files"]
     return root
@@ -155,8 +157,10 @@ def test_a_ray_run_is_the_local_run_even_when_a_worker_node_dies_during_a_traini
                "--name", "ray")
     root = tmp_path / "ray"
     row = wait_for(lambda: training_on(root, cluster.worker), proc, "a training on the worker node")
+    t0 = time.monotonic()
     cluster.kill("worker")                  # Ray runs the lost task again on the head
     out = finish(proc)
+    print(f"\nray run: worker killed at {row['elapsed_s']:.0f} s into {row['stage']}, run ended {time.monotonic() - t0:.0f} s later")
     assert "in flight: " in out and row["node"] in out
     assert fingerprint(root) == fingerprint(local)
     cluster.worker = cluster.start_worker()   # the next test has two nodes again
