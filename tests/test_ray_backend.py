@@ -153,9 +153,15 @@ def training_on(root: Path, node: str | None = None):
 
 
 def test_a_ray_run_is_the_local_run_even_when_a_worker_node_dies_during_a_training(cluster, local, tmp_path):
+    # Both nodes share this machine's address, and a driver attaches to the raylet of either: one
+    # attached to the worker's would die with it (LocalRayletDiedError, seen here). So the driver
+    # starts while the head is alone, and the worker joins (and takes the queued training) after.
+    cluster.kill("worker")
     proc = run("run", *ARGS, "--backend", "ray", "--ray-address", cluster.address, "--runs-dir", str(tmp_path),
                "--name", "ray")
     root = tmp_path / "ray"
+    wait_for(lambda: training_on(root), proc, "a training on the head")
+    cluster.worker = cluster.start_worker()
     row = wait_for(lambda: training_on(root, cluster.worker), proc, "a training on the worker node")
     t0 = time.monotonic()
     cluster.kill("worker")                  # Ray runs the lost task again on the head
