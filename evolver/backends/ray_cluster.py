@@ -155,10 +155,11 @@ class RayBatch:
         except ray.exceptions.RayTaskError as err:   # the stage raised: the same error as on the local backend
             self.errors[job.key] = err.cause if isinstance(err.cause, BaseException) else RunFailed(str(err))
             return
-        except ray.exceptions.RayError as err:       # worker or node lost more than MAX_RETRIES times
-            self.errors[job.key] = RunFailed(
-                f"{job.label or job.key} was lost on the Ray cluster {MAX_RETRIES + 1} times "
-                f"({printable(type(err).__name__)}); `curateevo resume RUN` submits it again")
+        except ray.exceptions.RayError as err:       # its node lost past MAX_RETRIES, or the driver's own node
+            why = "the Ray node this driver is attached to died" if "LocalRaylet" in type(err).__name__ else \
+                f"its worker or node died more than {MAX_RETRIES} retries allow"
+            self.errors[job.key] = RunFailed(f"{job.label or job.key} was lost on the Ray cluster: {why} "
+                                             f"({printable(type(err).__name__)}); `curateevo resume RUN` submits it again")
             return
         result = relocate(result, out, str(job.out))
         if data is None:
