@@ -28,13 +28,13 @@ def test_the_local_backend_runs_a_job_when_asked_after_what_it_needs_in_a_clean_
     CALLS.clear()
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "stale.txt").write_text("from a killed run")
-    jobs = [StageJob("a", "test_backends:make", {"name": "a"}, tmp_path / "a"),
+    jobs = [StageJob("a", "test_backends:make", {"name": "a"}, tmp_path / "new" / "a"),   # its parent made too
             StageJob("b", "test_backends:make", {"name": "b"}, tmp_path / "b", after={"adapter": ("a", "made")})]
     batch = LocalBackend().submit(jobs)
     assert CALLS == []                                            # nothing runs before it is asked for
     assert batch.result("b") == {"made": str(tmp_path / "b" / "b.txt")}
     assert CALLS == ["a", "b"] and not (tmp_path / "b" / "stale.txt").exists()
-    assert (tmp_path / "b" / "b.txt").read_text() == f"b read {tmp_path / 'a' / 'a.txt'}"
+    assert (tmp_path / "b" / "b.txt").read_text() == f"b read {tmp_path / 'new' / 'a' / 'a.txt'}"
     batch.result("a")
     assert CALLS == ["a", "b"]                                    # once
 

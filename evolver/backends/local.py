@@ -17,6 +17,7 @@ class LocalBatch:
             job = self.jobs[key]
             deps = {name: self.result(dep).get(field_) for name, (dep, field_) in job.after.items()}
             shutil.rmtree(job.out, ignore_errors=True)   # a job runs only when it is not done: start clean
+            job.out.parent.mkdir(parents=True, exist_ok=True)
             self.results[key] = job.run_here(job.out, **deps)
         return self.results[key]
 
