@@ -15,7 +15,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from evolver.errors import UserError
+from base.errors import UserError
 
 SPLITS = ("train", "dev", "test")
 
@@ -80,6 +80,10 @@ class Benchmark(Protocol):
     def step_items(self, task: Task) -> list[StepItem]: ...
 
     def judge_step(self, item: StepItem, calls: list) -> bool: ...
+
+    # A benchmark without an environment (replay) may add `judge_calls(item, calls, format_error)`
+    # -> {verdict, why, tp, fp, fn} (call-by-call scoring, the runner records it per answer) and
+    # `episodes(tasks, step_rows)` -> trajectory records of the scored steps (for the diagnosis).
 
 
 # name -> factory(**options) -> Benchmark

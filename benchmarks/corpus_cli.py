@@ -1,11 +1,11 @@
-"""`curateevo corpus build bfcl|bfcl-single --setting labeled|wild --out D [--seed N]`: the default
+"""`curateevo corpus build bfcl|bfcl-single --setting labeled|wild --out D [--seed N] [--max-records N]`: the default
 raw corpora, from the benchmark's train split only (benchmarks/bfcl/corpus_builder.py)."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from evolver.errors import positive_int
+from base.errors import positive_int
 
 BENCHMARKS = ("bfcl", "bfcl-single")
 SETTINGS = ("labeled", "wild")
@@ -20,7 +20,8 @@ def cmd_corpus_build(args) -> int:
 
     say(f"building the {args.setting} {args.benchmark} corpus (train split, seed {args.seed}) into {args.out}")
     info = corpus_builder.write(args.out, args.benchmark, args.setting, args.seed,
-                                variants=args.categories, limit=args.limit, progress=say)
+                                variants=args.categories, limit=args.limit, progress=say,
+                                max_records=args.max_records)
     print(f"{info['records']} records from {info['tasks']} train tasks, {info['success']} successful, "
           f"{info['bytes'] / 1e6:.1f} MB in {info['seconds']:.1f} s")
     print("by category: " + ", ".join(f"{k} {v}" for k, v in info["by_variant"].items()))
@@ -47,5 +48,8 @@ def add_cli(subparsers) -> None:
                    help="bfcl: base miss_func miss_param long_context (default all); "
                         "bfcl-single: simple_python multiple parallel parallel_multiple irrelevance (default all)")
     b.add_argument("--limit", type=positive_int, help="only the first N train tasks (for a quick look)")
+    b.add_argument("--max-records", type=positive_int,
+                   help="only whole train tasks, seeded and balanced over categories, up to N wild records "
+                        "(a training budget; both settings take the same tasks; default: all)")
     b.add_argument("--quiet", action="store_true", help="no progress messages")
     b.set_defaults(func=cmd_corpus_build)

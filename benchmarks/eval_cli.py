@@ -3,7 +3,7 @@
     curateevo eval --benchmark bfcl|bfcl-single|replay --base M [--adapter D] [--memory F]
                    --split dev --tasks N --out D [--metric M] [--samples K --temperature T]
 
-prints task_success, turn_pass, step_accuracy, the format-error rate and episodes per minute,
+prints task_success, turn_pass, step_accuracy, call_f1 (replay), the format-error rate and episodes per minute,
 and writes trajectories, steps and metrics into D (benchmarks/evaluate.py). The test split is
 refused: only `curateevo test` reads it.
 """
@@ -13,7 +13,7 @@ import datetime
 import json
 from pathlib import Path
 
-from evolver.errors import UserError, nonnegative_number, positive_int
+from base.errors import UserError, nonnegative_number, positive_int
 from benchmarks.evaluate import BENCHMARKS, METRICS, adapter_dir, evaluate_to_dir, format_metrics
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -32,22 +32,39 @@ def cmd_eval(args) -> int:
                           api_key_env=args.api_key_env, device=args.device, dtype=args.dtype, threads=args.threads,
                           max_new_tokens=args.max_new_tokens, max_prompt_tokens=args.max_prompt_tokens,
                           style=args.chat_style, concurrency=args.concurrency)
-    if not args.endpoint:
+    policy = None
+    if args.policy == "most-common-tool":
+        policy = _most_common_tool(args)
+    elif not args.endpoint:
         from trainer.models import check_name
 
         check_name(args.base)
         adapter_dir(args.adapter)
     doc = evaluate_to_dir(args.benchmark, args.split, out, tasks=args.tasks, categories=categories,
-                          metric=args.metric, corpus=args.corpus, memory=args.memory, memory_k=args.memory_k,
+                          metric=args.metric, corpus=args.corpus, corpus_on_error="skip" if args.skip_bad_lines else "abort",
+                          corpus_tools=args.tools, memory=args.memory, memory_k=args.memory_k,
                           samples=args.samples, temperature=args.temperature, seed=args.seed,
                           batch_size=args.batch_size, max_steps=args.max_steps, episodes=not args.no_episodes,
                           steps=not args.no_steps, step_limit=args.step_limit, progress=not args.quiet,
-                          policy_options=policy_options)
+                          policy=policy, policy_options=policy_options)
     if args.json:
         print(json.dumps(doc, indent=2, sort_keys=True))
     else:
         print(format_metrics(doc, Path(out)))
     return 0
+
+
+def _most_common_tool(args):
+    """The baseline that always calls the most common tool of the corpus's training 90%."""
+    if args.benchmark != "replay" or not args.corpus:
+        raise UserError("--policy most-common-tool is a baseline for --benchmark replay --corpus FILE "
+                        "(it learns its tool from the corpus's training 90%)")
+    if args.endpoint or args.adapter:
+        raise UserError("--policy most-common-tool runs no model: drop --base-url and --adapter")
+    from benchmarks.policies.baselines import MostCommonToolPolicy
+    from benchmarks.replay_benchmark import ReplayBenchmark
+
+    return MostCommonToolPolicy.from_records(ReplayBenchmark(args.corpus).train_records())
 
 
 def add_cli(sub) -> None:
@@ -57,7 +74,10 @@ def add_cli(sub) -> None:
                                    "steps.jsonl and metrics.json. The test split is refused.")
     p.add_argument("--benchmark", default="bfcl-single", choices=BENCHMARKS,
                    help="bfcl (multi-turn), bfcl-single (single-turn, the CPU default) or replay (a corpus's held-out 10%%)")
-    p.add_argument("--corpus", help="raw corpus for --benchmark replay")
+    p.add_argument("--corpus", nargs="+", help="raw corpus file(s) or folder(s) for --benchmark replay")
+    p.add_argument("--skip-bad-lines", action="store_true", help="replay: skip and count invalid corpus records "
+                                                                   "(as the run that trained the adapter did)")
+    p.add_argument("--tools", help="replay: JSON file of the real tool schemas for records whose files carry none")
     p.add_argument("--base", "--model", dest="base", default="smollm2-135m",
                    help="base model: smollm2-135m, tiny-random, a model directory or HF id; with --policy openai the "
                         "served model name (vLLM: the --lora-modules name, so the adapter is used)")
@@ -69,7 +89,7 @@ def add_cli(sub) -> None:
     p.add_argument("--categories", help="comma-separated categories (e.g. base,miss_func or simple_python,multiple)")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/eval-<time>)")
     p.add_argument("--metric", choices=METRICS, help="P, the metric the run is judged by "
-                                                     "(default task_success; step_accuracy for replay)")
+                                                     "(default task_success; call_f1 for replay)")
     p.add_argument("--samples", type=positive_int, default=1, help="answers per episode and per step item (default 1)")
     p.add_argument("--temperature", type=nonnegative_number, default=0.0, help="0 = greedy (default)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (with --samples > 1) and the recorded run seed")
@@ -85,8 +105,9 @@ def add_cli(sub) -> None:
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                    help="weights and activations of the local model; auto: bfloat16 on a GPU that has it, else float32")
     p.add_argument("--threads", type=positive_int, help="torch CPU threads (pinned and recorded; default: the cores, at most 16)")
-    p.add_argument("--policy", choices=["local", "openai"], help="local (transformers here) or openai (a server "
-                                                                     "at --base-url); default: openai iff --base-url is given")
+    p.add_argument("--policy", choices=["local", "openai", "most-common-tool"],
+                   help="local (transformers here), openai (a server at --base-url; default iff --base-url is given) "
+                        "or most-common-tool (replay's baseline: always call the corpus's most common offered tool)")
     p.add_argument("--endpoint", "--base-url", dest="endpoint",
                    help="OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1: vLLM, SGLang) instead of a local model")
     p.add_argument("--api", default="completions", choices=["completions", "chat"], help="endpoint API (default completions)")

@@ -3,7 +3,9 @@ to a folder — what `curateevo eval`, the run's evaluate stage and `curateevo t
 
 `evaluate_to_dir` writes into a new or empty folder, each file atomically:
 
-- `trajectories.jsonl`: one canonical raw record per episode (benchmarks.runner);
+- `trajectories.jsonl`: one canonical raw record per episode (benchmarks.runner); on a benchmark
+  without an environment (replay), one per held-out record with scored steps: the recorded
+  messages and, per step, the model's answer, its verdict and why (benchmarks/replay_scoring.py);
 - `steps.jsonl`: one line per step item (gold prefix given, the policy's next action judged);
 - `metrics.json`: P (the chosen metric), all metrics overall and per category, the resolved
   configuration (policy, chat format, runner, memory, task ids) and, apart under `timing`, wall
@@ -21,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from evolver.errors import UserError
-from evolver.files import atomic_write, is_empty_or_missing, sha256_file
+from base.errors import UserError
+from base.files import atomic_write, is_empty_or_missing, sha256_file
 
 BENCHMARKS = ("bfcl", "bfcl-single", "replay")
-METRICS = ("task_success", "turn_pass", "step_accuracy")
+METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
 
 
 def jsonl(records: Iterable[Any]) -> str:
@@ -79,13 +81,15 @@ def _check_out(out: Path) -> None:
 
 def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None, tasks: int | None = None,
                     categories: list[str] | None = None, metric: str | None = None, corpus: str | list[str] | None = None,
+                    corpus_on_error: str = "abort", corpus_tools: str | None = None,
                     memory: str | None = None, memory_k: int = 3, samples: int = 1, temperature: float = 0.0,
                     seed: int = 0, batch_size: int = 8, max_steps: int | None = None, episodes: bool = True,
                     steps: bool = True, step_limit: int | None = None, allow_test: bool = False,
                     progress: bool = False, policy_options: dict | None = None, gold: bool = False) -> dict:
     """Evaluate and write trajectories.jsonl, steps.jsonl and metrics.json into `out`; returns
     the metrics document. `policy` (any benchmarks.policies.Policy) or `policy_options` (the
-    keywords of `build_policy`) says what is evaluated. `gold`: also the policy's log-likelihood of
+    keywords of `build_policy`) says what is evaluated. `corpus_on_error` and `corpus_tools` load a
+    replay corpus as the run that curated it did (skipped lines, --tools schemas). `gold`: also the policy's log-likelihood of
     the tasks' gold calls (benchmarks/gold_likelihood.py; a local transformers policy only)."""
     from benchmarks import memory as memory_mod
     from benchmarks import metrics as metrics_mod
@@ -113,20 +117,27 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     if benchmark == "replay":
         if not corpus:
             raise UserError("--benchmark replay needs --corpus FILE (the raw corpus to hold 10% out of)")
-        options.update(corpus=corpus)
+        options.update(corpus=corpus, on_error=corpus_on_error, tools=corpus_tools)
     elif corpus:
         raise UserError(f"--corpus is for --benchmark replay; {benchmark} brings its own tasks")
     bench = get_benchmark(benchmark, **options)
     executable = getattr(bench, "executable", True)
     episodes = episodes and executable
-    metric = metric or ("task_success" if executable else "step_accuracy")
+    metric = metric or ("task_success" if executable else getattr(bench, "metric", "step_accuracy"))
     if metric not in METRICS:
         raise UserError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
+    judges_calls = hasattr(bench, "judge_calls")
+    if metric == "call_f1" and not judges_calls:
+        raise UserError(f"call_f1 is measured on the replay benchmark; {benchmark} is judged by its checker "
+                        "(use --metric task_success, turn_pass or step_accuracy)")
+    if metric == "step_accuracy" and judges_calls:
+        raise UserError(f"--metric step_accuracy on {benchmark} counts every text step right whatever the model "
+                        "writes (a random model passes it); P there is call_f1 (drop --metric)")
     if metric in ("task_success", "turn_pass") and not episodes:
         raise UserError(f"{metric} needs episodes" + ("" if executable else f"; {benchmark} has no environment "
                                                                                "and measures step_accuracy only"))
-    if metric == "step_accuracy" and not steps:
-        raise UserError("step_accuracy needs the step items (drop --no-steps)")
+    if metric in ("step_accuracy", "call_f1") and not steps:
+        raise UserError(f"{metric} needs the step items (drop --no-steps)")
     if not episodes and not steps:
         raise UserError("nothing to evaluate: both episodes and steps are off")
     task_list = bench.tasks(split, limit=tasks, categories=categories or None)
@@ -150,6 +161,9 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
                              batch_size=batch_size, samples=samples, temperature=temperature, seed=seed,
                              memory=index, step_limit=step_limit, progress_factory=progress_factory)
     summary = metrics_mod.summarize(result.trajectories, result.steps, result.timing)
+    trajectories = result.trajectories
+    if not executable and hasattr(bench, "episodes"):   # the scored held-out records, for report and diagnosis
+        trajectories = bench.episodes(task_list, result.steps)
     gold_doc = None
     if gold and getattr(policy, "model", None) is not None:
         from benchmarks.gold_likelihood import gold_log_likelihood
@@ -170,6 +184,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
         "P": summary["metrics"][metric],
         "metrics": summary["metrics"],
         "per_category": summary["per_category"],
+        **({"per_tool": summary["per_tool"]} if "per_tool" in summary else {}),
         **({"gold_log_likelihood": gold_doc} if gold_doc is not None else {}),
         "policy": describe,
         "chat_format": {"style": describe.get("chat_style", cf.DEFAULT_STYLE),
@@ -183,7 +198,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
         "timing": {**summary["timing"], **({"policy": {k: round(v, 3) if isinstance(v, float) else v
                                                       for k, v in stats.items()}} if stats else {})},
     }
-    atomic_write(out / "trajectories.jsonl", jsonl(result.trajectories))
+    atomic_write(out / "trajectories.jsonl", jsonl(trajectories))
     atomic_write(out / "steps.jsonl", jsonl(result.steps))
     atomic_write(out / "metrics.json", json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     return doc
@@ -208,6 +223,10 @@ def format_metrics(doc: dict, out: Path | None = None) -> str:
                           f"{_pct(m['step_accuracy_calls'])} of {m['step_items_with_calls']} with gold calls, "
                           f"{_pct(m['step_accuracy_replies'])} of {m['step_items'] - m['step_items_with_calls']} "
                           "closing replies)"),
+        *([("call_f1", f"{_pct(m['call_f1'])} (precision {_pct(m['call_precision'])}, recall "
+                          f"{_pct(m['call_recall'])}: {m['call_tp']} right calls, {m['call_fp']} wrong or unwanted, "
+                          f"{m['call_fn']} missed; {_pct(m['no_call_fp_rate'])} of {m['text_step_answers']} text "
+                          "steps answered with a call)")] if "call_tp" in m else []),
         ("format errors", f"{_pct(m['format_error_rate'])} ({m['format_errors']}/{m['answers']} answers; "
                           f"{_pct(m['call_rate'])} with calls)"),
         ("episodes/min", "n/a" if t.get("episodes_per_minute") is None else f"{t['episodes_per_minute']:.2f}"

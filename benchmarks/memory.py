@@ -18,8 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from evolver.errors import UserError
-from evolver.files import iter_jsonl
+from base.errors import UserError
+from base.files import iter_jsonl
 from trainer import chat_format as cf
 from trainer.exchange import from_file
 

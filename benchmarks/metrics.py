@@ -4,6 +4,9 @@
 - `turn_pass`: share of user turns whose check passes, over all turns of all episodes;
 - `step_accuracy`: share of right next actions given the gold prefix (mean over samples), also
   split into items whose gold makes calls and items whose gold is a plain reply;
+- `call_f1`: call-level F1 over the step items of a benchmark that judges calls one by one (replay),
+  with `call_precision`, `call_recall`, `no_call_fp_rate` and the counts beside it, and per tool
+  (benchmarks/replay_scoring.py) — P on the replay benchmark;
 - `format_error_rate`: share of policy answers that are not parseable (episodes and steps);
 - `call_rate`: share of policy answers that make at least one well-formed call;
 - `episodes_per_minute`, `items_per_minute`: throughput (timing; the only non-deterministic part).
@@ -17,7 +20,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Mapping, Sequence
 
-METRICS = ("task_success", "turn_pass", "step_accuracy")
+from benchmarks import replay_scoring
+
+METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -82,11 +87,23 @@ def answer_counts(trajectories: Sequence[Mapping], steps: Sequence[Mapping]) -> 
             "episode_answers": episode_answers, "episode_format_errors": episode_errors}
 
 
+CALL_FIELDS = ("call_f1", "call_precision", "call_recall", "no_call_fp_rate")
+
+
+def call_block(steps: Sequence[Mapping]) -> dict:
+    """The call-level fields of a block: None (and no counts) when no step was judged call by call."""
+    found = replay_scoring.call_metrics(steps)
+    if found is None:
+        return dict.fromkeys(CALL_FIELDS)
+    return {k: _round(v) if k in CALL_FIELDS else v for k, v in found.items()}
+
+
 def _block(trajectories: Sequence[Mapping], steps: Sequence[Mapping]) -> dict:
     passed, turns = turn_counts(trajectories)
     counts = answer_counts(trajectories, steps)
     answers = counts["answers"]
     return {
+        **call_block(steps),
         "task_success": _round(task_success(trajectories)),
         "turn_pass": _round(passed / turns if turns else None),
         "step_accuracy": _round(step_accuracy(steps)),
@@ -107,7 +124,8 @@ def _block(trajectories: Sequence[Mapping], steps: Sequence[Mapping]) -> dict:
 
 
 def summarize(trajectories: Sequence[Mapping], steps: Sequence[Mapping], timing: Mapping | None = None) -> dict:
-    """{"metrics": overall block, "per_category": {category: block}, "timing": {...}}."""
+    """{"metrics": overall block, "per_category": {category: block}, "per_tool" (when steps were
+    judged call by call): {tool: counts and scores}, "timing": {...}}."""
     by_cat_t: dict[str, list] = defaultdict(list)
     by_cat_s: dict[str, list] = defaultdict(list)
     for t in trajectories:
@@ -117,6 +135,9 @@ def summarize(trajectories: Sequence[Mapping], steps: Sequence[Mapping], timing:
     categories = sorted(set(by_cat_t) | set(by_cat_s))
     out = {"metrics": _block(trajectories, steps),
            "per_category": {c: _block(by_cat_t.get(c, []), by_cat_s.get(c, [])) for c in categories}}
+    tools = replay_scoring.per_tool(steps)
+    if tools:
+        out["per_tool"] = tools
     if timing is not None:
         out["timing"] = throughput(len(trajectories), len(steps), timing)
     return out
@@ -128,3 +149,20 @@ def throughput(episodes: int, items: int, timing: Mapping) -> dict:
     out["episodes_per_minute"] = round(60.0 * episodes / ep_s, 3) if ep_s and episodes else None
     out["items_per_minute"] = round(60.0 * items / st_s, 3) if st_s and items else None
     return out
+
+
+# Below this many scored items a dev set cannot tell strategies apart: one item moves P by over
+# 3 points and the 95% interval of P at 0.5 is wider than ±0.18 (0.98/√n).
+MIN_DEV_ITEMS = 30
+
+
+def resolution_warning(items: int, what: str = "step items") -> str | None:
+    """One sentence when `items` scored items are too few to tell strategies apart (else None)."""
+    if items >= MIN_DEV_ITEMS:
+        return None
+    if items <= 0:
+        return f"the dev set holds no {what}: P cannot be measured"
+    return (f"the dev set holds {items} {what}: P moves in steps of {1 / items:.3f} and its 95% interval is "
+            f"about ±{min(0.5, 0.98 / items ** 0.5):.2f}, so differences between strategies below that are "
+            "noise and a candidate is accepted on a lower C alone when P ties; a corpus with more "
+            f"held-out tool-calling records (at least {MIN_DEV_ITEMS} items) can tell them apart")

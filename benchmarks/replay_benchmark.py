@@ -5,67 +5,39 @@ reads) and holds out a tenth of it with `sandbox.corpus.split.split_ids` (by id 
 one task kept on one side; the loop's dev hold-out is the same function).
 
 `train_ids` is the 90% a loop may curate; `dev_ids` the held-out 10%, which `tasks("dev")` hands
-out (sorted by id). A task has no environment: it is scored by `step_accuracy` alone. Each
+out (sorted by id). A task has no environment: its step items alone are scored. Each
 assistant message of a held-out record is a `StepItem` — the recorded prefix before it, and as
 gold its tool calls (or `[]` for a reply without calls). Records whose outcome says they failed
 (`outcome.success is false`) give no step items by default (their actions are not ones to copy).
 
 The benchmark judges tool calls, so a held-out record that makes none gives no step items (its
 text replies would be "correct" for any reply without a call: a random model scored P = 1.0 on
-FireAct's text-ReAct corpus); a corpus whose held-out records make no tool call at all is refused
-when the benchmark is built. In records that do call tools, a text reply's gold is `[]`: the model
+FireAct's text-ReAct corpus); a corpus whose held-out records give no step item at all (none
+calls a tool, or those that do recorded a failure) is refused when the benchmark is built, and
+`run` builds it before any work (`dev_size` says what the hold-out gives). In records that do call tools, a text reply's gold is `[]`: the model
 must answer instead of calling.
 
 `judge_step` accepts a next action when it makes the same calls as the recorded one, in any
 order: equal tool names and equal arguments after normalisation (JSON-decoded, object key order
 ignored, numbers compared by value, booleans kept apart from numbers, strings exact).
+`judge_calls` scores it call by call for P = `call_f1`, and `episodes` writes the scored held-out
+records for the diagnosis (benchmarks/replay_scoring.py): the old share of right steps, where
+every text step is right for a model that never calls, stays a secondary figure.
 """
 from __future__ import annotations
 
-import json
-from collections import Counter
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
+from benchmarks import replay_scoring
 from benchmarks.base import SPLITS, StepItem, Task, Verdict, register
-from evolver.errors import UserError
+from benchmarks.replay_scoring import normalize_arguments, same_calls
+from base.errors import UserError
 from sandbox.corpus.split import DEFAULT_SEED, DEFAULT_SHARE, group_key, split_ids
 
 NAME = "replay"
 DEFAULT_HOLDOUT = DEFAULT_SHARE
 _group_key = group_key
 __all__ = ["ReplayBenchmark", "normalize_arguments", "same_calls", "split_ids"]
-
-
-def normalize_arguments(arguments: Any) -> Any:
-    """Arguments as compared: a JSON string is decoded first; see the module docstring."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return ("unparsed", arguments)
-    return _norm(arguments)
-
-
-def _norm(value: Any) -> Any:
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)):
-        return ("number", float(value))
-    if isinstance(value, Mapping):
-        return ("object", tuple(sorted((str(k), _norm(v)) for k, v in value.items())))
-    if isinstance(value, (list, tuple)):
-        return ("array", tuple(_norm(v) for v in value))
-    return ("other", repr(value))
-
-
-def _call_key(call: Mapping) -> str:
-    fn = call.get("function", call)
-    return repr((fn.get("name"), normalize_arguments(fn.get("arguments", {}))))
-
-
-def same_calls(calls: Sequence[Mapping], gold: Sequence[Mapping]) -> bool:
-    """Equal multisets of (name, normalised arguments)."""
-    return Counter(map(_call_key, calls)) == Counter(map(_call_key, gold))
 
 
 def _user_turns(messages: Sequence[Mapping]) -> list[list[dict]]:
@@ -80,6 +52,10 @@ def _user_turns(messages: Sequence[Mapping]) -> list[list[dict]]:
     return turns
 
 
+def _shown(corpus) -> str:
+    return ", ".join(map(str, corpus)) if isinstance(corpus, (list, tuple)) else str(corpus)
+
+
 def _calls_tools(record: Mapping) -> bool:
     return any(m.get("tool_calls") for m in record["messages"] if m.get("role") == "assistant")
 
@@ -88,29 +64,57 @@ class ReplayBenchmark:
     """Step-level replay of a raw corpus's held-out records (no environment, no episodes)."""
 
     name = NAME
-    executable = False  # no Episode: only step_accuracy can be measured
+    executable = False  # no Episode: only the step items can be scored
+    metric = "call_f1"  # P on this benchmark (benchmarks/replay_scoring.py)
 
     def __init__(self, corpus, seed: int = DEFAULT_SEED, holdout: float = DEFAULT_HOLDOUT, fmt: str = "auto",
-                 include_failed: bool = False, allow_test: bool = False):
+                 include_failed: bool = False, allow_test: bool = False, on_error: str = "abort",
+                 tools=None):
         from sandbox.corpus import load_corpus
 
         if corpus is None:
             raise UserError("the replay benchmark needs a corpus (--corpus FILE)")
-        loaded = load_corpus(corpus, fmt)
+        # the run's choices at load time hold here too: skipped lines stay skipped, --tools schemas stay given
+        loaded = load_corpus(corpus, fmt, on_error=on_error, tools=tools)
         self.corpus_sha256 = loaded.sha256
+        self.on_error, self.skipped_lines = on_error, len(loaded.skipped_lines)
         self.seed, self.holdout, self.include_failed = seed, holdout, include_failed
         self.records = {r["id"]: r for r in loaded.records}
         self.train_ids, self.dev_ids = split_ids(loaded.records, seed, holdout)
-        if self.dev_ids and not any(_calls_tools(self.records[i]) for i in self.dev_ids):
-            raise UserError(
-                f"{corpus}: the replay benchmark judges tool calls, and none of the "
-                f"{len(self.dev_ids)} held-out records makes one (text-only actions, e.g. ReAct "
-                "'Action: x[...]' lines, cannot be judged); use a corpus with tool calls")
+        self.dev = self.dev_size()
+        if self.dev_ids and not self.dev["items"]:
+            raise UserError(f"{_shown(corpus)}: {self.dev['why_none']}")
+
+    def dev_size(self) -> dict:
+        """What the held-out tenth gives to judge: records, those giving step items, step items
+        (with tool calls as gold), and why the others give none."""
+        no_call = [i for i in self.dev_ids if not _calls_tools(self.records[i])]
+        failed = [i for i in self.dev_ids if i not in no_call and not self.include_failed
+                  and (self.records[i].get("outcome") or {}).get("success") is False]
+        counted = [i for i in self.dev_ids if i not in no_call and i not in failed]
+        items = [it for i in counted for it in self.step_items(self._task(self.records[i]))]
+        why = []
+        if failed:
+            why.append(f"{len(failed)} recorded a failed outcome (their actions are not ones to copy)")
+        if no_call:
+            why.append(f"{len(no_call)} make no tool call (replies alone, or actions written as text such as "
+                       "ReAct 'Action: x[...]' lines, cannot be judged)")
+        held = ", ".join(self.dev_ids[:3]) + (" …" if len(self.dev_ids) > 3 else "")
+        fix = ("use a larger corpus, or one with more successful tool-calling records (which records are held "
+               "out depends on their ids only)" if any(map(_calls_tools, self.records.values()))
+               else "no record of the corpus makes a tool call: use a corpus with tool calls")
+        return {"records": len(self.dev_ids), "records_with_items": len(counted), "items": len(items),
+                "items_with_calls": sum(1 for it in items if it.gold), "failed_outcome": len(failed),
+                "no_tool_call": len(no_call),
+                "why_none": (f"the replay benchmark judges recorded tool calls, and the held-out tenth "
+                             f"({len(self.dev_ids)} record(s): {held}) gives none to judge: " + "; ".join(why) +
+                             f"; {fix}")}
 
     def describe(self) -> dict:
         return {"benchmark": self.name, "corpus_sha256": self.corpus_sha256, "seed": self.seed,
                 "holdout": self.holdout, "train": len(self.train_ids), "dev": len(self.dev_ids),
-                "include_failed": self.include_failed}
+                "dev_items": self.dev["items"], "include_failed": self.include_failed,
+                **({"on_error": "skip", "skipped_lines": self.skipped_lines} if self.on_error == "skip" else {})}
 
     def train_records(self) -> list[dict]:
         """The records a loop may curate (the 90%), in corpus order."""
@@ -138,10 +142,10 @@ class ReplayBenchmark:
         return tasks[:limit] if limit is not None else tasks
 
     def episode(self, task: Task):
-        raise UserError("the replay benchmark has no environment to run episodes in; it measures step_accuracy")
+        raise UserError("the replay benchmark has no environment to run episodes in; it scores the held-out steps")
 
     def score(self, task: Task, messages: list) -> Verdict:
-        raise UserError("the replay benchmark has no environment to score episodes; it measures step_accuracy")
+        raise UserError("the replay benchmark has no environment to score episodes; it scores the held-out steps")
 
     def step_items(self, task: Task) -> list[StepItem]:
         record = self.records[task.id]
@@ -167,6 +171,16 @@ class ReplayBenchmark:
 
     def judge_step(self, item: StepItem, calls: list) -> bool:
         return same_calls(calls, item.gold)
+
+    def judge_calls(self, item: StepItem, calls: list, format_error: str | None) -> dict:
+        """{verdict, why, tp, fp, fn} of one answer at `item` (benchmarks/replay_scoring.py)."""
+        offered = [(t.get("function") or t).get("name") for t in item.tools]
+        return replay_scoring.judge_calls(item.gold, calls, format_error, offered)
+
+    def episodes(self, tasks: Sequence[Task], steps: Sequence[Mapping]) -> list[dict]:
+        """The scored held-out records of `tasks` as trajectory records (replay_scoring.episodes)."""
+        items = [i for t in tasks for i in self.step_items(t)]
+        return replay_scoring.episodes(self.records, items, steps, {t.id: t.category for t in tasks})
 
 
 register(NAME, ReplayBenchmark)

@@ -24,7 +24,8 @@ feedback φ, format_errors, generations, calls, step_limit_turn, max_steps, memo
 
 Steps (`step_accuracy`). Every `StepItem` of the tasks (gold prefix, gold next action) is put to
 the policy, `samples` answers each, in fixed batches of `batch_size` items in task order; an
-answer is right when it parses and `Benchmark.judge_step` accepts its calls.
+answer is right when it parses and `Benchmark.judge_step` accepts its calls; a benchmark with
+`judge_calls` (replay) also records each answer's verdict, why and call counts.
 
 Sampling seeds derive from (seed, first task id of the group, round) — a rerun with the same
 tasks, policy and options gives the same records.
@@ -243,7 +244,7 @@ def run_steps(benchmark: Benchmark, tasks: Sequence[Task], policy, *, batch_size
               items: Sequence[StepItem] | None = None,
               progress: Callable[[int], None] | None = None) -> list[dict]:
     """One record per step item: {task_id, category, index, gold, samples: [{output, calls,
-    format_error, correct}], correct (share of right samples)}. `limit` caps the items;
+    format_error, correct, (verdict, why, tp, fp, fn with judge_calls)}], correct (share of right samples)}. `limit` caps the items;
     `items` (the step items of `tasks`, in order) saves asking the benchmark again."""
     if batch_size < 1 or samples < 1:
         raise ValueError("batch_size and samples must be positive")
@@ -253,6 +254,7 @@ def run_steps(benchmark: Benchmark, tasks: Sequence[Task], policy, *, batch_size
     items = list(items)[:limit]
     hits_cache: dict[str, list] = {}
     results: list[dict] = []
+    judge_calls = getattr(benchmark, "judge_calls", None)   # call-by-call counts (replay's call_f1)
     for chunk in _chunks(items, batch_size):
         prompts = []
         for item in chunk:
@@ -270,8 +272,10 @@ def run_steps(benchmark: Benchmark, tasks: Sequence[Task], policy, *, batch_size
                 parsed, tool_calls, error = parse_answer(text, item.tools)
                 calls = _calls_for_judge(tool_calls) if tool_calls else []
                 correct = error is None and bool(benchmark.judge_step(item, calls))
-                sample_rows.append({"output": text[:MAX_RECORDED_TEXT], "calls": calls, "format_error": error,
-                                    "correct": correct})
+                row = {"output": text[:MAX_RECORDED_TEXT], "calls": calls, "format_error": error, "correct": correct}
+                if judge_calls is not None:
+                    row.update(judge_calls(item, calls, error))
+                sample_rows.append(row)
             results.append({"task_id": item.task_id, "index": item.index,
                             "category": categories.get(item.task_id, ""), "gold": jsonable(item.gold),
                             "samples": sample_rows,

@@ -39,7 +39,7 @@ from benchmarks.bfcl.backends import (
     tool_schemas,
 )
 from benchmarks.bfcl.common import contains_all
-from evolver.files import atomic_write
+from base.files import atomic_write
 from benchmarks.bfcl.splits import multi_turn_split
 from sandbox.schemas import canonical_json, check_raw
 

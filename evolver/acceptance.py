@@ -111,6 +111,10 @@ def default_margin(profile: str, base: str, benchmark: str, tasks: int, seeds: i
         return 0.0, (f"paired bootstrap over {seeds} seed(s), accepted at {DEFAULT_CONFIDENCE:.0%} of the resamples, "
                      "margin 0 (the resampled per-task differences carry the seed noise)")
     sd = MEASURED_SEED_SD.get((profile, base, benchmark, tasks))
+    if sd is None and benchmark == "replay":   # its dev is the corpus's held-out tenth, not `tasks` tasks
+        return 0.0, (f"margin 0: no run-to-run spread of P is measured for {profile}, {base} on a corpus's held-out "
+                     "tenth (replay); with --seeds 2 or more the paired bootstrap accepts only a change beyond "
+                     "the training-seed noise, or give --margin")
     if sd is None:
         return 0.0, (f"margin 0: no run-to-run spread of P is measured for {profile}, {base}, {benchmark}, {tasks} "
                      "dev tasks (measure it with `curateevo bench quality --spread --seeds 3`, then give --margin)")

@@ -6,11 +6,12 @@ import datetime
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
-from evolver.errors import RunFailed, UserError, positive_int, positive_seconds, printable
-from evolver.files import atomic_write, read_json
-from evolver import report, run_cli
+from base.errors import RunFailed, UserError, positive_int, positive_seconds, printable
+from base.files import atomic_write, read_json
+from evolver import report, run_cli, trace
 from sandbox import image as sandbox_image
 from benchmarks import corpus_cli
 from trainer import cli as trainer_cli
@@ -19,10 +20,12 @@ from benchmarks import eval_cli
 from benchmarks.quality import cli as quality_cli
 from sandbox.corpus import FORMATS as CORPUS_FORMATS
 from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits
+from sandbox.leftovers import reap_leftovers, start_ticks
 from trainer.recipe import PROFILES
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
 SAMPLE_CORPUS = PROJECT_ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"
+_IMPORTED = time.monotonic()
 
 
 def _say(args, text: str) -> None:
@@ -30,11 +33,18 @@ def _say(args, text: str) -> None:
         print(printable(text), file=sys.stderr, flush=True)
 
 
+def format_outcomes(raw: dict) -> str:
+    """The outcome mix of the corpus and of what the curation retained (profile.raw, sandbox.checker)."""
+    mix = lambda m: ", ".join(f"{m.get(k, 0)} {k}" for k in ("success", "failure", "unknown"))   # noqa: E731
+    return f"corpus {mix(raw['outcomes'])}; retained {mix(raw.get('retained_outcomes') or {})}"
+
+
 def format_profile(profile: dict) -> str:
     raw, sft, rl, mem = profile["raw"], profile["sft"], profile["rl"], profile["memory"]
     tools = ", ".join(f"{k} {v}" for k, v in list(sft["trained_tool_calls"].items())[:6]) or "none"
     rows = [
         ("raw trajectories", f"{raw['records']} ({raw['retained']} retained, {raw['retention']:.1%})"),
+        *([("recorded outcomes", format_outcomes(raw))] if raw.get("outcomes") else []),
         ("SFT records", f"{sft['records']}: {sft['turns']} assistant turns, {sft['trained_turns']} trained, "
                         f"{sft['masked_turns']} masked, {sft['tokens']} tokens"),
         ("RL records", f"{rl['records']}: " + (", ".join(f"{k} {v}" for k, v in rl["rewards"].items()) or "none")
@@ -46,6 +56,17 @@ def format_profile(profile: dict) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def process_seconds() -> float:
+    """Wall seconds since this process started (interpreter start-up and imports included), from
+    /proc where there is one, else since this module was imported."""
+    try:
+        with open("/proc/uptime", "rb") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks() / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - _IMPORTED
 
 
 def cmd_curate(args) -> int:
@@ -62,7 +83,9 @@ def cmd_curate(args) -> int:
     executor = make_executor(args.sandbox, trusted=True)   # the user's own strategy
     get_profile(args.profile)   # a misspelled profile fails before anything runs
     corpus = load_corpus([str(p) for p in args.corpus], fmt=args.format,
-                         on_error="skip" if args.skip_bad_lines else "abort")
+                         on_error="skip" if args.skip_bad_lines else "abort", tools=args.tools)
+    if corpus.tools_notice:
+        _say(args, f"corpus: {corpus.tools_notice}")
     _say(args, f"curating {', '.join(map(str, args.corpus))} with {args.strategy} ({executor.name} sandbox)")
     result = execute(strategy_files(Path(args.strategy)), corpus, Path(out), seed=args.seed,
                      executor=executor, limits=limits)
@@ -71,25 +94,29 @@ def cmd_curate(args) -> int:
                      "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))
     curated = {kind: read_records(Path(result.out_dir) / f"{kind}.jsonl", kind) for kind in ("sft", "rl")}
     try:
-        length = profile_length_report(curated["sft"], curated["rl"], args.profile, args.max_length)
+        length = profile_length_report(curated["sft"], curated["rl"], args.profile, args.max_length,
+                                       args.max_prompt_length)
     except UserError as exc:   # advisory here: the artifacts stand without it
         length = exc
     read = len(corpus.records) + len(corpus.skipped_lines)
     lines_read = {"read": read, "skipped": len(corpus.skipped_lines),
                   "retained": result.profile["raw"]["retained"]}
     if args.json:
-        shown = {**result.profile, "lines": lines_read,
+        shown = {**result.profile, "lines": lines_read, "wall_s": round(process_seconds(), 3),
                  "length": length.to_json() if not isinstance(length, UserError) else str(length)}
         print(json.dumps(shown, indent=2, sort_keys=True))
     else:
         print(format_profile(result.profile))
         print(f"length ({args.profile})  " + (f"not measured: {length}" if isinstance(length, UserError)
                                              else length.summary()))
+        if not isinstance(length, UserError) and length.advice():
+            print(f"{'':<{len(args.profile) + 10}} {length.advice()}")
         if corpus.skipped_lines:
             print(f"skipped lines  {len(corpus.skipped_lines)} of {read} (listed in skipped.jsonl); "
                   f"retained {lines_read['retained']} of {read} read ({lines_read['retained'] / read:.1%})")
         secs = result.execution["seconds"]
-        print(f"\nartifacts in {result.out_dir} (executed in {secs['execute']:.2f} s, total {secs['total']:.2f} s)")
+        print(f"\nartifacts in {result.out_dir} (executed in {secs['execute']:.2f} s, curation {secs['total']:.2f} s; "
+              f"wall {process_seconds():.1f} s with start-up, imports and corpus loading)")
     return 0
 
 
@@ -104,7 +131,8 @@ def cmd_replay(args) -> int:
     elif args.retrain or args.reeval:
         raise UserError("--retrain and --reeval replay a run's epoch: give --epoch E")
     _say_environment(args.dir if args.epoch is not None else source)
-    report = replay(source, args.out, executor=make_executor(args.sandbox), corpus_paths=args.corpus, llm=llm)
+    report = replay(source, args.out, executor=make_executor(args.sandbox), corpus_paths=args.corpus, llm=llm,
+                    tools_path=args.tools)
     print(report.summary())
     for name, diff in report.differences.items():
         print(f"  {name}: {diff}")
@@ -196,7 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="corpus format; auto detects it per file")
     p.add_argument("--profile", default="cpu-small", choices=list(PROFILES), help="recipe profile whose length limits are reported")
     p.add_argument("--max-length", type=positive_int, default=None, help="SFT max_length to report (default: the profile's)")
+    p.add_argument("--max-prompt-length", type=positive_int, default=None,
+                   help="GRPO max_prompt_length to report (default: the profile's)")
     p.add_argument("--skip-bad-lines", action="store_true", help="skip and count invalid corpus lines instead of aborting")
+    p.add_argument("--tools", help="JSON file of the real tool schemas for records whose files carry none (default: "
+                                   "one catalogue per source, built from the calls the corpus makes)")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/curate-<time>)")
     p.add_argument("--seed", type=int, default=0, help="the curation seed (ctx.rng)")
     p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategy (default: auto)")
@@ -211,7 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retrain", action="store_true", help="with --epoch: train again and compare the adapter bytes")
     p.add_argument("--reeval", action="store_true", help="with --epoch: evaluate again and compare P and every outcome")
     p.add_argument("--out", type=Path, help="where to write the replay (default: a temporary directory)")
-    p.add_argument("--corpus", nargs="+", help="the corpus file(s), if they moved")
+    p.add_argument("--corpus", nargs="+", help="the corpus file(s) or folder(s) as given to curate or run, if they moved")
+    p.add_argument("--tools", help="the --tools file the output was curated with, if it moved")
     p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategy (default: auto)")
     p.set_defaults(func=cmd_replay)
 
@@ -224,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox_image.add_cli(sub)  # curateevo sandbox build|lock
     run_cli.add_cli(sub)  # curateevo run|resume|status|log
     report.add_cli(sub)  # curateevo report
+    trace.add_cli(sub)  # curateevo trace RUN --record ID | --task TASK
     corpus_cli.add_cli(sub)  # curateevo corpus build
     trainer_cli.add_cli(sub)  # curateevo train
     trainer_export.add_cli(sub)  # curateevo export verl
@@ -235,6 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        reaped = reap_leftovers()   # what a curateevo process killed with SIGKILL left (containers, job folders)
+        if reaped:
+            print(f"curateevo: {reaped}", file=sys.stderr)
         return args.func(args)
     except UserError as exc:   # what the message quotes (a file name, a strategy's error) is not ours
         print(f"curateevo: error: {printable(exc)}", file=sys.stderr)

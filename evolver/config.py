@@ -14,10 +14,10 @@ from pathlib import Path
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
-from evolver.errors import UserError
+from base.errors import UserError
 
 BENCHMARKS = ("bfcl-single", "bfcl", "replay")
-METRICS = ("task_success", "turn_pass", "step_accuracy")
+METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
 ABLATIONS = ("no-effectiveness", "no-efficiency", "no-sft", "no-rl", "no-memory")
 DIAGNOSES = ("rules", "rules+llm")
 # json key ≠ field name (`lambda` is a Python keyword)
@@ -37,7 +37,8 @@ class RunConfig:
     split: str = "dev"
     """The split the loop evaluates on; the test split is read only by `curateevo test`."""
     metric: str = "task_success"
-    """P: task_success (official checker), turn_pass or step_accuracy."""
+    """P: task_success (official checker), turn_pass or step_accuracy; call_f1 on replay (call-level F1 over
+    the held-out steps, benchmarks/replay_scoring.py)."""
     tasks: int = 60
     """Dev tasks evaluated per epoch, balanced over the benchmark's categories."""
     base: str = "smollm2-135m"
@@ -72,7 +73,13 @@ class RunConfig:
     ablations: tuple[str, ...] = ()
     """Paper §5.3 switches: no-effectiveness, no-efficiency, no-sft, no-rl, no-memory."""
     on_error: str = "abort"
-    """An invalid corpus line: abort (file:line, exit 2) or skip (counted)."""
+    """An invalid corpus line: abort (file:line, exit 2) or skip (counted). Every stage that reads the
+    corpus (curation, the replay benchmark's hold-out, resume, replay) loads it this way."""
+    tools: str = ""
+    """A JSON file of the real tool schemas for records whose files carry none (absolute path; "": each
+    source's catalogue of the calls it makes, sandbox.corpus.catalogue)."""
+    tools_sha256: str = ""
+    """sha256 of that file at launch; `resume` refuses a file that changed."""
     llm: Mapping | None = None
     """The LLM (evolver/llm.py LLMConfig as a mapping: names of key variables, never keys); None: none."""
     diagnosis: str = "rules"
@@ -84,6 +91,8 @@ class RunConfig:
     max_length: int = 0
     """SFT max_length in tokens (0: the profile's); records beyond it are cut or dropped, and a run
     where nothing would survive fails before training."""
+    max_prompt_length: int = 0
+    """GRPO max_prompt_length in tokens (0: the profile's); longer prompts lose old messages or are dropped."""
     report_to: str = "tensorboard"
     """Trackers for training (TRL's report_to) and per-epoch P, C, J, decision, per-category P and scale:
     tensorboard, wandb, trackio, mlflow (comma-separated) or none."""
@@ -103,7 +112,8 @@ class RunConfig:
     rare_n_min: int = 20
     """N_min: no rare signal before this many patterns were observed."""
     candidates: int = 1
-    """k: candidates per epoch (offline proposer); more than one are ranked by the proxy, the best goes on."""
+    """k: candidates per epoch (offline proposer: its k best edits; code agent: k runs sampled apart); more than
+    one are ranked by the proxy, the best goes on."""
     proxy_budget: int = 0
     """Proxy units for successive halving over k candidates (0: k·⌈log2 k⌉, one unit per candidate and rung)."""
     proxy_sft_steps: int = 10
@@ -143,6 +153,7 @@ class RunConfig:
             (self.launcher != "accelerate" or bool(self.accelerate_config), "accelerate_config",
              "a config file when launcher is accelerate"),
             (self.max_length >= 0, "max_length", "0 (the profile's) or a positive number of tokens"),
+            (self.max_prompt_length >= 0, "max_prompt_length", "0 (the profile's) or a positive number of tokens"),
             (self.signal_window >= 1, "signal_window", "at least 1"),
             (self.boundary_samples >= 0, "boundary_samples", "0 (off) or more"),
             (math.isfinite(self.boundary_temperature) and self.boundary_temperature > 0, "boundary_temperature",
@@ -156,6 +167,8 @@ class RunConfig:
             (not self.ray_address or self.backend == "ray", "ray_address", "empty unless backend is ray"),
             (self.proposer != "agent" or self.llm is not None, "proposer",
              "offline unless an LLM is configured (the code agent needs --model)"),
+            (_temperature(self.agent.get("candidate_temperature", 0.0)), "agent",
+             "the agent's limits, candidate_temperature a number in [0, 2]"),
         ]
         for ok, key, expected in checks:
             if not ok:
@@ -168,8 +181,13 @@ class RunConfig:
         run's budget overrides and --max-length; trainer.recipe.curation_budget)."""
         from trainer.recipe import curation_budget, get_profile
 
-        overrides = {**self.train_budget, **({"max_length": self.max_length} if self.max_length else {})}
-        return curation_budget(get_profile(self.profile).replace(**overrides))
+        return curation_budget(get_profile(self.profile).replace(**self.budget_overrides))
+
+    @property
+    def budget_overrides(self) -> dict:
+        """The profile's budgets this run changes: train_budget, --max-length, --max-prompt-length."""
+        return {**self.train_budget, **({"max_length": self.max_length} if self.max_length else {}),
+                **({"max_prompt_length": self.max_prompt_length} if self.max_prompt_length else {})}
 
     @property
     def acceptance_rule(self) -> str:
@@ -290,6 +308,10 @@ class Option:
         return self.choices() if callable(self.choices) else self.choices
 
 
+def _temperature(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x <= 2
+
+
 def _field_default(name: str) -> Any:
     f = {f.name: f for f in fields(RunConfig)}[name]
     return f.default_factory() if f.default is dataclasses.MISSING else f.default
@@ -305,7 +327,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("corpus", str, None, "raw corpus file(s) (default: the wild corpus of --benchmark, train split)", nargs="+"),
     Option("benchmark", str, None, "dev benchmark (default: bfcl-single, or replay for a corpus without an environment)",
            BENCHMARKS),
-    Option("metric", str, None, "P, the dev metric (default: task_success; step_accuracy on replay)", METRICS),
+    Option("metric", str, None, "P, the dev metric (default: task_success; call_f1 on replay)", METRICS),
     Option("tasks", int, _field_default("tasks"), "dev tasks evaluated per epoch, balanced over the categories"),
     Option("base", str, None, "base model (default: the profile's base model)"),
     Option("profile", str, _field_default("profile"), "recipe budgets", _profiles),
@@ -324,9 +346,13 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("batch-size", int, _field_default("batch_size"), "evaluation batch size"),
     Option("on-bad-line", str, "abort", "an invalid corpus line: abort with file:line, or skip and count it",
            ("abort", "skip")),
+    Option("tools", str, None, "JSON file of the real tool schemas, for corpus records whose files carry none "
+           "(default: one catalogue per source, built from the calls the corpus makes)"),
     Option("name", str, None, "run directory name (default: run-<time>)"),
     Option("runs-dir", str, None, "where run directories go (default: runs/ of the project)"),
     Option("max-length", int, _field_default("max_length"), "SFT max_length in tokens (0: the profile's)"),
+    Option("max-prompt-length", int, _field_default("max_prompt_length"),
+           "GRPO max_prompt_length in tokens (0: the profile's)"),
     Option("report-to", str, _field_default("report_to"), "trackers for training curves and per-epoch P, C, J "
            "(tensorboard, wandb, trackio, mlflow, comma-separated, or none)"),
     Option("launcher", str, None, "trainer launcher: accelerate (with --accelerate-config) or a command prefix "
@@ -363,6 +389,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("agent-repairs", int, 2, "failed validations sent back to the agent per revision", group="llm"),
     Option("agent-wall", int, 1200, "seconds per revision", group="llm"),
     Option("agent-usd", float, 0.0, "USD per revision (0: only the run's budget)", group="llm"),
+    Option("agent-temperature", float, 0.8, "sampling temperature of the code agent's candidates 2..k with --candidates k "
+           "(candidate 1 keeps the LLM's; candidate i >= 2 also sends seed = --seed + i - 1)", group="llm"),
 )
 OPTIONS_BY_DEST = {o.dest: o for o in RUN_OPTIONS}
 
@@ -420,7 +448,10 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     llm = llm_mapping(o)
     proposer = o["proposer"] or ("agent" if llm else "offline")
     benchmark = o["benchmark"] or corpus_kind or "bfcl-single"
-    metric = o["metric"] or ("step_accuracy" if benchmark == "replay" else _field_default("metric"))
+    metric = o["metric"] or ("call_f1" if benchmark == "replay" else _field_default("metric"))
+    if (metric == "call_f1") != (benchmark == "replay"):
+        raise UserError(f"--metric {metric} on {benchmark}: call_f1 is the replay benchmark's P and only its "
+                        "(step_accuracy there counts every text step right whatever the model writes)")
     base = o["base"] or get_profile(o["profile"]).base
     if o["seeds"] < 1:
         raise UserError(f"--seeds must be at least 1, not {o['seeds']}")
@@ -434,14 +465,16 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
         # single-turn tasks are one step each: the step-level pass would score the same answers again
         eval_steps=not (benchmark == "bfcl-single" and metric != "step_accuracy"),
         ablations=tuple(sorted(set(o["ablate"]))), on_error=o["on_bad_line"], llm=llm,
+        tools=str(Path(o["tools"]).resolve()) if o["tools"] else "",
         diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),
         boundary_samples=o["boundary_samples"], boundary_temperature=o["boundary_temperature"],
         signal_window=o["signal_window"], rare_theta=o["rare_theta"], rare_n_min=o["rare_n_min"],
         candidates=o["candidates"], proxy_budget=o["proxy_budget"], report_to=o["report_to"], max_length=o["max_length"],
+        max_prompt_length=o["max_prompt_length"],
         launcher=o["launcher"] or "", backend=o["backend"], ray_address=o["ray_address"] or "",
         accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "",
         agent={"step_limit": o["agent_steps"], "repairs": o["agent_repairs"], "wall_time_s": o["agent_wall"],
-               "cost_limit_usd": o["agent_usd"]})
+               "cost_limit_usd": o["agent_usd"], "candidate_temperature": o["agent_temperature"]})
 
 
 def default_margin_of(o: Mapping[str, Any], base: str, benchmark: str) -> tuple[float, str]:

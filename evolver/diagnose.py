@@ -29,6 +29,12 @@ the first rule that applies, in this order:
     → `bad_arguments`;
 11. any other failure → `unclassified` (its error type is the evidence).
 
+A replay evaluation (a user's corpus without an environment) writes one record per held-out
+trajectory whose `meta.steps` hold the model's answer at each scored step with its verdict
+(benchmarks/replay_scoring.py): its error type `replay:<family>` names the family of its first
+wrong answer directly, every other wrong answer adds its family, and the shape rules are skipped —
+the messages are the corpus's recorded ones, not the agent's.
+
 Secondary families: the multi-turn per-turn checks (`feedback.turn_errors`) read by the same
 rules — BFCL's multi-turn verdict does not fail a task for a call in a turn that wanted none, the
 per-turn check does — and the trajectory's shape: a tool error naming an unknown tool
@@ -91,6 +97,7 @@ _RULES = tuple((re.compile(p), f) for p, f in CHECKER_RULES)
 UNKNOWN = re.compile(r"not defined|unknown (tool|function)|not (offered|available)|no such (tool|function)", re.I)
 ERROR = re.compile(r"^\s*(\{\s*\"error\"|error|Error during execution|Traceback)|'error':|\"error\":", re.I)
 REPEATS = 3   # identical consecutive calls that make a loop
+REPLAY = "replay:"   # error-type prefix of a replay evaluation's verdicts
 
 
 def _signature(call: Mapping) -> str:
@@ -111,6 +118,8 @@ def primary_family(trajectory: Mapping, error_type: str | None = None) -> tuple[
     error_type = str(fb.get("error_type") or "")
     message = str(fb.get("checker_message") or "")
     evidence = f"{error_type}: {message}".strip(": ")
+    if error_type.startswith(REPLAY) and error_type[len(REPLAY):] in FAMILIES:   # the replay judge's verdict
+        return error_type[len(REPLAY):], message or evidence
     if meta.get("format_errors"):
         return "unparseable_call", str(meta["format_errors"][0].get("error"))
     if "decoder_failed" in error_type and fb.get("parse_error"):
@@ -143,6 +152,12 @@ def families(trajectory: Mapping) -> list[tuple[str, str]]:
         found.setdefault(family, evidence[:240])
 
     add(*primary_family(trajectory))
+    steps = (trajectory.get("meta") or {}).get("steps")
+    if steps is not None:   # a replayed corpus record: only the model's answers at its steps speak for it
+        for s in steps:
+            if s.get("verdict") in FAMILIES:
+                add(s["verdict"], f"step {s.get('step')}: {s.get('why')}")
+        return list(found.items())
     for turn in ((trajectory.get("meta") or {}).get("feedback") or {}).get("turn_errors") or ():
         family, evidence = primary_family(trajectory, turn.get("error_type") or "")
         if family not in ("unclassified", "step_limit", "premature_stop"):   # a cut-off turn repeats the primary
@@ -190,11 +205,51 @@ def family_counts(points: Sequence[Mapping]) -> dict[str, int]:
     return {p["family"]: p["count"] for p in sorted(points, key=lambda p: p["family"]) if p.get("source") == "rules"}
 
 
+# A point read from the diagnosed strategy's curated profile, not from a failed trajectory: the
+# corpus records outcomes (tau-bench's reward, ToolBench's win) and the curation trains on failures.
+TRAINED_FAILURES = "trained_failures"
+
+
+def outcome_point(profile: Mapping | None) -> dict | None:
+    """The failed point `trained_failures` when the curation kept raw trajectories whose recorded
+    outcome is a failure (profile.raw.retained_outcomes, sandbox.checker); None otherwise."""
+    raw = (profile or {}).get("raw") or {}
+    kept, mix = (raw.get("retained_outcomes") or {}).get("failure", 0), raw.get("outcomes") or {}
+    if not kept:
+        return None
+    return {"failed_point": "the curated data trains on trajectories whose recorded outcome is a failure",
+            "evidence": f"{kept} of the {raw.get('retained')} retained raw trajectories recorded a failure "
+                        f"(corpus: {mix.get('success', 0)} succeeded, {mix.get('failure', 0)} failed, "
+                        f"{mix.get('unknown', 0)} unknown)",
+            "curation_hint": "drop them (keep successes and unknown outcomes), or keep them only as masked context",
+            "family": TRAINED_FAILURES, "task_ids": [], "count": kept, "source": "profile"}
+
+
 def diagnose(trajectories: Sequence[Mapping], *, history: Sequence[Mapping] = (), sampled: Sequence[Mapping] = (),
-             params=None) -> tuple[list, dict]:
+             params=None, profile: Mapping | None = None) -> tuple[list, dict]:
     """(failed_points, signals) for one evaluation: `trajectories` are the greedy evaluation of
     the diagnosed epoch, `history` the `signals.summarize` of the evaluated epochs before it
-    (oldest first), `sampled` its K sampled rollouts per task (may be empty: no boundary signal)."""
+    (oldest first), `sampled` its K sampled rollouts per task (may be empty: no boundary signal),
+    `profile` its curated profile (recorded outcomes it trains on become `trained_failures`)."""
     points = failed_points(trajectories)
+    point = outcome_point(profile)
+    if point is not None:   # after the trajectories' points: family_counts counts those alone
+        points.append(point)
     found = sig.signals(sig.summarize(trajectories), history, sampled, params or sig.SignalParams())
     return points, {"families": family_counts(points), **found}
+
+
+def rejected_lesson(trajectories: Sequence[Mapping], best: Sequence[Mapping], *, sampled: Sequence[Mapping] = (),
+                    params=None) -> dict:
+    """What a rolled-back candidate's evaluation teaches, against the best policy it lost to
+    (`best`: that policy's trajectories): `broke`, CoEvolve's forgetting with the best's
+    evaluation as the window (tasks the best solved that the candidate fails); `fixed`, its mirror;
+    `broke_as`, the failure families of the candidate's failures on the broken tasks; `families`
+    of all its failures; `boundary` and `rare`, its own signals (its sampled rollouts)."""
+    now, before = sig.summarize(trajectories), sig.summarize(best)
+    broke = sig.forgetting(now["scores"], [before["scores"]], window=1)
+    on_broken = [t for t in trajectories if task_id_of(t) in set(broke)]
+    found = sig.signals(now, [before], sampled, params or sig.SignalParams())
+    return {"broke": broke, "fixed": sig.fixed(now["scores"], before["scores"]),
+            "broke_as": [{k: p[k] for k in ("family", "task_ids", "count", "evidence")} for p in failed_points(on_broken)],
+            "families": family_counts(failed_points(trajectories)), "boundary": found["boundary"], "rare": found["rare"]}

@@ -1,7 +1,7 @@
 """The run's integrity: the workspace's tags must name the commits its journal recorded."""
 from __future__ import annotations
 
-from evolver.errors import UserError
+from base.errors import UserError
 from evolver.store import RunStore
 from sandbox.workspace import Workspace
 
@@ -37,7 +37,7 @@ def check_artifacts(store: RunStore) -> None:
     """UserError naming the file when a curated epoch's artifacts no longer hash as its
     manifest.json recorded them (deleted or edited in place): what was trained and decided on
     them cannot be trusted, and nothing is run."""
-    from evolver.files import read_json, sha256_file
+    from base.files import read_json, sha256_file
 
     curated = sorted({e["epoch"] for e in store.journal.events() if e.get("event") == "stage_done"
                       and e.get("stage") == "curate" and isinstance(e.get("epoch"), int) and e["epoch"] >= 0

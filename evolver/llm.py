@@ -3,8 +3,11 @@ SDKs' own retries (exponential backoff with jitter; they honour Retry-After), to
 `runs/<run>/llm/` (DESIGN: Run directory) from which a run replays without a network.
 
 A request's identity is the sha256 of the canonical JSON of what decides the answer (provider,
-model, base_url, messages, temperature, max_tokens); the n-th identical request made through one
-`LLM` is the record `<sha256>-<n>.json`. The API key is read from the environment at call time
+model, base_url, messages, temperature, max_tokens, and a sampling seed when one is given); the
+n-th identical request made through one `LLM` is the record `<sha256>-<n>.json`. A caller may ask
+for another temperature and a seed per call (the code agent's k candidates); both are part of the
+request, so its record and its replay. OpenAI-compatible servers get both (`seed` is the API's
+best-effort determinism); the Anthropic API takes neither, and samples as it does by default. The API key is read from the environment at call time
 and goes only into the request's header: never into a record, run.json, a log line or an error.
 A server that echoes it (or any other secret of the environment) back gets it scrubbed from the
 reply before the reply is recorded or returned. A reply that is not a chat completion (an HTML
@@ -23,8 +26,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from evolver.errors import RunFailed, UserError, printable
-from evolver.files import atomic_json, read_json
+from base.errors import RunFailed, UserError, printable
+from base.files import atomic_json, read_json
 from sandbox.schemas import canonical_json
 
 PROVIDERS = ("openai", "anthropic")
@@ -255,14 +258,16 @@ def _well_formed(text: Any, raw_usage: Any, counted: Any):
     return text, raw_usage, counted
 
 
-def _call_openai(config: LLMConfig, key: str, messages: list[dict], max_tokens: int):
+def _call_openai(config: LLMConfig, key: str, request: Mapping):
     """(text, raw usage dict or None, (prompt, completion) tokens or None) from chat.completions."""
     import openai
-    args: dict[str, Any] = {"model": config.model, "messages": messages}
+    args: dict[str, Any] = {"model": config.model, "messages": request["messages"]}
     if _REASONING.match(config.model):
-        args["max_completion_tokens"] = max_tokens   # these models refuse max_tokens and a temperature
+        args["max_completion_tokens"] = request["max_tokens"]   # these models refuse max_tokens and a temperature
     else:
-        args.update(max_tokens=max_tokens, temperature=config.temperature)
+        args.update(max_tokens=request["max_tokens"], temperature=request["temperature"])
+    if "seed" in request:
+        args["seed"] = request["seed"]
     try:
         with openai.OpenAI(base_url=config.base_url, api_key=key, timeout=config.timeout_s,
                            max_retries=config.max_retries) as client:
@@ -278,10 +283,11 @@ def _call_openai(config: LLMConfig, key: str, messages: list[dict], max_tokens: 
     return text, usage.model_dump(mode="json", exclude_none=True), (usage.prompt_tokens, usage.completion_tokens)
 
 
-def _call_anthropic(config: LLMConfig, key: str, messages: list[dict], max_tokens: int):
-    """The same from messages.create; system messages are lifted into `system=`. No temperature:
-    API version 2026-10-21 (the SDK 2.x default) refuses sampling parameters."""
+def _call_anthropic(config: LLMConfig, key: str, request: Mapping):
+    """The same from messages.create; system messages are lifted into `system=`. No temperature
+    and no seed: API version 2026-10-21 (the SDK 2.x default) refuses sampling parameters."""
     import anthropic
+    messages, max_tokens = request["messages"], request["max_tokens"]
     system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
     args: dict[str, Any] = {"model": config.model, "max_tokens": max_tokens,
                             "messages": [m for m in messages if m["role"] != "system"]}
@@ -342,8 +348,10 @@ class LLM:
         self._total = _zero()
         self._by_purpose: dict[str, dict] = {}
 
-    def complete(self, messages: list[dict], *, purpose: str, max_tokens: int | None = None) -> Reply:
-        """The model's reply to `messages`, from the record or the network (per `mode`).
+    def complete(self, messages: list[dict], *, purpose: str, max_tokens: int | None = None,
+                 temperature: float | None = None, seed: int | None = None) -> Reply:
+        """The model's reply to `messages`, from the record or the network (per `mode`);
+        `temperature` (default: the config's) and `seed` (default: none sent) are this call's.
 
         Raises BudgetExceeded before a network call the budget cannot pay for, LLMUnavailable when
         the provider fails for good (or a replay-only run misses), UserError when the key is unset.
@@ -351,8 +359,15 @@ class LLM:
         start = time.monotonic()
         messages = _checked(messages)
         c = self.config
+        if temperature is not None and not (_number(temperature) and 0 <= temperature <= 2):
+            raise ValueError("temperature must be a number in [0, 2]")
+        if seed is not None and not _integer(seed):
+            raise ValueError("seed must be an integer")
         request = {"provider": c.provider, "model": c.model, "messages": messages,
-                   "temperature": c.temperature, "max_tokens": max_tokens or c.max_tokens}
+                   "temperature": c.temperature if temperature is None else float(temperature),
+                   "max_tokens": max_tokens or c.max_tokens}
+        if seed is not None:
+            request["seed"] = seed
         if c.base_url is not None:
             request["base_url"] = c.base_url
         digest = hashlib.sha256(canonical_json(request).encode("utf-8")).hexdigest()
@@ -435,7 +450,7 @@ class LLM:
         secrets = secrets_of(key)
         where = f"{c.provider} model {c.model} at {c.base_url or 'the vendor endpoint'}"
         try:
-            text, raw_usage, counted = _well_formed(*call(c, key, request["messages"], request["max_tokens"]))
+            text, raw_usage, counted = _well_formed(*call(c, key, request))
         except _Failure as e:
             reason = printable(scrub(e.reason, secrets), 300)   # a server may echo the key
             if not e.retryable:

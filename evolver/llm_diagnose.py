@@ -22,7 +22,7 @@ import jsonschema
 
 from evolver.diagnose import FAMILIES, families
 from evolver.failure_modes import merge, words
-from evolver.files import atomic_json, read_json
+from base.files import atomic_json, read_json
 from evolver.llm import BudgetExceeded, LLMError, LLMUnavailable
 
 PROMPTS = Path(__file__).resolve().parent / "prompts"
@@ -128,6 +128,16 @@ def feedback_text(trajectory: Mapping) -> str:
     parts = []
     if meta.get("feedback"):
         parts.append("checker: " + json.dumps(meta["feedback"], ensure_ascii=False, sort_keys=True, default=str))
+    steps = meta.get("steps")
+    if steps is not None:   # a replayed corpus record: the trajectory above is the recorded one
+        wrong = [x for x in steps if x.get("verdict") != "right"]
+        parts.append(f"replay of a recorded trajectory: at each of {len(steps)} scored steps the agent was given the "
+                     f"recorded messages before it and asked for the next one; {len(wrong)} answers were wrong")
+        for x in wrong[:5]:
+            parts.append(f"step {x.get('step')} (message {x.get('message_index')}): {x.get('verdict')}: {x.get('why')}; "
+                         f"the agent wrote: {clip(_flat(x.get('reply')), CLIP['assistant'])}")
+        if len(wrong) > 5:
+            parts.append(f"… {len(wrong) - 5} more wrong answers")
     errors = meta.get("format_errors") or []
     for e in errors[:5]:
         parts.append(f"unparseable answer (turn {e.get('turn')}, step {e.get('step')}): {_flat(e.get('error'))}")

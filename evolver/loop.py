@@ -28,11 +28,12 @@ from statistics import fmean
 from evolver.acceptance import Scores, make_rule
 from evolver.backends import StageJob, make_backend
 from evolver.config import RunConfig
-from evolver.diagnose import diagnose
+from evolver.diagnose import diagnose, rejected_lesson
+from evolver.lineage import annotate, brief_of, outcome_deltas
 from evolver.signals import summarize
-from evolver.errors import RunFailed
-from evolver.files import atomic_json, read_json, read_jsonl, sha256_path
-from evolver.objective import charged_cost, final_choice, objective
+from base.errors import RunFailed
+from base.files import atomic_json, read_json, read_jsonl, sha256_path
+from evolver.objective import c_only, charged_cost, final_choice, objective
 from evolver.proposers import make_proposer
 from evolver.proposers.brief import Brief
 from evolver.selection import select
@@ -49,7 +50,8 @@ from sandbox.workspace import Workspace
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
 # ρ0's inputs: no diagnosis yet, but every file a strategy may read is there
 EMPTY_DIAGNOSIS = {"failed_points": [], "signals": {"families": {}, "forgetting": [], "boundary": [], "rare": []},
-                   "profile": {}}
+                   "profile": {}, "rejected": []}
+LESSONS = 3   # rolled-back candidates since the best whose lessons the next brief carries (most recent)
 
 
 def say(text: str) -> None:
@@ -77,7 +79,7 @@ class Epochs:
     def corpus(self):
         """What the strategy sees: the raw corpus, less its held-out dev tenth when the dev
         benchmark is the corpus's own (replay): those records never reach the sandbox."""
-        corpus = load_corpus(list(self.cfg.corpus), on_error=self.cfg.on_error)
+        corpus = load_corpus(list(self.cfg.corpus), on_error=self.cfg.on_error, tools=self.cfg.tools or None)
         return train_part(corpus) if self.cfg.benchmark == "replay" else corpus
 
     @functools.cached_property
@@ -288,12 +290,20 @@ class Epochs:
         if "failed" in curation:
             decision = {"accepted": False, "reason": f"curation failed: {curation['failed']}", "P": None, "J": None}
         else:
+            if any(s["P"] is None for s in scores):   # nothing was scored: no P to decide on
+                raise RunFailed(f"epoch {epoch}: the evaluation scored nothing (dev {scores[0].get('dev')}), so P is "
+                                f"undefined; the dev set gives no {self.cfg.metric} item for this run")
             p = fmean(s["P"] for s in scores)
             candidate = Scores(p, curation["C"], objective(p, curation["C"], self.cfg.lam), self._per_task(epoch))
             best = self.best()
             verdict = self.rule.decide(candidate, None if best is None else
                                        Scores(best["P"], best["C"], best["J"], self._per_task(best["epoch"])), self.cfg.lam)
             decision = {"P": p, "C": curation["C"], "J": candidate.J, "accepted": verdict.accepted, "reason": verdict.reason}
+            cheaper = c_only(p, curation["C"], best) if verdict.accepted else None
+            if cheaper:   # said so wherever the decision is shown (commit message, log, report)
+                decision["c_only"], decision["reason"] = True, f"{decision['reason']}; {cheaper}"
+            if scores[0].get("dev"):
+                decision["dev"] = scores[0]["dev"]
             gold = [s["gold_ll"] for s in scores if s.get("gold_ll") is not None]
             if gold:   # the low-variance signal beside P (benchmarks/gold_likelihood.py); not part of J
                 decision["gold_ll"] = round(fmean(gold), 6)
@@ -303,6 +313,18 @@ class Epochs:
             (self.ws.accept if decision["accepted"] else self.ws.reject)(sha, message, epoch=epoch)
         self._track(epoch, decision, curation)
         return {**decision, "epoch": epoch, "commit": sha, "edits": edits}
+
+    def no_candidate(self, epoch: int) -> dict:
+        """The decision of an epoch for which every proposal was refused: not evaluated, nothing
+        committed, the reasons recorded; its refused edits are not proposed again."""
+        proposed = (self.store.done(epoch - 1, "propose") or {}).get("result") or {}
+        reasons = proposed.get("refused") or ["the proposer offered no candidate"]
+        spent = {"budget_exhausted": True} if proposed.get("budget_exhausted") else {}
+        if spent:
+            reasons = ["the run's LLM budget is spent", *reasons]
+        return {"epoch": epoch, "commit": None, "accepted": False, "no_candidate": True, "P": None, "C": None,
+                "J": None, "reason": "no valid candidate: " + "; ".join(reasons),
+                "edits": proposed.get("refused_edits", []), **spent}
 
     def _track(self, epoch: int, decision: dict, curation: dict) -> None:
         """P, C, J, the decision, P per category and the curated scale of the epoch, to the run's trackers."""
@@ -326,8 +348,10 @@ class Epochs:
         # every policy evaluated before the diagnosed one, rejected ones too (each was a trained policy)
         history = [summarize(self._evaluated(d["epoch"])) for d in self.decisions()
                    if d["epoch"] < best["epoch"] and d.get("P") is not None]
+        profile = self.store.epoch_dir(best["epoch"]) / "artifacts" / "profile.json"
         failed_points, signals = diagnose(trajectories, history=history, sampled=self._evaluated(best["epoch"], "sample"),
-                                          params=self.cfg.signal_params())
+                                          params=self.cfg.signal_params(),
+                                          profile=read_json(profile) if profile.is_file() else None)
         result = {"of_epoch": best["epoch"], "families": signals["families"]}
         if self.llm is not None and self.cfg.diagnosis == "rules+llm":
             from evolver.llm_diagnose import llm_diagnose
@@ -335,10 +359,32 @@ class Epochs:
             points, stats = llm_diagnose(trajectories, self.llm, self.store.root / "llm" / "diagnosis-cache", progress=True)
             failed_points += points
             result["llm_diagnosis"] = stats
+        lessons = self.lessons(best)
+        if lessons:
+            result["rejected"] = {str(x["epoch"]): {"broke": len(x["broke"]), "fixed": len(x["fixed"])} for x in lessons}
         out = self.dir(epoch, "diagnosis")
-        atomic_json(out / "failed_points.json", failed_points)
+        deltas = outcome_deltas(self.store, self.cfg.seeds, until=epoch)   # what each evaluated edit fixed and broke
+        atomic_json(out / "failed_points.json", annotate(failed_points, deltas))
         atomic_json(out / "signals.json", signals)
+        atomic_json(out / "outcomes.json", brief_of(deltas))
+        atomic_json(out / "rejected.json", lessons)
         return result
+
+    def lessons(self, best: dict) -> list[dict]:
+        """What the candidates rolled back since `best` was accepted teach (the last LESSONS of
+        them, oldest first): each one's evaluation against the best's (diagnose.rejected_lesson:
+        the tasks it broke and fixed, its failures, its own signals), with its edits and scores."""
+        best_trajectories, lessons = self._evaluated(best["epoch"]), []
+        for d in self.decisions():
+            if d["accepted"] or d["epoch"] <= best["epoch"] or d.get("P") is None:
+                continue
+            message = self.ws.log(d["commit"])[0]["message"] if d.get("commit") else ""
+            lesson = rejected_lesson(self._evaluated(d["epoch"]), best_trajectories,
+                                     sampled=self._evaluated(d["epoch"], "sample"), params=self.cfg.signal_params())
+            lessons.append({"epoch": d["epoch"], "summary": message.splitlines()[0] if message else "",
+                            "edits": list(d.get("edits", [])), **{k: d.get(k) for k in ("P", "C", "J", "reason")},
+                            "against": {k: best[k] for k in ("epoch", "P", "C", "J")}, **lesson})
+        return lessons[-LESSONS:]
 
     def propose(self, epoch: int) -> dict:
         """Effectiveness, then efficiency revision of `best`: each dry-run with this epoch's
@@ -347,15 +393,18 @@ class Epochs:
         best = self.best()
         diag = self.store.epoch_dir(epoch) / "diagnosis"
         failed_points, signals = read_json(diag / "failed_points.json"), read_json(diag / "signals.json")
+        lessons = read_json(diag / "rejected.json") if (diag / "rejected.json").is_file() else []   # older runs: none
         profile = read_json(self.store.epoch_dir(best["epoch"]) / "artifacts" / "profile.json")
         inputs = inputs_files({"failed_points": failed_points, "signals": signals, "profile": profile,
-                               "params": self.cfg.params()})
+                               "rejected": lessons, "params": self.cfg.params()})
         parent = {k: v for k, v in self.ws.files("best").items() if not k.startswith("inputs/")}
         rejected = [k for d in self.decisions() if not d["accepted"] for k in d.get("edits", [])]
         brief = Brief(files={**parent, **inputs}, failed_points=failed_points, signals=signals, profile=profile,
                       lam=self.cfg.lam, rejected_edits=rejected, history=self.history(), corpus=self.corpus,
                       seed=self.cfg.seed, score={k: best[k] for k in ("epoch", "P", "C", "J")},
-                      budget=self.cfg.curation_budget)
+                      budget=self.cfg.curation_budget,
+                      outcomes=read_json(diag / "outcomes.json") if (diag / "outcomes.json").is_file() else (),
+                      rejected=lessons)
         out, artifacts = self.dir(epoch, "evolve"), self.dir(epoch + 1, "artifacts")
         out.mkdir(parents=True)
         phases = [p for p in ("effectiveness", "efficiency") if f"no-{p}" not in self.cfg.ablations]
@@ -365,16 +414,25 @@ class Epochs:
             dry = DryRuns(Path(tmp), inputs, self.corpus, self.executor, self.cfg,
                           _artifact_hashes(self.store.epoch_dir(best["epoch"]) / "artifacts"), self.curation_llm)
             if k > 1:   # k effectiveness revisions, each with its efficiency revision; the proxy picks one pair
-                firsts = [o for o in self.proposer.candidates("effectiveness", brief, dry.validate, k) if o.files]
-                pairs = [self._revise(brief, dry, out, phases[1:], [first]) for first in firsts]
-                log = [{"phase": "effectiveness", "candidate": i, **a} for i, o in enumerate(firsts) for a in o.attempts]
-                log += [{"candidate": i, **row} for i, (_, rows, _) in enumerate(pairs) for row in rows]
-                chain, exhausted = [], False
+                firsts = self.proposer.candidates("effectiveness", brief, dry.validate, k, out)
+                log = [{"phase": "effectiveness", **a, "candidate": i} for i, o in enumerate(firsts) for a in o.attempts]
+                exhausted = any(o.budget_exhausted for o in firsts)
+                pairs = {}   # candidate number → (chain, attempt log, budget exhausted)
+                for i, first in enumerate(firsts):
+                    if first.files:
+                        pairs[i] = self._revise(brief, dry, out / f"candidate-{i}", phases[1:], [first])
+                log += [{**row, "candidate": i} for i, (_, rows, _) in pairs.items() for row in rows]
+                exhausted = exhausted or any(e for _, _, e in pairs.values())
+                chain, numbers = [], list(pairs)
                 if pairs:
-                    selection = select([p[0] for p in pairs], budget=self.cfg.proxy_budget or
+                    selection = select([pairs[i][0] for i in numbers], budget=self.cfg.proxy_budget or
                                        len(pairs) * max(1, math.ceil(math.log2(len(pairs)))),
                                        proxy_scores=lambda chains, units: self._proxies(dry, chains, units))
                     chain = selection.best
+                    # rungs and the choice by candidate number (a candidate that found nothing is not ranked)
+                    selection.index = numbers[selection.index]
+                    selection.rungs = [{**r, "scores": {numbers[i]: v for i, v in r["scores"].items()},
+                                        "survivors": [numbers[i] for i in r["survivors"]]} for r in selection.rungs]
             else:
                 chain, log, exhausted = self._revise(brief, dry, out, phases, [])
             for outcome in chain:   # the chosen revisions, committed in order on the candidate branch
@@ -393,9 +451,12 @@ class Epochs:
             raise RunFailed(f"the LLM failed while proposing the candidate of epoch {epoch + 1} "
                             f"({' '.join(llm_error.split())[:200]}); fix the endpoint and `curateevo resume "
                             f"{self.store.root}` proposes again")
-        return {"candidate": sha, "edits": edits, "dry_runs": dry.count, **({"budget_exhausted": True} if exhausted else {}),
+        refused = {} if sha is not None else {"refused": refused_reasons(log), "refused_edits": sorted(
+            {e for a in log for e in a.get("edits", ())})}
+        return {"candidate": sha, "edits": edits, "dry_runs": dry.count, **refused,
+                **({"budget_exhausted": True} if exhausted else {}),
                 **({"candidates": len(selection.rungs[0]["scores"]) if selection.rungs else 1,
-                    "chosen": selection.index} if selection else {})}
+                    "proposed": k, "chosen": selection.index} if selection else {})}
 
     def _revise(self, brief: Brief, dry: "DryRuns", out: Path, phases: list[str], chain: list) -> tuple[list, list, bool]:
         """The revisions of `phases` in order, each from the last one of `chain` (validated
@@ -447,8 +508,8 @@ class Epochs:
             if not d["accepted"] and d["epoch"] > 0:
                 message = self.ws.log(d["commit"])[0]["message"] if d.get("commit") else ""
                 rows.append({"epoch": d["epoch"], "summary": message.splitlines()[0] if message else "",
-                             "diff": self.ws.diff_summary("best", d["commit"]), "P": d.get("P"), "C": d.get("C"),
-                             "J": d.get("J"), "best_J": best_j, "reason": d.get("reason")})
+                             "diff": self.ws.diff_summary("best", d["commit"]) if d.get("commit") else "",
+                             "P": d.get("P"), "C": d.get("C"), "J": d.get("J"), "best_J": best_j, "reason": d.get("reason")})
             elif d["accepted"]:
                 best_j = d.get("J")
         return rows
@@ -466,10 +527,12 @@ class Epochs:
         return [t for p in paths if p.is_file() for t in read_jsonl(p)]
 
     def _per_task(self, epoch: int) -> dict[str, list[float]]:
+        # call_f1 (replay): a held-out record's own call F1 is its reward; else the checker's success
+        key = "reward" if self.cfg.metric == "call_f1" else "success"
         scores: dict[str, list[float]] = {}
         for s in self.cfg.seeds:
             for t in read_jsonl(self.store.epoch_dir(epoch) / f"eval-s{s}" / "trajectories.jsonl"):
-                scores.setdefault(t["meta"]["task_id"], []).append(float(t["outcome"]["success"]))
+                scores.setdefault(t["meta"]["task_id"], []).append(float(t["outcome"][key]))
         return scores
 
 
@@ -486,15 +549,15 @@ def run_epochs(store: RunStore, backend=None) -> dict:
 def _epochs(ep: "Epochs", store: RunStore) -> dict:
     _ = ep.needs   # a cluster that cannot run the profile's stages is refused before any work
     for epoch in range(ep.cfg.epochs):
-        if ep.ws.epochs().get(epoch) is None:
-            say(f"epoch {epoch}: no candidate was proposed; the run ends here")
-            break
-        curation = ep.stage(epoch, "curate", lambda: ep.curate(epoch), [store.epoch_dir(epoch) / "artifacts"])
-        scores = ep.train_and_evaluate(epoch) if "failed" not in curation else []
-        proposal = store.done(epoch - 1, "propose") if epoch else None
-        edits = (proposal or {}).get("result", {}).get("edits", []) if proposal else []
-        decision = ep.stage(epoch, "decide", lambda: ep.decide(epoch, curation, scores, edits))
-        say(f"epoch {epoch}: {'ACCEPTED' if decision['accepted'] else 'rejected'} — {decision['reason']}")
+        if epoch and ep.ws.epochs().get(epoch) is None:   # every proposal was refused: recorded, and on to the next
+            decision = ep.stage(epoch, "decide", lambda: ep.no_candidate(epoch))
+            say(f"epoch {epoch}: {decision['reason']}")
+            if decision.get("budget_exhausted"):   # nothing more can be proposed within the run's budget
+                say("the run's LLM budget is spent; the run ends here")
+                ep.finished(epoch)
+                break
+        else:
+            evaluate_candidate(ep, epoch)
         if epoch + 1 < ep.cfg.epochs:
             ep.stage(epoch, "diagnose", lambda: ep.diagnose(epoch), [store.epoch_dir(epoch) / "diagnosis"])
             ep.stage(epoch, "propose", lambda: ep.propose(epoch),
@@ -504,6 +567,30 @@ def _epochs(ep: "Epochs", store: RunStore) -> dict:
     evaluated = [d for d in ep.decisions() if d.get("P") is not None]
     final = final_choice(evaluated)
     return ep.stage(-1, "final", lambda: {"epoch": final["epoch"], "commit": final["commit"], "P": final["P"], "C": final["C"]})
+
+
+def evaluate_candidate(ep: Epochs, epoch: int) -> None:
+    """Curate, train, evaluate and decide the candidate tagged `epoch-<e>`."""
+    store = ep.store
+    curation = ep.stage(epoch, "curate", lambda: ep.curate(epoch), [store.epoch_dir(epoch) / "artifacts"])
+    scores = ep.train_and_evaluate(epoch) if "failed" not in curation else []
+    proposal = store.done(epoch - 1, "propose") if epoch else None
+    edits = (proposal or {}).get("result", {}).get("edits", []) if proposal else []
+    decision = ep.stage(epoch, "decide", lambda: ep.decide(epoch, curation, scores, edits))
+    say(f"epoch {epoch}: {'ACCEPTED' if decision['accepted'] else 'rejected'} — {decision['reason']}")
+
+
+def refused_reasons(attempts: list[dict], most: int = 5) -> list[str]:
+    """Why the proposals of a propose stage were refused, as distinct sentences with their counts
+    (the dry run's verdict, the host's refusal of a file, the agent's stop), at most `most`."""
+    counts: dict[str, int] = {}
+    for attempt in attempts:
+        reason = attempt.get("error") or (f"dry run: {attempt['dry_run']}" if attempt.get("dry_run") else None)
+        if reason:
+            reason = " ".join(str(reason).split())[:300]
+            counts[reason] = counts.get(reason, 0) + 1
+    shown = [f"{reason} (×{n})" if n > 1 else reason for reason, n in counts.items()]
+    return shown[:most] + ([f"{len(shown) - most} other reasons"] if len(shown) > most else [])
 
 
 def llm_spent(store: RunStore) -> dict:

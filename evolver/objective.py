@@ -25,3 +25,12 @@ def final_choice(epochs: Sequence[Mapping]) -> Mapping:
     if not scored:
         raise ValueError("no evaluated epoch to choose from")
     return min(scored, key=lambda e: (-e["P"], e["C"], e["epoch"]))
+
+
+def c_only(p: float, c: float, best: dict | None) -> str | None:
+    """What to add to an accepted candidate's reason when it ties the best P and wins on a lower C
+    alone (a cheaper curation, not a better policy); None otherwise."""
+    if best is None or p != best.get("P") or best.get("C") is None or not c < best["C"]:
+        return None
+    return (f"P is unchanged ({p:.4f}): accepted on a lower C alone ({best['C']:.4f} → {c:.4f}), "
+            "a cheaper curation, not a better policy")

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from evolver.config import RunConfig
-from evolver.errors import UserError
+from base.errors import UserError
 
 PROBE = [{"role": "user", "content": "Reply with the single word OK."}]
 

@@ -2,7 +2,8 @@
 
 P, C and J per epoch with accept/reject marks; the curated scale per epoch; the failure-family
 shares of the diagnosis per epoch; the wall time per stage; a table of time and LLM tokens and
-USD per stage. Everything is read from the journal
+USD per stage; per evaluated candidate, the dev tasks it fixed and broke, tied to its edits and
+the records it added or removed per operator (evolver/trace.py). Everything is read from the journal
 and the epoch directories; nothing is recomputed.
 """
 from __future__ import annotations
@@ -12,10 +13,11 @@ import io
 import json
 from pathlib import Path
 
-from evolver.files import atomic_write
+from base.files import atomic_write
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
 from evolver.config import RunConfig
 from evolver.store import RunStore
+from evolver.trace import outcome_table
 
 
 def _png(fig) -> bytes:
@@ -47,6 +49,9 @@ def _scale_plot(rows, plt):
         values = [(r.get("scale") or {}).get(name, 0) for r in rows]
         ax.bar(epochs, values, bottom=bottom, label=name.split(".")[0].upper(), color=color)
         bottom = [b + v for b, v in zip(bottom, values)]
+    used = [(r["epoch"], r["trained"].get("sft", 0) + r["trained"].get("rl", 0)) for r in rows if r.get("trained")]
+    if used:   # what training used after the length limits and ablations, beside what was curated
+        ax.plot([e for e, _ in used], [n for _, n in used], "x", color="crimson", ms=9, mew=2, label="SFT+RL trained")
     twin = ax.twinx()
     twin.plot(epochs, [r.get("cost_train") or 0 for r in rows], "k-o", label="Cost_train (turns)", ms=4)
     twin.set_ylabel("Cost_train")
@@ -64,9 +69,9 @@ def _families_plot(store, rows, plt):
         path = store.epoch_dir(r["epoch"]) / "diagnosis" / "signals.json"
         if path.exists():
             shares[r["epoch"]] = dict(json.loads(path.read_text())["families"])
-    if not shares:
-        return None
     names = sorted({k for s in shares.values() for k in s})
+    if not names:   # nothing diagnosed, or nothing failed: no empty plot (the page says why)
+        return None
     fig, ax = plt.subplots(figsize=(7, 3.6))
     epochs = sorted(shares)
     bottom = [0.0] * len(epochs)
@@ -95,49 +100,80 @@ def _training_plot(store, rows, plt):
     for epoch, points in curves.items():
         for ax, stage, key in ((sft, "sft", "loss"), (grpo, "grpo", "reward")):
             xs = [p["step"] for p in points if p.get("stage") == stage and key in p]
-            if xs:
+            if xs:   # a marker where a curve has few points (cpu-small trains one GRPO step: a line alone draws nothing)
                 ax.plot(xs, [p[key] for p in points if p.get("stage") == stage and key in p], "-", lw=1.2,
-                        label=f"epoch {epoch}")
+                        marker="o" if len(xs) < 20 else None, ms=4, label=f"epoch {epoch}")
     sft.set(xlabel="SFT step", ylabel="loss", title="SFT loss")
     grpo.set(xlabel="GRPO step", ylabel="mean reward", title="GRPO reward")
-    for ax in (sft, grpo):
+    trained = {r["epoch"]: r.get("trained") or {} for r in rows}
+    for ax, kind, what in ((sft, "sft", "SFT examples"), (grpo, "rl", "RL prompts")):
         ax.grid(alpha=0.3)
+        steps = sorted({x for line in ax.lines for x in line.get_xdata()})
+        if 0 < len(steps) <= 10:   # few steps: tick each (one step would otherwise get fractional ticks)
+            ax.set_xticks(steps)
         if ax.lines:
             ax.legend(fontsize=7)
+        else:   # an empty panel says why
+            used = ", ".join(f"epoch {e}: {t.get(kind, '—')}" for e, t in trained.items())
+            ax.text(0.5, 0.5, f"no {kind.upper()} step was trained\n{what} used: {used}\n(the log says what the "
+                              "length limits or ablations dropped)", ha="center", va="center", fontsize=8,
+                    transform=ax.transAxes, wrap=True)
+    fig.tight_layout()
     return fig
 
 
-def _category_table(store, rows) -> str:
-    """P per category per epoch over all seeds: successes / n and a 95% Wilson interval."""
+def _wilson_cell(k: int, n: int) -> str:
     from benchmarks.quality.stats import wilson_interval
 
-    seeds = RunConfig.from_json(store.config).seeds
+    if not n:
+        return "—"
+    est = wilson_interval(k, n)
+    return f"{k}/{n} = {est.value:.2f} [{est.low:.2f}, {est.high:.2f}]"
+
+
+def _f1_cell(tp: int, fp: int, fn: int) -> str:
+    return f"{2 * tp / (2 * tp + fp + fn):.3f} ({tp} right, {fp} wrong, {fn} missed)" if tp + fp + fn else "—"
+
+
+# metric → (the table's title, what a category's P counts from its per-category metrics block, a cell
+# from the counts summed over seeds)
+_COUNTS = {
+    "task_success": ("task success, all seeds; 95% Wilson interval",
+                     lambda m: (m.get("successes", 0), m.get("episodes", 0)), _wilson_cell),
+    "turn_pass": ("turns passed, all seeds; 95% Wilson interval",
+                  lambda m: (m.get("turns_passed", 0), m.get("turns", 0)), _wilson_cell),
+    "step_accuracy": ("step items right, all seeds; 95% Wilson interval",
+                      lambda m: (round((m.get("step_accuracy") or 0) * m.get("step_items", 0)), m.get("step_items", 0)),
+                      _wilson_cell),
+    "call_f1": ("call-level F1 over the held-out steps, all seeds",
+                lambda m: (m.get("call_tp") or 0, m.get("call_fp") or 0, m.get("call_fn") or 0), _f1_cell),
+}
+
+
+def _category_table(store, rows) -> str:
+    """P per category per epoch over all seeds, in the run's metric: passed / n and a 95% Wilson
+    interval (call_f1 with its counts on replay)."""
+    cfg = RunConfig.from_json(store.config)
+    title, count, cell = _COUNTS[cfg.metric]
     cells, names = {}, set()
     for r in rows:
-        for s in seeds:
+        for s in cfg.seeds:
             path = store.epoch_dir(r["epoch"]) / f"eval-s{s}" / "metrics.json"
             if path.is_file():
                 for name, m in json.loads(path.read_text())["per_category"].items():
-                    got = cells.setdefault((r["epoch"], name), [0, 0])
-                    got[0] += m.get("successes", 0)
-                    got[1] += m.get("episodes", 0)
+                    counts = count(m)
+                    got = cells.setdefault((r["epoch"], name), [0] * len(counts))
+                    cells[(r["epoch"], name)] = [g + c for g, c in zip(got, counts)]
                     names.add(name)
     if not cells:
         return ""
     head = "".join(f"<th>{html.escape(n)}</th>" for n in sorted(names))
     body = ""
     for r in rows:
-        tds = ""
-        for name in sorted(names):
-            k, n = cells.get((r["epoch"], name), (0, 0))
-            if n:
-                est = wilson_interval(k, n)
-                tds += f"<td>{k}/{n} = {est.value:.2f} [{est.low:.2f}, {est.high:.2f}]</td>"
-            else:
-                tds += "<td>—</td>"
+        tds = "".join(f"<td>{cell(*cells[(r['epoch'], name)])}</td>" if (r["epoch"], name) in cells else "<td>—</td>"
+                      for name in sorted(names))
         body += f"<tr><td>{r['epoch']}</td>{tds}</tr>"
-    return (f"<h2>P per category (task success, all seeds; 95% Wilson interval)</h2>"
-            f"<table><tr><th>epoch</th>{head}</tr>{body}</table>")
+    return f"<h2>P per category ({title})</h2><table><tr><th>epoch</th>{head}</tr>{body}</table>"
 
 
 def _revisions(store, rows) -> str:
@@ -165,20 +201,88 @@ def _revisions(store, rows) -> str:
     return "<h2>Strategy revisions</h2>" + "".join(parts) if parts else ""
 
 
+def _failed_label(trajectory: dict) -> str:
+    """A failed task's id; a replayed corpus record's with the verdict of its first wrong answer."""
+    meta = trajectory["meta"]
+    error = str((meta.get("feedback") or {}).get("error_type") or "")
+    return f"{meta['task_id']} ({error.removeprefix('replay:')})" if "steps" in meta and error else meta["task_id"]
+
+
 def _failures(store, rows) -> str:
-    """Links to each evaluated epoch's trajectories and the ids of its failed tasks."""
-    seeds = RunConfig.from_json(store.config).seeds
+    """Links to each evaluated epoch's trajectories and the ids of its failed tasks (on a
+    step_accuracy run: its step items, and the tasks of the wrong ones)."""
+    cfg = RunConfig.from_json(store.config)
+    if cfg.metric == "step_accuracy":
+        return _failed_steps(store, rows, cfg.seeds)
     items = ""
     for r in rows:
-        for s in seeds:
+        for s in cfg.seeds:
             path = store.epoch_dir(r["epoch"]) / f"eval-s{s}" / "trajectories.jsonl"
             if path.is_file():
-                failed = [t["meta"]["task_id"] for t in map(json.loads, path.read_text().splitlines())
+                failed = [_failed_label(t) for t in map(json.loads, path.read_text().splitlines())
                           if not (t.get("outcome") or {}).get("success")]
                 link = f"../epochs/{r['epoch']}/eval-s{s}/trajectories.jsonl"
                 items += (f"<li>epoch {r['epoch']} seed {s}: <a href=\"{link}\">trajectories</a> — {len(failed)} failed"
                           f"{': ' + html.escape(', '.join(failed[:12])) + (' …' if len(failed) > 12 else '') if failed else ''}</li>")
     return f"<h2>Failed trajectories</h2><ul>{items}</ul>" if items else ""
+
+
+def _failed_steps(store, rows, seeds) -> str:
+    """A step_accuracy run's misses: per evaluation, the step items judged wrong and their tasks."""
+    items = ""
+    for r in rows:
+        for s in seeds:
+            path = store.epoch_dir(r["epoch"]) / f"eval-s{s}" / "steps.jsonl"
+            if path.is_file():
+                steps = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+                wrong = [x for x in steps if x.get("correct", 0) < 1]
+                tasks = sorted({x["task_id"] for x in wrong})
+                link = f"../epochs/{r['epoch']}/eval-s{s}/steps.jsonl"
+                items += (f"<li>epoch {r['epoch']} seed {s}: <a href=\"{link}\">step items</a> — {len(wrong)} of "
+                          f"{len(steps)} wrong" + (f", in {html.escape(', '.join(tasks[:12]))}"
+                                                   f"{' …' if len(tasks) > 12 else ''}" if tasks else "") + "</li>")
+    return f"<h2>Failed step items</h2><ul>{items}</ul>" if items else ""
+
+
+def _missing_plots(store, rows, plots) -> str:
+    """Why a plot is absent, in a sentence each (an empty plot says nothing)."""
+    cfg = RunConfig.from_json(store.config)
+    notes = []
+    if plots.get("families.png") is None:
+        diagnosed = [r["epoch"] for r in rows if (store.epoch_dir(r["epoch"]) / "diagnosis" / "signals.json").exists()]
+        if cfg.metric == "step_accuracy":   # whatever was diagnosed: no episode ever fails here
+            why = (f"the dev benchmark {cfg.benchmark} is scored by step_accuracy on step items, not on episodes, so "
+                   "there is no failed trajectory to put in a family; the wrong step items are listed under "
+                   "“Failed step items”")
+        elif not diagnosed:
+            why = "no epoch was diagnosed (the diagnosis runs after every epoch but the last)"
+        else:
+            why = "the diagnosed evaluations had no failed trajectory"
+        notes.append(f"No failure-family plot: {why}.")
+    if plots.get("training.png") is None:
+        notes.append("No training curves: no epoch wrote training metrics (nothing was trained; see the log's "
+                     "SFT/RL/mem, which counts what training used).")
+    return "".join(f"<p><i>{html.escape(n)}</i></p>" for n in notes)
+
+
+def _header(store, rows) -> str:
+    """The run's setting with the real dev size and the run's wall time."""
+    from evolver.tables import dev_notes, stage_rows
+
+    cfg = store.config
+    started = [e["time"] for e in store.journal.events() if e.get("time")]
+    wall = ""
+    if len(started) > 1:
+        import datetime
+
+        seconds = (datetime.datetime.fromisoformat(started[-1]) - datetime.datetime.fromisoformat(started[0])).total_seconds()
+        staged = sum(r["seconds"] or 0 for r in stage_rows(store))
+        wall = (f" · wall time {seconds / 60:.1f} min from the first to the last journal event "
+                f"({staged / 60:.1f} min inside stages; process start-up and the corpus check before epoch 0 are not journaled)")
+    dev = "".join(f"<br>{html.escape(line)}" for line in dev_notes(store, rows))
+    return (f"<p>{cfg['epochs']} epochs · dev benchmark {html.escape(cfg['benchmark'])} ({html.escape(cfg['metric'])}, "
+            f"--tasks {cfg['tasks']}) · base {html.escape(cfg['base'])} · profile {html.escape(cfg['profile'])} · "
+            f"λ = {cfg['lambda']} · N_ref = {cfg['n_ref']:g}{wall}{dev}</p>")
 
 
 def _time_plot(rows, plt):
@@ -193,7 +297,8 @@ def _time_plot(rows, plt):
         ax.bar(epochs, values, bottom=bottom, label=stage)
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.set(xlabel="epoch", ylabel="minutes", title="wall time per stage", xticks=epochs)
-    ax.legend(fontsize=8)
+    if stages:
+        ax.legend(fontsize=8)
     return fig
 
 
@@ -263,10 +368,10 @@ def write_report(run: Path) -> Path:
 <style>body{{font:14px system-ui,sans-serif;max-width:1100px;margin:2em auto}}img{{max-width:49%}}pre{{background:#f6f6f6;padding:1em;overflow-x:auto}}
 table{{border-collapse:collapse}}td,th{{border:1px solid #ddd;padding:2px 6px;font-size:12px}}</style>
 <h1>Run {html.escape(store.root.name)}</h1>
-<p>{cfg['epochs']} epochs · dev benchmark {html.escape(cfg['benchmark'])} ({html.escape(cfg['metric'])}, {cfg['tasks']} tasks) ·
-base {html.escape(cfg['base'])} · profile {html.escape(cfg['profile'])} · λ = {cfg['lambda']} · N_ref = {cfg['n_ref']:g}</p>
+{_header(store, rows)}
 <pre>{html.escape(format_log(store))}</pre>
 {images}
+{_missing_plots(store, rows, plots)}
 <h2>Time and LLM usage per stage</h2>
 <p>LLM: {html.escape(_llm_line(cfg))}</p>
 <pre>{html.escape(format_stages(store))}</pre>
@@ -274,6 +379,7 @@ base {html.escape(cfg['base'])} · profile {html.escape(cfg['profile'])} · λ =
 {_curation_costs(rows)}
 {_test_readings(store)}
 {_category_table(store, rows)}
+{outcome_table(store)}
 {_revisions(store, rows)}
 {_failures(store, rows)}
 """

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from evolver.backends import BACKENDS, InFlight, make_backend, read_in_flight
 from evolver.config import RUN_OPTIONS, RunConfig, llm_mapping, merge_options, option_values, resolve
-from evolver.errors import UserError, positive_int
-from evolver.files import read_jsonl, sha256_bytes, sha256_file
+from base.errors import UserError, positive_int
+from base.files import read_jsonl, sha256_bytes, sha256_file
 from evolver.store import RunStore
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
 from sandbox.corpus import corpus_kind, corpus_sha256, load_corpus
@@ -24,15 +24,13 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def default_corpus(benchmark: str, setting: str, seed: int) -> list[str]:
-    """The default raw corpus of a benchmark (train split only), built once into a cache under runs/."""
+def default_corpus(benchmark: str, setting: str, seed: int, max_records: int | None = None) -> list[str]:
+    """The default raw corpus of a benchmark (train split only), sized to `max_records` (the
+    profile's SFT budget, so every record ρ0 keeps is trained), built once into a cache under runs/."""
     from benchmarks.bfcl import corpus_builder
 
-    folder = RUNS / "corpora" / f"{benchmark}-{setting}-seed{seed}"
-    path = folder / corpus_builder.CORPUS_FILE
-    if not path.is_file():
-        corpus_builder.write(folder, benchmark, setting, seed)
-    return [str(path)]
+    folder = corpus_builder.cached(RUNS / "corpora", benchmark, setting, seed, max_records)
+    return [str(folder / corpus_builder.CORPUS_FILE)]
 
 
 def read_config_file(path: str) -> dict:
@@ -75,16 +73,65 @@ def create_run(options: dict) -> RunStore:
     probe = resolve(options, (), "")   # every value checked before any corpus is read or built
     if options["corpus"]:   # a user's corpus: read and checked now; without an environment, its own dev tenth
         corpus = [str(Path(p).resolve()) for p in options["corpus"]]
-        kind = corpus_kind(load_corpus(corpus, on_error=probe.on_error).records)
-        config = resolve(options, tuple(corpus), corpus_sha256(corpus), kind)
+        loaded = load_corpus(corpus, on_error=probe.on_error, tools=probe.tools or None)
+        config = resolve(options, tuple(corpus), corpus_sha256(corpus), corpus_kind(loaded.records))
     else:
-        corpus = default_corpus("bfcl-single" if probe.benchmark == "bfcl-single" else "bfcl", "wild", probe.seed)
+        corpus = default_corpus("bfcl-single" if probe.benchmark == "bfcl-single" else "bfcl", "wild", probe.seed,
+                                probe.curation_budget["sft_examples"])
+        loaded = load_corpus(corpus, tools=probe.tools or None) if probe.tools else None
         config = probe.replace(corpus=tuple(corpus), corpus_sha256=corpus_sha256(corpus))
+    if loaded is not None and loaded.tools_file is not None:
+        config = config.replace(tools_sha256=loaded.tools_file.sha256)
+    dev = dev_check(config) if config.benchmark == "replay" else None   # before any work: the hold-out can be judged
     store = RunStore.create(runs_dir / name, config.to_json())   # the loop creates the strategy workspace from ρ0
+    if loaded is not None:
+        corpus_notes(store, loaded)
+    if dev is not None:
+        say(dev_note(dev, config.tasks))
     if options["llm_records"]:   # a rerun from another run's record (replay-only: no network call)
         shutil.copytree(options["llm_records"], store.root / "llm", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("diagnosis-cache"))
     return store
+
+
+def corpus_notes(store: RunStore, corpus) -> None:
+    """What loading did to the corpus, on stderr: skipped records (listed in RUN/skipped.jsonl, and
+    skipped by every later stage too) and tool lists built from the calls or taken from --tools."""
+    if corpus.skipped_lines:
+        from base.files import atomic_write
+
+        atomic_write(store.root / "skipped.jsonl",
+                     "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))
+        read = len(corpus.records) + len(corpus.skipped_lines)
+        say(f"corpus: {len(corpus.skipped_lines)} of {read} records skipped (--on-bad-line skip; each with its reason "
+            f"in {store.root / 'skipped.jsonl'}); every stage that reads the corpus (curation, the dev hold-out, "
+            f"resume, replay) skips them too; first: {corpus.skipped_lines[0]}")
+    if corpus.tools_notice:
+        say(f"corpus: {corpus.tools_notice}")
+
+
+def dev_check(config: RunConfig) -> dict:
+    """The replay benchmark's held-out tenth, built as evaluation will build it: UserError now, before
+    any work, when it gives nothing to judge; else what it gives (ReplayBenchmark.dev_size)."""
+    from benchmarks.replay_benchmark import ReplayBenchmark
+
+    return ReplayBenchmark(list(config.corpus), on_error=config.on_error, tools=config.tools or None).dev
+
+
+def dev_note(dev: dict, tasks: int) -> str:
+    """The real dev size, and a warning when it cannot tell strategies apart."""
+    from benchmarks.metrics import resolution_warning
+
+    used = min(tasks, dev["records"])
+    text = (f"dev: the held-out tenth holds {dev['records']} record(s); {dev['records_with_items']} give "
+            f"{dev['items']} step items ({dev['items_with_calls']} with tool calls as gold)")
+    if dev["failed_outcome"] or dev["no_tool_call"]:
+        text += (f"; {dev['failed_outcome']} with a failed outcome and {dev['no_tool_call']} without tool calls "
+                 "give none")
+    if tasks < dev["records"]:
+        text += f"; --tasks {tasks} evaluates {used} of them"
+    warning = resolution_warning(dev["items"])
+    return text + (f"\nwarning: {warning}" if warning else "")
 
 
 def cmd_run(args) -> int:
@@ -110,7 +157,7 @@ def cmd_run(args) -> int:
     if options["corpus"] and not options["benchmark"]:
         benchmark = run_config(store).benchmark
         say(f"benchmark: {benchmark} (chosen from the corpus: " + (
-            "it has no environment, so P is step_accuracy on its held-out tenth, which the strategy never sees)"
+            "it has no environment, so P is call_f1 on its held-out tenth, which the strategy never sees)"
             if benchmark == "replay" else "every record names this environment; --benchmark chooses another)"))
     cfg = run_config(store)
     if options["margin"] is None:
@@ -134,6 +181,9 @@ def cmd_resume(args) -> int:
     cfg = run_config(store)
     if corpus_sha256(list(cfg.corpus)) != cfg.corpus_sha256:
         raise UserError(f"the corpus of {args.run} changed since the run started; nothing was run")
+    if cfg.tools and (not Path(cfg.tools).is_file() or sha256_file(Path(cfg.tools)) != cfg.tools_sha256):
+        raise UserError(f"the --tools file {cfg.tools} of {args.run} is missing or changed since the run started; "
+                        "nothing was run")
     if args.backend or args.ray_address:   # the cluster may have moved since: results do not depend on it
         backend = args.backend or ("ray" if args.ray_address else cfg.backend)
         address = args.ray_address if args.ray_address is not None else (cfg.ray_address if backend == "ray" else "")

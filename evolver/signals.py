@@ -11,7 +11,8 @@ per evaluated epoch.
   (c_p ≥ `min_count`: "low frequency yet recurring across trajectories").
 
 A task's score is its success averaged over the trajectories of that task in one evaluation
-(one per training seed), so s ∈ [0, 1]. A trajectory's action patterns are its distinct
+(one per training seed), so s ∈ [0, 1]. A trajectory's action patterns (for a replayed corpus
+record, of the model's calls at its scored steps) are its distinct
 consecutive call pairs "a → b"; a trajectory with one call has the pattern "a", one with no call
 "(no call)".
 
@@ -66,7 +67,11 @@ def _success(trajectory: Mapping) -> bool:
 
 
 def action_patterns(trajectory: Mapping) -> set[str]:
-    names = [call["function"]["name"] for _, call, _ in calls_of(trajectory["messages"])]
+    steps = (trajectory.get("meta") or {}).get("steps")
+    if steps is not None:   # a replayed corpus record: the model's calls at its steps, not the recorded ones
+        names = [c["name"] for s in steps for c in s.get("calls") or ()]
+    else:
+        names = [call["function"]["name"] for _, call, _ in calls_of(trajectory["messages"])]
     if len(names) < 2:
         return {names[0]} if names else {NO_CALL}
     return {f"{a} → {b}" for a, b in zip(names, names[1:])}
@@ -94,6 +99,11 @@ def forgetting(current: Mapping[str, float], history: Sequence[Mapping[str, floa
         if now < SUCCESS and any(s >= SUCCESS for s in recent):
             fired.append(task)
     return fired
+
+
+def fixed(current: Mapping[str, float], against: Mapping[str, float]) -> list[str]:
+    """Tasks that succeed now and failed under `against` (forgetting's mirror: what an edit fixed)."""
+    return sorted(task for task, now in current.items() if now >= SUCCESS and task in against and against[task] < SUCCESS)
 
 
 def boundary(sampled: Sequence[Mapping]) -> list[str]:

@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 
 from evolver.config import RunConfig
-from evolver.errors import RunFailed
-from evolver.files import read_json, sha256_files
+from base.errors import RunFailed, UserError
+from base.files import read_json, sha256_files
 from evolver.proposers.brief import Verdict
 from sandbox.curate import CurationFailed, execute
 from sandbox.executor import Limits
+from sandbox.strategy_files import check_files
 
 
 class DryRuns:
@@ -33,7 +34,10 @@ class DryRuns:
     def validate(self, files: dict[str, bytes]) -> Verdict:
         """The dry run: the candidate curates the whole corpus in the sandbox and the host checker
         accepts the output (else `failed`), and the artifacts differ from the parent's (else `empty`)."""
-        full = self.candidate(files)
+        try:   # what cannot be committed is refused before it runs (a .git, a path outside the strategy)
+            full = check_files(self.candidate(files))
+        except UserError as exc:
+            return Verdict(False, "failed", f"the candidate's files are refused: {exc}")
         self.count += 1
         out = self.folder / str(self.count)
         verdict, hashes = check_candidate(full, self.corpus, self.executor, self.parent, out, seed=self.cfg.seed,
@@ -55,6 +59,10 @@ def check_candidate(files: dict, corpus, executor, parent: dict, out: Path, *, s
     except CurationFailed as exc:
         return Verdict(False, "failed", f"the dry run on the whole corpus failed the host's check: {exc.reason}"), None
     hashes = _artifact_hashes(out)
+    counts = [a.get("count", 0) for name, a in read_json(out / "manifest.json")["artifacts"].items() if name != "profile.json"]
+    if not any(counts):   # e.g. an outcome filter on a corpus whose train part recorded failures only
+        return Verdict(False, "failed", "the dry run curates no record at all (SFT, RL and memory are empty), so "
+                                        "nothing would be trained and P would measure the base model"), hashes
     if hashes == parent:
         return Verdict(False, "empty", "the dry run's artifacts are byte-identical to the parent's: the change "
                                        "alters nothing the trainer or the agent would see"), hashes
@@ -70,16 +78,26 @@ def channel_answer(llm):
     return answer
 
 
-def check_lengths(cfg: RunConfig, sft: Path | None, rl: Path | None) -> None:
-    """RunFailed before training when the profile's length limits leave nothing to train on (every
-    SFT record too long, every RL prompt too long): one sentence with the numbers and the fix."""
+def check_lengths(cfg: RunConfig, sft: Path | None, rl: Path | None):
+    """What the profile's length limits cut or drop, said on stderr before training (the
+    trainer.length report); RunFailed when nothing is left to train on (every SFT record and
+    every RL prompt too long): one sentence with the numbers and the fix."""
     from trainer.data import read_records
     from trainer.length import profile_length_report
 
-    report = profile_length_report(read_records(sft, "sft"), read_records(rl, "rl"), cfg.profile, cfg.max_length or None)
+    report = profile_length_report(read_records(sft, "sft"), read_records(rl, "rl"), cfg.profile, cfg.max_length or None,
+                                   cfg.max_prompt_length or None)
+    advice = report.advice()
     if report.survivors == 0:
-        raise RunFailed(f"nothing would be trained: {report.summary()}; raise --max-length (profile {cfg.profile}) "
-                        "or curate shorter records")
+        raise RunFailed(f"nothing would be trained: {report.summary()}; {advice or 'curate shorter records'} "
+                        f"(profile {cfg.profile})")
+    print(f"length ({cfg.profile}): {report.summary()}", file=sys.stderr, flush=True)
+    if report.sft_records and report.sft_dropped == report.sft_records:
+        print(f"warning: every one of the {report.sft_records} SFT records is dropped at max_length "
+              f"{report.max_length}, so this epoch trains on RL alone; {advice}", file=sys.stderr, flush=True)
+    elif report.sft_dropped or report.rl_dropped:
+        print(f"note: {advice}", file=sys.stderr, flush=True)
+    return report
 
 
 def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:
@@ -89,13 +107,17 @@ def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:
     sft = None if "no-sft" in cfg.ablations or not _count(artifacts / "sft.jsonl") else artifacts / "sft.jsonl"
     rl = None if "no-rl" in cfg.ablations or not _count(artifacts / "rl.jsonl") else artifacts / "rl.jsonl"
     if sft is None and rl is None:
-        return {"adapter": None, "skipped": "nothing to train"}
-    budget = {**cfg.train_budget, **({"max_length": cfg.max_length} if cfg.max_length else {})}
-    check_lengths(cfg, sft, rl)
+        return {"adapter": None, "skipped": "nothing to train", "trained": {"sft": 0, "rl": 0}}
+    budget = cfg.budget_overrides
+    length = check_lengths(cfg, sft, rl)
     summary = train(sft, rl, out, base=cfg.base, profile=cfg.profile, seed=seed, echo=sys.stderr, progress=True,
                     report_to=cfg.report_to, launcher=cfg.launcher or None,
                     accelerate_config=cfg.accelerate_config or None, **budget)
-    return {"adapter": str(out / "adapter"), "summary": {k: summary.get(k) for k in ("wall_s", "steps", "sft", "grpo")}}
+    data = summary.get("data") or {}
+    # what training used, after the ablations and the length limits (log and report show these, not the curated counts)
+    trained = {"sft": (data.get("sft") or {}).get("examples", 0), "rl": (data.get("rl") or {}).get("prompts", 0)}
+    return {"adapter": str(out / "adapter"), "trained": trained, "length": length.to_json(),
+            "summary": {k: summary.get(k) for k in ("wall_s", "steps", "sft", "grpo")}}
 
 
 def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapter: str | None, samples: int = 1,
@@ -112,13 +134,16 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
     memory = artifacts / "memory.jsonl"
     use_memory = "no-memory" not in cfg.ablations and _count(memory)
     doc = evaluate_to_dir(cfg.benchmark, cfg.split, out, tasks=tasks or cfg.tasks, metric=cfg.metric,
-                          corpus=list(cfg.corpus) if cfg.benchmark == "replay" else None, **sampling,
+                          corpus=list(cfg.corpus) if cfg.benchmark == "replay" else None, corpus_on_error=cfg.on_error,
+                          corpus_tools=cfg.tools or None, **sampling,
                           memory=str(memory) if use_memory else None, seed=seed,
                           policy_options={"base": cfg.base, "adapter": adapter,
                                           "threads": get_profile(cfg.profile).threads}, progress=True,
                           batch_size=cfg.batch_size, gold=samples == 1)
     gold = doc.get("gold_log_likelihood")   # beside P, never in a strategy's inputs
-    return {"P": doc["P"], "metrics": doc["metrics"],
+    m = doc["metrics"]
+    dev = {"tasks": len(doc["tasks"]), "episodes": m.get("episodes", 0), "step_items": m.get("step_items", 0)}
+    return {"P": doc["P"], "metrics": doc["metrics"], "dev": dev,
             **({"gold_ll": gold["mean"], "gold_ll_per_category": {c: v["mean"] for c, v in gold["per_category"].items()}}
                if gold else {})}
 

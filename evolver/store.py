@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from evolver.errors import UserError, printable
-from evolver.files import atomic_json, is_empty_or_missing, read_json, sha256_path, writable_parent  # sha256_path: importable from here too
+from base.errors import UserError, printable
+from base.files import atomic_json, is_empty_or_missing, read_json, sha256_path, writable_parent  # sha256_path: importable from here too
 from sandbox import environment_lock
 
 _HELD: dict[str, int] = {}       # run root → fd holding its lock in this process

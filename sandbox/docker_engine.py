@@ -4,7 +4,7 @@ The SDK is imported on first use: the CLI loads the image module for every comma
 commands never talk to an engine (importing the SDK costs about 0.13 s)."""
 from __future__ import annotations
 
-from evolver.errors import RunFailed
+from base.errors import RunFailed
 
 
 def docker_client(timeout: float = 30.0):

@@ -6,9 +6,12 @@ mounted read-only, one writable output directory, an unprivileged user (uid 1000
 capabilities, no new privileges, memory / CPU / pids limits, a file-size ulimit and a watchdog on
 the output directory's total size, an environment with nothing of the host's, logs capped on
 disk, and a wall-clock timeout. The container is removed on every path: success, failure,
-timeout, Ctrl-C, and SIGTERM/SIGHUP of the caller. A caller killed with SIGKILL cannot clean up:
-each container carries its owner's `boot:pid:start time` label, and the next `DockerExecutor`
-(the next curate, run or resume) removes the containers whose owner is gone.
+timeout, Ctrl-C, and SIGTERM/SIGHUP of the caller. A caller killed with SIGKILL cannot clean up,
+so the container does not depend on it: its job runs under `timeout` inside it (killed, and the
+container ended, DEADLINE_GRACE_S after the host's own deadline, whatever became of the host),
+and it carries its owner's `boot:pid:start time` label, by which the next curateevo command
+(`sandbox.leftovers.reap_leftovers`, and every new `DockerExecutor`) removes the containers whose
+owner is gone. (Not `--rm`: the host reads the logs of an ended container before removing it.)
 """
 from __future__ import annotations
 
@@ -25,52 +28,27 @@ import docker
 from docker.errors import DockerException, NotFound
 from docker.types import LogConfig, Mount, Ulimit
 
-from evolver.errors import RunFailed
+from base.errors import RunFailed
 from sandbox.checker import output_overflow
 from sandbox.docker_engine import docker_client
 from sandbox.executor import PROJECT_ROOT, CommandResult, CurationJob, Execution, Limits, bounded_text, failure_reason
 from sandbox.image import ensure_image
 from sandbox.image_lock import SANDBOX_UID
+from sandbox.leftovers import OWNER_LABEL, owner_id, reap_orphans
 
 PROJECT_MOUNT = "/opt/curateevo"
 # Only the packages the runtime imports are visible inside, never the runs or the venv.
-RUNTIME_PACKAGES = ("sandbox", "curation_strategies")
+RUNTIME_PACKAGES = ("base", "sandbox", "curation_strategies")
 LABEL = "curateevo.job"
-OWNER_LABEL = "curateevo.owner"   # owner_id() of the process that made the container
 
 
-def owner_id(pid: int | None = None) -> str | None:
-    """`boot id:pid:start time` of a process (this one by default), None when it is gone: a
-    container labelled with it is an orphan once this no longer names a live process."""
-    pid = os.getpid() if pid is None else pid
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    start = stat.rsplit(")", 1)[1].split()[19]   # field 22, after the parenthesised command name
-    return f"{boot}:{pid}:{start}"
+DEADLINE_GRACE_S = 5.0   # the in-container deadline's lead over the host's: the host times out first
 
 
-def reap_orphans(client) -> int:
-    """Remove the containers whose owning curateevo process is gone (killed with SIGKILL, say);
-    containers of live processes, and containers made by code without the owner label, stay."""
-    removed = 0
-    try:
-        containers = client.containers.list(all=True, filters={"label": OWNER_LABEL})
-    except DockerException:
-        return 0
-    for container in containers:
-        owner = container.labels.get(OWNER_LABEL, "")
-        pid = owner.split(":")[1] if owner.count(":") == 2 else ""
-        if pid.isdigit() and owner_id(int(pid)) == owner:
-            continue   # its owner is alive
-        try:
-            container.remove(force=True)
-            removed += 1
-        except DockerException:
-            continue
-    return removed
+def within_deadline(command: list[str], limits: Limits) -> list[str]:
+    """`command` run under coreutils' `timeout` inside the container (the init process ends the
+    container when it exits), so the container ends at its deadline even if the host is killed."""
+    return ["timeout", "--signal=KILL", f"{limits.timeout_s + DEADLINE_GRACE_S:g}", *command]
 
 
 _LIVE: dict[str, object] = {}   # containers this process runs now: removed at exit whatever the path
@@ -225,7 +203,8 @@ class DockerExecutor:
                "OMP_NUM_THREADS": "1"}
         args = self._container_args(limits, marker, env)
         env_at, llm_at = ("/job/env" if job.env_dir else None), ("/job/llm/" + job.llm_socket.name if job.llm_socket else None)
-        args["command"] = ["python3", *job.runtime_args("/job/strategy", "/job/corpus.jsonl", "/out", env_at, llm_at)]
+        args["command"] = within_deadline(["python3", *job.runtime_args("/job/strategy", "/job/corpus.jsonl", "/out",
+                                                                          env_at, llm_at)], limits)
         args["working_dir"] = "/out"
         args["mounts"] = self._runtime_mounts() + [
             Mount("/job/strategy", str(job.strategy_dir), type="bind", read_only=True),
@@ -255,7 +234,7 @@ class DockerExecutor:
         env = {"PYTHONPATH": PROJECT_MOUNT, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
                "LANG": "C.UTF-8", "HOME": "/tmp", "PATH": "/usr/local/bin:/usr/bin:/bin"}
         args = self._container_args(limits, uuid.uuid4().hex, env)
-        args["command"] = ["/bin/sh", "-c", command]
+        args["command"] = within_deadline(["/bin/sh", "-c", command], limits)
         args["working_dir"] = "/work/strategy"
         args["mounts"] = self._runtime_mounts() + [Mount("/work/strategy", str(workdir), type="bind", read_only=False)]
         status, output, _, timed_out, reason, wall = self._run_container(args, limits, Path(workdir), combined=True)

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Callable, Protocol, runtime_checkable
 
-from evolver.errors import RunFailed, UserError
+from base.errors import RunFailed, UserError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

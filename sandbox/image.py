@@ -30,8 +30,8 @@ import json
 import sys
 import time
 
-from evolver.errors import RunFailed, UserError
-from evolver.files import sha256_file
+from base.errors import RunFailed, UserError
+from base.files import sha256_file
 from sandbox.docker_engine import docker_client, image_exists
 from sandbox.image_build import Build, build_online, one_build_at_a_time, registry_answers
 from sandbox.image_lock import (LOCK, PYTHON_VERSION, RECIPE, SANDBOX_UID, Progress, build_record, cache_dir,

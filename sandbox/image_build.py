@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from evolver.errors import RunFailed, UserError
-from evolver.files import sha256_file
+from base.errors import RunFailed, UserError
+from base.files import sha256_file
 from sandbox.docker_engine import image_exists
 from sandbox.image_lock import IMAGE_ENV, LABEL_PREFIX, LOCK, MOUNT_POINTS, RECIPE, Progress, cache_dir, recipe_sha256
 

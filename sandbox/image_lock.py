@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from evolver.errors import RunFailed, UserError
-from evolver.files import atomic_write, sha256_file, sha256_bytes
+from base.errors import RunFailed, UserError
+from base.files import atomic_write, sha256_file, sha256_bytes
 from sandbox import environment_lock
 from sandbox.executor import PROJECT_ROOT
 

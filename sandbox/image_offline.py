@@ -11,8 +11,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from evolver.errors import UserError
-from evolver.files import sha256_file, sha256_bytes
+from base.errors import UserError
+from base.files import sha256_file, sha256_bytes
 from sandbox.image_build import Build, group_line, labels, passwd_line
 from sandbox.image_lock import (IMAGE_ENV, LOCK, MOUNT_POINTS, RECIPE, cache_dir, canonical_bytes, parse_lock,
                                 pip_command, platform_args)

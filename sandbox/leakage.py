@@ -109,7 +109,7 @@ def _build_index() -> _Index:
     from benchmarks.bfcl import splits
     from benchmarks.bfcl import backends
     from benchmarks.bfcl.multi_turn import VARIANTS, _category_truth, category_of, parse_task_id
-    from evolver.files import read_jsonl
+    from base.files import read_jsonl
     from benchmarks.bfcl.single_turn import gold_calls
     from benchmarks.bfcl.single_turn_data import answers, entries
 

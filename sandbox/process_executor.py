@@ -8,6 +8,14 @@ read, and every process it started dies with it), no network, the host's filesys
 with the home directories, /run and the project hidden (the runtime packages and the job's
 strategy and corpus bound back read-only), the output directory the only writable place.
 
+Read-only means every spelling of a path: bwrap runs in a mount namespace of its own whose mounts
+are private (a mount the host makes later, a Docker container's overlay say, does not propagate
+in writable), its fresh /proc is remounted read-only (under root the sandbox's uid is the host's
+uid 0 without capabilities, which /proc/sys would otherwise let change the host's kernel
+settings), and before the first job `probe_bwrap` runs the same sandbox once and reads its mount
+table: a reachable mount that is writable outside the scratch places, or one that still receives
+propagation, makes the executor refuse generated candidates as it does without bwrap.
+
 Without a working bwrap only a `trusted` executor runs (the user's own strategy, `curateevo
 curate --sandbox process`): the network unshared where the kernel allows it, the filesystem not
 isolated. An untrusted one (the loop's generated candidates) refuses to start, in one sentence.
@@ -24,17 +32,20 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
 
-from evolver.errors import RunFailed
+from base.errors import RunFailed
 from sandbox.checker import output_overflow
 from sandbox.executor import BoundedReader, CurationJob, Execution, Limits, PROJECT_ROOT, failure_reason
 
+CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+MS_REC, MS_PRIVATE = 0x4000, 0x40000
 NOBODY = 65534
 TMP_BYTES = 64 * 2**20   # the private /tmp under bubblewrap (as the Docker executor's tmpfs)
 
@@ -42,6 +53,20 @@ TMP_BYTES = 64 * 2**20   # the private /tmp under bubblewrap (as the Docker exec
 def _unshare(flags: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(flags) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+
+def _private_mounts() -> None:
+    """A mount namespace of our own whose mounts receive no propagation from the host (bwrap's
+    own namespace is a slave of this one, so nothing the host mounts later shows up inside)."""
+    uid, gid = os.geteuid(), os.getegid()
+    _unshare(CLONE_NEWNS if uid == 0 else CLONE_NEWUSER | CLONE_NEWNS)
+    if uid != 0:   # an unprivileged caller maps only itself, then owns the new mount namespace
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
 
 
@@ -81,19 +106,58 @@ def probe_isolation() -> dict:
 
 @functools.cache
 def probe_bwrap() -> str | None:
-    """None when bubblewrap can contain a child here (probed once), else why not."""
+    """None when bubblewrap can contain a child here (probed once), else why not: it must start,
+    and the sandbox it makes must leave nothing of the host writable (`_writable_mounts`)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed"
-    done = None
-    try:
-        done = subprocess.run([bwrap, *_bwrap_namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-                               "--", sys.executable, "-c", "pass"], capture_output=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"bwrap cannot start ({str(exc).splitlines()[0]})"
-    if done.returncode:
-        return f"bwrap cannot start ({(done.stderr.decode(errors='replace').strip().splitlines() or ['?'])[-1][:200]})"
+    with tempfile.TemporaryDirectory(prefix="curateevo-bwrap-probe-") as tmp:
+        job = CurationJob(Path(tmp) / "strategy", Path(tmp) / "corpus.jsonl", Path(tmp) / "out", 0)
+        job.strategy_dir.mkdir()
+        job.corpus_path.touch()
+        job.out_dir.mkdir()
+        done = None
+        try:
+            done = subprocess.run([*bwrap_argv(job), "/bin/cat", "/proc/self/mountinfo"], capture_output=True,
+                                  timeout=30, preexec_fn=_private_mounts, cwd="/")
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"bwrap cannot start ({str(exc).splitlines()[0]})"
+        if done.returncode:
+            return f"bwrap cannot start ({(done.stderr.decode(errors='replace').strip().splitlines() or ['?'])[-1][:200]})"
+        offending = _writable_mounts(done.stdout.decode(errors="replace"), {str(job.out_dir)})
+    if offending:
+        return f"bwrap leaves {offending[0]} writable or open to the host's new mounts"
     return None
+
+
+# What may be writable inside: bwrap's own tmpfs /tmp and /dev (device nodes, a private devpts)
+SCRATCH_MOUNTS = frozenset({"/tmp", "/dev", "/dev/pts", "/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+                            "/dev/urandom", "/dev/tty"})
+
+
+def _writable_mounts(mountinfo: str, scratch: set[str]) -> list[str]:
+    """The mount points of a sandbox's mount table (/proc/self/mountinfo) that a path can reach
+    and that are writable outside `scratch` and SCRATCH_MOUNTS, or still receive propagation
+    (a mount the host makes later would appear inside as the host made it)."""
+    mounts = {}
+    for line in mountinfo.splitlines():
+        fields = line.split(" - ")[0].split()
+        mounts[fields[0]] = {"parent": fields[1], "point": fields[4].replace("\\040", " "),
+                             "writable": "rw" in fields[5].split(","), "propagates": fields[6:]}
+    covered = {m["parent"] for m in mounts.values()
+               if m["parent"] in mounts and mounts[m["parent"]]["point"] == m["point"]}
+
+    def reachable(mid: str) -> bool:   # not hidden under a mount stacked on it or on a mount above it
+        while mid in mounts:
+            if mid in covered:
+                return False
+            point = mounts[mid]["point"]
+            while mid in mounts and mounts[mid]["point"] == point:
+                mid = mounts[mid]["parent"]
+        return True
+
+    return [m["point"] for mid, m in mounts.items() if reachable(mid) and
+            (m["propagates"] or (m["writable"] and m["point"] not in SCRATCH_MOUNTS | scratch))]
 
 
 def _bwrap_namespaces() -> list[str]:
@@ -114,7 +178,7 @@ def bwrap_argv(job: CurationJob) -> list[str]:
     shown |= {os.path.dirname(os.path.realpath(sys.executable)), os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
     for path in sorted(shown):
         argv += ["--ro-bind", path, path]
-    for pkg in ("sandbox", "curation_strategies"):
+    for pkg in ("base", "sandbox", "curation_strategies"):
         argv += ["--ro-bind", str(PROJECT_ROOT / pkg), str(PROJECT_ROOT / pkg)]
     argv += ["--ro-bind", str(job.strategy_dir), str(job.strategy_dir),
              "--ro-bind", str(job.corpus_path), str(job.corpus_path),
@@ -125,7 +189,7 @@ def bwrap_argv(job: CurationJob) -> list[str]:
         argv += ["--bind", str(Path(job.llm_socket).parent), str(Path(job.llm_socket).parent)]
     for path in hidden:   # empty and read-only; what was bound inside keeps its own mode
         argv += ["--remount-ro", path]
-    return argv + ["--"]
+    return argv + ["--remount-ro", "/proc", "--"]   # /proc/sys is the host kernel's (module docstring)
 
 
 def _drop_privileges() -> None:
@@ -184,7 +248,8 @@ class ProcessExecutor:
             return {"executor": self.name, "network": "unshared", "user": "nobody (user namespace)",
                     "rlimits": ["cpu", "address_space", "processes", "file_size", "core"],
                     "session": "bubblewrap: own PID namespace, killed with its parent; group killed on timeout",
-                    "filesystem": "read-only host; homes, /run and project hidden; one writable output dir"}
+                    "filesystem": "read-only host, private mounts, read-only /proc; homes, /run and project "
+                                  "hidden; one writable output dir"}
         iso = probe_isolation()
         return {"executor": self.name, "network": iso["network"], "user": iso["user"],
                 "rlimits": ["cpu", "address_space", "processes", "file_size", "core"],
@@ -208,6 +273,8 @@ class ProcessExecutor:
                 resource.setrlimit(rlim, (value, value))
             if net_flags:
                 _unshare(net_flags)
+            if contained:   # before dropping root: nothing the host mounts later propagates in
+                _private_mounts()
             if drop:
                 _drop_privileges()
 

@@ -1,7 +1,10 @@
 """Replay: re-execute a curation output into an empty directory and compare every artifact byte for byte.
 
-Before anything runs, the corpus, the strategy snapshot and the runtime are checked against the
-manifest, so a changed input is named as such rather than showing up as a mysterious diff.
+Before anything runs, the corpus and the strategy snapshot are checked against the manifest, so a
+changed input is named as such rather than showing up as a mysterious diff. A changed runtime (the
+toolkit's or the checker's sources, the sandbox's package versions) is not refused: the replay says
+so and compares anyway, with the manifest's `runtime_sha256` the one field set aside — the bytes
+are the check that a change of the runtime left the outputs as they were.
 """
 from __future__ import annotations
 
@@ -11,9 +14,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evolver.errors import UserError
+from base.errors import UserError
 from sandbox.corpus import corpus_sha256, load_corpus, train_part
-from evolver.files import sha256_files
+from base.files import sha256_files
 from sandbox.curate import ARTIFACT_FILES, execute, runtime_sha256
 from sandbox.executor import Executor
 from sandbox.workspace import strategy_files
@@ -26,12 +29,18 @@ class ReplayReport:
     identical: bool
     out_dir: Path
     differences: dict[str, str] = field(default_factory=dict)   # file → first difference
+    runtime_changed: tuple[str, str] | None = None               # (recorded, now) when they differ
 
     def summary(self) -> str:
+        changed = ""
+        if self.runtime_changed:
+            changed = (f"; the runtime changed since the output was made ({self.runtime_changed[0][:12]}… → "
+                       f"{self.runtime_changed[1][:12]}…), the manifest's runtime_sha256 set aside")
         if self.identical:
-            return f"replay identical: {len(COMPARED)} files match byte for byte ({self.out_dir})"
+            return f"replay identical: {len(COMPARED)} files match byte for byte ({self.out_dir}{changed})"
         first = next(iter(self.differences.items()))
-        return f"replay differs: {first[0]}: {first[1]} ({len(self.differences)} file(s) differ; output in {self.out_dir})"
+        return (f"replay differs: {first[0]}: {first[1]} ({len(self.differences)} file(s) differ; output in "
+                f"{self.out_dir}{changed})")
 
 
 def _read_json(path: Path) -> dict:
@@ -77,8 +86,27 @@ def _check_fields(path: Path, doc, fields) -> None:
             value = value[part]
 
 
+def _tools_file(src: Path, manifest: dict, execution: dict, given: str | None):
+    """The --tools file the output was curated with (None when it had none), checked by its hash."""
+    from sandbox.corpus.catalogue import read_tools_file
+
+    recorded = manifest["corpus"].get("tools_sha256")
+    if recorded is None:
+        if given:
+            raise UserError(f"{src} was curated without --tools; replay it without one; nothing was run")
+        return None
+    path = given or execution.get("tools_path")
+    if not path or not Path(path).is_file():
+        raise UserError(f"the --tools file {path} named in {src / 'execution.json'} is missing; pass --tools")
+    tools = read_tools_file(path)
+    if tools.sha256 != recorded:
+        raise UserError(f"tools mismatch: {path} has sha256 {tools.sha256[:12]}…, the manifest recorded "
+                        f"{recorded[:12]}…; nothing was run")
+    return tools
+
+
 def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None = None,
-           corpus_paths: list[str] | None = None, llm=None) -> ReplayReport:
+           corpus_paths: list[str] | None = None, llm=None, tools_path: str | None = None) -> ReplayReport:
     """`llm` answers ctx.llm (the run's LLM layer in replay-only mode) when the output used one."""
     src = Path(src)
     manifest = _read_json(src / "manifest.json")
@@ -90,20 +118,20 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
     if not corpus_paths:
         _check_fields(src / "execution.json", execution, ("corpus_paths",))
     paths = corpus_paths or execution["corpus_paths"]
-    for p in paths:
-        if not Path(p).is_file():
+    for p in paths:   # a file, or a folder of corpus files as it was given
+        if not Path(p).is_file() and not Path(p).is_dir():
             raise UserError(f"corpus {p} named in {src / 'execution.json'} is missing; pass --corpus")
     actual = corpus_sha256(paths)
     if actual != manifest["corpus"]["sha256"]:
         raise UserError(f"corpus mismatch: {', '.join(paths)} has sha256 {actual[:12]}…, the manifest "
                         f"recorded {manifest['corpus']['sha256'][:12]}…; nothing was run")
+    tools = _tools_file(src, manifest, execution, tools_path)
     files = strategy_files(src / "strategy")
     if sha256_files(files) != manifest["strategy"]["files_sha256"]:
         raise UserError(f"strategy mismatch: {src / 'strategy'} no longer matches the manifest; nothing was run")
-    if runtime_sha256() != manifest["runtime_sha256"]:
-        raise UserError("runtime mismatch: the runtime, toolkit or sandbox packages changed since this output "
-                        "was made, so bytes are not comparable; nothing was run")
-    corpus = load_corpus(paths, on_error="skip" if manifest["corpus"]["skipped_lines"] else "abort")
+    now = runtime_sha256()
+    runtime_changed = None if now == manifest["runtime_sha256"] else (manifest["runtime_sha256"], now)
+    corpus = load_corpus(paths, on_error="skip" if manifest["corpus"]["skipped_lines"] else "abort", tools=tools)
     if manifest["corpus"].get("holdout"):   # the strategy saw the nine tenths outside the dev hold-out
         corpus = train_part(corpus, **manifest["corpus"]["holdout"])
     if out_dir is None:
@@ -114,10 +142,13 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
             budget=manifest.get("budget"))
     differences = {}
     for name in COMPARED:
-        diff = first_difference((src / name).read_bytes(), (Path(out_dir) / name).read_bytes())
+        replayed = (Path(out_dir) / name).read_bytes()
+        if name == "manifest.json" and runtime_changed:   # the one field a changed runtime must change
+            replayed = replayed.replace(runtime_changed[1].encode(), runtime_changed[0].encode())
+        diff = first_difference((src / name).read_bytes(), replayed)
         if diff:
             differences[name] = diff
-    return ReplayReport(not differences, Path(out_dir), differences)
+    return ReplayReport(not differences, Path(out_dir), differences, runtime_changed)
 
 
 def discard(report: ReplayReport) -> None:

@@ -12,6 +12,8 @@ from typing import Any, Mapping
 import fastjsonschema
 import jsonschema
 
+from sandbox.canonical import canonical_json, shared
+
 ROLES = ("system", "user", "assistant", "tool")
 REWARDS = ("tool_call_match", "state_match")
 
@@ -133,20 +135,31 @@ SCHEMAS = {"raw": RAW_SCHEMA, "sft": SFT_SCHEMA, "rl": RL_SCHEMA, "memory": MEMO
 # reference implementation, names the field when a record is invalid.
 _FAST = {name: fastjsonschema.compile(schema) for name, schema in SCHEMAS.items()}
 _VALIDATORS = {name: jsonschema.Draft202012Validator(schema) for name, schema in SCHEMAS.items()}
+# An SFT or RL record is valid iff it is valid with `tools` any array and its tools are valid (no
+# keyword relates two fields): the tool list, shared by a trajectory's records, is judged once.
+_FAST_BESIDE_TOOLS = {name: fastjsonschema.compile({**SCHEMAS[name], "properties": {
+    **SCHEMAS[name]["properties"], "tools": {"type": "array"}}}) for name in ("sft", "rl")}
+_FAST_TOOLS = fastjsonschema.compile(_TOOLS)
 
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def canonical_json(obj: Any) -> str:
-    """The one serialisation of a record: sorted keys, compact, UTF-8 text, NaN refused."""
-    return _CANONICAL.encode(obj)
+@shared
+def _tools_valid(tools: Any) -> bool:
+    try:
+        _FAST_TOOLS(tools)
+        return True
+    except fastjsonschema.JsonSchemaException:
+        return False
 
 
 def _schema_error(kind: str, record: Any) -> str | None:
     try:
-        _FAST[kind](record)
-        return None
+        if kind in _FAST_BESIDE_TOOLS:
+            _FAST_BESIDE_TOOLS[kind](record)
+            if _tools_valid(record["tools"]):
+                return None
+        else:
+            _FAST[kind](record)
+            return None
     except fastjsonschema.JsonSchemaException:
         pass
     return reference_schema_error(kind, record)

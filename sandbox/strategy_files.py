@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 from typing import Mapping
 
-from evolver.errors import UserError
+from base.errors import UserError
 from sandbox.schemas import canonical_json
 
 MAX_FILE_BYTES = 1 << 20  # one strategy module

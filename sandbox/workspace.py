@@ -41,8 +41,8 @@ import git
 from git.index.typ import BaseIndexEntry, IndexEntry
 from gitdb.base import IStream
 
-from evolver.errors import RunFailed, UserError
-from evolver.files import is_empty_or_missing
+from base.errors import RunFailed, UserError
+from base.files import is_empty_or_missing
 from sandbox.strategy_files import check_files, check_tree_path, inputs_files, strategy_files
 
 log = logging.getLogger(__name__)

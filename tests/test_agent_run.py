@@ -10,6 +10,7 @@ import pytest
 
 from evolver import cli
 from evolver.store import RunStore
+from sandbox.workspace import Workspace
 
 from conftest import SAMPLE_CORPUS
 from llm_server import LLMServer
@@ -26,23 +27,38 @@ def bash(command: str) -> str:
     return f"One step.\n\n```bash\n{command}\n```\n"
 
 
+POINTS = json.dumps([{"failed_point": "the agent passes wrong argument types", "evidence": "x='3' for an int",
+                      "curation_hint": "mask corrected calls and keep signatures in memory"}])
+EFFICIENCY = [bash("sed -i 's/    return kept$/    return tk.exact_dedup(tk.drop_abandoned(kept))/' strategy.py"),
+              bash(SUBMIT.format("Exact dedup and no abandoned trajectories"))]
+
+
+def every_other_rl_step(start: str = "") -> str:
+    return bash("cp /opt/curateevo/curation_strategies/planned/strategy.py strategy.py && sed -i "
+                f"'s/steps = tk.tool_call_steps(trajectory)$/steps = tk.tool_call_steps(trajectory)[{start}::2]/' strategy.py")
+
+
+def agent_turn(req) -> tuple[str, int] | None:
+    """An agent request's task text and how many replies its conversation holds (None: a diagnosis request)."""
+    messages = req.messages
+    if "research engineer who improves the code" not in messages[0]["content"]:
+        return None
+    return messages[1]["content"], sum(m["role"] == "assistant" for m in messages)
+
+
 def scripted(req) -> str:
     """The whole run's LLM: diagnosis requests get failed points; the agent gets a script by
     phase and by how far its conversation is (a first attempt that only adds a comment is
     rejected by the host and repaired on the second attempt)."""
-    messages = req.messages
-    if "research engineer who improves the code" not in messages[0]["content"]:
-        return json.dumps([{"failed_point": "the agent passes wrong argument types", "evidence": "x='3' for an int",
-                            "curation_hint": "mask corrected calls and keep signatures in memory"}])
-    task, steps = messages[1]["content"], sum(m["role"] == "assistant" for m in messages)
+    if agent_turn(req) is None:
+        return POINTS
+    task, steps = agent_turn(req)
     if "EFFECTIVENESS" in task:
         if "previous attempt" not in task:
             return [bash("env; echo '# clearer' >> strategy.py"), bash(SUBMIT.format("Comment"))][min(steps, 1)]
-        return [bash("cp /opt/curateevo/curation_strategies/planned/strategy.py strategy.py && "
-                     "sed -i 's/steps = tk.tool_call_steps(trajectory)$/steps = tk.tool_call_steps(trajectory)[::2]/' strategy.py"),
-                bash("python3 -m sandbox.dry_run"), bash(SUBMIT.format("Half of the clean RL steps"))][min(steps, 2)]
-    return [bash("sed -i 's/    return kept$/    return tk.exact_dedup(tk.drop_abandoned(kept))/' strategy.py"),
-            bash(SUBMIT.format("Exact dedup and no abandoned trajectories"))][min(steps, 1)]
+        return [every_other_rl_step(), bash("python3 -m sandbox.dry_run"),
+                bash(SUBMIT.format("Half of the clean RL steps"))][min(steps, 2)]
+    return EFFICIENCY[min(steps, 1)]
 
 
 def fingerprint(root):
@@ -103,3 +119,62 @@ def test_an_agent_run_edits_validates_evaluates_decides_and_replays(provider, tm
     assert cli.main(["run", *ARGS, "--provider", provider, "--base-url", url, "--runs-dir", str(tmp_path),
                      "--name", "b", "--llm-mode", "replay", "--llm-records", str(root / "llm")]) == 0
     assert fingerprint(tmp_path / "b") == (decisions, {k: v for k, v in artifacts.items()}, failed_points)
+
+
+def two_candidates(req) -> str:
+    """Candidate 1 (the LLM's temperature, no seed) keeps every other clean RL step from the first,
+    candidate 2 (seed 1) from the second; both then get the same efficiency revision."""
+    if agent_turn(req) is None:
+        return POINTS
+    task, steps = agent_turn(req)
+    if "EFFECTIVENESS" in task:
+        start = {None: "", 1: "1"}[req.body.get("seed")]
+        return [every_other_rl_step(start), bash(SUBMIT.format(f"Every other clean RL step from {start or 0}"))][min(steps, 1)]
+    return EFFICIENCY[min(steps, 1)]
+
+
+@pytest.mark.timeout(3600)   # a run with four agent revisions, four dry runs and two proxy trainings
+def test_k_agent_candidates_are_sampled_apart_dry_run_ranked_by_the_proxy_and_recorded(tmp_path, monkeypatch):
+    """`--candidates 2 --model …`: two agent runs from the same brief (the second at
+    --agent-temperature with seed = --seed + 1), each dry-run with its efficiency revision, ranked
+    by the proxy; the best is committed and evaluated; every request is recorded with its
+    temperature and seed, so a replay-only rerun finds each one (tests/test_llm.py)."""
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    args = [*ARGS, "--candidates", "2", "--agent-temperature", "0.7"]
+    with LLMServer() as server:
+        server.script(*[lambda req: {"text": two_candidates(req), "usage": None}] * 40)
+        assert cli.main(["run", *args, "--base-url", server.openai_url, "--runs-dir", str(tmp_path), "--name", "a"]) == 0
+        agent = [r.body for r in server.requests if "research engineer" in r.messages[0]["content"]]
+    # the second effectiveness run sampled apart, every one of its requests; the rest as one revision would
+    effectiveness = [b for b in agent if "EFFECTIVENESS" in b["messages"][1]["content"]]
+    assert [(b["temperature"], b.get("seed")) for b in effectiveness] == [(0.0, None)] * 2 + [(0.7, 1)] * 2
+    assert all("seed" not in b and b["temperature"] == 0.0 for b in agent if b not in effectiveness)
+    root = tmp_path / "a"
+    store = RunStore.open(root)
+    result = store.done(0, "propose")["result"]
+    assert result["proposed"] == 2 and result["candidates"] == 2 and result["chosen"] in (0, 1)
+    assert result["dry_runs"] == 4   # two effectiveness and two efficiency revisions, each dry-run once
+    proposals = json.loads((root / "epochs" / "0" / "evolve" / "proposals.json").read_text())
+    assert [(a["candidate"], a["phase"], a.get("validated"), a.get("temperature"), a.get("seed"))
+            for a in proposals["attempts"]] == [
+        (0, "effectiveness", True, None, None), (1, "effectiveness", True, 0.7, 1),
+        (0, "efficiency", True, None, None), (1, "efficiency", True, None, None)]
+    (rung,) = proposals["rungs"]
+    assert set(rung["scores"]) == {"0", "1"} and rung["survivors"] == [proposals["chosen"]] == [result["chosen"]]
+    for i in (0, 1):
+        for phase in ("effectiveness", "efficiency"):
+            assert (root / "epochs" / "0" / "evolve" / f"candidate-{i}" / phase / "attempt-0.traj.json").is_file()
+    # the chosen pair is what epoch 1 trained and evaluated
+    ws = Workspace.open(root / "strategy")
+    start = "" if result["chosen"] == 0 else "1"
+    assert f"tool_call_steps(trajectory)[{start}::2]".encode() in ws.files("epoch-1")["strategy.py"]
+    first = ws.log("epoch-1")[1]["message"].splitlines()[0]
+    assert first.startswith("effectiveness (candidate 2 of 2, temperature 0.7, seed 1): " if result["chosen"] else
+                            "effectiveness (candidate 1 of 2): ")
+    decisions, _, _ = fingerprint(root)
+    assert [d["epoch"] for d in decisions] == [0, 1]
+    # each agent request is in the record with the temperature and seed it was sent with
+    recorded = [json.loads(p.read_text())["request"] for p in sorted((root / "llm").glob("*-*.json"))]
+    sent = sorted((b["temperature"], b.get("seed", -1)) for b in agent)
+    assert sorted((r["temperature"], r.get("seed", -1)) for r in recorded
+                  if "research engineer" in r["messages"][0]["content"]) == sent

@@ -85,7 +85,7 @@ def test_in_flight_stages_are_recorded_for_status_and_shown_when_they_change(tmp
 
 
 def test_a_ray_address_without_the_ray_backend_is_refused():
-    from evolver.errors import UserError
+    from base.errors import UserError
 
     with pytest.raises(UserError, match="ray_address must be empty unless backend is ray"):
         RunConfig(ray_address="10.0.0.1:6379")

@@ -19,7 +19,7 @@ from benchmarks.base import Benchmark, Episode, Task, Verdict, get_benchmark  # 
 from benchmarks.bfcl import multi_turn as mt  # noqa: E402
 from benchmarks.bfcl.backends import ERROR_PREFIX, format_call, parse_call  # noqa: E402
 from benchmarks.bfcl.common import closing_reply, tool_call_message  # noqa: E402
-from evolver.errors import UserError  # noqa: E402
+from base.errors import UserError  # noqa: E402
 
 SCENARIOS = range(0, 200, 13)  # 16 scenarios over every domain
 

@@ -15,7 +15,7 @@ from benchmarks.bfcl import single_turn as st  # noqa: E402
 from benchmarks.bfcl.single_turn_data import load_category  # noqa: E402
 from benchmarks.bfcl.common import tool_call_message  # noqa: E402
 from benchmarks.bfcl.splits import UNSATISFIABLE  # noqa: E402
-from evolver.errors import UserError  # noqa: E402
+from base.errors import UserError  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 from evolver import cli
 
 COMMANDS = [["curate"], ["replay"], ["diff"], ["sandbox", "build"], ["sandbox", "lock"], ["corpus", "build"],
-            ["train"], ["eval"], ["export"], ["run"], ["resume"], ["test"], ["status"], ["log"], ["report"], ["bench", "quality"]]
+            ["train"], ["eval"], ["export"], ["run"], ["resume"], ["test"], ["status"], ["log"], ["report"], ["trace"], ["bench", "quality"]]
 
 
 def help_text(argv, capsys) -> str:

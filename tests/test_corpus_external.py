@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from evolver.errors import UserError
+from base.errors import UserError
 from sandbox.corpus import corpus_kind, corpus_sha256, holdout, load_corpus
 from sandbox.schemas import check_raw
 
@@ -120,7 +120,10 @@ def test_swe_agent_traj_files_load_from_their_history():
     assert set(by_name) == {"6e44b9__sweagenttestrepo-1c2844.traj", "function_calling_simple.traj",
                             "networking_1.traj"}
     calls = by_name["function_calling_simple.traj"]
+    # the files carry no schemas: both function-calling trajectories share one catalogue of their calls
     assert [t["function"]["name"] for t in calls["tools"]] == ["find_file", "open", "edit", "bash", "submit"]
+    assert calls["meta"]["tools_source"] == "catalogue"
+    assert by_name["6e44b9__sweagenttestrepo-1c2844.traj"]["tools"] == calls["tools"]
     assert all(unanswered(r) == 0 for r in corpus.records)
     assert "trajectory" not in calls["meta"].get("extra", {})     # it repeats the history
     assert not tk.is_abandoned(calls)                              # ends on submit's result

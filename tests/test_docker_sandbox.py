@@ -98,7 +98,7 @@ def test_host_environment_and_files_are_invisible(docker_executor, strategy, cor
             raise RuntimeError(f"env={{env}} host_files={{seen}} project={{sorted(runs)}}")
     """)
     reason = contained_failure(docker_executor, s, corpus_copy, tmp_path / "out")
-    assert "env=False host_files=False project=['curation_strategies', 'sandbox']" in reason
+    assert "env=False host_files=False project=['base', 'curation_strategies', 'sandbox']" in reason
 
 
 def test_writes_outside_the_output_dir_fail_everywhere(docker_executor, strategy, corpus_copy, tmp_path):

@@ -82,9 +82,11 @@ def test_replay_benchmark_through_the_cli(capsys, tmp_path, sample_corpus):
                           "--quiet")
     assert code == 0, err
     doc = json.loads((tmp_path / "r" / "metrics.json").read_text())
-    assert doc["metric"] == "step_accuracy" and doc["metrics"]["episodes"] == 0 and doc["metrics"]["step_items"] > 0
+    assert doc["metric"] == "call_f1" and doc["metrics"]["episodes"] == 0 and doc["metrics"]["step_items"] > 0
     assert len(doc["tasks"]) == 2 and doc["benchmark_config"]["dev"] >= 2 and doc["memory"]["records"] == 1
-    assert (tmp_path / "r" / "trajectories.jsonl").read_text() == ""
+    assert doc["P"] == doc["metrics"]["call_f1"] and "call_f1" in out
+    episodes = [json.loads(line) for line in (tmp_path / "r" / "trajectories.jsonl").read_text().splitlines()]
+    assert [e["id"] for e in episodes] == doc["tasks"] and all(e["meta"]["steps"] for e in episodes)
     code, _, err = _run(capsys, "--benchmark", "replay", "--corpus", sample_corpus, "--base", "tiny-random",
                         "--metric", "task_success", "--out", tmp_path / "r2")
     assert code == 2 and "no environment" in err

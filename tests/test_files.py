@@ -1,12 +1,12 @@
-"""The shared file helpers (evolver/files.py): content hashes of files and folders, the
+"""The shared file helpers (base/files.py): content hashes of files and folders, the
 empty-folder check, atomic writes, JSONL reading."""
 import hashlib
 import os
 
 import pytest
 
-from evolver.errors import UserError
-from evolver.files import atomic_write, is_empty_or_missing, iter_jsonl, sha256_file, sha256_files, sha256_path, sha256_tree
+from base.errors import UserError
+from base.files import atomic_write, is_empty_or_missing, iter_jsonl, sha256_file, sha256_files, sha256_path, sha256_tree
 
 
 def test_a_file_hashes_to_the_sha256_of_its_bytes(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from bench.throughput import measure, sample_records
 from evolver.cli import main
-from evolver.errors import UserError
+from base.errors import UserError
 from llm_server import LLMServer
 from trainer import models
 from trainer.devices import placement

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from evolver.errors import RunFailed
-from evolver.files import sha256_file, sha256_bytes
+from base.errors import RunFailed
+from base.files import sha256_file, sha256_bytes
 from sandbox import image as img
 from sandbox import image_lock as recipe
 from sandbox.executor import PROJECT_ROOT
@@ -25,8 +25,8 @@ from sandbox.executor import PROJECT_ROOT
 # Everything that runs inside the sandbox besides candidate code: the runtime, the toolkit and the
 # shipped strategies.
 IN_SANDBOX = sorted([PROJECT_ROOT / "sandbox" / "runtime.py", PROJECT_ROOT / "sandbox" / "__init__.py",
-                     *(PROJECT_ROOT / "curation_strategies").rglob("*.py")])
-PROJECT_PACKAGES = {"sandbox", "curation_strategies", "__future__", "strategy"}
+                     *(PROJECT_ROOT / "curation_strategies").rglob("*.py"), *(PROJECT_ROOT / "base").rglob("*.py")])
+PROJECT_PACKAGES = {"base", "sandbox", "curation_strategies", "__future__", "strategy"}
 
 
 def third_party_imports() -> dict[str, set[str]]:

@@ -8,8 +8,8 @@ import openai
 import pytest
 from llm_server import llm_server  # noqa: F401  (the fixture)
 
-from evolver.errors import RunFailed, UserError
-from evolver.files import read_json
+from base.errors import RunFailed, UserError
+from base.files import read_json
 from evolver.llm import (LLM, BudgetExceeded, LLMConfig, LLMError, LLMUnavailable, count_tokens, estimate_prompt_tokens,
                          cost_function, load_pricing, price_of)
 
@@ -87,6 +87,31 @@ def test_anthropic_round_trip_lifts_the_system_messages(llm_server, tmp_path, ca
     assert sent.body["system"] == f"{SYSTEM['content']}\n\nBe brief."
     assert sent.body["messages"] == [USER] and sent.body["max_tokens"] == 300
     assert "temperature" not in sent.body   # API 2026-10-21 refuses sampling parameters
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_calls_own_temperature_and_seed_are_part_of_its_request_and_record(llm_server, tmp_path, canary, provider):
+    """The code agent's k candidates sample apart: a call may ask for its own temperature and seed;
+    both key its record (so a replay finds it), and an OpenAI-compatible server receives both."""
+    llm_server.script("plain", "sampled", "sampled again")
+    llm = make_llm(llm_server, tmp_path, provider)
+    plain = llm.complete(CHAT, purpose="agent")
+    sampled = llm.complete(CHAT, purpose="agent", temperature=0.7, seed=1)
+    again = llm.complete(CHAT, purpose="agent", temperature=0.7, seed=2)
+    assert len({plain.record, sampled.record, again.record}) == 3
+    request = read_json(tmp_path / sampled.record)["request"]
+    assert (request["temperature"], request["seed"]) == (0.7, 1) and "seed" not in read_json(tmp_path / plain.record)["request"]
+    bodies = [r.body for r in llm_server.requests]
+    if provider == "openai":
+        assert [(b["temperature"], b.get("seed")) for b in bodies] == [(0.0, None), (0.7, 1), (0.7, 2)]
+    else:   # the Anthropic API takes no sampling parameter: it samples as it does by default
+        assert not any("temperature" in b or "seed" in b for b in bodies)
+    replay = make_llm(llm_server, tmp_path, provider, mode="replay")
+    assert replay.complete(CHAT, purpose="agent", temperature=0.7, seed=1).text == "sampled"
+    with pytest.raises(LLMUnavailable, match="not in the record"):
+        replay.complete(CHAT, purpose="agent", temperature=0.7, seed=3)
+    with pytest.raises(ValueError, match="temperature"):
+        llm.complete(CHAT, purpose="agent", temperature=3.0)
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])

@@ -217,7 +217,7 @@ def test_an_ablated_resource_is_not_charged_in_c(tmp_path):
 
 
 def test_resume_refuses_a_curated_epochs_artifact_deleted_or_edited(tmp_path):
-    from evolver.errors import UserError
+    from base.errors import UserError
 
     ep = Epochs(new_run(tmp_path))
     ep.stage(0, "curate", lambda: ep.curate(0))

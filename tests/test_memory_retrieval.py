@@ -4,7 +4,7 @@ import json
 import pytest
 
 from benchmarks import memory as mem
-from evolver.errors import UserError
+from base.errors import UserError
 from trainer import chat_format as cf
 
 RECORDS = [

@@ -4,16 +4,21 @@ strategy runs (a generated candidate is refused in one sentence)."""
 import functools
 import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 from textwrap import dedent
 
 import pytest
 
-from evolver.errors import RunFailed
+from base.errors import RunFailed
 from sandbox import process_executor
 from sandbox.curate import curate
+from sandbox.executor import CurationJob
 from sandbox.process_executor import ProcessExecutor, probe_bwrap
 
 from conftest import ROOT, SAMPLE_CORPUS
@@ -140,3 +145,105 @@ def test_without_bubblewrap_a_generated_candidate_is_refused_and_the_users_own_r
         monkeypatch.undo()
         probe_bwrap.cache_clear()
     assert process_executor.probe_bwrap() is None, "bwrap is found again on the real PATH"
+
+
+@pytest.fixture
+def host_dir():
+    """A host folder the sandbox sees (read-only) at the same path: /tmp and the homes are hidden there."""
+    folder = Path(tempfile.mkdtemp(prefix="curateevo-host-", dir="/var/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@needs_bwrap
+def test_no_spelling_of_a_host_path_through_proc_is_writable(strategy, tmp_path, host_dir):
+    target = host_dir / "target.txt"
+    target.write_text("original\n")
+    sysctl = "/proc/sys/vm/swappiness"   # written back with its own value: nothing changes even if it passed
+    s = strategy(HOSTILE + dedent(f"""
+        def attempt(path, data="# owned\\n"):
+            try:
+                with open(path, "r+" if path.startswith("/proc/sys/") else "a") as f:
+                    f.write(data if not path.startswith("/proc/sys/") else f.read())
+                return "wrote"
+            except OSError as exc:
+                return type(exc).__name__
+        def curate(raw, ctx):
+            target = {str(target)!r}
+            spellings = [target, "/proc/self/root" + target, "/proc/thread-self/root" + target,
+                         "/proc/1/root" + target, f"/proc/{{os.getppid()}}/root" + target,
+                         "/proc/self/cwd/../../../.." + target, "/proc/1/cwd/../../../.." + target]
+            spellings += [p + "/root" + target for p in glob.glob("/proc/[0-9]*")]
+            spellings += [f"/proc/self/fd/{{fd}}/../../..{{target}}" for fd in range(3)]
+            found = {{f"path{{i}}": attempt(p) for i, p in enumerate(spellings)}}
+            return report(honest(raw), sysctl=attempt({sysctl!r}), **found)
+    """))
+    found = verdicts(s, tmp_path)
+    assert "wrote" not in found.values(), found
+    assert target.read_text() == "original\n"
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="the host mounts a tmpfs while the candidate runs (root only)")
+def test_a_mount_the_host_makes_while_the_candidate_runs_is_not_writable_inside(strategy, tmp_path, host_dir):
+    shared = host_dir / "shared"   # a shared mount, as Docker makes /var/lib/docker: mounts below it propagate
+    shared.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(shared)], check=True)
+    subprocess.run(["mount", "--make-shared", str(shared)], check=True)
+    mount_point = shared / "mnt"   # where the host mounts a writable tmpfs (a new container's overlay) later
+    mount_point.mkdir()
+    s = strategy(HOSTILE + dedent(f"""
+        import subprocess, time
+        def curate(raw, ctx):
+            marker = subprocess.Popen(["sleep", "{DAEMON_MARK}"])   # the host sees it: the candidate runs
+            ready = {str(mount_point / "ready")!r}
+            before = os.path.exists(ready)
+            deadline = time.monotonic() + 60
+            while not os.path.exists(ready) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            marker.kill()
+            try:
+                with open({str(mount_point / "owned")!r}, "w") as f:
+                    f.write("owned")
+                wrote = "wrote"
+            except OSError as exc:
+                wrote = type(exc).__name__
+            return report(honest(raw), before=before, seen=os.path.exists(ready), wrote=wrote)
+    """))
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.update(verdicts(s, tmp_path)))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not _daemons() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _daemons(), "the candidate did not start"
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=1777", "tmpfs", str(mount_point)], check=True)
+        (mount_point / "ready").write_text("")
+        worker.join(timeout=120)
+        assert not (mount_point / "owned").exists()
+    finally:
+        worker.join(timeout=120)
+        subprocess.run(["umount", str(mount_point)])
+        subprocess.run(["umount", str(shared)])
+    assert result["before"] == "False", "the mount was made after the candidate started"
+    assert result["wrote"] != "wrote" and result["seen"] == "False", result   # the host's new mount never shows
+
+
+@needs_bwrap
+def test_the_probe_refuses_a_sandbox_whose_mounts_leak():
+    """The mount-table check is what makes the executor refuse: bwrap's plain sandbox (the
+    host's propagation, a writable /proc) fails it, the executor's passes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        job = CurationJob(Path(tmp) / "s", Path(tmp) / "c", Path(tmp) / "o", 0)
+        job.strategy_dir.mkdir()
+        job.corpus_path.touch()
+        job.out_dir.mkdir()
+        argv = process_executor.bwrap_argv(job)
+        assert argv[-3:] == ["--remount-ro", "/proc", "--"]
+        plain = argv[:-3] + ["--"]
+        table = lambda cmd, pre: subprocess.run(cmd + ["/bin/cat", "/proc/self/mountinfo"], capture_output=True,
+                                                text=True, check=True, preexec_fn=pre).stdout
+        leaks = process_executor._writable_mounts(table(plain, None), {str(job.out_dir)})
+        assert "/proc" in leaks and any(p.startswith("/") for p in leaks)
+        assert process_executor._writable_mounts(table(argv, process_executor._private_mounts), {str(job.out_dir)}) == []

@@ -156,7 +156,7 @@ def test_network_is_unshared_or_the_reason_is_recorded(strategy, sample_corpus, 
 
 
 def test_auto_falls_back_loudly_without_an_engine_and_refuses_under_ci(monkeypatch):
-    from evolver.errors import RunFailed
+    from base.errors import RunFailed
     from sandbox.curate import make_executor
 
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")

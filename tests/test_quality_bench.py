@@ -7,8 +7,8 @@ from conftest import bench_quality
 
 from benchmarks.quality import rows as rows_mod
 from benchmarks.quality.cells import Cells, Setting
-from evolver.errors import UserError
-from evolver.files import atomic_json
+from base.errors import UserError
+from base.files import atomic_json
 from sandbox.corpus import corpus_sha256, load_corpus
 from sandbox.process_executor import ProcessExecutor
 from sandbox.strategy_files import strategy_files
@@ -124,3 +124,23 @@ def test_a_second_invocation_does_not_compute_in_a_cache_another_is_filling(qual
         assert bench_quality(quality_corpora, cache, "--rows", "rho0-wild", "--seeds", "1") == 2
     assert "another `bench quality` is computing" in capsys.readouterr().err
     assert not (cache / "trainings").exists()
+
+
+def test_curations_made_where_the_sandbox_runs_are_reused_where_the_gpu_is(quality_corpora, tmp_path, monkeypatch):
+    """`--curated-runtime`: a training machine without the sandbox reuses another machine's
+    curations (same keys, executor None) and curates nothing; a row it lacks is one sentence."""
+    wild, labeled = quality_corpora
+    rho0, oracle = rows_mod.table_rows(("rho0-wild", "oracle"), wild, labeled, [], tmp_path, None)
+    setting = Setting(tasks=5, profile="test", seeds=(0,))
+    here = Cells(tmp_path / "cache", setting, ProcessExecutor())
+    made = here.curation(rho0)
+    monkeypatch.setattr("benchmarks.quality.cells.execute", lambda *a, **k: pytest.fail("a reused curation was executed"))
+    monkeypatch.setattr("benchmarks.quality.cells.runtime_sha256", lambda: pytest.fail("the GPU machine hashed its own runtime"))
+    there = Cells(tmp_path / "cache", setting, None, curated_runtime=here.runtime)
+    assert not there.curate_here and there.curation(rho0) == made
+    assert there.training_key(rho0, 0) == here.training_key(rho0, 0)
+    with pytest.raises(UserError, match=r"row 'oracle' has no curation made under runtime .* curations/[0-9a-f]{24} here"):
+        there.curation(oracle)
+    other = Cells(tmp_path / "cache", setting, None, curated_runtime="0" * 64)
+    with pytest.raises(UserError, match="row 'rho0-wild' has no curation made under runtime 000000000000"):
+        other.curation(rho0)

@@ -11,7 +11,7 @@ from benchmarks.quality import proxy
 from benchmarks.quality import rows as rows_mod
 from benchmarks.quality.cells import Cells, Setting
 from evolver.config import RunConfig
-from evolver.files import atomic_json, read_json
+from base.files import atomic_json, read_json
 from sandbox.corpus import corpus_sha256
 from sandbox.process_executor import ProcessExecutor
 from sandbox.workspace import Workspace

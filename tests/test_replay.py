@@ -4,7 +4,7 @@ import shutil
 import pytest
 
 from evolver import cli
-from evolver.errors import UserError
+from base.errors import UserError
 from sandbox.curate import curate
 from sandbox.process_executor import ProcessExecutor
 from sandbox.replay import replay
@@ -123,3 +123,23 @@ def test_a_manifest_lacking_fields_is_one_sentence(sample_corpus, tmp_path, caps
     assert cli.main(["replay", str(out), "--sandbox", "process"]) == 2
     err = capsys.readouterr().err
     assert "the field 'strategy.files_sha256' is missing" in err and err.count("\n") == 1
+
+
+def test_a_changed_runtime_is_said_and_the_bytes_still_compared(sample_corpus, tmp_path, monkeypatch):
+    # a refactor of the toolkit or the checker changes the runtime hash; replay is how a user sees
+    # that it left the outputs as they were: it compares anyway, setting aside only that field
+    import sandbox.curate
+    import sandbox.replay
+
+    out = curated(SEED_STRATEGY, sample_corpus, tmp_path / "out")
+    recorded = sandbox.curate.runtime_sha256()
+    monkeypatch.setattr(sandbox.curate, "runtime_sha256", lambda: "f" * 64)
+    monkeypatch.setattr(sandbox.replay, "runtime_sha256", lambda: "f" * 64)
+    report = replay(out, tmp_path / "again", executor=ProcessExecutor())
+    assert report.identical, report.differences
+    assert report.runtime_changed == (recorded, "f" * 64)
+    assert "the runtime changed since the output was made" in report.summary()
+    assert '"runtime_sha256": "' + "f" * 64 in (tmp_path / "again" / "manifest.json").read_text()
+    # an artifact that does differ is still caught
+    (out / "sft.jsonl").write_bytes((out / "sft.jsonl").read_bytes().replace(b'"user"', b'"User"', 1))
+    assert not replay(out, tmp_path / "third", executor=ProcessExecutor()).identical

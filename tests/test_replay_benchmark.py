@@ -7,7 +7,7 @@ import pytest
 
 from benchmarks import replay_benchmark as rb
 from benchmarks.base import get_benchmark
-from evolver.errors import UserError
+from base.errors import UserError
 
 
 def _record(i, task=None, env=None, outcome=None, calls=(("get_weather", {"city": "Paris", "days": 2}),)):
@@ -96,10 +96,12 @@ def test_benchmark_tasks_step_items_and_judge(tmp_path):
 def test_failed_records_give_no_step_items_unless_asked(tmp_path):
     records = [_record(i, outcome={"success": False, "reward": 0.0}) for i in range(10)]
     path = _write(tmp_path / "c.jsonl", records)
-    bench = get_benchmark("replay", corpus=str(path))
-    assert all(bench.step_items(t) == [] for t in bench.tasks("dev"))
+    with pytest.raises(UserError, match=r"held-out tenth \(1 record\(s\): r00\d\) gives none to judge: 1 recorded a "
+                                        r"failed outcome"):
+        get_benchmark("replay", corpus=str(path))   # a hold-out of failures only gives nothing to score
     bench = get_benchmark("replay", corpus=str(path), include_failed=True)
     assert all(bench.step_items(t) for t in bench.tasks("dev"))
+    assert bench.dev["items"] == sum(len(bench.step_items(t)) for t in bench.tasks("dev")) > 0
 
 
 def test_sample_corpus_loads_and_splits(sample_corpus):
@@ -126,5 +128,5 @@ def test_a_reply_without_a_call_is_wrong_where_the_recorded_step_calls_a_tool():
 def test_a_corpus_whose_actions_are_text_only_is_refused_not_scored_perfect():
     # FireAct's ReAct text ("Action: search[...]"): no step is a tool call, so a model that
     # never calls would score P = 1.0.
-    with pytest.raises(UserError, match="none of the 20 held-out records makes one"):
+    with pytest.raises(UserError, match=r"held-out tenth \(20 record\(s\): .*gives none to judge: 20 make no tool call.*use a corpus with tool calls"):
         get_benchmark("replay", corpus=str(EXTERNAL / "fireact-hotpotqa-gpt_format.jsonl"))

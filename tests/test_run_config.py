@@ -7,7 +7,7 @@ import pytest
 
 from evolver import cli
 from evolver.config import RunConfig
-from evolver.errors import UserError
+from base.errors import UserError
 from evolver.run_cli import create_run, run_options
 
 from conftest import SAMPLE_CORPUS

@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks import runner
 from benchmarks.policies.openai_compat import TOOL_RESULT_PREFIX, OpenAIPolicy, chat_messages
-from evolver.errors import UserError
+from base.errors import UserError
 from trainer import chat_format as cf
 
 from test_runner import TOOLS, CounterBenchmark

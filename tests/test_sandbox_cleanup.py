@@ -1,17 +1,20 @@
 """No container or process outlives the host: a killed CLI's container is removed (SIGTERM at
-once, SIGKILL at the next executor start), and a candidate exhausting inodes is stopped early."""
+once; SIGKILL: it ends at its own deadline and the next command or executor start removes it
+with the job folder), and a candidate exhausting inodes is stopped early."""
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from sandbox.corpus import load_corpus
 from sandbox.curate import CurationFailed, execute
-from sandbox.docker_executor import OWNER_LABEL, DockerExecutor, docker_client, owner_id
+from sandbox.docker_executor import DEADLINE_GRACE_S, OWNER_LABEL, DockerExecutor, docker_client, owner_id
 from sandbox.executor import Limits
+from sandbox.leftovers import JOB_PREFIX, OWNER_FILE, claim, reap_job_dirs
 from sandbox.process_executor import ProcessExecutor
 from sandbox.strategy_files import strategy_files
 
@@ -55,9 +58,12 @@ def _containers_of(client, pid: int) -> list:
 
 
 def _curate_in_a_child(strategy_dir, out, client):
+    tmp = Path(out).parent / "child-tmp"   # the child's TMPDIR: a job folder it cannot remove (SIGKILL) stays
+    tmp.mkdir(exist_ok=True)                # here, not where every later command would reap it and say so
     child = subprocess.Popen([sys.executable, "-m", "evolver.cli", "curate", "--strategy", str(strategy_dir),
                               "--corpus", str(SAMPLE_CORPUS), "--out", str(out), "--sandbox", "docker", "--quiet"],
-                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         running = _containers_of(client, child.pid)
@@ -96,3 +102,57 @@ def test_sigkill_of_the_host_cli_leaves_its_container_to_the_next_executor_start
     executor = DockerExecutor(docker)   # the next curate / run / resume
     assert executor.reaped >= 1
     assert _gone_within(docker, owner, 5)
+
+
+def test_a_sigkilled_hosts_container_ends_at_its_deadline_and_the_next_command_reaps_it(docker, strategy, tmp_path):
+    """Nothing outside the dead host enforces its timeout: the container ends by itself (the job
+    runs under `timeout` inside it), and the next curateevo command removes the container and the
+    job folder, both marked with the dead owner."""
+    tmp = tmp_path / "tmp"   # the children's TMPDIR: their job folders, apart from everyone else's
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    timeout_s = 6
+    child = subprocess.Popen([sys.executable, "-m", "evolver.cli", "curate", "--strategy", str(strategy(SLEEPER)),
+                              "--corpus", str(SAMPLE_CORPUS), "--out", str(tmp_path / "out"), "--sandbox", "docker",
+                              "--timeout", str(timeout_s), "--quiet"],
+                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not _containers_of(docker, child.pid) and time.monotonic() < deadline:
+        assert child.poll() is None, child.stderr.read().decode()
+        time.sleep(0.2)
+    (container,) = _containers_of(docker, child.pid)
+    owner = container.labels[OWNER_LABEL]
+    started = time.monotonic()
+    (job,) = tmp.glob(JOB_PREFIX + "*")
+    assert (job / OWNER_FILE).read_text() == owner
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+
+    ends = timeout_s + DEADLINE_GRACE_S + 20   # the in-container deadline, and slack for a loaded machine
+    while time.monotonic() - started < ends:
+        container.reload()
+        if container.status != "running":
+            break
+        time.sleep(0.5)
+    container.reload()
+    assert container.status == "exited", f"the container still runs {time.monotonic() - started:.0f} s after it started"
+    assert time.monotonic() - started >= timeout_s, "it ended at its deadline, not before"
+    assert job.exists(), "nothing cleans up inside a SIGKILLed process"
+
+    after = subprocess.run([sys.executable, "-m", "evolver.cli", "status", str(tmp_path / "no-run")], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=120)   # any next command
+    assert "removed 1 container(s) and 1 job folder(s) left by a curateevo process that was killed" in after.stderr
+    assert not _labelled(docker, owner) and not job.exists()
+
+
+def test_leftovers_of_a_live_owner_or_without_a_mark_stay(tmp_path):
+    live, dead, unmarked = (tmp_path / f"{JOB_PREFIX}{name}" for name in ("live", "dead", "unmarked"))
+    for folder in (live, dead, unmarked):
+        folder.mkdir()
+    claim(live)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    (dead / OWNER_FILE).write_text(owner_id(sleeper.pid))
+    sleeper.kill()
+    sleeper.wait()
+    assert reap_job_dirs(tmp_path) == 1
+    assert live.exists() and unmarked.exists() and not dead.exists()

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from evolver.errors import UserError
-from evolver.files import atomic_write
+from base.errors import UserError
+from base.files import atomic_write
 from evolver.store import RunStore
 
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from evolver import cli
-from evolver.errors import UserError
+from base.errors import UserError
 from evolver.store import RunStore
 
 from conftest import ROOT
@@ -67,7 +67,7 @@ def test_a_corrupt_run_json_is_one_sentence(tmp_path, capsys):
 SECOND_WRITER = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from evolver.errors import UserError
+from base.errors import UserError
 from evolver.store import RunStore
 store = RunStore.open(sys.argv[2])
 print(len(store.journal.events()))     # reading needs no lock

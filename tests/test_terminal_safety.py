@@ -2,7 +2,7 @@
 characters escaped: an error cannot clear the screen, retitle the window or flood the log."""
 
 from evolver import cli
-from evolver.errors import MAX_MESSAGE_CHARS, printable
+from base.errors import MAX_MESSAGE_CHARS, printable
 
 from conftest import SAMPLE_CORPUS
 

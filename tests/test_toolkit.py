@@ -383,7 +383,9 @@ def test_trainable_is_false_only_when_every_turn_is_masked():
 def test_sft_record_copies_the_trajectory_and_records_origin_env_and_tags():
     source = cd_recovery()
     record = tk.sft_record(source, tags=["x"])
+    stamp = record["meta"].pop("provenance")
     assert record["meta"] == {"origin": ["fs-cd-recovery"], "tags": ["x"], "env": ENV}
+    assert stamp["steps"] == [{"op": "sft_record", "how": "kept"}]
     assert "weights" not in record and check_sft(record) is None
     record["messages"][0]["content"] = "changed"
     assert source["messages"][0]["content"] == SYSTEM["content"]
@@ -545,6 +547,9 @@ def test_curated_stats_report_cost_train_and_masked_turns():
 
 ALLOWED_IMPORTS = {"__future__", "collections", "copy", "dataclasses", "functools", "hashlib", "json",
                    "random", "re", "sys", "typing", "datasketch", "numpy", "tiktoken"}
+# the one definition of a provenance stamp's digest, shared with the host's checker: stdlib only
+# (test below), and mounted beside the toolkit in both executors
+SHARED_WITH_HOST = {"sandbox.provenance"}
 
 
 def test_toolkit_imports_only_stdlib_datasketch_numpy_and_tiktoken_and_no_clock_or_global_random():
@@ -558,9 +563,16 @@ def test_toolkit_imports_only_stdlib_datasketch_numpy_and_tiktoken_and_no_clock_
             else:
                 names = []
             for name in names:
-                assert name.split(".")[0] in ALLOWED_IMPORTS, f"{path.name} imports {name}"
+                assert name.split(".")[0] in ALLOWED_IMPORTS or name in SHARED_WITH_HOST, f"{path.name} imports {name}"
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "random":
                 assert node.attr == "Random", f"{path.name} uses the global random.{node.attr}"
+
+
+def test_the_provenance_digest_the_toolkit_shares_with_the_host_imports_only_the_stdlib():
+    tree = ast.parse((TOOLKIT_DIR.parents[1] / "sandbox" / "provenance.py").read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert names <= {"__future__", "hashlib", "json", "typing"}
 
 
 def test_operators_never_modify_the_corpus():

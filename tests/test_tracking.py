@@ -4,7 +4,7 @@ import importlib.util
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from evolver.errors import UserError
+from base.errors import UserError
 from trainer import tracking
 
 

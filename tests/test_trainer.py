@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from evolver.errors import UserError
+from base.errors import UserError
 from trainer import chat_format as cf
 from trainer import data, models
 from trainer.recipe import PROFILES, RECIPE, Profile, get_profile

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from evolver.cli import main
-from evolver.errors import RunFailed, UserError
+from base.errors import RunFailed, UserError
 from trainer import models
 from trainer.train import train
 

@@ -68,6 +68,7 @@ def test_every_artifact_loads_with_datasets_and_pyarrow(wild, refined):
     assert loaded == 5
     sft = load_dataset("json", data_files=str(wild / "sft.jsonl"), split="train")
     assert isinstance(sft[0]["tools"], str) and json.loads(sft[0]["tools"])[0]["type"] == "function"
+    assert json.loads(sft[0]["meta"])["provenance"] == [{"how": "kept", "op": "sft_record"}]   # issue 29
     assert isinstance(sft[0]["tool_list"][0]["function"]["parameters"], str)  # axolotl: field_tools: tool_list
 
 
@@ -108,6 +109,8 @@ def test_stock_sft_trainer_with_assistant_only_loss_trains_exactly_the_weight_1_
     masked = [i for i in by_length if ds[i]["weights"] and 0 in ds[i]["weights"]]
     ds = ds.select(masked[:1] + [i for i in by_length if i not in masked][:1])
     assert 0 in ds[0]["weights"]  # one record with a masked (weight-0) assistant turn
+    # with its provenance (issue 29) in the meta string column: which operators made it, how
+    assert [s["how"] for s in json.loads(ds[0]["meta"])["provenance"]][-1] in ("masked", "segmented")
     trainer = SFTTrainer(model=models.load_model(source), train_dataset=ds, processing_class=tokenizer,
                          args=SFTConfig(output_dir=str(tmp_path), assistant_only_loss=True, max_steps=1,
                                         per_device_train_batch_size=2, max_length=8192, use_cpu=True, bf16=False,

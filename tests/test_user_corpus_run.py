@@ -23,7 +23,7 @@ def test_a_corpus_without_environment_runs_on_its_held_out_tenth(tmp_path, capsy
     assert "benchmark: replay (chosen from the corpus: it has no environment" in captured.err
     root = tmp_path / "g"
     config = json.loads((root / "run.json").read_text())
-    assert config["benchmark"] == "replay" and config["metric"] == "step_accuracy" and config["base"] == "tiny-random"
+    assert config["benchmark"] == "replay" and config["metric"] == "call_f1" and config["base"] == "tiny-random"
     records = load_corpus([str(GLAIVE)]).records
     train_ids, dev_ids = split_ids(records)
     assert len(dev_ids) == 20 and len(train_ids) == 180
@@ -37,11 +37,20 @@ def test_a_corpus_without_environment_runs_on_its_held_out_tenth(tmp_path, capsy
         text = json.dumps(rows)
         assert not [i for i in dev_ids if i in text], f"a held-out id is named in {artifacts}"
     evaluated = json.loads((root / "epochs" / "0" / "eval-s0" / "metrics.json").read_text())
-    assert set(evaluated["tasks"]) <= set(dev_ids) and evaluated["metric"] == "step_accuracy"
+    assert set(evaluated["tasks"]) <= set(dev_ids) and evaluated["metric"] == "call_f1"
+    assert evaluated["P"] < 0.05 and evaluated["metrics"]["step_accuracy"] is not None   # the old figure, beside P
+    episodes = [json.loads(line) for line in (root / "epochs" / "0" / "eval-s0" / "trajectories.jsonl").read_text().splitlines()]
+    assert episodes and {e["id"] for e in episodes} <= set(evaluated["tasks"])
+    failed_points = json.loads((root / "epochs" / "0" / "diagnosis" / "failed_points.json").read_text())
+    assert "missing_call" in {p["family"] for p in failed_points}   # a random model answers in noise, not calls
+    assert cli.main(["report", str(root)]) == 0
+    page = (root / "report" / "index.html").read_text()
+    assert "call-level F1" in page and "../epochs/0/eval-s0/trajectories.jsonl" in page
     assert list((root / "tensorboard" / "epochs").glob("events.out.tfevents.*"))   # P, C, J per epoch, tracked
     assert cli.main(["log", str(root)]) == 0
     log = capsys.readouterr().out
-    assert [line.split()[0] for line in log.splitlines()[2:4]] == ["0", "1"]
+    table = log.split("-" * 20, 1)[1].splitlines()[1:3]   # the epoch table's first rows, below its rule
+    assert [line.split()[0] for line in table] == ["0", "1"]
     # the epoch replays byte for byte: replay re-applies the hold-out the manifest records
     assert cli.main(["replay", str(root), "--epoch", "0", "--sandbox", "process"]) == 0
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evolver.errors import UserError
+from base.errors import UserError
 from sandbox.strategy_files import MAX_FILE_BYTES, inputs_files, strategy_files
 from sandbox.workspace import Workspace
 

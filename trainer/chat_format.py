@@ -24,12 +24,14 @@ through `ast` with literal arguments only. Model text is never evaluated.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from sandbox.canonical import shared
 from transformers.utils.chat_template_utils import _compile_jinja_template, render_jinja_template
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
@@ -78,9 +80,22 @@ def tool_line(tool: Mapping, style: str = DEFAULT_STYLE) -> str:
     return str(_macros(style).tool_line(dict(tool)))
 
 
+@shared   # a tool list the checker shares: once per list, not once per record
 def render_tools(tools: Sequence[Mapping], style: str = DEFAULT_STYLE) -> str:
     """The tool block appended to the system prompt ("" without tools)."""
-    return str(_macros(style).tool_block(list(tools or [])))
+    tools = list(tools or [])
+    try:
+        key = json.dumps(tools, ensure_ascii=False)   # key order kept: the block follows it
+    except (TypeError, ValueError):
+        return str(_macros(style).tool_block(tools))
+    return _tool_block(key, style)
+
+
+@functools.lru_cache(maxsize=16)
+def _tool_block(tools_json: str, style: str) -> str:
+    """Rendering through the sandboxed template costs ~0.3 s for a long list, and every RL record
+    of a trajectory repeats its list: the last few lists are remembered."""
+    return str(_macros(style).tool_block(json.loads(tools_json)))
 
 
 def render_tool_call(call: Mapping) -> str:

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from evolver.errors import UserError, positive_seconds
+from base.errors import UserError, positive_seconds
 from trainer.recipe import PROFILES, Profile
 from trainer.tracking import DEFAULT_REPORT_TO, REPORT_TO
 

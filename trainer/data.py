@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from evolver.errors import UserError
-from evolver.files import iter_jsonl
+from base.errors import UserError
+from base.files import iter_jsonl
 from sandbox.schemas import check_rl, check_sft
 from trainer import chat_format as cf
 from trainer import exchange

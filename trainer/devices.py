@@ -13,7 +13,7 @@ in, so it is tested on a CPU); `detect()` reads them from torch. The rule:
 """
 from __future__ import annotations
 
-from evolver.errors import UserError
+from base.errors import UserError
 
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "bf16", "fp32")

@@ -26,10 +26,11 @@ assistant turn). Written to `sft.jsonl` / `rl.jsonl` / `memory.jsonl`, a record 
 """
 from __future__ import annotations
 
+import functools
 import json
 from typing import Mapping
 
-from sandbox.schemas import canonical_json
+from sandbox.canonical import canonical_json, shared, shared_json
 
 ENCODED = ("tools", "meta")
 DERIVED = ("tool_list", "prompt")
@@ -41,10 +42,9 @@ def to_file(kind: str, record: Mapping) -> dict:
     row = dict(record)
     for key in ENCODED:
         if key in row:
-            row[key] = canonical_json(row[key])
+            row[key] = shared_json(row[key])   # a tool list the checker shares is encoded once
     if "tools" in record:
-        row["tool_list"] = [{**t, "function": {**t["function"], "parameters": canonical_json(t["function"]["parameters"])}}
-                            if "parameters" in t.get("function", {}) else t for t in record["tools"]]
+        row["tool_list"] = _tool_list(row["tools"])
     if kind == "sft":
         flags = iter(record.get("weights") or [])
         row["messages"] = [{**m, TRAINING: m["role"] == "assistant" and bool(next(flags, 1))}
@@ -54,6 +54,15 @@ def to_file(kind: str, record: Mapping) -> dict:
 
         row["prompt"] = tools_in_system(record["messages"], record.get("tools"))
     return row
+
+
+@shared
+@functools.lru_cache(maxsize=16)
+def _tool_list(tools_json: str) -> list:
+    """`tool_list` of the tools whose canonical JSON is `tools_json` (the rows of one trajectory's
+    RL records share it: the last few are remembered, not encoded again tool by tool)."""
+    return [{**t, "function": {**t["function"], "parameters": canonical_json(t["function"]["parameters"])}}
+            if "parameters" in t.get("function", {}) else t for t in json.loads(tools_json)]
 
 
 def from_file(kind: str, row: Mapping) -> dict:

@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from evolver.errors import UserError
+from base.errors import UserError
 from trainer import chat_format as cf
 from trainer import data
 from trainer.recipe import RECIPE, get_profile

@@ -19,7 +19,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from evolver.errors import UserError
+from base.errors import UserError
 
 ACCELERATE = "accelerate"
 

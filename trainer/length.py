@@ -13,11 +13,14 @@ record this way, so a run should check `LengthReport.survivors` before it trains
 """
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import asdict, dataclass
 from typing import Mapping, Sequence
 
 from trainer import chat_format as cf
-from trainer.data import sft_examples
+from trainer import exchange
+from trainer.data import IGNORE, sft_example
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,8 @@ class LengthReport:
     rl_records: int
     rl_cut: int           # prompts shortened by dropping old messages
     rl_dropped: int       # prompts that cannot fit at all
+    sft_longest: int = 0  # tokens of the longest SFT record, whole
+    rl_longest: int = 0   # tokens of the longest RL prompt, whole
 
     @property
     def survivors(self) -> int:
@@ -44,37 +49,57 @@ class LengthReport:
                 f"max_length {self.max_length}; RL {self.rl_records}: {self.rl_cut} shortened, "
                 f"{self.rl_dropped} dropped at max_prompt_length {self.max_prompt_length}")
 
+    def advice(self) -> str:
+        """What would keep the records ("" when nothing is cut or dropped): a --max-length for SFT
+        (the longest record, rounded up to 256 tokens); RL prompts follow the profile."""
+        parts = []
+        if self.sft_cut or self.sft_dropped:
+            parts.append(f"--max-length {math.ceil(self.sft_longest / 256) * 256} keeps every SFT record whole "
+                         f"(the longest has {self.sft_longest} tokens)")
+        if self.rl_dropped:
+            parts.append(f"--max-prompt-length {math.ceil(self.rl_longest / 256) * 256} keeps every RL prompt "
+                         f"(the longest has {self.rl_longest} tokens)")
+        return "; ".join(parts)
+
 
 def length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], tokenizer, max_length: int,
                   max_prompt_length: int, style: str = cf.DEFAULT_STYLE) -> LengthReport:
     """What `max_length` / `max_prompt_length` do to these curated records (module docstring)."""
-    _, sft_stats = sft_examples(sft, tokenizer, max_length, style)
+    lengths, cut, dropped = [], 0, 0
+    for r in map(functools.partial(exchange.from_file, "sft"), sft):
+        ex = sft_example(r, tokenizer, 1 << 62, style)   # whole: cut here as trainer.data.sft_examples cuts
+        trained = [i for i, label in enumerate(ex["labels"]) if label != IGNORE]
+        lengths.append(len(ex["input_ids"]))
+        cut += len(ex["input_ids"]) > max_length
+        dropped += not trained or trained[0] >= max_length
     fits = [_prompt_fits(r, tokenizer, max_prompt_length, style) for r in rl]
     return LengthReport(max_length=max_length, max_prompt_length=max_prompt_length,
-                        sft_records=len(sft), sft_cut=sft_stats.truncated,
-                        sft_dropped=sft_stats.dropped_untrained, rl_records=len(rl),
-                        rl_cut=fits.count("shortened"), rl_dropped=fits.count("dropped"))
+                        sft_records=len(sft), sft_cut=cut, sft_dropped=dropped, rl_records=len(rl),
+                        rl_cut=[f for f, _ in fits].count("shortened"), rl_dropped=[f for f, _ in fits].count("dropped"),
+                        sft_longest=max(lengths, default=0), rl_longest=max((n for _, n in fits), default=0))
 
 
-def _prompt_fits(record: Mapping, tokenizer, limit: int, style: str) -> str:
-    """'whole', 'shortened' or 'dropped': what `trainer.data.fit_prompt` does to this prompt."""
+def _prompt_fits(record: Mapping, tokenizer, limit: int, style: str) -> tuple[str, int]:
+    """('whole' | 'shortened' | 'dropped', tokens of the whole prompt): what
+    `trainer.data.fit_prompt` does to this prompt."""
+    record = exchange.from_file("rl", record)
     messages = cf.normalize_messages(record["messages"])
     tools = record.get("tools") or []
 
-    def fits(msgs) -> bool:
-        text = cf.render_prompt(msgs, tools, style=style)
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= limit
+    def tokens(msgs) -> int:
+        return len(tokenizer(cf.render_prompt(msgs, tools, style=style), add_special_tokens=False)["input_ids"])
 
-    if fits(messages):
-        return "whole"
+    whole = tokens(messages)
+    if whole <= limit:
+        return "whole", whole
     first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
     if first_user + 1 >= len(messages) - 1:
-        return "dropped"                      # nothing fit_prompt may remove
-    return "shortened" if fits(messages[:first_user + 1] + messages[-1:]) else "dropped"
+        return "dropped", whole               # nothing fit_prompt may remove
+    return ("shortened" if tokens(messages[:first_user + 1] + messages[-1:]) <= limit else "dropped"), whole
 
 
 def profile_length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], profile: str,
-                          max_length: int | None = None) -> LengthReport:
+                          max_length: int | None = None, max_prompt_length: int | None = None) -> LengthReport:
     """`length_report` with a recipe profile's base tokenizer and limits (`max_length`, when
     given, overrides the profile's SFT limit, as a run option would)."""
     from trainer.models import NAMES, check_name, embedded_tokenizer_dir, load_tokenizer
@@ -84,4 +109,4 @@ def profile_length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], profile
     # The embedded and tiny models share SmolLM2's tokenizer, which builds without the model.
     source = str(embedded_tokenizer_dir()) if prof.base in NAMES else check_name(prof.base)
     return length_report(sft, rl, load_tokenizer(source), max_length or prof.max_length,
-                         prof.max_prompt_length)
+                         max_prompt_length or prof.max_prompt_length)

@@ -17,7 +17,7 @@ import warnings
 import tempfile
 from pathlib import Path
 
-from evolver.errors import UserError
+from base.errors import UserError
 
 # TRL 1.16 and PEFT read `model.is_gradient_checkpointing`, which transformers 5 deprecates; the
 # warning is theirs to fix, and this project never calls it (its own argument is

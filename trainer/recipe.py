@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from evolver.errors import UserError
+from base.errors import UserError
 
 
 @dataclass(frozen=True)

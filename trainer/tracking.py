@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from evolver.errors import UserError
+from base.errors import UserError
 
 REPORT_TO = ("tensorboard", "wandb", "trackio", "mlflow", "none")
 DEFAULT_REPORT_TO = "tensorboard"

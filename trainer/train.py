@@ -15,8 +15,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO
 
-from evolver.errors import RunFailed, UserError
-from evolver.files import is_empty_or_missing
+from base.errors import RunFailed, UserError
+from base.files import is_empty_or_missing
 from trainer import data
 from trainer.launch import check_vllm, launcher_prefix
 from trainer.models import check_name

@@ -23,8 +23,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from evolver.errors import UserError
-from evolver.files import atomic_write
+from base.errors import UserError
+from base.files import atomic_write
 from sandbox import environment_lock
 from trainer.recipe import RECIPE, Profile, as_dict
 from trainer.train import USER_ERROR_PREFIX

@@ -39,7 +39,7 @@ from bfcl_eval.constants.executable_backend_config import (  # noqa: E402
     STATELESS_CLASSES,
 )
 
-from evolver.files import read_jsonl  # noqa: E402
+from base.files import read_jsonl  # noqa: E402
 from sandbox.simenv.calls import (  # noqa: E402,F401  (re-exported: the benchmark's call-string API)
     ERROR_PREFIX,
     MAX_CALL_CHARS,

@@ -1,6 +1,6 @@
 """The default raw corpora, built from the train split of the BFCL benchmarks only.
 
-    curateevo corpus build bfcl|bfcl-single --setting labeled|wild --out D [--seed N]
+    curateevo corpus build bfcl|bfcl-single --setting labeled|wild --out D [--seed N] [--max-records N]
 
 writes `D/corpus.jsonl` (canonical raw records, sorted by id), `D/build.json` (what was built
 from what: benchmark, setting, seed, split, counts, the splits file's and the corpus's sha256)
@@ -54,9 +54,10 @@ from benchmarks.base import get_benchmark
 from benchmarks.bfcl.corpus_multi_turn import MultiTurnBuilder
 from benchmarks.bfcl.corpus_noise import SPLIT, build_records
 from benchmarks.bfcl.corpus_single_turn import SingleTurnBuilder
+from benchmarks.bfcl.corpus_size import keep_tasks, sized_tasks
 from benchmarks.bfcl.splits import SPLITS_PATH, bfcl_eval_version
-from evolver.errors import UserError
-from evolver.files import atomic_write, sha256_file
+from base.errors import UserError
+from base.files import atomic_write, sha256_file
 from sandbox.corpus import write_corpus
 from sandbox.schemas import canonical_json
 
@@ -67,8 +68,10 @@ CORPUS_FILE, LABELS_FILE, BUILD_FILE = "corpus.jsonl", "noise_labels.json", "bui
 
 def build(benchmark: str, setting: str, seed: int = 0, *, variants: Sequence[str] | None = None,
           limit: int | None = None, progress: Callable[[str], None] | None = None,
-          splits_path: str | None = None) -> tuple[list[dict], dict, dict]:
-    """(records sorted by id, noise labels by id ({} for labeled), build info)."""
+          splits_path: str | None = None, max_records: int | None = None) -> tuple[list[dict], dict, dict]:
+    """(records sorted by id, noise labels by id ({} for labeled), build info). `max_records`:
+    only the train tasks whose wild records fill at most that many (corpus_size.py; both settings
+    take the same tasks)."""
     if setting not in SETTINGS:
         raise UserError(f"unknown setting {setting!r} (one of {', '.join(SETTINGS)})")
     if benchmark not in BENCHMARKS:
@@ -76,10 +79,17 @@ def build(benchmark: str, setting: str, seed: int = 0, *, variants: Sequence[str
     bench = get_benchmark(benchmark, splits_path=splits_path)
     maker = MultiTurnBuilder(bench, seed) if benchmark == "bfcl" else SingleTurnBuilder(bench, seed)
     records, labels = build_records(maker, setting, variants, limit, progress)
+    full = len(records)
+    if max_records is not None:
+        wild = records if setting == "wild" else build_records(
+            MultiTurnBuilder(bench, seed) if benchmark == "bfcl" else SingleTurnBuilder(bench, seed),
+            "wild", variants, limit, None)[0]
+        records, labels = keep_tasks(records, labels, sized_tasks(wild, max_records, seed))
     info = {
         "benchmark": benchmark, "setting": setting, "seed": seed, "split": SPLIT,
         "variants": list(variants) if variants else None, "limit": limit,
         "records": len(records),
+        **({"max_records": max_records, "records_unsized": full} if max_records is not None else {}),
         "tasks": len({r["meta"]["env"]["task_id"] for r in records}),
         "success": sum(1 for r in records if r["outcome"]["success"]),
         "by_variant": dict(sorted(Counter(r["meta"]["env"]["variant"] for r in records).items())),
@@ -117,3 +127,12 @@ def write(out: Path, benchmark: str, setting: str, seed: int = 0, **options) -> 
 
 def render(records: Sequence[Mapping]) -> bytes:
     return b"".join(canonical_json(r).encode("utf-8") + b"\n" for r in records)
+
+
+def cached(root: Path, benchmark: str, setting: str, seed: int = 0, max_records: int | None = None) -> Path:
+    """The folder of a default corpus under `root` (runs/corpora), built on first use: the train
+    split of `benchmark`, sized to `max_records` records when given (a profile's training budget)."""
+    folder = Path(root) / (f"{benchmark}-{setting}-seed{seed}" + (f"-max{max_records}" if max_records else ""))
+    if not (folder / CORPUS_FILE).is_file():
+        write(folder, benchmark, setting, seed, max_records=max_records)
+    return folder

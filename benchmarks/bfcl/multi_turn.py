@@ -48,7 +48,7 @@ from benchmarks.bfcl.common import (
     split_turns,
     tool_call_message,
 )
-from evolver.errors import UserError
+from base.errors import UserError
 
 NAME = "bfcl"
 ENV_BENCHMARK = "bfcl_multi_turn"   # meta.env.benchmark of tasks and corpus records

@@ -34,7 +34,7 @@ from benchmarks.bfcl.common import bounded, call_parts, error_observation, short
 from benchmarks.bfcl.single_turn_data import (CATEGORIES, LIVE_CATEGORIES, NO_ANSWER, SINGLE_TURN_CATEGORIES, answers,
                                               category_of, entries)
 from benchmarks.bfcl.splits import UNSATISFIABLE
-from evolver.errors import UserError
+from base.errors import UserError
 from trainer.chat_format import parse_tool_calls
 
 NAME = "bfcl-single"

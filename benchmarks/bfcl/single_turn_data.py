@@ -6,8 +6,8 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import resources
 
-from evolver.errors import UserError
-from evolver.files import read_jsonl
+from base.errors import UserError
+from base.files import read_jsonl
 
 SINGLE_TURN_CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance")
 LIVE_CATEGORIES = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple",

@@ -45,8 +45,8 @@ from typing import Iterable
 
 from benchmarks.base import SPLITS
 from benchmarks.bfcl.single_turn_data import LIVE_CATEGORIES, SINGLE_TURN_CATEGORIES, load_category
-from evolver.errors import UserError
-from evolver.files import atomic_write, sha256_file
+from base.errors import UserError
+from base.files import atomic_write, sha256_file
 
 SPLITS_PATH = Path(__file__).resolve().parent.parent / "data" / "splits.json"
 SEED = 20260323  # the bfcl-eval release the splits were cut from

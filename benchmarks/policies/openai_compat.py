@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Mapping, Sequence
 
-from evolver.errors import UserError
+from base.errors import UserError
 from trainer import chat_format as cf
 
 APIS = ("completions", "chat")

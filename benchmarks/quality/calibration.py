@@ -20,7 +20,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from evolver.files import atomic_json
+from base.files import atomic_json
 
 from benchmarks.quality import stats
 

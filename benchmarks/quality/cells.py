@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from evolver.errors import UserError
-from evolver.files import atomic_json, read_json, read_jsonl, sha256_file, sha256_files
+from base.errors import UserError
+from base.files import atomic_json, read_json, read_jsonl, sha256_files
 from sandbox.corpus import load_corpus
 from sandbox.curate import execute, runtime_sha256
 from sandbox.executor import Limits
@@ -79,6 +79,26 @@ def _key(payload: dict) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
 
 
+def consumed_sha256(path: Path) -> str:
+    """sha256 of an artifact file as training and evaluation read it: each record with its
+    `meta.provenance` left out (lineage, sandbox/provenance.py, never reaches the trainer or the
+    retriever), so a file without provenance hashes as its bytes do and lineage leaves every
+    cached training and cell valid."""
+    from sandbox.provenance import KEY
+    from sandbox.schemas import canonical_json
+
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        for line in f:
+            row = json.loads(line)
+            meta = json.loads(row["meta"]) if isinstance(row.get("meta"), str) else None
+            if isinstance(meta, dict) and KEY in meta:
+                del meta[KEY]
+                line = (canonical_json({**row, "meta": canonical_json(meta)}) + "\n").encode("utf-8")
+            sha.update(line)
+    return sha.hexdigest()
+
+
 def _count(path: Path) -> int:
     if not path.exists():
         return 0
@@ -89,7 +109,10 @@ def _count(path: Path) -> int:
 class Cells:
     """The cache of one benchmark invocation: curations, trainings and evaluated cells."""
 
-    def __init__(self, root: Path, setting: Setting, executor):
+    def __init__(self, root: Path, setting: Setting, executor, curated_runtime: str | None = None):
+        """`curated_runtime`: the sandbox runtime hash (sandbox.curate.runtime_sha256) of the machine
+        that curated this cache's rows: they are reused and nothing is curated here (a training
+        machine without the sandbox; `executor` may then be None)."""
         from benchmarks.base import get_benchmark
         from trainer.recipe import get_profile
         from trainer.models import check_name
@@ -112,8 +135,10 @@ class Cells:
         if not self.tasks:
             raise UserError(f"{setting.benchmark} has no {setting.split} tasks")
         self.category = {t.id: t.category for t in self.tasks}
-        self._runtime = runtime_sha256()
+        self.curate_here = curated_runtime is None
+        self.runtime = curated_runtime or runtime_sha256()
         self._artifacts: dict[str, Path] = {}
+        self._read: dict[Path, tuple[int, str | None]] = {}   # an artifact file's records and consumed hash, read once
 
     def recipe_of(self, budget: dict) -> dict:
         """What decides a training's bytes besides its data and seed: recipe, profile with `budget`, base."""
@@ -137,7 +162,7 @@ class Cells:
             recipe = {"recipe": read_json(summary)["recipe"], "profile": request["profile"], "base": request["base"]}
             if recipe != self._recipe:
                 continue
-            hashes = {kind: request[kind] and sha256_file(Path(request[kind])) for kind in ("sft", "rl")}
+            hashes = {kind: request[kind] and consumed_sha256(Path(request[kind])) for kind in ("sft", "rl")}
             self._adopted[_key({**recipe, **hashes, "seed": request["seed"]})] = train_dir
             offered += 1
         return offered
@@ -150,8 +175,12 @@ class Cells:
             return self._artifacts[row.id]
         corpus = load_corpus([str(row.corpus)])
         key = _key({"strategy": sha256_files(row.files), "corpus": corpus.sha256, "seed": self.setting.curation_seed,
-                    "runtime": self._runtime, "budget": self.curation_budget})
+                    "runtime": self.runtime, "budget": self.curation_budget})
         out = self.root / "curations" / key
+        if not (out / "manifest.json").is_file() and not self.curate_here:
+            raise UserError(f"row {row.id!r} has no curation made under runtime {self.runtime[:12]} in {out.parent}: "
+                            f"curate it where the sandbox runs (`curateevo bench quality --report-only` with the same "
+                            f"rows, budget and corpora) and copy its curations/{key} here")
         if not (out / "manifest.json").is_file():
             shutil.rmtree(out, ignore_errors=True)   # execute() writes whole or nothing; a stale dir is no output
             execute(row.files, corpus, out, seed=self.setting.curation_seed, executor=self.executor,
@@ -164,13 +193,14 @@ class Cells:
     def inputs(self, row: Row) -> dict:
         """What the row trains on and retrieves from: artifact paths and hashes (None: not used)."""
         art = self.curation(row)
-        hashes = {name[:-len(".jsonl")]: a["sha256"] for name, a in read_json(art / "manifest.json")["artifacts"].items()
-                  if name.endswith(".jsonl")}
         used = {}
         for kind in ("sft", "rl", "memory"):
             path = art / f"{kind}.jsonl"
-            keep = f"no-{kind}" not in row.ablations and _count(path) > 0
-            used[kind] = (path, hashes[kind]) if keep else None
+            if path not in self._read:   # a curation's files never change once written
+                records = _count(path)
+                self._read[path] = (records, consumed_sha256(path) if records else None)
+            records, sha = self._read[path]
+            used[kind] = (path, sha) if f"no-{kind}" not in row.ablations and records > 0 else None
         return used
 
     def training_key(self, row: Row, seed: int) -> str | None:

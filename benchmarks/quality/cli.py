@@ -9,12 +9,13 @@ on the dev subset the loop uses.
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import sys
 from pathlib import Path
 
-from evolver.errors import UserError, positive_int, positive_seconds
+from base.errors import UserError, positive_int, positive_seconds
 from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits, make_executor
 
 from benchmarks.quality import CALIBRATION, ROWS, TABLE1
@@ -49,6 +50,12 @@ def _only_writer(cache: Path):
             raise UserError(f"another `bench quality` is computing cells in {cache}; wait for it, "
                             "use --report-only, or give another --cache") from None
         yield
+
+
+def _sha256(text: str) -> str:
+    if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a sha256 (64 lowercase hex digits, as `bench quality` prints)")
+    return text
 
 
 def _units(text: str) -> list[int]:
@@ -93,22 +100,25 @@ def cmd_bench_quality(args) -> int:
         which = tuple(w for w in which if w != "runs")
     elif args.run and "runs" not in which:
         raise UserError("--run was given but --rows leaves out `runs`")
-    wild_dir = args.wild or rows_mod.default_corpus_dir(args.benchmark, "wild")
-    labeled_dir = args.labeled or (rows_mod.default_corpus_dir(args.benchmark, "labeled")
-                                   if "rho0-labeled" in which else None)
     if args.run_epochs and not args.run:
         raise UserError("--run-epochs names the candidates of the runs given with --run; give --run RUN")
     units = _units(args.proxy) if args.proxy else []
+    executor = None if args.curated_runtime else make_executor(args.sandbox, warn=say)
+    cells = Cells(args.cache, setting, executor, args.curated_runtime)   # checks base, budget, tasks first
+    sized = cells.curation_budget["sft_examples"]   # the default corpus is sized as `run` sizes it
+    wild_dir = args.wild or rows_mod.default_corpus_dir(args.benchmark, "wild", max_records=sized)
+    labeled_dir = args.labeled or (rows_mod.default_corpus_dir(args.benchmark, "labeled", max_records=sized)
+                                   if "rho0-labeled" in which else None)
     rows = rows_mod.table_rows(which, wild_dir, labeled_dir, args.run or [], args.cache, args.ablate, args.run_epochs)
-    cells = Cells(args.cache, setting, make_executor(args.sandbox, warn=say))   # checks base, budget, tasks first
     adopted = sum(cells.adopt(run) for run in args.run or [])
     if adopted:
         say(f"{adopted} training(s) of the given runs match this recipe: a cell with the same data and seed reuses them")
 
-    say(f"curating {len(rows)} rows (cached by strategy × corpus) …")
+    say(f"curating {len(rows)} rows (cached by strategy × corpus × sandbox runtime {cells.runtime}) …"
+        if cells.curate_here else f"reusing the curations of {len(rows)} rows made under runtime {cells.runtime} …")
     for row in rows:
         cells.inputs(row)
-    missing = [(row, s) for row in rows for s in setting.seeds if cells.cached(row, s) is None]
+    missing = [(row, s) for s in setting.seeds for row in rows if cells.cached(row, s) is None]   # seed-major: a stopped bench leaves paired seeds
     say(f"{len(rows) * len(setting.seeds) - len(missing)} cells cached, {len(missing)} to compute "
         f"({len(cells.tasks)} {setting.split} tasks, profile {setting.profile}, cache {args.cache})")
     mdd = minimal_detectable_difference(len(cells.tasks), len(setting.seeds), table.BASE_RATE)
@@ -162,8 +172,10 @@ def add_cli(sub) -> None:
                                     "evaluate on a held-out, category-balanced test subset; every cell is cached.")
     p.add_argument("--benchmark", default="bfcl-single", choices=["bfcl-single", "bfcl"], help="the benchmark whose test split scores every row")
     p.add_argument("--wild", type=Path, help="wild corpus directory with noise_labels.json "
-                                             "(default: runs/corpora/BENCHMARK-wild-seed0, built if missing)")
-    p.add_argument("--labeled", type=Path, help="labeled corpus directory (default: runs/corpora/BENCHMARK-labeled-seed0)")
+                                             "(default: runs/corpora/BENCHMARK-wild-seed0-maxN, sized to the profile's SFT budget N "
+                                             "as `run` sizes it, built if missing)")
+    p.add_argument("--labeled", type=Path, help="labeled corpus directory (default: runs/corpora/BENCHMARK-labeled-seed0-maxN, "
+                                                  "the wild one's tasks)")
     p.add_argument("--run", type=Path, nargs="+", help="finished run directories: their final strategies are rows")
     p.add_argument("--rows", help=f"comma-separated rows among {','.join(ROWS)} (default: {','.join(TABLE1)}; "
                                   "with --spread: rho0-wild)")
@@ -178,6 +190,9 @@ def add_cli(sub) -> None:
                    help="override single profile budgets (e.g. sft_max_steps=2); part of the cache key")
     p.add_argument("--batch-size", type=positive_int, default=8, help="evaluation batch size (default 8)")
     p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategies (default: auto)")
+    p.add_argument("--curated-runtime", metavar="SHA256", type=_sha256,
+                   help="reuse curations made on another machine, whose sandbox runtime hash (printed there) this is, "
+                        "and curate nothing here: curate where the sandbox runs, train and evaluate where the GPU is")
     p.add_argument("--timeout", type=positive_seconds, default=Limits.timeout_s, help="curation wall-clock limit in seconds")
     p.add_argument("--cache", type=Path, default=CACHE, help="cache directory (default runs/bench-quality)")
     p.add_argument("--out", type=Path, help="where quality.json/.md/.png go (default CACHE/report-SPLIT)")

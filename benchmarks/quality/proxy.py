@@ -15,7 +15,7 @@ import itertools
 from pathlib import Path
 from statistics import fmean
 
-from evolver.files import atomic_json, read_json, read_jsonl
+from base.files import atomic_json, read_json, read_jsonl
 
 SFT_STEPS_PER_UNIT = 10
 """= evolver.config.RunConfig.proxy_sft_steps's default (a test holds them equal)."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evolver.errors import UserError
-from evolver.files import read_json
+from base.errors import UserError
+from base.files import read_json
 from sandbox.corpus import corpus_sha256, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT
 
@@ -22,14 +22,12 @@ AGENTREFINE = PROJECT_ROOT / "curation_strategies" / "agentrefine"
 AUGMENT = PROJECT_ROOT / "curation_strategies" / "augment"
 
 
-def default_corpus_dir(benchmark: str, setting: str, seed: int = 0) -> Path:
-    """The default raw corpus of a benchmark, built once where `curateevo run` builds it."""
+def default_corpus_dir(benchmark: str, setting: str, seed: int = 0, max_records: int | None = None) -> Path:
+    """The default raw corpus of a benchmark, built once where `curateevo run` builds it (sized to
+    the profile's SFT budget as the run sizes it)."""
     from benchmarks.bfcl import corpus_builder
 
-    folder = PROJECT_ROOT / "runs" / "corpora" / f"{benchmark}-{setting}-seed{seed}"
-    if not (folder / corpus_builder.CORPUS_FILE).is_file():
-        corpus_builder.write(folder, benchmark, setting, seed)
-    return folder
+    return corpus_builder.cached(PROJECT_ROOT / "runs" / "corpora", benchmark, setting, seed, max_records)
 
 
 def _corpus_file(folder: Path, what: str) -> Path:

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from statistics import fmean
 
-from evolver.files import atomic_json, atomic_write
+from base.files import atomic_json, atomic_write
 
 from benchmarks.quality import stats
 from benchmarks.quality.cells import Row, Setting

@@ -12,6 +12,7 @@ from collections import defaultdict
 from typing import Callable, Mapping, Sequence
 
 from .calls import parse_arguments, tool_calls, validate_call
+from .provenance import stamp, step
 from .trajectory import canonical_json, copy_tools, env_of
 
 NO_CALL_REPLY = "None of the functions I have can answer that."
@@ -24,13 +25,15 @@ def category(raw: Mapping) -> str | None:
 
 
 def synthesised(sources: Sequence[Mapping], kind: str, request: str, tools: Sequence[Mapping],
-                answer: Mapping, tags: Sequence[str] = ()) -> dict:
-    """A raw-like record made from `sources`: one user request, one assistant answer."""
-    return {"id": "+".join(s["id"] for s in sources) + f"#{kind}", "task": request,
+                answer: Mapping, tags: Sequence[str] = (), made: Mapping | None = None) -> dict:
+    """A raw-like record made from `sources`: one user request, one assistant answer; stamped as
+    synthesised by `made` (the calling operator's provenance step)."""
+    record = {"id": "+".join(s["id"] for s in sources) + f"#{kind}", "task": request,
             "messages": [{"role": "user", "content": request}, dict(answer)],
             "tools": [dict(t) for t in copy_tools(tools)],
             "meta": {"origin": [i for s in sources for i in ((s.get("meta") or {}).get("origin") or [s["id"]])],
                      "category": kind, "tags": ["synthesised", kind, *tags]}}
+    return stamp(record, made or step("synthesised", "synthesised", kind=kind))
 
 
 def single_call_items(raws: Sequence[Mapping]) -> list[tuple[Mapping, str, Mapping, Mapping]]:
@@ -75,7 +78,7 @@ def _tool_key(tool: Mapping) -> str:
 def compose_parallel(raws: Sequence[Mapping], rng: random.Random, limit: int) -> list[dict]:
     """Parallel items: pairs of successful single-call items over the same function (same schema)
     with different requests and arguments, their requests joined, both calls in one message."""
-    groups = defaultdict(list)
+    groups, made = defaultdict(list), step("compose_parallel", "synthesised", limit=limit)
     for item in single_call_items(raws):
         groups[_tool_key(item[2])].append(item)
     out = []
@@ -90,7 +93,7 @@ def compose_parallel(raws: Sequence[Mapping], rng: random.Random, limit: int) ->
                     continue
                 used.update((i, j))
                 out.append(synthesised([a[0], b[0]], "parallel", join_requests([a[1], b[1]]), [a[2]],
-                                       _answer([a[3], b[3]])))
+                                       _answer([a[3], b[3]]), made=made))
     rng.shuffle(out)
     return out[:limit]
 
@@ -98,7 +101,7 @@ def compose_parallel(raws: Sequence[Mapping], rng: random.Random, limit: int) ->
 def compose_parallel_multiple(raws: Sequence[Mapping], rng: random.Random, limit: int, size: int = 2) -> list[dict]:
     """Parallel-multiple items: `size` successful single-call items over different functions, their
     requests joined, every function offered, all calls answered together in one message."""
-    items = single_call_items(raws)
+    items, made = single_call_items(raws), step("compose_parallel_multiple", "synthesised", limit=limit, size=size)
     order = list(range(len(items)))
     rng.shuffle(order)
     out, used = [], set()
@@ -118,7 +121,7 @@ def compose_parallel_multiple(raws: Sequence[Mapping], rng: random.Random, limit
             tools = [c[2] for c in picked]
             rng.shuffle(tools)
             out.append(synthesised([c[0] for c in picked], "parallel_multiple", join_requests([c[1] for c in picked]),
-                                   tools, _answer([c[3] for c in picked])))
+                                   tools, _answer([c[3] for c in picked]), made=made))
     return out
 
 
@@ -135,13 +138,12 @@ def _distractors(items, exclude: set[str], rng: random.Random, k: int) -> list[M
 def add_distractors(raws: Sequence[Mapping], rng: random.Random, limit: int, k: int = 3) -> list[dict]:
     """Multiple-function items: a successful single-call item with `k` other items' functions offered
     beside the needed one (in a seeded order); the same call answers."""
-    items = single_call_items(raws)
-    out = []
+    items, out, made = single_call_items(raws), [], step("add_distractors", "synthesised", limit=limit, k=k)
     for n in rng.sample(range(len(items)), min(limit, len(items))):
         raw, request, tool, call = items[n]
         tools = [tool, *_distractors(items, {tool["function"]["name"]}, rng, k)]
         rng.shuffle(tools)
-        out.append(synthesised([raw], "multiple", request, tools, _answer([call])))
+        out.append(synthesised([raw], "multiple", request, tools, _answer([call]), made=made))
     return out
 
 
@@ -149,12 +151,11 @@ def irrelevance_items(raws: Sequence[Mapping], rng: random.Random, limit: int, k
                       reply: str = NO_CALL_REPLY) -> list[dict]:
     """Irrelevance items: a successful single-call item's request with the needed function removed
     and `k` unrelated functions offered instead; the answer is `reply`, no call."""
-    items = single_call_items(raws)
-    out = []
+    items, out, made = single_call_items(raws), [], step("irrelevance_items", "synthesised", limit=limit, k=k)
     for n in rng.sample(range(len(items)), min(limit, len(items))):
         raw, request, tool, _ = items[n]
         tools = _distractors(items, {tool["function"]["name"]}, rng, k)
-        out.append(synthesised([raw], "irrelevance", request, tools, {"role": "assistant", "content": reply}))
+        out.append(synthesised([raw], "irrelevance", request, tools, {"role": "assistant", "content": reply}, made=made))
     return out
 
 
@@ -178,8 +179,9 @@ def rebalance(raws: Sequence[Mapping], target: Mapping[str, float], rng: random.
         keep.update(rng.sample(have, min(want, len(have))))
         for r in range(max(0, want - len(have))):
             raw = raws[have[r % len(have)]]
-            repeats.append({**raw, "id": f"{raw['id']}#rep{r // len(have) + 1}",
-                            "meta": {**(raw.get("meta") or {}), "origin": (raw.get("meta") or {}).get("origin") or [raw["id"]]}})
+            repeats.append(stamp({**raw, "id": f"{raw['id']}#rep{r // len(have) + 1}",
+                                  "meta": {**(raw.get("meta") or {}), "origin": (raw.get("meta") or {}).get("origin") or [raw["id"]]}},
+                                 step("rebalance", "repeated", max_repeat=max_repeat), parent=raw))
     return [raws[n] for n in sorted(keep)] + repeats
 
 

@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 
 from .calls import tool_calls
 from .errors import corrections
+from .provenance import stamp, step
 from .tokens import message_tokens, trajectory_tokens
 from .trajectory import assistant_indices, step_boundaries, tool_call_count
 
@@ -113,4 +114,4 @@ def truncate(raw: Mapping, max_turns: int | None = None, max_tokens: int | None 
         kept.pop()
     out = copy.deepcopy(dict(raw))
     out["messages"] = copy.deepcopy(kept)
-    return out
+    return stamp(out, step("truncate", "truncated", max_turns=max_turns, max_tokens=max_tokens), parent=raw)

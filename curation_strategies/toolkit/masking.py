@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from .errors import corrections
+from .provenance import traced
 from .trajectory import assistant_indices
 
 
@@ -13,7 +14,8 @@ def refinement_weights(raw: Mapping, mask_uncorrected: bool = False, validate: b
     """One weight per assistant message: 0 for erroneous turns that are corrected later (and,
     with mask_uncorrected, for those that are not), 1 otherwise."""
     masked = {i for i, fix in corrections(raw, validate).items() if fix is not None or mask_uncorrected}
-    return [0 if i in masked else 1 for i in assistant_indices(raw["messages"])]
+    weights = [0 if i in masked else 1 for i in assistant_indices(raw["messages"])]
+    return traced(weights, "refinement_weights", "masked", mask_uncorrected=mask_uncorrected) if masked else weights
 
 
 def masked_indices(raw: Mapping, weights: list[int]) -> list[int]:

@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Callable, Iterable, Mapping, Sequence
 
 from .calls import call_signature, parse_arguments, tool_calls
+from .provenance import stamp, step
 from .errors import corrections, error_message
 from .tokens import count_tokens
 from .trajectory import assistant_indices, task_text, tool_results
@@ -33,11 +34,13 @@ def retrieval_key(*texts: str, limit: int = 32) -> str:
 
 
 def memory_record(key: str, content: str, id: str | None = None, tags: Iterable[str] = (),
-                  meta: Mapping | None = None) -> dict:
-    """A memory record; the default id is a hash of key and content."""
+                  meta: Mapping | None = None, made: Mapping | None = None) -> dict:
+    """A memory record; the default id is a hash of key and content. Stamped as synthesised by
+    `made` (the calling operator's provenance step), else by `memory_record`."""
     digest = hashlib.sha256(f"{key}\n{content}".encode()).hexdigest()[:12]
-    return {"id": id or f"mem-{digest}", "key": key, "content": content, "tags": list(tags),
-            "meta": dict(meta or {})}
+    record = {"id": id or f"mem-{digest}", "key": key, "content": content, "tags": list(tags),
+              "meta": dict(meta or {})}
+    return stamp(record, made or step("memory_record", "synthesised"))
 
 
 def tool_signature(function: Mapping) -> str:
@@ -70,7 +73,8 @@ def tool_signature_memories(raws: Sequence[Mapping], only_called: bool = False) 
             if fn["name"] not in seen and (not only_called or fn["name"] in called):
                 seen[fn["name"]] = fn
     return [memory_record(retrieval_key(tool_signature(fn)), tool_signature(fn),
-                          id=f"mem-tool-{name}", tags=["tool_signature"], meta={"tool": name})
+                          id=f"mem-tool-{name}", tags=["tool_signature"], meta={"tool": name},
+                          made=step("tool_signature_memories", "synthesised", only_called=only_called))
             for name, fn in seen.items()]
 
 
@@ -121,7 +125,8 @@ def error_constraints(raws: Sequence[Mapping], min_count: int = 1, max_items: in
             content += f" Recovered by: {'; '.join(g['recovery'])}."
         records.append(memory_record(retrieval_key(name, template), content,
                                      tags=["constraint", "tool_error"],
-                                     meta={"tool": name, "count": g["count"], "origin": [g["origin"]]}))
+                                     meta={"tool": name, "count": g["count"], "origin": [g["origin"]]},
+                                     made=step("error_constraints", "synthesised", min_count=min_count)))
     return records
 
 
@@ -161,7 +166,8 @@ def task_family_facts(raws: Sequence[Mapping], family: Callable[[Mapping], str] 
         words = Counter(w for r in group for w in set(retrieval_key(task_text(r), limit=64).split()))
         common = [w for w, _ in sorted(words.items(), key=lambda kv: (-kv[1], kv[0]))[:12]]
         records.append(memory_record(retrieval_key(" ".join(tools), " ".join(common)), content,
-                                     tags=["task_family"], meta={"family": name, "count": len(group)}))
+                                     tags=["task_family"], meta={"family": name, "count": len(group)},
+                                     made=step("task_family_facts", "synthesised", min_count=min_count)))
     return records
 
 

@@ -7,6 +7,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from .provenance import stamp, step
 from .trajectory import assistant_indices, copy_messages, copy_tools, env_of
 
 
@@ -36,7 +37,11 @@ def record_meta(raw: Mapping, tags: Iterable[str] = (), **extra) -> dict:
 def sft_record(raw: Mapping, weights: Sequence[int] | None = None, id: str | None = None,
                tags: Iterable[str] = (), messages: Sequence[Mapping] | None = None) -> dict:
     """An SFT record of `raw` (or of `messages`, a valid sub-trajectory of it) with one weight per
-    assistant message when given. Raises ValueError when the weights do not fit."""
+    assistant message when given. Raises ValueError when the weights do not fit. Its provenance
+    names the operator that made the weights or messages (`refinement_weights`, `segment`), else
+    `sft_record` kept / masked / segmented (a sub-trajectory), after the steps of `raw`."""
+    made = [s for s in (getattr(weights, "step", None), getattr(messages, "step", None)) if s]
+    partial = messages is not None and list(messages) != list(raw["messages"])
     messages = list(raw["messages"] if messages is None else messages)
     record = {"id": id or raw["id"], "messages": copy_messages(messages),
               "tools": copy_tools(raw.get("tools")), "meta": record_meta(raw, tags)}
@@ -47,4 +52,6 @@ def sft_record(raw: Mapping, weights: Sequence[int] | None = None, id: str | Non
             raise ValueError(f"{record['id']}: {len(weights)} weights for {n} assistant messages, "
                              f"{sum(weights)} trained")
         record["weights"] = weights
-    return record
+    if not made:
+        made = [step("sft_record", "segmented" if partial else "masked" if weights and 0 in weights else "kept")]
+    return stamp(record, *made, parent=raw)

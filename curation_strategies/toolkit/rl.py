@@ -8,6 +8,7 @@ from typing import Iterable, Mapping, Sequence
 
 from .calls import tool_calls
 from .errors import corrections, turn_errors
+from .provenance import stamp, step
 from .records import record_meta
 from .trajectory import assistant_indices, copy_messages, copy_tools, env_of
 
@@ -26,9 +27,10 @@ def rl_record(raw: Mapping, index: int, id: str | None = None, reward: str | Non
     reference = {"tool_calls": copy_messages([turn])[0]["tool_calls"]} if calls else {"content": turn.get("content") or ""}
     if reward is None:
         reward = "state_match" if env_of(raw) and calls else "tool_call_match"
-    return {"id": id or f"{raw['id']}#step{index}", "messages": copy_messages(messages[:index]),
-            "tools": copy_tools(raw.get("tools")), "reference": reference,
-            "reward": reward, "meta": record_meta(raw, tags, step=index)}
+    record = {"id": id or f"{raw['id']}#step{index}", "messages": copy_messages(messages[:index]),
+              "tools": copy_tools(raw.get("tools")), "reference": reference,
+              "reward": reward, "meta": record_meta(raw, tags, step=index)}
+    return stamp(record, step("rl_record", "truncated"), parent=raw)   # the prefix before the step
 
 
 def tool_call_steps(raw: Mapping) -> list[int]:

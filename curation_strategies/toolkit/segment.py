@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 
 from .calls import is_state_changing, tool_calls
 from .errors import turn_errors
+from .provenance import carry, traced
 from .trajectory import assistant_indices, last_user_before, same_user_turn, step_boundaries
 
 DECISION_KINDS = ("after_error", "new_request", "state_change")
@@ -72,6 +73,7 @@ def segment(raw: Mapping, weights: Sequence[int] | None = None, max_turns: int =
     out; a trajectory within max_turns is one segment."""
     messages = list(raw["messages"])
     turns = assistant_indices(messages)
+    weights_in = weights
     weights = list(weights) if weights is not None else [1] * len(turns)
     if len(weights) != len(turns):
         raise ValueError(f"{raw['id']}: {len(weights)} weights for {len(turns)} assistant messages")
@@ -106,5 +108,9 @@ def segment(raw: Mapping, weights: Sequence[int] | None = None, max_turns: int =
         seg_messages = prefix + body
         seg_weights = [weight_at[t] if t >= first else 0 for t in turns if body_start <= t < end]
         if any(seg_weights):
+            if len(starts) > 1:   # the record will name the operator that cut it, and its masking before
+                seg_messages = traced(seg_messages, "segment", "segmented", max_turns=max_turns, context_turns=context_turns)
+                seg_weights = carry(seg_weights, weights_in)
             segments.append(Segment(raw, seg_messages, seg_weights, first, kind_at.get(first, "start")))
     return segments
+

@@ -11,6 +11,7 @@ import re
 from typing import Any, Mapping, Sequence
 
 from .calls import is_state_changing, parse_arguments, tool_calls, validate_call
+from .provenance import stamp, step
 from .records import sft_record
 from .trajectory import assistant_indices, canonical_json, copy_messages, env_of
 
@@ -94,8 +95,9 @@ def refinement_synthesis(raw: Mapping, env, rng: random.Random, kinds: Sequence[
         if not env.validate(made, messages, meta_env).valid:
             continue
         weights = [0 if n == i else 1 for n in assistant_indices(made)]
-        return sft_record(raw, weights, id=f"{raw['id']}#refine-{kind}-{i}", messages=made,
-                          tags=["refinement", kind, *tags])
+        return stamp(sft_record(raw, weights, id=f"{raw['id']}#refine-{kind}-{i}", messages=made,
+                                tags=["refinement", kind, *tags]),
+                     step("refinement_synthesis", "validated", kind=kind), replace=True)
     return None
 
 
@@ -170,8 +172,9 @@ def environment_variants(raw: Mapping, env, rng: random.Random, limit: int = 1, 
         weights = [1 if tool_calls(made[n]) else 0 for n in assistant_indices(made)]
         if not any(weights):
             continue
-        out.append(sft_record({**raw, "task": next(m["content"] for m in made if m["role"] == "user")}, weights,
-                              id=f"{raw['id']}#variant-{len(out)}", messages=made, tags=["variant", *tags]))
+        record = sft_record({**raw, "task": next(m["content"] for m in made if m["role"] == "user")}, weights,
+                            id=f"{raw['id']}#variant-{len(out)}", messages=made, tags=["variant", *tags])
+        out.append(stamp(record, step("environment_variants", "validated", limit=limit, swap=[old, new]), replace=True))
         if len(out) >= limit:
             break
     return out
@@ -278,5 +281,5 @@ def llm_refine(raw: Mapping, llm, env, index: int, error: str, tags: Sequence[st
             if scenario.execute(fixed).error:
                 return None
     weights = [0] * (len(assistant_indices(made)) - 1) + [1]
-    return sft_record(raw, weights, id=f"{raw['id']}#llm-refine-{index}", messages=made,
-                      tags=["llm_refinement", *tags])
+    return stamp(sft_record(raw, weights, id=f"{raw['id']}#llm-refine-{index}", messages=made,
+                            tags=["llm_refinement", *tags]), step("llm_refine", "asked_llm", index=index), replace=True)

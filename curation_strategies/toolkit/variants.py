@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 
 from .calls import parse_arguments, validate_call
 from .compose import _answer, join_requests, single_call_items, synthesised
+from .provenance import step
 
 
 def _stated_once(text: str, literal: str) -> re.Pattern | None:
@@ -69,8 +70,7 @@ def parallel_variants(raws: Sequence[Mapping], rng: random.Random, limit: int, c
     """Parallel items from single items: a successful single-call item's request joined with
     `calls - 1` argument variants of it ("A. Also, A'."), all its calls answered in one message;
     at most `limit` items, sources in a seeded order."""
-    items = single_call_items(raws)
-    out = []
+    items, out, made_by = single_call_items(raws), [], step("parallel_variants", "synthesised", limit=limit, calls=calls)
     for n in rng.sample(range(len(items)), len(items)):
         if len(out) >= limit:
             break
@@ -84,5 +84,5 @@ def parallel_variants(raws: Sequence[Mapping], rng: random.Random, limit: int, c
             answers.append(made[1])
         if len(answers) == calls:
             out.append(synthesised([raw], "parallel", join_requests(requests), [tool], _answer(answers),
-                                   tags=["variant"]))
+                                   tags=["variant"], made=made_by))
     return out

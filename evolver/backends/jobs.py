@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from evolver.files import atomic_json
+from base.files import atomic_json
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class InFlight:
 
 def read_in_flight(root: Path) -> list[dict]:
     """The stages `RUN/stages.json` says are in flight (empty when none is recorded)."""
-    from evolver.files import read_json
+    from base.files import read_json
 
     try:
         return list(read_json(Path(root) / "stages.json")["stages"])

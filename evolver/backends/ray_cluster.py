@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evolver.backends.jobs import InFlight, Needs, StageJob, needs_of
-from evolver.errors import RunFailed, UserError, printable
+from base.errors import RunFailed, UserError, printable
 
 MAX_RETRIES = 3        # a task whose worker process or node dies is run again, up to this many times
 POLL_S = 5.0           # how often the console and RUN/stages.json are refreshed while jobs run

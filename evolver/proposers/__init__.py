@@ -3,7 +3,10 @@
 A proposer makes one revision per call: `revise(phase, brief, validate, out_dir) -> Outcome`,
 where `phase` is "effectiveness" or "efficiency", `brief` holds the parent's files and
 diagnosis, `validate(files)` is the loop's dry run of a candidate (a Verdict), and `out_dir` is
-where the proposer may write its own record (agent trajectories). A new proposer is one module
+where the proposer may write its own record (agent trajectories). A proposer that can offer k
+alternatives for one revision also has `candidates(phase, brief, validate, k, out_dir) ->
+[Outcome]` (both do: the offline one its k best operator edits, the code agent k runs sampled
+apart); the loop then ranks them with its proxy (`--candidates k`). A new proposer is one module
 in this package plus one line in PROPOSERS.
 """
 from __future__ import annotations

@@ -12,6 +12,10 @@ When the agent stops, the host validates: regular files only, nothing outside th
 loop's dry run on the whole corpus passes the host checker with artifacts that differ from the
 parent's. A failed validation goes back to the agent with the error, a bounded number of times;
 then the revision is rejected and the run goes on.
+
+With `--candidates k`, `candidates` makes k such runs from the same brief, sampled apart (the
+second and later at `candidate_temperature`, each with its own seed; both are part of every
+recorded request), for the loop's proxy to rank.
 """
 from __future__ import annotations
 
@@ -25,9 +29,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
-from evolver.errors import RunFailed
+from base.errors import RunFailed
 from evolver.llm import BudgetExceeded, LLMError
 from evolver.proposers.brief import Brief, Outcome, Verdict
 from sandbox.executor import CommandRunner, Limits
@@ -69,18 +73,34 @@ def template(name: str) -> str:
     return (PROMPTS / name).read_text(encoding="utf-8")
 
 
-class LLMModel:
-    """mini-swe-agent's model protocol over `evolver.llm.LLM`: one text reply, one bash action."""
+def outcome_lines(outcomes: Sequence[Mapping], last: int = 4) -> list[str]:
+    """The outcome deltas of the last evaluated edits, one line each (context/outcomes.json has them whole)."""
+    def tasks(rows):
+        return ", ".join(f"{r['task']} ({r.get('family_before') or 'pass'} → {r.get('family_after') or 'pass'})"
+                         for r in rows[:6]) + (" …" if len(rows) > 6 else "") or "none"
+    lines = []
+    for d in list(outcomes)[-last:]:
+        added = ", ".join(f"{op} +{n}" for op, n in list(d["records"]["added"].items())[:4]) or "none"
+        removed = ", ".join(f"{op} −{n}" for op, n in list(d["records"]["removed"].items())[:4]) or "none"
+        lines.append(f"epoch {d['epoch']} ({'accepted' if d['accepted'] else 'rejected'}; edits: "
+                     f"{'; '.join(d['edits']) or 'code agent'}): fixed {tasks(d['fixed'])}; broke {tasks(d['broken'])}; "
+                     f"records added {added}; removed {removed}")
+    return lines
 
-    def __init__(self, llm, purpose: str):
-        self.llm, self.purpose = llm, purpose
-        self.config = {"purpose": purpose}
+
+class LLMModel:
+    """mini-swe-agent's model protocol over `evolver.llm.LLM`: one text reply, one bash action;
+    `sampling` ({"temperature", "seed"}, either optional) is asked of every call."""
+
+    def __init__(self, llm, purpose: str, sampling: Mapping | None = None):
+        self.llm, self.purpose, self.sampling = llm, purpose, dict(sampling or {})
+        self.config = {"purpose": purpose, **self.sampling}
         self.calls: list[dict] = []
 
     def query(self, messages: list[dict], **kwargs) -> dict:
         _, exceptions, actions = _minisweagent()
         chat = [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] in ("system", "user", "assistant")]
-        reply = self.llm.complete(chat, purpose=self.purpose)
+        reply = self.llm.complete(chat, purpose=self.purpose, **self.sampling)
         self.calls.append({"record": reply.record, "prompt_tokens": reply.prompt_tokens,
                            "completion_tokens": reply.completion_tokens, "usd": reply.usd, "replayed": reply.replayed})
         extra = {"cost": reply.usd, "record": reply.record}
@@ -105,7 +125,7 @@ class LLMModel:
         return {}
 
     def serialize(self) -> dict:
-        return {"info": {"config": {"model": {"purpose": self.purpose}, "model_type": "curateevo.LLMModel"}}}
+        return {"info": {"config": {"model": self.config, "model_type": "curateevo.LLMModel"}}}
 
 
 class SandboxEnvironment:
@@ -253,6 +273,7 @@ class AgentLimits:
     wall_time_s: int = 1200        # per revision
     repairs: int = 2               # failed validations sent back to the agent before the revision is rejected
     command_timeout_s: float = 120.0
+    candidate_temperature: float = 0.8   # candidates 2..k of an epoch (--candidates k); candidate 1 keeps the LLM's
 
     @classmethod
     def from_mapping(cls, d: Mapping | None) -> "AgentLimits":
@@ -271,11 +292,42 @@ class AgentProposer:
         """Run the agent for one revision of `brief.files`; `validate(files)` is the loop's dry
         run of the whole corpus through the host checker; the agent's trajectories go to
         `out_dir/<phase>/`."""
+        return self._run(phase, brief, validate, Path(out_dir), None)
+
+    def sampling(self, i: int, seed: int) -> dict | None:
+        """How candidate i of an epoch samples: candidate 0 as one revision would (the LLM's
+        temperature, no seed), candidate i ≥ 1 at `candidate_temperature` with seed = run seed + i."""
+        return None if i == 0 else {"temperature": self.limits.candidate_temperature, "seed": seed + i}
+
+    def candidates(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict], k: int,
+                   out_dir: Path) -> list[Outcome]:
+        """k agent runs from the same brief, each sampling differently (`sampling`), each dry-run
+        by `validate`: one Outcome per run, in order (files None where a run found nothing
+        acceptable); their trajectories go to `out_dir/candidate-<i>/<phase>/`. A spent budget
+        ends the list there."""
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        outcomes = []
+        for i in range(k):
+            sampling = self.sampling(i, brief.seed)
+            outcome = self._run(phase, brief, validate, Path(out_dir) / f"candidate-{i}", sampling,
+                                f"candidate {i + 1} of {k}")
+            for attempt in outcome.attempts:
+                attempt.update(candidate=i, **(sampling or {}))
+            outcomes.append(outcome)
+            if outcome.budget_exhausted:
+                break
+        return outcomes
+
+    def _run(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict], out_dir: Path,
+             sampling: Mapping | None, label: str = "") -> Outcome:
         default, _, _ = _minisweagent()
         context = {"corpus_sample.jsonl": corpus_sample(brief.corpus, brief.seed),
                    "rejected.json": (json.dumps(brief.history, indent=1, ensure_ascii=False) + "\n").encode(),
                    **({"budget.json": (json.dumps(dict(brief.budget), indent=1, sort_keys=True) + "\n").encode()}
-                      if brief.budget is not None else {})}
+                      if brief.budget is not None else {}),
+                   **({"outcomes.json": (json.dumps(list(brief.outcomes), indent=1, ensure_ascii=False) + "\n").encode()}
+                      if brief.outcomes else {})}
         out = Path(out_dir) / phase
         attempts, error, steps_left, started = [], None, self.limits.step_limit, time.monotonic()
         with tempfile.TemporaryDirectory(prefix="curateevo-agent-") as tmp:
@@ -287,7 +339,7 @@ class AgentProposer:
                 if steps_left <= 0 or wall_left <= 0:
                     attempts.append({"attempt": attempt, "exit_status": "LimitsExceeded", "error": "no model calls or time left"})
                     break
-                model, env = LLMModel(self.llm, f"agent:{phase}"), SandboxEnvironment(self.executor, work, self.limits.command_timeout_s)
+                model, env = LLMModel(self.llm, f"agent:{phase}", sampling), SandboxEnvironment(self.executor, work, self.limits.command_timeout_s)
                 agent = default.DefaultAgent(
                     model, env, system_template=template("evolve_system.jinja"), instance_template=template("evolve_instance.jinja"),
                     step_limit=steps_left, cost_limit=self.limits.cost_limit_usd, wall_time_limit_seconds=wall_left,
@@ -295,7 +347,7 @@ class AgentProposer:
                 record = {"attempt": attempt}
                 attempts.append(record)
                 try:
-                    result = agent.run("", **self._variables(phase, brief, error))
+                    result = agent.run("", **self.variables(phase, brief, error))
                 except BudgetExceeded as exc:
                     record.update(exit_status="BudgetExceeded", error=str(exc))
                     return Outcome(None, attempts=attempts, budget_exhausted=True)
@@ -323,11 +375,15 @@ class AgentProposer:
                     error = verdict.error
                     if verdict.ok:
                         record.update(validated=True, summary=summary)
-                        return Outcome(files, self._message(phase, summary, files, brief.files), attempts=attempts)
+                        how = ", ".join([label] * bool(label) + [f"{k} {v}" for k, v in (sampling or {}).items()])
+                        return Outcome(files, self._message(phase + (f" ({how})" if how else ""), summary, files, brief.files),
+                                       attempts=attempts)
                 record.update(validated=False, error=error, summary=summary)
         return Outcome(None, attempts=attempts)
 
-    def _variables(self, phase: str, brief: Brief, error: str | None) -> dict:
+    @staticmethod
+    def variables(phase: str, brief: Brief, error: str | None) -> dict:
+        """What the instance prompt (evolve_instance.jinja) is rendered with."""
         profile = dict(brief.profile)
         return {"phase": phase, "lam": brief.lam, "profile": {"cost_train": profile.get("cost_train", 0), "C": profile.get("C", 0.0)},
                 "profile_summary": profile_summary(profile),
@@ -335,7 +391,8 @@ class AgentProposer:
                                    "failed_point": p.get("failed_point", ""), "evidence": p.get("evidence", ""),
                                    "curation_hint": p.get("curation_hint", "")} for p in brief.failed_points],
                 "signals": _signal_lines(brief.signals), "score": dict(brief.score) if brief.score else None,
-                "rejected": brief.history, "previous_error": error or "", "validate_command": VALIDATE}
+                "rejected": brief.history, "lessons": _lesson_lines(brief.rejected), "previous_error": error or "",
+                "validate_command": VALIDATE, "outcomes": outcome_lines(brief.outcomes)}
 
     @staticmethod
     def _message(phase: str, summary: str, files: Mapping[str, bytes], parent: Mapping[str, bytes]) -> str:
@@ -344,11 +401,28 @@ class AgentProposer:
         return f"{phase}: {first[:100]}\n\nFiles: {', '.join(changed)}\n\n{summary[:4000]}".rstrip() + "\n"
 
 
+def _ids(items) -> str:
+    items = list(items)
+    return ", ".join(map(str, items[:8])) + (f" … ({len(items)} in all)" if len(items) > 8 else "")
+
+
+def _lesson_lines(lessons) -> list[str]:
+    """inputs/rejected.json, one line per rolled-back candidate: what it broke (and how the broken
+    tasks fail now), what it fixed, its scores against the best's."""
+    lines = []
+    for x in lessons:
+        against = x.get("against") or {}
+        how = "; ".join(f"{p['family']} ×{p['count']} ({p['evidence']})" for p in (x.get("broke_as") or ())[:4])
+        lines.append(f"epoch {x.get('epoch')} — {x.get('summary') or 'no summary'} (J = {x.get('J')} against the best's "
+                     f"{against.get('J')}): broke {len(x.get('broke') or ())} task(s) the best solves"
+                     + (f" [{_ids(x['broke'])}]" if x.get("broke") else "") + (f", now failing as {how}" if how else "")
+                     + f"; fixed {len(x.get('fixed') or ())}" + (f" [{_ids(x['fixed'])}]" if x.get("fixed") else ""))
+    return lines
+
+
 def _signal_lines(signals: Mapping) -> list[str]:
     """CoEvolve's signals of inputs/signals.json, one line each (task ids cut after 8)."""
-    def ids(items):
-        items = list(items)
-        return ", ".join(map(str, items[:8])) + (f" … ({len(items)} in all)" if len(items) > 8 else "")
+    ids = _ids
     lines = []
     if signals.get("forgetting"):
         lines.append(f"forgetting — passed in a recent evaluated epoch, fail now: {ids(signals['forgetting'])}")

@@ -20,6 +20,9 @@ class Brief:
     seed: int
     score: Mapping | None = None     # the best strategy's dev score s_e: {"P", "C", "J", "epoch"}
     budget: Mapping | None = None    # ctx.budget: what the recipe trains on (trainer.recipe.curation_budget)
+    outcomes: Sequence[Mapping] = () # per evaluated candidate: tasks fixed / broken, edits, records per operator (evolver/lineage.py)
+    rejected: Sequence[Mapping] = () # inputs/rejected.json: what candidates rolled back since the best broke and
+                                     # fixed (evolver.diagnose.rejected_lesson, with epoch, summary, edits, scores)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,12 @@ first; the loop dry-runs them (`validate`) and an edit that changes nothing is r
 Parameter choices are ordered by an RNG seeded with the run's seed and the parent's source, so
 a run is deterministic; edits of rolled-back epochs (`brief.rejected_edits`) are not proposed
 again; the commit message explains every edit.
+
+Rolled-back candidates also teach (`brief.rejected`, inputs/rejected.json): an operator that a
+rolled-back candidate added or retuned is not proposed again with any parameters when that
+candidate broke more dev tasks the best policy solves than it fixed (CoEvolve's forgetting against
+the best), and the categories of the tasks it broke join the efficiency focus, so `focus_prune`
+keeps their data.
 """
 from __future__ import annotations
 
@@ -27,7 +33,7 @@ from evolver.proposers.operators import BY_NAME, FOCUS, compose, read_genome
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "curation_strategies" / "planned" / "strategy.py"
 MAX_EDITS = 3           # edits one effectiveness revision combines
-SIGNALS = ("forgetting", "boundary", "rare")
+SIGNALS = ("forgetting", "boundary", "rare", "broken")
 
 # family or signal → remedies, most direct first: "+op" inserts (or retunes) an operator, "-op"
 # removes it. Operators that add data are the direct remedy where the model never sees the skill:
@@ -50,11 +56,16 @@ REMEDIES = {
     "premature_stop": ("+drop_abandoned", "-segment", "+repeat_focus"),
     "step_limit": ("+drop_redundant", "+segment"),
     "unclassified": ("+drop_failed", "+repeat_focus"),
+    # from the curated profile (evolver.diagnose.outcome_point): the corpus recorded these trajectories as failures
+    "trained_failures": ("+drop_failed",),
     # CoEvolve's signals: replay what was forgotten (and undo pruning), more supervision near the
     # decision boundary, more exposure to rare patterns
     "forgetting": ("+repeat_focus", "-focus_prune", "-near_dedup", "-max_turns"),
     "boundary": ("+rl_focus", "+repeat_focus"),
     "rare": ("+repeat_focus", "+rl_focus", "+rebalance", "+task_facts"),
+    # the outcome deltas (evolver/lineage.py): tasks the last accepted edit broke get their
+    # categories' data repeated back
+    "broken": ("+repeat_focus", "+rl_focus"),
 }
 # efficiency: each shrinks Cost_train; parameter values mildest first
 EFFICIENCY = ("+focus_prune", "+fit_budget", "+exact_dedup", "+near_dedup", "+rl_recovery", "+drop_redundant", "+max_tokens",
@@ -142,6 +153,27 @@ def motives(failed_points: Sequence[Mapping], signals: Mapping) -> list[tuple[st
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def broken_tasks(outcomes: Sequence[Mapping]) -> list[str]:
+    """Tasks the last accepted edit broke (brief.outcomes, oldest first)."""
+    accepted = [d for d in outcomes if d.get("accepted")]
+    return sorted({r["task"] for r in accepted[-1]["broken"]}) if accepted else []
+
+
+def net_effect(outcomes: Sequence[Mapping]) -> dict[str, int]:
+    """Per operator: tasks fixed minus tasks broken by the evaluated edits that touched it."""
+    net: dict[str, int] = {}
+    for d in outcomes:
+        for op in {key[1:].split("(")[0] for key in d.get("edits") or ()}:
+            net[op] = net.get(op, 0) + len(d.get("fixed") or ()) - len(d.get("broken") or ())
+    return net
+
+
+def with_outcomes(signals: Mapping, outcomes: Sequence[Mapping]) -> Mapping:
+    """The signals with `broken`, the tasks the last accepted edit broke, when there are any."""
+    broken = broken_tasks(outcomes)
+    return {**signals, "broken": broken} if broken else signals
+
+
 def _choices(op: str, focus: Mapping, rng: random.Random | None) -> list[dict]:
     """Parameter settings of `op`: its domain's product (shuffled by `rng`, else mildest first)."""
     domain = BY_NAME[op].domain
@@ -162,6 +194,26 @@ def _edits(remedy: str, motive: str, focus: Mapping, rng: random.Random | None) 
     return [Edit(op, params, motive) for params in _choices(op, focus, rng)]
 
 
+def lessons_of(rejected: Sequence[Mapping]) -> tuple[set[str], set[str], str]:
+    """(operators not to add again, task ids whose data efficiency keeps, the commit note) from
+    the lessons of rolled-back candidates: a candidate that broke more tasks than it fixed
+    condemns the operators it added or retuned."""
+    banned, broken, lines = set(), set(), []
+    for lesson in rejected:
+        broke, fixed = list(lesson.get("broke") or ()), list(lesson.get("fixed") or ())
+        broken.update(broke)
+        ops = sorted({m.group(1) for e in lesson.get("edits") or () if (m := re.match(r"\+(\w+)", e))})
+        harmful = len(broke) > len(fixed) and ops
+        if harmful:
+            banned.update(ops)
+        if broke or fixed:
+            lines.append(f"- epoch {lesson.get('epoch')} ({', '.join(lesson.get('edits') or ()) or 'no operator edit'}) broke "
+                         f"{len(broke)} dev task(s) the best solves ({', '.join(broke[:5])}{' …' if len(broke) > 5 else ''}) "
+                         f"and fixed {len(fixed)}" + (f": {', '.join(ops)} not proposed again." if harmful else "."))
+    note = ("Lessons of rolled-back candidates (inputs/rejected.json):\n" + "\n".join(lines) + "\n\n") if lines else ""
+    return banned, broken, note
+
+
 class OfflineProposer:
     """Revisions as streams of candidates; `candidates(..., k)` keeps up to k that pass the dry run."""
 
@@ -171,20 +223,24 @@ class OfflineProposer:
         """The first candidate of `phase` whose dry run changes the artifacts."""
         return self.candidates(phase, brief, validate, k=1)[0]
 
-    def candidates(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict], k: int = 1) -> list[Outcome]:
+    def candidates(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict], k: int = 1,
+                   out_dir: Path | None = None) -> list[Outcome]:
         """Up to k distinct revisions that pass the dry run, best first; when none does, one
-        Outcome without files that records the attempts."""
+        Outcome without files that records the attempts (`out_dir`: unused, nothing is written)."""
         if k < 1:
             raise ValueError("k must be at least 1")
         known = vocabulary(brief.corpus)
-        stream = (self.effectiveness(brief.files, brief.failed_points, brief.signals, brief.rejected_edits, brief.seed, known)
+        signals = with_outcomes(brief.signals, brief.outcomes)   # what the last accepted edit broke is a motive
+        stream = (self.effectiveness(brief.files, brief.failed_points, signals, brief.rejected_edits, brief.seed, known,
+                                     net_effect(brief.outcomes), brief.rejected)
                   if phase == "effectiveness" else
-                  self.efficiency(brief.files, brief.profile, brief.lam, brief.failed_points, brief.signals,
-                                  brief.rejected_edits, known))
+                  self.efficiency(brief.files, brief.profile, brief.lam, brief.failed_points, signals,
+                                  brief.rejected_edits, known, brief.rejected))
         found, attempts = [], []
         for revision in stream:
             verdict = validate(revision.files)
-            attempts.append({"edits": [e.key for e in revision.edits], "dry_run": verdict.kind})
+            attempts.append({"edits": [e.key for e in revision.edits], "dry_run": verdict.kind,
+                             **({"error": verdict.error} if verdict.error else {})})
             if verdict.ok:
                 found.append(Outcome(revision.files, revision.message, tuple(e.key for e in revision.edits), attempts))
                 attempts = []
@@ -195,14 +251,22 @@ class OfflineProposer:
     # ------------------------------------------------------------------ the two phases
 
     def effectiveness(self, files: Mapping[str, bytes], failed_points: Sequence[Mapping], signals: Mapping,
-                      rejected: Sequence[str] = (), seed: int = 0, known: Mapping | None = None) -> Iterator[Revision]:
-        """A combined revision over the top motives first, then every single edit, motive by motive."""
+                      rejected: Sequence[str] = (), seed: int = 0, known: Mapping | None = None,
+                      net: Mapping[str, int] | None = None, lessons: Sequence[Mapping] = ()) -> Iterator[Revision]:
+        """A combined revision over the top motives first, then every single edit, motive by motive.
+        Remedies whose operator's evaluated edits broke more dev tasks than they fixed (`net`, from
+        the outcome deltas) are tried after the others; operators of a net-harmful rolled-back
+        candidate (`lessons`, inputs/rejected.json) are not proposed again."""
         genome, note = self._parent(files)
+        banned, _, learned = lessons_of(lessons)
+        note += learned
         rng = random.Random(f"{seed}:effectiveness:{hashlib.sha256(compose(genome).encode()).hexdigest()}")
         ranked = motives(failed_points, signals)
         # per motive, per remedy: its applicable settings
+        net = net or {}
         options = {m: [[e for e in _edits(remedy, m, focus_of(m, failed_points, signals, known), rng)
-                        if e.key not in rejected and e.apply(genome) != genome] for remedy in REMEDIES[m]]
+                        if e.key not in rejected and (e.params is None or e.op not in banned) and e.apply(genome) != genome]
+                       for remedy in sorted(REMEDIES[m], key=lambda r: net.get(r[1:], 0) < 0)]
                    for m, _ in ranked}
         combined: list[Edit] = []
         for m, _ in ranked:
@@ -220,21 +284,25 @@ class OfflineProposer:
                 yield revision
 
     def efficiency(self, files: Mapping[str, bytes], profile: Mapping, lam: float, failed_points: Sequence[Mapping] = (),
-                   signals: Mapping | None = None, rejected: Sequence[str] = (), known: Mapping | None = None
-                   ) -> Iterator[Revision]:
-        """Single pruning edits, mildest first; focus_prune keeps what the diagnosis points at."""
+                   signals: Mapping | None = None, rejected: Sequence[str] = (), known: Mapping | None = None,
+                   lessons: Sequence[Mapping] = ()) -> Iterator[Revision]:
+        """Single pruning edits, mildest first; focus_prune keeps what the diagnosis points at and
+        what rolled-back candidates broke."""
         if lam <= 0:
             return
         signals = signals or {}
         genome, note = self._parent(files)
+        banned, broken, learned = lessons_of(lessons)
+        note += learned
         parts = [focus_of(m, failed_points, signals, known) for m, _ in motives(failed_points, signals)]
-        focus = narrowed({c for f in parts for c in f["categories"]}, {t for f in parts for t in f["tools"]}, known)
+        focus = narrowed({c for f in parts for c in f["categories"]} | {category_of(t) for t in broken},
+                         {t for f in parts for t in f["tools"]}, known)
         cost = (f"λ = {lam:g}; the parent curates Cost_train = {profile.get('cost_train')} turns, "
                 f"C = {profile.get('C', 0):.4f}, so λ·C = {lam * profile.get('C', 0):.4f} of J.\n\n")
         seen: set = set()
         for remedy in EFFICIENCY:
             for edit in _edits(remedy, "efficiency", focus, None):
-                if edit.key in rejected or edit.apply(genome) == genome:
+                if edit.key in rejected or edit.op in banned or edit.apply(genome) == genome:
                     continue
                 revision = self._revision(files, genome, [edit], "efficiency", note + cost, failed_points, signals, seen)
                 if revision is not None:
@@ -272,6 +340,10 @@ class OfflineProposer:
 def _motivation(motive: str, failed_points: Sequence[Mapping], signals: Mapping) -> str:
     if motive == "efficiency":
         return "Pays for λ·C."
+    if motive == "broken":
+        items = signals.get(motive) or ()
+        return (f"The last accepted edit broke {len(items)} dev task(s) that passed before "
+                f"({', '.join(items[:5])}{' …' if len(items) > 5 else ''}); their categories' data is repeated.")
     if motive in SIGNALS:
         items = signals.get(motive) or ()
         names = [r["pattern"] if isinstance(r, Mapping) else r for r in items]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from sandbox.corpus.common import (BadRecord, ToolSynth, first_user_text, json_type, record_id,
+from sandbox.corpus.common import (TOOLS_SOURCE, BadRecord, ToolSynth, first_user_text, json_type, record_id,
                                    tools_from, unanswered_outcome)
 from sandbox.schemas import canonical_json
 
@@ -182,6 +182,8 @@ def convert_adp(obj: dict, default_id: str, scope: str = "") -> dict:
     if extra:
         meta["extra"] = extra
     source = details.get("dataset") if isinstance(details.get("dataset"), str) else "adp"
+    if not given and synth.props:
+        meta[TOOLS_SOURCE] = "calls"   # sandbox.corpus.catalogue: one catalogue per source after loading
     return {"id": rid, "source": source, "task": first_user_text(messages),
             "tools": given or synth.tools(), "messages": messages,
             "outcome": unanswered_outcome(), "meta": meta}

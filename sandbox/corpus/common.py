@@ -8,6 +8,11 @@ from typing import Any
 from sandbox.schemas import canonical_json
 
 
+# meta key naming where a record's tool schemas came from when its file had none:
+# "calls" (its own calls), "catalogue" (its source's calls), "file" (--tools); sandbox.corpus.catalogue
+TOOLS_SOURCE = "tools_source"
+
+
 class BadRecord(ValueError):
     """A conversion failure; its message is the reason (with a field path and, where there is
     one, the fix)."""
@@ -90,6 +95,8 @@ class ToolSynth:
                     props.setdefault(key, {})
                 elif key not in props:
                     props[key] = {"type": t}
+                elif {props[key].get("type"), t} == {"integer", "number"}:
+                    props[key] = {"type": "number"}   # 3 in one call, 2.5 in another
                 elif props[key].get("type") != t:
                     props[key] = {}
 

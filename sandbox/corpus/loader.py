@@ -9,12 +9,14 @@ its reason (`Corpus.skipped_lines`).
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from evolver.errors import UserError
-from evolver.files import atomic_write
+from base.errors import UserError
+from base.files import atomic_write
 from sandbox.corpus.adp import convert_adp
+from sandbox.corpus.catalogue import ToolsFile, apply_catalogue, inferred, notice, read_tools_file, with_file_tools
 from sandbox.corpus.common import BadRecord, json_type
 from sandbox.corpus.openai import (canonical_unchanged, convert_openai, convert_swe_agent,
                                    convert_tau_bench, convert_toolbench)
@@ -53,11 +55,20 @@ class Corpus:
     format: str                # one of FORMATS, or "mixed"
     skipped_lines: tuple[SkippedLine, ...] = ()   # on_error="skip": what was left out, and why
     holdout: dict | None = None  # {"seed", "share"}: the dev tenth was taken out (sandbox.corpus.split.train_part)
+    inputs: tuple[str, ...] = ()  # the paths as given (a folder stays a folder): what a replay loads again
+    tools_file: ToolsFile | None = None   # --tools: the real schemas of records that carry none
+    tool_lists: dict | None = None        # per source: the catalogue built from its calls (sandbox.corpus.catalogue)
+    from_tools_file: int = 0              # records that took the --tools schemas
 
     @property
     def skipped(self) -> tuple[str, ...]:
         """`path:line: reason` of each skipped value."""
         return tuple(map(str, self.skipped_lines))
+
+    @property
+    def tools_notice(self) -> str | None:
+        """One line for stderr when tool lists were built or replaced (None: the files had them)."""
+        return notice(self.tool_lists or {}, self.tools_file, self.from_tools_file)
 
     @property
     def retained_share(self) -> float:
@@ -154,9 +165,16 @@ def _stem(label: str) -> str:
     return name
 
 
+SKIP_HINT = ("; to leave out every invalid record instead, and count it: curate --skip-bad-lines, "
+             "run --on-bad-line skip")
+
+
 def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
-                max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Corpus:
+                max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, tools=None) -> Corpus:
     """Load corpus files (or folders of them) into canonical raw records, in file order.
+
+    Records without tool schemas get their source's catalogue, or with `tools` (a path, or a
+    `ToolsFile`) the schemas of that file (sandbox.corpus.catalogue).
 
     `sha256` is the sha256 of the file's bytes for one file; for several, the sha256 of the
     lines `f"{name}\\0{file_sha}\\n"` in order, `name` being the basename (a folder's files:
@@ -170,6 +188,8 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
     if on_error not in ("abort", "skip"):
         raise UserError(f"unknown on_error {on_error!r} (expected abort or skip)")
     files = corpus_files(paths)
+    tools_file = read_tools_file(tools) if tools is not None and not isinstance(tools, ToolsFile) else tools
+    from_file = 0
     records: list[dict] = []
     skipped: list[SkippedLine] = []
     kinds: set[str] = set()
@@ -179,7 +199,8 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
     def bad(unit: Unit, reason: str) -> None:
         skip = SkippedLine(unit.path, unit.line, unit.index, reason)
         if on_error == "abort":
-            raise UserError(str(skip))
+            # an empty file holds no invalid record to leave out: no hint to skip
+            raise UserError(str(skip) + ("" if reason == "empty file, no records" else SKIP_HINT))
         skipped.append(skip)
 
     for file in files:
@@ -194,6 +215,13 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
             except BadRecord as exc:
                 bad(unit, str(exc))
                 continue
+            if tools_file is not None and inferred(record):
+                record = with_file_tools(record, tools_file)
+                error = check_raw(record)
+                if error:
+                    bad(unit, f"{error} (with the schemas of --tools {tools_file.path}); add it to that file")
+                    continue
+                from_file += 1
             rid = record["id"]
             if kind == "adp" and rid in first_seen:
                 record = {**record, "id": f"{rid}#{ordinal}"}
@@ -214,5 +242,9 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
         raise UserError(f"{', '.join(f.path for f in files)}: no valid records ({len(skipped)} "
                         f"lines skipped{first})")
     fmt_name = kinds.pop() if len(kinds) == 1 else "mixed"
+    tool_lists = apply_catalogue(records) if tools_file is None else {}
+    given = [paths] if isinstance(paths, (str, bytes, os.PathLike)) else list(paths)
     return Corpus(records=records, sha256=_combined_sha256(digests),
-                  paths=tuple(f.path for f in files), format=fmt_name, skipped_lines=tuple(skipped))
+                  paths=tuple(f.path for f in files), format=fmt_name, skipped_lines=tuple(skipped),
+                  inputs=tuple(os.fsdecode(p) for p in given), tools_file=tools_file, tool_lists=tool_lists or None,
+                  from_tools_file=from_file)

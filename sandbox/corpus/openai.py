@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.corpus.common import (BadRecord, ToolSynth, arguments_json, json_type, parsed_args,
+from sandbox.corpus.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, json_type, parsed_args,
                                    record_id, tools_from)
 from sandbox.schemas import ROLES, canonical_json
 
@@ -206,16 +206,19 @@ def convert_openai(obj: dict, default_id: str) -> dict:
     record = {k: obj[k] for k in obj if k in CANONICAL_KEYS}
     record["id"] = record_id(obj, default_id)
     record["messages"] = messages
+    inferred = given is None and bool(synth.props)
     if given is not None:
         record["tools"] = given
-    elif synth.props:
+    elif inferred:
         record["tools"] = synth.tools()
     extra = {k: obj[k] for k in obj if k not in CANONICAL_KEYS and k != "functions"}
-    if extra or extras:
+    if extra or extras or inferred:
         meta = record.get("meta", {})
         if not isinstance(meta, dict):
             raise BadRecord(f"meta: must be an object, not {json_type(meta)}")
         meta = dict(meta)
+        if inferred:
+            meta[TOOLS_SOURCE] = "calls"   # sandbox.corpus.catalogue: one catalogue per source after loading
         for key, value in (("extra", extra), ("message_extra", extras)):
             if not value:
                 continue
@@ -234,6 +237,8 @@ def convert_tau_bench(obj: dict, default_id: str) -> dict:
     extra = {k: v for k, v in obj.items() if k not in ("traj", "reward")}
     record = convert_openai({"messages": obj["traj"], **extra}, default_id)
     record["source"] = "tau-bench"
+    if "tools" not in record:   # the episode was offered the environment's tools all the same: its source's catalogue
+        record["meta"] = {**record.get("meta", {}), TOOLS_SOURCE: "calls"}
     record["outcome"] = {"success": None if reward is None else reward >= 1.0, "reward": reward}
     return record
 

@@ -26,7 +26,7 @@ import stat
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
-from evolver.errors import UserError
+from base.errors import UserError
 
 DEFAULT_MAX_LINE_BYTES = 64 * 2**20
 _SKIP_CHUNK = 2**20

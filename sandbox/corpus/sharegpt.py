@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sandbox.corpus.common import (BadRecord, ToolSynth, arguments_json, as_list, first_user_text,
+from sandbox.corpus.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, as_list, first_user_text,
                                    json_type, parsed_args, record_id, tools_from,
                                    unanswered_outcome)
 from sandbox.schemas import canonical_json
@@ -85,6 +85,8 @@ def convert_sharegpt(obj: dict, default_id: str) -> dict:
     extra = {k: obj[k] for k in obj if k not in _SHAREGPT_KEYS}
     if extra:
         meta["extra"] = extra
+    if not given and synth.props:
+        meta[TOOLS_SOURCE] = "calls"   # sandbox.corpus.catalogue: one catalogue per source after loading
     return {"id": rid, "source": source, "task": first_user_text(messages),
             "tools": given or synth.tools(), "messages": messages,
             "outcome": unanswered_outcome(), "meta": meta}

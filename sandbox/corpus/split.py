@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from typing import Mapping, Sequence
 
-from evolver.errors import UserError
+from base.errors import UserError
 
 DEFAULT_SHARE = 0.1
 DEFAULT_SEED = 0

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from evolver.errors import UserError
+from base.errors import UserError
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) -> None:
@@ -127,7 +127,7 @@ def is_empty_or_missing(path: str | os.PathLike) -> bool:
 def writable_parent(path: str | os.PathLike, what: str) -> None:
     """UserError (one sentence) unless a new entry can be made beside `path`: its parent folder
     exists or can be made, and a folder can be created there (not /proc, not read-only)."""
-    from evolver.errors import UserError
+    from base.errors import UserError
 
     parent = Path(path).parent
     try:

@@ -1,5 +1,5 @@
 """Errors a user can cause: reported as one line, exit code 2, never a traceback."""
-from sandbox.text import MAX_MESSAGE_CHARS, printable  # noqa: F401  (every user-facing error goes through it)
+from base.text import MAX_MESSAGE_CHARS, printable  # noqa: F401  (every user-facing error goes through it)
 
 
 class UserError(Exception):

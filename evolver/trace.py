@@ -1,0 +1,151 @@
+"""`curateevo trace RUN --record ID | --task TASK`: lineage questions asked of a run, and the
+per-epoch outcome table `report` shows (evolver/lineage.py computes the deltas).
+
+--record ID (a record id, `kind:id`, or a raw id): raw ids → operator steps (name, parameters,
+how) → the record in each epoch's artifacts (its strategy commit) → the epochs that trained on it.
+--task TASK: its outcome per evaluated epoch and seed (pass, or the failure family) and, where it
+changed against the parent, the edits and the records near it that the edit added or removed.
+"""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from evolver.config import RunConfig
+from base.errors import UserError
+from base.files import read_json
+from evolver.lineage import artifact_index, decisions, evaluated_tasks, failure_family, outcome_deltas
+from evolver.store import RunStore
+
+
+def step_text(step: Mapping) -> str:
+    params = step.get("params") or {}
+    args = ", ".join(f"{k}={params[k]!r}" for k in sorted(params))
+    return f"{step['op']}({args}) {step['how']}"
+
+
+def _epochs(store: RunStore) -> list[int]:
+    root = store.root / "epochs"
+    return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit()) if root.is_dir() else []
+
+
+def _trained(store: RunStore, epoch: int, seeds: Sequence[int]) -> list[int]:
+    return [s for s in seeds if store.done(epoch, f"train-s{s}") is not None]
+
+
+def trace_record(store: RunStore, wanted: str) -> list[str]:
+    """The chain of every record whose id (or `kind:id`) is `wanted`, or that was made from raw id `wanted`."""
+    seeds = RunConfig.from_json(store.config).seeds
+    verdicts = {d["epoch"]: d for d in decisions(store)}
+    chains: dict[tuple, dict] = {}   # (kind, id, steps) → first sighting and the epochs holding it
+    for epoch in _epochs(store):
+        folder = store.epoch_dir(epoch) / "artifacts"
+        if not (folder / "manifest.json").is_file():
+            continue
+        commit = (read_json(folder / "manifest.json").get("strategy") or {}).get("commit") or "?"
+        for key, r in artifact_index(folder).items():
+            if wanted not in (key, r["id"]) and wanted not in r["origin"]:
+                continue
+            chain = chains.setdefault((r["kind"], r["id"], json.dumps(r["steps"], sort_keys=True)),
+                                      {"record": r, "epochs": []})
+            chain["epochs"].append((epoch, commit))
+    if not chains:
+        raise UserError(f"no artifact of {store.root} holds a record {wanted!r} or one made from raw id {wanted!r}")
+    lines = []
+    for (kind, rid, _), chain in sorted(chains.items(), key=lambda kv: (kv[1]["epochs"][0][0], kv[0][:2])):
+        r = chain["record"]
+        lines.append(f"{kind}:{rid}")
+        lines.append(f"  raw: {', '.join(r['origin']) or '(none named)'}")
+        lines.append("  made by: " + " → ".join(step_text(s) for s in r["steps"]))
+        for epoch, commit in chain["epochs"]:
+            d = verdicts.get(epoch) or {}
+            trained = _trained(store, epoch, seeds) if kind != "memory" else []
+            use = (f"trained (seed {', '.join(map(str, trained))})" if trained else
+                   "retrieved as memory" if kind == "memory" and d.get("P") is not None else "not trained")
+            verdict = "" if "accepted" not in d else (" accepted" if d["accepted"] else " rejected")
+            lines.append(f"  epoch {epoch}: strategy {commit[:10]}, {use}{verdict}"
+                         + (f", P = {d['P']:.4f}" if isinstance(d.get("P"), (int, float)) else ""))
+    return lines
+
+
+def trace_task(store: RunStore, task: str) -> list[str]:
+    """The task's outcome per evaluated epoch and seed, and the edits and records near each change."""
+    seeds = RunConfig.from_json(store.config).seeds
+    rows = decisions(store)
+    deltas = {d["epoch"]: d for d in outcome_deltas(store, seeds)}
+    lines, seen = [], False
+    for d in rows:
+        if d.get("P") is None:
+            continue
+        parts = []
+        for seed in seeds:
+            t = evaluated_tasks(store, d["epoch"], seed).get(task)
+            if t is not None:
+                seen = True
+                parts.append(f"seed {seed}: " + ("pass" if t["outcome"]["success"] else f"fail ({failure_family(t)})"))
+        verdict = "accepted" if d.get("accepted") else "rejected"
+        lines.append(f"epoch {d['epoch']} ({verdict}, P = {d['P']:.4f}): " + ("; ".join(parts) or "not evaluated"))
+        delta = deltas.get(d["epoch"])
+        for change in ("fixed", "broken"):
+            for row in (delta or {}).get(change, ()):
+                if row["task"] != task:
+                    continue
+                lines.append(f"  {change} against epoch {delta['parent']} (seed {row['seed']}: "
+                             f"{row['family_before'] or 'pass'} → {row['family_after'] or 'pass'}) by edits: "
+                             f"{'; '.join(delta['edits']) or '(none named)'}")
+                for what in ("added", "removed", "changed"):
+                    for op, near in row["near"][what].items():
+                        lines.append(f"    {what} {near['count']} record(s) by {op} near it: {', '.join(near['ids'])}"
+                                     + (" …" if near["count"] > len(near["ids"]) else ""))
+    if not seen:
+        raise UserError(f"no evaluated epoch of {store.root} has a dev task {task!r}")
+    return lines
+
+
+def outcome_rows(store: RunStore) -> list[dict]:
+    return outcome_deltas(store, RunConfig.from_json(store.config).seeds)
+
+
+def outcome_table(store: RunStore) -> str:
+    """`report`'s table: per evaluated candidate, edit → fixed / broken tasks → records per operator."""
+    deltas = outcome_rows(store)
+    if not deltas:
+        return ""
+
+    def tasks(rows):
+        return "<br>".join(html.escape(f"{r['task']} (s{r['seed']}: {r['family_before'] or 'pass'} → "
+                                       f"{r['family_after'] or 'pass'}; near: "
+                                       f"{', '.join(sorted({op for p in r['near'].values() for op in p})) or '—'})")
+                           for r in rows) or "—"
+
+    def ops(counts, sign):
+        return "<br>".join(html.escape(f"{op} {sign}{n}") for op, n in counts.items()) or "—"
+    body = "".join(
+        f"<tr><td>{d['epoch']} ← {d['parent']}</td><td>{'accepted' if d['accepted'] else 'rejected'}</td>"
+        f"<td>{'<br>'.join(html.escape(e) for e in d['edits']) or '—'}</td><td>{tasks(d['fixed'])}</td>"
+        f"<td>{tasks(d['broken'])}</td><td>{ops(d['records']['added'], '+')}</td>"
+        f"<td>{ops(d['records']['removed'], '−')}</td><td>{ops(d['records']['changed'], '~')}</td></tr>" for d in deltas)
+    return ("<h2>Outcomes per edit</h2><p>Dev tasks each evaluated candidate fixed and broke against the strategy "
+            "it revised (per seed, failure family before → after, the operators whose records near the task "
+            "changed) and the records its artifacts added, removed or changed, per operator "
+            "(<code>curateevo trace RUN --task T</code> / <code>--record ID</code> for one).</p>"
+            "<table><tr><th>epoch ← parent</th><th>decision</th><th>edits</th><th>fixed</th><th>broken</th>"
+            f"<th>records added</th><th>removed</th><th>changed</th></tr>{body}</table>")
+
+
+def cmd_trace(args) -> int:
+    store = RunStore.open(Path(args.run))
+    lines = trace_record(store, args.record) if args.record else trace_task(store, args.task)
+    print("\n".join(lines))
+    return 0
+
+
+def add_cli(sub) -> None:
+    p = sub.add_parser("trace", help="lineage: a record's raw ids, operators and epochs, or a dev task's outcome per epoch")
+    p.add_argument("run", help="the run directory")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--record", metavar="ID", help="a record id (or kind:id), or a raw id the records were made from")
+    which.add_argument("--task", metavar="TASK", help="a dev task id: its outcome per epoch and the edits and records near each change")
+    p.set_defaults(func=cmd_trace)

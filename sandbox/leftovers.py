@@ -1,0 +1,116 @@
+"""What a curateevo process killed with SIGKILL leaves behind, and its removal by the next one.
+
+A process that is killed outright runs no `finally`: its job folder (strategy copy, canonical
+corpus, output, LLM socket) stays in the temporary directory, its half-checked stage beside the
+output folder, its container in the engine (the container itself stops at its deadline: the
+Docker executor runs the job under `timeout` inside it). Each of them carries its owner's
+`owner_id` (a file in a folder, a label on a container); the next curateevo command removes those
+whose owner is gone (`reap_leftovers`). Anything without an owner mark, or whose owner lives, stays.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterable
+
+OWNER_FILE = ".curateevo-owner"
+JOB_PREFIX = "curateevo-job-"
+OWNER_LABEL = "curateevo.owner"   # a container's owner_id()
+
+
+def start_ticks(pid: int | str = "self") -> int:
+    """When a process started, in clock ticks after boot (`/proc/PID/stat` field 22, read after the
+    parenthesised command name); OSError where there is no such process or no /proc."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def owner_id(pid: int | None = None) -> str | None:
+    """`boot id:pid:start time` of a process (this one by default), None when it is gone: what
+    carries it is left over once this no longer names a live process."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}:{pid}:{start_ticks(pid)}"
+    except OSError:
+        return None
+
+
+def owner_gone(owner: str) -> bool:
+    """True when `owner` (an `owner_id`) names no live process; a malformed one counts as gone."""
+    parts = owner.split(":")
+    return not (len(parts) == 3 and parts[1].isdigit() and owner_id(int(parts[1])) == owner)
+
+
+def claim(folder: Path) -> None:
+    """Mark `folder` as this process's, so the next command removes it if this one is killed."""
+    (Path(folder) / OWNER_FILE).write_text(owner_id() or "")
+
+
+def reap_folders(folders: Iterable[Path]) -> int:
+    """Remove the folders whose owner mark names a dead process; returns how many."""
+    removed = 0
+    for folder in folders:
+        try:
+            owner = (folder / OWNER_FILE).read_text()
+        except (OSError, UnicodeDecodeError):
+            continue   # no mark (not ours, or older than the marks): left alone
+        if owner_gone(owner):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def reap_job_dirs(tmp: str | Path | None = None) -> int:
+    """Job folders (`curateevo-job-*` in the temporary directory) of killed processes."""
+    return reap_folders(Path(tmp or tempfile.gettempdir()).glob(JOB_PREFIX + "*"))
+
+
+def reap_orphans(client) -> int:
+    """Remove the containers whose owning curateevo process is gone (killed with SIGKILL, say);
+    containers of live processes, and containers made by code without the owner label, stay."""
+    from docker.errors import DockerException
+
+    removed = 0
+    try:
+        containers = client.containers.list(all=True, filters={"label": OWNER_LABEL})
+    except DockerException:
+        return 0
+    for container in containers:
+        if not owner_gone(container.labels.get(OWNER_LABEL, "")):
+            continue   # its owner is alive
+        try:
+            container.remove(force=True)
+            removed += 1
+        except DockerException:   # removed meanwhile: the next command tries again
+            continue
+    return removed
+
+
+def reap_containers() -> int:
+    """Containers of killed processes, when a Docker engine answers at once (none: nothing to do)."""
+    if not (os.environ.get("DOCKER_HOST") or os.path.exists("/var/run/docker.sock")):
+        return 0
+    from base.errors import RunFailed
+    from sandbox.docker_engine import docker_client
+
+    try:
+        client = docker_client(timeout=5)
+    except RunFailed:
+        return 0
+    try:
+        return reap_orphans(client)
+    finally:
+        client.close()
+
+
+def reap_leftovers() -> str | None:
+    """What killed curateevo processes left (containers, job folders), removed; one line saying
+    so, or None when there was nothing."""
+    containers, folders = reap_containers(), reap_job_dirs()
+    if not containers + folders:
+        return None
+    return (f"removed {containers} container(s) and {folders} job folder(s) left by a curateevo process "
+            "that was killed")
