@@ -125,6 +125,9 @@ class RunConfig:
     machine) or ray (a Ray cluster: every (candidate, seed) of an epoch at once). Results are the same."""
     ray_address: str = ""
     """The Ray cluster of backend ray (`HOST:PORT` of its head); "": RAY_ADDRESS, or the cluster started here."""
+    storage: str = ""
+    """Where backend ray's stages' inputs and outputs travel (evolver/backends/storage.py): a URI
+    fsspec opens (s3://, gs://, a path every node shares); "": Ray's object store."""
 
     def __post_init__(self):
         for f in fields(self):
@@ -165,6 +168,7 @@ class RunConfig:
              "0 or more (with proxy_sft_steps and proxy_tasks at least 1)"),
             (self.backend in _backend_names(), "backend", f"one of {', '.join(_backend_names())}"),
             (not self.ray_address or self.backend == "ray", "ray_address", "empty unless backend is ray"),
+            (not self.storage or self.backend == "ray", "storage", "empty unless backend is ray"),
             (self.proposer != "agent" or self.llm is not None, "proposer",
              "offline unless an LLM is configured (the code agent needs --model)"),
             (_temperature(self.agent.get("candidate_temperature", 0.0)), "agent",
@@ -370,6 +374,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
            "cluster, every candidate and seed of an epoch at once; pip install 'curateevo[ray]')", _backend_names),
     Option("ray-address", str, None, "the Ray cluster's head, HOST:PORT (default: RAY_ADDRESS, or the cluster "
            "started on this machine)"),
+    Option("storage", str, None, "backend ray: where stages' inputs and outputs travel, a URI (s3://BUCKET/DIR, "
+           "gs://..., or a path every node shares; default: Ray's object store)"),
     Option("proposer", str, None, "who rewrites the strategy (default: agent with --model, else offline)",
            _proposer_names, group="llm"),
     Option("model", str, None, "LLM model name, e.g. gpt-4.1-mini, claude-sonnet-4-5, or a local server's model", group="llm"),
@@ -472,6 +478,7 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
         candidates=o["candidates"], proxy_budget=o["proxy_budget"], report_to=o["report_to"], max_length=o["max_length"],
         max_prompt_length=o["max_prompt_length"],
         launcher=o["launcher"] or "", backend=o["backend"], ray_address=o["ray_address"] or "",
+        storage=o["storage"] or "",
         accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "",
         agent={"step_limit": o["agent_steps"], "repairs": o["agent_repairs"], "wall_time_s": o["agent_wall"],
                "cost_limit_usd": o["agent_usd"], "candidate_temperature": o["agent_temperature"]})

@@ -26,13 +26,14 @@ from pathlib import Path
 from statistics import fmean
 
 from evolver.acceptance import Scores, make_rule
-from evolver.backends import StageJob, make_backend
+from evolver.backends import make_backend
 from evolver.config import RunConfig
+from evolver.epoch_jobs import EpochJobs
 from evolver.diagnose import diagnose, rejected_lesson
 from evolver.lineage import annotate, brief_of, outcome_deltas
 from evolver.signals import summarize
 from base.errors import RunFailed
-from base.files import atomic_json, read_json, read_jsonl, sha256_path
+from base.files import atomic_json, read_json, read_jsonl
 from evolver.objective import c_only, charged_cost, final_choice, objective
 from evolver.proposers import make_proposer
 from evolver.proposers.brief import Brief
@@ -202,11 +203,15 @@ class Epochs:
     def needs(self):
         return self.backend.prepare(self.cfg)
 
+    @functools.cached_property
+    def jobs(self) -> EpochJobs:
+        return EpochJobs(self.store, self.cfg, self.needs)
+
     def train_and_evaluate(self, epoch: int) -> list[dict]:
         """Every seed's training, evaluation (and boundary rollouts) of the epoch, submitted to the
         backend at once and journaled in seed order, whatever order they finish in."""
-        jobs, adopted = self.seed_jobs(epoch)
-        batch = self.backend.submit(jobs, landed=lambda job, result: self._land(epoch, job, result))
+        jobs, adopted = self.jobs.pending(epoch, self.samples(epoch))
+        batch = self.backend.submit(jobs, landed=lambda job, result: self.jobs.land(epoch, job, result))
 
         def take(key: str):
             return lambda: adopted[key] if key in adopted else batch.result(key)
@@ -219,66 +224,6 @@ class Epochs:
             if self.samples(epoch):
                 self.stage(epoch, f"sample-s{seed}", take(f"sample-s{seed}"), [folder / f"sample-s{seed}"])
         return scores
-
-    def seed_jobs(self, epoch: int) -> tuple[list[StageJob], dict]:
-        """The epoch's jobs not yet done, and the results of those a killed driver's cluster
-        finished after the journal's last entry (their outputs in place, their inputs unchanged)."""
-        folder, jobs, adopted = self.store.epoch_dir(epoch), [], {}
-
-        def add(job: StageJob):
-            done = self.store.done(epoch, job.key)
-            result = done["result"] if done else self._adopt(epoch, job)
-            if result is None:
-                jobs.append(job)
-            else:
-                adopted[job.key] = result
-            return result
-
-        for seed in self.cfg.seeds:
-            common = {"cfg": self.cfg, "artifacts": folder / "artifacts", "seed": seed}
-            trained = add(self.job(f"train-s{seed}", folder / f"train-s{seed}", epoch, **common))
-            link = {"after": {"adapter": (f"train-s{seed}", "adapter")}} if trained is None else \
-                {"adapter": trained["adapter"]}
-            add(self.job(f"evaluate-s{seed}", folder / f"eval-s{seed}", epoch, **common, **link))
-            if self.samples(epoch):
-                add(self.job(f"sample-s{seed}", folder / f"sample-s{seed}", epoch, **common, **link,
-                             samples=self.cfg.boundary_samples))
-        return jobs, adopted
-
-    def job(self, key: str, out: Path, epoch: int | None, after: dict | None = None, **kwargs) -> StageJob:
-        """`train_epoch` (a key with "train") or `evaluate_epoch` (sampled rollouts too) as a backend job."""
-        train = "train" in key
-        return StageJob(key, f"evolver.stages:{'train' if train else 'evaluate'}_epoch", kwargs, out,
-                        ship=("artifacts", "adapter"), after=after or {},
-                        cpus=self.needs.train_cpus if train else self.needs.eval_cpus,
-                        gpus=self.needs.train_gpus if train else self.needs.eval_gpus,
-                        label=key if epoch is None else f"epoch {epoch} {key}")
-
-    def _land(self, epoch: int, job: StageJob, result) -> None:
-        """A job's output is in place (any order): recorded beside the journal, so a driver killed
-        before journaling it does not run it again (`_adopt`)."""
-        inputs = self._input_hashes(job)
-        for name, (dep, field_) in job.after.items():   # a dependency lands before its dependants
-            value = read_json(self._landed_path(epoch, dep))["result"].get(field_)
-            if value is not None:
-                inputs[name] = sha256_path(value)
-        atomic_json(self._landed_path(epoch, job.key), {"result": result, "inputs": inputs,
-                                                        "out": sha256_path(job.out) if job.out.exists() else None})
-
-    def _adopt(self, epoch: int, job: StageJob):
-        path = self._landed_path(epoch, job.key)
-        if not path.is_file():
-            return None
-        record = read_json(path)
-        out = sha256_path(job.out) if job.out.exists() else None
-        return record["result"] if (record["out"], record["inputs"]) == (out, self._input_hashes(job)) else None
-
-    def _landed_path(self, epoch: int, key: str) -> Path:
-        return self.store.epoch_dir(epoch) / ".landed" / f"{key}.json"
-
-    @staticmethod
-    def _input_hashes(job: StageJob) -> dict:
-        return {name: sha256_path(job.kwargs[name]) for name in job.ship if job.kwargs.get(name) is not None}
 
     def samples(self, epoch: int) -> bool:
         """Whether the epoch samples K rollouts per dev task for the boundary signal (only a diagnosis
@@ -486,8 +431,8 @@ class Epochs:
             for i, chain in enumerate(chains):
                 folder = dry.output(dry.candidate(chain[-1].files))
                 costs.append(self._proxy_cost(folder))
-                jobs += [self.job(f"proxy-train-c{i}", Path(tmp) / str(i) / "train", None, artifacts=folder, **common),
-                         self.job(f"proxy-evaluate-c{i}", Path(tmp) / str(i) / "eval", None, artifacts=folder, **common,
+                jobs += [self.jobs.job(f"proxy-train-c{i}", Path(tmp) / str(i) / "train", None, artifacts=folder, **common),
+                         self.jobs.job(f"proxy-evaluate-c{i}", Path(tmp) / str(i) / "eval", None, artifacts=folder, **common,
                                   after={"adapter": (f"proxy-train-c{i}", "adapter")},
                                   tasks=min(self.cfg.tasks, self.cfg.proxy_tasks * units))]
             batch = self.backend.submit(jobs)

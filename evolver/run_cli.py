@@ -184,10 +184,11 @@ def cmd_resume(args) -> int:
     if cfg.tools and (not Path(cfg.tools).is_file() or sha256_file(Path(cfg.tools)) != cfg.tools_sha256):
         raise UserError(f"the --tools file {cfg.tools} of {args.run} is missing or changed since the run started; "
                         "nothing was run")
-    if args.backend or args.ray_address:   # the cluster may have moved since: results do not depend on it
-        backend = args.backend or ("ray" if args.ray_address else cfg.backend)
-        address = args.ray_address if args.ray_address is not None else (cfg.ray_address if backend == "ray" else "")
-        cfg = cfg.replace(backend=backend, ray_address=address)
+    if args.backend or args.ray_address or args.storage:   # the cluster may have moved: results do not depend on it
+        backend = args.backend or ("ray" if args.ray_address or args.storage else cfg.backend)
+        ray = {"ray_address": cfg.ray_address, "storage": cfg.storage} if backend == "ray" else {}
+        given = {k: v for k, v in (("ray_address", args.ray_address), ("storage", args.storage)) if v is not None}
+        cfg = cfg.replace(backend=backend, **{"ray_address": "", "storage": "", **ray, **given})
     backend = make_backend(cfg, store.root)
     backend.prepare(cfg)
     return run_and_report(store, backend)
@@ -376,6 +377,7 @@ def add_cli(sub) -> None:
         if name == "resume":
             p.add_argument("--backend", choices=tuple(BACKENDS), help="run the rest on this backend instead of the run's")
             p.add_argument("--ray-address", help="the Ray cluster's head, HOST:PORT, when it moved since the run started")
+            p.add_argument("--storage", help="backend ray: where stages' inputs and outputs travel now (a URI)")
         if name == "test":
             p.add_argument("--tasks", type=positive_int, help="N test tasks balanced over the categories (default: the whole test split)")
             p.add_argument("--again", action="store_true", help="read the test split once more (journaled; the report "

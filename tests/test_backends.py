@@ -2,13 +2,15 @@
 moves between machines (folders, the paths a result names), what a run's stages need, and the
 in-flight record `status` reads."""
 import json
+from pathlib import Path
 from dataclasses import replace
 
 import pytest
 
 from evolver.backends import InFlight, StageJob, needs_of, read_in_flight
 from evolver.backends.local import LocalBackend
-from evolver.backends.ray_cluster import pack, relocate, unpack
+from evolver.backends.ray_cluster import bytes_of, pack, relocate, run_job, unpack
+from evolver.backends.storage import Storage, readable
 from evolver.config import RunConfig
 from trainer import recipe
 from trainer.launch import launcher_processes
@@ -16,11 +18,12 @@ from trainer.launch import launcher_processes
 CALLS = []
 
 
-def make(out, name, adapter=None):
+def make(out, name, adapter=None, artifacts=None):
     """A stage: writes `out/<name>.txt` naming what it read; returns where it wrote."""
     CALLS.append(name)
     out.mkdir(parents=True)
-    (out / f"{name}.txt").write_text(f"{name} read {adapter}")
+    read = adapter if artifacts is None else f"{adapter} and {(Path(artifacts) / 'sft.jsonl').read_text()}"
+    (out / f"{name}.txt").write_text(f"{name} read {read}")
     return {"made": str(out / f"{name}.txt")}
 
 
@@ -89,4 +92,48 @@ def test_a_ray_address_without_the_ray_backend_is_refused():
 
     with pytest.raises(UserError, match="ray_address must be empty unless backend is ray"):
         RunConfig(ray_address="10.0.0.1:6379")
+    with pytest.raises(UserError, match="storage must be empty unless backend is ray"):
+        RunConfig(storage="s3://bucket/runs")
     assert json.loads(json.dumps(RunConfig(backend="ray", ray_address="h:1").to_json()))["backend"] == "ray"
+
+
+def test_with_storage_a_job_reads_its_inputs_and_returns_its_output_through_the_uri_alone(tmp_path):
+    """What a Ray task does on a node that shares no disk with the driver: the inputs and the
+    dependency's output come from the storage, and the output goes back into it."""
+    storage = Storage(str(tmp_path / "bucket"))
+    (tmp_path / "driver" / "artifacts").mkdir(parents=True)
+    (tmp_path / "driver" / "artifacts" / "sft.jsonl").write_text("one record")
+    artifacts = storage.put(pack(tmp_path / "driver" / "artifacts"))
+    train = StageJob("train-s0", "test_backends:make", {"name": "train", "artifacts": str(tmp_path / "driver" / "artifacts")},
+                     tmp_path / "driver" / "train-s0", ship=("artifacts",))
+    spec = {"job": train, "ship": ["artifacts"], "after": [], "storage": storage.uri}
+    trained = run_job(spec, [artifacts])
+    result, out, ref = trained
+    assert isinstance(ref, str) and ref.startswith(storage.uri + "/") and not Path(out).exists()   # its folder is gone
+    evaluate = StageJob("evaluate-s0", "test_backends:make", {"name": "evaluate"}, tmp_path / "driver" / "eval-s0",
+                        after={"adapter": ("train-s0", "made")})
+    _, _, eval_ref = run_job({"job": evaluate, "ship": [], "after": [("adapter", "made")], "storage": storage.uri},
+                             [trained])
+    landed = unpack(bytes_of(eval_ref), tmp_path / "driver" / "eval-s0")   # what the driver does with a ref
+    text = (landed / "evaluate.txt").read_text()
+    assert text.startswith("evaluate read /") and text.endswith("/after/adapter/train.txt")   # a private copy
+    assert (unpack(bytes_of(ref), tmp_path / "driver" / "train-s0") / "train.txt").read_text() == "train read None and one record"
+    assert relocate(result, out, str(tmp_path / "driver" / "train-s0")) == {"made": str(tmp_path / "driver" / "train-s0" / "train.txt")}
+    Storage.remove([artifacts, ref, eval_ref, ref])
+    assert list((tmp_path / "bucket").iterdir()) == []
+
+
+def test_a_storage_that_cannot_serve_is_one_sentence_and_a_torn_object_is_not_read(tmp_path):
+    from base.errors import UserError
+
+    with pytest.raises(UserError, match=r"--storage nope://x cannot be written \(ValueError: Protocol not known: nope\)"):
+        Storage("nope://x").check()
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(UserError, match="cannot be written"):
+        Storage(str(tmp_path / "file" / "under")).check()
+    storage = Storage(str(tmp_path / "s"))
+    ref = storage.check()
+    assert readable(ref) == "" and Storage.get(ref) == b"curateevo storage probe\n"
+    Path(ref).write_bytes(b"curateevo storage pro")   # a write cut short
+    assert readable(ref).startswith("OSError: ") and "does not hold the bytes it was written with" in readable(ref)
+    assert Storage("relative/dir").uri == str(Path("relative/dir").resolve())   # every node gets the driver's path

@@ -157,6 +157,7 @@ def test_a_ray_run_is_the_local_run_even_when_a_worker_node_dies_during_a_traini
     # attached to the worker's would die with it (LocalRayletDiedError, seen here). So the driver
     # starts while the head is alone, and the worker joins (and takes the queued training) after.
     cluster.kill("worker")
+    start = time.monotonic()
     proc = run("run", *ARGS, "--backend", "ray", "--ray-address", cluster.address, "--runs-dir", str(tmp_path),
                "--name", "ray")
     root = tmp_path / "ray"
@@ -166,7 +167,8 @@ def test_a_ray_run_is_the_local_run_even_when_a_worker_node_dies_during_a_traini
     t0 = time.monotonic()
     cluster.kill("worker")                  # Ray runs the lost task again on the head
     out = finish(proc)
-    print(f"\nray run: worker killed at {row['elapsed_s']:.0f} s into {row['stage']}, run ended {time.monotonic() - t0:.0f} s later")
+    print(f"\nray run: {time.monotonic() - start:.0f} s; the worker killed at {row['elapsed_s']:.0f} s into "
+          f"{row['stage']}, the run ended {time.monotonic() - t0:.0f} s later")
     assert "in flight: " in out and row["node"] in out
     assert fingerprint(root) == fingerprint(local)
     cluster.worker = cluster.start_worker()   # the next test has two nodes again

@@ -9,7 +9,7 @@ driver's disk, whichever machine computed it.
     local   every job in this process's machine, one after another, when its result is asked for
             (today's behaviour; nothing to install)
     ray     every job submitted at once as a Ray task with its resource needs; inputs and outputs
-            travel through Ray's object store (no shared disk)
+            travel through Ray's object store or a `--storage` URI (no shared disk)
 
 A new backend is one module in this package plus one line in BACKENDS.
 """
@@ -49,7 +49,7 @@ def _local(cfg, progress: InFlight) -> StageBackend:
 def _ray(cfg, progress: InFlight) -> StageBackend:
     from evolver.backends.ray_cluster import RayBackend
 
-    return RayBackend(cfg.ray_address or None, progress)
+    return RayBackend(cfg.ray_address or None, progress, cfg.storage)
 
 
 # name → factory(run config, where in-flight stages are shown)

@@ -3,9 +3,10 @@
 one whose worker or node died.
 
 Nothing assumes a shared disk: the inputs a job reads (an epoch's artifacts, an adapter) are
-packed once into Ray's object store, the task unpacks them into a private temporary folder on
-its node, runs the stage function there, and returns its output folder packed; the driver
-unpacks it into the job's `out` (beside it, then renamed). An evaluation that needs its
+packed once into Ray's object store (or, with `--storage URI`, written there: storage.py), the
+task unpacks them into a private temporary folder on its node, runs the stage function there,
+and returns its output folder packed (or its ref in the storage); the driver unpacks it into the
+job's `out` (beside it, then renamed). An evaluation that needs its
 training's adapter takes that training's object directly, so it can start on any node as soon
 as the training ends. The project (same lock) is installed on every node.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evolver.backends.jobs import InFlight, Needs, StageJob, needs_of
+from evolver.backends.storage import Storage, readable
 from base.errors import RunFailed, UserError, printable
 
 MAX_RETRIES = 3        # a task whose worker process or node dies is run again, up to this many times
@@ -61,6 +63,11 @@ def unpack(data: bytes, dest: Path) -> Path:
     return dest
 
 
+def bytes_of(data: bytes | str) -> bytes:
+    """A packed folder, from the object store (bytes) or the storage (its ref)."""
+    return Storage.get(data) if isinstance(data, str) else data
+
+
 def relocate(value: Any, old: str, new: str) -> Any:
     """`value` with every path string under `old` moved under `new` (a result names its outputs)."""
     if isinstance(value, str) and (value == old or value.startswith(old + os.sep)):
@@ -88,32 +95,43 @@ class Board:
         return dict(self.started)
 
 
-def run_task(spec: dict, board, *objects) -> tuple[Any, str, bytes | None, str]:
-    """One job on whatever node Ray chose: (its result, its output path here, the output packed, the node)."""
+def run_task(spec: dict, board, *objects) -> tuple[Any, str, bytes | str | None, str]:
+    """One job on whatever node Ray chose: (its result, its output path here, the output packed
+    or its storage ref, the node)."""
     import ray
 
     node = f"{ray.util.get_node_ip_address()}/{ray.get_runtime_context().get_node_id()[:8]}"
     board.start.remote(spec["job"].key, node)
+    return run_job(spec, objects) + (node,)
+
+
+def run_job(spec: dict, objects) -> tuple[Any, str, bytes | str | None]:
+    """`spec`'s job in a private temporary folder: its shipped inputs (then its dependencies'
+    outputs, `objects` in that order) unpacked there, its output packed into the result (or put
+    in `spec["storage"]`)."""
     job, ship, after = spec["job"], spec["ship"], spec["after"]
     with tempfile.TemporaryDirectory(prefix="curateevo-stage-") as tmp:
         tmp, given = Path(tmp), {}
         for name, data in zip(ship, objects):
-            place = unpack(data, tmp / "in" / name)
+            place = unpack(bytes_of(data), tmp / "in" / name)
             given[name] = str(place) if isinstance(job.kwargs[name], str) else place
-        for (name, field_), (result, out, data, _) in zip(after, objects[len(ship):]):
+        for (name, field_), (result, out, data, *_) in zip(after, objects[len(ship):]):
             value = result.get(field_)
-            given[name] = None if value is None else relocate(value, out, str(unpack(data, tmp / "after" / name)))
+            given[name] = None if value is None else relocate(value, out, str(unpack(bytes_of(data), tmp / "after" / name)))
         out = tmp / "out"
         result = job.run_here(out, **given)
-        return result, str(out), pack(out) if out.exists() else None, node
+        data = pack(out) if out.exists() else None
+        if data is not None and spec.get("storage"):
+            data = Storage(spec["storage"]).put(data)
+        return result, str(out), data
 
 
 # ---------------------------------------------------------------------------- on the driver
 
 
 class RayBatch:
-    def __init__(self, ray, jobs: list[StageJob], landed, progress: InFlight | None):
-        self.ray, self.landed, self.progress = ray, landed, progress
+    def __init__(self, ray, jobs: list[StageJob], landed, progress: InFlight | None, storage: Storage | None = None):
+        self.ray, self.landed, self.progress, self.storage, self.stored = ray, landed, progress, storage, []
         self.jobs, self.refs, self.results, self.errors = {j.key: j for j in jobs}, {}, {}, {}
         self.order = [j.key for j in jobs]
         self.board = ray.remote(Board).options(num_cpus=0, scheduling_strategy=_here(ray)).remote()
@@ -124,8 +142,11 @@ class RayBatch:
             for name in ship:
                 path = str(job.kwargs[name])
                 if path not in shipped:
-                    shipped[path] = ray.put(pack(Path(path)))
-            spec = {"job": job, "ship": ship, "after": [(name, f) for name, (_, f) in job.after.items()]}
+                    data = pack(Path(path))
+                    shipped[path] = ray.put(data) if storage is None else storage.put(data)
+                    self.stored += [shipped[path]] if storage is not None else []
+            spec = {"job": job, "ship": ship, "after": [(name, f) for name, (_, f) in job.after.items()],
+                    "storage": storage.uri if storage is not None else None}
             self.refs[job.key] = task.options(num_cpus=job.cpus, num_gpus=job.gpus, max_retries=MAX_RETRIES,
                                               retry_exceptions=False, name=job.label or job.key).remote(
                 spec, self.board, *[shipped[str(job.kwargs[n])] for n in ship],
@@ -146,6 +167,8 @@ class RayBatch:
         for key in [k for k in self.order if k in self.waiting and self.waiting[k] in ready]:   # job order: a
             del self.waiting[key]                                # training lands before its evaluation
             self._land(self.jobs[key])
+        if not self.waiting and self.storage is not None:   # every job read what it needed: the objects go
+            Storage.remove(self.stored)
         self._show()
 
     def _land(self, job: StageJob) -> None:
@@ -165,7 +188,8 @@ class RayBatch:
         if data is None:
             shutil.rmtree(job.out, ignore_errors=True)
         else:
-            unpack(data, job.out)
+            self.stored += [data] if isinstance(data, str) else []
+            unpack(bytes_of(data), job.out)
         self.results[job.key] = result
         if self.progress is not None:
             started = self.started().get(job.key)
@@ -204,16 +228,21 @@ def kind(key: str) -> str:
 
 
 def _here(ray):
+    return _on(ray, ray.get_runtime_context().get_node_id())
+
+
+def _on(ray, node_id: str):
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+    return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
 
 
 class RayBackend:
     name = "ray"
 
-    def __init__(self, address: str | None, progress: InFlight | None = None):
+    def __init__(self, address: str | None, progress: InFlight | None = None, storage: str = ""):
         self.address, self.progress, self.ray = address, progress, None
+        self.storage, self.storage_checked = (Storage(storage) if storage else None), False
 
     def connect(self):
         if self.ray is None:
@@ -242,10 +271,29 @@ class RayBackend:
             raise UserError(f"{where} has {cpus:g} CPU(s) on its largest node, and profile {needs.profile} needs "
                             f"{max(needs.train_cpus, needs.eval_cpus)} per stage: add a larger worker "
                             f"(`ray start --address ADDR --num-cpus N`)")
+        if self.storage is not None and not self.storage_checked:
+            self.check_storage(ray)
+            self.storage_checked = True
         return needs
 
+    def check_storage(self, ray) -> None:
+        """Every live node reads a probe the driver wrote to the storage (a local path read on
+        another machine is refused here, before any work)."""
+        probe = self.storage.check()
+        try:
+            check = ray.remote(readable)
+            nodes = [n for n in ray.nodes() if n["Alive"]]
+            answers = ray.get([check.options(num_cpus=0, scheduling_strategy=_on(ray, n["NodeID"])).remote(probe)
+                               for n in nodes], timeout=600)
+        finally:
+            Storage.remove([probe])
+        for node, why in zip(nodes, answers):
+            if why:
+                raise UserError(f"the Ray node {node['NodeManagerAddress']} cannot read --storage {self.storage.uri} "
+                                f"({printable(why)[:200]}); give a URI every node reaches (a shared disk, s3://...)")
+
     def submit(self, jobs: list[StageJob], landed: Callable | None = None) -> RayBatch:
-        return RayBatch(self.connect(), jobs, landed, self.progress)
+        return RayBatch(self.connect(), jobs, landed, self.progress, self.storage)
 
     def close(self) -> None:
         if self.ray is not None:
