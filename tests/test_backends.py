@@ -137,3 +137,17 @@ def test_a_storage_that_cannot_serve_is_one_sentence_and_a_torn_object_is_not_re
     Path(ref).write_bytes(b"curateevo storage pro")   # a write cut short
     assert readable(ref).startswith("OSError: ") and "does not hold the bytes it was written with" in readable(ref)
     assert Storage("relative/dir").uri == str(Path("relative/dir").resolve())   # every node gets the driver's path
+
+
+def test_a_head_address_where_nothing_listens_is_refused_at_once_not_after_rays_retries():
+    import socket
+
+    from evolver.backends.ray_cluster import _refused
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        address = f"127.0.0.1:{listening.getsockname()[1]}"
+        assert _refused(address) == ""
+    assert _refused(address).startswith("ConnectionRefusedError")   # closed now
+    assert _refused("") == _refused("ray://head:10001") == ""          # auto, and Ray client addresses: Ray judges

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import socket
 import tarfile
 import tempfile
 import time
@@ -227,6 +228,19 @@ def kind(key: str) -> str:
     return key.rsplit("-", 1)[0]
 
 
+def _refused(address: str | None, timeout_s: float = 10.0) -> str:
+    """Why nothing listens at a `HOST:PORT` head address ('' when something does, or for another
+    form of address, which Ray judges)."""
+    host, _, port = (address or "").rpartition(":")
+    if not host or not port.isdigit() or "://" in host:
+        return ""
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        return ""
+    except OSError as err:
+        return f"{type(err).__name__}: {err.strerror or err}"
+
+
 def _here(ray):
     return _on(ray, ray.get_runtime_context().get_node_id())
 
@@ -248,6 +262,9 @@ class RayBackend:
         if self.ray is None:
             ray = _ray()
             try:
+                refused = _refused(self.address)   # Ray itself retries a dead address for minutes
+                if refused:
+                    raise ConnectionError(refused)
                 ray.init(address=self.address or "auto", log_to_driver=False, logging_level="ERROR",
                          configure_logging=True)
             except (ConnectionError, RuntimeError, ValueError) as err:
