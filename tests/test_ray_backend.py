@@ -2,7 +2,7 @@
 as separate `ray start` processes, two CPUs each): the same decisions, artifacts, adapters,
 trajectories and journal as `--backend local`, also when the worker node is killed during a
 training (Ray retries the task) and when the driver is killed (`resume` submits only what is not
-done). One cluster for the module."""
+done); a batch's folders through `--storage` on both nodes. One cluster for the module."""
 import hashlib
 import json
 import os
@@ -199,6 +199,39 @@ def test_a_killed_driver_resumes_what_is_not_done_and_status_shows_the_clusters_
     for epoch, stage in journaled:        # what was done is not run again
         assert not re.search(rf"epoch {epoch} \([^)]*\) · {stage} …", out), (epoch, stage)
     assert fingerprint(root, journal=False) == fingerprint(local, journal=False)
+
+
+STORAGE_DRIVER = """
+import json, sys
+from pathlib import Path
+from evolver.backends import StageJob
+from evolver.backends.ray_cluster import RayBackend
+address, bucket, tmp = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+(tmp / "artifacts").mkdir(parents=True)
+(tmp / "artifacts" / "sft.jsonl").write_text("one record")
+make = "tests.test_backends:make"   # a stage that writes what it read
+jobs = [StageJob("train-s0", make, {"name": "train", "artifacts": str(tmp / "artifacts")}, tmp / "train-s0",
+                 ship=("artifacts",)),
+        StageJob("evaluate-s0", make, {"name": "evaluate"}, tmp / "eval-s0", after={"adapter": ("train-s0", "made")})]
+backend = RayBackend(address, storage=bucket)
+backend.check_storage(backend.connect())   # every live node reads the driver's probe
+batch = backend.submit(jobs)
+print(json.dumps([batch.result("train-s0"), batch.result("evaluate-s0")]))
+backend.close()
+"""
+
+
+def test_with_storage_a_batchs_folders_travel_through_the_uri_on_the_cluster(cluster, tmp_path):
+    bucket, driver = tmp_path / "bucket", tmp_path / "driver"
+    done = subprocess.run([sys.executable, "-c", STORAGE_DRIVER, cluster.address, str(bucket), str(driver)], env=ENV,
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    trained, evaluated = json.loads(done.stdout.splitlines()[-1])
+    assert trained == {"made": str(driver / "train-s0" / "train.txt")}
+    assert (driver / "train-s0" / "train.txt").read_text() == "train read None and one record"
+    text = (driver / "eval-s0" / "evaluate.txt").read_text()   # the training's output, read from the storage
+    assert evaluated == {"made": str(driver / "eval-s0" / "evaluate.txt")} and text.endswith("/after/adapter/train.txt")
+    assert bucket.is_dir() and list(bucket.iterdir()) == []     # the batch's objects are gone once all landed
 
 
 def test_a_cluster_without_the_gpus_a_profile_needs_is_one_sentence_before_any_work(cluster, tmp_path):
