@@ -302,6 +302,9 @@ class RayBackend:
             nodes = [n for n in ray.nodes() if n["Alive"]]
             answers = ray.get([check.options(num_cpus=0, scheduling_strategy=_on(ray, n["NodeID"])).remote(probe)
                                for n in nodes], timeout=600)
+        except ray.exceptions.RayError as err:   # a node died or never ran the check
+            raise UserError(f"the Ray cluster could not check --storage {self.storage.uri} on every node "
+                            f"({printable(type(err).__name__)}); try again when its nodes are up") from None
         finally:
             Storage.remove([probe])
         for node, why in zip(nodes, answers):
