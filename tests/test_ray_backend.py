@@ -2,7 +2,9 @@
 as separate `ray start` processes, two CPUs each): the same decisions, artifacts, adapters,
 trajectories and journal as `--backend local`, also when the worker node is killed during a
 training (Ray retries the task) and when the driver is killed (`resume` submits only what is not
-done); a batch's folders through `--storage` on both nodes. One cluster for the module."""
+done); a batch's folders through `--storage` on both nodes. One cluster for the module, and one
+`--backend local` reference run for both comparisons, started with the module so that it runs
+beside the cluster's runs where the machine has the cores (its result is awaited only when compared)."""
 import hashlib
 import json
 import os
@@ -56,24 +58,35 @@ def alive_nodes(address: str) -> list[str]:
 
 class Cluster:
     def __init__(self, tmp: Path):
-        self.port, self.tmp, self.procs = free_port(), tmp, {}
+        self.port, self.tmp, self.procs, self.worker = free_port(), tmp, {}, None
         self.address = f"127.0.0.1:{self.port}"
 
-    def start(self, name: str, *args: str, nodes: int) -> None:
+    def start(self, name: str, *args: str, nodes: int) -> set[str]:
+        """Start a node; the alive nodes once there are `nodes`."""
         log = open(self.tmp / f"{name}.log", "ab")
         self.procs[name] = subprocess.Popen([RAY, "start", "--node-ip-address", "127.0.0.1", "--num-cpus", "2",
                                              "--disable-usage-stats", "--block", *args], env=ENV, stdout=log,
                                             stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 600
-        while len(alive_nodes(self.address)) < nodes:
+        while len(alive := set(alive_nodes(self.address))) < nodes:
             assert self.procs[name].poll() is None, (self.tmp / f"{name}.log").read_text()[-2000:]
             assert time.monotonic() < deadline, f"the Ray {name} did not come up"
             time.sleep(3)
+        return alive
 
     def start_worker(self) -> str:
         before = set(alive_nodes(self.address))
-        self.start("worker", "--address", self.address, nodes=len(before) + 1)
-        return (set(alive_nodes(self.address)) - before).pop()
+        self.worker = (self.start("worker", "--address", self.address, nodes=len(before) + 1) - before).pop()
+        return self.worker
+
+    def two_nodes(self) -> None:
+        """The head and a worker (started only when none runs: each start costs a minute on a loaded machine)."""
+        if "worker" not in self.procs:
+            self.start_worker()
+
+    def head_alone(self) -> None:
+        if "worker" in self.procs:
+            self.kill("worker")
 
     def kill(self, name: str) -> None:
         """The node's processes (raylet, its workers) die at once, as on a lost machine."""
@@ -84,23 +97,33 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    """The head; a test that needs the worker too starts it (`two_nodes`)."""
     tmp = Path(tmp_path_factory.mktemp("ray"))
     c = Cluster(tmp)
     c.start("head", "--head", "--port", str(c.port), "--include-dashboard", "false", "--temp-dir",
             str(tmp / "session"), nodes=1)
-    c.worker = c.start_worker()
     yield c
     for name in list(c.procs):
         c.kill(name)
 
 
-def run(*argv: str, **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "evolver.cli", *argv], env=ENV, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, **popen)
+def run(*argv: str, log: Path) -> subprocess.Popen:
+    """`curateevo ARGV` in its own session, its console into `log` (a file: a pipe nobody reads
+    while the test waits would fill up and stall the run)."""
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "evolver.cli", *argv], env=ENV, cwd=ROOT, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    proc.log = log
+    return proc
+
+
+def console(proc: subprocess.Popen) -> str:
+    return proc.log.read_bytes().decode(errors="replace")
 
 
 def finish(proc: subprocess.Popen) -> str:
-    out = proc.communicate(timeout=3000)[0].decode(errors="replace")
+    proc.wait(timeout=3000)
+    out = console(proc)
     assert proc.returncode == 0, out[-3000:]
     return out
 
@@ -131,21 +154,36 @@ def fingerprint(root: Path, journal: bool = True) -> dict:
     return print_
 
 
+class Reference:
+    """The `--backend local` run both comparisons use: started once, awaited when first compared."""
+
+    def __init__(self, runs: Path):
+        self.t0, self.root, self.checked = time.monotonic(), runs / "local", False
+        self.proc = run("run", *ARGS, "--runs-dir", str(runs), "--name", "local", log=runs / "local.log")
+
+    def fingerprint(self, journal: bool = True) -> dict:
+        if not self.checked:
+            finish(self.proc)
+            print(f"\nlocal run: ended {time.monotonic() - self.t0:.0f} s after the module started it")
+            made = fingerprint(self.root)
+            assert len(made["decisions"]) >= 1 and made["files"]
+            self.checked = True
+        return fingerprint(self.root, journal)
+
+
 @pytest.fixture(scope="module")
-def local(tmp_path_factory) -> Path:
-    runs = tmp_path_factory.mktemp("local")
-    t0 = time.monotonic()
-    finish(run("run", *ARGS, "--runs-dir", str(runs), "--name", "local"))
-    print(f"\nlocal run: {time.monotonic() - t0:.0f} s")
-    root = runs / "local"
-    assert len(fingerprint(root)["decisions"]) >= 1 and fingerprint(root)["files"]
-    return root
+def local(tmp_path_factory):
+    reference = Reference(tmp_path_factory.mktemp("local"))
+    yield reference
+    if reference.proc.poll() is None:   # a test failed before comparing: the run is not left behind
+        os.killpg(reference.proc.pid, signal.SIGKILL)
+        reference.proc.wait()
 
 
 def wait_for(predicate, proc: subprocess.Popen, what: str, timeout: float = 2400):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert proc.poll() is None, f"the run ended before {what}: " + proc.stdout.read().decode(errors="replace")[-2000:]
+        assert proc.poll() is None, f"the run ended before {what}: " + console(proc)[-2000:]
         found = predicate()
         if found:
             return found
@@ -162,17 +200,17 @@ def training_on(root: Path, node: str | None = None):
                  and (node is None or r["node"].endswith(node[:8]))), None)
 
 
-def test_a_ray_run_is_the_local_run_even_when_a_worker_node_dies_during_a_training(cluster, local, tmp_path):
+def test_a_ray_run_is_the_local_run_even_when_a_worker_node_dies_during_a_training(local, cluster, tmp_path):
     # Both nodes share this machine's address, and a driver attaches to the raylet of either: one
     # attached to the worker's would die with it (LocalRayletDiedError, seen here). So the driver
     # starts while the head is alone, and the worker joins (and takes the queued training) after.
-    cluster.kill("worker")
+    cluster.head_alone()
     start = time.monotonic()
     proc = run("run", *ARGS, "--backend", "ray", "--ray-address", cluster.address, "--runs-dir", str(tmp_path),
-               "--name", "ray")
+               "--name", "ray", log=tmp_path / "ray.log")
     root = tmp_path / "ray"
     wait_for(lambda: training_on(root), proc, "a training on the head")
-    cluster.worker = cluster.start_worker()
+    cluster.start_worker()
     row = wait_for(lambda: training_on(root, cluster.worker), proc, "a training on the worker node")
     t0 = time.monotonic()
     cluster.kill("worker")                  # Ray runs the lost task again on the head
@@ -180,13 +218,13 @@ def test_a_ray_run_is_the_local_run_even_when_a_worker_node_dies_during_a_traini
     print(f"\nray run: {time.monotonic() - start:.0f} s; the worker killed at {row['elapsed_s']:.0f} s into "
           f"{row['stage']}, the run ended {time.monotonic() - t0:.0f} s later")
     assert "in flight: " in out and row["node"] in out
-    assert fingerprint(root) == fingerprint(local)
-    cluster.worker = cluster.start_worker()   # the next test has two nodes again
+    assert fingerprint(root) == local.fingerprint()
 
 
-def test_a_killed_driver_resumes_what_is_not_done_and_status_shows_the_clusters_stages(cluster, local, tmp_path):
+def test_a_killed_driver_resumes_what_is_not_done_and_status_shows_the_clusters_stages(local, cluster, tmp_path):
+    cluster.two_nodes()
     proc = run("run", *ARGS, "--backend", "ray", "--ray-address", cluster.address, "--runs-dir", str(tmp_path),
-               "--name", "ray")
+               "--name", "ray", log=tmp_path / "ray.log")
     root = tmp_path / "ray"
     wait_for(lambda: training_on(root), proc, "a training in flight")
     status = subprocess.run([sys.executable, "-m", "evolver.cli", "status", str(root)], env=ENV, cwd=ROOT,
@@ -195,10 +233,10 @@ def test_a_killed_driver_resumes_what_is_not_done_and_status_shows_the_clusters_
     os.killpg(proc.pid, signal.SIGKILL)   # the driver dies; its tasks die with it
     proc.wait()
     journaled = {(e["epoch"], e["stage"]) for e in RunStore.open(root).journal.events() if e.get("event") == "stage_done"}
-    out = finish(run("resume", str(root)))
+    out = finish(run("resume", str(root), log=tmp_path / "resume.log"))
     for epoch, stage in journaled:        # what was done is not run again
         assert not re.search(rf"epoch {epoch} \([^)]*\) · {stage} …", out), (epoch, stage)
-    assert fingerprint(root, journal=False) == fingerprint(local, journal=False)
+    assert fingerprint(root, journal=False) == local.fingerprint(journal=False)
 
 
 STORAGE_DRIVER = """
@@ -222,6 +260,7 @@ backend.close()
 
 
 def test_with_storage_a_batchs_folders_travel_through_the_uri_on_the_cluster(cluster, tmp_path):
+    cluster.two_nodes()
     bucket, driver = tmp_path / "bucket", tmp_path / "driver"
     done = subprocess.run([sys.executable, "-c", STORAGE_DRIVER, cluster.address, str(bucket), str(driver)], env=ENV,
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
