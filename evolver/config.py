@@ -43,6 +43,12 @@ def _proposer_names() -> tuple[str, ...]:
     return tuple(PROPOSERS)
 
 
+def _backend_names() -> tuple[str, ...]:
+    from evolver.backends import BACKENDS
+
+    return tuple(BACKENDS)
+
+
 def _executor_names() -> tuple[str, ...]:
     from sandbox.executor import EXECUTORS
 
@@ -140,6 +146,18 @@ class RunConfig(BaseModel):
     """SFT steps of the proxy per unit (a short SFT on the candidate's dry-run artifacts, no RL)."""
     proxy_tasks: Annotated[int, Field(ge=1)] = 10
     """Dev tasks of the proxy per unit (a balanced subset of the run's dev tasks)."""
+    backend: Annotated[str, Flag("where trainings and evaluations run: local, or ray (a Ray cluster, every candidate "
+                                 "and seed of an epoch at once; pip install 'curateevo[ray]')",
+                                 choices=_backend_names)] = "local"
+    """Where trainings and evaluations run (evolver/backends/): local (one after another on this
+    machine) or ray (a Ray cluster: every (candidate, seed) of an epoch at once). Results are the same."""
+    ray_address: Annotated[str, Flag("the Ray cluster's head, HOST:PORT (default: RAY_ADDRESS, or the cluster "
+                                     "started on this machine)", derived=True)] = ""
+    """The Ray cluster of backend ray (`HOST:PORT` of its head); "": RAY_ADDRESS, or the cluster started here."""
+    storage: Annotated[str, Flag("backend ray: where stages' inputs and outputs travel, a URI (s3://BUCKET/DIR, "
+                                 "gs://..., or a path every node shares; default: Ray's object store)", derived=True)] = ""
+    """Where backend ray's stages' inputs and outputs travel (evolver/backends/storage.py): a URI
+    fsspec opens (s3://, gs://, a path every node shares); "": Ray's object store."""
     proposer: Annotated[str, Flag("who rewrites the strategy (default: agent with --model, else offline)",
                                   derived=True, choices=_proposer_names, group="llm")] = "offline"
     diagnosis: Annotated[str, Flag("default: rules+llm when an LLM is configured, else rules", derived=True,
@@ -180,6 +198,8 @@ class RunConfig(BaseModel):
              f"comma-separated from {', '.join(_trackers())}"),
             (self.launcher != "accelerate" or bool(self.accelerate_config), "accelerate_config",
              "a config file when launcher is accelerate"),
+            (not self.ray_address or self.backend == "ray", "ray_address", "empty unless backend is ray"),
+            (not self.storage or self.backend == "ray", "storage", "empty unless backend is ray"),
             (self.proposer != "agent" or self.llm is not None, "proposer",
              "offline unless an LLM is configured (the code agent needs --model)"),
             (isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and 0 <= temperature <= 2,
@@ -278,8 +298,20 @@ class LaunchOptions(BaseModel):
         "candidate i >= 2 also sends seed = --seed + i - 1)", group="llm")] = 0.8
 
 
+class ResumeOptions(BaseModel):
+    """The options of `curateevo resume`: where the rest of a run goes when its cluster moved. They
+    change no result, so run.json keeps the run's own (`on_backend` applies them for this resume)."""
+    backend: Annotated[str | None, Flag("run the rest on this backend instead of the run's",
+                                        choices=_backend_names)] = None
+    ray_address: Annotated[str | None, Flag("the Ray cluster's head, HOST:PORT, when it moved since the run "
+                                            "started")] = None
+    storage: Annotated[str | None, Flag("backend ray: where stages' inputs and outputs travel now (a URI)")] = None
+
+
 RUN_OPTIONS = options_of(RunConfig, LaunchOptions)
 """The options of `curateevo run`, generated from the declarations above."""
+RESUME_OPTIONS = options_of(ResumeOptions)
+"""The options of `curateevo resume`, generated the same way."""
 OPTIONS_BY_DEST = {o.dest: o for o in RUN_OPTIONS}
 
 
@@ -345,10 +377,23 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
         signal_window=o["signal_window"], rare_theta=o["rare_theta"], rare_n_min=o["rare_n_min"],
         candidates=o["candidates"], proxy_budget=o["proxy_budget"], report_to=o["report_to"], max_length=o["max_length"],
         max_prompt_length=o["max_prompt_length"],
-        launcher=o["launcher"] or "",
+        launcher=o["launcher"] or "", backend=o["backend"], ray_address=o["ray_address"] or "",
+        storage=o["storage"] or "",
         accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "",
         agent={"step_limit": o["agent_steps"], "repairs": o["agent_repairs"], "wall_time_s": o["agent_wall"],
                "cost_limit_usd": o["agent_usd"], "candidate_temperature": o["agent_temperature"]})
+
+
+def on_backend(cfg: RunConfig, given: Mapping[str, Any]) -> RunConfig:
+    """The run's config with the cluster options given to `resume` (dest → value, None: not given):
+    --ray-address or --storage alone mean backend ray; a backend other than ray keeps neither."""
+    given = {o.dest: check_option(o, given.get(o.dest), "") for o in RESUME_OPTIONS}
+    if not any(given.values()):   # none given (or only empty ones): the run's own
+        return cfg
+    backend = given["backend"] or ("ray" if given["ray_address"] or given["storage"] else cfg.backend)
+    ray = {"ray_address": cfg.ray_address, "storage": cfg.storage} if backend == "ray" else {}
+    moved = {k: given[k] for k in ("ray_address", "storage") if given[k] is not None}
+    return cfg.replace(backend=backend, **{"ray_address": "", "storage": "", **ray, **moved})
 
 
 def default_margin_of(o: Mapping[str, Any], base: str, benchmark: str) -> tuple[float, str]:

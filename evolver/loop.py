@@ -27,7 +27,9 @@ from statistics import fmean
 
 from benchmarks import registry
 from evolver.acceptance import Scores, make_rule
+from evolver.backends import make_backend
 from evolver.config import RunConfig
+from evolver.epoch_jobs import EpochJobs
 from evolver.diagnose import diagnose, rejected_lesson
 from evolver.lineage import annotate, brief_of, outcome_deltas
 from evolver.signals import summarize
@@ -39,7 +41,7 @@ from evolver.proposers import make_proposer
 from evolver.proposers.brief import Brief
 from evolver.selection import select
 from evolver.integrity import check_artifacts, check_workspace
-from evolver.stages import DryRuns, _artifact_hashes, channel_answer, evaluate_epoch, train_epoch
+from evolver.stages import DryRuns, _artifact_hashes, channel_answer
 from evolver.store import RunStore
 from sandbox.corpus import load_corpus, train_part
 from sandbox.checker import cost_c
@@ -62,8 +64,10 @@ def say(text: str) -> None:
 class Epochs:
     """One run's stages; each method is one stage of one epoch and returns its journal result."""
 
-    def __init__(self, store: RunStore):
+    def __init__(self, store: RunStore, backend=None):
         self.store = store
+        if backend is not None:
+            self.backend = backend
         self.cfg = RunConfig.from_json(store.config, where=str(store.root / "run.json"))
         if not (store.root / "strategy").exists():   # created here, so a kill right after run.json is harmless
             Workspace.create(store.root / "strategy", SEED_STRATEGY, params=self.cfg.params(), inputs=EMPTY_DIAGNOSIS)
@@ -191,21 +195,44 @@ class Epochs:
                 and manifest.get("budget") == self.cfg.curation_budget)
         return manifest if same else None
 
-    def train(self, epoch: int, seed: int) -> dict:
-        return train_epoch(self.cfg, self.store.epoch_dir(epoch) / "artifacts", self.dir(epoch, f"train-s{seed}"), seed)
+    # ------------------------------------------------------------------ trainings and evaluations
 
-    def evaluate(self, epoch: int, seed: int, adapter: str | None) -> dict:
-        return evaluate_epoch(self.cfg, self.store.epoch_dir(epoch) / "artifacts", self.dir(epoch, f"eval-s{seed}"),
-                              seed, adapter)
+    @functools.cached_property
+    def backend(self):
+        """Where trainings and evaluations run (evolver/backends/): this machine, or a Ray cluster."""
+        return make_backend(self.cfg, self.store.root)
 
-    def sample(self, epoch: int, seed: int, adapter: str | None) -> dict:
-        """K rollouts per dev task at a temperature, for the boundary signal (greedy P is unchanged)."""
-        return evaluate_epoch(self.cfg, self.store.epoch_dir(epoch) / "artifacts", self.dir(epoch, f"sample-s{seed}"),
-                              seed, adapter, samples=self.cfg.boundary_samples)
+    @functools.cached_property
+    def needs(self):
+        return self.backend.prepare(self.cfg)
 
-    @property
-    def samples_rollouts(self) -> bool:
-        return self.cfg.boundary_samples > 1 and registry.get(self.cfg.benchmark).executable   # else no episodes
+    @functools.cached_property
+    def jobs(self) -> EpochJobs:
+        return EpochJobs(self.store, self.cfg, self.needs)
+
+    def train_and_evaluate(self, epoch: int) -> list[dict]:
+        """Every seed's training, evaluation (and boundary rollouts) of the epoch, submitted to the
+        backend at once and journaled in seed order, whatever order they finish in."""
+        jobs, adopted = self.jobs.pending(epoch, self.samples(epoch))
+        batch = self.backend.submit(jobs, landed=lambda job, result: self.jobs.land(epoch, job, result))
+
+        def take(key: str):
+            return lambda: adopted[key] if key in adopted else batch.result(key)
+
+        folder, scores = self.store.epoch_dir(epoch), []
+        for seed in self.cfg.seeds:
+            self.stage(epoch, f"train-s{seed}", take(f"train-s{seed}"),
+                       lambda result: [Path(result["adapter"])] if result["adapter"] else [])
+            scores.append(self.stage(epoch, f"evaluate-s{seed}", take(f"evaluate-s{seed}"), [folder / f"eval-s{seed}"]))
+            if self.samples(epoch):
+                self.stage(epoch, f"sample-s{seed}", take(f"sample-s{seed}"), [folder / f"sample-s{seed}"])
+        return scores
+
+    def samples(self, epoch: int) -> bool:
+        """Whether the epoch samples K rollouts per dev task for the boundary signal (only a diagnosis
+        reads them; an environment that is not executable, replay, has no episodes)."""
+        return (self.cfg.boundary_samples > 1 and registry.get(self.cfg.benchmark).executable
+                and epoch + 1 < self.cfg.epochs)
 
     def decide(self, epoch: int, curation: dict, scores: list[dict], edits: list[str]) -> dict:
         sha = curation["commit"]
@@ -347,8 +374,9 @@ class Epochs:
                 exhausted = exhausted or any(e for _, _, e in pairs.values())
                 chain, numbers = [], list(pairs)
                 if pairs:
-                    selection = select([pairs[i][0] for i in numbers], lambda chain, units: self._proxy(dry, chain, units),
-                                       self.cfg.proxy_budget or len(pairs) * max(1, math.ceil(math.log2(len(pairs)))))
+                    selection = select([pairs[i][0] for i in numbers], budget=self.cfg.proxy_budget or
+                                       len(pairs) * max(1, math.ceil(math.log2(len(pairs)))),
+                                       proxy_scores=lambda chains, units: self._proxies(dry, chains, units))
                     chain = selection.best
                     # rungs and the choice by candidate number (a candidate that found nothing is not ranked)
                     selection.index = numbers[selection.index]
@@ -396,20 +424,29 @@ class Epochs:
                 chain.append(outcome)
         return chain, log, False
 
-    def _proxy(self, dry: "DryRuns", chain: list, units: int) -> float:
-        """The cheap estimate of a candidate's J: a short SFT on its dry-run artifacts (no RL) and
-        a small balanced dev subset, both scaled by `units`."""
-        folder = dry.output(dry.candidate(chain[-1].files))
+    def _proxies(self, dry: "DryRuns", chains: list[list], units: int) -> list[float]:
+        """The cheap estimates of candidates' J, submitted to the backend at once: a short SFT on each
+        one's dry-run artifacts (no RL) and a small balanced dev subset, both scaled by `units`."""
         cfg = self.cfg.replace(train_budget={**self.cfg.train_budget, "sft_max_steps": self.cfg.proxy_sft_steps * units},
                                ablations=tuple(sorted({*self.cfg.ablations, "no-rl"})))
-        c = read_json(folder / "manifest.json")["C"]
-        if {"no-sft", "no-rl"} & set(self.cfg.ablations):   # charged as the full recipe will be (curate)
-            c = cost_c(charged_cost(read_json(folder / "profile.json"), self.cfg.ablations), self.cfg.n_ref)
+        common = {"cfg": cfg, "seed": self.cfg.seeds[0]}
         with tempfile.TemporaryDirectory(prefix=".proxy-", dir=self.store.root) as tmp:
-            trained = train_epoch(cfg, folder, Path(tmp) / "train", self.cfg.seeds[0])
-            p = evaluate_epoch(cfg, folder, Path(tmp) / "eval", self.cfg.seeds[0], trained["adapter"],
-                               tasks=min(self.cfg.tasks, self.cfg.proxy_tasks * units))["P"]
-        return objective(p, c, self.cfg.lam)
+            jobs, costs = [], []
+            for i, chain in enumerate(chains):
+                folder = dry.output(dry.candidate(chain[-1].files))
+                costs.append(self._proxy_cost(folder))
+                jobs += [self.jobs.job(f"proxy-train-c{i}", Path(tmp) / str(i) / "train", None, artifacts=folder, **common),
+                         self.jobs.job(f"proxy-evaluate-c{i}", Path(tmp) / str(i) / "eval", None, artifacts=folder, **common,
+                                  after={"adapter": (f"proxy-train-c{i}", "adapter")},
+                                  tasks=min(self.cfg.tasks, self.cfg.proxy_tasks * units))]
+            batch = self.backend.submit(jobs)
+            return [objective(batch.result(f"proxy-evaluate-c{i}")["P"], c, self.cfg.lam) for i, c in enumerate(costs)]
+
+    def _proxy_cost(self, folder: Path) -> float:
+        """C of a candidate's dry run, charged as the full recipe will be (curate)."""
+        if {"no-sft", "no-rl"} & set(self.cfg.ablations):
+            return cost_c(charged_cost(read_json(folder / "profile.json"), self.cfg.ablations), self.cfg.n_ref)
+        return read_json(folder / "manifest.json")["C"]
 
     # ------------------------------------------------------------------ helpers
 
@@ -448,9 +485,18 @@ class Epochs:
         return scores
 
 
-def run_epochs(store: RunStore) -> dict:
-    """Run (or resume) every epoch of the run in `store`; returns the final choice."""
-    ep = Epochs(store)
+def run_epochs(store: RunStore, backend=None) -> dict:
+    """Run (or resume) every epoch of the run in `store` (trainings and evaluations on `backend`,
+    else the run's own); returns the final choice."""
+    ep = Epochs(store, backend)
+    try:
+        return _epochs(ep, store)
+    finally:
+        ep.backend.close()
+
+
+def _epochs(ep: "Epochs", store: RunStore) -> dict:
+    _ = ep.needs   # a cluster that cannot run the profile's stages is refused before any work
     for epoch in range(ep.cfg.epochs):
         if epoch and ep.ws.epochs().get(epoch) is None:   # every proposal was refused: recorded, and on to the next
             decision = ep.stage(epoch, "decide", lambda: ep.no_candidate(epoch))
@@ -477,16 +523,7 @@ def evaluate_candidate(ep: Epochs, epoch: int) -> None:
     store = ep.store
     curation = ep.stage(epoch, "curate", lambda: ep.curate(epoch),   # a failed curation leaves no artifacts
                         lambda result: [] if "failed" in result else [store.epoch_dir(epoch) / "artifacts"])
-    scores = []
-    if "failed" not in curation:
-        for seed in ep.cfg.seeds:
-            trained = ep.stage(epoch, f"train-s{seed}", lambda: ep.train(epoch, seed),
-                               lambda result: [Path(result["adapter"])] if result["adapter"] else [])
-            scores.append(ep.stage(epoch, f"evaluate-s{seed}", lambda: ep.evaluate(epoch, seed, trained["adapter"]),
-                                   [store.epoch_dir(epoch) / f"eval-s{seed}"]))
-            if ep.samples_rollouts and epoch + 1 < ep.cfg.epochs:   # only a diagnosis reads them
-                ep.stage(epoch, f"sample-s{seed}", lambda: ep.sample(epoch, seed, trained["adapter"]),
-                         [store.epoch_dir(epoch) / f"sample-s{seed}"])
+    scores = ep.train_and_evaluate(epoch) if "failed" not in curation else []
     proposal = store.done(epoch - 1, "propose") if epoch else None
     edits = (proposal or {}).get("result", {}).get("edits", []) if proposal else []
     decision = ep.stage(epoch, "decide", lambda: ep.decide(epoch, curation, scores, edits))

@@ -8,7 +8,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from evolver.config import RUN_OPTIONS, RunConfig, flag_values, llm_mapping, merge_options, option_values, resolve
+from evolver.backends import InFlight, make_backend, read_in_flight
+from evolver.config import (RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values, llm_mapping, merge_options, on_backend,
+                            option_values, resolve)
 from base.errors import UserError, positive_int
 from base.files import read_jsonl, sha256_bytes, sha256_file
 from benchmarks import registry
@@ -143,12 +145,17 @@ def cmd_run(args) -> int:
 
     options = run_options(args)
     store = create_run(options)
-    try:   # before epoch 0: the base model's tokenizer, the LLM's key and one answer
+    backend = None
+    try:   # before epoch 0: the base model's tokenizer, the LLM's key and one answer, the cluster
         check_report_to(run_config(store).report_to)   # a tracker whose package is missing
         check_base_model(run_config(store).base)
+        backend = make_backend(run_config(store), store.root)
+        backend.prepare(run_config(store))              # a cluster without the GPUs the profile needs
         usage = check_llm(run_config(store), store.root / "llm")
     except BaseException:
         shutil.rmtree(store.root, ignore_errors=True)   # nothing was run: nothing is left behind
+        if backend is not None:
+            backend.close()
         raise
     if usage:
         store.journal.append({"event": "preflight", "llm": usage})
@@ -170,7 +177,7 @@ def cmd_run(args) -> int:
         say(run_note(CACHE, benchmark=cfg.benchmark, profile=cfg.profile, base=cfg.base, tasks=cfg.tasks,
                      seeds=len(cfg.seeds), margin=cfg.margin if cfg.acceptance_rule == "margin" else None))
     print(f"run directory: {store.root}")
-    return run_and_report(store)
+    return run_and_report(store, backend)
 
 
 def cmd_resume(args) -> int:
@@ -183,13 +190,17 @@ def cmd_resume(args) -> int:
     if cfg.tools and (not Path(cfg.tools).is_file() or sha256_file(Path(cfg.tools)) != cfg.tools_sha256):
         raise UserError(f"the --tools file {cfg.tools} of {args.run} is missing or changed since the run started; "
                         "nothing was run")
-    return run_and_report(store)
+    # the cluster may have moved: results do not depend on it
+    cfg = on_backend(cfg, {o.dest: getattr(args, o.dest) for o in RESUME_OPTIONS})
+    backend = make_backend(cfg, store.root)
+    backend.prepare(cfg)
+    return run_and_report(store, backend)
 
 
-def run_and_report(store: RunStore) -> int:
+def run_and_report(store: RunStore, backend=None) -> int:
     from evolver.loop import run_epochs
 
-    final = run_epochs(store)
+    final = run_epochs(store, backend)
     print(format_log(store))
     print(f"\nfinal strategy: epoch {final['epoch']} ({final['commit'][:10]}), P = {final['P']:.4f}, C = {final['C']:.4f}")
     return 0
@@ -210,6 +221,8 @@ def cmd_status(args) -> int:
         print("not started")
     elif store.writer_active():
         print(f"running: {where}")
+        for row in read_in_flight(store.root):   # the backend's stages now (a cluster runs several)
+            print(f"  in flight: {InFlight.describe(row)}")
     else:
         print(f"stopped (crashed or killed; no process holds the run): last event {where}; "
               f"`curateevo resume {store.root}` continues it")
@@ -364,6 +377,9 @@ def add_cli(sub) -> None:
                              ("status", cmd_status, "where a run stands"), ("log", cmd_log, "the epoch table of a run")):
         p = sub.add_parser(name, help=text)
         p.add_argument("run")
+        if name == "resume":
+            for o in RESUME_OPTIONS:
+                p.add_argument(f"--{o.name}", dest=o.dest, type=o.type, nargs=o.nargs, choices=o.allowed(), help=o.help)
         if name == "test":
             p.add_argument("--tasks", type=positive_int, help="N test tasks balanced over the categories (default: the whole test split)")
             p.add_argument("--again", action="store_true", help="read the test split once more (journaled; the report "

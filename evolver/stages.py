@@ -124,7 +124,10 @@ def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:
 def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapter: str | None, samples: int = 1,
                    tasks: int | None = None) -> dict:
     """π_e (+ the epoch's memory unless ablated) on the run's dev tasks: greedy, or `samples`
-    rollouts per task at the boundary temperature (episodes only)."""
+    rollouts per task at the boundary temperature (episodes only), on the profile's pinned CPU
+    threads when it pins them (so any machine of a cluster decodes alike)."""
+    from trainer.recipe import get_profile
+
     sampling = {"samples": samples, "temperature": cfg.boundary_temperature, "steps": False} if samples > 1 else \
         {"steps": cfg.eval_steps}
     from benchmarks.evaluate import evaluate_to_dir
@@ -135,7 +138,8 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
                           corpus=None if registry.get(cfg.benchmark).executable else list(cfg.corpus), corpus_on_error=cfg.on_error,
                           corpus_tools=cfg.tools or None, **sampling,
                           memory=str(memory) if use_memory else None, seed=seed,
-                          policy_options={"base": cfg.base, "adapter": adapter}, progress=True,
+                          policy_options={"base": cfg.base, "adapter": adapter,
+                                          "threads": get_profile(cfg.profile).threads}, progress=True,
                           batch_size=cfg.batch_size, gold=samples == 1)
     gold = doc.get("gold_log_likelihood")   # beside P, never in a strategy's inputs
     m = doc["metrics"]

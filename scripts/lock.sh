@@ -18,7 +18,7 @@ trap 'rm -rf "$tmp"' EXIT
 pip() { "$tmp/venv/bin/python" -m pip --disable-pip-version-check -q "$@"; }
 echo "curateevo lock: resolving pyproject.toml in $tmp/venv" >&2
 pip install 'setuptools>=68' torch==2.13.0
-pip install '.[test]'
+pip install '.[test,ray]'
 pip install --no-deps $NO_DEPS
 pip uninstall -y curateevo
 "$PY" -m sandbox.environment_lock write --python "$tmp/venv/bin/python"

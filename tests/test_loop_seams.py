@@ -184,13 +184,13 @@ def test_k_candidates_are_ranked_by_the_proxy_and_only_the_best_is_committed(tmp
     ep = Epochs(new_run(tmp_path, candidates=2, benchmark="bfcl-single", proxy_sft_steps=1, proxy_tasks=2))
     evaluated(ep, 0)
     scored = []
-    real_proxy = Epochs._proxy
+    real_proxies = Epochs._proxies
 
-    def proxy(self, dry, chain, units):   # the real proxy (a short SFT and a small dev subset), observed
-        scored.append((tuple(e for o in chain for e in o.edits), units))
-        return real_proxy(self, dry, chain, units)
+    def proxies(self, dry, chains, units):   # the real proxy (a short SFT and a small dev subset), observed
+        scored.extend((tuple(e for o in chain for e in o.edits), units) for chain in chains)
+        return real_proxies(self, dry, chains, units)
 
-    monkeypatch.setattr(Epochs, "_proxy", proxy)
+    monkeypatch.setattr(Epochs, "_proxies", proxies)
     result = ep.stage(0, "propose", lambda: ep.propose(0))
     assert result["candidates"] == 2 and len(scored) == 2 and {u for _, u in scored} == {1}
     proposals = json.loads((ep.store.epoch_dir(0) / "evolve" / "proposals.json").read_text())

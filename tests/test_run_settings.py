@@ -12,7 +12,7 @@ from pydantic import Field
 from base.errors import UserError
 from base.files import json_text
 from evolver import cli
-from evolver.config import RUN_OPTIONS, LaunchOptions, RunConfig
+from evolver.config import RESUME_OPTIONS, RUN_OPTIONS, LaunchOptions, RunConfig, on_backend
 from evolver.options import Flag, options_of
 from evolver.run_cli import create_run, run_options
 
@@ -89,16 +89,23 @@ def test_a_bad_run_json_is_one_sentence_naming_the_key(change, expected):
     assert "\n" not in str(err.value)
 
 
+BACKEND_DEFAULTS = {"backend": "local", "ray_address": "", "storage": ""}   # settings newer than both fixtures
+
+
 def test_run_json_of_earlier_runs_reads_back_and_round_trips():
-    # a run made before the settings were declared with pydantic: byte for byte
+    # a run made before the settings were declared with pydantic: byte for byte, the stage backend's
+    # settings (added later) aside, at their defaults
     text = (FIXTURES / "replay-1126.json").read_text()
     config = RunConfig.from_json(json.loads(text))
-    assert json_text(config.to_json()) == text and RunConfig.from_json(config.to_json()) == config
+    written = config.to_json()
+    assert {k: written.pop(k) for k in BACKEND_DEFAULTS} == BACKEND_DEFAULTS
+    assert json_text(written) == text and RunConfig.from_json(config.to_json()) == config
     # an older one, from before max_prompt_length and --tools: its settings as written, the new ones at their defaults
     doc = json.loads((FIXTURES / "default-1125.json").read_text())
     again = RunConfig.from_json(doc).to_json()
     assert {k: again[k] for k in doc} == doc
-    assert {k: v for k, v in again.items() if k not in doc} == {"max_prompt_length": 0, "tools": "", "tools_sha256": ""}
+    assert {k: v for k, v in again.items() if k not in doc} == {"max_prompt_length": 0, "tools": "", "tools_sha256": "",
+                                                                 **BACKEND_DEFAULTS}
     assert RunConfig.from_json(doc).margin == 0.0478 and RunConfig.from_json(doc).seeds == (0,)
 
 
@@ -139,3 +146,39 @@ def test_a_setting_declared_with_a_flag_becomes_an_option_with_its_type_range_an
                                                                       "warmup")
     with pytest.raises(UserError, match=re.escape("run config: warmup must be at least 2, not 1")):
         Extra(warmup=1)
+
+
+@pytest.mark.parametrize("options, name, dest, default, help_text, choices", [
+    (RUN_OPTIONS, "backend", "backend", "local", "where trainings and evaluations run: local, or ray (a Ray cluster, "
+     "every candidate and seed of an epoch at once; pip install 'curateevo[ray]')", ("local", "ray")),
+    (RUN_OPTIONS, "ray-address", "ray_address", None, "the Ray cluster's head, HOST:PORT (default: RAY_ADDRESS, or "
+     "the cluster started on this machine)", None),
+    (RUN_OPTIONS, "storage", "storage", None, "backend ray: where stages' inputs and outputs travel, a URI "
+     "(s3://BUCKET/DIR, gs://..., or a path every node shares; default: Ray's object store)", None),
+    (RESUME_OPTIONS, "backend", "backend", None, "run the rest on this backend instead of the run's", ("local", "ray")),
+    (RESUME_OPTIONS, "ray-address", "ray_address", None, "the Ray cluster's head, HOST:PORT, when it moved since the "
+     "run started", None),
+    (RESUME_OPTIONS, "storage", "storage", None, "backend ray: where stages' inputs and outputs travel now (a URI)", None),
+])
+def test_the_cluster_options_of_run_and_resume_are_declared_fields_with_their_name_type_default_and_help(
+        options, name, dest, default, help_text, choices):
+    option = {o.name: o for o in options}[name]
+    assert (option.dest, option.type, option.default, option.help, option.nargs, option.group, option.allowed()) == \
+        (dest, str, default, help_text, None, "run", choices)
+
+
+def test_the_cluster_options_are_checked_like_every_other_and_resume_moves_only_the_cluster(tmp_path, capsys):
+    assert cli.main(["run", "--runs-dir", str(tmp_path / "runs"), "--corpus", str(SAMPLE_CORPUS), "--storage",
+                     "s3://b/run"]) == 2
+    assert capsys.readouterr().err == "curateevo: error: run config: storage must be empty unless backend is ray, " \
+        "not 's3://b/run'\n"
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(UserError, match=re.escape("run config: backend must be one of local, ray, not 'slurm'")):
+        RunConfig(backend="slurm")
+    ray = RunConfig(backend="ray", ray_address="head:6379", storage="s3://b/run")
+    assert on_backend(ray, {}) == ray and on_backend(ray, {"backend": None, "ray_address": ""}) == ray
+    assert on_backend(ray, {"ray_address": "new:6379"}) == ray.replace(ray_address="new:6379")
+    assert on_backend(ray, {"backend": "local"}) == ray.replace(backend="local", ray_address="", storage="")
+    assert on_backend(RunConfig(), {"storage": "s3://b"}) == RunConfig(backend="ray", storage="s3://b")
+    with pytest.raises(UserError, match=re.escape("--backend must be one of local, ray, not 'slurm'")):
+        on_backend(ray, {"backend": "slurm"})

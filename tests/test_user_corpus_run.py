@@ -81,12 +81,12 @@ def _config(tmp_path, text):
 
 
 def test_a_stage_that_fails_is_journaled_and_shown(tmp_path, capsys, sample_corpus, monkeypatch):
-    import evolver.loop as loop
+    import evolver.stages as stages
 
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(loop, "train_epoch", broken)
+    monkeypatch.setattr(stages, "train_epoch", broken)   # what the backend's training job calls
     with pytest.raises(OSError):
         cli.main(["run", "--corpus", str(sample_corpus), "--profile", "test", "--sandbox", "process",
                   "--runs-dir", str(tmp_path), "--name", "f", "--tasks", "2"])

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -21,6 +22,14 @@ from pathlib import Path
 from base.errors import UserError
 
 ACCELERATE = "accelerate"
+
+
+def launcher_processes(launcher: str | None) -> int:
+    """The processes (GPUs) one training takes under a launcher prefix: `torchrun --nproc_per_node N`
+    or `accelerate launch --num_processes N` give N; a plain child process, or a count only its
+    config file knows, gives 1."""
+    match = re.search(r"--(?:nproc[_-]per[_-]node|num[_-]processes)[= ](\d+)", launcher or "")
+    return int(match[1]) if match else 1
 
 
 def launcher_prefix(launcher: str | None = None, accelerate_config: str | Path | None = None) -> list[str]:
