@@ -151,3 +151,52 @@ def test_a_head_address_where_nothing_listens_is_refused_at_once_not_after_rays_
         assert _refused(address) == ""
     assert _refused(address).startswith("ConnectionRefusedError")   # closed now
     assert _refused("") == _refused("ray://head:10001") == ""          # auto, and Ray client addresses: Ray judges
+
+
+class _Nodes:
+    """Two live Ray nodes whose `inputs_digest` answers are given: a node on another disk cannot be
+    started here, so the cluster's part (nodes, remote calls) is this double; the check is the real one."""
+
+    class exceptions:
+        RayError = RuntimeError
+
+    def __init__(self, answers):
+        self.answers = answers
+
+    def nodes(self):
+        return [{"Alive": True, "NodeID": f"n{i}", "NodeManagerAddress": f"10.0.0.{i}"} for i in range(len(self.answers))]
+
+    def remote(self, fn):
+        answers = iter(self.answers)
+
+        class Call:
+            def options(self, **_):
+                return self
+
+            def remote(self, corpus, tools):
+                answer = next(answers)
+                return fn(corpus, tools) if answer is None else answer
+        return Call()
+
+    def get(self, refs, timeout=None):
+        return list(refs)
+
+
+def test_a_node_that_reads_another_corpus_than_the_driver_is_one_sentence_before_any_work(tmp_path, monkeypatch):
+    from evolver.backends import ray_cluster
+
+    monkeypatch.setattr(ray_cluster, "_on", lambda ray, node_id: None)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    digest = ray_cluster.inputs_digest([str(corpus)], None)
+    assert len(digest) == 64 and ray_cluster.inputs_digest([str(tmp_path / "gone.jsonl")], None).startswith("unreadable")
+    cfg = RunConfig(corpus=(str(corpus),), corpus_sha256="x", benchmark="replay")
+    backend = ray_cluster.RayBackend(None)
+    backend.check_corpus(_Nodes([None, None]), cfg)                      # both nodes read the driver's bytes
+    with pytest.raises(Exception) as err:
+        backend.check_corpus(_Nodes([None, "unreadable (FileNotFoundError: no such file)"]), cfg)
+    assert "10.0.0.1 reads the corpus" in str(err.value) and "same path on each" in str(err.value)
+    with pytest.raises(Exception) as err:
+        backend.check_corpus(_Nodes([None, "0" * 64]), cfg)
+    assert "other bytes than the driver's" in str(err.value)
+    backend.check_corpus(_Nodes(["never asked"]), RunConfig(benchmark="bfcl-single"))   # an environment: not read

@@ -127,6 +127,17 @@ def run_job(spec: dict, objects) -> tuple[Any, str, bytes | str | None]:
         return result, str(out), data
 
 
+def inputs_digest(corpus: list[str], tools: str | None) -> str:
+    """The sha256 of a corpus (and its --tools file) as read on this node, or why it cannot be read."""
+    from base.files import sha256_path
+    from sandbox.corpus import corpus_sha256
+
+    try:
+        return corpus_sha256(corpus) + (":" + sha256_path(Path(tools)) if tools else "")
+    except (OSError, ValueError, UserError) as err:
+        return f"unreadable ({type(err).__name__}: {err})"
+
+
 # ---------------------------------------------------------------------------- on the driver
 
 
@@ -291,7 +302,33 @@ class RayBackend:
         if self.storage is not None and not self.storage_checked:
             self.check_storage(ray)
             self.storage_checked = True
+        self.check_corpus(ray, cfg)
         return needs
+
+    def check_corpus(self, ray, cfg) -> None:
+        """A run without an environment evaluates on its corpus's held-out tenth, which every node
+        reads at the driver's paths (with the --tools file): each live node must read the same bytes,
+        checked here before any work."""
+        from benchmarks import registry
+
+        if registry.get(cfg.benchmark).executable or not cfg.corpus:
+            return
+        expected = inputs_digest(list(cfg.corpus), cfg.tools or None)
+        nodes = [n for n in ray.nodes() if n["Alive"]]
+        try:
+            check = ray.remote(inputs_digest)
+            answers = ray.get([check.options(num_cpus=0, scheduling_strategy=_on(ray, n["NodeID"]))
+                               .remote(list(cfg.corpus), cfg.tools or None) for n in nodes], timeout=600)
+        except ray.exceptions.RayError as err:
+            raise UserError(f"the Ray cluster could not check the corpus on every node "
+                            f"({printable(type(err).__name__)}); try again when its nodes are up") from None
+        for node, answer in zip(nodes, answers):
+            if answer != expected:
+                why = answer if answer.startswith("unreadable") else "other bytes than the driver's"
+                raise UserError(f"the Ray node {node['NodeManagerAddress']} reads the corpus "
+                                f"{printable(', '.join(cfg.corpus))[:200]}{' and --tools' if cfg.tools else ''} "
+                                f"as {printable(why)[:200]}: a run without an environment evaluates on its corpus "
+                                f"on every node, so put the files at the same path on each (or on a disk all mount)")
 
     def check_storage(self, ray) -> None:
         """Every live node reads a probe the driver wrote to the storage (a local path read on
