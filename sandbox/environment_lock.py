@@ -87,11 +87,17 @@ def lock_sha256(path: Path = LOCK) -> str | None:
 
 
 def installed() -> dict[str, str]:
-    """{normalised name: version} of the distributions this interpreter sees, less the unlocked ones."""
+    """{normalised name: version} of the distributions this interpreter sees, less the unlocked ones
+    and those a package vendors on a path of its own inside site-packages (Ray puts
+    `ray/thirdparty_files`, with colorama and psutil, on sys.path when it is imported)."""
     import importlib.metadata
+    import site
 
+    sites = [Path(p).resolve() for p in site.getsitepackages() + [site.getusersitepackages()]]
+    paths = [p for p in sys.path if not any(Path(p or ".").resolve().is_relative_to(s) and Path(p or ".").resolve() != s
+                                            for s in sites)]
     found = {}
-    for dist in importlib.metadata.distributions():
+    for dist in importlib.metadata.distributions(path=paths):
         name = dist.metadata["Name"]
         if name and normalise_name(name) not in UNLOCKED:
             found[normalise_name(name)] = dist.version

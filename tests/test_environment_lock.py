@@ -25,6 +25,19 @@ def test_this_environment_is_exactly_the_lock():
     assert frozen == lock.versions()
 
 
+def test_a_package_vendoring_distributions_on_a_path_of_its_own_adds_none(tmp_path, monkeypatch):
+    """Ray puts site-packages/ray/thirdparty_files (colorama, psutil) on sys.path when imported:
+    what a package vendors there is not installed, so the lock check does not count it."""
+    site_dir = tmp_path / "site-packages"
+    for where, name in ((site_dir, "realpkg"), (site_dir / "bigpkg" / "thirdparty_files", "vendored")):
+        info = where / f"{name}-1.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    monkeypatch.setattr("site.getsitepackages", lambda: [str(site_dir)])
+    monkeypatch.setattr(sys, "path", [str(site_dir), str(site_dir / "bigpkg" / "thirdparty_files")])
+    assert lock.installed() == {"realpkg": "1.0"}
+
+
 def test_every_pin_is_hashed_and_satisfies_pyproject():
     pins = lock.read()
     assert pins["torch"][0] == "2.13.0+cpu"   # the CPU wheel, not the CUDA one PyPI's torch pulls
