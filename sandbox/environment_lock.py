@@ -94,8 +94,12 @@ def installed() -> dict[str, str]:
     import site
 
     sites = [Path(p).resolve() for p in site.getsitepackages() + [site.getusersitepackages()]]
-    paths = [p for p in sys.path if not any(Path(p or ".").resolve().is_relative_to(s) and Path(p or ".").resolve() != s
-                                            for s in sites)]
+
+    def vendored(entry: str) -> bool:   # a folder inside site-packages, not site-packages itself
+        where = Path(entry or ".").resolve()
+        return any(where != s and where.is_relative_to(s) for s in sites)
+
+    paths = [p for p in sys.path if not vendored(p)]
     found = {}
     for dist in importlib.metadata.distributions(path=paths):
         name = dist.metadata["Name"]

@@ -267,7 +267,8 @@ class RayBackend:
 
     def __init__(self, address: str | None, progress: InFlight | None = None, storage: str = ""):
         self.address, self.progress, self.ray = address, progress, None
-        self.storage, self.storage_checked = (Storage(storage) if storage else None), False
+        self.storage = Storage(storage) if storage else None
+        self.prepared: tuple | None = None   # (what prepare read of the config, its Needs): run and resume both ask
 
     def connect(self):
         if self.ray is None:
@@ -286,6 +287,9 @@ class RayBackend:
         return self.ray
 
     def prepare(self, cfg) -> Needs:
+        key = (cfg.profile, cfg.launcher, cfg.benchmark, tuple(cfg.corpus), cfg.tools)
+        if self.prepared is not None and self.prepared[0] == key:   # every check below was made for these
+            return self.prepared[1]
         ray = self.connect()
         nodes = [(n["Resources"].get("CPU", 0), n["Resources"].get("GPU", 0)) for n in ray.nodes() if n["Alive"]]
         cpus, gpus = max(c for c, _ in nodes), max(g for _, g in nodes)
@@ -299,10 +303,10 @@ class RayBackend:
             raise UserError(f"{where} has {cpus:g} CPU(s) on its largest node, and profile {needs.profile} needs "
                             f"{max(needs.train_cpus, needs.eval_cpus)} per stage: add a larger worker "
                             f"(`ray start --address ADDR --num-cpus N`)")
-        if self.storage is not None and not self.storage_checked:
+        if self.storage is not None:
             self.check_storage(ray)
-            self.storage_checked = True
         self.check_corpus(ray, cfg)
+        self.prepared = (key, needs)
         return needs
 
     def check_corpus(self, ray, cfg) -> None:
