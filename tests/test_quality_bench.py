@@ -110,8 +110,12 @@ def test_what_a_user_gets_wrong_is_one_sentence_before_any_training(quality_corp
         rows_mod.oracle_corpus(labeled, tmp_path)
     assert bench_quality(quality_corpora, tmp_path / "c", "--spread", "--seeds", "1") == 2
     assert bench_quality(quality_corpora, tmp_path / "c", "--budget", "sft_max_steps") == 2
+    with pytest.raises(SystemExit) as parse_error:
+        bench_quality(quality_corpora, tmp_path / "c", "--shard", "2/2")
+    assert parse_error.value.code == 2
     assert not (tmp_path / "c").exists()
-    assert "error:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "error:" in err and "argument --shard: '2/2': write I/N with 0 <= I < N" in err
 
 
 def test_a_second_invocation_does_not_compute_in_a_cache_another_is_filling(quality_corpora, tmp_path, capsys):

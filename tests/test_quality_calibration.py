@@ -2,6 +2,7 @@
 scored through the real code path, the paired differences, the minimal detectable difference and
 one verdict are written and cached, and `run` reads the calibration of its setting."""
 import json
+import shutil
 
 from conftest import bench_quality
 
@@ -32,8 +33,20 @@ def test_the_poisoned_copy_corrupts_every_record_one_way_seeded(quality_corpora)
 
 
 def test_calibration_trains_the_rows_that_must_differ_and_says_what_it_resolves(quality_corpora, tmp_path, capsys):
-    cache = tmp_path / "cache"
-    assert bench_quality(quality_corpora, cache, "--calibrate", "--seeds", "1") == 0
+    """Computed as two shards in two caches (as processes or machines share a setting), merged by
+    copying cells/, then reported without the adapters: each shard scored its cells' gold calls."""
+    cache, other = tmp_path / "cache", tmp_path / "other"
+    assert bench_quality(quality_corpora, cache, "--calibrate", "--seeds", "1", "--shard", "0/2") == 0
+    assert bench_quality(quality_corpora, other, "--calibrate", "--seeds", "1", "--shard", "1/2") == 0
+    shards = [sorted(c.name for c in (root / "cells").iterdir()) for root in (cache, other)]
+    assert [len(s) for s in shards] == [3, 2] and not set(shards[0]) & set(shards[1])
+    for cell in (other / "cells").iterdir():
+        shutil.copytree(cell, cache / "cells" / cell.name)
+    for root in (cache, other):
+        assert len(list((root / "cells").glob("*/gold.json"))) == len(list((root / "cells").iterdir()))
+        shutil.rmtree(root / "trainings")
+    capsys.readouterr()
+    assert bench_quality(quality_corpora, cache, "--calibrate", "--seeds", "1", "--report-only") == 0
     printed = capsys.readouterr().out
     doc = json.loads((cache / "report-dev" / "quality.json").read_text())
     assert [r["id"] for r in doc["rows"]] == list(CALIBRATION) and doc["setting"]["split"] == "dev"

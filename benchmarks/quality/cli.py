@@ -58,6 +58,17 @@ def _sha256(text: str) -> str:
     return text
 
 
+def _shard(text: str) -> tuple[int, int]:
+    """`I/N`: the I-th (from 0) of N shares."""
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        i, n = -1, 0
+    if not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"{text!r}: write I/N with 0 <= I < N (e.g. 0/4 for the first of four shares)")
+    return i, n
+
+
 def _units(text: str) -> list[int]:
     try:
         units = sorted({int(u) for u in text.split(",")})
@@ -119,6 +130,10 @@ def cmd_bench_quality(args) -> int:
     for row in rows:
         cells.inputs(row)
     missing = [(row, s) for s in setting.seeds for row in rows if cells.cached(row, s) is None]   # seed-major: a stopped bench leaves paired seeds
+    if args.shard:   # this process's share of the cells; the others compute theirs in their own caches
+        i, n = args.shard
+        say(f"shard {i}/{n}: {len(missing[i::n])} of the {len(missing)} missing cells")
+        missing = missing[i::n]
     say(f"{len(rows) * len(setting.seeds) - len(missing)} cells cached, {len(missing)} to compute "
         f"({len(cells.tasks)} {setting.split} tasks, profile {setting.profile}, cache {args.cache})")
     mdd = minimal_detectable_difference(len(cells.tasks), len(setting.seeds), table.BASE_RATE)
@@ -132,6 +147,8 @@ def cmd_bench_quality(args) -> int:
             for row, seed in missing:
                 bar.set_postfix_str(f"{row.id} seed {seed}")
                 cells.cell(row, seed)
+                if args.calibrate:   # while the adapter is here: a shard's cache travels without it
+                    cells.gold(row, seed)
                 bar.update(1)
     results = {}
     for row in rows:
@@ -213,6 +230,9 @@ def add_cli(sub) -> None:
                                                              "evaluated (accepted or rolled back)")
     p.add_argument("--proxy", metavar="UNITS", help="score every row with the loop's candidate proxy at these units "
                                                     "(e.g. 1,2) and report how well it ranks rows against the full recipe")
+    p.add_argument("--shard", metavar="I/N", type=_shard,
+                   help="compute only the I-th of N shares of the missing cells, in this --cache (to spread one "
+                        "setting over processes or machines; merge the caches' cells/ folders, then --report-only)")
     p.add_argument("--report-only", action="store_true", help="compute no cell; report what the cache holds")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench_quality)
