@@ -170,12 +170,14 @@ def cmd_run(args) -> int:
         from evolver.config import default_margin_of
 
         say("acceptance: " + default_margin_of(options, cfg.base, cfg.benchmark)[1])
-    if registry.get(cfg.benchmark).executable:   # the instrument's calibration of this setting (bench quality --calibrate)
-        from benchmarks.quality.calibration import run_note
-        from benchmarks.quality.cli import CACHE
+    # the instrument's calibration of this setting (bench quality --calibrate), a replay run's by its corpus
+    from benchmarks.quality.calibration import run_note
+    from benchmarks.quality.cli import CACHE
 
-        say(run_note(CACHE, benchmark=cfg.benchmark, profile=cfg.profile, base=cfg.base, tasks=cfg.tasks,
-                     seeds=len(cfg.seeds), margin=cfg.margin if cfg.acceptance_rule == "margin" else None))
+    replay = not registry.get(cfg.benchmark).executable
+    say(run_note(CACHE, benchmark=cfg.benchmark, profile=cfg.profile, base=cfg.base, tasks=cfg.tasks,
+                 seeds=len(cfg.seeds), margin=cfg.margin if cfg.acceptance_rule == "margin" else None,
+                 corpus=tuple(cfg.corpus) if replay else (), corpus_sha256=cfg.corpus_sha256 if replay else None))
     print(f"run directory: {store.root}")
     return run_and_report(store, backend)
 

@@ -109,3 +109,11 @@ def test_the_spread_and_the_acceptance_margin_it_implies():
     assert stats.acceptance_margin(0.03, 1, 0.9) == pytest.approx(0.0384465470 * math.sqrt(2), abs=1e-9)
     with pytest.raises(ValueError):
         stats.seed_spread([0.2])
+
+
+def test_a_base_rate_measured_at_zero_or_one_still_leaves_a_detectable_difference():
+    # nothing solved on 20 tasks is no proof of zero variance: half a success in 21 trials
+    edge = 0.5 / 21
+    assert stats.minimal_detectable_difference(20, 1, 0.0) == pytest.approx(
+        stats.minimal_detectable_difference(20, 1, edge), abs=1e-12) and stats.minimal_detectable_difference(20, 1, 0.0) > 0.1
+    assert stats.minimal_detectable_difference(20, 1, 1.0) == pytest.approx(stats.minimal_detectable_difference(20, 1, 0.0))

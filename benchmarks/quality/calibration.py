@@ -35,6 +35,8 @@ PAIRS = (
 
 def _key(setting_doc: dict) -> str:
     fields = {k: setting_doc[k] for k in ("benchmark", "split", "tasks", "profile", "base", "seeds", "budget")}
+    if setting_doc.get("corpus_sha256"):   # replay: a user's corpus is part of the setting
+        fields["corpus_sha256"] = setting_doc["corpus_sha256"]
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -61,14 +63,17 @@ def summarize(doc: dict, results: dict[str, list[dict]], golds: dict[str, list[d
                 pair["gold"] = {**g, "resolved": g["low"] > 0 or g["high"] < 0}
             pairs.append(pair)
     mdd = doc["minimal_detectable_difference"]
-    sees = next((p for p in pairs if (p["a"], p["b"]) == ("oracle", "poisoned")), None)
+    # the pair that must differ: clean vs poisoned; on a corpus with no labels (no oracle row),
+    # the corpus itself vs its poisoned copy
+    must = ("oracle", "poisoned") if any(r["id"] == "oracle" for r in doc["rows"]) else ("rho0-wild", "poisoned")
+    sees = next((p for p in pairs if (p["a"], p["b"]) == must), None)
     setting = doc["setting"]
     out = {"setting": setting, "key": _key(setting), "tasks": doc["tasks"],
            "measured_on": datetime.date.today().isoformat(),
            "rows": {r["id"]: {"P": r["P"], "per_seed_P": r["per_seed_P"],
                               **({"gold_ll": stats.mean_interval(gold[r["id"]]).to_json()} if r["id"] in gold else {})}
                     for r in doc["rows"] if not r.get("pending")},
-           "pairs": pairs, "minimal_detectable_difference": mdd,
+           "pairs": pairs, "minimal_detectable_difference": mdd, "must_differ": list(must),
            "sees_poison": None if sees is None else bool(sees["low"] > 0)}
     ranked = [rid for rid in out["rows"] if "gold_ll" in out["rows"][rid]]
     if len(ranked) >= 3:   # does the gold signal order the rows as P does?
@@ -93,11 +98,13 @@ def verdict(cal: dict) -> str:
     mdd = cal["minimal_detectable_difference"]
     resolves = (f"it resolves differences of about {100 * mdd['value']:.0f} points of P"
                 + ("" if mdd["seed_sd_measured"] else " (seed spread not measured: a lower bound)"))
-    clean_poison = next((p for p in cal["pairs"] if (p["a"], p["b"]) == ("oracle", "poisoned")), None)
+    a, b = cal.get("must_differ", ("oracle", "poisoned"))
+    clean_poison = next((p for p in cal["pairs"] if (p["a"], p["b"]) == (a, b)), None)
     if clean_poison is None:
-        return f"calibration of {where}: incomplete (the oracle or poisoned row has no cells); {resolves}"
-    told = "tells clean from poisoned data" if cal["sees_poison"] else "CANNOT tell clean from poisoned data"
-    return (f"calibration of {where}: it {told} (oracle − poisoned {_pts(clean_poison['value'])} "
+        return f"calibration of {where}: incomplete (the {a} or {b} row has no cells); {resolves}"
+    what = "clean from poisoned data" if a == "oracle" else "the corpus from its poisoned copy"
+    told = f"tells {what}" if cal["sees_poison"] else f"CANNOT tell {what}"
+    return (f"calibration of {where}: it {told} ({a} − {b} {_pts(clean_poison['value'])} "
             f"[{_pts(clean_poison['low'])}, {_pts(clean_poison['high'])}] points); {resolves}")
 
 
@@ -124,8 +131,10 @@ def write(cal: dict, cache: Path) -> Path:
     return path
 
 
-def lookup(cache: Path, *, benchmark: str, profile: str, base: str | None) -> dict | None:
-    """The cached dev calibration of this setting with the most tasks × seeds (None: none yet)."""
+def lookup(cache: Path, *, benchmark: str, profile: str, base: str | None,
+           corpus_sha256: str | None = None) -> dict | None:
+    """The cached dev calibration of this setting with the most tasks × seeds (None: none yet);
+    `corpus_sha256`: a replay setting's corpus."""
     found = []
     for path in sorted((Path(cache) / "calibrations").glob("*.json")):
         try:
@@ -134,23 +143,27 @@ def lookup(cache: Path, *, benchmark: str, profile: str, base: str | None) -> di
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if (s.get("benchmark"), s.get("profile"), s.get("split")) == (benchmark, profile, "dev") \
-                and s.get("base") in (None, base) and not s.get("budget"):
+                and s.get("base") in (None, base) and not s.get("budget") \
+                and s.get("corpus_sha256") == corpus_sha256:
             found.append(cal)
     return max(found, key=lambda c: (c["tasks"] * len(c["setting"]["seeds"]), c["key"]), default=None)
 
 
 def run_note(cache: Path, *, benchmark: str, profile: str, base: str | None, tasks: int, seeds: int,
-             margin: float | None) -> str:
-    """One sentence for a run's start: its margin against what the instrument of its setting resolves."""
-    cal = lookup(cache, benchmark=benchmark, profile=profile, base=base)
+             margin: float | None, corpus: tuple[str, ...] = (), corpus_sha256: str | None = None) -> str:
+    """One sentence for a run's start: its margin against what the instrument of its setting resolves
+    (`corpus`, `corpus_sha256`: a replay run's corpus)."""
+    cal = lookup(cache, benchmark=benchmark, profile=profile, base=base, corpus_sha256=corpus_sha256)
     if cal is None:
+        on = f" --benchmark {benchmark} --corpus {' '.join(corpus)}" if corpus else ""
         return (f"instrument: no calibration of {profile} / {base} / {benchmark} yet; `curateevo bench quality "
-                f"--calibrate --profile {profile}` measures whether this setting sees data")
+                f"--calibrate --profile {profile}{on}` measures whether this setting sees data")
     m = cal["minimal_detectable_difference"]
+    tasks = tasks or cal["tasks"]   # all of the split: as many as the calibration had
     resolved = stats.minimal_detectable_difference(tasks, seeds, m["base_rate"], m["seed_sd"])
     head = f"instrument ({cal['measured_on']}, {cal['tasks']} tasks × {len(cal['setting']['seeds'])} seed(s)): "
-    sees = ("it tells clean from poisoned data" if cal.get("sees_poison")
-            else "it did NOT tell clean from poisoned data")
+    what = "clean from poisoned data" if cal.get("must_differ", ["oracle"])[0] == "oracle" else "the corpus from its poisoned copy"
+    sees = f"it tells {what}" if cal.get("sees_poison") else f"it did NOT tell {what}"
     if margin is None:   # the paired rule: its bootstrap carries the noise
         return head + f"{sees}; with {tasks} dev tasks × {seeds} seed(s) it resolves about {100 * resolved:.0f} points of P"
     if margin < resolved:

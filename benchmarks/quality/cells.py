@@ -54,6 +54,13 @@ class Setting:
     curation_timeout_s: float = Limits.timeout_s
     budget: dict = field(default_factory=dict)
     """Overrides of single profile budgets (trainer.train's `budget`), part of the training key."""
+    corpus: tuple[str, ...] = ()
+    """A benchmark without an environment (replay): the user's corpus files, whose held-out tenth
+    are the tasks; the rows curate the other nine tenths."""
+    tools: str | None = None
+    """replay: the corpus's tool schemas (`--tools`), as the run that curated it loaded them."""
+    corpus_sha256: str | None = None
+    """replay: the corpus's hash (part of every cell's key and of the calibration's setting)."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +137,7 @@ class Cells:
         self.curation_budget = curation_budget(prof)   # ctx.budget, as the loop gives its candidates
         self._recipe = self.recipe_of(setting.budget)
         self._adopted: dict[str, Path] = {}
-        bench = get_benchmark(setting.benchmark, **({"allow_test": True} if setting.split == "test" else {}))
+        bench = get_benchmark(setting.benchmark, **self.benchmark_options())
         self.tasks = bench.tasks(setting.split, limit=setting.tasks)
         if not self.tasks:
             raise UserError(f"{setting.benchmark} has no {setting.split} tasks")
@@ -139,6 +146,18 @@ class Cells:
         self.runtime = curated_runtime or runtime_sha256()
         self._artifacts: dict[str, Path] = {}
         self._read: dict[Path, tuple[int, str | None]] = {}   # an artifact file's records and consumed hash, read once
+
+    def benchmark_options(self) -> dict:
+        """The options that build this setting's benchmark (benchmarks.registry.get_benchmark)."""
+        if self.setting.corpus:
+            return {"corpus": list(self.setting.corpus), "tools": self.setting.tools}
+        return {"allow_test": True} if self.setting.split == "test" else {}
+
+    def evaluation_options(self) -> dict:
+        """The same for benchmarks.evaluate.evaluate_to_dir."""
+        if self.setting.corpus:
+            return {"corpus": list(self.setting.corpus), "corpus_tools": self.setting.tools}
+        return {"allow_test": self.setting.split == "test"}
 
     def recipe_of(self, budget: dict) -> dict:
         """What decides a training's bytes besides its data and seed: recipe, profile with `budget`, base."""
@@ -215,7 +234,8 @@ class Cells:
         return _key({"training": self.training_key(row, seed), "base": self.base, "memory": memory and memory[1],
                      "benchmark": self.setting.benchmark, "split": self.setting.split,
                      "tasks": [t.id for t in self.tasks], "metric": self.setting.metric,
-                     "batch_size": self.setting.batch_size, "seed": seed})
+                     "batch_size": self.setting.batch_size, "seed": seed,
+                     **({"corpus": self.setting.corpus_sha256} if self.setting.corpus else {})})
 
     def cached(self, row: Row, seed: int) -> dict | None:
         path = self.root / "cells" / self.cell_key(row, seed) / "cell.json"
@@ -239,13 +259,15 @@ class Cells:
             s = self.setting
             doc = evaluate_to_dir(s.benchmark, s.split, tmp / "eval", tasks=s.tasks, metric=s.metric,
                                   memory=str(used["memory"][0]) if used["memory"] else None, seed=seed,
-                                  allow_test=s.split == "test", batch_size=s.batch_size,
+                                  batch_size=s.batch_size, **self.evaluation_options(),
                                   # single-turn tasks are one step each: as in the loop, no step pass
                                   steps=not (registry.get(s.benchmark).single_step and s.metric != "step_accuracy"),
                                   policy_options={"base": self.base, "adapter": adapter})
             if doc["tasks"] != [t.id for t in self.tasks]:
                 raise RuntimeError("the evaluation chose other tasks than the cell's key names")
-            scores = {t["meta"]["task_id"]: float(t["outcome"]["success"])
+            # call_f1 (replay): a held-out record's own call F1, as the loop scores it; else success
+            outcome = "reward" if s.metric == "call_f1" else "success"
+            scores = {t["meta"]["task_id"]: float(t["outcome"][outcome])
                       for t in read_jsonl(tmp / "eval" / "trajectories.jsonl")}
             atomic_json(tmp / "cell.json", {"key": key, "seed": seed, "P": doc["P"], "metric": s.metric,
                                             "training": self.training_key(row, seed), "adapter": adapter,
@@ -267,7 +289,7 @@ class Cells:
             from benchmarks.evaluate import build_policy
             from benchmarks.gold_likelihood import gold_log_likelihood
 
-            bench = get_benchmark(self.setting.benchmark, **({"allow_test": True} if self.setting.split == "test" else {}))
+            bench = get_benchmark(self.setting.benchmark, **self.benchmark_options())
             policy = build_policy(base=self.base, adapter=cell["adapter"], batch_size=self.setting.batch_size)
             atomic_json(path, gold_log_likelihood(policy.model, policy.tokenizer, runner.step_items(bench, self.tasks),
                                                   self.category, policy.style, self.setting.batch_size))

@@ -80,17 +80,36 @@ def _units(text: str) -> list[int]:
 
 
 def setting_of(args):
+    from benchmarks import registry
     from benchmarks.quality.cells import Setting
+    from sandbox.corpus import corpus_sha256
 
     if args.seeds < 1 or (args.tasks is not None and args.tasks < 1):
         raise UserError("--seeds and --tasks must be at least 1")
     if args.spread and args.seeds < 2:
         raise UserError("--spread compares training seeds: give --seeds 2 or more")
-    split = args.split or ("dev" if args.spread or args.calibrate else "test")
-    tasks = args.tasks if args.tasks is not None else (60 if split == "dev" else 120)
+    env = registry.get(args.benchmark)
+    if env.executable and (args.corpus or args.tools):
+        raise UserError(f"--corpus and --tools are for --benchmark {registry.NO_ENVIRONMENT} (a corpus without an "
+                        f"environment); {args.benchmark} brings its own tasks and corpora (--wild, --labeled)")
+    if not env.executable:
+        if not args.corpus:
+            raise UserError(f"--benchmark {args.benchmark} needs --corpus FILE: the corpus whose held-out tenth "
+                            "are the tasks and whose other nine tenths the rows curate")
+        if args.split == "test" or args.wild or args.labeled:
+            raise UserError(f"--benchmark {args.benchmark} has no test split and no --wild/--labeled corpora: its tasks "
+                            "are the held-out tenth of --corpus (dev), its rows curate the rest")
+        if args.proxy:
+            raise UserError(f"--proxy scores episodes; --benchmark {args.benchmark} has none (it scores steps)")
+    split = "dev" if not env.executable else args.split or ("dev" if args.spread or args.calibrate else "test")
+    default_tasks = None if not env.executable else 60 if split == "dev" else 120
+    tasks = args.tasks if args.tasks is not None else default_tasks
+    corpus = tuple(str(c) for c in args.corpus or ())
     return Setting(benchmark=args.benchmark, split=split, tasks=tasks, profile=args.profile, base=args.base,
-                   seeds=tuple(range(args.seeds)), batch_size=args.batch_size, curation_timeout_s=args.timeout,
-                   budget=_budget(args.budget))
+                   seeds=tuple(range(args.seeds)), metric=env.metrics[0], batch_size=args.batch_size,
+                   curation_timeout_s=args.timeout, budget=_budget(args.budget), corpus=corpus,
+                   tools=str(args.tools) if args.tools else None,
+                   corpus_sha256=corpus_sha256(list(corpus)) if corpus else None)
 
 
 def cmd_bench_quality(args) -> int:
@@ -105,8 +124,15 @@ def cmd_bench_quality(args) -> int:
     setting = setting_of(args)
     if args.calibrate and args.rows:
         raise UserError("--calibrate trains its own rows (" + ", ".join(CALIBRATION) + "); leave out --rows")
+    replay_dir = rows_mod.replay_train_dir(setting.corpus, setting.tools, args.cache) if setting.corpus else None
+    labelled = rows_mod.labels_of(replay_dir) is not None if replay_dir else True
+    default = TABLE1 if not replay_dir else ("rho0-wild", "agentrefine", "oracle") if labelled else ("rho0-wild", "agentrefine")
     which = (CALIBRATION if args.calibrate else tuple(args.rows.split(",")) if args.rows
-             else (("rho0-wild",) if args.spread else TABLE1))
+             else (("rho0-wild",) if args.spread else default))
+    if args.calibrate and not labelled:
+        which = tuple(w for w in which if w not in ("oracle", "noisy"))
+        say(f"{setting.corpus[0]}: no record carries a success outcome, so the calibration has no clean subset "
+            "(oracle, noisy): it compares the corpus with its poisoned copy")
     if "runs" in which and not args.run:
         which = tuple(w for w in which if w != "runs")
     elif args.run and "runs" not in which:
@@ -117,10 +143,11 @@ def cmd_bench_quality(args) -> int:
     executor = None if args.curated_runtime else make_executor(args.sandbox, warn=say)
     cells = Cells(args.cache, setting, executor, args.curated_runtime)   # checks base, budget, tasks first
     sized = cells.curation_budget["sft_examples"]   # the default corpus is sized as `run` sizes it
-    wild_dir = args.wild or rows_mod.default_corpus_dir(args.benchmark, "wild", max_records=sized)
+    wild_dir = replay_dir or args.wild or rows_mod.default_corpus_dir(args.benchmark, "wild", max_records=sized)
     labeled_dir = args.labeled or (rows_mod.default_corpus_dir(args.benchmark, "labeled", max_records=sized)
-                                   if "rho0-labeled" in which else None)
-    rows = rows_mod.table_rows(which, wild_dir, labeled_dir, args.run or [], args.cache, args.ablate, args.run_epochs)
+                                   if "rho0-labeled" in which and not replay_dir else None)
+    rows = rows_mod.table_rows(which, wild_dir, labeled_dir, args.run or [], args.cache, args.ablate, args.run_epochs,
+                               source_sha256=setting.corpus_sha256)
     adopted = sum(cells.adopt(run) for run in args.run or [])
     if adopted:
         say(f"{adopted} training(s) of the given runs match this recipe: a cell with the same data and seed reuses them")
@@ -154,7 +181,9 @@ def cmd_bench_quality(args) -> int:
     for row in rows:
         got = [cells.cached(row, s) for s in setting.seeds]
         results[row.id] = got if all(got) else []
-    doc = table.summarize(rows, results, setting, len(cells.tasks))
+    # the tasks each cell scored (replay scores only held-out records with a call step; BFCL every task)
+    scored = [len(c["scores"]) for got in results.values() for c in got]
+    doc = table.summarize(rows, results, setting, min(scored) if scored else len(cells.tasks))
     if units:
         from benchmarks.quality import proxy
 
@@ -182,10 +211,11 @@ def cmd_bench_quality(args) -> int:
 
 def _with_test_splits() -> list[str]:
     """The environments the quality table can score: those with tasks of their own (a test split) and
-    a default corpus to curate."""
+    a default corpus to curate, and replay on a user's corpus."""
     from benchmarks import registry
 
-    return [n for n in registry.names() if registry.get(n).executable and registry.get(n).corpus_settings]
+    return [n for n in registry.names() if registry.get(n).executable and registry.get(n).corpus_settings] \
+        + [registry.NO_ENVIRONMENT]   # a user's corpus (--corpus): its held-out tenth are the tasks
 
 
 def add_cli(sub) -> None:
@@ -195,7 +225,11 @@ def add_cli(sub) -> None:
     p = bsub.add_parser("quality", help="the paper's Tables 1 and 2: does evolved curation beat no curation?",
                         description="Train the fixed recipe on each row's curated data with several seeds and "
                                     "evaluate on a held-out, category-balanced test subset; every cell is cached.")
-    p.add_argument("--benchmark", default="bfcl-single", choices=_with_test_splits(), help="the benchmark whose test split scores every row")
+    p.add_argument("--benchmark", default="bfcl-single", choices=_with_test_splits(), help="the benchmark whose test split scores every row (replay: "
+                   "the held-out tenth of --corpus)")
+    p.add_argument("--corpus", type=Path, nargs="+", help="--benchmark replay: your corpus (files as `run --corpus` "
+                   "takes them); its held-out tenth are the tasks (dev), its other nine tenths what the rows curate")
+    p.add_argument("--tools", type=Path, help="--benchmark replay: the corpus's tool schemas, as `run --tools`")
     p.add_argument("--wild", type=Path, help="wild corpus directory with noise_labels.json "
                                              "(default: runs/corpora/BENCHMARK-wild-seed0-maxN, sized to the profile's SFT budget N "
                                              "as `run` sizes it, built if missing)")

@@ -30,6 +30,20 @@ def default_corpus_dir(benchmark: str, setting: str, seed: int = 0, max_records:
     return registry.get(benchmark).default_corpus(PROJECT_ROOT / "runs" / "corpora", setting, seed, max_records).parent
 
 
+def replay_train_dir(corpus: tuple[str, ...], tools: str | None, cache: Path) -> Path:
+    """A user's corpus as the loop's strategies see it with the replay benchmark: its nine tenths
+    that are not held out (the held-out tenth is the tasks and never reaches a strategy), written
+    once under the cache by the corpus's hash, as the rows' wild corpus."""
+    from sandbox.corpus.split import train_part
+
+    out = Path(cache) / "corpora" / f"replay-{corpus_sha256(list(corpus))[:16]}"
+    if not (out / "corpus.jsonl").is_file():
+        train = train_part(load_corpus(list(corpus), tools=tools))
+        out.mkdir(parents=True, exist_ok=True)
+        write_corpus(train.records, out / "corpus.jsonl")
+    return out
+
+
 def _corpus_file(folder: Path, what: str) -> Path:
     path = Path(folder) / "corpus.jsonl"
     if not path.is_file():
@@ -37,13 +51,25 @@ def _corpus_file(folder: Path, what: str) -> Path:
     return path
 
 
+def labels_of(wild_dir: Path) -> str | None:
+    """What tells a clean record from a noisy one in this corpus: "noise" (the wild corpus
+    builder's noise_labels.json), "success" (a user's corpus whose records carry an outcome, e.g.
+    tau-bench's reward: the successful ones are the clean-by-construction subset), else None."""
+    if (Path(wild_dir) / "noise_labels.json").is_file():
+        return "noise"
+    records = load_corpus([str(_corpus_file(wild_dir, "--wild"))]).records
+    outcomes = {(r.get("outcome") or {}).get("success") for r in records}
+    return "success" if {True, False} <= outcomes else None
+
+
 def oracle_corpus(wild_dir: Path, cache: Path) -> Path:
-    """The wild records whose noise label is `clean` (a copy under the cache, by the wild hash)."""
+    """The wild records whose noise label is `clean`, or on a user's corpus the records whose
+    outcome is a success (a copy under the cache, by the wild hash)."""
     return _labelled_subset(wild_dir, cache, "oracle", lambda noise: noise == "clean")
 
 
 def noisy_corpus(wild_dir: Path, cache: Path) -> Path:
-    """The wild records whose noise label is not `clean`: the oracle's complement."""
+    """The wild records whose noise label is not `clean` (or whose outcome is a failure): the oracle's complement."""
     return _labelled_subset(wild_dir, cache, "noisy", lambda noise: noise != "clean")
 
 
@@ -64,14 +90,23 @@ def poisoned_corpus(wild_dir: Path, cache: Path, seed: int = 0) -> Path:
 def _labelled_subset(wild_dir: Path, cache: Path, name: str, keep) -> Path:
     wild = _corpus_file(wild_dir, "--wild")
     labels_path = Path(wild_dir) / "noise_labels.json"
-    if not labels_path.is_file():
-        raise UserError(f"{labels_path}: no such file; the {name} row needs the wild corpus builder's noise labels")
+    source = labels_of(wild_dir)
+    if source is None:
+        raise UserError(f"{labels_path}: no such file, and no record of {wild} carries a success outcome; the {name} "
+                        "row needs the wild corpus builder's noise labels or records labelled successful and failed")
     out = Path(cache) / "corpora" / f"{name}-{corpus_sha256([str(wild)])[:16]}.jsonl"
     if not out.is_file():
-        labels = read_json(labels_path)["labels"]
-        chosen = [r for r in load_corpus([str(wild)]).records if keep(labels.get(r["id"], {}).get("noise"))]
+        records = load_corpus([str(wild)]).records
+        if source == "noise":
+            labels = read_json(labels_path)["labels"]
+            chosen = [r for r in records if keep(labels.get(r["id"], {}).get("noise"))]
+        else:   # success True is clean; an unlabelled record is in neither subset
+            success = {r["id"]: (r.get("outcome") or {}).get("success") for r in records}
+            chosen = [r for r in records if success[r["id"]] is not None
+                      and keep("clean" if success[r["id"]] else "failed")]
         if not chosen:
-            raise UserError(f"{labels_path}: no record fits the {name} row; it has nothing to train on")
+            raise UserError(f"{labels_path if source == 'noise' else wild}: no record fits the {name} row; "
+                            "it has nothing to train on")
         out.parent.mkdir(parents=True, exist_ok=True)
         write_corpus(chosen, out)
     return out
@@ -88,16 +123,18 @@ def _stage_results(run: Path, stage: str) -> list[dict]:
             if e.get("event") == "stage_done" and e.get("stage") == stage and e.get("result")]
 
 
-def _run_config(run: Path, wild: Path) -> dict:
+def _run_config(run: Path, wild: Path, source_sha256: str | None = None) -> dict:
+    """`source_sha256`: the hash of the corpus the run must have evolved on, when `wild` is made
+    from it (replay: its train part); else the hash of `wild` itself."""
     if not (run / "run.json").is_file():
         raise UserError(f"{run} is not a run directory (no run.json)")
     config = read_json(run / "run.json")
-    if config.get("corpus_sha256") != corpus_sha256([str(wild)]):
-        raise UserError(f"{run} evolved on another corpus than {wild}; give --wild the run's corpus directory")
+    if config.get("corpus_sha256") != (source_sha256 or corpus_sha256([str(wild)])):
+        raise UserError(f"{run} evolved on another corpus than {wild}; give --wild (or --corpus) the run's corpus")
     return config
 
 
-def run_row(run: Path, wild: Path) -> Row:
+def run_row(run: Path, wild: Path, source_sha256: str | None = None) -> Row:
     """The final strategy of a finished run (its journal's `final` result, files from git), on
     the wild corpus, trained and evaluated with the run's own ablations; a run with ablations is
     a Table 2 row."""
@@ -109,7 +146,7 @@ def run_row(run: Path, wild: Path) -> Row:
     finals = _stage_results(run, "final")
     if not finals:
         raise UserError(f"{run} has no final strategy yet; finish it with `curateevo resume {run}`")
-    config = _run_config(run, wild)
+    config = _run_config(run, wild, source_sha256)
     commit = finals[-1]["commit"]
     run_ablations = sorted(config.get("ablations", []))   # a run-level ablation (no-efficiency …) is a Table 2 row
     suffix = f" ({', '.join(run_ablations)})" if run_ablations else ""
@@ -118,13 +155,13 @@ def run_row(run: Path, wild: Path) -> Row:
                ablations=tuple(a for a in run_ablations if a in ABLATIONS), table=2 if run_ablations else 1)
 
 
-def run_epoch_rows(run: Path, wild: Path) -> list[Row]:
+def run_epoch_rows(run: Path, wild: Path, source_sha256: str | None = None) -> list[Row]:
     """Every evolved candidate a run evaluated (epochs 1 on, accepted or rolled back), each a
     row `run:NAME@E`: the candidates the loop compared, to rank again (`--proxy`)."""
     from sandbox.workspace import Workspace
 
     run = Path(run)
-    if sorted(_run_config(run, wild).get("ablations", [])):
+    if sorted(_run_config(run, wild, source_sha256).get("ablations", [])):
         raise UserError(f"{run} ran with ablations; --run-epochs compares the candidates of runs without them")
     ws, rows = Workspace.open(run / "strategy"), []
     final = (_stage_results(run, "final") or [{}])[-1].get("commit")
@@ -148,25 +185,30 @@ def _events(path: Path) -> list[dict]:
 
 
 def table_rows(which: tuple[str, ...], wild_dir: Path, labeled_dir: Path | None, runs: list[Path],
-               cache: Path, ablate: str | None, run_epochs: bool = False) -> list[Row]:
-    """The rows named in `which` (ROWS names), then Table 2 for the row `ablate`."""
+               cache: Path, ablate: str | None, run_epochs: bool = False,
+               source_sha256: str | None = None) -> list[Row]:
+    """The rows named in `which` (ROWS names), then Table 2 for the row `ablate`; `source_sha256`:
+    the user's corpus that `wild_dir` was made from (replay), which a run's row must have evolved on."""
     wild = _corpus_file(wild_dir, "--wild")
     rows = []
     for name in which:
         if name == "rho0-wild":
-            rows.append(Row("rho0-wild", "ρ0 on the wild corpus (no curation)", _strategy(SEED_STRATEGY), wild))
+            what = "the wild corpus" if source_sha256 is None else "your corpus"
+            rows.append(Row("rho0-wild", f"ρ0 on {what} (no curation)", _strategy(SEED_STRATEGY), wild))
         elif name == "agentrefine":
             rows.append(Row("agentrefine", "AgentRefine reference strategy", _strategy(AGENTREFINE), wild))
         elif name == "augment":
             rows.append(Row("augment", "augmenting reference strategy (adds composed items)", _strategy(AUGMENT), wild))
         elif name == "runs":
-            rows += [run_row(r, wild) for r in runs]
-            rows += [row for r in runs for row in run_epoch_rows(r, wild)] if run_epochs else []
+            rows += [run_row(r, wild, source_sha256) for r in runs]
+            rows += [row for r in runs for row in run_epoch_rows(r, wild, source_sha256)] if run_epochs else []
         elif name == "oracle":
-            rows.append(Row("oracle", "oracle: ρ0 on the records labelled clean", _strategy(SEED_STRATEGY),
+            clean = "labelled clean" if labels_of(wild_dir) != "success" else "whose outcome is a success"
+            rows.append(Row("oracle", f"oracle: ρ0 on the records {clean}", _strategy(SEED_STRATEGY),
                             oracle_corpus(wild_dir, cache)))
         elif name == "noisy":
-            rows.append(Row("noisy", "ρ0 on the records labelled noisy (the oracle's complement)",
+            noisy = "labelled noisy" if labels_of(wild_dir) != "success" else "whose outcome is a failure"
+            rows.append(Row("noisy", f"ρ0 on the records {noisy} (the oracle's complement)",
                             _strategy(SEED_STRATEGY), noisy_corpus(wild_dir, cache)))
         elif name == "poisoned":
             rows.append(Row("poisoned", "ρ0 on a deliberately corrupted copy (wrong tools, shuffled arguments, "

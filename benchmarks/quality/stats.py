@@ -108,9 +108,13 @@ def minimal_detectable_difference(n_tasks: int, seeds: int, p: float = 0.25, see
         MDD = (z_{1−α/2} + z_{power}) · sqrt(2 · (p(1−p)/(n·S) + seed_sd²/S))
 
     where p is the base success rate and seed_sd the measured spread of P between training
-    seeds (0 when unmeasured: then it is a lower bound)."""
+    seeds (0 when unmeasured: then it is a lower bound). A base rate measured at 0 or 1 is no
+    evidence of zero variance: it counts as half a success (or failure) in n·S + 1 trials."""
     if n_tasks < 1 or seeds < 1:
         raise ValueError("need at least one task and one seed")
+    if p <= 0 or p >= 1:
+        edge = 0.5 / (n_tasks * seeds + 1)
+        p = edge if p <= 0 else 1 - edge
     variance = p * (1 - p) / (n_tasks * seeds) + seed_sd ** 2 / seeds
     return (_z(1 - alpha) + NormalDist().inv_cdf(power)) * math.sqrt(2 * variance)
 
