@@ -6,10 +6,12 @@ carries it, and the file form carries it two more times: `tools`, `tool_list`), 
 bytes the host checks are the same few lists. `FieldReader` parses a record's top-level fields
 with the standard decoder and hands out one parsed object for a field whose text it has seen
 before; such objects are registered as shared, and `@shared` functions of them (their encoding,
-their schema verdict, their nesting depth) run once per object. `record_json` encodes a record
-field by field, so a shared field is spliced in, byte for byte what `canonical_json` writes.
+their schema verdict, their nesting depth) run once per object. `record_bytes` encodes a record
+field by field with the host's codec (sandbox.codec), so a shared field is spliced in, byte for
+byte what `canonical_json` writes.
 
-Only objects the host parsed and never changes are registered: a function of anything else is
+Only objects the host parsed (with sandbox.codec.STANDARD: floats as ParsedFloat) and never
+changes are registered, and what `@shared` functions make of them: a function of anything else is
 computed as usual (a strategy's own lists may change between calls).
 """
 from __future__ import annotations
@@ -19,6 +21,8 @@ import json
 from collections import OrderedDict
 from json.decoder import WHITESPACE, scanstring
 from typing import Any, Callable
+
+from sandbox import codec
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 SHARED_MAX = 256         # shared objects remembered (with what was computed of them)
@@ -34,7 +38,8 @@ _REGISTRY: OrderedDict[int, tuple[Any, dict]] = OrderedDict()   # id → (object
 
 
 def share(obj: Any) -> Any:
-    """Register `obj` as shared: the caller promises it is not changed while it is used."""
+    """Register `obj` as shared: the caller promises it is not changed while it is used, and that
+    it was read by sandbox.codec.STANDARD (or made of what was: the codec writes its floats)."""
     entry = _REGISTRY.get(id(obj))
     if entry is None or entry[0] is not obj:
         _REGISTRY[id(obj)] = (obj, {})
@@ -59,7 +64,7 @@ def shared(fn: Callable) -> Callable:
         entry = _REGISTRY.get(id(obj))
         if entry is None or entry[0] is not obj:
             return fn(obj, *args, **kwargs)
-        results, key = entry[1], (fn, args, tuple(sorted(kwargs.items())))
+        results, key = entry[1], (fn, args, tuple(sorted(kwargs.items()))) if kwargs else (fn, args)
         if key not in results:
             result = results[key] = fn(obj, *args, **kwargs)
             if isinstance(result, (str, list, dict)):
@@ -68,67 +73,76 @@ def shared(fn: Callable) -> Callable:
     return memoised
 
 
-shared_json = shared(canonical_json)
+shared_bytes = shared(codec.encode)   # canonical JSON bytes of what the codec read
+
+
+@shared
+def _shared_text(obj: Any) -> str:
+    return shared_bytes(obj).decode("utf-8")
+
+
+def shared_json(obj: Any) -> str:
+    """`canonical_json(obj)`; of a shared object once, written by the codec (its floats were read)."""
+    return _shared_text(obj) if is_shared(obj) else canonical_json(obj)
 
 
 REPEATED = ("messages", "reference")   # what a record and its file row (and its digest) hold alike
 
 
-def record_json(record: dict, texts: dict | None = None) -> str:
-    """`canonical_json(record)` for a dict, its shared fields encoded once: the encoder writes an
-    object as its sorted `"key":value` pairs, so field by field gives the same text. `texts`
-    ({} per record) remembers the text of its REPEATED values by object, for the next encoding of
-    the same record (its digest, then its row): the caller keeps them unchanged meanwhile."""
+def record_bytes(record: dict, texts: dict | None = None) -> bytes:
+    """`canonical_json(record)` in UTF-8 for a dict sandbox.codec.STANDARD read (its floats), its
+    shared fields encoded once: the encoder writes an object as its sorted `"key":value` pairs, so
+    field by field gives the same bytes. `texts` ({} per record) remembers the bytes of its
+    REPEATED values by object, for the next encoding of the same record (its digest, then its
+    row): the caller keeps them unchanged meanwhile."""
     if any(type(k) is not str for k in record):
-        return canonical_json(record)
-    if texts is None:
-        return "{" + ",".join(f"{_key_json(k)}:{shared_json(record[k])}" for k in sorted(record)) + "}"
-    return "{" + ",".join(f"{_key_json(k)}:{_value_json(k, record[k], texts)}" for k in sorted(record)) + "}"
+        return canonical_json(record).encode("utf-8")
+    return b"{" + b",".join(_key_json(k) + b":" + _value_json(k, record[k], texts) for k in sorted(record)) + b"}"
 
 
-_KEYS: dict[str, str] = {}
+_KEYS: dict[str, bytes] = {}
 
 
-def _key_json(key: str) -> str:
+def _key_json(key: str) -> bytes:
     text = _KEYS.get(key)
     if text is None:
-        text = canonical_json(key)
+        text = codec.encode(key)
         if len(_KEYS) < 1024:
             _KEYS[key] = text
     return text
 
 
-def _value_json(key: str, value: Any, texts: dict) -> str:
+def _value_json(key: str, value: Any, texts: dict | None) -> bytes:
     if type(value) is Joined:
         return value.json(texts)
-    if key not in REPEATED:
-        return shared_json(value)
+    if texts is None or key not in REPEATED:
+        return shared_bytes(value)
     seen = texts.get(id(value))
     if seen is not None and seen[0] is value:
         return seen[1]
-    text = texts[id(value)] = (value, shared_json(value))   # the object kept: its id is not reused meanwhile
+    text = texts[id(value)] = (value, shared_bytes(value))   # the object kept: its id is not reused meanwhile
     return text[1]
 
 
 class Joined(list):
-    """The list `head + source[start:]`, whose canonical text is cut from the source's when the
-    source's is known (`record_json`'s texts): a file row's RL prompt is the system message with
+    """The list `head + source[start:]`, whose canonical bytes are cut from the source's when the
+    source's are known (`record_bytes`'s texts): a file row's RL prompt is the system message with
     the tools, then the record's messages. Not to be changed once made."""
 
     def __init__(self, head: list, source: list, start: int):
         super().__init__([*head, *source[start:]])
         self.head, self.source, self.start = head, source, start
 
-    def json(self, texts: dict) -> str:
-        seen = texts.get(id(self.source))
+    def json(self, texts: dict | None) -> bytes:
+        seen = (texts or {}).get(id(self.source))
         if seen is None or seen[0] is not self.source or len(self) != len(self.head) + len(self.source) - self.start:
-            return shared_json(self)
-        # the source's text is "[" e0 "," e1 … "]": past its first `start` elements, its inner part
-        cut = 1 + sum(len(shared_json(e)) + 1 for e in self.source[:self.start])
-        parts = [shared_json(e) for e in self.head]
+            return shared_bytes(self)
+        # the source's bytes are "[" e0 "," e1 … "]": past its first `start` elements, its inner part
+        cut = 1 + sum(len(shared_bytes(e)) + 1 for e in self.source[:self.start])
+        parts = [shared_bytes(e) for e in self.head]
         if len(self.source) > self.start:
             parts.append(seen[1][cut:-1])
-        return "[" + ",".join(parts) + "]"
+        return b"[" + b",".join(parts) + b"]"
 
 
 class FieldReader:

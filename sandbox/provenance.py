@@ -10,23 +10,25 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping   # not typing's: isinstance runs per record
+from typing import Any
 
 KEY = "provenance"
 HOWS = ("kept", "masked", "truncated", "segmented", "synthesised", "repeated", "validated", "asked_llm", "custom")
 CUSTOM = {"op": "custom", "how": "custom"}
 
 
-def digest(record: Mapping, encode: Callable[[dict], str] | None = None) -> str:
+def digest(record: Mapping, encode: Callable[[dict], bytes] | None = None) -> str:
     """The hash a stamp carries: the record in canonical JSON with the stamp's own `sha` left out
-    (`encode` writes that same text: the checker's sandbox.canonical.record_json)."""
+    (`encode` writes those same bytes, UTF-8: the checker's sandbox.canonical.record_bytes)."""
     meta = record.get("meta")
     stamp = meta.get(KEY) if isinstance(meta, Mapping) else None
     if isinstance(stamp, Mapping) and "sha" in stamp:
         record = {**record, "meta": {**meta, KEY: {k: v for k, v in stamp.items() if k != "sha"}}}
-    text = (encode(record) if encode is not None and type(record) is dict else
-            json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    data = (encode(record) if encode is not None and type(record) is dict else
+            json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                       allow_nan=False).encode("utf-8", "surrogatepass"))
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def well_formed(steps: Any) -> bool:
@@ -35,7 +37,7 @@ def well_formed(steps: Any) -> bool:
                     and isinstance(s.get("params", {}), Mapping) for s in steps))
 
 
-def steps_of(record: Mapping, encode: Callable[[dict], str] | None = None) -> list[dict]:
+def steps_of(record: Mapping, encode: Callable[[dict], bytes] | None = None) -> list[dict]:
     """The steps a record's stamp names, with a `custom` step after them when the record is not
     what its stamp says (or carries no stamp)."""
     meta = record.get("meta")
@@ -50,7 +52,7 @@ def steps_of(record: Mapping, encode: Callable[[dict], str] | None = None) -> li
     return steps if intact else steps + [dict(CUSTOM)]
 
 
-def settle(record: dict, encode: Callable[[dict], str] | None = None) -> dict:
+def settle(record: dict, encode: Callable[[dict], bytes] | None = None) -> dict:
     """The record as the host stores it (in place): `meta.provenance` = its checked steps."""
     meta = record.get("meta")
     if not isinstance(meta, dict):

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Mapping
+from typing import Annotated, Any, Literal, Mapping, Union
 
 import fastjsonschema
 import jsonschema
+import msgspec
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 from sandbox.canonical import canonical_json, shared
 
@@ -132,14 +134,52 @@ MEMORY_SCHEMA = {
 }
 
 SCHEMAS = {"raw": RAW_SCHEMA, "sft": SFT_SCHEMA, "rl": RL_SCHEMA, "memory": MEMORY_SCHEMA}
-# fastjsonschema (compiled, ~1/30 of the time) answers for valid records; jsonschema, the
-# reference implementation, names the field when a record is invalid.
+
+
+# _MESSAGES and an RL `reference` as msgspec types, for the fast path: msgspec takes them only
+# where the schema does (tests/test_corpus.py compares the verdicts on mutants of real records), in C.
+class _Function(Struct, forbid_unknown_fields=True):
+    name: Annotated[str, Meta(min_length=1, max_length=256)]   # _TOOL_NAME
+    arguments: str
+
+
+class _ToolCall(Struct, forbid_unknown_fields=True):
+    id: Annotated[str, Meta(min_length=1)]
+    type: Literal["function"]
+    function: _Function
+
+
+class _Message(Struct, forbid_unknown_fields=True):
+    role: Literal[ROLES]
+    content: Union[str, None, UnsetType] = UNSET
+    tool_calls: Union[list[_ToolCall], UnsetType] = UNSET
+    tool_call_id: Union[Annotated[str, Meta(min_length=1)], UnsetType] = UNSET
+    name: Union[str, UnsetType] = UNSET
+
+
+_MESSAGE_LIST = Annotated[list[_Message], Meta(min_length=1)]
+
+
+class _CallsReference(Struct, forbid_unknown_fields=True):
+    tool_calls: Annotated[list[_ToolCall], Meta(min_length=1)]
+
+
+class _ContentReference(Struct, forbid_unknown_fields=True):
+    content: str
+
+
+_REFERENCES = (_CallsReference, _ContentReference)   # oneOf: no object is both (each forbids the other's field)
+
+# fastjsonschema (compiled, ~1/30 of the time) and msgspec answer for valid records; jsonschema,
+# the reference implementation, names the field when a record is invalid.
 _FAST = {name: fastjsonschema.compile(schema) for name, schema in SCHEMAS.items()}
 _VALIDATORS = {name: jsonschema.Draft202012Validator(schema) for name, schema in SCHEMAS.items()}
-# An SFT or RL record is valid iff it is valid with `tools` any array and its tools are valid (no
-# keyword relates two fields): the tool list, shared by a trajectory's records, is judged once.
-_FAST_BESIDE_TOOLS = {name: fastjsonschema.compile({**SCHEMAS[name], "properties": {
-    **SCHEMAS[name]["properties"], "tools": {"type": "array"}}}) for name in ("sft", "rl")}
+# A record is valid iff it is valid with `tools` and `messages` any arrays (messages: one at
+# least), `reference` anything, and its tools, messages and reference are valid (no keyword relates
+# two fields): the tool list, shared by a trajectory's records, is judged once, the rest by msgspec.
+_FAST_BESIDE = {name: fastjsonschema.compile({**SCHEMAS[name], "properties": {
+    **SCHEMAS[name]["properties"], "tools": {"type": "array"}, "messages": {"type": "array", "minItems": 1},
+    **({"reference": {}} if name == "rl" else {})}}) for name in ("raw", "sft", "rl")}
 _FAST_TOOLS = fastjsonschema.compile(_TOOLS)
 
 
@@ -152,11 +192,21 @@ def _tools_valid(tools: Any) -> bool:
         return False
 
 
+def _takes(kind: Any, value: Any) -> bool:
+    """Whether msgspec takes `value` (read from JSON: lists, never tuples) as `kind`."""
+    try:
+        msgspec.convert(value, kind)
+        return True
+    except msgspec.ValidationError:
+        return False
+
+
 def _schema_error(kind: str, record: Any) -> str | None:
     try:
-        if kind in _FAST_BESIDE_TOOLS:
-            _FAST_BESIDE_TOOLS[kind](record)
-            if _tools_valid(record["tools"]):
+        if kind in _FAST_BESIDE:
+            _FAST_BESIDE[kind](record)
+            if (_tools_valid(record.get("tools", [])) and _takes(_MESSAGE_LIST, record["messages"])
+                    and (kind != "rl" or any(_takes(t, record["reference"]) for t in _REFERENCES))):
                 return None
         else:
             _FAST[kind](record)
@@ -196,7 +246,7 @@ def _arguments_verdict(arguments: str) -> str | None:
 _memo_verdict = functools.lru_cache(maxsize=4096)(_arguments_verdict)   # RL prefixes repeat their calls
 
 
-def _check_calls(calls: list[Mapping], known: set[str], where: str) -> str | None:
+def _check_calls(calls: list[Mapping], known: frozenset[str], where: str) -> str | None:
     for j, call in enumerate(calls):
         name = call["function"]["name"]
         if name not in known:
@@ -208,10 +258,15 @@ def _check_calls(calls: list[Mapping], known: set[str], where: str) -> str | Non
     return None
 
 
+@shared
+def _known_names(tools: list[Mapping]) -> frozenset:
+    return frozenset(tool_names(tools))   # a shared tool list's once
+
+
 def check_messages(messages: list[Mapping], tools: list[Mapping]) -> str | None:
     """Checks a schema cannot express: calls name offered tools with JSON-object arguments,
     every tool result answers an earlier call, call ids are unique within the trajectory."""
-    known = set(tool_names(tools))
+    known = _known_names(tools)
     pending: set[str] = set()
     seen: set[str] = set()
     for i, msg in enumerate(messages):
@@ -273,7 +328,7 @@ def check_rl(record: Any) -> str | None:
         return "messages: an RL prefix must end before an assistant turn (last role user or tool)"
     calls = record["reference"].get("tool_calls")
     if calls:
-        error = _check_calls(calls, set(tool_names(record["tools"])), "reference.tool_calls")
+        error = _check_calls(calls, _known_names(record["tools"]), "reference.tool_calls")
         if error:
             return error
     if record["reward"] == "state_match" and not (record.get("meta") or {}).get("env"):

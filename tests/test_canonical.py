@@ -8,11 +8,12 @@ import json
 
 import pytest
 
-from sandbox import canonical, checker
-from sandbox.canonical import FieldReader, canonical_json, record_json, shared_json
+from sandbox import canonical, checker, codec
+from sandbox.canonical import FieldReader, canonical_json, record_bytes, shared_json
 from sandbox.provenance import digest, settle
 
-DECODER = checker._DECODER
+DECODER = codec.STANDARD
+
 TOOLS = [{"type": "function", "function": {"name": "f", "description": "é " * 200,
                                            "parameters": {"type": "object", "properties": {"x": {"default": 1.5e-7}}}}}]
 AWKWARD = [
@@ -23,13 +24,21 @@ AWKWARD = [
 ]
 
 
+def _line(record) -> bytes:
+    """A record line as the sandbox's runtime writes it (sandbox.runtime.write_records)."""
+    return (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _canonical(record) -> bytes:
+    return canonical_json(record).encode("utf-8")
+
+
 @pytest.mark.parametrize("record", AWKWARD)
-def test_record_json_is_canonical_json(record):
-    assert record_json(record) == canonical_json(record)
+def test_record_bytes_are_canonical_json(record):
     text = json.dumps(record, indent=1) + " \n"   # other whitespace than the canonical form
     read = FieldReader(DECODER).read(text)
     assert read is not None and read[0] == DECODER.decode(text)
-    assert record_json(read[0]) == canonical_json(record)
+    assert record_bytes(read[0]) == _canonical(record)
     assert all(DECODER.decode(raw) == read[0][key] for key, raw in read[1])
 
 
@@ -41,7 +50,7 @@ def test_a_repeated_tool_list_is_one_shared_object_encoded_once():
     assert first["tools"] is second["tools"] and canonical.is_shared(second["tools"])
     assert shared_json(first["tools"]) is shared_json(second["tools"]) == canonical_json(TOOLS)
     assert dict(fields)["tools"] == json.dumps(TOOLS)
-    assert record_json(second) == canonical_json({"id": "r2", "tools": TOOLS})
+    assert record_bytes(second) == _canonical({"id": "r2", "tools": TOOLS})
     mine = json.loads(json.dumps(TOOLS))   # not read by a FieldReader: never taken for a shared one
     assert not canonical.is_shared(mine) and shared_json(mine) is not shared_json(first["tools"])
 
@@ -61,13 +70,12 @@ def test_what_the_reader_does_not_take_goes_to_the_decoder(text):
 
 def test_lone_surrogates_and_nan_are_refused_as_before():
     surrogate = {"id": "s", "tools": [], "x": "\ud800"}
-    assert record_json(surrogate) == canonical_json(surrogate)   # text; UTF-8 encoding refuses it
     with pytest.raises(ValueError, match="lone surrogate"):
         checker._canonical_line(surrogate)
     with pytest.raises(ValueError, match="out of range"):
-        checker._canonical_line({"id": "n", "x": float("nan")})
-    stamped = {"id": "p", "tools": TOOLS, "meta": {"provenance": {"steps": [], "sha": "0"}}}
-    assert digest(stamped, record_json) == digest(json.loads(json.dumps(stamped)))
+        checker._canonical_line(DECODER.decode('{"id": "n", "x": 1e400}'))   # read as inf, as json reads it
+    stamped = DECODER.decode(json.dumps({"id": "p", "tools": TOOLS, "meta": {"provenance": {"steps": [], "sha": "0"}}}))
+    assert digest(stamped, record_bytes) == digest(json.loads(json.dumps(stamped)))
 
 
 def _rl_line(rid: str, depth: int = 0) -> bytes:
@@ -80,11 +88,36 @@ def _rl_line(rid: str, depth: int = 0) -> bytes:
 def test_checker_verdicts_and_lines_do_not_depend_on_sharing():
     lines = [_rl_line(f"r{i}") for i in range(3)]
     out = list(checker.iter_records("rl.jsonl", io.BytesIO(b"".join(lines))))
-    assert [line for _, line in out] == [checker._canonical_line(settle(json.loads(raw))) for raw in lines]
+    assert [line for _, line in out] == [_canonical(settle(json.loads(raw))) + b"\n" for raw in lines]
     deep = _rl_line("d", depth=checker.CAPS.max_depth - 1)   # the record and meta are two levels more
     with pytest.raises(checker.CandidateRejected, match="rl.jsonl:2: objects and arrays nested deeper than 64"):
         list(checker.iter_records("rl.jsonl", io.BytesIO(lines[0] + deep)))
     list(checker.iter_records("rl.jsonl", io.BytesIO(lines[0] + _rl_line("e", depth=checker.CAPS.max_depth - 2))))
+
+
+FLOATS = [1e-05, 1e16, 1.5e300, 0.1, -0.0, 100.0, 5e-324, 2**70, -(2**63), True, None]   # msgspec's own forms differ
+
+
+@pytest.mark.parametrize("kind", ["sft", "rl", "memory"])
+def test_rows_holding_floats_are_written_as_canonical_json_writes_them(kind):
+    from sandbox.exchange import to_file
+
+    tools = [{**TOOLS[0], "x": FLOATS, "function": {**TOOLS[0]["function"], "strict": 1e-07}}]
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"x": 1e-05}'}}
+    base = {"sft": {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "tool_calls": [call]}],
+                    "tools": tools, "weights": [1]},
+            "rl": {"messages": [{"role": "user", "content": "q"}], "tools": tools, "reference": {"tool_calls": [call]},
+                   "reward": "tool_call_match"},
+            "memory": {"key": "k", "content": "c", "tags": ["t"]}}[kind]
+    records = [{"id": f"r{i}", **base, "meta": {"n": FLOATS, "e": {"f": [1e-05 * i, {"g": 1e22}]},
+                                                 "provenance": {"steps": [{"op": "x", "how": "kept"}]}}} for i in range(3)]
+    for record in records:   # stamped as the toolkit stamps: the host's digest must find them intact
+        record["meta"]["provenance"]["sha"] = digest(record)
+    lines = [_line(r) for r in records]
+    out = list(checker.iter_records(f"{kind}.jsonl", io.BytesIO(b"".join(lines)), encode=to_file))
+    expected = [canonical_json(to_file(kind, settle(json.loads(raw)))).encode() + b"\n" for raw in lines]
+    assert [line for _, line in out] == expected and b"1e-05" in expected[0] and b"1e+16" in expected[0]
+    assert all(record["meta"]["provenance"] == [{"op": "x", "how": "kept"}] for record, _ in out)
 
 
 @pytest.mark.parametrize("messages", [
@@ -96,14 +129,14 @@ def test_an_rl_row_spliced_from_the_digest_text_is_the_plain_encoding(messages):
     from sandbox.chat_format import tools_in_system
     from sandbox.exchange import to_file
 
-    record = {"id": "r", "messages": messages, "tools": TOOLS, "reference": {"content": "a"},
-              "reward": "tool_call_match", "meta": {"provenance": [{"op": "x", "how": "kept"}]}}
+    record = DECODER.decode(json.dumps({"id": "r", "messages": messages, "tools": TOOLS, "reference": {"content": "a"},
+                                        "reward": "tool_call_match", "meta": {"provenance": [{"op": "x", "how": "kept"}]}}))
     row = to_file("rl", record)
     assert row["prompt"] == tools_in_system(messages, TOOLS)
-    plain = canonical_json({**row, "prompt": list(row["prompt"])})
+    plain = _canonical({**row, "prompt": list(row["prompt"])})
     texts: dict = {}
-    record_json(record, texts)   # the digest's encoding, remembered for the row
-    assert record_json(row, texts) == plain == record_json(row) == canonical_json(row)
+    record_bytes(record, texts)   # the digest's encoding, remembered for the row
+    assert record_bytes(row, texts) == plain == record_bytes(row) == _canonical(row)
 
 
 def test_the_hashing_writer_writes_and_hashes_every_byte_and_raises_a_write_failure(tmp_path):

@@ -492,13 +492,19 @@ def test_fast_schema_path_gives_exactly_the_reference_verdict(tmp_path):
     from sandbox.schemas import SCHEMAS, _schema_error, reference_schema_error
     adp = load_corpus(write_lines(tmp_path / "adp.jsonl", [json.dumps(ADP)])).records[0]
     seeds = [raw("a"), adp, {"id": "m", "messages": [{"role": "user", "content": None}]}]
+    messages = raw("a")["messages"]
+    curated = [("sft", {"id": "s", "messages": messages, "tools": TOOLS, "weights": [0, 1], "meta": {"x": [1]}}),
+               ("rl", {"id": "r", "messages": messages[:1], "tools": TOOLS, "reward": "tool_call_match",
+                       "reference": {"tool_calls": messages[1]["tool_calls"]}, "meta": {}}),
+               ("rl", {"id": "q", "messages": messages[:3], "tools": TOOLS, "reward": "state_match",
+                       "reference": {"content": "Done."}})]
     checked = 0
-    for seed in seeds:
-        assert _schema_error("raw", seed) is None
+    for kind, seed in [("raw", seed) for seed in seeds] + curated:
+        assert _schema_error(kind, seed) is None
         for path, value, mutant in _mutants(seed):
-            assert _schema_error("raw", mutant) == reference_schema_error("raw", mutant), (path, value)
+            assert _schema_error(kind, mutant) == reference_schema_error(kind, mutant), (kind, path, value)
             checked += 1
-    assert checked > 500
+    assert checked > 2000
     assert set(SCHEMAS) == {"raw", "sft", "rl", "memory"}
 
 

@@ -572,7 +572,7 @@ def test_the_provenance_digest_the_toolkit_shares_with_the_host_imports_only_the
     tree = ast.parse((TOOLKIT_DIR.parents[1] / "sandbox" / "provenance.py").read_text())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert names <= {"__future__", "hashlib", "json", "typing"}
+    assert names <= {"__future__", "collections.abc", "hashlib", "json", "typing"}
 
 
 def test_operators_never_modify_the_corpus():
