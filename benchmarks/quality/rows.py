@@ -7,6 +7,7 @@ of those rows without SFT data, without RL data, without memory at evaluation.
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from base.errors import UserError
@@ -51,15 +52,20 @@ def _corpus_file(folder: Path, what: str) -> Path:
     return path
 
 
-def labels_of(wild_dir: Path) -> str | None:
+def _success(records: list[dict]) -> dict[str, bool | None]:
+    return {r["id"]: (r.get("outcome") or {}).get("success") for r in records}
+
+
+def labels_of(wild_dir: Path, records: list[dict] | None = None) -> str | None:
     """What tells a clean record from a noisy one in this corpus: "noise" (the wild corpus
     builder's noise_labels.json), "success" (a user's corpus whose records carry an outcome, e.g.
-    tau-bench's reward: the successful ones are the clean-by-construction subset), else None."""
+    tau-bench's reward: the successful ones are the clean-by-construction subset), else None.
+    `records`: the corpus's, when the caller has read them already."""
     if (Path(wild_dir) / "noise_labels.json").is_file():
         return "noise"
-    records = load_corpus([str(_corpus_file(wild_dir, "--wild"))]).records
-    outcomes = {(r.get("outcome") or {}).get("success") for r in records}
-    return "success" if {True, False} <= outcomes else None
+    if records is None:
+        records = load_corpus([str(_corpus_file(wild_dir, "--wild"))]).records
+    return "success" if {True, False} <= set(_success(records).values()) else None
 
 
 def oracle_corpus(wild_dir: Path, cache: Path) -> Path:
@@ -89,26 +95,26 @@ def poisoned_corpus(wild_dir: Path, cache: Path, seed: int = 0) -> Path:
 
 def _labelled_subset(wild_dir: Path, cache: Path, name: str, keep) -> Path:
     wild = _corpus_file(wild_dir, "--wild")
+    out = Path(cache) / "corpora" / f"{name}-{corpus_sha256([str(wild)])[:16]}.jsonl"
+    if out.is_file():
+        return out
     labels_path = Path(wild_dir) / "noise_labels.json"
-    source = labels_of(wild_dir)
+    records = load_corpus([str(wild)]).records
+    source = labels_of(wild_dir, records)
     if source is None:
         raise UserError(f"{labels_path}: no such file, and no record of {wild} carries a success outcome; the {name} "
                         "row needs the wild corpus builder's noise labels or records labelled successful and failed")
-    out = Path(cache) / "corpora" / f"{name}-{corpus_sha256([str(wild)])[:16]}.jsonl"
-    if not out.is_file():
-        records = load_corpus([str(wild)]).records
-        if source == "noise":
-            labels = read_json(labels_path)["labels"]
-            chosen = [r for r in records if keep(labels.get(r["id"], {}).get("noise"))]
-        else:   # success True is clean; an unlabelled record is in neither subset
-            success = {r["id"]: (r.get("outcome") or {}).get("success") for r in records}
-            chosen = [r for r in records if success[r["id"]] is not None
-                      and keep("clean" if success[r["id"]] else "failed")]
-        if not chosen:
-            raise UserError(f"{labels_path if source == 'noise' else wild}: no record fits the {name} row; "
-                            "it has nothing to train on")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_corpus(chosen, out)
+    if source == "noise":
+        labels = read_json(labels_path)["labels"]
+        chosen = [r for r in records if keep(labels.get(r["id"], {}).get("noise"))]
+    else:   # success True is clean; an unlabelled record is in neither subset
+        success = _success(records)
+        chosen = [r for r in records if success[r["id"]] is not None and keep("clean" if success[r["id"]] else "failed")]
+    if not chosen:
+        raise UserError(f"{labels_path if source == 'noise' else wild}: no record fits the {name} row; "
+                        "it has nothing to train on")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_corpus(chosen, out)
     return out
 
 
@@ -190,6 +196,7 @@ def table_rows(which: tuple[str, ...], wild_dir: Path, labeled_dir: Path | None,
     """The rows named in `which` (ROWS names), then Table 2 for the row `ablate`; `source_sha256`:
     the user's corpus that `wild_dir` was made from (replay), which a run's row must have evolved on."""
     wild = _corpus_file(wild_dir, "--wild")
+    by_outcome = functools.cache(lambda: labels_of(wild_dir) == "success")   # read once, when a labelled row asks
     rows = []
     for name in which:
         if name == "rho0-wild":
@@ -203,11 +210,11 @@ def table_rows(which: tuple[str, ...], wild_dir: Path, labeled_dir: Path | None,
             rows += [run_row(r, wild, source_sha256) for r in runs]
             rows += [row for r in runs for row in run_epoch_rows(r, wild, source_sha256)] if run_epochs else []
         elif name == "oracle":
-            clean = "labelled clean" if labels_of(wild_dir) != "success" else "whose outcome is a success"
+            clean = "whose outcome is a success" if by_outcome() else "labelled clean"
             rows.append(Row("oracle", f"oracle: ρ0 on the records {clean}", _strategy(SEED_STRATEGY),
                             oracle_corpus(wild_dir, cache)))
         elif name == "noisy":
-            noisy = "labelled noisy" if labels_of(wild_dir) != "success" else "whose outcome is a failure"
+            noisy = "whose outcome is a failure" if by_outcome() else "labelled noisy"
             rows.append(Row("noisy", f"ρ0 on the records {noisy} (the oracle's complement)",
                             _strategy(SEED_STRATEGY), noisy_corpus(wild_dir, cache)))
         elif name == "poisoned":
