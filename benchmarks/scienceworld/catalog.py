@@ -13,7 +13,10 @@ simulator's fixed lists).
 Each entry: id "<task type>-v<variation>", task type, variation, split, the task description,
 the first observation (the simulator's "look around" after reset), the gold actions and the gold
 trace (observation and score after each action). The file is canonical JSON, gzip'd with a fixed
-mtime, so rebuilding it with the same ScienceWorld version gives the same bytes.
+mtime. Rebuilding it with the same ScienceWorld version draws the same variations with the same
+texts, and every stored gold run replays to its stored trace; the gold *route* may differ between
+builds, since the simulator's oracle picks among equally short paths by Scala set order, which
+changes between JVM runs (allenai/ScienceWorld#15). The stored file is the reference.
 """
 from __future__ import annotations
 
