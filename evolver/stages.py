@@ -143,7 +143,8 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
                           batch_size=cfg.batch_size, gold=samples == 1)
     gold = doc.get("gold_log_likelihood")   # beside P, never in a strategy's inputs
     m = doc["metrics"]
-    dev = {"tasks": len(doc["tasks"]), "episodes": m.get("episodes", 0), "step_items": m.get("step_items", 0)}
+    dev = {"tasks": len(doc["tasks"]), "episodes": m.get("episodes", 0), "step_items": m.get("step_items", 0),
+           "step_items_with_calls": m.get("step_items_with_calls")}
     return {"P": doc["P"], "metrics": doc["metrics"], "dev": dev,
             **({"gold_ll": gold["mean"], "gold_ll_per_category": {c: v["mean"] for c, v in gold["per_category"].items()}}
                if gold else {})}

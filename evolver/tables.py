@@ -148,8 +148,12 @@ def dev_notes(store: RunStore, rows: list[dict]) -> list[str]:
     what = "step items" if stepwise else "episodes"
     held_out = not registry.get(store.config.get("benchmark", "bfcl-single")).executable   # --tasks does not apply
     chosen = "the held-out tenth of the corpus" if held_out else f"--tasks {tasks}"
-    text = (f"dev: {dev['tasks']} task(s) evaluated per epoch ({chosen}), {dev['episodes']} episodes, "
-            f"{dev['step_items']} step items; P is {metric} over the {what}")
+    if stepwise:   # no episodes here: the held-out records' steps are put to the model one by one
+        calls = dev.get("step_items_with_calls")
+        scored = f"{dev['step_items']} step items" + (f" ({calls} with a recorded call)" if calls is not None else "")
+    else:
+        scored = f"{dev['episodes']} episodes, {dev['step_items']} step items"
+    text = f"dev: {dev['tasks']} task(s) evaluated per epoch ({chosen}), {scored}; P is {metric} over the {what}"
     warning = resolution_warning(items, what)
     return [text] + ([f"warning: {warning}"] if warning else [])
 

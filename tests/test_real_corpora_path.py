@@ -80,7 +80,7 @@ def test_a_replay_report_shows_categories_and_says_why_plots_are_missing(toolben
     assert "toolbench" in table and "3 missed)" in table                  # the counts, not "—"
     assert "No failure-family plot: no epoch was diagnosed" in page       # one epoch: never diagnosed, and it says so
     assert "<h2>Failed trajectories</h2>" in page and "(missing_call)" in page
-    assert "dev: 1 task(s) evaluated per epoch (the held-out tenth of the corpus), 0 episodes, 3 step items; P is call_f1 over the step items" in page
+    assert "dev: 1 task(s) evaluated per epoch (the held-out tenth of the corpus), 3 step items (3 with a recorded call); P is call_f1 over the step items" in page
     assert "warning: the dev set holds 3 step items" in page and "wall time" in page
 
 
@@ -151,7 +151,7 @@ def test_a_c_only_acceptance_is_labelled_as_such(tmp_path):
     log = format_log(store).splitlines()
     assert " C only " in log[3] and "accepted" not in log[3]
     assert "C only: accepted on a lower C alone with P unchanged" in "\n".join(log)
-    assert "dev: 1 task(s) evaluated per epoch (the held-out tenth of the corpus), 0 episodes, 4 step items" in "\n".join(log)
+    assert "dev: 1 task(s) evaluated per epoch (the held-out tenth of the corpus), 4 step items; P is call_f1" in "\n".join(log)
 
 
 # ---------------------------------------------------------------- 2: length limits, before training
