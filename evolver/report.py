@@ -14,8 +14,7 @@ import json
 from pathlib import Path
 
 from base.files import atomic_write
-from benchmarks import registry
-from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
+from evolver.tables import dev_scope, epoch_rows, failed_stages, format_log, format_stages
 from evolver.config import RunConfig
 from evolver.diagnose import FAMILY_PREFIXES
 from evolver.store import RunStore
@@ -284,8 +283,7 @@ def _header(store, rows) -> str:
         wall = (f" · wall time {seconds / 60:.1f} min from the first to the last journal event "
                 f"({staged / 60:.1f} min inside stages; process start-up and the corpus check before epoch 0 are not journaled)")
     dev = "".join(f"<br>{html.escape(line)}" for line in dev_notes(store, rows))
-    held_out = not registry.get(cfg["benchmark"]).executable   # replay: the corpus's held-out tenth, not --tasks
-    scope = "the held-out tenth of the corpus" if held_out else f"--tasks {cfg['tasks']}"
+    scope = dev_scope(cfg)
     return (f"<p>{cfg['epochs']} epochs · dev benchmark {html.escape(cfg['benchmark'])} ({html.escape(cfg['metric'])}, "
             f"{scope}) · base {html.escape(cfg['base'])} · profile {html.escape(cfg['profile'])} · "
             f"λ = {cfg['lambda']} · N_ref = {cfg['n_ref']:g}{wall}{dev}</p>")

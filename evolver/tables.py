@@ -134,6 +134,14 @@ def dev_size(rows: list[dict]) -> dict | None:
     return next((r["dev"] for r in reversed(rows) if r.get("dev")), None)
 
 
+def dev_scope(config: dict) -> str:
+    """What the dev set is: `--tasks N` of an executable benchmark, or the corpus's held-out tenth
+    (replay, where --tasks does not apply)."""
+    if registry.get(config.get("benchmark", "bfcl-single")).executable:
+        return f"--tasks {config.get('tasks')}"
+    return "the held-out tenth of the corpus"
+
+
 def dev_notes(store: RunStore, rows: list[dict]) -> list[str]:
     """The real dev size, and a warning when it is too small to tell strategies apart."""
     from benchmarks.metrics import resolution_warning
@@ -141,13 +149,11 @@ def dev_notes(store: RunStore, rows: list[dict]) -> list[str]:
     dev = dev_size(rows)
     if dev is None:
         return []
-    tasks = store.config.get("tasks")
     metric = store.config.get("metric")
     stepwise = metric in ("step_accuracy", "call_f1")   # the replay metrics score step items, not episodes
     items = dev["step_items"] if stepwise else dev["episodes"]
     what = "step items" if stepwise else "episodes"
-    held_out = not registry.get(store.config.get("benchmark", "bfcl-single")).executable   # --tasks does not apply
-    chosen = "the held-out tenth of the corpus" if held_out else f"--tasks {tasks}"
+    chosen = dev_scope(store.config)
     if stepwise:   # no episodes here: the held-out records' steps are put to the model one by one
         calls = dev.get("step_items_with_calls")
         scored = f"{dev['step_items']} step items" + (f" ({calls} with a recorded call)" if calls is not None else "")
