@@ -4,14 +4,20 @@ One container per candidate (and per agent command), from the image `sandbox/ima
 no network, read-only root, a small tmpfs /tmp, the strategy files, corpus and project packages
 mounted read-only, one writable output directory, an unprivileged user (uid 10001), no
 capabilities, no new privileges, memory / CPU / pids limits, a file-size ulimit and a watchdog on
-the output directory's total size, an environment with nothing of the host's, logs capped on
+the output directory's total size, an environment with nothing of the host's, no log on
 disk, and a wall-clock timeout. The container is removed on every path: success, failure,
 timeout, Ctrl-C, and SIGTERM/SIGHUP of the caller. A caller killed with SIGKILL cannot clean up,
 so the container does not depend on it: its job runs under `timeout` inside it (killed, and the
 container ended, DEADLINE_GRACE_S after the host's own deadline, whatever became of the host),
 and it carries its owner's `boot:pid:start time` label, by which the next curateevo command
 (`sandbox.leftovers.reap_leftovers`, and every new `DockerExecutor`) removes the containers whose
-owner is gone. (Not `--rm`: the host reads the logs of an ended container before removing it.)
+owner is gone. (Not `--rm`: the host reads the exit status and OOM flag of an ended container
+before removing it.)
+
+Output is read from the container's attached streams while it runs, stdout and stderr apart,
+each kept as a bounded head and tail (`BoundedTail`), as the process executor reads its pipes.
+Not from `docker logs`: the engine writes both streams to one capped log file, so a flood on
+stdout that the engine drains after the strategy's traceback can rotate the traceback away.
 """
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ from docker.types import LogConfig, Mount, Ulimit
 from base.errors import RunFailed
 from sandbox.checker import output_overflow
 from sandbox.docker_engine import docker_client
-from sandbox.executor import PROJECT_ROOT, CommandResult, CurationJob, Execution, Limits, bounded_text, failure_reason
+from sandbox.executor import PROJECT_ROOT, BoundedTail, CommandResult, CurationJob, Execution, Limits, failure_reason
 from sandbox.image import ensure_image
 from sandbox.image_lock import SANDBOX_UID
 from sandbox.leftovers import OWNER_LABEL, owner_id, reap_orphans
@@ -43,6 +49,7 @@ LABEL = "curateevo.job"
 
 
 DEADLINE_GRACE_S = 5.0   # the in-container deadline's lead over the host's: the host times out first
+READ_GRACE_S = 30.0      # how long the host drains an ended container's streams before giving up
 
 
 def within_deadline(command: list[str], limits: Limits) -> list[str]:
@@ -116,8 +123,7 @@ class DockerExecutor:
             ulimits=[Ulimit(name="fsize", soft=limits.max_file_bytes, hard=limits.max_file_bytes),
                      Ulimit(name="core", soft=0, hard=0), Ulimit(name="nofile", soft=1024, hard=1024)],
             cap_drop=["ALL"], security_opt=["no-new-privileges"], init=True, ipc_mode="none",
-            log_config=LogConfig(type="local", config={"max-size": f"{max(limits.output_bytes * 4, 2**20)}",
-                                                        "max-file": "1", "compress": "false"}),
+            log_config=LogConfig(type="none"),   # output is read from the attached streams: nothing on disk
             labels={LABEL: marker, OWNER_LABEL: owner_id() or ""}, detach=True, stdin_open=False, tty=False,
         )
 
@@ -141,6 +147,11 @@ class DockerExecutor:
             if watch is not None:
                 threading.Thread(target=self._watch_size, args=(container, watch, limits, over, stop),
                                  daemon=True).start()
+            # attached before start, as `docker start -a` does: no byte is written before the host reads
+            streams = container.attach(stdout=True, stderr=True, stream=True, logs=False, demux=not combined)
+            kept = (BoundedTail(limits.output_bytes), BoundedTail(limits.output_bytes))
+            reader = threading.Thread(target=self._drain, args=(streams, kept, combined), daemon=True)
+            reader.start()
             container.start()
             timed_out = False
             try:
@@ -151,13 +162,11 @@ class DockerExecutor:
                 status = container.wait(timeout=30)
             wall = time.monotonic() - start
             stop.set()
+            reader.join(timeout=READ_GRACE_S)   # the streams end when the container does
+            streams.close()
             container.reload()
             oom = container.attrs["State"].get("OOMKilled", False)
-            if combined:  # one stream in the order it was written, as a terminal shows it
-                stdout, stderr = self._tail(container, limits, stdout=True, stderr=True), ""
-            else:
-                stdout = self._tail(container, limits, stdout=True, stderr=False)
-                stderr = self._tail(container, limits, stdout=False, stderr=True)
+            stdout, stderr = kept[0].text(), ("" if combined else kept[1].text())
             reason = over[0] if over else ("killed: memory limit reached (OOM)" if oom else None)
             return status, stdout, stderr, timed_out, reason, wall
         finally:
@@ -170,12 +179,21 @@ class DockerExecutor:
                 _LIVE.pop(container.id, None)
 
     @staticmethod
-    def _tail(container, limits: Limits, *, stdout: bool, stderr: bool) -> str:
-        data = container.logs(stdout=stdout, stderr=stderr)
-        half = limits.output_bytes // 2
-        if len(data) <= limits.output_bytes:
-            return data.decode("utf-8", errors="replace")
-        return bounded_text(data[:half], data[-half:], len(data))
+    def _drain(streams, kept: tuple[BoundedTail, BoundedTail], combined: bool) -> None:
+        """Reads the attached streams to their end. `combined`: one stream in the order it was
+        written, as a terminal shows it; otherwise (stdout chunk, stderr chunk) pairs."""
+        try:
+            for item in streams:
+                if combined:
+                    kept[0].feed(item)
+                    continue
+                out, err = item
+                if out:
+                    kept[0].feed(out)
+                if err:
+                    kept[1].feed(err)
+        except (DockerException, OSError, ValueError):   # closed under us: the container is gone
+            pass
 
     @staticmethod
     def _watch_size(container, folder: Path, limits: Limits, over: list, stop: threading.Event) -> None:

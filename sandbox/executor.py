@@ -149,31 +149,43 @@ def make_executor(name: str, *, warn=None, trusted: bool = False) -> Executor:
     raise AssertionError("unreachable")
 
 
-class BoundedReader(threading.Thread):
-    """Drains a pipe to the end, keeping its first and last `cap/2` bytes (a flood never fills
-    memory, and the traceback at the end of a noisy run is still there)."""
+class BoundedTail:
+    """The first and last `cap/2` bytes of a stream fed in chunks, and its total length (a flood
+    never fills memory, and the traceback at the end of a noisy run is still there)."""
 
-    def __init__(self, pipe: IO[bytes], cap: int):
-        super().__init__(daemon=True)
-        self.pipe, self.cap = pipe, cap
+    def __init__(self, cap: int):
+        self.half = cap // 2
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
 
-    def run(self) -> None:
-        half = self.cap // 2
-        for chunk in iter(lambda: self.pipe.read(65536), b""):
-            self.total += len(chunk)
-            room = half - len(self.head)
-            if room > 0:
-                self.head += chunk[:room]
-                chunk = chunk[room:]
-            self.tail += chunk
-            del self.tail[:-half or len(self.tail)]
-        self.pipe.close()
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        del self.tail[:-self.half or len(self.tail)]
 
     def text(self) -> str:
         return bounded_text(bytes(self.head), bytes(self.tail), self.total)
+
+
+class BoundedReader(threading.Thread):
+    """Drains a pipe to the end into a `BoundedTail`."""
+
+    def __init__(self, pipe: IO[bytes], cap: int):
+        super().__init__(daemon=True)
+        self.pipe, self.kept = pipe, BoundedTail(cap)
+
+    def run(self) -> None:
+        for chunk in iter(lambda: self.pipe.read(65536), b""):
+            self.kept.feed(chunk)
+        self.pipe.close()
+
+    def text(self) -> str:
+        return self.kept.text()
 
 
 def bounded_text(head: bytes, tail: bytes, total: int) -> str:

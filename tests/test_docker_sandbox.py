@@ -179,6 +179,27 @@ def test_printing_gigabytes_keeps_a_bounded_tail(docker_executor, strategy, corp
     assert leftovers(docker_executor) == []
 
 
+def test_stderr_survives_a_stdout_flood_written_after_it(docker_executor, strategy, corpus_copy, tmp_path):
+    """stdout and stderr are kept apart, each with its own head and tail: a flood on stdout after
+    a warning on stderr leaves the warning (an engine log file shared by both would rotate it away)."""
+    s = strategy("""
+        import sys
+        def curate(raw, ctx):
+            sys.stderr.write("warning: written before the flood\\n")
+            sys.stderr.flush()
+            block = "z" * 2**20
+            for _ in range(64):
+                sys.stdout.write(block)
+            sys.stdout.flush()
+            raise RuntimeError("after the flood")
+    """)
+    with pytest.raises(CurationFailed) as info:
+        run(docker_executor, s, corpus_copy, tmp_path / "out", output_bytes=8192, timeout_s=120)
+    assert info.value.reason == "strategy failed: RuntimeError: after the flood"
+    assert "warning: written before the flood" in info.value.execution.stderr
+    assert "bytes not kept" in info.value.execution.stdout
+
+
 def test_filling_the_disk_is_stopped(docker_executor, strategy, corpus_copy, tmp_path):
     s = strategy("""
         def curate(raw, ctx):
