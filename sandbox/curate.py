@@ -26,7 +26,7 @@ from typing import Callable, Mapping, Sequence
 from base.errors import RunFailed, UserError, printable
 from base.files import atomic_json, is_empty_or_missing, writable_parent, json_text, read_json, sha256_bytes, sha256_files
 from sandbox import checker, environment_lock, leftovers
-from sandbox.corpus import Corpus, load_corpus, write_corpus
+from sandbox.corpus import Corpus, load_corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
 from sandbox.leakage import check_record
 from sandbox.exchange import to_file
@@ -129,7 +129,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             target = job.strategy_dir / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        write_corpus(corpus.records, job.corpus_path)
+        job.corpus_path.write_bytes(corpus.staged)   # a scratch copy: no fsync, made once per corpus
         job.out_dir.mkdir()
         t1 = time.monotonic()
         with channel or nullcontext():

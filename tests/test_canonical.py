@@ -161,6 +161,32 @@ def test_the_hashing_writer_writes_and_hashes_every_byte_and_raises_a_write_fail
                 out.write(b"x" * (1 << 16))
 
 
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_a_hashing_writer_appends_a_file_between_writes(tmp_path, monkeypatch, kernel_copy):
+    """write_file: the file's bytes where they fall among the writes, in the file and in the hash,
+    whether the kernel copies them or (another file system) this process does."""
+    import hashlib
+    import os
+
+    from base.files import HashingWriter
+
+    if not kernel_copy:
+        def refuse(*args):
+            raise OSError(18, "Invalid cross-device link")
+        monkeypatch.setattr(os, "copy_file_range", refuse)
+    part = tmp_path / "part"
+    part.write_bytes(bytes(range(256)) * 40_000)
+    with HashingWriter(tmp_path / "f", block=4096) as out:
+        out.write(b"head" * 3000)
+        out.write_file(part)
+        out.write(b"tail")
+        (tmp_path / "empty").touch()
+        out.write_file(tmp_path / "empty")
+    whole = b"head" * 3000 + part.read_bytes() + b"tail"
+    assert (tmp_path / "f").read_bytes() == whole
+    assert out.hexdigest() == hashlib.sha256(whole).hexdigest()
+
+
 def test_memoised_argument_verdicts_are_the_verdicts():
     from sandbox import schemas
 

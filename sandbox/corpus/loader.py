@@ -8,6 +8,7 @@ its reason (`Corpus.skipped_lines`).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
@@ -70,6 +71,13 @@ class Corpus:
         """One line for stderr when tool lists were built or replaced (None: the files had them)."""
         return notice(self.tool_lists or {}, self.tools_file, self.from_tools_file)
 
+    @functools.cached_property
+    def staged(self) -> bytes:
+        """The records as the sandbox reads them (`corpus_jsonl`), made once per loaded corpus: every
+        candidate curated from it in a run is given these bytes (the records are not changed after
+        loading)."""
+        return corpus_jsonl(self.records)
+
     @property
     def retained_share(self) -> float:
         """Loaded records over all values read (loaded + skipped)."""
@@ -77,9 +85,14 @@ class Corpus:
         return len(self.records) / total if total else 0.0
 
 
+def corpus_jsonl(records: Iterable[Mapping]) -> bytes:
+    """Canonical JSONL: one canonical JSON line per record."""
+    return "".join(canonical_json(record) + "\n" for record in records).encode("utf-8")
+
+
 def write_corpus(records: Iterable[Mapping], path) -> None:
     """Write canonical JSONL atomically (one canonical JSON line per record)."""
-    atomic_write(path, "".join(canonical_json(record) + "\n" for record in records))
+    atomic_write(path, corpus_jsonl(records))
 
 
 def detect_format(obj: Mapping) -> str | None:

@@ -1,0 +1,92 @@
+"""A generator run on another core: a forked child process sends its items back one at a time.
+
+    with Worker(produce, *args) as worker:   # the child runs `for item in produce(*args)`
+        item = worker.next(timeout_s)         # the next item, or LOST
+
+The child is forked, so it starts at once with the parent's memory (modules imported, caches
+warm) and needs nothing pickled but its items. The parent never depends on it: `next` gives LOST
+when the child died, raised, closed the pipe or sent nothing for `timeout_s` (then it is killed),
+and the caller does the rest of the work itself. Items are pickled over a pipe, so they should be
+small beside the work that made them. Leaving the `with` kills a child still running.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from typing import Any, Callable, Iterator
+
+LOST = object()   # what `next` gives once the child cannot be relied on
+
+
+def available() -> bool:
+    """Whether a second core and `fork` are there to use."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:   # no affinity call here: whatever the machine has
+        cores = os.cpu_count() or 1
+    return cores >= 2 and "fork" in multiprocessing.get_all_start_methods()
+
+
+def _serve(conn, produce: Callable[..., Iterator], args: tuple) -> None:
+    try:
+        for item in produce(*args):
+            conn.send(("item", item))
+        conn.send(("end", None))
+    except BaseException as exc:   # reported, never printed: the parent does the work again
+        try:
+            conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+        except (OSError, ValueError):
+            pass
+    finally:
+        conn.close()
+
+
+class Worker:
+    def __init__(self, produce: Callable[..., Iterator], *args: Any):
+        context = multiprocessing.get_context("fork")
+        self.conn, child_end = context.Pipe(duplex=False)
+        self.process = context.Process(target=_serve, args=(child_end, produce, args), daemon=True,
+                                       name="curateevo-worker")
+        self.process.start()
+        child_end.close()
+        self.lost: str | None = None   # why the child was given up on, once it was
+
+    def next(self, timeout_s: float) -> Any:
+        """The child's next item; LOST (and `lost` says why) when it cannot give one."""
+        if self.lost is not None:
+            return LOST
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                ready = self.conn.poll(max(0.0, min(left, 0.5)))
+                if ready:
+                    kind, value = self.conn.recv()
+                    if kind == "item":
+                        return value
+                    return self._give_up("it ended early" if kind == "end" else f"it failed ({value})")
+            except (EOFError, OSError):
+                return self._give_up(f"it exited (code {self.process.exitcode})")
+            if left <= 0:
+                return self._give_up(f"it sent nothing for {timeout_s:.0f} s")
+            if not self.process.is_alive() and not self.conn.poll(0):
+                return self._give_up(f"it exited (code {self.process.exitcode})")
+
+    def _give_up(self, why: str) -> Any:
+        self.lost = why
+        self.close()
+        return LOST
+
+    def close(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        self.conn.close()
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.lost is None:
+            self.close()

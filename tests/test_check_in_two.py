@@ -1,0 +1,168 @@
+"""A large output is checked in two halves at once (the second by a forked child): the artifacts,
+the profile and the reason a candidate is rejected for are exactly those of one pass, and when
+the child dies or fails the parent checks its half itself."""
+import json
+import os
+
+import pytest
+
+from curation_strategies import toolkit
+from sandbox import checker, forked
+from sandbox.checker import CandidateRejected, check_output
+from sandbox.exchange import to_file
+from sandbox.runtime import Context, load_strategy, read_corpus, write_records
+
+from conftest import ROOT, SAMPLE_CORPUS
+
+pytestmark = pytest.mark.skipif(not forked.available(), reason="needs a second core and fork")
+SEED = ROOT / "curation_strategies" / "seed"
+SPLIT = 2048   # bytes: every SFT and RL file of the sample's output is halved
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    """The seed strategy's output on the sample corpus, as the runtime writes it: {kind: [line]}."""
+    raw = read_corpus(SAMPLE_CORPUS)
+    out = tmp_path_factory.mktemp("seed-out")
+    write_records(out, load_strategy(SEED).curate(raw, Context({}, 0, toolkit)))
+    ids = [r["id"] for r in raw]
+    return {kind: (out / f"{kind}.jsonl").read_text(encoding="utf-8").splitlines() for kind in ("sft", "rl", "memory")}, ids
+
+
+def write(folder, files):
+    folder.mkdir(parents=True)
+    for kind, lines in files.items():
+        (folder / f"{kind}.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return folder
+
+
+def check_both(tmp_path, files, raw_ids, **options):
+    """(one pass, two halves): each the Checked and the files written, or the rejection's reason."""
+    results = []
+    for label, split in (("one", None), ("two", SPLIT)):
+        out, dest = write(tmp_path / f"out-{label}", files), tmp_path / f"dest-{label}"
+        dest.mkdir()
+        try:
+            checked = check_output(out, dest, raw_ids, encode=to_file, split_bytes=split, **options)
+            results.append((checked, {p.name: p.read_bytes() for p in sorted(dest.iterdir())}))
+        except CandidateRejected as exc:
+            results.append(str(exc))
+    return results
+
+
+def test_halves_write_the_bytes_and_profile_of_one_pass(tmp_path, rows, monkeypatch):
+    files, ids = rows
+    assert len("\n".join(files["rl"])) > 4 * SPLIT and len(files["sft"]) >= 4
+    joined = []   # the child's halves were joined, not checked again by the parent
+    monkeypatch.setattr(checker, "_join", lambda *a, real=checker._join: joined.append(a[1].name) or real(*a))
+    (one, one_files), (two, two_files) = check_both(tmp_path, files, ids)
+    assert joined == ["sft.jsonl", "rl.jsonl"]
+    assert two.artifacts == one.artifacts and two.profile == one.profile
+    assert two_files == one_files   # no half left behind in the destination either
+    assert sorted(two_files) == ["memory.jsonl", "rl.jsonl", "sft.jsonl"]
+
+
+def edited(files, kind, at, line=None, drop=False):
+    lines = list(files[kind])
+    at = at % len(lines)
+    if drop:
+        del lines[at]
+    else:
+        lines[at] = line
+    return {**files, kind: lines}
+
+
+def with_id(line, rid):
+    record = json.loads(line)
+    record["id"] = rid
+    return json.dumps(record, ensure_ascii=False)
+
+
+def cases(files):
+    sft, rl = files["sft"], files["rl"]
+    first_sft_id, first_rl_id = json.loads(sft[0])["id"], json.loads(rl[0])["id"]
+    yield "malformed line in sft's second half", edited(files, "sft", -1, "{not json")
+    yield "malformed in both halves of rl", edited(edited(files, "rl", 1, "[]"), "rl", -2, "{")
+    yield "sft's second half before rl's first", edited(edited(files, "sft", -1, "{"), "rl", 0, "{")
+    yield "an id of the first half again", edited(files, "rl", -1, with_id(rl[-1], first_rl_id))
+    yield "an id again twice in the half", edited(edited(files, "rl", -1, with_id(rl[-1], first_rl_id)),
+                                                   "rl", -3, with_id(rl[-3], first_rl_id))
+    yield "an id again and a bad record after it", edited(edited(files, "sft", -1, "{"),
+                                                          "sft", -2, with_id(sft[-2], first_sft_id))
+    yield "the id again on a line the schema rejects", edited(
+        files, "rl", -1, with_id(rl[-1], first_rl_id).replace('"reward"', '"reward_x"', 1))
+    yield "an id of the half itself again", edited(files, "rl", -1, with_id(rl[-1], json.loads(rl[-2])["id"]))
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_a_rejection_in_either_half_is_the_one_a_single_pass_gives(tmp_path, rows, case):
+    name, files = list(cases(rows[0]))[case]
+    one, two = check_both(tmp_path, files, rows[1])
+    assert isinstance(one, str), name
+    assert two == one, name
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_the_records_cap_is_passed_on_the_line_a_single_pass_finds(tmp_path, rows, extra):
+    files, ids = rows
+    total = len(files["sft"]) + len(files["rl"]) + len(files["memory"])
+    cap = len(files["sft"]) + len(files["rl"]) - 3   # passed three lines before rl's end
+    bad = edited(files, "rl", -3, "{") if extra else files   # that very line is also malformed
+    caps = checker.OutputCaps(max_records=cap)
+    one, two = check_both(tmp_path, bad, ids, caps=caps)
+    assert one == two and "records in all (the cap)" in one and total > cap
+
+
+def test_a_rejection_by_inspect_in_the_second_half_is_the_one_a_single_pass_gives(tmp_path, rows):
+    files, ids = rows
+    leaking = json.loads(files["rl"][-2])["id"]
+
+    def inspect(kind, record):
+        if record["id"] == leaking:
+            raise CandidateRejected(f"{kind} record {leaking!r} leaks")
+
+    one, two = check_both(tmp_path, files, ids, inspect=inspect)
+    assert one == two == f"rl record {leaking!r} leaks"
+
+
+def test_an_id_again_on_the_line_inspect_rejects_is_reported_as_the_id_again(tmp_path, rows):
+    """One pass finds the repeated id before `inspect` sees the record; the halves must too."""
+    files, ids = rows
+    first_id = json.loads(files["rl"][0])["id"]
+    marked = with_id(files["rl"][-2], first_id).replace('"content": "', '"content": "MARKER ', 1)
+    assert "MARKER" in marked
+
+    def inspect(kind, record):
+        if any("MARKER" in (m.get("content") or "") for m in record["messages"]):
+            raise CandidateRejected("inspect rejects the marked record")
+
+    one, two = check_both(tmp_path, edited(files, "rl", -2, marked), ids, inspect=inspect)
+    assert one == two and "duplicate id" in one
+
+
+@pytest.mark.parametrize("how", ["dies", "raises"])
+def test_when_the_child_cannot_finish_the_parent_checks_its_half(tmp_path, rows, how):
+    files, ids = rows
+    parent = os.getpid()
+
+    def inspect(kind, record):   # the child, and only the child, ends or fails on its first record
+        if os.getpid() != parent:
+            if how == "dies":
+                os._exit(9)
+            raise RuntimeError("a bug in the child")
+
+    (one, one_files), (two, two_files) = check_both(tmp_path, files, ids, inspect=inspect)
+    assert (two.artifacts, two.profile, two_files) == (one.artifacts, one.profile, one_files)
+
+
+def test_a_worker_that_went_silent_is_given_up_and_killed():
+    def produce():
+        yield 1
+        import time
+        time.sleep(60)
+        yield 2
+
+    with forked.Worker(produce) as worker:
+        assert worker.next(timeout_s=30) == 1
+        assert worker.next(timeout_s=0.5) is forked.LOST
+        assert "sent nothing" in worker.lost and not worker.process.is_alive()
