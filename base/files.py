@@ -124,25 +124,10 @@ class HashingWriter:
                     self.error = exc
 
     def _append(self, path: str) -> None:
-        self.file.flush()
-        at = self.file.tell()
-        with open(path, "rb") as src:
+        with open(path, "rb") as src:   # through this process: faster here than copy_file_range
             for block in iter(lambda: src.read(1 << 22), b""):
                 self.digest.update(block)
-            size, copied = src.tell(), 0
-            try:   # page to page in the kernel, no copy through this process
-                while copied < size:
-                    n = os.copy_file_range(src.fileno(), self.file.fileno(), size - copied, copied, at + copied)
-                    if n == 0:
-                        break
-                    copied += n
-            except OSError:   # another file system, or no such call here: through this process
-                pass
-            self.file.seek(at + copied)
-            src.seek(copied)
-            for block in iter(lambda: src.read(1 << 22), b""):
                 self.file.write(block)
-        self.file.seek(0, os.SEEK_END)
 
     def _hand_over(self) -> None:
         if self.error is not None:

@@ -2,15 +2,18 @@
 a plain in-process call of the strategy beside the full host path through an executor
 (corpus staging, sandboxed execution, host-side checking, profile, manifest).
 
-    .venv/bin/python bench/curation_overhead.py [--copies 40] [--repeats 3] [--sandbox process docker]
+    .venv/bin/python bench/curation_overhead.py [--copies 40] [--repeats 3] [--sandbox process docker] [--json F]
 
 The corpus is the bundled sample corpus repeated `--copies` times under new ids.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import shutil
+import subprocess
 import statistics
 import sys
 import tempfile
@@ -56,7 +59,9 @@ def main() -> None:
     ap.add_argument("--copies", type=int, default=40)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sandbox", nargs="+", default=["process", "docker"])
+    ap.add_argument("--json", type=Path, help="also write the table here, with the commit and the machine's load")
     args = ap.parse_args()
+    load_before = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="curateevo-bench-"))
     try:
         corpus_path = scaled_corpus(args.copies, work)
@@ -83,6 +88,18 @@ def main() -> None:
         print(f"{'path':<48} {'s/1k traj':>10} {'s/1k turns':>11} {'ratio':>7}")
         for name, wall in rows:
             print(f"{name:<48} {wall * 1000 / n:>10.3f} {wall * 1000 / turns:>11.4f} {wall / rows[0][1]:>6.1f}x")
+        if args.json:
+            commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True).stdout.strip()
+            args.json.write_text(json.dumps({
+                "command": " ".join(sys.argv), "commit": commit,
+                "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "cores": os.cpu_count(), "load_average": {"before": round(load_before, 2),
+                                                          "after": round(os.getloadavg()[0], 2)},
+                "trajectories": n, "retained_turns": turns, "repeats": args.repeats,
+                "rows": [{"path": name, "median_s": round(wall, 4), "s_per_1k_traj": round(wall * 1000 / n, 4),
+                          "s_per_1k_turns": round(wall * 1000 / turns, 5), "ratio": round(wall / rows[0][1], 3)}
+                         for name, wall in rows]}, indent=1) + "\n")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

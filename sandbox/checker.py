@@ -12,8 +12,8 @@ in file order (`_check_in_two`): the artifacts' bytes, the profile and the reaso
 rejected for are those of one pass, and when the child cannot finish the parent checks its half.
 
 Host memory: the checker holds one record at a time plus, per record, a 16-byte digest of its id
-(duplicates) and bounded counters, so with the caps of `OutputCaps` the checking process stays
-under HOST_MEMORY_BUDGET whatever the candidate writes (tests/test_checker_hardening.py measures
+(duplicates) and bounded counters, so with the caps of `OutputCaps` each checking process (the
+parent, and the child of a second half) stays under HOST_MEMORY_BUDGET whatever the candidate writes (tests/test_checker_hardening.py measures
 its peak RSS at the caps). Whatever a candidate writes ends as `CandidateRejected` with one
 sentence of bounded length, never as another exception.
 """
@@ -533,5 +533,5 @@ def _join(job: _Job, f: _File, half: _Half, ids: _Digests, counted: list, dest: 
         job.acc.merge(half.acc)
     except ProfileCapExceeded as exc:
         raise CandidateRejected(str(exc)) from None
-    out.write_file(dest / f".{f.name}.half")   # hashed and copied in the writer's thread
+    out.write_file(dest / f".{f.name}.half")   # hashed and written in the writer's thread
     return half.count
