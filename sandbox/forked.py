@@ -7,12 +7,15 @@ The child is forked, so it starts at once with the parent's memory (modules impo
 warm) and needs nothing pickled but its items. The parent never depends on it: `next` gives LOST
 when the child died, raised, closed the pipe or sent nothing for `timeout_s` (then it is killed),
 and the caller does the rest of the work itself. Items are pickled over a pipe, so they should be
-small beside the work that made them. Leaving the `with` kills a child still running.
+small beside the work that made them. Leaving the `with` kills a child still running, and the
+child is killed by the kernel when its parent dies (PR_SET_PDEATHSIG), even by SIGKILL.
 """
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import signal
 import time
 from typing import Any, Callable, Iterator
 
@@ -25,10 +28,24 @@ def available() -> bool:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:   # no affinity call here: whatever the machine has
         cores = os.cpu_count() or 1
-    return cores >= 2 and "fork" in multiprocessing.get_all_start_methods()
+    return (cores >= 2 and "fork" in multiprocessing.get_all_start_methods()
+            and not multiprocessing.current_process().daemon)   # a daemonic process may have no children
 
 
-def _serve(conn, produce: Callable[..., Iterator], args: tuple) -> None:
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):   # no prctl here: the `with` still ends the child
+        return
+    if os.getppid() != parent:   # the parent died before the call
+        os._exit(1)
+
+
+def _serve(conn, parent: int, produce: Callable[..., Iterator], args: tuple) -> None:
+    _die_with_parent(parent)
     try:
         for item in produce(*args):
             conn.send(("item", item))
@@ -46,11 +63,15 @@ class Worker:
     def __init__(self, produce: Callable[..., Iterator], *args: Any):
         context = multiprocessing.get_context("fork")
         self.conn, child_end = context.Pipe(duplex=False)
-        self.process = context.Process(target=_serve, args=(child_end, produce, args), daemon=True,
+        self.process = context.Process(target=_serve, args=(child_end, os.getpid(), produce, args), daemon=True,
                                        name="curateevo-worker")
-        self.process.start()
-        child_end.close()
         self.lost: str | None = None   # why the child was given up on, once it was
+        try:
+            self.process.start()
+        except OSError as exc:   # no process to be had (EAGAIN, ENOMEM): the caller does it all
+            self.lost = f"it could not be started ({exc.strerror})"
+            self.conn.close()
+        child_end.close()
 
     def next(self, timeout_s: float) -> Any:
         """The child's next item; LOST (and `lost` says why) when it cannot give one."""
@@ -79,6 +100,8 @@ class Worker:
         return LOST
 
     def close(self) -> None:
+        if self.process.pid is None:
+            return
         if self.process.is_alive():
             self.process.kill()
         self.process.join()

@@ -166,3 +166,34 @@ def test_a_worker_that_went_silent_is_given_up_and_killed():
         assert worker.next(timeout_s=30) == 1
         assert worker.next(timeout_s=0.5) is forked.LOST
         assert "sent nothing" in worker.lost and not worker.process.is_alive()
+
+
+CHILD_OF_A_KILLED_PARENT = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from sandbox import forked
+def produce():
+    yield 1
+    time.sleep(600)
+worker = forked.Worker(produce)
+assert worker.next(30) == 1
+print(worker.process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_child_dies_with_a_parent_killed_by_sigkill(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", CHILD_OF_A_KILLED_PARENT, str(ROOT)], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = os.path.exists(f"/proc/{child}") and "Z" not in open(f"/proc/{child}/stat").read().split()[2]
+    assert not alive
