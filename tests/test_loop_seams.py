@@ -238,9 +238,11 @@ def test_resume_refuses_a_curated_epochs_artifact_deleted_or_edited(tmp_path):
 
 
 def test_an_epoch_whose_curation_fails_is_rejected_with_the_reason_not_a_crash(tmp_path, counted):
-    """The curate stage of a candidate that fails (here: past a 0.2 s curation limit) leaves no
-    artifacts folder; the stage is journaled without outputs and the epoch is decided rejected."""
-    ep = Epochs(new_run(tmp_path, curation_timeout_s=0.2))
+    """The curate stage of a candidate that fails (here: past a 0.01 s curation limit, less than the
+    sandbox's interpreter takes to start; at 0.2 s the sample's curation once finished in time on
+    a quiet machine) leaves no artifacts folder; the stage is journaled without outputs and the
+    epoch is decided rejected."""
+    ep = Epochs(new_run(tmp_path, curation_timeout_s=0.01))
     loop.evaluate_candidate(ep, 0)
     curate, decide = ep.store.done(0, "curate"), ep.store.done(0, "decide")
     assert "timed out" in curate["result"]["failed"] and curate["outputs"] == {}
