@@ -464,10 +464,12 @@ def _newlines_before(fd: int, end: int) -> int:
     return count
 
 
-def _second_halves(files: list[_File], dest: Path, job: _Job, raw_ids: Sequence[str]) -> Iterator[_Half]:
-    """In the child: each second half checked in file order, its lines written to dest/.NAME.half."""
+def _second_halves(files: list[_File], dest: Path, job: _Job) -> Iterator[_Half]:
+    """In the child (a fork: `job` is its own copy): each second half checked in file order, its
+    lines written to dest/.NAME.half."""
+    whole = job.acc
     for f in (f for f in files if f.split):
-        job.acc = Profile(raw_ids, job.acc.n_ref, job.caps, job.acc.raw_outcomes)
+        job.acc = Profile(whole.known, whole.n_ref, job.caps, whole.raw_outcomes)
         first_line, ids, counted, stream = _newlines_before(f.fd, f.split) + 1, _Digests(), [0], _Range(f.fd, f.split, f.size)
         error = None
         with open(dest / f".{f.name}.half", "wb", buffering=1 << 20) as out:
@@ -484,9 +486,8 @@ def _second_halves(files: list[_File], dest: Path, job: _Job, raw_ids: Sequence[
 
 def _check_in_two(job: _Job, files: list[_File], dest: Path) -> Checked:
     artifacts, counted = {}, [0]
-    raw_ids = tuple(job.acc.known)
     try:
-        with forked.Worker(_second_halves, files, dest, _Job(job.acc, job.caps, job.inspect, job.encode), raw_ids) as worker:
+        with forked.Worker(_second_halves, files, dest, job) as worker:
             for f in files:
                 ids = _Digests()
                 with HashingWriter(dest / f.name) as out:

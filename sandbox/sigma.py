@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from sandbox.schemas import ARTIFACT_KINDS, turn_cost
 
@@ -97,7 +97,7 @@ class Profile:
         self.tools, self.rewards, self.rl_targets = Counter(), Counter(), Counter()
         self.made_by = {kind: Counter() for kind in ARTIFACT_KINDS}   # records per operator in their provenance
 
-    def _count_names(self, counter: Counter, names: list[str]) -> None:
+    def _count_names(self, counter: Counter, names: Iterable[str] | Counter) -> None:
         counter.update(names)
         if len(counter) > self.caps.max_tool_names:
             raise ProfileCapExceeded(f"more than {self.caps.max_tool_names} distinct tool names (the cap)")
@@ -131,14 +131,11 @@ class Profile:
         """Adds what `other` accumulated over another part of the same output."""
         self.counts.update(other.counts)
         self.origins |= other.origins
-        for mine, theirs in ((self.tools, other.tools), (self.rewards, other.rewards),
-                             (self.rl_targets, other.rl_targets)):
-            mine.update(theirs)
+        self.rewards.update(other.rewards)
         for kind in ARTIFACT_KINDS:
-            self.made_by[kind].update(other.made_by[kind])
-        for counter in (self.tools, self.rl_targets, *self.made_by.values()):
-            if len(counter) > self.caps.max_tool_names:
-                raise ProfileCapExceeded(f"more than {self.caps.max_tool_names} distinct tool names (the cap)")
+            self._count_names(self.made_by[kind], other.made_by[kind])
+        self._count_names(self.tools, other.tools)
+        self._count_names(self.rl_targets, other.rl_targets)
 
     def result(self) -> dict:
         c, n_raw = self.counts, self.n_raw
