@@ -78,9 +78,10 @@ def sample_records(corpus: Path = SAMPLE, short: bool = False) -> tuple[list[dic
 
 
 def peak_flops(device: str, dtype: str, threads: int) -> tuple[float | None, str]:
-    """(FLOP/s, where the figure comes from)."""
+    """(FLOP/s, where the figure comes from); `dtype` is the compute dtype."""
     if device == "cpu":
-        return cpu_matmul_probe(threads), "measured fp32 matmul (2048², this CPU, these threads)"
+        kind = "bf16" if dtype == "bfloat16" else "fp32"
+        return cpu_matmul_probe(threads, dtype=dtype), f"measured {kind} matmul (2048², this CPU, these threads)"
     name = devices.device_name(device)
     if dtype != "bfloat16":
         return None, f"{name}: no peak listed for {dtype}"
@@ -90,11 +91,11 @@ def peak_flops(device: str, dtype: str, threads: int) -> tuple[float | None, str
     return None, f"{name}: not in the peak table"
 
 
-def cpu_matmul_probe(threads: int, size: int = 2048, seconds: float = 1.0) -> float:
+def cpu_matmul_probe(threads: int, size: int = 2048, seconds: float = 1.0, dtype: str = "float32") -> float:
     import torch
 
     torch.set_num_threads(threads)
-    a, b = torch.randn(size, size), torch.randn(size, size)
+    a, b = torch.randn(size, size, dtype=getattr(torch, dtype)), torch.randn(size, size, dtype=getattr(torch, dtype))
     a @ b  # warm-up
     n, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -272,8 +273,9 @@ def measure(profile_name: str = "test", base: str | None = None, sft_records=Non
     threads = profile.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
     transformers.logging.set_verbosity_error()
-    place = devices.choose(profile.device, profile.precision)
-    profile = profile.replace(precision="bf16" if place[1] == "bfloat16" else "fp32")
+    device, dtype, compute = devices.choose_compute(profile.device, profile.precision)
+    place = (device, dtype)
+    profile = profile.replace(precision="bf16" if compute == "bfloat16" else "fp32")
     sft_steps = sft_steps or profile.sft_max_steps
     grpo_steps = grpo_steps or profile.grpo_max_steps
     source = models.resolve(base)
@@ -285,9 +287,13 @@ def measure(profile_name: str = "test", base: str | None = None, sft_records=Non
     mean_length = sum(len(e["input_ids"]) for e in examples) / len(examples)
     meta_model = _meta_model(source)
     flops_token = flops_per_token(meta_model, mean_length)
-    peak, peak_source = peak_flops(place[0], place[1], threads)
-    result = {"profile": profile.name, "base": base, "device": place[0], "device_name": devices.device_name(place[0]),
-              "dtype": place[1], "threads": threads, "gradient_checkpointing": profile.gradient_checkpointing,
+    peak, peak_source = peak_flops(device, compute, threads)
+    other = {}
+    if device == "cpu":   # both CPU peaks, so a figure can be read against either
+        for name in ("float32", "bfloat16"):
+            other[name] = peak if name == compute else cpu_matmul_probe(threads, dtype=name)
+    result = {"profile": profile.name, "base": base, "device": device, "device_name": devices.device_name(device),
+              "dtype": dtype, "compute_dtype": compute, "cpu_peaks": other, "threads": threads, "gradient_checkpointing": profile.gradient_checkpointing,
               "batch": f"{profile.sft_batch_size} × {profile.sft_grad_accum} accumulation, ≤ {profile.max_length} tokens",
               "examples": len(examples), "mean_length": round(mean_length, 1),
               "linear_weights": linear_weights(meta_model), "model_flops_per_token": flops_token,
@@ -325,9 +331,12 @@ def _meta_model(source: str):
 
 def format_result(r: dict) -> str:
     peak = "n/a" if r["peak_flops"] is None else f"{r['peak_flops'] / 1e12:.3g} TFLOP/s"
-    lines = [f"{r['base']} on {r['device_name']} ({r['device']}, {r['dtype']}, {r['threads']} threads), profile "
+    lines = [f"{r['base']} on {r['device_name']} ({r['device']}, {r['dtype']} weights, {r.get('compute_dtype', r['dtype'])} "
+             f"compute, {r['threads']} threads), profile "
              f"{r['profile']}: {r['batch']}, mean example {r['mean_length']} tokens",
              f"peak {peak} ({r['peak_source']}); {r['model_flops_per_token'] / 1e6:.4g} MFLOP per trained token"]
+    if r.get("cpu_peaks"):
+        lines.append("CPU matmul peaks: " + ", ".join(f"{k} {v / 1e9:.0f} GFLOP/s" for k, v in r["cpu_peaks"].items()))
     for key, label in (("baseline", "TRL SFTTrainer, defaults"), ("sft", "recipe SFT")):
         if key in r:
             s = r[key]

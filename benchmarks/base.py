@@ -16,6 +16,9 @@ from typing import Protocol, runtime_checkable
 from base.errors import UserError
 
 SPLITS = ("train", "dev", "test")
+TUNE = "tune"
+"""The tuning slice: train-split tasks kept out of the default corpus, on which a profile's
+learning rates are chosen (never on dev or test). Only benchmarks that define one accept it."""
 
 
 @dataclass(frozen=True)
@@ -84,10 +87,12 @@ class Benchmark(Protocol):
     # `episodes(tasks, step_rows)` -> trajectory records of the scored steps (for the diagnosis).
 
 
-def check_split(split: str, allow_test: bool) -> None:
-    """The split-name check every benchmark applies in tasks()."""
-    if split not in SPLITS:
-        raise UserError(f"unknown split {split!r} (expected one of {', '.join(SPLITS)})")
+def check_split(split: str, allow_test: bool, tune: bool = False) -> None:
+    """The split-name check every benchmark applies in tasks(); `tune`: the benchmark has a tuning slice."""
+    if split == TUNE and not tune:
+        raise UserError(f"this benchmark has no tuning slice (split {TUNE!r} is bfcl-single's)")
+    if split not in SPLITS and split != TUNE:
+        raise UserError(f"unknown split {split!r} (expected one of {', '.join(SPLITS)}, or {TUNE})")
     if split == "test" and not allow_test:
         raise UserError("the test split is only read by `curateevo test`; "
                         "use split 'dev' for evaluation")

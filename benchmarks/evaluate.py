@@ -49,7 +49,7 @@ def adapter_dir(adapter: str | None) -> str | None:
 
 def build_policy(*, base: str, adapter: str | None = None, endpoint: str | None = None, api: str = "completions",
                  api_key_env: str = "OPENAI_API_KEY", device: str = "auto", dtype: str = "auto",
-                 threads: int | None = None, batch_size: int = 8, max_new_tokens: int = 128,
+                 threads: int | None = None, batch_size: int = 32, max_new_tokens: int = 128,
                  max_prompt_tokens: int = 4096, style: str | None = None, concurrency: int = 4):
     from sandbox import chat_format as cf
 
@@ -82,7 +82,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
                     categories: list[str] | None = None, metric: str | None = None, corpus: str | list[str] | None = None,
                     corpus_on_error: str = "abort", corpus_tools: str | None = None,
                     memory: str | None = None, memory_k: int = 3, samples: int = 1, temperature: float = 0.0,
-                    seed: int = 0, batch_size: int = 8, max_steps: int | None = None, episodes: bool = True,
+                    seed: int = 0, batch_size: int = 32, max_steps: int | None = None, episodes: bool = True,
                     steps: bool = True, step_limit: int | None = None, allow_test: bool = False,
                     progress: bool = False, policy_options: dict | None = None, gold: bool = False) -> dict:
     """Evaluate and write trajectories.jsonl, steps.jsonl and metrics.json into `out`; returns
@@ -99,7 +99,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
 
     if split == "test" and not allow_test:
         raise UserError("eval never reads the test split; only `curateevo test` does (use --split dev)")
-    check_split(split, allow_test)
+    check_split(split, allow_test, tune=True)   # the benchmark's tasks() refuses a slice it lacks
     if samples < 1:
         raise UserError("--samples must be at least 1")
     if temperature < 0:
@@ -169,7 +169,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
 
         started = time.perf_counter()
         gold_doc = gold_log_likelihood(policy.model, policy.tokenizer, runner.step_items(bench, task_list),
-                                       {t.id: t.category for t in task_list}, policy.style, batch_size)
+                                       {t.id: t.category for t in task_list}, policy.style)
         gold_doc["seconds"] = round(time.perf_counter() - started, 3)
     describe = policy.describe() if hasattr(policy, "describe") else {"backend": type(policy).__name__}
     stats = getattr(policy, "stats", None)

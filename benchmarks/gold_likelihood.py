@@ -19,6 +19,8 @@ from collections import defaultdict
 from typing import Mapping, Sequence
 
 IGNORE = -100
+GOLD_BATCH = 8
+"""Teacher-forced sequences per forward pass (measured on 2 cores: 29 s for 60 dev tasks at 8, 43 s at 32)."""
 
 
 def gold_message(item) -> dict:
@@ -63,23 +65,27 @@ def token_log_likelihoods(model, batch: Sequence[dict], pad_id: int) -> list[flo
         labels[row, :n] = torch.tensor(ex["labels"])
         mask[row, :n] = 1
     device = next(model.parameters()).device
-    with torch.no_grad():
-        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
-    logp = torch.log_softmax(logits[:, :-1], dim=-1)
     target = labels[:, 1:].to(device)
-    picked = logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     keep = target != IGNORE
-    sums, counts = (picked * keep).sum(dim=1), keep.sum(dim=1)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    with torch.no_grad():   # the LM head and softmax at the gold tokens only, not at every position
+        hidden = base.get_decoder()(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state
+        logits = base.get_output_embeddings()(hidden[:, :-1][keep]).float()
+    picked = torch.log_softmax(logits, dim=-1).gather(-1, target[keep].unsqueeze(-1)).squeeze(-1)
+    rows = keep.nonzero()[:, 0]
+    sums = torch.zeros(len(batch), dtype=picked.dtype, device=device).index_add_(0, rows, picked)
+    counts = keep.sum(dim=1)
     return [float(s / c) for s, c in zip(sums.tolist(), counts.tolist())]
 
 
 def gold_log_likelihood(model, tokenizer, items: Sequence, category: Mapping[str, str], style: str,
-                        batch_size: int = 8) -> dict:
+                        batch_size: int = GOLD_BATCH) -> dict:
     """{"mean", "items", "per_category": {cat: {"mean", "items"}}, "per_task": {task id: mean}}:
     nats per gold token, the mean over the scored items (None when none is scored)."""
     pairs = examples(items, tokenizer, style)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     per_task: dict[str, list[float]] = defaultdict(list)
+    pairs = sorted(pairs, key=lambda pair: len(pair[1]["input_ids"]))   # like lengths batched: little padding
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start:start + batch_size]
         for (item, _), value in zip(chunk, token_log_likelihoods(model, [ex for _, ex in chunk], pad)):

@@ -1,10 +1,11 @@
 """The agent runner: a policy against a benchmark, turn by turn, recorded as canonical trajectories.
 
-Episodes. Each (task, sample) is one episode. Episodes run in fixed groups of `batch_size`, in
-the order of `tasks` (benchmarks hand them out sorted by id) — the batch composition depends on
-the task ids alone, never on timing. Inside a group the episodes advance in lockstep: each round
-asks the policy once for the next assistant turn of every unfinished episode of the group, in
-group order. A turn:
+Episodes. Each (task, sample) is one episode. Episodes run in fixed groups of `group_size(batch_size)`
+(at least `GROUP`), in the order of `tasks` (benchmarks hand them out sorted by id) — the group
+depends on the task ids alone, never on timing. Inside a group the episodes advance in lockstep:
+each round asks the policy once for the next assistant turn of every unfinished episode of the
+group, in group order; the policy decodes them `batch_size` at a time (a local policy sorts them
+by prompt length first, benchmarks/policies/local.py). A turn:
 
 1. the environment adds the next user messages (`Episode.next_turn()`; None ends the task);
 2. the policy answers; `sandbox.chat_format.parse_tool_calls` reads its calls;
@@ -23,7 +24,7 @@ The finished conversation is scored by `Benchmark.score` and recorded as a raw c
 feedback φ, format_errors, generations, calls, step_limit_turn, max_steps, memory}.
 
 Steps (`step_accuracy`). Every `StepItem` of the tasks (gold prefix, gold next action) is put to
-the policy, `samples` answers each, in fixed batches of `batch_size` items in task order; an
+the policy, `samples` answers each, in fixed groups of `group_size(batch_size)` items in task order; an
 answer is right when it parses and `Benchmark.judge_step` accepts its calls; a benchmark with
 `judge_calls` (replay) also records each answer's verdict, why and call counts.
 
@@ -44,7 +45,14 @@ from sandbox import chat_format as cf
 
 DEFAULT_MAX_STEPS = 20  # BFCL's MAXIMUM_STEP_LIMIT per user turn
 DEFAULT_BATCH_SIZE = 8
+GROUP = 64
+"""Episodes (or step items) handed to the policy at once: enough for it to batch prompts of like
+length together and to keep decoding once a short answer has ended."""
 MAX_RECORDED_TEXT = 2000
+
+
+def group_size(batch_size: int) -> int:
+    return max(batch_size, GROUP)
 
 
 def jsonable(value: Any, depth: int = 0) -> Any:
@@ -202,7 +210,7 @@ def run_episodes(benchmark: Benchmark, tasks: Sequence[Task], policy, *, max_ste
         raise ValueError("max_steps, batch_size and samples must be positive")
     runs = [(task, k) for task in tasks for k in range(samples)]
     records: list[dict] = []
-    for group in _chunks(runs, batch_size):
+    for group in _chunks(runs, group_size(batch_size)):
         states = [_EpisodeState(benchmark, task, k, samples, task_max_steps(task, max_steps), memory)
                   for task, k in group]
         key = f"{group[0][0].id}/{group[0][1]}"
@@ -255,7 +263,7 @@ def run_steps(benchmark: Benchmark, tasks: Sequence[Task], policy, *, batch_size
     hits_cache: dict[str, list] = {}
     results: list[dict] = []
     judge_calls = getattr(benchmark, "judge_calls", None)   # call-by-call counts (replay's call_f1)
-    for chunk in _chunks(items, batch_size):
+    for chunk in _chunks(items, group_size(batch_size)):
         prompts = []
         for item in chunk:
             messages = [dict(m) for m in item.messages]

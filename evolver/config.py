@@ -107,7 +107,7 @@ class RunConfig(BaseModel):
     sandbox: Annotated[str, Flag("executor of candidate code", choices=lambda: ("auto", *_executor_names()))] = "auto"
     """Executor of candidate code (sandbox/executor.py registry); auto: Docker, else the process fallback."""
     curation_timeout_s: Annotated[float, Field(gt=0), Finite, Flag("curation wall-clock limit (s)", name="timeout")] = 900.0
-    batch_size: Annotated[int, Field(ge=1), Flag("evaluation batch size")] = 8
+    batch_size: Annotated[int, Field(ge=1), Flag("evaluation batch size (greedy rows decoded together)")] = 32
     """Evaluation batch size (fixed batches by task id keep evaluation deterministic)."""
     on_error: Annotated[str, Flag("an invalid corpus line: abort with file:line, or skip and count it",
                                   name="on-bad-line", choices=("abort", "skip"))] = "abort"

@@ -30,6 +30,19 @@ def test_one_rule_places_training_and_evaluation(requested, precision, cuda, bf1
     assert placement(requested, precision, cuda=cuda, bf16=bf16) == expected
 
 
+@pytest.mark.parametrize("device, dtype, precision, cpu_bf16, expected", [
+    ("cpu", "float32", "bf16", True, "bfloat16"),    # AVX512-BF16/AMX: bf16 matmuls under autocast, fp32 weights
+    ("cpu", "float32", "bf16", False, "float32"),    # a CPU without bf16 units stays fp32
+    ("cpu", "float32", "auto", True, "float32"),     # only a profile that asks for bf16 gets it on a CPU
+    ("cuda", "bfloat16", "bf16", False, "bfloat16"),
+])
+def test_compute_dtype_is_bf16_on_a_cpu_only_when_asked_and_the_cpu_has_bf16_units(device, dtype, precision,
+                                                                                     cpu_bf16, expected):
+    from trainer.devices import compute_dtype
+
+    assert compute_dtype(device, dtype, precision, cpu_bf16=cpu_bf16) == expected
+
+
 def test_asking_for_a_gpu_where_there_is_none_is_one_sentence():
     with pytest.raises(UserError, match="no CUDA GPU is visible"):
         placement("cuda", "auto", cuda=False, bf16=False)

@@ -154,6 +154,8 @@ def test_local_greedy_is_deterministic_and_batched(tiny):
     assert tiny.generate(prompts) == a and all(len(x) == 1 and isinstance(x[0], str) for x in a)
     alone = tiny.generate(prompts[2:])
     assert len(alone) == 1
+    # answers come back in call order though the prompts are decoded shortest first
+    assert tiny.generate(prompts[::-1]) == a[::-1]
     d = tiny.describe()
     assert d["threads"] == 2 and d["padding"] == "left" and d["device"] == "cpu" and d["adapter"] is None
 
@@ -187,7 +189,12 @@ def test_local_base_plus_lora_adapter(tmp_path):
     model, _ = load_policy("tiny-random")
     peft_model = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
     peft_model.save_pretrained(tmp_path / "adapter")
-    policy = TransformersPolicy("tiny-random", str(tmp_path / "adapter"), threads=2, max_new_tokens=4)
-    assert type(policy.model).__name__.startswith("PeftModel")
-    assert policy.describe()["adapter"] == str(tmp_path / "adapter")
-    assert len(policy.generate([(CONVERSATION[:1], TOOLS)])[0]) == 1
+    merged = TransformersPolicy("tiny-random", str(tmp_path / "adapter"), threads=2, max_new_tokens=8)
+    unmerged = TransformersPolicy("tiny-random", str(tmp_path / "adapter"), threads=2, max_new_tokens=8, merge=False)
+    assert type(unmerged.model).__name__.startswith("PeftModel") and not unmerged.describe()["adapter_merged"]
+    assert type(merged.model).__name__ == "LlamaForCausalLM" and merged.describe()["adapter_merged"]
+    assert merged.describe()["adapter"] == str(tmp_path / "adapter")
+    prompts = [(CONVERSATION[:1], TOOLS), (CONVERSATION, TOOLS), ([{"role": "user", "content": "hi"}], [])]
+    # the merged weights W + BA decode as the adapter does (the LoRA changes what the base says)
+    assert merged.generate(prompts) == unmerged.generate(prompts)
+    assert merged.generate(prompts) != TransformersPolicy("tiny-random", threads=2, max_new_tokens=8).generate(prompts)

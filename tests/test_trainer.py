@@ -33,10 +33,11 @@ def test_the_recipe_is_the_papers():
         (5e-6, 0.03, 0.14, 0.05, 1.4, 1.0)
 
 
-def test_profiles_hold_budgets_only():
+def test_profiles_hold_budgets_and_their_learning_rates_only():
     recipe_fields = {f.name for f in dataclasses.fields(type(RECIPE))}
-    # the one shared name is a budget under the recipe's cap
-    assert recipe_fields & {f.name for f in dataclasses.fields(Profile)} == {"sft_max_steps"}
+    # the shared names: a budget under the recipe's cap, and the optimiser's scale for a small base
+    assert recipe_fields & {f.name for f in dataclasses.fields(Profile)} == \
+        {"sft_max_steps", "sft_learning_rate", "grpo_learning_rate"}
     assert set(PROFILES) == {"paper", "cpu-small", "test"}
     with pytest.raises(ValueError, match="above the recipe"):
         get_profile("test").replace(sft_max_steps=141)
@@ -50,13 +51,29 @@ def test_trl_receives_the_recipe_not_its_own_defaults(tmp_path):
     prof = get_profile("cpu-small")
     sft = sft_config(RECIPE, prof, 10, tmp_path, seed=3, use_cpu=True)
     assert (sft.learning_rate, sft.lr_scheduler_type.value, sft.warmup_steps, sft.max_grad_norm) == (2.5e-5, "cosine", 0.03, 1.0)
-    assert (sft.bf16, sft.gradient_checkpointing, sft.seed, sft.max_steps) == (False, False, 3, 10)
+    # cpu-small asks for bf16 compute (trainer.worker resolves it to fp32 on a CPU without bf16 units)
+    assert (sft.bf16, sft.gradient_checkpointing, sft.seed, sft.max_steps) == (True, False, 3, 10)
     grpo = grpo_config(RECIPE, prof, 4, tmp_path, seed=3, use_cpu=True)
     assert (grpo.learning_rate, grpo.lr_scheduler_type.value, grpo.warmup_steps) == (5e-6, "cosine", 0.03)
     assert (grpo.beta, grpo.epsilon, grpo.epsilon_high, grpo.max_grad_norm) == (0.14, 0.05, 0.05, 1.0)
-    assert (grpo.loss_type, grpo.scale_rewards, grpo.use_bias_correction_kl, grpo.bf16) == ("grpo", "group", False, False)
+    assert (grpo.loss_type, grpo.scale_rewards, grpo.use_bias_correction_kl, grpo.bf16) == ("grpo", "group", False, True)
     assert grpo.num_generations == prof.num_generations
     assert grpo.per_device_train_batch_size * grpo.gradient_accumulation_steps == prof.grpo_prompts_per_step * prof.num_generations
+
+
+def test_a_profiles_learning_rates_reach_trl_and_are_recorded_and_paper_keeps_the_papers(tmp_path):
+    from trainer.grpo import grpo_config
+    from trainer.recipe import as_dict, departures
+
+    paper = get_profile("paper")
+    assert (paper.sft_lr(RECIPE), paper.grpo_lr(RECIPE)) == (2.5e-5, 5e-6) and departures(paper) == {}
+    tuned = get_profile("test").replace(sft_learning_rate=2e-4, grpo_learning_rate=4e-5)
+    assert sft_config(RECIPE, tuned, 10, tmp_path, seed=0, use_cpu=True).learning_rate == 2e-4
+    assert grpo_config(RECIPE, tuned, 2, tmp_path, seed=0, use_cpu=True).learning_rate == 4e-5
+    assert as_dict(RECIPE, tuned)["departures"] == {
+        "sft_learning_rate": {"paper": 2.5e-5, "profile": 2e-4}, "grpo_learning_rate": {"paper": 5e-6, "profile": 4e-5}}
+    with pytest.raises(ValueError, match="learning rate"):
+        get_profile("test").replace(sft_learning_rate=3)
 
 
 def test_sft_stops_at_two_epochs_or_the_step_budget():

@@ -102,7 +102,7 @@ torchrun --standalone --nnodes=1 --nproc_per_node="$GPUS" -m verl.trainer.sft_tr
   data.train_files={d}/sft.parquet data.messages_key=messages \\
   data.train_batch_size={p.sft_batch_size * p.sft_grad_accum} data.max_length={p.max_length} data.truncation=right \\
   model.path="$MODEL" model.lora_rank={r.lora_r} model.lora_alpha={r.lora_alpha} model.target_modules={r.lora_target_modules} \\
-  optim.lr={r.sft_learning_rate} optim.lr_warmup_steps_ratio={r.sft_warmup_ratio} optim.lr_scheduler_type={r.sft_lr_scheduler} \\
+  optim.lr={p.sft_lr(r)} optim.lr_warmup_steps_ratio={r.sft_warmup_ratio} optim.lr_scheduler_type={r.sft_lr_scheduler} \\
   optim.clip_grad={r.sft_max_grad_norm} optim.weight_decay={r.weight_decay} \\
   trainer.total_training_steps={p.sft_max_steps} trainer.project_name=curateevo trainer.experiment_name=sft \\
   trainer.logger='[console]'
@@ -115,7 +115,7 @@ python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo algorithm.norm_adv
   data.max_response_length={p.max_completion_length} data.filter_overlong_prompts=True data.truncation=error \\
   actor_rollout_ref.model.path="$SFT_MODEL" actor_rollout_ref.model.lora_rank={r.lora_r} \\
   actor_rollout_ref.model.lora_alpha={r.lora_alpha} actor_rollout_ref.model.target_modules={r.lora_target_modules} \\
-  actor_rollout_ref.actor.optim.lr={r.grpo_learning_rate} actor_rollout_ref.actor.optim.lr_warmup_steps_ratio={r.grpo_warmup_ratio} \\
+  actor_rollout_ref.actor.optim.lr={p.grpo_lr(r)} actor_rollout_ref.actor.optim.lr_warmup_steps_ratio={r.grpo_warmup_ratio} \\
   actor_rollout_ref.actor.optim.lr_scheduler_type={r.grpo_lr_scheduler} actor_rollout_ref.actor.optim.clip_grad={r.max_grad_norm} \\
   actor_rollout_ref.actor.ppo_mini_batch_size={p.grpo_prompts_per_step} actor_rollout_ref.actor.ppo_epochs={r.num_iterations} \\
   actor_rollout_ref.actor.clip_ratio={r.ratio_clip} actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean \\

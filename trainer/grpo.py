@@ -72,7 +72,7 @@ def grpo_config(recipe: Recipe, profile: Profile, steps: int, out_dir: Path, see
     accum = profile.grpo_prompts_per_step * profile.num_generations // (profile.grpo_micro_batch * world_size)
     return GRPOConfig(
         output_dir=str(out_dir),
-        learning_rate=recipe.grpo_learning_rate,
+        learning_rate=profile.grpo_lr(recipe),
         lr_scheduler_type=recipe.grpo_lr_scheduler,
         warmup_steps=recipe.grpo_warmup_ratio,  # a ratio (below 1)
         max_steps=steps,

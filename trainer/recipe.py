@@ -6,10 +6,13 @@ KL β=0.14, ratio clip 0.05, advantage clip 1.4, max grad norm 1.0. Where the pa
 choice is written here, and every TRL default that would change the meaning is set explicitly
 (TRL: β=0, loss "dapo", bias-corrected KL, bf16, linear schedule).
 
-A `Profile` changes budgets only (steps, batch sizes, lengths, precision, threads), never the
-recipe: `paper` for a GPU, `cpu-small` for one evolution epoch in about ten minutes on a 2-core
-machine, `test` for a tiny model in seconds. What each profile lets the model see is in
-trainer/README.md.
+A `Profile` changes budgets (steps, batch sizes, lengths, precision, threads) and, for a base and
+batch far from the paper's, the optimiser's scale: its own SFT/GRPO learning rates, chosen by
+measurement on the tuning slice (never dev or test; trainer/README.md). Nothing else of the recipe
+changes, and every candidate of a run trains with the same values. `paper` keeps the paper's
+values; `cpu-small` runs one evolution epoch in minutes on a 2-core machine; `test` is a tiny model
+in seconds. `departures(profile)` lists what a profile changes from the paper; every training
+summary and run records it.
 """
 from __future__ import annotations
 
@@ -103,6 +106,10 @@ class Profile:
     (a `trl vllm-serve` process at `vllm_server_url`); None: transformers' generate."""
     vllm_server_url: str | None = None
     """For vllm_mode "server": e.g. http://10.0.0.5:8000 (None: TRL's default, port 8000 on this host)."""
+    sft_learning_rate: float | None = None
+    """The SFT learning rate for this profile's base and batch (None: the recipe's, the paper's 2.5e-5)."""
+    grpo_learning_rate: float | None = None
+    """The GRPO learning rate for this profile's base and batch (None: the recipe's, the paper's 5e-6)."""
 
     def __post_init__(self):
         if self.sft_max_steps > RECIPE.sft_max_steps:
@@ -115,6 +122,15 @@ class Profile:
             raise ValueError(f"profile {self.name}: precision is auto|bf16|fp32 and device auto|cpu|cuda")
         if self.vllm_mode not in (None, "colocate", "server"):
             raise ValueError(f"profile {self.name}: vllm_mode is colocate or server")
+        for rate in (self.sft_learning_rate, self.grpo_learning_rate):
+            if rate is not None and not (isinstance(rate, (int, float)) and 0 < rate < 1):
+                raise ValueError(f"profile {self.name}: a learning rate is a number between 0 and 1, not {rate!r}")
+
+    def sft_lr(self, recipe: "Recipe") -> float:
+        return recipe.sft_learning_rate if self.sft_learning_rate is None else float(self.sft_learning_rate)
+
+    def grpo_lr(self, recipe: "Recipe") -> float:
+        return recipe.grpo_learning_rate if self.grpo_learning_rate is None else float(self.grpo_learning_rate)
 
     def replace(self, **changes) -> "Profile":
         return dataclasses.replace(self, **changes)
@@ -135,7 +151,10 @@ PROFILES = {
     "cpu-small": Profile(
         name="cpu-small", base="smollm2-135m", sft_max_steps=140, sft_batch_size=2, sft_grad_accum=1,
         max_length=1536, grpo_max_steps=1, grpo_prompts_per_step=1, num_generations=4, grpo_micro_batch=4,
-        max_prompt_length=1536, max_completion_length=96, threads=2, device="cpu"),
+        max_prompt_length=1536, max_completion_length=96, threads=2, device="cpu",
+        # bf16 matmuls under autocast (fp32 weights) on CPUs with bf16 units: SFT 1.26× the fp32
+        # tokens/s on this EPYC (trainer/README.md); fp32 elsewhere (trainer.devices)
+        precision="bf16"),
     "test": Profile(
         name="test", base="tiny-random", sft_max_steps=3, sft_batch_size=2, sft_grad_accum=1,
         max_length=1024, grpo_max_steps=2, grpo_prompts_per_step=2, num_generations=2, grpo_micro_batch=4,
@@ -164,9 +183,20 @@ def curation_budget(profile: Profile, recipe: Recipe = RECIPE) -> dict:
             "rl_prompts": profile.grpo_max_steps * profile.grpo_prompts_per_step}
 
 
+def departures(profile: Profile, recipe: Recipe = RECIPE) -> dict:
+    """What `profile` changes of the paper's optimiser: {field: {"paper": value, "profile": value}}."""
+    out = {}
+    for name, value in (("sft_learning_rate", profile.sft_lr(recipe)), ("grpo_learning_rate", profile.grpo_lr(recipe))):
+        if value != getattr(recipe, name):
+            out[name] = {"paper": getattr(recipe, name), "profile": value}
+    return out
+
+
 def as_dict(recipe: Recipe = RECIPE, profile: Profile | None = None) -> dict:
-    """Recipe and profile as plain data (written to every training output)."""
+    """Recipe and profile as plain data (written to every training output), with the profile's
+    departures from the paper's optimiser."""
     out = {"recipe": dataclasses.asdict(recipe)}
     if profile is not None:
         out["profile"] = dataclasses.asdict(profile)
+        out["departures"] = departures(profile, recipe)
     return out

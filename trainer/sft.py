@@ -43,7 +43,7 @@ def sft_config(recipe: Recipe, profile: Profile, steps: int, out_dir: Path, seed
 
     return SFTConfig(
         output_dir=str(out_dir),
-        learning_rate=recipe.sft_learning_rate,
+        learning_rate=profile.sft_lr(recipe),
         lr_scheduler_type=recipe.sft_lr_scheduler,
         warmup_steps=recipe.sft_warmup_ratio,  # transformers 5: a float below 1 is a ratio
         max_steps=steps,

@@ -70,9 +70,9 @@ def run(request: dict) -> dict:
     if profile.threads:
         torch.set_num_threads(profile.threads)
     transformers.logging.set_verbosity_error()
-    device, dtype = devices.choose(profile.device, profile.precision)
+    device, dtype, compute = devices.choose_compute(profile.device, profile.precision)
     use_cpu = device == "cpu"
-    profile = profile.replace(precision="bf16" if dtype == "bfloat16" else "fp32")  # as resolved
+    profile = profile.replace(precision="bf16" if compute == "bfloat16" else "fp32")  # as resolved
     source = models.resolve(request["base"])
     tokenizer = models.load_tokenizer(source)
 
@@ -81,7 +81,7 @@ def run(request: dict) -> dict:
     examples, sft_stats = data.sft_examples(sft_records, tokenizer, profile.max_length)
     rows, rl_stats = data.rl_rows(rl_records, tokenizer, profile.max_prompt_length)
     summary: dict = {"base": request["base"], "base_source": source, "seed": seed,
-                     "device": device, "device_name": devices.device_name(device), "dtype": dtype,
+                     "device": device, "device_name": devices.device_name(device), "dtype": dtype, "compute_dtype": compute,
                      "threads": torch.get_num_threads(), "warnings": [],
                      "data": {"sft": asdict(sft_stats), "rl": asdict(rl_stats)}, **as_dict(RECIPE, profile)}
     if not examples and not rows:

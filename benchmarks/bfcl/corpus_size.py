@@ -21,6 +21,11 @@ def _task(record: Mapping) -> tuple[str, str]:
     return env["variant"], env["task_id"]
 
 
+def draw_key(seed: int, task_id: str) -> str:
+    """A task's place in its category's draw order (ascending)."""
+    return hashlib.sha256(f"{seed}:size:{task_id}".encode()).hexdigest()
+
+
 def sized_tasks(wild_records: Sequence[Mapping], max_records: int, seed: int) -> set[str]:
     """Task ids whose wild records number at most `max_records`: seeded order within each
     category, the category furthest behind its share drawn next."""
@@ -31,7 +36,7 @@ def sized_tasks(wild_records: Sequence[Mapping], max_records: int, seed: int) ->
     for (variant, task_id), n in counts.items():
         queues[variant].append((task_id, n))
     for variant, queue in queues.items():
-        queue.sort(key=lambda t: hashlib.sha256(f"{seed}:size:{t[0]}".encode()).hexdigest())
+        queue.sort(key=lambda t: draw_key(seed, t[0]))
     sizes = {v: len(q) for v, q in queues.items()}
     drawn = dict.fromkeys(queues, 0)
     chosen: set[str] = set()

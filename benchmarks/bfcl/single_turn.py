@@ -232,7 +232,7 @@ class SingleTurnBenchmark:
                 "splits": splits.describe(self.splits_path), "checker": f"bfcl_eval ast_checker ({CHECKER_MODEL})"}
 
     def split_ids(self, category: str, split: str) -> list[str]:
-        check_split(split, self.allow_test)
+        check_split(split, self.allow_test, tune=True)
         return splits.single_turn_split(category, split, self.splits_path)
 
     def tasks(self, split: str, limit: int | None = None, categories=None) -> list[Task]:

@@ -237,8 +237,30 @@ def multi_turn_split(split: str, path: str | None = None) -> list[int]:
     return list(load(path)["bfcl"][split])
 
 
+TUNE_PER_CATEGORY = 24
+"""Tasks per trained category in the tuning slice: 120 over the five, ~14% of the train split."""
+
+
+def tuning_slice(category: str, path: str | None = None) -> list[str]:
+    """The tuning slice of `category` (natural order): its last `TUNE_PER_CATEGORY` train tasks in
+    the order the default corpus draws whole tasks (seed 0, benchmarks/bfcl/corpus_size.py), so a
+    default corpus sized to a CPU profile's budget never reaches them (the cpu-small corpus takes
+    its first ~40 per category; tests/test_tuning_slice.py checks it has none). Categories without
+    train tasks (live_*) have none. The train split itself is unchanged: a corpus of the whole
+    train split (the `paper` profile's) contains the slice, and `paper` tunes nothing."""
+    from benchmarks.bfcl.corpus_size import draw_key
+
+    train = single_turn_split(category, "train", path)
+    tail = sorted(train, key=lambda tid: draw_key(0, tid))[-TUNE_PER_CATEGORY:] if len(train) > 2 * TUNE_PER_CATEGORY else []
+    return [tid for tid in train if tid in set(tail)]
+
+
 def single_turn_split(category: str, split: str, path: str | None = None) -> list[str]:
-    """The ids of `category` in `split` (natural order)."""
+    """The ids of `category` in `split` (natural order); split "tune": `tuning_slice`."""
+    from benchmarks.base import TUNE
+
+    if split == TUNE:
+        return tuning_slice(category, path)
     if split not in SPLITS:
         raise UserError(f"unknown split {split!r} (expected one of {', '.join(SPLITS)})")
     cats = load(path)["bfcl-single"]["categories"]

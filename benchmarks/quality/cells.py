@@ -49,7 +49,7 @@ class Setting:
     """The base model (None: the profile's)."""
     seeds: tuple[int, ...] = (0, 1)
     metric: str = "task_success"
-    batch_size: int = 8
+    batch_size: int = 32
     curation_seed: int = 0
     curation_timeout_s: float = Limits.timeout_s
     budget: dict = field(default_factory=dict)
@@ -269,9 +269,14 @@ class Cells:
             outcome = "reward" if s.metric == "call_f1" else "success"
             scores = {t["meta"]["task_id"]: float(t["outcome"][outcome])
                       for t in read_jsonl(tmp / "eval" / "trajectories.jsonl")}
+            trained = Path(adapter).parent / "summary.json" if adapter else None
+            sft = (read_json(trained).get("sft") or {}) if trained and trained.is_file() else {}
             atomic_json(tmp / "cell.json", {"key": key, "seed": seed, "P": doc["P"], "metric": s.metric,
                                             "training": self.training_key(row, seed), "adapter": adapter,
                                             "scores": scores, "category": self.category,
+                                            "call_rate": doc["metrics"].get("call_rate"),
+                                            "format_error_rate": doc["metrics"].get("format_error_rate"),
+                                            "sft_loss_last": sft.get("loss_last"),
                                             "eval_wall_s": doc["timing"].get("episodes_s")})
 
         return read_json(_whole(self.root / "cells" / key, evaluate) / "cell.json")
@@ -292,7 +297,7 @@ class Cells:
             bench = get_benchmark(self.setting.benchmark, **self.benchmark_options())
             policy = build_policy(base=self.base, adapter=cell["adapter"], batch_size=self.setting.batch_size)
             atomic_json(path, gold_log_likelihood(policy.model, policy.tokenizer, runner.step_items(bench, self.tasks),
-                                                  self.category, policy.style, self.setting.batch_size))
+                                                  self.category, policy.style))
         return read_json(path)
 
     def _trained(self, row: Row, seed: int, echo) -> str | None:

@@ -122,12 +122,13 @@ def cmd_bench_quality(args) -> int:
             print(text, file=sys.stderr, flush=True)
 
     setting = setting_of(args)
-    if args.calibrate and args.rows:
-        raise UserError("--calibrate trains its own rows (" + ", ".join(CALIBRATION) + "); leave out --rows")
+    if args.calibrate and args.rows and not set(args.rows.split(",")) <= set(CALIBRATION):
+        raise UserError("--calibrate trains its own rows (" + ", ".join(CALIBRATION) + "); --rows may pick among them")
     replay_dir = rows_mod.replay_train_dir(setting.corpus, setting.tools, args.cache) if setting.corpus else None
     labelled = rows_mod.labels_of(replay_dir) is not None if replay_dir else True
     default = TABLE1 if not replay_dir else ("rho0-wild", "agentrefine", "oracle") if labelled else ("rho0-wild", "agentrefine")
-    which = (CALIBRATION if args.calibrate else tuple(args.rows.split(",")) if args.rows
+    which = (tuple(r for r in CALIBRATION if r in args.rows.split(",")) if args.calibrate and args.rows
+             else CALIBRATION if args.calibrate else tuple(args.rows.split(",")) if args.rows
              else (("rho0-wild",) if args.spread else default))
     if args.calibrate and not labelled:
         which = tuple(w for w in which if w not in ("oracle", "noisy"))
@@ -242,12 +243,12 @@ def add_cli(sub) -> None:
                                                    "rho0-labeled or a run's name): w/o SFT, w/o RL, w/o memory")
     p.add_argument("--seeds", type=positive_int, default=2, help="training seeds per row (default 2)")
     p.add_argument("--tasks", type=positive_int, help="tasks of the split, balanced over its categories (default 120 test, 60 dev)")
-    p.add_argument("--split", choices=["test", "dev"], help="test (default) or dev (default with --spread)")
+    p.add_argument("--split", choices=["test", "dev", "tune"], help="test (default), dev (default with --spread) or tune (bfcl-single's tuning slice: train tasks outside the default corpus, for choosing a profile's learning rates)")
     p.add_argument("--profile", default="cpu-small", help="recipe profile (trainer/recipe.py; default cpu-small)")
     p.add_argument("--base", help="base model (default: the profile's)")
     p.add_argument("--budget", nargs="+", default=[], metavar="KEY=VALUE",
                    help="override single profile budgets (e.g. sft_max_steps=2); part of the cache key")
-    p.add_argument("--batch-size", type=positive_int, default=8, help="evaluation batch size (default 8)")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="evaluation batch size (default 32)")
     p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategies (default: auto)")
     p.add_argument("--curated-runtime", metavar="SHA256", type=_sha256,
                    help="reuse curations made on another machine, whose sandbox runtime hash (printed there) this is, "

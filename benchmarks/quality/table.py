@@ -26,6 +26,16 @@ def pooled_seed_sd(per_row: dict[str, list[float]]) -> float | None:
     return math.sqrt(fmean(variances)) if variances else None
 
 
+def _diagnostics(row_cells: list[dict]) -> dict:
+    """Seed means of what the trained agent did besides P (cells computed before these were kept lack them)."""
+    out = {}
+    for name in ("call_rate", "format_error_rate", "sft_loss_last"):
+        values = [c[name] for c in row_cells if c.get(name) is not None]
+        if values:
+            out[name] = round(fmean(values), 4)
+    return out
+
+
 def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n_tasks: int, seed: int = 0) -> dict:
     """Every row with its mean, interval, per-seed P, per-category means and intervals, the
     paired difference with ρ0 on the wild corpus and the share of the wild → labeled gap it
@@ -44,7 +54,8 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
         by_cat = {}
         for cat in sorted(set(category.values())):
             by_cat[cat] = stats.mean_interval({t: v for t, v in s.items() if category[t] == cat}, seed=seed).to_json()
-        entry.update(P=stats.mean_interval(s, seed=seed).to_json(), per_seed_P=per_seed[row.id], per_category=by_cat)
+        entry.update(P=stats.mean_interval(s, seed=seed).to_json(), per_seed_P=per_seed[row.id], per_category=by_cat,
+                     **_diagnostics(cells[row.id]))
         if wild is not None and row.id != "rho0-wild":
             entry["vs_rho0_wild"] = stats.paired_difference(s, wild, seed=seed)
         if wild is not None and labeled is not None and row.id not in ("rho0-wild", "rho0-labeled"):
