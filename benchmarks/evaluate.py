@@ -207,6 +207,20 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
+def decoding_figures(stats: dict) -> str:
+    """A local policy's throughput in one line: tokens/s, the prompts' padding share, and the
+    decoding a batch would have spent on rows that had already ended (saved by decode.py)."""
+    secs = stats["generate_s"]
+    text = (f"{stats['prompts'] / secs:.2f} prompts/s, {stats['prompt_tokens'] / secs:.0f} prompt and "
+            f"{stats['generated_tokens'] / secs:.1f} generated tokens/s")
+    if stats.get("padding_tokens") is not None and stats.get("prompt_tokens"):
+        text += f", padding {stats['padding_tokens'] / (stats['padding_tokens'] + stats['prompt_tokens']):.0%} of prompt slots"
+    if stats.get("padded_row_steps"):
+        text += (f", {stats['row_steps']} row-steps decoded of the {stats['padded_row_steps']} a whole-batch "
+                 f"decode takes ({1 - stats['row_steps'] / stats['padded_row_steps']:.0%} saved)")
+    return text
+
+
 def format_metrics(doc: dict, out: Path | None = None) -> str:
     m, t, pol = doc["metrics"], doc["timing"], doc["policy"]
     where = pol.get("device") or pol.get("base_url") or pol.get("backend")
@@ -233,6 +247,9 @@ def format_metrics(doc: dict, out: Path | None = None) -> str:
     ]
     if t.get("items_per_minute") is not None:
         rows.append(("items/min", f"{t['items_per_minute']:.2f} ({t['steps_s']:.1f} s)"))
+    policy = t.get("policy") or {}
+    if policy.get("generate_s"):
+        rows.append(("decoding", decoding_figures(policy)))
     p = doc["P"]
     rows.append(("P", f"{'n/a' if p is None else f'{p:.4f}'} ({doc['metric']})"))
     width = max(len(k) for k, _ in rows)

@@ -204,16 +204,17 @@ def _chunks(items: Sequence, size: int) -> list[list]:
 def run_episodes(benchmark: Benchmark, tasks: Sequence[Task], policy, *, max_steps: int | None = None,
                  batch_size: int = DEFAULT_BATCH_SIZE, samples: int = 1, temperature: float = 0.0, seed: int = 0,
                  memory: memory_mod.MemoryIndex | None = None,
-                 progress: Callable[[int], None] | None = None) -> list[dict]:
-    """One trajectory record per (task, sample), in task order then sample order."""
+                 progress: Callable[[int], None] | None = None, group: int | None = None) -> list[dict]:
+    """One trajectory record per (task, sample), in task order then sample order; `group`:
+    episodes in lockstep (default `group_size(batch_size)`)."""
     if (max_steps is not None and max_steps < 1) or batch_size < 1 or samples < 1:
         raise ValueError("max_steps, batch_size and samples must be positive")
     runs = [(task, k) for task in tasks for k in range(samples)]
     records: list[dict] = []
-    for group in _chunks(runs, group_size(batch_size)):
+    for members in _chunks(runs, group or group_size(batch_size)):
         states = [_EpisodeState(benchmark, task, k, samples, task_max_steps(task, max_steps), memory)
-                  for task, k in group]
-        key = f"{group[0][0].id}/{group[0][1]}"
+                  for task, k in members]
+        key = f"{members[0][0].id}/{members[0][1]}"
         round_ = 0
         while True:
             active = [s for s in states if not s.done]

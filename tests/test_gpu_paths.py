@@ -155,6 +155,7 @@ def test_throughput_bench_on_the_tiny_model():
     r = measure("test", "tiny-random", sft[:8], rl[:2], sft_steps=2, grpo_steps=2, max_length=256, max_prompt_length=256,
                 max_completion_length=4)
     assert r["device"] == "cpu" and r["dtype"] == "float32" and "measured fp32 matmul" in r["peak_source"]
+    assert set(r["cpu_peaks"]) == {"float32", "bfloat16"} and all(v > 0 for v in r["cpu_peaks"].values())
     for run in ("baseline", "sft"):
         s = r[run]
         assert s["steps"] == 2 and s["measured_steps"] == 1 and s["tokens"] > 0 and s["tokens_per_s"] > 0
@@ -163,3 +164,16 @@ def test_throughput_bench_on_the_tiny_model():
     g = r["grpo"]
     assert g["steps"] == 2 and g["completions_per_step"] == 4 and g["generation_s"] > 0 and g["update_s"] > 0
     assert g["generation_s"] + g["update_s"] == pytest.approx(g["step_s"], abs=2e-4)
+
+
+def test_throughput_breakdown_says_where_an_sft_step_goes():
+    from bench.throughput import breakdown
+    from trainer import data
+
+    sft, _ = sample_records(short=True)
+    source = models.resolve("tiny-random")
+    examples, _ = data.sft_examples(sft[:6], models.load_tokenizer(source), 256)
+    r = breakdown(source, examples, get_profile("test"), steps=2)
+    assert set(r["step_s"]) == {"forward", "backward", "optimizer"} and all(v > 0 for v in r["step_s"].values())
+    assert sum(r["operator_time_share"].values()) == pytest.approx(1, abs=0.01) and r["operator_time_share"]["matmul"] > 0
+    assert 0 <= r["padding_share"] < 1 and r["tokens_per_s"] > 0

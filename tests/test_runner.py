@@ -101,10 +101,14 @@ class Recording(ScriptedPolicy):
 def test_episodes_run_in_fixed_lockstep_groups_by_task_id():
     bench = CounterBenchmark(n_tasks=3)
     policy = Recording(solver)
-    records = runner.run_episodes(bench, bench.tasks("dev"), policy, batch_size=2)
+    records = runner.run_episodes(bench, bench.tasks("dev"), policy, batch_size=2, group=2)
     assert [r["id"] for r in records] == ["t0", "t1", "t2"]
     assert all(r["outcome"] == {"success": True, "reward": 1.0} for r in records)
     assert [len(b) for b in policy.batches] == [2, 2, 2, 2, 1, 1, 1, 1]   # group {t0,t1}, then {t2}
+    # by default the policy gets at least runner.GROUP episodes at once (it batches them itself)
+    default = Recording(solver)
+    assert runner.run_episodes(bench, bench.tasks("dev"), default, batch_size=2) == records
+    assert [len(b) for b in default.batches] == [3, 3, 3, 3] and runner.group_size(2) == runner.GROUP
     assert "task 0: add 1" in policy.batches[0][0] and "task 1: add 2" in policy.batches[0][1]
     r = records[0]
     assert [m["role"] for m in r["messages"]] == ["user", "assistant", "tool", "assistant"] * 2
@@ -128,10 +132,10 @@ def test_same_inputs_same_records_and_group_independence():
             seeds.append(seed)
             return super().generate(prompts, n, temperature, seed)
 
-    runner.run_episodes(bench, bench.tasks("dev"), SeedSpy(solver), batch_size=2, seed=7)
+    runner.run_episodes(bench, bench.tasks("dev"), SeedSpy(solver), batch_size=2, group=2, seed=7)
     first = list(seeds)
     seeds.clear()
-    runner.run_episodes(bench, bench.tasks("dev")[:2], SeedSpy(solver), batch_size=2, seed=7)
+    runner.run_episodes(bench, bench.tasks("dev")[:2], SeedSpy(solver), batch_size=2, group=2, seed=7)
     assert seeds == first[:len(seeds)]          # a group's seeds depend on its own task ids only
 
 
