@@ -142,9 +142,9 @@ class RunConfig(BaseModel):
     candidates: Annotated[int, Field(ge=1), Flag("k candidates per epoch, ranked by a short-SFT proxy")] = 1
     """k (offline proposer: its k best edits; code agent: k runs sampled apart); the best goes on."""
     proxy_budget: Annotated[int, Field(ge=0), Flag("proxy units for successive halving (0: k·⌈log2 k⌉)")] = 0
-    proxy_sft_steps: Annotated[int, Field(ge=1)] = 10
+    proxy_sft_steps: Annotated[int, Field(ge=1), Flag("SFT steps of the proxy per unit (no RL)")] = 10
     """SFT steps of the proxy per unit (a short SFT on the candidate's dry-run artifacts, no RL)."""
-    proxy_tasks: Annotated[int, Field(ge=1)] = 10
+    proxy_tasks: Annotated[int, Field(ge=1), Flag("dev tasks of the proxy per unit (a balanced subset)")] = 10
     """Dev tasks of the proxy per unit (a balanced subset of the run's dev tasks)."""
     backend: Annotated[str, Flag("where trainings and evaluations run: local, or ray (a Ray cluster, every candidate "
                                  "and seed of an epoch at once; pip install 'curateevo[ray]')",
@@ -363,22 +363,17 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     base = o["base"] or get_profile(o["profile"]).base
     if o["margin"] is None:
         o["margin"] = default_margin_of(o, base, benchmark)[0]
+    # a setting whose option gives its value as it is needs no line here: a new one cannot keep its default
+    given = {op.field: o[op.dest] for op in RUN_OPTIONS if op.model is RunConfig and not op.flag.derived
+             and op.flag.option_type is None}
     return RunConfig(
-        corpus=tuple(corpus), corpus_sha256=corpus_sha256, benchmark=benchmark, metric=metric, tasks=o["tasks"],
-        base=base, profile=o["profile"], epochs=o["epochs"], lam=o["lam"], n_ref=o["n_ref"], margin=o["margin"],
-        seeds=tuple(range(o["seeds"])), seed=o["seed"], acceptance=o["acceptance"], proposer=proposer,
-        sandbox=o["sandbox"], curation_timeout_s=o["timeout"], batch_size=o["batch_size"],
+        **given, corpus=tuple(corpus), corpus_sha256=corpus_sha256, benchmark=benchmark, metric=metric, base=base,
+        margin=o["margin"], seeds=tuple(range(o["seeds"])), proposer=proposer,
         # single-turn tasks are one step each: the step-level pass would score the same answers again
         eval_steps=not (benchmark in BENCHMARKS and registry.get(benchmark).single_step and metric != "step_accuracy"),
-        ablations=tuple(sorted(set(o["ablate"]))), on_error=o["on_bad_line"], llm=llm,
-        tools=str(Path(o["tools"]).resolve()) if o["tools"] else "",
+        ablations=tuple(sorted(set(o["ablate"]))), llm=llm, tools=str(Path(o["tools"]).resolve()) if o["tools"] else "",
         diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),
-        boundary_samples=o["boundary_samples"], boundary_temperature=o["boundary_temperature"],
-        signal_window=o["signal_window"], rare_theta=o["rare_theta"], rare_n_min=o["rare_n_min"],
-        candidates=o["candidates"], proxy_budget=o["proxy_budget"], report_to=o["report_to"], max_length=o["max_length"],
-        max_prompt_length=o["max_prompt_length"],
-        launcher=o["launcher"] or "", backend=o["backend"], ray_address=o["ray_address"] or "",
-        storage=o["storage"] or "",
+        launcher=o["launcher"] or "", ray_address=o["ray_address"] or "", storage=o["storage"] or "",
         accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "",
         agent={"step_limit": o["agent_steps"], "repairs": o["agent_repairs"], "wall_time_s": o["agent_wall"],
                "cost_limit_usd": o["agent_usd"], "candidate_temperature": o["agent_temperature"]})
