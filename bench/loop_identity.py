@@ -2,9 +2,9 @@
 
     python bench/loop_identity.py --before 3354f4e [--after WORKTREE|REV] [--out DIR] [-- RUN FLAGS]
 
-Each side runs `curateevo run` (default: `--profile test --base tiny-random --epochs 3 --tasks 8
---sandbox process --benchmark bfcl-single` on the bundled sample corpus, copied once to DIR so both
-runs name the same corpus path) from its own tree: a revision is checked out as a detached git
+Each side runs `curateevo run` (default: tests/test_resume.py's `--profile test --base tiny-random
+--epochs 3 --tasks 2 --margin 0.001` on the bundled sample corpus, copied once to DIR so both runs
+name the same corpus path) from its own tree: a revision is checked out as a detached git
 worktree under DIR; `--after` defaults to this script's tree. Compared, per side: the strategy
 repository's refs (every candidate commit and decision tag), every epoch's decision (accepted, P, C,
 J, reason, edits), the sha256 of every artifact file, adapter weights and config, evaluation
@@ -23,8 +23,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN = ["--profile", "test", "--base", "tiny-random", "--epochs", "3", "--tasks", "8", "--sandbox", "process",
-       "--benchmark", "bfcl-single", "--batch-size", "4"]
+# tests/test_resume.py's run: at least two accepts and one rejection
+RUN = ["--profile", "test", "--base", "tiny-random", "--epochs", "3", "--tasks", "2", "--sandbox", "process",
+       "--benchmark", "bfcl-single", "--margin", "0.001", "--batch-size", "2"]
 # what a journal result holds that measures the machine, not the run's behaviour
 TIMING_KEYS = {"time", "wall_s", "seconds", "timing", "elapsed_s", "tokens_per_s"}
 HASHED = ("artifacts/sft.jsonl", "artifacts/rl.jsonl", "artifacts/memory.jsonl", "artifacts/profile.json",
@@ -69,7 +70,9 @@ def without_timing(value):
 
 
 def fingerprint(root: Path) -> dict:
-    events = [json.loads(line) for line in (root / "journal.jsonl").read_text().splitlines() if line.strip()]
+    # the run's own folder named in a result (an adapter's path) is the same place on both sides
+    text = (root / "journal.jsonl").read_text().replace(json.dumps(str(root.resolve()))[1:-1], "RUN")
+    events = [json.loads(line) for line in text.splitlines() if line.strip()]
     done = [e for e in events if e.get("event") == "stage_done"]
     refs = subprocess.run(["git", "-C", str(root / "strategy"), "for-each-ref", "--format=%(refname) %(objectname)"],
                           capture_output=True, text=True, check=True).stdout.splitlines()
