@@ -16,6 +16,7 @@ from base.errors import UserError
 from base.objective import LAMBDA
 from benchmarks import registry
 from evolver.options import Flag, check_option, flag_of, options_of, sentence
+from evolver.proposers.agent_limits import AgentLimits
 
 BENCHMARKS = tuple(registry.names())   # the registered environments (benchmarks/registry.py)
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
@@ -166,7 +167,7 @@ class RunConfig(BaseModel):
     llm: Mapping | None = None
     """The LLM (evolver/llm.py LLMConfig as a mapping: names of key variables, never keys); None: none."""
     agent: Mapping = Field(default_factory=dict)
-    """The code agent's limits (evolver/proposers/agent.py AgentLimits as a mapping; LaunchOptions' agent_*)."""
+    """The code agent's limits: evolver/proposers/agent_limits.py AgentLimits (its --agent-* options) as a mapping."""
     train_budget: Mapping = Field(default_factory=dict)
     """Overrides of the profile's budgets passed to the trainer (empty: the profile's)."""
     eval_steps: bool = False
@@ -269,8 +270,8 @@ class RunConfig(BaseModel):
 
 class LaunchOptions(BaseModel):
     """The options of `curateevo run` that are no setting of run.json as such: where the run
-    directory goes, and how the LLM and the code agent are reached and limited (resolved into
-    run.json's `llm` and `agent` mappings by `resolve`)."""
+    directory goes, and how the LLM is reached and limited (resolved into run.json's `llm` mapping
+    by `resolve`). The code agent's limits are its own model's (AgentLimits: `agent`)."""
     name: Annotated[str | None, Flag("run directory name (default: run-<time>)")] = None
     runs_dir: Annotated[str | None, Flag("where run directories go (default: runs/ of the project)")] = None
     model: Annotated[str | None, Flag("LLM model name, e.g. gpt-4.1-mini, claude-sonnet-4-5, or a local server's "
@@ -288,14 +289,6 @@ class LaunchOptions(BaseModel):
     budget_usd: Annotated[float | None, Field(gt=0), Finite, Flag("LLM spend for the whole run, USD", group="llm")] = None
     pricing: Annotated[str | None, Flag("JSON {model: {input, output}} USD per 1M tokens, over the genai-prices "
                                         "catalog", group="llm")] = None
-    agent_steps: Annotated[int, Field(ge=1), Flag("model calls per revision", group="llm")] = 30
-    agent_repairs: Annotated[int, Field(ge=0), Flag("failed validations sent back to the agent per revision",
-                                                    group="llm")] = 2
-    agent_wall: Annotated[int, Field(ge=1), Flag("seconds per revision", group="llm")] = 1200
-    agent_usd: Annotated[float, Field(ge=0), Finite, Flag("USD per revision (0: only the run's budget)", group="llm")] = 0.0
-    agent_temperature: Annotated[float, Field(ge=0, le=2), Finite, Flag(
-        "sampling temperature of the code agent's candidates 2..k with --candidates k (candidate 1 keeps the LLM's; "
-        "candidate i >= 2 also sends seed = --seed + i - 1)", group="llm")] = 0.8
 
 
 class ResumeOptions(BaseModel):
@@ -308,7 +301,7 @@ class ResumeOptions(BaseModel):
     storage: Annotated[str | None, Flag("backend ray: where stages' inputs and outputs travel now (a URI)")] = None
 
 
-RUN_OPTIONS = options_of(RunConfig, LaunchOptions)
+RUN_OPTIONS = options_of(RunConfig, LaunchOptions, AgentLimits)
 """The options of `curateevo run`, generated from the declarations above."""
 RESUME_OPTIONS = options_of(ResumeOptions)
 """The options of `curateevo resume`, generated the same way."""
@@ -375,8 +368,7 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
         diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),
         launcher=o["launcher"] or "", ray_address=o["ray_address"] or "", storage=o["storage"] or "",
         accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "",
-        agent={"step_limit": o["agent_steps"], "repairs": o["agent_repairs"], "wall_time_s": o["agent_wall"],
-               "cost_limit_usd": o["agent_usd"], "candidate_temperature": o["agent_temperature"]})
+        agent=AgentLimits(**{op.field: o[op.dest] for op in RUN_OPTIONS if op.model is AgentLimits}).settings())
 
 
 def on_backend(cfg: RunConfig, given: Mapping[str, Any]) -> RunConfig:

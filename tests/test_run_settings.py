@@ -14,6 +14,7 @@ from base.files import json_text
 from evolver import cli
 from evolver.config import RESUME_OPTIONS, RUN_OPTIONS, LaunchOptions, RunConfig, on_backend
 from evolver.options import Flag, options_of
+from evolver.proposers.agent_limits import AgentLimits
 from evolver.run_cli import create_run, run_options
 
 from conftest import SAMPLE_CORPUS
@@ -129,7 +130,7 @@ SET_BY_THE_RUN = {
     "split": "nothing: the loop evaluates on dev, never on test",
     "eval_steps": "--benchmark and --metric (single-turn tasks skip the step pass unless P is step_accuracy)",
     "llm": "--model and the LLM options of LaunchOptions",
-    "agent": "the --agent-* options of LaunchOptions",
+    "agent": "the --agent-* options, AgentLimits' fields",
     "train_budget": "the proxy's short SFT only (a run's trainings take the profile's, --max-length, --max-prompt-length)",
 }
 # One `run` command line giving every RunConfig option a value other than its default: the field's value.
@@ -173,14 +174,15 @@ def test_every_run_setting_is_an_option_of_run_and_recorded_in_run_json():
         assert getattr(config, field) == value != default_of(field), field
         key = RunConfig.model_fields[field].alias or field
         assert written[key] == (list(value) if isinstance(value, tuple) else value), field
-    assert config.llm["model"] == "m" and config.agent["step_limit"] == 5 and config.eval_steps   # bfcl: multi-turn
+    assert config.llm["model"] == "m" and config.eval_steps   # bfcl: multi-turn
+    assert config.agent == {**AgentLimits().settings(), "step_limit": 5} and "command_timeout_s" not in config.agent
     assert (config.corpus_sha256, config.split, config.train_budget) == ("abc", "dev", {})
     assert RunConfig.from_json(written) == config
 
 
 def test_every_declared_setting_with_a_flag_is_an_option_and_a_config_key():
     names = {o.name for o in RUN_OPTIONS}
-    flagged = [(n, i) for model in (RunConfig, LaunchOptions) for n, i in model.model_fields.items()
+    flagged = [(n, i) for model in (RunConfig, LaunchOptions, AgentLimits) for n, i in model.model_fields.items()
                if any(isinstance(m, Flag) for m in i.metadata)]
     assert len(names) == len(RUN_OPTIONS) == len(flagged)
     help_text = cli.build_parser()._subparsers._group_actions[0].choices["run"].format_help()
