@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from base.errors import UserError
 from base.objective import LAMBDA
 from benchmarks import registry
+from evolver.llm import MODES, PROVIDERS
 from evolver.options import Flag, check_option, flag_of, options_of, sentence
 from evolver.proposers.agent_limits import AgentLimits
 
@@ -276,12 +277,12 @@ class LaunchOptions(BaseModel):
     runs_dir: Annotated[str | None, Flag("where run directories go (default: runs/ of the project)")] = None
     model: Annotated[str | None, Flag("LLM model name, e.g. gpt-4.1-mini, claude-sonnet-4-5, or a local server's "
                                       "model", group="llm")] = None
-    provider: Annotated[str, Flag("LLM API", choices=("openai", "anthropic"), group="llm")] = "openai"
+    provider: Annotated[str, Flag("LLM API", choices=PROVIDERS, group="llm")] = "openai"
     base_url: Annotated[str | None, Flag("OpenAI-compatible server (vLLM, llama.cpp, Ollama, hosted)", group="llm")] = None
     api_key_env: Annotated[str | None, Flag("NAME of the variable holding the key (default OPENAI_API_KEY / "
                                             "ANTHROPIC_API_KEY)", group="llm")] = None
     llm_mode: Annotated[str, Flag("record: reuse recorded replies, call for new ones; replay: records only, no network",
-                                  choices=("live", "record", "replay"), group="llm")] = "record"
+                                  choices=MODES, group="llm")] = "record"
     llm_records: Annotated[str | None, Flag("copy another run's llm/ record into this run first (with --llm-mode "
                                             "replay: rerun it offline)", group="llm")] = None
     budget_tokens: Annotated[int | None, Field(ge=1), Flag(
