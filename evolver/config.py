@@ -18,6 +18,7 @@ from benchmarks import registry
 from evolver.llm import MODES, PROVIDERS
 from evolver.options import Flag, check_option, flag_of, options_of, sentence
 from evolver.proposers.agent_limits import AgentLimits
+from sandbox.executor import Limits
 
 BENCHMARKS = tuple(registry.names())   # the registered environments (benchmarks/registry.py)
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
@@ -108,7 +109,7 @@ class RunConfig(BaseModel):
                                                option_type=list[str], option_default=[])] = ()
     sandbox: Annotated[str, Flag("executor of candidate code", choices=lambda: ("auto", *_executor_names()))] = "auto"
     """Executor of candidate code (sandbox/executor.py registry); auto: Docker, else the process fallback."""
-    curation_timeout_s: Annotated[float, Field(gt=0), Finite, Flag("curation wall-clock limit (s)", name="timeout")] = 900.0
+    curation_timeout_s: Annotated[float, Field(gt=0), Finite, Flag("curation wall-clock limit (s)", name="timeout")] = Limits.timeout_s
     batch_size: Annotated[int, Field(ge=1), Flag("evaluation batch size")] = 8
     """Evaluation batch size (fixed batches by task id keep evaluation deterministic)."""
     on_error: Annotated[str, Flag("an invalid corpus line: abort with file:line, or skip and count it",
