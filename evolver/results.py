@@ -18,7 +18,8 @@ class StageResult:
     """The LLM usage the stage caused (calls, replayed, tokens, USD, wall time); None without calls."""
 
     def journal(self) -> dict:
-        raise NotImplementedError
+        """The `result` of the stage's `stage_done` event (each stage class writes its own form)."""
+        raise NotImplementedError(type(self).__name__)
 
     def _with_llm(self, body: dict) -> dict:
         return body if self.llm is None else {**body, "llm": self.llm}
