@@ -1,6 +1,6 @@
 """The same tiny run at two commits, compared: does a change to the loop leave its behaviour as it was?
 
-    python bench/loop_identity.py --before 3354f4e [--after WORKTREE|REV] [--out DIR] [-- RUN FLAGS]
+    python bench/loop_identity.py --before 3354f4e [--after WORKTREE|REV] [--out DIR] [--compare-only] [-- RUN FLAGS]
 
 Each side runs `curateevo run` (default: tests/test_resume.py's `--profile test --base tiny-random
 --epochs 3 --tasks 2 --margin 0.001` on the bundled sample corpus, copied once to DIR so both runs
@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # tests/test_resume.py's run: at least two accepts and one rejection
 RUN = ["--profile", "test", "--base", "tiny-random", "--epochs", "3", "--tasks", "2", "--sandbox", "process",
        "--benchmark", "bfcl-single", "--margin", "0.001", "--batch-size", "2"]
-# what a journal result holds that measures the machine, not the run's behaviour
-TIMING_KEYS = {"time", "wall_s", "seconds", "timing", "elapsed_s", "tokens_per_s"}
+# what a journal result holds that measures the machine, not the run's behaviour: times, rates, memory
+TIMING_KEYS = {"time", "wall_s", "seconds", "timing", "elapsed_s", "peak_memory_mb"}
 HASHED = ("artifacts/sft.jsonl", "artifacts/rl.jsonl", "artifacts/memory.jsonl", "artifacts/profile.json",
           "artifacts/manifest.json", "train-s*/adapter/adapter_model.safetensors", "train-s*/adapter/adapter_config.json",
           "eval-s*/trajectories.jsonl", "sample-s*/trajectories.jsonl", "diagnosis/*.json", "evolve/proposals.json")
@@ -54,16 +54,25 @@ def run(tree: Path, runs: Path, corpus: Path, flags: list[str], reuse: bool) -> 
         shutil.rmtree(runs, ignore_errors=True)
         runs.mkdir(parents=True)
         (runs / "flags.json").write_text(json.dumps(flags))
+        (runs / "commit.txt").write_text(label(tree))
         args = ["run", *flags, "--corpus", str(corpus), "--runs-dir", str(runs), "--name", "r"]
         env = {**os.environ, "PYTHONPATH": str(tree)}
         code = f"import sys; from evolver import cli; sys.exit(cli.main({args!r}))"
-        subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True)
+        subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True, stdout=sys.stderr)   # stdout: the report
     return runs / "r"
+
+
+def label(tree: Path) -> str:
+    """The tree's commit, `+changes` when its tracked files differ from it."""
+    commit = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return f"{commit[:10]}{'+changes' if dirty else ''}"
 
 
 def without_timing(value):
     if isinstance(value, dict):
-        return {k: without_timing(v) for k, v in value.items() if k not in TIMING_KEYS}
+        return {k: without_timing(v) for k, v in value.items() if k not in TIMING_KEYS and not k.endswith("_per_s")}
     if isinstance(value, list):
         return [without_timing(v) for v in value]
     return value
@@ -111,6 +120,7 @@ def main(argv=None) -> int:
     parser.add_argument("--before", required=True, help="the revision (or tree) before the change")
     parser.add_argument("--after", default=str(ROOT), help="the revision or tree after it (default: this tree)")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "loop-identity")
+    parser.add_argument("--compare-only", action="store_true", help="compare the runs already in OUT, run nothing")
     parser.add_argument("flags", nargs="*", help="`curateevo run` flags (after --) instead of the tiny run's")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -121,12 +131,11 @@ def main(argv=None) -> int:
     prints = {}
     for side, rev in (("before", args.before), ("after", args.after)):
         tree = tree_of(rev, args.out)
-        commit = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
-                                    capture_output=True, text=True).stdout.strip())
         # a revision's run is kept for the next comparison; a working tree may have changed since
-        root = run(tree, args.out / side, corpus, flags, reuse=not Path(rev).is_dir())
-        prints[side] = (f"{commit[:10]}{'+changes' if dirty else ''}", fingerprint(root))
+        root = args.out / side / "r" if args.compare_only else \
+            run(tree, args.out / side, corpus, flags, reuse=not Path(rev).is_dir())
+        made = root.parent / "commit.txt"   # the commit the run was made at
+        prints[side] = (made.read_text().strip() if made.is_file() else label(tree), fingerprint(root))
     report = {"run": flags, "before": prints["before"][0], "after": prints["after"][0],
               **compare(prints["before"][1], prints["after"][1]),
               "decided": {e: d["accepted"] for e, d in prints["after"][1]["decisions"].items()}}
