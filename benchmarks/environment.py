@@ -55,6 +55,17 @@ defines it stays cheap. Optional capabilities answer "none" rather than raise:
         "a|b" lets the diagnosis choose by the trajectory's shape (evolver/diagnose.py).
     category_of(task_id: str) -> str
         the category of one of its tasks, as corpus records name it in `meta.env.variant`.
+    train_view(corpus: sandbox.corpus.Corpus) -> Corpus
+        the part of a raw corpus a strategy may see: all of it when the dev tasks are the
+        environment's own, else the corpus less its held-out dev tenth (`sandbox.corpus.train_part`).
+    dev_corpus(paths: [str]) -> [str] | None
+        the corpus files its dev set is drawn from (its `benchmark(corpus=...)`); None when it brings
+        its own dev tasks.
+    task_score(trajectory) -> float
+        one evaluated dev task's score, as the paired acceptance rule compares them: the checker's
+        success of an episode, or a held-out record's call F1 (its reward) on replay.
+
+`Episodes` holds the last three, and `executable`, for an environment whose tasks run as episodes.
 
 Adding one: a folder under benchmarks/ with a class implementing the above, and one line in
 `benchmarks/registry.py`.
@@ -62,7 +73,7 @@ Adding one: a folder under benchmarks/ with a class implementing the above, and 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Mapping, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Iterable, Mapping, NamedTuple, Protocol, Sequence, runtime_checkable
 
 from benchmarks.base import Benchmark
 
@@ -120,3 +131,25 @@ class Environment(Protocol):
     def checker_rules(self) -> tuple: ...
 
     def category_of(self, task_id: str) -> str: ...
+
+    def train_view(self, corpus: Any) -> Any: ...
+
+    def dev_corpus(self, paths: Sequence[str]) -> list[str] | None: ...
+
+    def task_score(self, trajectory: Mapping) -> float: ...
+
+
+class Episodes:
+    """What an environment whose tasks run as episodes answers: its dev tasks are its own (no part
+    of a corpus is held out, none is read to evaluate), and a task scores its checker's success."""
+
+    executable = True
+
+    def train_view(self, corpus: Any) -> Any:
+        return corpus
+
+    def dev_corpus(self, paths: Sequence[str]) -> list[str] | None:
+        return None
+
+    def task_score(self, trajectory: Mapping) -> float:
+        return float(trajectory["outcome"]["success"])

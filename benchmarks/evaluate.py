@@ -113,19 +113,20 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     out = Path(out)
     _check_out(out)
     options: dict[str, Any] = {"allow_test": True} if allow_test else {}
-    if not registry.get(benchmark).executable:   # its dev set is a corpus's own held-out tenth
+    env = registry.get(benchmark)
+    executable = env.executable
+    if not executable:   # its dev set is a corpus's own held-out tenth
         if not corpus:
             raise UserError(f"--benchmark {benchmark} needs --corpus FILE (the raw corpus to hold 10% out of)")
         options.update(corpus=corpus, on_error=corpus_on_error, tools=corpus_tools)
     elif corpus:
         raise UserError(f"--corpus is for --benchmark {registry.NO_ENVIRONMENT}; {benchmark} brings its own tasks")
     bench = get_benchmark(benchmark, **options)
-    executable = getattr(bench, "executable", True)
     episodes = episodes and executable
-    metric = metric or ("task_success" if executable else getattr(bench, "metric", "step_accuracy"))
+    metric = metric or env.metrics[0]   # the environment's default P
     if metric not in METRICS:
         raise UserError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
-    judges_calls = hasattr(bench, "judge_calls")
+    judges_calls = "call_f1" in env.metrics   # its steps are judged call by call (replay), not by a checker
     if metric == "call_f1" and not judges_calls:
         raise UserError(f"call_f1 is measured on the replay benchmark; {benchmark} is judged by its checker "
                         "(use --metric task_success, turn_pass or step_accuracy)")
@@ -161,7 +162,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
                              memory=index, step_limit=step_limit, progress_factory=progress_factory)
     summary = metrics_mod.summarize(result.trajectories, result.steps, result.timing)
     trajectories = result.trajectories
-    if not executable and hasattr(bench, "episodes"):   # the scored held-out records, for report and diagnosis
+    if not executable:   # the scored held-out records, for report and diagnosis
         trajectories = bench.episodes(task_list, result.steps)
     gold_doc = None
     if gold and getattr(policy, "model", None) is not None:

@@ -15,7 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from base.errors import UserError
 from base.objective import LAMBDA
 from benchmarks import registry
+from evolver.llm import MODES, PROVIDERS
 from evolver.options import Flag, check_option, flag_of, options_of, sentence
+from evolver.proposers.agent_limits import AgentLimits
+from sandbox.executor import Limits
 
 BENCHMARKS = tuple(registry.names())   # the registered environments (benchmarks/registry.py)
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
@@ -106,7 +109,7 @@ class RunConfig(BaseModel):
                                                option_type=list[str], option_default=[])] = ()
     sandbox: Annotated[str, Flag("executor of candidate code", choices=lambda: ("auto", *_executor_names()))] = "auto"
     """Executor of candidate code (sandbox/executor.py registry); auto: Docker, else the process fallback."""
-    curation_timeout_s: Annotated[float, Field(gt=0), Finite, Flag("curation wall-clock limit (s)", name="timeout")] = 900.0
+    curation_timeout_s: Annotated[float, Field(gt=0), Finite, Flag("curation wall-clock limit (s)", name="timeout")] = Limits.timeout_s
     batch_size: Annotated[int, Field(ge=1), Flag("evaluation batch size (greedy rows decoded together)")] = 32
     """Evaluation batch size (fixed batches by task id keep evaluation deterministic)."""
     on_error: Annotated[str, Flag("an invalid corpus line: abort with file:line, or skip and count it",
@@ -142,9 +145,9 @@ class RunConfig(BaseModel):
     candidates: Annotated[int, Field(ge=1), Flag("k candidates per epoch, ranked by a short-SFT proxy")] = 1
     """k (offline proposer: its k best edits; code agent: k runs sampled apart); the best goes on."""
     proxy_budget: Annotated[int, Field(ge=0), Flag("proxy units for successive halving (0: k·⌈log2 k⌉)")] = 0
-    proxy_sft_steps: Annotated[int, Field(ge=1)] = 10
+    proxy_sft_steps: Annotated[int, Field(ge=1), Flag("SFT steps of the proxy per unit (no RL)")] = 10
     """SFT steps of the proxy per unit (a short SFT on the candidate's dry-run artifacts, no RL)."""
-    proxy_tasks: Annotated[int, Field(ge=1)] = 10
+    proxy_tasks: Annotated[int, Field(ge=1), Flag("dev tasks of the proxy per unit (a balanced subset)")] = 10
     """Dev tasks of the proxy per unit (a balanced subset of the run's dev tasks)."""
     backend: Annotated[str, Flag("where trainings and evaluations run: local, or ray (a Ray cluster, every candidate "
                                  "and seed of an epoch at once; pip install 'curateevo[ray]')",
@@ -166,7 +169,7 @@ class RunConfig(BaseModel):
     llm: Mapping | None = None
     """The LLM (evolver/llm.py LLMConfig as a mapping: names of key variables, never keys); None: none."""
     agent: Mapping = Field(default_factory=dict)
-    """The code agent's limits (evolver/proposers/agent.py AgentLimits as a mapping; LaunchOptions' agent_*)."""
+    """The code agent's limits: evolver/proposers/agent_limits.py AgentLimits (its --agent-* options) as a mapping."""
     train_budget: Mapping = Field(default_factory=dict)
     """Overrides of the profile's budgets passed to the trainer (empty: the profile's)."""
     eval_steps: bool = False
@@ -269,18 +272,18 @@ class RunConfig(BaseModel):
 
 class LaunchOptions(BaseModel):
     """The options of `curateevo run` that are no setting of run.json as such: where the run
-    directory goes, and how the LLM and the code agent are reached and limited (resolved into
-    run.json's `llm` and `agent` mappings by `resolve`)."""
+    directory goes, and how the LLM is reached and limited (resolved into run.json's `llm` mapping
+    by `resolve`). The code agent's limits are its own model's (AgentLimits: `agent`)."""
     name: Annotated[str | None, Flag("run directory name (default: run-<time>)")] = None
     runs_dir: Annotated[str | None, Flag("where run directories go (default: runs/ of the project)")] = None
     model: Annotated[str | None, Flag("LLM model name, e.g. gpt-4.1-mini, claude-sonnet-4-5, or a local server's "
                                       "model", group="llm")] = None
-    provider: Annotated[str, Flag("LLM API", choices=("openai", "anthropic"), group="llm")] = "openai"
+    provider: Annotated[str, Flag("LLM API", choices=PROVIDERS, group="llm")] = "openai"
     base_url: Annotated[str | None, Flag("OpenAI-compatible server (vLLM, llama.cpp, Ollama, hosted)", group="llm")] = None
     api_key_env: Annotated[str | None, Flag("NAME of the variable holding the key (default OPENAI_API_KEY / "
                                             "ANTHROPIC_API_KEY)", group="llm")] = None
     llm_mode: Annotated[str, Flag("record: reuse recorded replies, call for new ones; replay: records only, no network",
-                                  choices=("live", "record", "replay"), group="llm")] = "record"
+                                  choices=MODES, group="llm")] = "record"
     llm_records: Annotated[str | None, Flag("copy another run's llm/ record into this run first (with --llm-mode "
                                             "replay: rerun it offline)", group="llm")] = None
     budget_tokens: Annotated[int | None, Field(ge=1), Flag(
@@ -288,14 +291,6 @@ class LaunchOptions(BaseModel):
     budget_usd: Annotated[float | None, Field(gt=0), Finite, Flag("LLM spend for the whole run, USD", group="llm")] = None
     pricing: Annotated[str | None, Flag("JSON {model: {input, output}} USD per 1M tokens, over the genai-prices "
                                         "catalog", group="llm")] = None
-    agent_steps: Annotated[int, Field(ge=1), Flag("model calls per revision", group="llm")] = 30
-    agent_repairs: Annotated[int, Field(ge=0), Flag("failed validations sent back to the agent per revision",
-                                                    group="llm")] = 2
-    agent_wall: Annotated[int, Field(ge=1), Flag("seconds per revision", group="llm")] = 1200
-    agent_usd: Annotated[float, Field(ge=0), Finite, Flag("USD per revision (0: only the run's budget)", group="llm")] = 0.0
-    agent_temperature: Annotated[float, Field(ge=0, le=2), Finite, Flag(
-        "sampling temperature of the code agent's candidates 2..k with --candidates k (candidate 1 keeps the LLM's; "
-        "candidate i >= 2 also sends seed = --seed + i - 1)", group="llm")] = 0.8
 
 
 class ResumeOptions(BaseModel):
@@ -308,7 +303,7 @@ class ResumeOptions(BaseModel):
     storage: Annotated[str | None, Flag("backend ray: where stages' inputs and outputs travel now (a URI)")] = None
 
 
-RUN_OPTIONS = options_of(RunConfig, LaunchOptions)
+RUN_OPTIONS = options_of(RunConfig, LaunchOptions, AgentLimits)
 """The options of `curateevo run`, generated from the declarations above."""
 RESUME_OPTIONS = options_of(ResumeOptions)
 """The options of `curateevo resume`, generated the same way."""
@@ -363,25 +358,19 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     base = o["base"] or get_profile(o["profile"]).base
     if o["margin"] is None:
         o["margin"] = default_margin_of(o, base, benchmark)[0]
+    # a setting whose option gives its value as it is needs no line here: a new one cannot keep its default
+    given = {op.field: o[op.dest] for op in RUN_OPTIONS if op.model is RunConfig and not op.flag.derived
+             and op.flag.option_type is None}
     return RunConfig(
-        corpus=tuple(corpus), corpus_sha256=corpus_sha256, benchmark=benchmark, metric=metric, tasks=o["tasks"],
-        base=base, profile=o["profile"], epochs=o["epochs"], lam=o["lam"], n_ref=o["n_ref"], margin=o["margin"],
-        seeds=tuple(range(o["seeds"])), seed=o["seed"], acceptance=o["acceptance"], proposer=proposer,
-        sandbox=o["sandbox"], curation_timeout_s=o["timeout"], batch_size=o["batch_size"],
+        **given, corpus=tuple(corpus), corpus_sha256=corpus_sha256, benchmark=benchmark, metric=metric, base=base,
+        margin=o["margin"], seeds=tuple(range(o["seeds"])), proposer=proposer,
         # single-turn tasks are one step each: the step-level pass would score the same answers again
         eval_steps=not (benchmark in BENCHMARKS and registry.get(benchmark).single_step and metric != "step_accuracy"),
-        ablations=tuple(sorted(set(o["ablate"]))), on_error=o["on_bad_line"], llm=llm,
-        tools=str(Path(o["tools"]).resolve()) if o["tools"] else "",
+        ablations=tuple(sorted(set(o["ablate"]))), llm=llm, tools=str(Path(o["tools"]).resolve()) if o["tools"] else "",
         diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),
-        boundary_samples=o["boundary_samples"], boundary_temperature=o["boundary_temperature"],
-        signal_window=o["signal_window"], rare_theta=o["rare_theta"], rare_n_min=o["rare_n_min"],
-        candidates=o["candidates"], proxy_budget=o["proxy_budget"], report_to=o["report_to"], max_length=o["max_length"],
-        max_prompt_length=o["max_prompt_length"],
-        launcher=o["launcher"] or "", backend=o["backend"], ray_address=o["ray_address"] or "",
-        storage=o["storage"] or "",
+        launcher=o["launcher"] or "", ray_address=o["ray_address"] or "", storage=o["storage"] or "",
         accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "",
-        agent={"step_limit": o["agent_steps"], "repairs": o["agent_repairs"], "wall_time_s": o["agent_wall"],
-               "cost_limit_usd": o["agent_usd"], "candidate_temperature": o["agent_temperature"]})
+        agent=AgentLimits(**{op.field: o[op.dest] for op in RUN_OPTIONS if op.model is AgentLimits}).settings())
 
 
 def on_backend(cfg: RunConfig, given: Mapping[str, Any]) -> RunConfig:

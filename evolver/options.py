@@ -50,6 +50,8 @@ class Option:
     help: str
     flag: Flag
     annotation: Any                 # the option value's type with its constraints
+    field: str = ""                 # the declaring model's field
+    model: type | None = None       # the declaring model (RunConfig, LaunchOptions, …)
 
     @property
     def adapter(self) -> TypeAdapter:
@@ -98,7 +100,7 @@ def options_of(*models: type[BaseModel]) -> tuple[Option, ...]:
                 if flag.option_default is _UNSET else flag.option_default
             out.append(Option(name=name, dest={"lambda": "lam"}.get(name, name.replace("-", "_")), type=scalar,
                               nargs=(flag.nargs or "*") if is_list else None, default=default, help=flag.help,
-                              flag=flag, annotation=annotation))
+                              flag=flag, annotation=annotation, field=field_name, model=model))
     return tuple(out)
 
 

@@ -86,7 +86,7 @@ def create_run(options: dict) -> RunStore:
         config = probe.replace(corpus=tuple(corpus), corpus_sha256=corpus_sha256(corpus))
     if loaded is not None and loaded.tools_file is not None:
         config = config.replace(tools_sha256=loaded.tools_file.sha256)
-    held_out = not registry.get(config.benchmark).executable   # its dev set is the corpus's held-out tenth
+    held_out = registry.get(config.benchmark).dev_corpus(config.corpus) is not None   # the corpus's held-out tenth
     dev = dev_check(config) if held_out else None   # before any work: the hold-out can be judged
     store = RunStore.create(runs_dir / name, config.to_json())   # the loop creates the strategy workspace from ρ0
     if loaded is not None:
@@ -174,10 +174,10 @@ def cmd_run(args) -> int:
     from benchmarks.quality.calibration import run_note
     from benchmarks.quality.cli import CACHE
 
-    replay = not registry.get(cfg.benchmark).executable
+    dev_corpus = registry.get(cfg.benchmark).dev_corpus(cfg.corpus)   # a replay run's is its own corpus
     say(run_note(CACHE, benchmark=cfg.benchmark, profile=cfg.profile, base=cfg.base, tasks=cfg.tasks,
                  seeds=len(cfg.seeds), margin=cfg.margin if cfg.acceptance_rule == "margin" else None,
-                 corpus=tuple(cfg.corpus) if replay else (), corpus_sha256=cfg.corpus_sha256 if replay else None))
+                 corpus=tuple(dev_corpus or ()), corpus_sha256=cfg.corpus_sha256 if dev_corpus is not None else None))
     print(f"run directory: {store.root}")
     return run_and_report(store, backend)
 

@@ -1,6 +1,6 @@
-"""The stages' work that needs no run state: the dry runs of a propose stage, training and
-evaluation of an epoch's artifacts, and the binding of a strategy's ctx.llm to the run's LLM.
-`replay RUN --epoch E --retrain` and the quality proxy call them without an `Epochs`."""
+"""The stages' work that needs no run state: training and evaluation of an epoch's artifacts (the
+backend jobs of evolver.evaluation), and the binding of a strategy's ctx.llm to the run's LLM.
+`replay RUN --epoch E --retrain` and the quality proxy call them without a `RunContext`."""
 from __future__ import annotations
 
 import sys
@@ -8,66 +8,8 @@ from pathlib import Path
 
 from benchmarks import registry
 from evolver.config import RunConfig
-from base.errors import RunFailed, UserError
-from base.files import read_json, sha256_files
-from evolver.proposers.brief import Verdict
-from sandbox.curate import CurationFailed, execute
-from sandbox.executor import Limits
-from sandbox.strategy_files import check_files
-
-
-class DryRuns:
-    """The dry runs of one propose stage: each candidate's files plus the epoch's inputs, executed
-    once on the whole corpus into `folder`; the outputs are kept by the hash of the files."""
-
-    def __init__(self, folder: Path, inputs: dict[str, bytes], corpus, executor, cfg: RunConfig, parent: dict,
-                 llm=None):
-        self.folder, self.inputs, self.corpus, self.executor, self.cfg = folder, inputs, corpus, executor, cfg
-        self.parent, self.count, self.outputs, self.llm = parent, 0, {}, llm
-
-    def candidate(self, files: dict[str, bytes]) -> dict[str, bytes]:
-        """The proposer's strategy files with this epoch's inputs (a proposer's own inputs/ are not taken)."""
-        return {**{k: v for k, v in files.items() if not k.startswith("inputs/")}, **self.inputs}
-
-    def output(self, files: dict[str, bytes]) -> Path:
-        return self.outputs[sha256_files(files)]
-
-    def validate(self, files: dict[str, bytes]) -> Verdict:
-        """The dry run: the candidate curates the whole corpus in the sandbox and the host checker
-        accepts the output (else `failed`), and the artifacts differ from the parent's (else `empty`)."""
-        try:   # what cannot be committed is refused before it runs (a .git, a path outside the strategy)
-            full = check_files(self.candidate(files))
-        except UserError as exc:
-            return Verdict(False, "failed", f"the candidate's files are refused: {exc}")
-        self.count += 1
-        out = self.folder / str(self.count)
-        verdict, hashes = check_candidate(full, self.corpus, self.executor, self.parent, out, seed=self.cfg.seed,
-                                          n_ref=self.cfg.n_ref, timeout_s=self.cfg.curation_timeout_s, llm=self.llm,
-                                          budget=self.cfg.curation_budget)
-        if verdict.ok:
-            self.outputs[sha256_files(full)] = out
-        return verdict
-
-
-def check_candidate(files: dict, corpus, executor, parent: dict, out: Path, *, seed: int, n_ref: float,
-                    timeout_s: float, llm=None, budget=None) -> tuple[Verdict, dict | None]:
-    """Execute `files` on the whole corpus into `out`: the host checker must accept the output
-    (else `failed`), and the artifacts must differ from the parent's `parent` hashes (else
-    `empty`). Returns the verdict and the artifact hashes."""
-    try:
-        execute(files, corpus, out, seed=seed, executor=executor, limits=Limits(timeout_s=timeout_s), n_ref=n_ref, llm=llm,
-                budget=budget)
-    except CurationFailed as exc:
-        return Verdict(False, "failed", f"the dry run on the whole corpus failed the host's check: {exc.reason}"), None
-    hashes = _artifact_hashes(out)
-    counts = [a.get("count", 0) for name, a in read_json(out / "manifest.json")["artifacts"].items() if name != "profile.json"]
-    if not any(counts):   # e.g. an outcome filter on a corpus whose train part recorded failures only
-        return Verdict(False, "failed", "the dry run curates no record at all (SFT, RL and memory are empty), so "
-                                        "nothing would be trained and P would measure the base model"), hashes
-    if hashes == parent:
-        return Verdict(False, "empty", "the dry run's artifacts are byte-identical to the parent's: the change "
-                                       "alters nothing the trainer or the agent would see"), hashes
-    return Verdict(True, "changed"), hashes
+from base.errors import RunFailed
+from evolver.results import Evaluation, Training
 
 
 def channel_answer(llm):
@@ -108,7 +50,7 @@ def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:
     sft = None if "no-sft" in cfg.ablations or not _count(artifacts / "sft.jsonl") else artifacts / "sft.jsonl"
     rl = None if "no-rl" in cfg.ablations or not _count(artifacts / "rl.jsonl") else artifacts / "rl.jsonl"
     if sft is None and rl is None:
-        return {"adapter": None, "skipped": "nothing to train", "trained": {"sft": 0, "rl": 0}}
+        return Training(adapter=None, skipped="nothing to train", trained={"sft": 0, "rl": 0}).journal()
     budget = cfg.budget_overrides
     length = check_lengths(cfg, sft, rl)
     summary = train(sft, rl, out, base=cfg.base, profile=cfg.profile, seed=seed, echo=sys.stderr, progress=True,
@@ -117,8 +59,8 @@ def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:
     data = summary.get("data") or {}
     # what training used, after the ablations and the length limits (log and report show these, not the curated counts)
     trained = {"sft": (data.get("sft") or {}).get("examples", 0), "rl": (data.get("rl") or {}).get("prompts", 0)}
-    return {"adapter": str(out / "adapter"), "trained": trained, "length": length.to_json(),
-            "summary": {k: summary.get(k) for k in ("wall_s", "steps", "sft", "grpo")}}
+    return Training(adapter=str(out / "adapter"), trained=trained, length=length.to_json(),
+                    summary={k: summary.get(k) for k in ("wall_s", "steps", "sft", "grpo")}).journal()
 
 
 def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapter: str | None, samples: int = 1,
@@ -135,7 +77,7 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
     memory = artifacts / "memory.jsonl"
     use_memory = "no-memory" not in cfg.ablations and _count(memory)
     doc = evaluate_to_dir(cfg.benchmark, cfg.split, out, tasks=tasks or cfg.tasks, metric=cfg.metric,
-                          corpus=None if registry.get(cfg.benchmark).executable else list(cfg.corpus), corpus_on_error=cfg.on_error,
+                          corpus=registry.get(cfg.benchmark).dev_corpus(cfg.corpus), corpus_on_error=cfg.on_error,
                           corpus_tools=cfg.tools or None, **sampling,
                           memory=str(memory) if use_memory else None, seed=seed,
                           policy_options={"base": cfg.base, "adapter": adapter,
@@ -145,9 +87,8 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
     m = doc["metrics"]
     dev = {"tasks": len(doc["tasks"]), "episodes": m.get("episodes", 0), "step_items": m.get("step_items", 0),
            "step_items_with_calls": m.get("step_items_with_calls")}
-    return {"P": doc["P"], "metrics": doc["metrics"], "dev": dev,
-            **({"gold_ll": gold["mean"], "gold_ll_per_category": {c: v["mean"] for c, v in gold["per_category"].items()}}
-               if gold else {})}
+    return Evaluation(P=doc["P"], metrics=doc["metrics"], dev=dev, **({"gold_ll": gold["mean"], "gold_ll_per_category": {
+        c: v["mean"] for c, v in gold["per_category"].items()}} if gold else {})).journal()
 
 
 def _count(path: Path) -> int:
@@ -156,7 +97,3 @@ def _count(path: Path) -> int:
     with open(path, "rb") as f:
         return sum(1 for _ in f)
 
-
-def _artifact_hashes(folder: Path) -> dict:
-    manifest = read_json(folder / "manifest.json")
-    return {name: a["sha256"] for name, a in manifest["artifacts"].items() if name != "profile.json"}

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from base.errors import RunFailed, UserError, printable
-from base.files import atomic_json, is_empty_or_missing, writable_parent, json_text, read_json, sha256_bytes, sha256_files
+from base.files import is_empty_or_missing, writable_parent, json_text, sha256_bytes, sha256_files
 from sandbox import checker, environment_lock, leftovers
 from sandbox.corpus import Corpus, load_corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
@@ -206,20 +206,3 @@ def curate(strategy: str | Path, corpus_paths: Sequence[str | Path], out_dir: st
     corpus = load_corpus([str(p) for p in corpus_paths], fmt=corpus_format, on_error=on_error)
     return execute(strategy_files(Path(strategy)), corpus, Path(out_dir), **kwargs)
 
-
-def bind_commit(out_dir: Path, commit: str, files: dict[str, bytes]) -> dict:
-    """Name the workspace commit of a dry run's artifacts, once the validated files are committed.
-
-    The dry run executed `files` before their commit existed; binding checks that the commit's
-    files are exactly the executed ones (the manifest's `files_sha256`) and records the commit in
-    the manifest, so the artifacts are those of that commit (a replay re-executes it to the same
-    bytes). Returns the manifest."""
-    path = Path(out_dir) / "manifest.json"
-    manifest = read_json(path)
-    if manifest["strategy"]["files_sha256"] != sha256_files(files):
-        raise RunFailed(f"{out_dir}: the dry run executed other files than commit {commit[:12]} holds")
-    if manifest["strategy"]["commit"] not in (None, commit):
-        raise RunFailed(f"{out_dir}: the artifacts already belong to commit {manifest['strategy']['commit'][:12]}")
-    manifest["strategy"]["commit"] = commit
-    atomic_json(path, manifest)
-    return manifest

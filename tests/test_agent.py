@@ -8,7 +8,7 @@ import pytest
 
 from evolver.proposers.agent import AgentLimits, AgentProposer, code_fault, profile_summary
 from evolver.llm import LLM, LLMConfig
-from evolver.stages import check_candidate, _artifact_hashes
+from evolver.candidate import artifact_hashes, check_candidate
 from evolver.proposers.brief import Brief
 from sandbox.corpus import load_corpus
 from sandbox.curate import execute
@@ -42,7 +42,7 @@ def parent(executor, sample_corpus, tmp_path_factory):
     files = {**strategy_files(SEED), "inputs/failed_points.json": b"[]\n", "inputs/params.json": b'{"lambda": 0.3}\n'}
     out = tmp_path_factory.mktemp("parent") / "out"
     execute(files, corpus, out, executor=executor)
-    return corpus, files, _artifact_hashes(out)
+    return corpus, files, artifact_hashes(out)
 
 
 def make(server, executor, parent, tmp_path, *, limits=AgentLimits(step_limit=8, repairs=0), signals=None, score=None,

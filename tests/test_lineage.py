@@ -17,7 +17,12 @@ from curation_strategies import toolkit as tk
 from evolver import cli
 from evolver.config import RunConfig
 from evolver.lineage import outcome_deltas
-from evolver.loop import Epochs
+from evolver.candidate import curate
+from evolver.context import RunContext
+from evolver.decision import decide
+from evolver.diagnosis_stage import diagnose_best
+from evolver.propose import propose
+from evolver.results import Evaluation
 from evolver.proposers.agent import AgentProposer, outcome_lines, template
 from evolver.proposers.brief import Brief
 from evolver.proposers.offline import OfflineProposer, with_outcomes
@@ -134,18 +139,18 @@ def run(tmp_path_factory, corpus_file):
     config = RunConfig(corpus=corpus, corpus_sha256=corpus_sha256(list(corpus)), profile="test", base="tiny-random",
                        sandbox="process", tasks=2, epochs=3, proposer="offline")
     store = RunStore.create(root / "run", config.to_json())
-    ep = Epochs(store)
-    curation = ep.stage(0, "curate", lambda: ep.curate(0))
+    ep = RunContext(store)
+    curation = ep.stage(0, "curate", lambda: curate(ep, 0))
     evaluated(store, 0, [(FIXED, False, "ast_checker:wrong_count"), (BROKEN, True)])
-    ep.stage(0, "decide", lambda: ep.decide(0, curation, [{"P": 0.5}], []))
-    ep.stage(0, "diagnose", lambda: ep.diagnose(0))
-    proposal = ep.stage(0, "propose", lambda: ep.propose(0))
-    curation = ep.stage(1, "curate", lambda: ep.curate(1))
+    ep.stage(0, "decide", lambda: decide(ep, 0, curation, [Evaluation(P=0.5)], []))
+    ep.stage(0, "diagnose", lambda: diagnose_best(ep, 0))
+    proposal = ep.stage(0, "propose", lambda: propose(ep, 0))
+    curation = ep.stage(1, "curate", lambda: curate(ep, 1))
     evaluated(store, 1, [(FIXED, True), (BROKEN, False, "ast_checker:wrong_func_name")])
-    decision = ep.stage(1, "decide", lambda: ep.decide(1, curation, [{"P": 1.0}], proposal["edits"]))
-    assert decision["accepted"], decision
-    ep.stage(1, "diagnose", lambda: ep.diagnose(1))
-    return store, proposal["edits"]
+    decision = ep.stage(1, "decide", lambda: decide(ep, 1, curation, [Evaluation(P=1.0)], proposal.edits))
+    assert decision.accepted, decision
+    ep.stage(1, "diagnose", lambda: diagnose_best(ep, 1))
+    return store, proposal.edits
 
 
 def test_a_candidate_that_fixes_one_task_and_breaks_another_shows_both_linked_to_its_operators(run):
@@ -195,7 +200,7 @@ def test_the_diagnosis_and_both_proposers_read_what_the_last_edit_broke(run):
     # offline: the broken task is a motive, its category's data repeated back
     signals = with_outcomes(json.loads((diag / "signals.json").read_text()), outcomes)
     assert signals["broken"] == [BROKEN]
-    ep = Epochs(store)
+    ep = RunContext(store)
     files = ep.ws.files("best")
     first = next(OfflineProposer().effectiveness(files, points, signals, known=None))
     assert "broke 1 dev task(s)" in first.message and BROKEN in first.message

@@ -7,9 +7,11 @@ import sys
 
 import pytest
 
-from evolver import cli, loop, stages
+from evolver import candidate, cli, evaluation, loop
 from evolver.config import RunConfig
-from evolver.loop import Epochs
+from evolver.candidate import curate
+from evolver.context import RunContext
+from evolver.propose import propose
 from evolver.stages import train_epoch
 from evolver.proposers import PROPOSERS
 from evolver.proposers.brief import Outcome
@@ -59,8 +61,7 @@ def counted(monkeypatch):
         calls.append(files)
         return execute(files, *args, **kwargs)
 
-    monkeypatch.setattr(loop, "execute", counting)     # the curate stage
-    monkeypatch.setattr(stages, "execute", counting)   # the dry runs
+    monkeypatch.setattr(candidate, "execute", counting)   # the curate stage and the dry runs
     return calls
 
 
@@ -71,11 +72,11 @@ def new_run(tmp_path, **changes) -> RunStore:
     return RunStore.create(tmp_path / "run", config.to_json())
 
 
-def evaluated(ep: Epochs, epoch: int, P: float = 0.5) -> None:
+def evaluated(ep: RunContext, epoch: int, P: float = 0.5) -> None:
     """Epoch `epoch` decided and diagnosed as if trained and evaluated (no training in this test)."""
-    curation = ep.stage(epoch, "curate", lambda: ep.curate(epoch))
-    ep.store.stage(epoch, "decide", lambda: {"epoch": epoch, "accepted": True, "P": P, "C": curation["C"],
-                                             "J": P - 0.3 * curation["C"], "commit": curation["commit"], "edits": [],
+    curation = ep.stage(epoch, "curate", lambda: curate(ep, epoch))
+    ep.store.stage(epoch, "decide", lambda: {"epoch": epoch, "accepted": True, "P": P, "C": curation.C,
+                                             "J": P - 0.3 * curation.C, "commit": curation.commit, "edits": [],
                                              "reason": "test"})
     diag = ep.store.epoch_dir(epoch) / "diagnosis"
     diag.mkdir(parents=True)
@@ -85,7 +86,7 @@ def evaluated(ep: Epochs, epoch: int, P: float = 0.5) -> None:
 
 
 def test_seed_strategy_has_every_input_a_strategy_may_read(tmp_path):
-    ep = Epochs(new_run(tmp_path))
+    ep = RunContext(new_run(tmp_path))
     files = ep.ws.files("epoch-0")
     assert json.loads(files["inputs/failed_points.json"]) == [] and json.loads(files["inputs/params.json"])["lambda"] == 0.3
     assert set(json.loads(files["inputs/signals.json"])) == {"families", "forgetting", "boundary", "rare"}
@@ -93,16 +94,16 @@ def test_seed_strategy_has_every_input_a_strategy_may_read(tmp_path):
 
 def test_a_candidate_is_curated_once_on_the_inputs_it_is_committed_and_replayed_with(tmp_path, monkeypatch, counted):
     monkeypatch.setitem(PROPOSERS, "scripted", lambda config, llm, executor: ScriptedProposer())
-    ep = Epochs(new_run(tmp_path, proposer="scripted"))
+    ep = RunContext(new_run(tmp_path, proposer="scripted"))
     evaluated(ep, 0)
     assert len(counted) == 1                                   # ρ0: executed by the curate stage
-    result = ep.stage(0, "propose", lambda: ep.propose(0))
-    assert result["dry_runs"] == 1 and len(counted) == 2       # the candidate: its dry run only
+    result = ep.stage(0, "propose", lambda: propose(ep, 0))
+    assert result.dry_runs == 1 and len(counted) == 2       # the candidate: its dry run only
     sha = ep.ws.resolve("epoch-1")
     assert ep.ws.files(sha)["inputs/failed_points.json"] == (json.dumps(POINTS, sort_keys=True, separators=(",", ":"))
                                                               + "\n").encode()
-    curation = ep.stage(1, "curate", lambda: ep.curate(1))
-    assert len(counted) == 2 and curation["commit"] == sha     # the dry run's artifacts are the epoch's
+    curation = ep.stage(1, "curate", lambda: curate(ep, 1))
+    assert len(counted) == 2 and curation.commit == sha     # the dry run's artifacts are the epoch's
     artifacts = ep.store.epoch_dir(1) / "artifacts"
     memory = [json.loads(line) for line in (artifacts / "memory.jsonl").read_text().splitlines()]
     assert [m["key"] for m in memory] == [POINTS[0]["failed_point"]]   # it read this epoch's inputs
@@ -114,19 +115,19 @@ def test_a_candidate_is_curated_once_on_the_inputs_it_is_committed_and_replayed_
         assert (again.out_dir / name).read_bytes() == (artifacts / name).read_bytes(), name
     assert replay(artifacts, tmp_path / "replayed", executor=ep.executor).identical
     # a resumed run finds the propose stage and the curated epoch done: nothing runs again
-    ep2 = Epochs(RunStore.open(ep.store.root))
+    ep2 = RunContext(RunStore.open(ep.store.root))
     ep2.stage(0, "propose", lambda: pytest.fail("propose ran again"))
     ep2.stage(1, "curate", lambda: pytest.fail("curate ran again"))
 
 
 def test_lost_dry_run_artifacts_are_curated_again_from_the_commit(tmp_path, monkeypatch, counted):
     monkeypatch.setitem(PROPOSERS, "scripted", lambda config, llm, executor: ScriptedProposer())
-    ep = Epochs(new_run(tmp_path, proposer="scripted"))
+    ep = RunContext(new_run(tmp_path, proposer="scripted"))
     evaluated(ep, 0)
-    ep.stage(0, "propose", lambda: ep.propose(0))
+    ep.stage(0, "propose", lambda: propose(ep, 0))
     kept = (ep.store.epoch_dir(1) / "artifacts" / "memory.jsonl").read_bytes()
     (ep.store.epoch_dir(1) / "artifacts" / "manifest.json").unlink()
-    ep.curate(1)
+    curate(ep, 1)
     assert len(counted) == 3 and (ep.store.epoch_dir(1) / "artifacts" / "memory.jsonl").read_bytes() == kept
 
 
@@ -164,7 +165,7 @@ def test_auto_falls_back_along_the_registry_with_a_warning(monkeypatch):
 def test_replay_retrain_of_an_agent_run_needs_no_docker_and_no_agent(tmp_path, monkeypatch, capsys):
     llm = {"provider": "openai", "model": "scripted", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "NO_KEY"}
     store = new_run(tmp_path, proposer="agent", llm=llm, diagnosis="rules+llm", sandbox="docker", epochs=1)
-    ep = Epochs(store)
+    ep = RunContext(store)
     art = store.epoch_dir(0) / "artifacts"
     execute(ep.ws.files("epoch-0"), load_corpus([str(SAMPLE_CORPUS)]), art, executor=executor_mod.make_executor("process"),
             commit=ep.ws.resolve("epoch-0"))
@@ -181,60 +182,60 @@ def test_replay_retrain_of_an_agent_run_needs_no_docker_and_no_agent(tmp_path, m
 
 
 def test_k_candidates_are_ranked_by_the_proxy_and_only_the_best_is_committed(tmp_path, monkeypatch, counted):
-    ep = Epochs(new_run(tmp_path, candidates=2, benchmark="bfcl-single", proxy_sft_steps=1, proxy_tasks=2))
+    ep = RunContext(new_run(tmp_path, candidates=2, benchmark="bfcl-single", proxy_sft_steps=1, proxy_tasks=2))
     evaluated(ep, 0)
     scored = []
-    real_proxies = Epochs._proxies
+    real_proxies = evaluation.proxy_scores
 
-    def proxies(self, dry, chains, units):   # the real proxy (a short SFT and a small dev subset), observed
+    def proxies(run, dry, chains, units):   # the real proxy (a short SFT and a small dev subset), observed
         scored.extend((tuple(e for o in chain for e in o.edits), units) for chain in chains)
-        return real_proxies(self, dry, chains, units)
+        return real_proxies(run, dry, chains, units)
 
-    monkeypatch.setattr(Epochs, "_proxies", proxies)
-    result = ep.stage(0, "propose", lambda: ep.propose(0))
-    assert result["candidates"] == 2 and len(scored) == 2 and {u for _, u in scored} == {1}
+    monkeypatch.setattr(evaluation, "proxy_scores", proxies)
+    result = ep.stage(0, "propose", lambda: propose(ep, 0))
+    assert result.candidates == 2 and len(scored) == 2 and {u for _, u in scored} == {1}
     proposals = json.loads((ep.store.epoch_dir(0) / "evolve" / "proposals.json").read_text())
-    assert proposals["rungs"][0]["survivors"] == [result["chosen"]]
-    chosen_edits = scored[result["chosen"]][0]
-    assert tuple(result["edits"]) == chosen_edits and ep.ws.resolve("epoch-1") == result["candidate"]
-    assert ep.stage(1, "curate", lambda: ep.curate(1))["commit"] == result["candidate"]   # no new execution
-    assert len(counted) == 1 + result["dry_runs"]
+    assert proposals["rungs"][0]["survivors"] == [result.chosen]
+    chosen_edits = scored[result.chosen][0]
+    assert tuple(result.edits) == chosen_edits and ep.ws.resolve("epoch-1") == result.candidate
+    assert ep.stage(1, "curate", lambda: curate(ep, 1)).commit == result.candidate   # no new execution
+    assert len(counted) == 1 + result.dry_runs
 
 
 def test_an_ablated_resource_is_not_charged_in_c(tmp_path):
     """C and Cost_train count what the recipe consumes in the run: an all-ablated run charges 0,
     a run without RL data its SFT turns only; the curated figures stay beside them."""
-    full = Epochs(new_run(tmp_path / "full")).curate(0)
-    none = Epochs(new_run(tmp_path / "none", ablations=("no-memory", "no-rl", "no-sft"))).curate(0)
-    assert none["C"] == 0 and none["cost_train"] == 0
-    assert none["curated"] == {"C": full["C"], "cost_train": full["cost_train"]} and full["cost_train"] > 0
-    sft_only = Epochs(new_run(tmp_path / "sft", ablations=("no-rl",)))
-    curation = sft_only.curate(0)
+    full = curate(RunContext(new_run(tmp_path / "full")), 0)
+    none = curate(RunContext(new_run(tmp_path / "none", ablations=("no-memory", "no-rl", "no-sft"))), 0)
+    assert none.C == 0 and none.cost_train == 0
+    assert none.curated == {"C": full.C, "cost_train": full.cost_train} and full.cost_train > 0
+    sft_only = RunContext(new_run(tmp_path / "sft", ablations=("no-rl",)))
+    curation = curate(sft_only, 0)
     profile = json.loads((sft_only.store.epoch_dir(0) / "artifacts" / "profile.json").read_text())
-    assert curation["cost_train"] == profile["sft"]["turns"] < full["cost_train"]
-    assert 0 < curation["C"] < full["C"]
-    assert "curated" not in Epochs(new_run(tmp_path / "mem", ablations=("no-memory",))).curate(0)
+    assert curation.cost_train == profile["sft"]["turns"] < full.cost_train
+    assert 0 < curation.C < full.C
+    assert curate(RunContext(new_run(tmp_path / "mem", ablations=("no-memory",))), 0).curated is None
 
 
 def test_resume_refuses_a_curated_epochs_artifact_deleted_or_edited(tmp_path):
     from base.errors import UserError
 
-    ep = Epochs(new_run(tmp_path))
-    ep.stage(0, "curate", lambda: ep.curate(0))
+    ep = RunContext(new_run(tmp_path))
+    ep.stage(0, "curate", lambda: curate(ep, 0))
     artifacts = ep.store.epoch_dir(0) / "artifacts"
-    Epochs(RunStore.open(ep.store.root))                       # intact: opens
+    RunContext(RunStore.open(ep.store.root))                       # intact: opens
     sft = artifacts / "sft.jsonl"
     original = sft.read_bytes()
     sft.write_bytes(original.replace(b'"user"', b'"user" ', 1))  # edited in place
     with pytest.raises(UserError, match=r"sft\.jsonl changed after epoch 0 was curated \(sha256 [0-9a-f]{12}… recorded"):
-        Epochs(RunStore.open(ep.store.root))
+        RunContext(RunStore.open(ep.store.root))
     sft.unlink()                                               # deleted
     with pytest.raises(UserError, match=r"sft\.jsonl was deleted after epoch 0 was curated"):
-        Epochs(RunStore.open(ep.store.root))
+        RunContext(RunStore.open(ep.store.root))
     sft.write_bytes(original)
     (artifacts / "manifest.json").write_text("{")
     with pytest.raises(UserError, match=r"manifest\.json is missing or damaged, though epoch 0 was curated"):
-        Epochs(RunStore.open(ep.store.root))
+        RunContext(RunStore.open(ep.store.root))
 
 
 def test_an_epoch_whose_curation_fails_is_rejected_with_the_reason_not_a_crash(tmp_path, counted):
@@ -242,7 +243,7 @@ def test_an_epoch_whose_curation_fails_is_rejected_with_the_reason_not_a_crash(t
     sandbox's interpreter takes to start; at 0.2 s the sample's curation once finished in time on
     a quiet machine) leaves no artifacts folder; the stage is journaled without outputs and the
     epoch is decided rejected."""
-    ep = Epochs(new_run(tmp_path, curation_timeout_s=0.01))
+    ep = RunContext(new_run(tmp_path, curation_timeout_s=0.01))
     loop.evaluate_candidate(ep, 0)
     curate, decide = ep.store.done(0, "curate"), ep.store.done(0, "decide")
     assert "timed out" in curate["result"]["failed"] and curate["outputs"] == {}

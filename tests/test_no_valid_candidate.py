@@ -67,3 +67,25 @@ def test_every_proposal_refused_is_recorded_as_no_valid_candidate_and_the_run_go
     page = (tmp_path / "r" / "report" / "index.html").read_text()
     assert "epoch 2: no valid candidate: " in page
     assert json.loads((tmp_path / "r" / "epochs" / "1" / "evolve" / "proposals.json").read_text())
+
+
+class SpentProposer:
+    """Finds the run's LLM budget spent on its first revision."""
+    name = "spent"
+
+    def revise(self, phase, brief, validate, out_dir):
+        return Outcome(None, attempts=[{"edits": [f"{phase}+x"], "error": "budget spent"}], budget_exhausted=True)
+
+
+def test_a_spent_llm_budget_ends_the_run_with_the_epoch_that_found_no_candidate(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(PROPOSERS, "spent", lambda config, llm, executor: SpentProposer())
+    args = [a if a != "refused" else "spent" for a in ARGS]
+    assert cli.main(["run", *args, "--runs-dir", str(tmp_path), "--name", "r"]) == 0
+    events = RunStore.open(tmp_path / "r").journal.events()
+    decisions = [e["result"] for e in events if e.get("event") == "stage_done" and e["stage"] == "decide"]
+    assert [d["epoch"] for d in decisions] == [0, 1] and decisions[1]["budget_exhausted"]
+    assert decisions[1]["reason"] == "no valid candidate: the run's LLM budget is spent; budget spent"
+    assert not [e for e in events if e.get("epoch") == 2]   # epoch 2 never starts
+    final = [e["result"] for e in events if e.get("stage") == "final" and e["event"] == "stage_done"]
+    assert final[0]["epoch"] == 0
+    assert "the run's LLM budget is spent; the run ends here" in capsys.readouterr().err

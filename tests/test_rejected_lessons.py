@@ -11,7 +11,10 @@ import pytest
 
 from evolver import cli
 from evolver.diagnose import rejected_lesson
-from evolver.loop import Epochs
+from evolver.candidate import curate
+from evolver.context import RunContext
+from evolver.diagnosis_stage import diagnose_best
+from evolver.propose import propose
 from evolver.proposers.agent import AgentProposer, template
 from evolver.proposers.brief import Brief
 from evolver.proposers.offline import lessons_of
@@ -28,17 +31,17 @@ BEST = {"simple_python_1": True, "simple_python_2": False, "multiple_3": True, "
 CANDIDATE = {"simple_python_1": False, "simple_python_2": True, "multiple_3": False, "multiple_4": False}
 
 
-def write_evaluation(ep: Epochs, epoch: int, outcomes: dict, kind: str = "eval") -> None:
+def write_evaluation(ep: RunContext, epoch: int, outcomes: dict, kind: str = "eval") -> None:
     folder = ep.store.epoch_dir(epoch) / f"{kind}-s0"
     folder.mkdir(parents=True)
     (folder / "trajectories.jsonl").write_text("".join(json.dumps(trajectory(t, ok, ["f"] if ok else ())) + "\n"
                                                        for t, ok in outcomes.items()))
 
 
-def decided(ep: Epochs, epoch: int, accepted: bool, edits=(), P: float = 0.5) -> dict:
-    curation = ep.stage(epoch, "curate", lambda: ep.curate(epoch))
-    return ep.store.stage(epoch, "decide", lambda: {"epoch": epoch, "accepted": accepted, "P": P, "C": curation["C"],
-                                                    "J": P - 0.3 * curation["C"], "commit": curation["commit"],
+def decided(ep: RunContext, epoch: int, accepted: bool, edits=(), P: float = 0.5) -> dict:
+    curation = ep.stage(epoch, "curate", lambda: curate(ep, epoch))
+    return ep.store.stage(epoch, "decide", lambda: {"epoch": epoch, "accepted": accepted, "P": P, "C": curation.C,
+                                                    "J": P - 0.3 * curation.C, "commit": curation.commit,
                                                     "edits": list(edits), "reason": "test"})
 
 
@@ -63,23 +66,23 @@ def test_the_offline_proposer_does_not_add_again_what_broke_more_than_it_fixed()
 
 
 def test_a_rejected_epochs_lessons_are_in_the_next_epochs_inputs_and_steer_the_proposer(tmp_path):
-    ep = Epochs(new_run(tmp_path, epochs=3, benchmark="bfcl-single"))
+    ep = RunContext(new_run(tmp_path, epochs=3, benchmark="bfcl-single"))
     write_evaluation(ep, 0, BEST)
     decided(ep, 0, True)
-    ep.stage(0, "diagnose", lambda: ep.diagnose(0))
-    first = ep.stage(0, "propose", lambda: ep.propose(0))
-    assert first["candidate"] and first["edits"]
+    ep.stage(0, "diagnose", lambda: diagnose_best(ep, 0))
+    first = ep.stage(0, "propose", lambda: propose(ep, 0))
+    assert first.candidate and first.edits
     assert json.loads(ep.ws.files("epoch-1")["inputs/rejected.json"]) == []     # nothing rolled back yet
 
     write_evaluation(ep, 1, CANDIDATE)
     write_evaluation(ep, 1, {"multiple_4": True, **{t: False for t in ("simple_python_1", "simple_python_2")}}, "sample")
     with open(ep.store.epoch_dir(1) / "sample-s0" / "trajectories.jsonl", "a") as f:   # multiple_4: a mixed sample
         f.write(json.dumps({**trajectory("multiple_4", False), "id": "multiple_4/s1"}) + "\n")
-    decided(ep, 1, False, first["edits"], P=0.25)
-    diagnosis = ep.stage(1, "diagnose", lambda: ep.diagnose(1))
-    assert diagnosis["of_epoch"] == 0 and diagnosis["rejected"] == {"1": {"broke": 2, "fixed": 1}}
-    second = ep.stage(1, "propose", lambda: ep.propose(1))
-    assert second["candidate"]
+    decided(ep, 1, False, first.edits, P=0.25)
+    diagnosis = ep.stage(1, "diagnose", lambda: diagnose_best(ep, 1))
+    assert diagnosis.of_epoch == 0 and diagnosis.rejected == {"1": {"broke": 2, "fixed": 1}}
+    second = ep.stage(1, "propose", lambda: propose(ep, 1))
+    assert second.candidate
 
     files = ep.ws.files("epoch-2")
     lessons = json.loads(files["inputs/rejected.json"])
@@ -87,12 +90,12 @@ def test_a_rejected_epochs_lessons_are_in_the_next_epochs_inputs_and_steer_the_p
     assert [x["epoch"] for x in lessons] == [1]
     lesson = lessons[0]
     assert lesson["broke"] == ["multiple_3", "simple_python_1"] and lesson["fixed"] == ["simple_python_2"]
-    assert lesson["boundary"] == ["multiple_4"] and lesson["edits"] == first["edits"]
+    assert lesson["boundary"] == ["multiple_4"] and lesson["edits"] == first.edits
     assert lesson["against"]["epoch"] == 0 and lesson["P"] == 0.25
     assert lesson["summary"] == ep.ws.log("epoch-1")[0]["message"].splitlines()[0]
     # it broke more than it fixed: none of its operators is added again, and the commit says why
-    added = {e[1:].split("(")[0] for e in first["edits"] if e.startswith("+")}
-    assert added and not any(e[1:].split("(")[0] in added for e in second["edits"] if e.startswith("+"))
+    added = {e[1:].split("(")[0] for e in first.edits if e.startswith("+")}
+    assert added and not any(e[1:].split("(")[0] in added for e in second.edits if e.startswith("+"))
     message = "\n".join(c["message"] for c in ep.ws.log("epoch-2")[:2])
     assert "Lessons of rolled-back candidates" in message and "broke 2 dev task(s)" in message
     # replay of the candidate re-executes it with these inputs, byte for byte

@@ -14,6 +14,7 @@ from base.files import json_text
 from evolver import cli
 from evolver.config import RESUME_OPTIONS, RUN_OPTIONS, LaunchOptions, RunConfig, on_backend
 from evolver.options import Flag, options_of
+from evolver.proposers.agent_limits import AgentLimits
 from evolver.run_cli import create_run, run_options
 
 from conftest import SAMPLE_CORPUS
@@ -122,9 +123,66 @@ def test_a_new_run_json_reads_back_to_the_same_bytes(tmp_path):
         config.replace(epochs=0)
 
 
+# The RunConfig fields no option of `run` sets, each with what sets it instead.
+SET_BY_THE_RUN = {
+    "corpus_sha256": "the corpus's bytes at launch",
+    "tools_sha256": "the --tools file's bytes at launch",
+    "split": "nothing: the loop evaluates on dev, never on test",
+    "eval_steps": "--benchmark and --metric (single-turn tasks skip the step pass unless P is step_accuracy)",
+    "llm": "--model and the LLM options of LaunchOptions",
+    "agent": "the --agent-* options, AgentLimits' fields",
+    "train_budget": "the proxy's short SFT only (a run's trainings take the profile's, --max-length, --max-prompt-length)",
+}
+# One `run` command line giving every RunConfig option a value other than its default: the field's value.
+EXAMPLES = {
+    "corpus": (["--corpus", "c.jsonl"], (str(Path("c.jsonl").resolve()),)),
+    "benchmark": (["--benchmark", "bfcl"], "bfcl"), "metric": (["--metric", "step_accuracy"], "step_accuracy"),
+    "tasks": (["--tasks", "7"], 7), "base": (["--base", "tiny-random"], "tiny-random"),
+    "profile": (["--profile", "test"], "test"), "epochs": (["--epochs", "5"], 5), "lam": (["--lambda", "0.5"], 0.5),
+    "n_ref": (["--n-ref", "1000"], 1000.0), "margin": (["--margin", "0.25"], 0.25), "seeds": (["--seeds", "2"], (0, 1)),
+    "seed": (["--seed", "3"], 3), "acceptance": (["--acceptance", "margin"], "margin"),
+    "ablations": (["--ablate", "no-sft", "no-rl"], ("no-rl", "no-sft")), "sandbox": (["--sandbox", "docker"], "docker"),
+    "curation_timeout_s": (["--timeout", "60"], 60.0), "batch_size": (["--batch-size", "2"], 2),
+    "on_error": (["--on-bad-line", "skip"], "skip"), "tools": (["--tools", "t.json"], str(Path("t.json").resolve())),
+    "max_length": (["--max-length", "512"], 512), "max_prompt_length": (["--max-prompt-length", "256"], 256),
+    "report_to": (["--report-to", "none"], "none"), "launcher": (["--launcher", "accelerate"], "accelerate"),
+    "accelerate_config": (["--accelerate-config", "a.yaml"], str(Path("a.yaml").resolve())),
+    "boundary_samples": (["--boundary-samples", "4"], 4), "boundary_temperature": (["--boundary-temperature", "0.7"], 0.7),
+    "signal_window": (["--signal-window", "5"], 5), "rare_theta": (["--rare-theta", "10"], 10.0),
+    "rare_n_min": (["--rare-n-min", "5"], 5), "candidates": (["--candidates", "2"], 2),
+    "proxy_budget": (["--proxy-budget", "4"], 4), "proxy_sft_steps": (["--proxy-sft-steps", "3"], 3),
+    "proxy_tasks": (["--proxy-tasks", "4"], 4), "backend": (["--backend", "ray"], "ray"),
+    "ray_address": (["--ray-address", "head:6379"], "head:6379"), "storage": (["--storage", "/shared/run"], "/shared/run"),
+    "proposer": (["--proposer", "agent"], "agent"), "diagnosis": (["--diagnosis", "rules+llm"], "rules+llm"),
+}
+
+
+def test_every_run_setting_is_an_option_of_run_and_recorded_in_run_json():
+    """A new RunConfig field is an option (and then reaches run.json from it, checked here with
+    a value other than its default), or it is named above with what sets it; `resolve` has no
+    hand-written line for an option that gives its value as it is, so none keeps its default."""
+    from evolver.config import default_of, resolve
+
+    options = {o.field: o for o in RUN_OPTIONS if o.model is RunConfig}
+    assert set(RunConfig.model_fields) == set(options) | set(SET_BY_THE_RUN) and not set(options) & set(SET_BY_THE_RUN)
+    assert set(EXAMPLES) == set(options)
+    argv = [a for flags, _ in EXAMPLES.values() for a in flags] + ["--model", "m", "--agent-steps", "5"]
+    given = run_options(cli.build_parser().parse_args(["run", *argv]))
+    config = resolve(given, tuple(str(Path(p).resolve()) for p in given["corpus"]), "abc")
+    written = config.to_json()   # what RunStore.create writes to run.json
+    for field, (_, value) in EXAMPLES.items():
+        assert getattr(config, field) == value != default_of(field), field
+        key = RunConfig.model_fields[field].alias or field
+        assert written[key] == (list(value) if isinstance(value, tuple) else value), field
+    assert config.llm["model"] == "m" and config.eval_steps   # bfcl: multi-turn
+    assert config.agent == {**AgentLimits().settings(), "step_limit": 5} and "command_timeout_s" not in config.agent
+    assert (config.corpus_sha256, config.split, config.train_budget) == ("abc", "dev", {})
+    assert RunConfig.from_json(written) == config
+
+
 def test_every_declared_setting_with_a_flag_is_an_option_and_a_config_key():
     names = {o.name for o in RUN_OPTIONS}
-    flagged = [(n, i) for model in (RunConfig, LaunchOptions) for n, i in model.model_fields.items()
+    flagged = [(n, i) for model in (RunConfig, LaunchOptions, AgentLimits) for n, i in model.model_fields.items()
                if any(isinstance(m, Flag) for m in i.metadata)]
     assert len(names) == len(RUN_OPTIONS) == len(flagged)
     help_text = cli.build_parser()._subparsers._group_actions[0].choices["run"].format_help()

@@ -10,6 +10,8 @@ import functools
 import re
 from typing import Any, Mapping
 
+from benchmarks.environment import Episodes
+
 # BFCL's official checkers' error types → the diagnosis's failure families (evolver/diagnose.py,
 # rules 2–11 of its docstring); first match wins, "a|b" is chosen by the trajectory's shape.
 CHECKER_RULES = (
@@ -40,8 +42,7 @@ def _multi_turn_tasks(category: str) -> dict:
     return load_tasks(category) if category in MULTI_TURN_CATEGORIES else {}
 
 
-class _BFCL:
-    executable = True
+class _BFCL(Episodes):
     metrics = ("task_success", "turn_pass", "step_accuracy")
     export_group = "bfcl"
     family_prefix = None

@@ -1,6 +1,6 @@
 """How well the loop's cheap proxy ranks strategies against the full recipe (issue 13, item 4).
 
-The proxy is the one `curateevo run --candidates K` ranks candidates by (evolver.loop): a short
+The proxy is the one `curateevo run --candidates K` ranks candidates by (evolver.evaluation.proxy_scores): a short
 SFT on the candidate's curated SFT records (`SFT_STEPS_PER_UNIT` steps per unit, no RL) and a
 balanced dev subset of `TASKS_PER_UNIT` tasks per unit, training seed 0, memory as the row uses
 it; its score is J = P − λ·C with the curation's C. Here each row of the quality benchmark gets

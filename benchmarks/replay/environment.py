@@ -8,7 +8,7 @@ it has no checker rules.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 
 class ReplayEnvironment:
@@ -52,6 +52,19 @@ class ReplayEnvironment:
 
     def checker_rules(self) -> tuple:
         return ()
+
+    def train_view(self, corpus: Any) -> Any:
+        """The nine tenths the strategy may see: the held-out tenth is the dev set."""
+        from sandbox.corpus import train_part
+
+        return train_part(corpus)
+
+    def dev_corpus(self, paths: Sequence[str]) -> list[str] | None:
+        return list(paths)
+
+    def task_score(self, trajectory: Mapping) -> float:
+        """A held-out record's call F1 (its reward), not its all-or-nothing success."""
+        return float(trajectory["outcome"]["reward"])
 
     def category_of(self, task_id: str) -> str:
         """A held-out record's id without a trailing number (as for BFCL's task ids)."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from benchmarks.environment import Episodes
+
 ENV_TAG = "scienceworld"
 # The benchmark's error types (benchmark.py: _feedback) → the diagnosis's failure families.
 CHECKER_RULES = (
@@ -55,10 +57,9 @@ class RewardEpisode:
             self._sim = None
 
 
-class ScienceWorldEnvironment:
+class ScienceWorldEnvironment(Episodes):
     name = "scienceworld"
     env_tag = ENV_TAG
-    executable = True
     metrics = ("task_success", "step_accuracy")
     export_group = "scienceworld"
     corpus_settings = ("labeled", "wild")

@@ -315,7 +315,7 @@ class RayBackend:
         checked here before any work."""
         from benchmarks import registry
 
-        if registry.get(cfg.benchmark).executable or not cfg.corpus:
+        if not registry.get(cfg.benchmark).dev_corpus(cfg.corpus):   # its own dev tasks, or no corpus
             return
         expected = inputs_digest(list(cfg.corpus), cfg.tools or None)
         nodes = [n for n in ray.nodes() if n["Alive"]]

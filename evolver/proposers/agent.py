@@ -27,12 +27,12 @@ import os
 import stat
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from base.errors import RunFailed
 from evolver.llm import BudgetExceeded, LLMError
+from evolver.proposers.agent_limits import AgentLimits
 from evolver.proposers.brief import Brief, Outcome, Verdict
 from sandbox.executor import CommandRunner, Limits
 from sandbox.schemas import canonical_json
@@ -264,20 +264,6 @@ def profile_summary(profile: Mapping) -> str:
 
 
 # ---------------------------------------------------------------------------- the proposer
-
-
-@dataclass
-class AgentLimits:
-    step_limit: int = 30           # model calls per revision (all attempts together)
-    cost_limit_usd: float = 0.0    # per revision; 0: none (the run's LLM budget still applies)
-    wall_time_s: int = 1200        # per revision
-    repairs: int = 2               # failed validations sent back to the agent before the revision is rejected
-    command_timeout_s: float = 120.0
-    candidate_temperature: float = 0.8   # candidates 2..k of an epoch (--candidates k); candidate 1 keeps the LLM's
-
-    @classmethod
-    def from_mapping(cls, d: Mapping | None) -> "AgentLimits":
-        return cls(**dict(d or {}))
 
 
 class AgentProposer:

@@ -1,0 +1,169 @@
+"""The candidate gate: one candidate from the proposer's files to its decision.
+
+    validate   the files with this epoch's inputs/ pass the host's file check and a dry run on the
+               whole corpus in the sandbox (`DryRuns.validate`, the proposers' one callback)
+    commit     the chosen revisions on `candidates/epoch-<e>`, tagged `epoch-<e>`
+    bind       the dry run's artifacts become epoch e's, their manifest naming that commit
+    curate     the epoch's artifacts: the bound dry run's, else the tagged commit executed now
+    settle     accepted: `main` fast-forwards and `best` moves; rejected: the rollback, recorded
+
+The sandbox executes and checks (`sandbox.curate.execute`); the workspace keeps the git
+mechanics; what is decided about a candidate is decided here.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from base.errors import RunFailed, UserError
+from base.files import atomic_json, read_json, sha256_files
+from evolver.config import RunConfig
+from evolver.objective import charged_cost
+from evolver.proposers.brief import Verdict
+from evolver.results import Curation, Decision
+from sandbox.checker import cost_c
+from sandbox.curate import CurationFailed, execute, runtime_sha256
+from sandbox.executor import Limits
+from sandbox.strategy_files import check_files
+
+
+class DryRuns:
+    """The dry runs of one propose stage: each candidate's files plus the epoch's inputs, executed
+    once on the whole corpus into `folder`; the outputs are kept by the hash of the files."""
+
+    def __init__(self, folder: Path, inputs: dict[str, bytes], corpus, executor, cfg: RunConfig, parent: dict,
+                 llm=None):
+        self.folder, self.inputs, self.corpus, self.executor, self.cfg = folder, inputs, corpus, executor, cfg
+        self.parent, self.count, self.outputs, self.llm = parent, 0, {}, llm
+
+    def candidate(self, files: dict[str, bytes]) -> dict[str, bytes]:
+        """The proposer's strategy files with this epoch's inputs (a proposer's own inputs/ are not taken)."""
+        return {**{k: v for k, v in files.items() if not k.startswith("inputs/")}, **self.inputs}
+
+    def output(self, files: dict[str, bytes]) -> Path:
+        return self.outputs[sha256_files(files)]
+
+    def validate(self, files: dict[str, bytes]) -> Verdict:
+        """The dry run: the candidate curates the whole corpus in the sandbox and the host checker
+        accepts the output (else `failed`), and the artifacts differ from the parent's (else `empty`)."""
+        try:   # what cannot be committed is refused before it runs (a .git, a path outside the strategy)
+            full = check_files(self.candidate(files))
+        except UserError as exc:
+            return Verdict(False, "failed", f"the candidate's files are refused: {exc}")
+        self.count += 1
+        out = self.folder / str(self.count)
+        verdict, hashes = check_candidate(full, self.corpus, self.executor, self.parent, out, seed=self.cfg.seed,
+                                          n_ref=self.cfg.n_ref, timeout_s=self.cfg.curation_timeout_s, llm=self.llm,
+                                          budget=self.cfg.curation_budget)
+        if verdict.ok:
+            self.outputs[sha256_files(full)] = out
+        return verdict
+
+
+def check_candidate(files: dict, corpus, executor, parent: dict, out: Path, *, seed: int, n_ref: float,
+                    timeout_s: float, llm=None, budget=None) -> tuple[Verdict, dict | None]:
+    """Execute `files` on the whole corpus into `out`: the host checker must accept the output
+    (else `failed`), and the artifacts must differ from the parent's `parent` hashes (else
+    `empty`). Returns the verdict and the artifact hashes."""
+    try:
+        execute(files, corpus, out, seed=seed, executor=executor, limits=Limits(timeout_s=timeout_s), n_ref=n_ref, llm=llm,
+                budget=budget)
+    except CurationFailed as exc:
+        return Verdict(False, "failed", f"the dry run on the whole corpus failed the host's check: {exc.reason}"), None
+    hashes = artifact_hashes(out)
+    counts = [a.get("count", 0) for name, a in read_json(out / "manifest.json")["artifacts"].items() if name != "profile.json"]
+    if not any(counts):   # e.g. an outcome filter on a corpus whose train part recorded failures only
+        return Verdict(False, "failed", "the dry run curates no record at all (SFT, RL and memory are empty), so "
+                                        "nothing would be trained and P would measure the base model"), hashes
+    if hashes == parent:
+        return Verdict(False, "empty", "the dry run's artifacts are byte-identical to the parent's: the change "
+                                       "alters nothing the trainer or the agent would see"), hashes
+    return Verdict(True, "changed"), hashes
+
+
+def artifact_hashes(folder: Path) -> dict:
+    """Artifact file → sha256, from a curation's manifest (the profile aside: it describes, not feeds)."""
+    manifest = read_json(folder / "manifest.json")
+    return {name: a["sha256"] for name, a in manifest["artifacts"].items() if name != "profile.json"}
+
+
+def commit(run, epoch: int, chain: list, dry: DryRuns) -> tuple[str | None, list[str]]:
+    """The chosen revisions (validated outcomes), committed in order on `candidates/epoch-<e>`; the
+    last one is tagged `epoch-<e>` and its dry run's artifacts become epoch e's, bound to it.
+    Returns (the tagged commit, or None when there is no revision; the revisions' edits)."""
+    sha, edits, files = None, [], None
+    for outcome in chain:
+        files = dry.candidate(outcome.files)
+        sha = run.ws.commit_candidate(epoch, files, outcome.message, parent="best")
+        edits += outcome.edits
+    if sha is not None:
+        artifacts = run.store.epoch_dir(epoch) / "artifacts"
+        artifacts.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(dry.output(files), artifacts)
+        bind_commit(artifacts, sha, run.ws.files(sha))
+        run.ws.tag_epoch(epoch, sha)
+    return sha, edits
+
+
+def bind_commit(out_dir: Path, commit: str, files: dict[str, bytes]) -> dict:
+    """Name the workspace commit of a dry run's artifacts, once the validated files are committed.
+
+    The dry run executed `files` before their commit existed; binding checks that the commit's
+    files are exactly the executed ones (the manifest's `files_sha256`) and records the commit in
+    the manifest, so the artifacts are those of that commit (a replay re-executes it to the same
+    bytes). Returns the manifest."""
+    path = Path(out_dir) / "manifest.json"
+    manifest = read_json(path)
+    if manifest["strategy"]["files_sha256"] != sha256_files(files):
+        raise RunFailed(f"{out_dir}: the dry run executed other files than commit {commit[:12]} holds")
+    if manifest["strategy"]["commit"] not in (None, commit):
+        raise RunFailed(f"{out_dir}: the artifacts already belong to commit {manifest['strategy']['commit'][:12]}")
+    manifest["strategy"]["commit"] = commit
+    atomic_json(path, manifest)
+    return manifest
+
+
+def bound_manifest(run, folder: Path, sha: str) -> dict | None:
+    """The manifest of the artifacts in `folder` when they are bound to commit `sha` and to this
+    run's corpus (and held-out part), seed, runtime and curation budget; else None."""
+    if not (folder / "manifest.json").is_file():
+        return None
+    manifest = read_json(folder / "manifest.json")
+    same = (manifest["strategy"]["commit"] == sha and manifest["corpus"]["sha256"] == run.cfg.corpus_sha256
+            and manifest["corpus"].get("holdout") == run.corpus.holdout
+            and manifest["seed"] == run.cfg.seed and manifest["runtime_sha256"] == runtime_sha256()
+            and manifest.get("budget") == run.cfg.curation_budget)
+    return manifest if same else None
+
+
+def curate(run, epoch: int) -> Curation:
+    """The artifacts of the candidate tagged `epoch-<e>`: its dry run's when they are there and
+    bound to this commit, corpus, seed and runtime; else executed now."""
+    cfg, sha = run.cfg, run.ws.resolve(f"epoch-{epoch}")
+    manifest = bound_manifest(run, run.store.epoch_dir(epoch) / "artifacts", sha)
+    if manifest is None:
+        out = run.fresh_dir(epoch, "artifacts")
+        try:
+            manifest = execute(run.ws.files(sha), run.corpus, out, seed=cfg.seed, executor=run.executor,
+                               limits=Limits(timeout_s=cfg.curation_timeout_s), commit=sha,
+                               n_ref=cfg.n_ref, llm=run.curation_llm, budget=cfg.curation_budget).manifest
+        except CurationFailed as exc:
+            return Curation(commit=sha, failed=exc.reason)
+    counts = {k: v["count"] for k, v in manifest["artifacts"].items() if "count" in v}
+    if not {"no-sft", "no-rl"} & set(cfg.ablations):
+        return Curation(commit=sha, C=manifest["C"], cost_train=manifest["cost_train"], counts=counts)
+    # an ablated resource costs nothing: C counts what the recipe consumes in this run
+    charged = charged_cost(read_json(run.store.epoch_dir(epoch) / "artifacts" / "profile.json"), cfg.ablations)
+    return Curation(commit=sha, C=round(cost_c(charged, cfg.n_ref), 12), cost_train=charged, counts=counts,
+                    curated={"C": manifest["C"], "cost_train": manifest["cost_train"]})
+
+
+def settle(run, decision: Decision) -> None:
+    """The decision in git: accepted, `main` fast-forwards to the candidate and `best` moves;
+    rejected, both stay (the rollback). The commit message carries P, C, J and the reason. ρ0 is
+    best from the workspace's creation, so epoch 0 has nothing to settle."""
+    if decision.epoch == 0:
+        return
+    message = (f"epoch {decision.epoch}: {'accepted' if decision.accepted else 'rejected'} — {decision.reason}\n\n"
+               f"P = {decision.P}, C = {decision.C}, J = {decision.J}")
+    (run.ws.accept if decision.accepted else run.ws.reject)(decision.commit, message, epoch=decision.epoch)

@@ -1,0 +1,196 @@
+"""What every stage of a run shares: its config, store and workspace, the services made when first
+used (corpus, sandbox executor, proposer, LLM, training backend), the LLM budget metering, the
+progress line with its ETA, and what the journal says of earlier epochs (decisions, the best)."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from base.files import read_jsonl
+from benchmarks import registry
+from evolver.acceptance import make_rule
+from evolver.backends import make_backend
+from evolver.config import RunConfig
+from evolver.epoch_jobs import EpochJobs
+from evolver.integrity import check_artifacts, check_workspace
+from evolver.proposers import make_proposer
+from evolver.results import Decision, StageResult, result_type
+from evolver.stages import channel_answer
+from evolver.store import RunStore
+from sandbox.corpus import load_corpus
+from sandbox.executor import PROJECT_ROOT, make_executor
+from sandbox.workspace import Workspace
+
+SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
+# ρ0's inputs: no diagnosis yet, but every file a strategy may read is there
+EMPTY_DIAGNOSIS = {"failed_points": [], "signals": {"families": {}, "forgetting": [], "boundary": [], "rare": []},
+                   "profile": {}, "rejected": []}
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+class RunContext:
+    """One run's shared state. `stage` runs one stage of one epoch through `RunStore.stage` (so
+    `resume` skips it when done and intact) and returns its typed result."""
+
+    def __init__(self, store: RunStore, backend=None):
+        self.store = store
+        if backend is not None:
+            self.backend = backend
+        self.cfg = RunConfig.from_json(store.config, where=str(store.root / "run.json"))
+        if not (store.root / "strategy").exists():   # created here, so a kill right after run.json is harmless
+            Workspace.create(store.root / "strategy", SEED_STRATEGY, params=self.cfg.params(), inputs=EMPTY_DIAGNOSIS)
+        self.ws = Workspace.open(store.root / "strategy")
+        check_workspace(store, self.ws)
+        check_artifacts(store)
+        self.rule = make_rule(self.cfg)
+        self.env = registry.get(self.cfg.benchmark)
+        self._t0, self._ran, self._timed = None, set(), []
+
+    # what only some stages need is made when first used (a retrain needs no sandbox, no agent)
+    @functools.cached_property
+    def corpus(self):
+        """What the strategy sees: the raw corpus as its environment lets a strategy see it (less the
+        held-out dev tenth when the dev set is the corpus's own: those records never reach the sandbox)."""
+        return self.env.train_view(load_corpus(list(self.cfg.corpus), on_error=self.cfg.on_error,
+                                               tools=self.cfg.tools or None))
+
+    @functools.cached_property
+    def executor(self):
+        return make_executor(self.cfg.sandbox, warn=say)
+
+    @functools.cached_property
+    def proposer(self):
+        return make_proposer(self.cfg.proposer, self.cfg, self.llm, self.executor)
+
+    @functools.cached_property
+    def llm(self):
+        """The run's LLM (None without one), its budgets reduced by what earlier stages spent."""
+        if not self.cfg.llm:
+            return None
+        from evolver.llm import LLM, LLMConfig
+
+        config = LLMConfig.from_mapping(self.cfg.llm)
+        spent = llm_spent(self.store)
+        if config.budget_tokens is not None:
+            config = dataclasses.replace(config, budget_tokens=max(0, config.budget_tokens - spent["tokens"]))
+        if config.budget_usd is not None:
+            config = dataclasses.replace(config, budget_usd=max(0.0, config.budget_usd - spent["usd"]))
+        return LLM(config, self.store.root / "llm")
+
+    @functools.cached_property
+    def curation_llm(self):
+        """What answers a strategy's ctx.llm: the run's LLM layer (None without one)."""
+        return None if self.llm is None else channel_answer(self.llm)
+
+    @functools.cached_property
+    def backend(self):
+        """Where trainings and evaluations run (evolver/backends/): this machine, or a Ray cluster."""
+        return make_backend(self.cfg, self.store.root)
+
+    @functools.cached_property
+    def needs(self):
+        return self.backend.prepare(self.cfg)
+
+    @functools.cached_property
+    def jobs(self) -> EpochJobs:
+        return EpochJobs(self.store, self.cfg, self.needs)
+
+    # ------------------------------------------------------------------ running a stage
+
+    def stage(self, epoch: int, name: str, run: Callable[[], StageResult], outputs=()) -> StageResult:
+        """Stage `name` of `epoch`: its journaled result when done and intact, else `run()` now,
+        journaled (with the LLM usage it caused) and shown with the run's progress."""
+        kind = result_type(name)
+        done = self.store.done(epoch, name)
+        if done is not None:
+            return kind.from_journal(done.get("result"))
+        t0 = time.monotonic()
+        self._t0 = self._t0 or t0
+        self._ran.add(epoch)
+        say(f"{self.progress(epoch)} · {name} …")
+        metered = self._metered(run) if self.llm is not None else lambda: run().journal()
+        journaled = self.store.stage(epoch, name, metered,
+                                     (lambda data: outputs(kind.from_journal(data))) if callable(outputs) else outputs)
+        say(f"{self.progress(epoch)} · {name} done in {time.monotonic() - t0:.1f} s")
+        return kind.from_journal(journaled)
+
+    def result(self, epoch: int, name: str) -> StageResult | None:
+        """The journaled result of a done stage, else None."""
+        done = self.store.done(epoch, name)
+        return None if done is None else result_type(name).from_journal(done.get("result") or {})
+
+    def _metered(self, run):
+        """`run`'s journal form with the LLM usage it caused (tokens, USD, calls, time)."""
+        def metered() -> dict:
+            before = self.llm.usage()
+            result = run()
+            after = self.llm.usage()
+            delta = {k: after[k] - before[k] for k in ("calls", "replayed", "prompt_tokens", "completion_tokens", "usd", "wall_s")}
+            if delta["calls"]:
+                result.llm = {**delta, "usd": round(delta["usd"], 6), "wall_s": round(delta["wall_s"], 3)}
+            return result.journal()
+        return metered
+
+    def progress(self, epoch: int) -> str:
+        """`epoch 1 (2/3, ETA 25 min)`: where the run is, and when it should end at the pace of
+        the epochs this process ran (a resumed run's skipped stages do not count)."""
+        if epoch < 0:
+            return "run"
+        eta = ""
+        if self._timed:
+            per_epoch = (time.monotonic() - self._t0) / len(self._timed)
+            eta = f", ETA {per_epoch * max(0, self.cfg.epochs - 1 - self._timed[-1]) / 60:.0f} min"
+        return f"epoch {epoch} ({epoch + 1}/{self.cfg.epochs}{eta})"
+
+    def finished(self, epoch: int) -> None:
+        """Epoch `epoch` is done (decided, diagnosed, proposed on): if it ran here, it times the ETA."""
+        if epoch in self._ran:
+            self._timed.append(epoch)
+
+    def fresh_dir(self, epoch: int, name: str) -> Path:
+        """`epochs/<e>/<name>`, emptied: a stage runs again only when it is not done, so it starts clean."""
+        path = self.store.epoch_dir(epoch) / name
+        shutil.rmtree(path, ignore_errors=True)
+        return path
+
+    # ------------------------------------------------------------------ what earlier epochs left
+
+    def decisions(self) -> list[Decision]:
+        return [Decision.from_journal(d) for d in (e.get("result") for e in self.store.journal.events()
+                                                   if e.get("event") == "stage_done" and e.get("stage") == "decide") if d]
+
+    def best(self) -> Decision | None:
+        accepted = [d for d in self.decisions() if d.accepted]
+        return accepted[-1] if accepted else None
+
+    def evaluated(self, epoch: int, kind: str = "eval") -> list[dict]:
+        """The trajectories of an epoch's evaluations (`sample`: its boundary rollouts), all seeds."""
+        paths = [self.store.epoch_dir(epoch) / f"{kind}-s{s}" / "trajectories.jsonl" for s in self.cfg.seeds]
+        return [t for p in paths if p.is_file() for t in read_jsonl(p)]
+
+    def per_task(self, epoch: int) -> dict[str, list[float]]:
+        """Dev task id → its score in each seed's evaluation (the environment's task score)."""
+        scores: dict[str, list[float]] = {}
+        for s in self.cfg.seeds:
+            for t in read_jsonl(self.store.epoch_dir(epoch) / f"eval-s{s}" / "trajectories.jsonl"):
+                scores.setdefault(t["meta"]["task_id"], []).append(self.env.task_score(t))
+        return scores
+
+
+def llm_spent(store: RunStore) -> dict:
+    """Tokens and USD the run's finished stages spent on LLM calls (for budgets across resume)."""
+    tokens, usd = 0, 0.0
+    for event in store.journal.events():
+        usage = (event.get("result") or {}).get("llm") if event.get("event") == "stage_done" else None
+        if usage:
+            tokens += usage["prompt_tokens"] + usage["completion_tokens"]
+            usd += usage["usd"]
+    return {"tokens": tokens, "usd": usd}
