@@ -44,6 +44,33 @@ def strategy(tmp_path):
     return make
 
 
+TINY_MAX_NEW_TOKENS = 16
+"""What an evaluation of the tiny random model decodes in tests unless the test asks for a number: it
+never emits an end token, so the product's 128 would be decoded in full on every step (most of the
+suite's evaluation time) while no test reads past the first tokens of its gibberish."""
+
+
+@pytest.fixture(autouse=True, scope="session")
+def tiny_model_generation_cap():
+    """Every policy the product builds in this process (`benchmarks.evaluate.build_policy`: the run's
+    evaluate stage, `bench quality`'s cells, `eval`) on the tiny random model decodes at most
+    TINY_MAX_NEW_TOKENS new tokens; an explicit max_new_tokens is kept. Runs started as child
+    processes decode the product's default."""
+    from benchmarks import evaluate
+
+    real = evaluate.build_policy
+
+    def build_policy(**options):
+        if options.get("base") == "tiny-random" and not options.get("endpoint"):
+            options.setdefault("max_new_tokens", TINY_MAX_NEW_TOKENS)
+        return real(**options)
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(evaluate, "build_policy", build_policy)
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def sample_corpus() -> Path:
     assert SAMPLE_CORPUS.is_file(), "the bundled sample corpus is part of the package"
