@@ -43,7 +43,7 @@ class Reference:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Reference:
+def reference(tmp_path_factory, trained_once) -> Reference:
     runs = tmp_path_factory.mktemp("reference")
     assert cli.main(["run", *ARGS, "--runs-dir", str(runs), "--name", "r"]) == 0
     decisions, artifacts, final = fingerprint(runs / "r")
