@@ -1,4 +1,7 @@
+import hashlib
 import json
+import os
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -42,6 +45,84 @@ def strategy(tmp_path):
         return write_strategy(tmp_path / f"strategy{next(count)}", HONEST + textwrap.dedent(code), **inputs)
 
     return make
+
+
+TINY_MAX_NEW_TOKENS = 16
+"""What an evaluation of the tiny random model decodes in tests unless the test asks for a number: it
+never emits an end token, so the product's 128 would be decoded in full on every step (most of the
+suite's evaluation time) while no test reads past the first tokens of its gibberish."""
+
+
+@pytest.fixture(autouse=True, scope="session")
+def tiny_model_generation_cap():
+    """Every policy the product builds in this process (`benchmarks.evaluate.build_policy`: the run's
+    evaluate stage, `bench quality`'s cells, `eval`) on the tiny random model decodes at most
+    TINY_MAX_NEW_TOKENS new tokens; an explicit max_new_tokens is kept. Runs started as child
+    processes decode the product's default."""
+    from benchmarks import evaluate
+
+    real = evaluate.build_policy
+
+    def build_policy(**options):
+        if options.get("base") == "tiny-random" and not options.get("endpoint"):
+            options.setdefault("max_new_tokens", TINY_MAX_NEW_TOKENS)
+        return real(**options)
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(evaluate, "build_policy", build_policy)
+    yield
+    patch.undo()
+
+
+def _sha256(path) -> str | None:
+    return None if path is None else hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="session")
+def _trainings_pool(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("trained-once")
+
+
+@pytest.fixture(scope="module")
+def trained_once(_trainings_pool):
+    """For a module that runs many tiny trainings of the same data (the `test` profile on the same
+    curated files): `trainer.train.train` trains each distinct training (the SFT and RL files' bytes,
+    base, profile, seed and budgets) once per session, for real, in its child process; a training
+    asked for again gets a copy of that output folder (request.json naming its own files, its
+    train.log echoed) instead of a second identical child. What is compared across runs (decisions,
+    artifacts, adapters) is then bytes a real training wrote; whether two trainings of the same data
+    write the same bytes is asserted where no copy is made (test_resume's killed run and the Ray
+    runs train in child processes, test_trainer_e2e trains directly)."""
+    import trainer.train as train_module
+
+    real = train_module.train
+
+    def train(sft, rl, out, *, echo=None, timeout=None, **options):
+        from base.files import is_empty_or_missing
+
+        key = hashlib.sha256(json.dumps({"sft": _sha256(sft), "rl": _sha256(rl), **options}, sort_keys=True,
+                                        default=str).encode()).hexdigest()[:32]
+        done = _trainings_pool / key
+        if not done.is_dir() or not is_empty_or_missing(out):
+            summary = real(sft, rl, out, echo=echo, timeout=timeout, **options)
+            if not done.is_dir():
+                shutil.copytree(out, done.with_name(key + ".partial"), dirs_exist_ok=True)
+                os.replace(done.with_name(key + ".partial"), done)
+            return summary
+        shutil.copytree(done, out, dirs_exist_ok=True)
+        request = json.loads((done / "request.json").read_text())
+        request.update({"sft": None if sft is None else str(Path(sft).resolve()),
+                        "rl": None if rl is None else str(Path(rl).resolve()), "out": str(Path(out).resolve())})
+        (Path(out) / "request.json").write_text(json.dumps(request, indent=2, sort_keys=True) + "\n")
+        if echo is not None:
+            echo.write((done / "train.log").read_text(encoding="utf-8", errors="replace"))
+            echo.flush()
+        return json.loads((done / "summary.json").read_text())
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(train_module, "train", train)
+    yield
+    patch.undo()
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from sandbox.workspace import Workspace
 from conftest import SAMPLE_CORPUS
 from llm_server import LLMServer
 
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.timeout(1800), pytest.mark.usefixtures("trained_once")]
 
 CANARY = "sk-canary-run-7d1e"
 ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "2", "--tasks", "2", "--sandbox", "docker", "--benchmark", "bfcl-single",

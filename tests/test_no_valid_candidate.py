@@ -12,7 +12,7 @@ from evolver.store import RunStore
 
 from conftest import SAMPLE_CORPUS
 
-pytestmark = pytest.mark.timeout(3000)   # one short evolution run; minutes on a loaded machine
+pytestmark = [pytest.mark.timeout(3000), pytest.mark.usefixtures("trained_once")]   # one short evolution run; minutes on a loaded machine
 
 ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "3", "--tasks", "2", "--sandbox", "process",
         "--benchmark", "bfcl-single", "--corpus", str(SAMPLE_CORPUS), "--batch-size", "2", "--proposer", "refused"]

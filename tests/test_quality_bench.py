@@ -14,6 +14,8 @@ from sandbox.process_executor import ProcessExecutor
 from sandbox.strategy_files import strategy_files
 from sandbox.workspace import Workspace
 
+pytestmark = pytest.mark.usefixtures("trained_once")   # the rows' tiny trainings, each trained once
+
 
 def test_the_benchmark_fills_its_table_then_answers_from_the_cache_without_training(quality_corpora, tmp_path, monkeypatch, capsys):
     cache = tmp_path / "cache"

@@ -4,11 +4,14 @@ one verdict are written and cached, and `run` reads the calibration of its setti
 import json
 import shutil
 
+import pytest
 from conftest import bench_quality
 
 from benchmarks.quality import CALIBRATION, calibration
 from benchmarks.quality.poison import KINDS, poison
 from sandbox.corpus import load_corpus
+
+pytestmark = pytest.mark.usefixtures("trained_once")   # the rows' tiny trainings, each trained once
 
 
 def test_the_poisoned_copy_corrupts_every_record_one_way_seeded(quality_corpora):

@@ -16,6 +16,8 @@ from sandbox.corpus import corpus_sha256
 from sandbox.process_executor import ProcessExecutor
 from sandbox.workspace import Workspace
 
+pytestmark = pytest.mark.usefixtures("trained_once")   # the rows' tiny trainings, each trained once
+
 
 def test_the_benchmarks_proxy_is_the_one_the_loop_ranks_candidates_by():
     cfg = RunConfig()

@@ -25,7 +25,7 @@ from conftest import SAMPLE_CORPUS
 from test_loop_seams import new_run
 from test_signals import trajectory
 
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.timeout(1800), pytest.mark.usefixtures("trained_once")]
 
 BEST = {"simple_python_1": True, "simple_python_2": False, "multiple_3": True, "multiple_4": False}
 CANDIDATE = {"simple_python_1": False, "simple_python_2": True, "multiple_3": False, "multiple_4": False}
