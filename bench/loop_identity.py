@@ -123,6 +123,7 @@ def main(argv=None) -> int:
     parser.add_argument("--compare-only", action="store_true", help="compare the runs already in OUT, run nothing")
     parser.add_argument("flags", nargs="*", help="`curateevo run` flags (after --) instead of the tiny run's")
     args = parser.parse_args(argv)
+    args.out = args.out.resolve()   # the runs start in another tree
     args.out.mkdir(parents=True, exist_ok=True)
     corpus = args.out / "sample_corpus.jsonl"
     if not corpus.exists():
