@@ -117,7 +117,12 @@ def test_a_sigkilled_hosts_container_ends_at_its_deadline_and_the_next_command_r
                               "--timeout", str(timeout_s), "--quiet"],
                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
-    while not _containers_of(docker, child.pid) and time.monotonic() < deadline:
+
+    def running():   # created is not enough: a host killed between create and start leaves it never started
+        found = _containers_of(docker, child.pid)
+        return found if found and found[0].status == "running" else None
+
+    while not running() and time.monotonic() < deadline:
         assert child.poll() is None, child.stderr.read().decode()
         time.sleep(0.2)
     (container,) = _containers_of(docker, child.pid)
