@@ -31,6 +31,7 @@ call as an RL step.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -347,7 +348,7 @@ def breakdown(source: str, examples: list[dict], profile, steps: int = 6, seed: 
         labels = torch.tensor([e["labels"] + [-100] * (width - len(e["labels"])) for e in batch])
         mask = torch.tensor([[1] * len(e["input_ids"]) + [0] * (width - len(e["input_ids"])) for e in batch])
         profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) if step == steps else None
-        with profiler or torch.autograd.profiler.record_function("step"):
+        with profiler or contextlib.nullcontext():
             t0 = time.perf_counter()
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=compute == "bfloat16"):
                 loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss

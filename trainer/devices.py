@@ -51,8 +51,8 @@ def cpu_has_bf16() -> bool:
     import torch
 
     try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported() and torch.cpu._is_avx512_bf16_supported()
-                    or torch.cpu._is_amx_tile_supported())
+        avx512_bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported() and torch.cpu._is_avx512_bf16_supported()
+        return bool(avx512_bf16 or torch.cpu._is_amx_tile_supported())
     except (AttributeError, RuntimeError):
         return False
 
