@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from base.errors import UserError
 from base.objective import LAMBDA
 from benchmarks import registry
+from benchmarks.policies.local import DEFAULT_MAX_NEW_TOKENS
 from evolver.llm import MODES, PROVIDERS
 from evolver.options import Flag, check_option, flag_of, options_of, sentence
 from evolver.proposers.agent_limits import AgentLimits
@@ -112,6 +113,9 @@ class RunConfig(BaseModel):
     curation_timeout_s: Annotated[float, Field(gt=0), Finite, Flag("curation wall-clock limit (s)", name="timeout")] = Limits.timeout_s
     batch_size: Annotated[int, Field(ge=1), Flag("evaluation batch size (greedy rows decoded together)")] = 32
     """Evaluation batch size (fixed batches by task id keep evaluation deterministic)."""
+    max_new_tokens: Annotated[int, Field(ge=1), Flag("evaluation: most tokens the agent writes per turn")] = \
+        DEFAULT_MAX_NEW_TOKENS
+    """What a policy decodes per model turn at most (a tool call longer than this is cut and fails)."""
     on_error: Annotated[str, Flag("an invalid corpus line: abort with file:line, or skip and count it",
                                   name="on-bad-line", choices=("abort", "skip"))] = "abort"
     """Every stage that reads the corpus (curation, the replay benchmark's hold-out, resume, replay) loads it this way."""

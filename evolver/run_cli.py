@@ -334,7 +334,7 @@ def cmd_test(args) -> int:
     adapter, memory = chosen(store, final[-1], seed)
     doc = evaluate_to_dir(cfg.benchmark, "test", partial, tasks=args.tasks, metric=cfg.metric, allow_test=True,
                           memory=str(memory) if memory.stat().st_size and "no-memory" not in cfg.ablations else None,
-                          policy_options={"base": cfg.base, "adapter": adapter},
+                          policy_options={"base": cfg.base, "adapter": adapter, "max_new_tokens": cfg.max_new_tokens},
                           seed=seed, progress=True, batch_size=cfg.batch_size, steps=cfg.eval_steps)
     if out.exists():   # --again: the earlier reading's files give way; the journal keeps every reading
         shutil.rmtree(out)

@@ -81,7 +81,8 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
                           corpus_tools=cfg.tools or None, **sampling,
                           memory=str(memory) if use_memory else None, seed=seed,
                           policy_options={"base": cfg.base, "adapter": adapter,
-                                          "threads": get_profile(cfg.profile).threads}, progress=True,
+                                          "threads": get_profile(cfg.profile).threads,
+                                          "max_new_tokens": cfg.max_new_tokens}, progress=True,
                           batch_size=cfg.batch_size, gold=samples == 1)
     gold = doc.get("gold_log_likelihood")   # beside P, never in a strategy's inputs
     m = doc["metrics"]

@@ -48,6 +48,7 @@ def strategy(tmp_path):
 
 
 TINY_MAX_NEW_TOKENS = 16
+TINY_RUN_ARGS = ("--max-new-tokens", str(TINY_MAX_NEW_TOKENS))
 """What an evaluation of the tiny random model decodes in tests unless the test asks for a number: it
 never emits an end token, so the product's 128 would be decoded in full on every step (most of the
 suite's evaluation time) while no test reads past the first tokens of its gibberish."""
@@ -57,15 +58,17 @@ suite's evaluation time) while no test reads past the first tokens of its gibber
 def tiny_model_generation_cap():
     """Every policy the product builds in this process (`benchmarks.evaluate.build_policy`: the run's
     evaluate stage, `bench quality`'s cells, `eval`) on the tiny random model decodes at most
-    TINY_MAX_NEW_TOKENS new tokens; an explicit max_new_tokens is kept. Runs started as child
-    processes decode the product's default."""
+    TINY_MAX_NEW_TOKENS new tokens unless the test asks for another number than the product's
+    default. Runs started as child processes get it as `--max-new-tokens` (TINY_RUN_ARGS)."""
     from benchmarks import evaluate
+    from benchmarks.policies.local import DEFAULT_MAX_NEW_TOKENS
 
     real = evaluate.build_policy
 
     def build_policy(**options):
-        if options.get("base") == "tiny-random" and not options.get("endpoint"):
-            options.setdefault("max_new_tokens", TINY_MAX_NEW_TOKENS)
+        if options.get("base") == "tiny-random" and not options.get("endpoint") and \
+                options.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS) == DEFAULT_MAX_NEW_TOKENS:
+            options["max_new_tokens"] = TINY_MAX_NEW_TOKENS
         return real(**options)
 
     patch = pytest.MonkeyPatch()

@@ -20,7 +20,7 @@ import pytest
 
 from evolver.store import RunStore
 
-from conftest import ROOT, SAMPLE_CORPUS
+from conftest import ROOT, SAMPLE_CORPUS, TINY_RUN_ARGS
 
 try:
     import ray  # noqa: F401
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.timeout(3600)   # four tiny evolution runs and a cluste
 
 ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "2", "--candidates", "2", "--seeds", "2",
         "--tasks", "2", "--sandbox", "process", "--benchmark", "bfcl-single", "--corpus", str(SAMPLE_CORPUS),
-        "--margin", "0.001", "--batch-size", "2"]
+        "--margin", "0.001", "--batch-size", "2", *TINY_RUN_ARGS]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 RAY = str(Path(sys.executable).with_name("ray"))
 

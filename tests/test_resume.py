@@ -16,12 +16,12 @@ import pytest
 from evolver import cli
 from evolver.store import RunStore
 
-from conftest import SAMPLE_CORPUS
+from conftest import SAMPLE_CORPUS, TINY_RUN_ARGS
 
 pytestmark = pytest.mark.timeout(2400)   # three short evolution runs; minutes, not seconds
 
 ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "3", "--tasks", "2", "--sandbox", "process", "--benchmark", "bfcl-single",
-        "--corpus", str(SAMPLE_CORPUS), "--margin", "0.001", "--batch-size", "2"]
+        "--corpus", str(SAMPLE_CORPUS), "--margin", "0.001", "--batch-size", "2", *TINY_RUN_ARGS]
 
 
 def fingerprint(root):

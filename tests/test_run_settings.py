@@ -90,12 +90,13 @@ def test_a_bad_run_json_is_one_sentence_naming_the_key(change, expected):
     assert "\n" not in str(err.value)
 
 
-BACKEND_DEFAULTS = {"backend": "local", "ray_address": "", "storage": ""}   # settings newer than both fixtures
+# settings newer than both fixtures, at their defaults
+BACKEND_DEFAULTS = {"backend": "local", "ray_address": "", "storage": "", "max_new_tokens": 128}
 
 
 def test_run_json_of_earlier_runs_reads_back_and_round_trips():
     # a run made before the settings were declared with pydantic: byte for byte, the stage backend's
-    # settings (added later) aside, at their defaults
+    # and the decoding budget's settings (added later) aside, at their defaults
     text = (FIXTURES / "replay-1126.json").read_text()
     config = RunConfig.from_json(json.loads(text))
     written = config.to_json()
@@ -143,6 +144,7 @@ EXAMPLES = {
     "seed": (["--seed", "3"], 3), "acceptance": (["--acceptance", "margin"], "margin"),
     "ablations": (["--ablate", "no-sft", "no-rl"], ("no-rl", "no-sft")), "sandbox": (["--sandbox", "docker"], "docker"),
     "curation_timeout_s": (["--timeout", "60"], 60.0), "batch_size": (["--batch-size", "2"], 2),
+    "max_new_tokens": (["--max-new-tokens", "16"], 16),
     "on_error": (["--on-bad-line", "skip"], "skip"), "tools": (["--tools", "t.json"], str(Path("t.json").resolve())),
     "max_length": (["--max-length", "512"], 512), "max_prompt_length": (["--max-prompt-length", "256"], 256),
     "report_to": (["--report-to", "none"], "none"), "launcher": (["--launcher", "accelerate"], "accelerate"),

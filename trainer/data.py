@@ -109,11 +109,13 @@ class RLStats:
 def fit_prompt(messages: Sequence[Mapping], tools: Sequence[Mapping], tokenizer, max_tokens: int,
                style: str = cf.DEFAULT_STYLE) -> tuple[str, int, bool] | None:
     """(prompt text, tokens, shortened) within `max_tokens`, or None when it cannot fit."""
-    messages = cf.normalize_messages(messages)
+    # The tool block goes into the system message once (the same text, cf.tools_in_system): rendering
+    # it through the template again on every try costs ~5x the rest of the prompt.
+    messages = cf.tools_in_system(cf.normalize_messages(messages), tools, style)
     first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
     shortened = False
     while True:
-        text = cf.render_prompt(messages, tools, style=style)
+        text = cf.render_prompt(messages, None, style=style)
         n = len(tokenizer(text, add_special_tokens=False)["input_ids"])
         if n <= max_tokens:
             return text, n, shortened
