@@ -100,3 +100,19 @@ def test_a_directory_with_other_files_is_not_taken_for_a_half_made_run(tmp_path,
     with pytest.raises(UserError, match="not a run directory .no run.json.; choose a new --name"):
         RunStore.create(run, {})
     assert (run / "notes.txt").read_text() == "mine"
+
+
+def test_what_a_run_starts_with_is_written_before_it_takes_its_name(tmp_path, capsys):
+    """skipped.jsonl and copied LLM records are inside the run directory as soon as it exists."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(SAMPLE_CORPUS.read_bytes() + b"not a record\n")
+    records = tmp_path / "llm"
+    (records / "diagnosis-cache").mkdir(parents=True)
+    (records / "a.json").write_text("{}")
+    args = cli.build_parser().parse_args(["run", *CHEAP[:-6], "--corpus", str(corpus), "--on-bad-line", "skip",
+                                          "--llm-records", str(records), "--runs-dir", str(tmp_path / "runs"),
+                                          "--name", "r"])
+    store = run_cli.create_run(run_cli.run_options(args))
+    assert (store.root / "skipped.jsonl").read_text().count("\n") == 1
+    assert (store.root / "llm" / "a.json").is_file() and not (store.root / "llm" / "diagnosis-cache").exists()
+    assert "1 of" in capsys.readouterr().err and not list((tmp_path / "runs").glob(".*" + PARTIAL))
