@@ -44,7 +44,11 @@ def main(command: list[str]) -> int:
         os.dup2(devnull, 0)
         os.close(wake_r), os.close(wake_w)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        os.execvp(command[0], command)
+        try:
+            os.execvp(command[0], command)
+        except OSError as exc:
+            print(f"container_init: cannot run {command[0]}: {exc.strerror}", file=sys.stderr, flush=True)
+        os._exit(127)
     watched = [0, wake_r]
     while True:
         ready, _, _ = select.select(watched, [], [])

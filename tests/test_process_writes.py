@@ -10,10 +10,9 @@ from textwrap import dedent
 
 import pytest
 
-from base.errors import RunFailed
 from evolver import cli
 from sandbox import process_executor
-from sandbox.curate import CurationFailed, curate
+from sandbox.curate import curate
 from sandbox.docker_executor import DockerExecutor, docker_client
 from sandbox.process_executor import ProcessExecutor, probe_bwrap
 
@@ -66,10 +65,12 @@ def container_layer():
         client.close()
 
 
-def test_no_spelling_opens_a_running_containers_layer_or_a_host_file_for_writing(strategy, tmp_path, container_layer):
+def test_no_spelling_opens_a_running_containers_layer_or_a_host_file_for_writing(strategy, tmp_path, container_layer,
+                                                                                    request):
     assert probe_bwrap() is None, f"bubblewrap cannot run here ({probe_bwrap()}); scripts/docker-engine.sh installs it"
     merged, upper = container_layer
     host = Path(tempfile.mkdtemp(prefix="curateevo-host-", dir="/var/tmp"))   # seen read-only at its own path
+    request.addfinalizer(lambda: shutil.rmtree(host, ignore_errors=True))
     host.chmod(0o777)
     (host / "file").write_text("original\n")
     (host / "file").chmod(0o666)   # its permissions let anyone write: only the sandbox's mounts stop it
@@ -102,14 +103,14 @@ def test_no_spelling_opens_a_running_containers_layer_or_a_host_file_for_writing
         assert "wrote" not in verdicts.values(), {k: v for k, v in verdicts.items() if v == "wrote"}
     assert (merged / "etc" / "hostname").read_bytes() == before and (host / "file").read_text() == "original\n"
     assert not any((p / "owned").exists() for p in (merged / "tmp", upper, host))
-    shutil.rmtree(host)
 
 
-def test_a_job_whose_own_mount_table_leaks_never_starts_its_strategy(strategy, tmp_path, monkeypatch, capsys):
+def test_a_job_whose_own_mount_table_leaks_never_starts_its_strategy(strategy, tmp_path, monkeypatch, capsys, request):
     """What the probe cannot see (a mount made between the probe and the job that bwrap leaves
     writable), the job's own check does: here a writable host folder bound into its sandbox."""
     assert probe_bwrap() is None, f"bubblewrap cannot run here ({probe_bwrap()})"
     leak = Path(tempfile.mkdtemp(prefix="curateevo-leak-", dir="/var/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(leak, ignore_errors=True))
     leak.chmod(0o777)
     real = process_executor.bwrap_argv
     monkeypatch.setattr(process_executor, "bwrap_argv",
@@ -119,15 +120,10 @@ def test_a_job_whose_own_mount_table_leaks_never_starts_its_strategy(strategy, t
             open({str(leak / "ran")!r}, "w").close()
             return honest(raw)
     """))
-    try:
-        assert cli.main(["curate", "--strategy", str(s), "--corpus", str(SAMPLE_CORPUS), "--out", str(tmp_path / "out"),
-                         "--sandbox", "process", "--quiet"]) == 1
-        err = capsys.readouterr().err
-        assert (f"the process sandbox refused to start the strategy: this sandbox leaves {leak} of the host writable"
-                in err) and err.count("\n") == 1, err
-        assert not (leak / "ran").exists(), "the strategy never started"
-        assert not (tmp_path / "out").exists()
-    finally:
-        for f in leak.iterdir():
-            f.unlink()
-        leak.rmdir()
+    assert cli.main(["curate", "--strategy", str(s), "--corpus", str(SAMPLE_CORPUS), "--out", str(tmp_path / "out"),
+                     "--sandbox", "process", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert (f"the process sandbox refused to start the strategy: this sandbox leaves {leak} of the host writable"
+            in err) and err.count("\n") == 1, err
+    assert not (leak / "ran").exists(), "the strategy never started"
+    assert not (tmp_path / "out").exists()

@@ -3,7 +3,6 @@ executing its committed strategy again in the sandbox, and restores them only wh
 folder hashes as the journal recorded; otherwise it names the file that cannot be rebuilt."""
 import pytest
 
-from base.files import sha256_tree
 from evolver import cli
 from evolver.candidate import curate
 from evolver.context import RunContext
