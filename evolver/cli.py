@@ -11,7 +11,7 @@ from pathlib import Path
 
 from base.errors import RunFailed, UserError, positive_int, positive_seconds, printable
 from base.files import atomic_write, read_json
-from evolver import report, run_cli, trace
+from evolver import repair, report, run_cli, trace
 from sandbox import image as sandbox_image
 from benchmarks import corpus_cli
 from trainer import cli as trainer_cli
@@ -121,11 +121,14 @@ def cmd_curate(args) -> int:
 
 
 def cmd_replay(args) -> int:
+    from evolver.integrity import check_artifacts
+    from evolver.store import RunStore
     from sandbox.executor import make_executor
     from sandbox.replay import discard, replay
 
     source, llm = args.dir, None
     if args.epoch is not None:   # a run's epoch: its artifacts directory is a whole curation output
+        check_artifacts(RunStore.open(args.dir), only=args.epoch)   # a damaged one: say how to rebuild it
         source = run_cli.epoch_artifacts(args.dir, args.epoch)
         llm = run_cli.replay_llm(args.dir)   # ctx.llm answered from the run's records only
     elif args.retrain or args.reeval:
@@ -256,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_diff)
     sandbox_image.add_cli(sub)  # curateevo sandbox build|lock
     run_cli.add_cli(sub)  # curateevo run|resume|status|log
+    repair.add_cli(sub)  # curateevo repair RUN [--epoch E]
     report.add_cli(sub)  # curateevo report
     trace.add_cli(sub)  # curateevo trace RUN --record ID | --task TASK
     corpus_cli.add_cli(sub)  # curateevo corpus build

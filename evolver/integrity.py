@@ -33,17 +33,18 @@ def check_workspace(store: RunStore, ws: Workspace) -> None:
                             f"recorded {recorded[:12]}: the workspace was changed outside curateevo; nothing was run")
 
 
-def check_artifacts(store: RunStore) -> None:
+def check_artifacts(store: RunStore, only: int | None = None) -> None:
     """UserError naming the file when a curated epoch's artifacts no longer hash as its
     manifest.json recorded them (deleted or edited in place): what was trained and decided on
-    them cannot be trusted, and nothing is run."""
+    them cannot be trusted, and nothing is run (`curateevo repair` rebuilds them). `only`: that epoch."""
     from base.files import read_json, sha256_file
 
     curated = sorted({e["epoch"] for e in store.journal.events() if e.get("event") == "stage_done"
                       and e.get("stage") == "curate" and isinstance(e.get("epoch"), int) and e["epoch"] >= 0
                       and not (e.get("result") or {}).get("failed")})
-    fix = "restore it from a backup, or start a new run; nothing was run"
-    for epoch in curated:
+    for epoch in curated if only is None else [e for e in curated if e == only]:
+        fix = (f"rebuild it with `curateevo repair {store.root} --epoch {epoch}` (or restore it from a backup); "
+               "nothing was run")
         folder = store.epoch_dir(epoch) / "artifacts"
         try:
             artifacts = read_json(folder / "manifest.json")["artifacts"]

@@ -88,25 +88,32 @@ def create_run(options: dict) -> RunStore:
         config = config.replace(tools_sha256=loaded.tools_file.sha256)
     held_out = registry.get(config.benchmark).dev_corpus(config.corpus) is not None   # the corpus's held-out tenth
     dev = dev_check(config) if held_out else None   # before any work: the hold-out can be judged
-    store = RunStore.create(runs_dir / name, config.to_json())   # the loop creates the strategy workspace from ρ0
+    def fill(folder: Path) -> None:   # written before the run directory takes its name
+        if loaded is not None and loaded.skipped_lines:
+            write_skipped(folder, loaded)
+        if options["llm_records"]:   # a rerun from another run's record (replay-only: no network call)
+            shutil.copytree(options["llm_records"], folder / "llm", ignore=shutil.ignore_patterns("diagnosis-cache"))
+
+    store = RunStore.create(runs_dir / name, config.to_json(), fill)   # the loop creates the strategy workspace from ρ0
     if loaded is not None:
         corpus_notes(store, loaded)
     if dev is not None:
         say(dev_note(dev, config.tasks))
-    if options["llm_records"]:   # a rerun from another run's record (replay-only: no network call)
-        shutil.copytree(options["llm_records"], store.root / "llm", dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("diagnosis-cache"))
     return store
+
+
+def write_skipped(folder: Path, corpus) -> None:
+    """RUN/skipped.jsonl: each record the corpus's loading skipped, with its reason."""
+    from base.files import atomic_write
+
+    atomic_write(folder / "skipped.jsonl",
+                 "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))
 
 
 def corpus_notes(store: RunStore, corpus) -> None:
     """What loading did to the corpus, on stderr: skipped records (listed in RUN/skipped.jsonl, and
     skipped by every later stage too) and tool lists built from the calls or taken from --tools."""
     if corpus.skipped_lines:
-        from base.files import atomic_write
-
-        atomic_write(store.root / "skipped.jsonl",
-                     "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))
         read = len(corpus.records) + len(corpus.skipped_lines)
         say(f"corpus: {len(corpus.skipped_lines)} of {read} records skipped (--on-bad-line skip; each with its reason "
             f"in {store.root / 'skipped.jsonl'}); every stage that reads the corpus (curation, the dev hold-out, "

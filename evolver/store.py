@@ -19,7 +19,9 @@ import datetime
 import fcntl
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -120,27 +122,75 @@ class Journal:
         return events
 
 
+PARTIAL = ".partial-run"   # the suffix of a run directory being created
+
+
+def half_made(root: Path) -> bool:
+    """Whether `root` is what an older curateevo, killed while creating a run, left: a directory
+    holding no run.json, only its lock and run.json's temporary file. Nothing of such a run ran."""
+    try:
+        names = [p.name for p in Path(root).iterdir()] if not Path(root).is_symlink() else None
+    except OSError:
+        return False
+    return bool(names) and all(n == ".lock" or (n.startswith(".run.json.") and n.endswith(".tmp")) for n in names)
+
+
+def not_a_run(root: Path) -> str:
+    """What to do with a directory that has no run.json: the one fix `resume` and `run` both name."""
+    again = f"curateevo run --runs-dir {root.parent} --name {root.name}"
+    if half_made(root):
+        return (f"{root} is a run killed while it was being created (no run.json: nothing of it ran); start it "
+                f"again with `{again}`, which replaces it")
+    if not root.is_dir():
+        return f"{root} is not a run directory (nothing is there); start a run with `{again}`"
+    return f"{root} is not a run directory (no run.json); name a run directory, or start a run with `{again}`"
+
+
 class RunStore:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.journal = Journal(self.root / "journal.jsonl")
 
     @classmethod
-    def create(cls, root: Path, config: dict) -> "RunStore":
+    def create(cls, root: Path, config: dict, fill: Callable[[Path], None] | None = None) -> "RunStore":
+        """A new run directory, whole or not at all: built under a temporary name beside `root`
+        (run.json, environment.json, then what `fill` writes into it) and renamed into place, so a
+        kill at any moment leaves either no run or a whole one, never a directory without run.json."""
+        from sandbox import leftovers
+
         root = Path(root)
+        leftovers.reap_folders(root.parent.glob(".*" + PARTIAL))   # of runs killed while being created
+        if half_made(root) and not writer_active(root):
+            shutil.rmtree(root)
+            print(f"curateevo: removed {printable(root)}, a run killed while it was being created (it had no "
+                  "run.json); creating it again", file=sys.stderr, flush=True)
         if not is_empty_or_missing(root):
-            raise UserError(f"{root} already exists; resume it with `curateevo resume {root}` or choose a new --name")
+            raise UserError(f"{root} already exists; resume it with `curateevo resume {root}` or choose a new --name"
+                            if (root / "run.json").is_file() else
+                            f"{root} exists and is not a run directory (no run.json); choose a new --name")
         writable_parent(root, "the run directory")
-        root.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=f".{root.name}-", suffix=PARTIAL, dir=root.parent))
+        try:
+            leftovers.claim(partial)   # the next create removes it if this process is killed now
+            atomic_json(partial / "run.json", config)
+            atomic_json(partial / "environment.json", environment_lock.environment_record())   # replay compares with it
+            if fill is not None:
+                fill(partial)
+            (partial / leftovers.OWNER_FILE).unlink()
+            os.chmod(partial, 0o755)   # mkdtemp's 0700 is no run directory's mode
+            os.rename(partial, root)   # replaces an empty directory; fails on anything else
+        except OSError as exc:
+            raise UserError(f"cannot create the run directory {root}: {exc.strerror or exc} (another process "
+                            "may have created it meanwhile); choose a new --name") from None
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
         lock_run(root)
-        atomic_json(root / "run.json", config)
-        atomic_json(root / "environment.json", environment_lock.environment_record())   # replay compares with it
         return cls(root)
 
     @classmethod
     def open(cls, root: Path) -> "RunStore":
         if not (Path(root) / "run.json").is_file():
-            raise UserError(f"{root} is not a run directory (no run.json)")
+            raise UserError(not_a_run(Path(root)))
         store = cls(root)
         _ = store.config   # a damaged run.json is refused here, before any work
         return store

@@ -7,9 +7,10 @@ capabilities, no new privileges, memory / CPU / pids limits, a file-size ulimit 
 the output directory's total size, an environment with nothing of the host's, no log on
 disk, and a wall-clock timeout. The container is removed on every path: success, failure,
 timeout, Ctrl-C, and SIGTERM/SIGHUP of the caller. A caller killed with SIGKILL cannot clean up,
-so the container does not depend on it: its job runs under `timeout` inside it (killed, and the
-container ended, DEADLINE_GRACE_S after the host's own deadline, whatever became of the host),
-and it carries its owner's `boot:pid:start time` label, by which the next curateevo command
+so the container does not depend on it: its init (`sandbox/container_init.py`) ends it within a
+moment of the host's death (the engine closes the stdin the host holds attached), its job runs
+under `timeout` inside it (killed DEADLINE_GRACE_S after the host's own deadline, whatever became
+of the host or its connection), and it carries its owner's `boot:pid:start time` label, by which the next curateevo command
 (`sandbox.leftovers.reap_leftovers`, and every new `DockerExecutor`) removes the containers whose
 owner is gone. (Not `--rm`: the host reads the exit status and OOM flag of an ended container
 before removing it.)
@@ -53,9 +54,11 @@ READ_GRACE_S = 30.0      # how long the host drains an ended container's streams
 
 
 def within_deadline(command: list[str], limits: Limits) -> list[str]:
-    """`command` run under coreutils' `timeout` inside the container (the init process ends the
-    container when it exits), so the container ends at its deadline even if the host is killed."""
-    return ["timeout", "--signal=KILL", f"{limits.timeout_s + DEADLINE_GRACE_S:g}", *command]
+    """`command` run by the container's init (`sandbox/container_init.py`: the container ends
+    within a moment of its host's death) under coreutils' `timeout`, so the container also ends at
+    its deadline whatever becomes of the host or of the engine's connection."""
+    return ["python3", "-I", "-S", f"{PROJECT_MOUNT}/sandbox/container_init.py",
+            "timeout", "--signal=KILL", f"{limits.timeout_s + DEADLINE_GRACE_S:g}", *command]
 
 
 _LIVE: dict[str, object] = {}   # containers this process runs now: removed at exit whatever the path
@@ -87,6 +90,16 @@ def _terminable():
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _close(sock) -> None:
+    """Close an attach socket (the SDK returns a socket, or a SocketIO wrapping one)."""
+    for part in (getattr(sock, "_sock", None), sock):
+        try:
+            if part is not None:
+                part.close()
+        except OSError:
+            pass
 
 
 class DockerExecutor:
@@ -122,9 +135,12 @@ class DockerExecutor:
             nano_cpus=int(limits.cpus * 1e9), pids_limit=limits.max_processes,
             ulimits=[Ulimit(name="fsize", soft=limits.max_file_bytes, hard=limits.max_file_bytes),
                      Ulimit(name="core", soft=0, hard=0), Ulimit(name="nofile", soft=1024, hard=1024)],
-            cap_drop=["ALL"], security_opt=["no-new-privileges"], init=True, ipc_mode="none",
+            cap_drop=["ALL"], security_opt=["no-new-privileges"], ipc_mode="none",
             log_config=LogConfig(type="none"),   # output is read from the attached streams: nothing on disk
-            labels={LABEL: marker, OWNER_LABEL: owner_id() or ""}, detach=True, stdin_open=False, tty=False,
+            labels={LABEL: marker, OWNER_LABEL: owner_id() or ""}, tty=False,
+            # the host's lifeline: stdin, attached once by the host and closed by the engine when the host
+            # dies (`detach=False` is how the SDK sets StdinOnce); container_init is PID 1 (no docker-init)
+            stdin_open=True, detach=False, init=False,
         )
 
     def _runtime_mounts(self) -> list[Mount]:
@@ -138,7 +154,7 @@ class DockerExecutor:
             return self._run_created(args, limits, watch, combined, time.monotonic())
 
     def _run_created(self, args: dict, limits: Limits, watch: Path | None, combined: bool, start: float):
-        container = None
+        container = lifeline = None
         over: list[str] = []
         stop = threading.Event()
         try:
@@ -149,6 +165,7 @@ class DockerExecutor:
                                  daemon=True).start()
             # attached before start, as `docker start -a` does: no byte is written before the host reads
             streams = container.attach(stdout=True, stderr=True, stream=True, logs=False, demux=not combined)
+            lifeline = self.client.api.attach_socket(container.id, params={"stdin": 1, "stream": 1})
             kept = (BoundedTail(limits.output_bytes), BoundedTail(limits.output_bytes))
             reader = threading.Thread(target=self._drain, args=(streams, kept, combined), daemon=True)
             reader.start()
@@ -171,12 +188,17 @@ class DockerExecutor:
             return status, stdout, stderr, timed_out, reason, wall
         finally:
             stop.set()
-            if container is not None:
+            if lifeline is not None:   # held until the container ended: closing it ends the container
+                _close(lifeline)
+            # interrupted inside `create` (SIGTERM between the engine's answer and the SDK's): found by its label
+            made = [container] if container is not None else self.client.containers.list(
+                all=True, filters={"label": f"{LABEL}={args['labels'][LABEL]}"})
+            for leftover in made:
                 try:
-                    container.remove(force=True)
+                    leftover.remove(force=True)
                 except NotFound:
                     pass
-                _LIVE.pop(container.id, None)
+                _LIVE.pop(leftover.id, None)
 
     @staticmethod
     def _drain(streams, kept: tuple[BoundedTail, BoundedTail], combined: bool) -> None:

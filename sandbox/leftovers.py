@@ -2,8 +2,8 @@
 
 A process that is killed outright runs no `finally`: its job folder (strategy copy, canonical
 corpus, output, LLM socket) stays in the temporary directory, its half-checked stage beside the
-output folder, its container in the engine (the container itself stops at its deadline: the
-Docker executor runs the job under `timeout` inside it). Each of them carries its owner's
+output folder, its container in the engine (ended within seconds by its init,
+`sandbox/container_init.py`, when the engine closes the stdin the dead host held attached). Each of them carries its owner's
 `owner_id` (a file in a folder, a label on a container); the next curateevo command removes those
 whose owner is gone (`reap_leftovers`). Anything without an owner mark, or whose owner lives, stays.
 """

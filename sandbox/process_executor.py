@@ -1,26 +1,26 @@
 """The process executor: the fallback when no Docker engine answers (the records name it).
 
-The candidate runs as a child in its own session with rlimits (CPU time, address space,
-processes, file size, no core dumps), an environment that holds nothing of the host's, and an
-unprivileged user where the interpreter is reachable by one. Where bubblewrap (`bwrap`) works it
-is contained like a container: a fresh PID namespace (no other process's /proc/<pid>/environ to
-read, and every process it started dies with it), no network, the host's filesystem read-only
-with the home directories, /run and the project hidden (the runtime packages and the job's
-strategy and corpus bound back read-only), the output directory the only writable place.
+The candidate runs under bubblewrap (`bwrap`) as a child in its own session with rlimits (CPU
+time, address space, processes, file size, no core dumps) and an environment that holds nothing
+of the host's, contained like a container: a fresh PID namespace (no other process's
+/proc/<pid>/environ to read, and every process it started dies with it), no network, an
+unprivileged user, the host's filesystem read-only with the home directories, /run and the
+project hidden (the runtime packages and the job's strategy and corpus bound back read-only),
+the output directory (and the LLM channel's folder) the only writable places.
 
-Read-only means every spelling of a path: bwrap runs in a mount namespace of its own whose mounts
-are private (a mount the host makes later, a Docker container's overlay say, does not propagate
-in writable), its fresh /proc is remounted read-only (under root the sandbox's uid is the host's
-uid 0 without capabilities, which /proc/sys would otherwise let change the host's kernel
-settings), and before the first job `probe_bwrap` runs the same sandbox once and reads its mount
-table: a reachable mount that is writable outside the scratch places, or one that still receives
-propagation, makes the executor refuse generated candidates as it does without bwrap.
+Read-only means every spelling of a path (`/proc/self/root/…`, `/proc/PID/root/…`, a reopened
+descriptor, a symlink: each resolves to a mount, and the mount decides): bwrap runs in a mount
+namespace of its own whose mounts are private (a mount the host makes later, a Docker
+container's overlay say, does not propagate in writable), its fresh /proc is remounted read-only
+(under root the sandbox's uid is the host's uid 0 without capabilities, which /proc/sys would
+otherwise let change the host's kernel settings), `probe_bwrap` runs the same sandbox once and
+reads its mount table, and every job reads its own before its strategy starts
+(`sandbox/mount_table.py`): a reachable mount writable outside the scratch places, or one that
+still receives propagation, means no strategy runs.
 
-Without a working bwrap only a `trusted` executor runs (the user's own strategy, `curateevo
-curate --sandbox process`): the network unshared where the kernel allows it, the filesystem not
-isolated. An untrusted one (the loop's generated candidates) refuses to start, in one sentence.
-A wall-clock timeout kills the whole process group; afterwards every process still carrying the
-job's marker is killed too. What could not be isolated is written into `isolation`.
+Where bwrap is missing or cannot contain a strategy so, the executor refuses to start, in one
+sentence, for any strategy, the user's own included (issue 46). A wall-clock timeout kills the
+whole process group; afterwards every process still carrying the job's marker is killed too.
 """
 from __future__ import annotations
 
@@ -41,10 +41,10 @@ from pathlib import Path
 from base.errors import RunFailed
 from sandbox.checker import output_overflow
 from sandbox.executor import BoundedReader, CurationJob, Execution, Limits, PROJECT_ROOT, failure_reason
+from sandbox.mount_table import writable_mounts
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
-CLONE_NEWNET = 0x40000000
 MS_REC, MS_PRIVATE = 0x4000, 0x40000
 NOBODY = 65534
 TMP_BYTES = 64 * 2**20   # the private /tmp under bubblewrap (as the Docker executor's tmpfs)
@@ -84,30 +84,19 @@ def _probe(preexec) -> str | None:
 
 @functools.cache
 def probe_isolation() -> dict:
-    """What this machine lets the process executor isolate (probed once per process)."""
-    network = "shared"
-    why_net = _probe(lambda: _unshare(CLONE_NEWNET))
-    net_flags = CLONE_NEWNET
-    if why_net is not None:
-        why_user = _probe(lambda: _unshare(CLONE_NEWUSER | CLONE_NEWNET))
-        if why_user is None:
-            net_flags = CLONE_NEWUSER | CLONE_NEWNET
-        else:
-            net_flags = 0
-            network = f"shared: unshare failed ({why_net})"
-    if net_flags:
-        network = "unshared"
+    """Whether the sandbox's user can be nobody here (probed once per process): root drops to
+    nobody before bwrap where nobody can run the interpreter."""
     user = "caller"
     if os.geteuid() == 0:
         why = _probe(_drop_privileges)
         user = "nobody" if why is None else f"caller (root): nobody cannot run {sys.executable} ({why})"
-    return {"network": network, "net_flags": net_flags, "user": user}
+    return {"user": user}
 
 
 @functools.cache
 def probe_bwrap() -> str | None:
     """None when bubblewrap can contain a child here (probed once), else why not: it must start,
-    and the sandbox it makes must leave nothing of the host writable (`_writable_mounts`)."""
+    and the sandbox it makes must leave nothing of the host writable (`writable_mounts`)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed"
@@ -124,40 +113,10 @@ def probe_bwrap() -> str | None:
             return f"bwrap cannot start ({str(exc).splitlines()[0]})"
         if done.returncode:
             return f"bwrap cannot start ({(done.stderr.decode(errors='replace').strip().splitlines() or ['?'])[-1][:200]})"
-        offending = _writable_mounts(done.stdout.decode(errors="replace"), {str(job.out_dir)})
+        offending = writable_mounts(done.stdout.decode(errors="replace"), {str(job.out_dir)})
     if offending:
         return f"bwrap leaves {offending[0]} writable or open to the host's new mounts"
     return None
-
-
-# What may be writable inside: bwrap's own tmpfs /tmp and /dev (device nodes, a private devpts)
-SCRATCH_MOUNTS = frozenset({"/tmp", "/dev", "/dev/pts", "/dev/null", "/dev/zero", "/dev/full", "/dev/random",
-                            "/dev/urandom", "/dev/tty"})
-
-
-def _writable_mounts(mountinfo: str, scratch: set[str]) -> list[str]:
-    """The mount points of a sandbox's mount table (/proc/self/mountinfo) that a path can reach
-    and that are writable outside `scratch` and SCRATCH_MOUNTS, or still receive propagation
-    (a mount the host makes later would appear inside as the host made it)."""
-    mounts = {}
-    for line in mountinfo.splitlines():
-        fields = line.split(" - ")[0].split()
-        mounts[fields[0]] = {"parent": fields[1], "point": fields[4].replace("\\040", " "),
-                             "writable": "rw" in fields[5].split(","), "propagates": fields[6:]}
-    covered = {m["parent"] for m in mounts.values()
-               if m["parent"] in mounts and mounts[m["parent"]]["point"] == m["point"]}
-
-    def reachable(mid: str) -> bool:   # not hidden under a mount stacked on it or on a mount above it
-        while mid in mounts:
-            if mid in covered:
-                return False
-            point = mounts[mid]["point"]
-            while mid in mounts and mounts[mid]["point"] == point:
-                mid = mounts[mid]["parent"]
-        return True
-
-    return [m["point"] for mid, m in mounts.items() if reachable(mid) and
-            (m["propagates"] or (m["writable"] and m["point"] not in SCRATCH_MOUNTS | scratch))]
 
 
 def _bwrap_namespaces() -> list[str]:
@@ -190,6 +149,22 @@ def bwrap_argv(job: CurationJob) -> list[str]:
     for path in hidden:   # empty and read-only; what was bound inside keeps its own mode
         argv += ["--remount-ro", path]
     return argv + ["--remount-ro", "/proc", "--"]   # /proc/sys is the host kernel's (module docstring)
+
+
+def _check_started(started_r: int, stderr: str, timed_out: bool) -> None:
+    """RunFailed when the strategy never started: bwrap failed, or the job's mount table left
+    something of the host writable (mount_table.py said why on stderr). Not the candidate's fault."""
+    os.set_blocking(started_r, False)
+    try:
+        started = os.read(started_r, 1) == b"1"
+    except BlockingIOError:
+        started = False
+    finally:
+        os.close(started_r)
+    if not started and not timed_out:
+        why = (stderr.strip().splitlines() or ["no reason printed"])[-1][:300]
+        raise RunFailed(f"the process sandbox refused to start the strategy: {why}; nothing of it ran "
+                        "(use --sandbox docker, or run again once the host's mounts are back to normal)")
 
 
 def _drop_privileges() -> None:
@@ -231,38 +206,28 @@ def _reap(marker: str) -> int:
 
 
 class ProcessExecutor:
-    """`trusted`: the strategy is the user's own, so it may run where bwrap cannot contain it."""
+    """`trusted` is accepted for the registry's sake: bubblewrap holds any strategy alike, the
+    user's own included, and without it nothing runs (module docstring)."""
 
     name = "process"
 
     def __init__(self, trusted: bool = False):
-        self.trusted = trusted
         why = probe_bwrap()
-        if why is not None and not trusted:
-            raise RunFailed(f"the process sandbox cannot contain a generated candidate here ({why}): install "
-                            f"bubblewrap (apt-get install bubblewrap) or a Docker engine (scripts/setup.sh); only "
-                            f"your own strategy runs uncontained, with `curateevo curate --sandbox process`")
+        if why is not None:
+            raise RunFailed(f"the process sandbox cannot contain a strategy here ({why}): install bubblewrap "
+                            f"(apt-get install bubblewrap) or a Docker engine (scripts/setup.sh) and use it "
+                            f"with --sandbox docker")
 
     def describe(self) -> dict:
-        if probe_bwrap() is None:
-            return {"executor": self.name, "network": "unshared", "user": "nobody (user namespace)",
-                    "rlimits": ["cpu", "address_space", "processes", "file_size", "core"],
-                    "session": "bubblewrap: own PID namespace, killed with its parent; group killed on timeout",
-                    "filesystem": "read-only host, private mounts, read-only /proc; homes, /run and project "
-                                  "hidden; one writable output dir"}
-        iso = probe_isolation()
-        return {"executor": self.name, "network": iso["network"], "user": iso["user"],
+        return {"executor": self.name, "network": "unshared", "user": "nobody (user namespace)",
                 "rlimits": ["cpu", "address_space", "processes", "file_size", "core"],
-                "session": "own session; process group killed on timeout and at exit",
-                "filesystem": f"not isolated ({probe_bwrap()}): the candidate sees the host's files with the "
-                              f"executing user's rights (a trusted strategy only)"}
+                "session": "bubblewrap: own PID namespace, killed with its parent; group killed on timeout",
+                "filesystem": "read-only host, private mounts, read-only /proc, the job's own mount table checked; "
+                              "homes, /run and project hidden; one writable output dir"}
 
     def run(self, job: CurationJob, limits: Limits) -> Execution:
-        contained = probe_bwrap() is None
-        iso = probe_isolation()
-        net_flags = 0 if contained else iso["net_flags"]   # bwrap unshares the network itself
         marker = uuid.uuid4().hex
-        drop = iso["user"] == "nobody"   # root becomes nobody before bwrap where nobody can run Python
+        drop = probe_isolation()["user"] == "nobody"   # root becomes nobody before bwrap where nobody can run Python
         if drop:
             os.chown(job.out_dir, NOBODY, NOBODY)
 
@@ -271,21 +236,23 @@ class ProcessExecutor:
                                 (resource.RLIMIT_NPROC, limits.max_processes),
                                 (resource.RLIMIT_FSIZE, limits.max_file_bytes), (resource.RLIMIT_CORE, 0)):
                 resource.setrlimit(rlim, (value, value))
-            if net_flags:
-                _unshare(net_flags)
-            if contained:   # before dropping root: nothing the host mounts later propagates in
-                _private_mounts()
+            _private_mounts()   # before dropping root: nothing the host mounts later propagates in
             if drop:
                 _drop_privileges()
 
-        argv = [sys.executable, *job.runtime_args(str(job.strategy_dir), str(job.corpus_path), str(job.out_dir),
-                                                  job.env_dir and str(job.env_dir), job.llm_socket and str(job.llm_socket))]
-        if contained:
-            argv = bwrap_argv(job) + argv
+        scratch = [str(job.out_dir)] + ([str(Path(job.llm_socket).parent)] if job.llm_socket is not None else [])
+        started_r, started_w = os.pipe()   # the job's own mount table passed its check (sandbox/mount_table.py)
+        argv = [*bwrap_argv(job), sys.executable, "-I", "-S", str(PROJECT_ROOT / "sandbox" / "mount_table.py"),
+                str(started_w), *scratch, "--", sys.executable,
+                *job.runtime_args(str(job.strategy_dir), str(job.corpus_path), str(job.out_dir),
+                                  job.env_dir and str(job.env_dir), job.llm_socket and str(job.llm_socket))]
         start = time.monotonic()
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd=job.out_dir, env=_base_env(job.hash_seed_env(), marker),
-                                start_new_session=True, preexec_fn=preexec)
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    cwd=job.out_dir, env=_base_env(job.hash_seed_env(), marker), pass_fds=(started_w,),
+                                    start_new_session=True, preexec_fn=preexec)
+        finally:
+            os.close(started_w)
         readers = [BoundedReader(proc.stdout, limits.output_bytes), BoundedReader(proc.stderr, limits.output_bytes)]
         for reader in readers:
             reader.start()
@@ -298,6 +265,7 @@ class ProcessExecutor:
             timed_out = True
         except BaseException:  # Ctrl-C in the caller: the candidate goes down with it
             self._kill(proc, marker)
+            os.close(started_r)
             raise
         self._kill(proc, marker)
         returncode = proc.wait()
@@ -305,6 +273,7 @@ class ProcessExecutor:
         for reader in readers:
             reader.join(timeout=5)
         stdout, stderr = (r.text() for r in readers)
+        _check_started(started_r, stderr, timed_out)
         return Execution(executor=self.name, returncode=None if timed_out else returncode, wall_s=wall,
                          stdout=stdout, stderr=stderr, timed_out=timed_out,
                          reason=over[0] if over else failure_reason(returncode, stderr, timed_out, limits.timeout_s),

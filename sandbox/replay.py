@@ -86,6 +86,14 @@ def _check_fields(path: Path, doc, fields) -> None:
             value = value[part]
 
 
+def _check_recorded(src: Path) -> None:
+    """UserError naming the first recorded file that is gone: nothing to compare the replay with."""
+    for name in COMPARED:
+        if not (src / name).is_file():
+            raise UserError(f"{src / name} is missing, so there is nothing to compare the replay with: restore "
+                            "the file (or curate again into a new directory); nothing was run")
+
+
 def _tools_file(src: Path, manifest: dict, execution: dict, given: str | None):
     """The --tools file the output was curated with (None when it had none), checked by its hash."""
     from sandbox.corpus.catalogue import read_tools_file
@@ -114,6 +122,7 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
     if manifest.get("llm_record_sha256") and llm is None:
         raise UserError(f"{src} was curated with an LLM: replay it from the run's LLM records "
                         "(replay RUN --epoch E); nothing was run")
+    _check_recorded(src)
     execution = _read_json(src / "execution.json")
     if not corpus_paths:
         _check_fields(src / "execution.json", execution, ("corpus_paths",))

@@ -1,6 +1,6 @@
 """Hostile strategies against the process executor: with bubblewrap they read no secret of the
-host, write nothing of the project, and leave no process behind; without it, only the user's own
-strategy runs (a generated candidate is refused in one sentence)."""
+host, write nothing of the project, and leave no process behind; without it, no strategy runs,
+the user's own included (refused in one sentence)."""
 import functools
 import json
 import os
@@ -19,6 +19,7 @@ from base.errors import RunFailed
 from sandbox import process_executor
 from sandbox.curate import curate
 from sandbox.executor import CurationJob
+from sandbox.mount_table import writable_mounts
 from sandbox.process_executor import ProcessExecutor, probe_bwrap
 
 from conftest import ROOT, SAMPLE_CORPUS
@@ -128,19 +129,24 @@ def test_a_double_forked_daemon_without_the_jobs_marker_dies_with_the_job(strate
     assert left == []
 
 
-def test_without_bubblewrap_a_generated_candidate_is_refused_and_the_users_own_runs(strategy, tmp_path, monkeypatch):
+def test_without_bubblewrap_every_strategy_is_refused_the_users_own_too(strategy, tmp_path, monkeypatch, capsys):
+    from evolver import cli
+
     monkeypatch.setenv("PATH", "/nonexistent")   # no bwrap on this PATH
     probe_bwrap.cache_clear()
     try:
-        with pytest.raises(RunFailed) as refused:
-            ProcessExecutor()
-        message = str(refused.value)
-        assert message.startswith("the process sandbox cannot contain a generated candidate here (bubblewrap (bwrap) "
-                                  "is not installed): install bubblewrap") and "\n" not in message
+        for trusted in (False, True):
+            with pytest.raises(RunFailed) as refused:
+                ProcessExecutor(trusted=trusted)
+            message = str(refused.value)
+            assert message.startswith("the process sandbox cannot contain a strategy here (bubblewrap (bwrap) "
+                                      "is not installed): install bubblewrap") and "\n" not in message
         s = strategy(HOSTILE + "def curate(raw, ctx):\n    return report(honest(raw), ok='yes')\n")
-        executor = ProcessExecutor(trusted=True)
-        assert "not isolated" in executor.describe()["filesystem"]
-        assert verdicts(s, tmp_path, executor)["ok"] == "yes"
+        assert cli.main(["curate", "--strategy", str(s), "--corpus", str(SAMPLE_CORPUS), "--out", str(tmp_path / "out"),
+                         "--sandbox", "process", "--quiet"]) == 1
+        err = capsys.readouterr().err
+        assert "the process sandbox cannot contain a strategy here" in err and err.count("\n") == 1
+        assert not (tmp_path / "out").exists()
     finally:
         monkeypatch.undo()
         probe_bwrap.cache_clear()
@@ -244,6 +250,6 @@ def test_the_probe_refuses_a_sandbox_whose_mounts_leak():
         plain = argv[:-3] + ["--"]
         table = lambda cmd, pre: subprocess.run(cmd + ["/bin/cat", "/proc/self/mountinfo"], capture_output=True,
                                                 text=True, check=True, preexec_fn=pre).stdout
-        leaks = process_executor._writable_mounts(table(plain, None), {str(job.out_dir)})
+        leaks = writable_mounts(table(plain, None), {str(job.out_dir)})
         assert "/proc" in leaks and any(p.startswith("/") for p in leaks)
-        assert process_executor._writable_mounts(table(argv, process_executor._private_mounts), {str(job.out_dir)}) == []
+        assert writable_mounts(table(argv, process_executor._private_mounts), {str(job.out_dir)}) == []

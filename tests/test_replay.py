@@ -143,3 +143,13 @@ def test_a_changed_runtime_is_said_and_the_bytes_still_compared(sample_corpus, t
     # an artifact that does differ is still caught
     (out / "sft.jsonl").write_bytes((out / "sft.jsonl").read_bytes().replace(b'"user"', b'"User"', 1))
     assert not replay(out, tmp_path / "third", executor=ProcessExecutor()).identical
+
+
+@pytest.mark.parametrize("deleted", ["sft.jsonl", "profile.json"])
+def test_a_deleted_artifact_is_one_sentence_naming_it_before_anything_runs(sample_corpus, tmp_path, capsys, deleted):
+    out = curated(SEED_STRATEGY, sample_corpus, tmp_path / "out")
+    (out / deleted).unlink()
+    assert cli.main(["replay", str(out), "--sandbox", "process", "--out", str(tmp_path / "again")]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / deleted} is missing" in err and "restore the file" in err and err.count("\n") == 1
+    assert not (tmp_path / "again").exists(), "nothing was run"
