@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from benchmarks import registry
+from benchmarks.stages import evaluate_on, train_on, used
 from evolver.config import RunConfig
 from base.errors import RunFailed
 from evolver.results import Evaluation, Training
@@ -45,17 +46,13 @@ def check_lengths(cfg: RunConfig, sft: Path | None, rl: Path | None):
 
 def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:
     """The fixed recipe on an epoch's artifacts (in a child process), honouring the data ablations."""
-    from trainer.train import train
-
-    sft = None if "no-sft" in cfg.ablations or not _count(artifacts / "sft.jsonl") else artifacts / "sft.jsonl"
-    rl = None if "no-rl" in cfg.ablations or not _count(artifacts / "rl.jsonl") else artifacts / "rl.jsonl"
-    if sft is None and rl is None:
+    files = used(artifacts, cfg.ablations)
+    if files["sft"] is None and files["rl"] is None:
         return Training(adapter=None, skipped="nothing to train", trained={"sft": 0, "rl": 0}).journal()
-    budget = cfg.budget_overrides
-    length = check_lengths(cfg, sft, rl)
-    summary = train(sft, rl, out, base=cfg.base, profile=cfg.profile, seed=seed, echo=sys.stderr, progress=True,
-                    report_to=cfg.report_to, launcher=cfg.launcher or None,
-                    accelerate_config=cfg.accelerate_config or None, **budget)
+    length = check_lengths(cfg, files["sft"], files["rl"])
+    summary = train_on(files, out, base=cfg.base, profile=cfg.profile, seed=seed, budget=cfg.budget_overrides,
+                       echo=sys.stderr, progress=True, report_to=cfg.report_to, launcher=cfg.launcher or None,
+                       accelerate_config=cfg.accelerate_config or None)
     data = summary.get("data") or {}
     # what training used, after the ablations and the length limits (log and report show these, not the curated counts)
     trained = {"sft": (data.get("sft") or {}).get("examples", 0), "rl": (data.get("rl") or {}).get("prompts", 0)}
@@ -72,29 +69,15 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
 
     sampling = {"samples": samples, "temperature": cfg.boundary_temperature, "steps": False} if samples > 1 else \
         {"steps": cfg.eval_steps}
-    from benchmarks.evaluate import evaluate_to_dir
-
-    memory = artifacts / "memory.jsonl"
-    use_memory = "no-memory" not in cfg.ablations and _count(memory)
-    doc = evaluate_to_dir(cfg.benchmark, cfg.split, out, tasks=tasks or cfg.tasks, metric=cfg.metric,
-                          corpus=registry.get(cfg.benchmark).dev_corpus(cfg.corpus), corpus_on_error=cfg.on_error,
-                          corpus_tools=cfg.tools or None, **sampling,
-                          memory=str(memory) if use_memory else None, seed=seed,
-                          policy_options={"base": cfg.base, "adapter": adapter,
-                                          "threads": get_profile(cfg.profile).threads,
-                                          "max_new_tokens": cfg.max_new_tokens}, progress=True,
-                          batch_size=cfg.batch_size, gold=samples == 1)
+    doc = evaluate_on(cfg.benchmark, cfg.split, out, base=cfg.base, adapter=adapter,
+                      memory=used(artifacts, cfg.ablations)["memory"], seed=seed, tasks=tasks or cfg.tasks,
+                      metric=cfg.metric, batch_size=cfg.batch_size, threads=get_profile(cfg.profile).threads,
+                      max_new_tokens=cfg.max_new_tokens,
+                      corpus=registry.get(cfg.benchmark).dev_corpus(cfg.corpus), corpus_on_error=cfg.on_error,
+                      corpus_tools=cfg.tools or None, **sampling, progress=True, gold=samples == 1)
     gold = doc.get("gold_log_likelihood")   # beside P, never in a strategy's inputs
     m = doc["metrics"]
     dev = {"tasks": len(doc["tasks"]), "episodes": m.get("episodes", 0), "step_items": m.get("step_items", 0),
            "step_items_with_calls": m.get("step_items_with_calls")}
     return Evaluation(P=doc["P"], metrics=doc["metrics"], dev=dev, **({"gold_ll": gold["mean"], "gold_ll_per_category": {
         c: v["mean"] for c, v in gold["per_category"].items()}} if gold else {})).journal()
-
-
-def _count(path: Path) -> int:
-    if not path.exists():
-        return 0
-    with open(path, "rb") as f:
-        return sum(1 for _ in f)
-

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Refresh the locks on purpose: the one documented command (README, "Installs that do not drift").
+# Refresh the locks on purpose: the one documented command (docs/install.md, "Installs that do not drift").
 #   1. resolve pyproject.toml's ranges in a throw-away environment, as a first install would
 #      (torch from the local CPU wheel; the three packages whose declared dependencies must be
 #      skipped, shared/FIELD-NOTES.md, installed with --no-deps at the versions below);

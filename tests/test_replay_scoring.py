@@ -193,7 +193,7 @@ def test_the_always_call_the_most_common_tool_baseline_on_the_glaive_demo(tmp_pa
     doc = json.loads((tmp_path / "b" / "metrics.json").read_text())
     m = doc["metrics"]
     assert doc["policy"]["backend"] == "most-common-tool" and m["call_rate"] == 1.0
-    assert m["no_call_fp_rate"] == 1.0 and doc["P"] < 0.05      # README: Your own corpus
+    assert m["no_call_fp_rate"] == 1.0 and doc["P"] < 0.05      # docs/results.md: Your own corpus
     policy = MostCommonToolPolicy.from_records(get_benchmark("replay", corpus=str(GLAIVE)).train_records())
     assert policy.counts and all(isinstance(a, dict) for a in policy.arguments.values())
     assert cli.main(["eval", "--benchmark", "bfcl-single", "--policy", "most-common-tool", "--out", str(tmp_path / "x")]) == 2

@@ -5,10 +5,10 @@ evaluated on one task subset. Three caches, each keyed by the sha256 of what dec
 
     CACHE/curations/<key>/   the strategy executed in the sandbox (sandbox.curate.execute):
                              strategy files × corpus bytes × curation seed × runtime
-    CACHE/trainings/<key>/   the fixed recipe (trainer.train.train, a child process):
+    CACHE/trainings/<key>/   the fixed recipe (benchmarks.stages.train_on, as the loop trains):
                              SFT and RL artifacts' hashes × recipe × profile × base × seed
-    CACHE/cells/<key>/       the evaluation (benchmarks.evaluate.evaluate_to_dir) with
-                             cell.json: training key × memory's hash × split × task ids × metric
+    CACHE/cells/<key>/       the evaluation (benchmarks.stages.evaluate_on, as the loop evaluates)
+                             with cell.json: training key × memory's hash × split × task ids × metric
 
 A cell's directory appears whole (written beside it, then renamed), so an interrupted benchmark
 continues where it stopped and a cell shared by two rows (an ablation without memory trains
@@ -28,6 +28,7 @@ from typing import Callable
 
 from base.errors import UserError
 from base.files import atomic_json, read_json, read_jsonl, sha256_files
+from benchmarks.stages import evaluate_on, steps_pass, train_on, used
 from sandbox.corpus import load_corpus
 from sandbox.curate import execute, runtime_sha256
 from sandbox.executor import Limits
@@ -106,13 +107,6 @@ def consumed_sha256(path: Path) -> str:
     return sha.hexdigest()
 
 
-def _count(path: Path) -> int:
-    if not path.exists():
-        return 0
-    with open(path, "rb") as f:
-        return sum(1 for line in f if line.strip())
-
-
 class Cells:
     """The cache of one benchmark invocation: curations, trainings and evaluated cells."""
 
@@ -145,7 +139,8 @@ class Cells:
         self.curate_here = curated_runtime is None
         self.runtime = curated_runtime or runtime_sha256()
         self._artifacts: dict[str, Path] = {}
-        self._read: dict[Path, tuple[int, str | None]] = {}   # an artifact file's records and consumed hash, read once
+        self._used: dict[tuple[Path, tuple], dict] = {}   # a curation's files as a row uses them, read once
+        self._sha: dict[Path, str] = {}                  # an artifact file's consumed hash, read once
 
     def benchmark_options(self) -> dict:
         """The options that build this setting's benchmark (benchmarks.registry.get_benchmark)."""
@@ -212,15 +207,12 @@ class Cells:
     def inputs(self, row: Row) -> dict:
         """What the row trains on and retrieves from: artifact paths and hashes (None: not used)."""
         art = self.curation(row)
-        used = {}
-        for kind in ("sft", "rl", "memory"):
-            path = art / f"{kind}.jsonl"
-            if path not in self._read:   # a curation's files never change once written
-                records = _count(path)
-                self._read[path] = (records, consumed_sha256(path) if records else None)
-            records, sha = self._read[path]
-            used[kind] = (path, sha) if f"no-{kind}" not in row.ablations and records > 0 else None
-        return used
+        if (art, row.ablations) not in self._used:   # a curation's files never change once written
+            for path in (files := used(art, row.ablations)).values():
+                if path is not None and path not in self._sha:
+                    self._sha[path] = consumed_sha256(path)
+            self._used[art, row.ablations] = {kind: path and (path, self._sha[path]) for kind, path in files.items()}
+        return self._used[art, row.ablations]
 
     def training_key(self, row: Row, seed: int) -> str | None:
         used = self.inputs(row)
@@ -253,16 +245,11 @@ class Cells:
         used = self.inputs(row)
 
         def evaluate(tmp: Path) -> None:
-            from benchmarks import registry
-            from benchmarks.evaluate import evaluate_to_dir
-
             s = self.setting
-            doc = evaluate_to_dir(s.benchmark, s.split, tmp / "eval", tasks=s.tasks, metric=s.metric,
-                                  memory=str(used["memory"][0]) if used["memory"] else None, seed=seed,
-                                  batch_size=s.batch_size, **self.evaluation_options(),
-                                  # single-turn tasks are one step each: as in the loop, no step pass
-                                  steps=not (registry.get(s.benchmark).single_step and s.metric != "step_accuracy"),
-                                  policy_options={"base": self.base, "adapter": adapter})
+            doc = evaluate_on(s.benchmark, s.split, tmp / "eval", base=self.base, adapter=adapter,
+                              memory=used["memory"] and used["memory"][0], seed=seed, tasks=s.tasks, metric=s.metric,
+                              batch_size=s.batch_size, steps=steps_pass(s.benchmark, s.metric),
+                              **self.evaluation_options())
             if doc["tasks"] != [t.id for t in self.tasks]:
                 raise RuntimeError("the evaluation chose other tasks than the cell's key names")
             # call_f1 (replay): a held-out record's own call F1, as the loop scores it; else success
@@ -310,13 +297,11 @@ class Cells:
             _whole(out, lambda tmp: (shutil.copytree(source, tmp, ignore=shutil.ignore_patterns("tensorboard")),
                                      atomic_json(tmp / "adopted.json", {"from": str(source)})))
         if not (out / "adapter").is_dir():
-            from trainer.train import train
-
-            used = self.inputs(row)
+            files = {kind: paths and paths[0] for kind, paths in self.inputs(row).items()}
 
             def run(tmp: Path) -> None:
-                train(used["sft"] and used["sft"][0], used["rl"] and used["rl"][0], tmp, base=self.base,
-                      profile=self.setting.profile, seed=seed, **self.setting.budget)
+                train_on(files, tmp, base=self.base, profile=self.setting.profile, seed=seed,
+                         budget=self.setting.budget)
 
             _whole(out, run)
         return str(out / "adapter")

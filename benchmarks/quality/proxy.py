@@ -44,15 +44,15 @@ def proxy_score(cells, row, units: int, seed: int = 0, compute: bool = True) -> 
         return {"P": None, "C": c, "J": None, "tasks": n_tasks, "sft_steps": steps, "why": "not computed yet"}
     if not (out / "proxy.json").is_file():
         def make(tmp: Path) -> None:
-            from benchmarks.evaluate import evaluate_to_dir
-            from trainer.train import train
+            from benchmarks.stages import evaluate_on, train_on
 
-            train(used["sft"][0], None, tmp / "train", base=cells.base, profile=cells.setting.profile, seed=seed,
-                  report_to="none", **budget)
+            # the loop's proxy (evolver.evaluation.proxy_scores): SFT only, then a small dev subset
+            train_on({"sft": used["sft"][0], "rl": None}, tmp / "train", base=cells.base, profile=cells.setting.profile,
+                     seed=seed, budget=budget, report_to="none")
             s = cells.setting
-            doc = evaluate_to_dir(s.benchmark, "dev", tmp / "eval", tasks=n_tasks, metric=s.metric, seed=seed,
-                                  memory=str(memory[0]) if memory else None, batch_size=s.batch_size, steps=False,
-                                  policy_options={"base": cells.base, "adapter": str(tmp / "train" / "adapter")})
+            doc = evaluate_on(s.benchmark, "dev", tmp / "eval", base=cells.base, adapter=str(tmp / "train" / "adapter"),
+                              memory=memory and memory[0], seed=seed, tasks=n_tasks, metric=s.metric,
+                              batch_size=s.batch_size, steps=False)
             solved = sum(t["outcome"]["success"] for t in read_jsonl(tmp / "eval" / "trajectories.jsonl"))
             atomic_json(tmp / "proxy.json", {"key": key, "P": doc["P"], "solved": solved, "tasks": len(doc["tasks"]),
                                              "sft_steps": steps, "seed": seed})

@@ -1,0 +1,63 @@
+"""The quality bench trains and evaluates through the loop's stage functions (benchmarks/stages.py),
+and its cells keep the keys they had when it ran its own pipeline, so a cache filled before still
+answers (issue 41, item 3)."""
+import dataclasses
+import hashlib
+import json
+
+from benchmarks import stages
+from benchmarks.quality import cells as cells_mod
+from benchmarks.quality import proxy as proxy_mod
+from benchmarks.quality import rows as rows_mod
+from benchmarks.quality.cells import Cells, Setting, consumed_sha256
+from sandbox.process_executor import ProcessExecutor
+
+
+def test_the_bench_and_the_loop_call_one_training_and_one_evaluation():
+    import evolver.stages as loop_stages
+
+    assert cells_mod.train_on is loop_stages.train_on is stages.train_on
+    assert cells_mod.evaluate_on is loop_stages.evaluate_on is stages.evaluate_on
+    assert cells_mod.used is loop_stages.used is stages.used
+    assert "evaluate_to_dir" not in proxy_mod.proxy_score.__code__.co_names
+
+
+def _old_keys(cells: Cells, row, seed: int) -> tuple[str | None, str]:
+    """A row's training and cell keys as the bench computed them before it used benchmarks.stages
+    (its own file selection: a kind is used unless ablated or without a non-blank line)."""
+    def key(payload):
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
+
+    art, used = cells.curation(row), {}
+    for kind in ("sft", "rl", "memory"):
+        path = art / f"{kind}.jsonl"
+        records = sum(1 for line in path.open("rb") if line.strip()) if path.exists() else 0
+        used[kind] = (path, consumed_sha256(path)) if f"no-{kind}" not in row.ablations and records > 0 else None
+    recipe = cells.recipe_of(cells.setting.budget)
+    training = None if used["sft"] is None and used["rl"] is None else key(
+        {**recipe, "sft": used["sft"] and used["sft"][1], "rl": used["rl"] and used["rl"][1], "seed": seed})
+    s = cells.setting
+    cell = key({"training": training, "base": cells.base, "memory": used["memory"] and used["memory"][1],
+                "benchmark": s.benchmark, "split": s.split, "tasks": [t.id for t in cells.tasks], "metric": s.metric,
+                "batch_size": s.batch_size, "seed": seed})
+    return training, cell
+
+
+def test_every_cell_keeps_the_key_it_had_before_so_a_filled_cache_still_answers(quality_corpora, tmp_path):
+    wild, labeled = quality_corpora
+    rows = rows_mod.table_rows(("rho0-wild", "oracle"), wild, labeled, [], tmp_path, "rho0-wild")
+    rows.append(dataclasses.replace(rows[0], id="rho0-wild no-sft no-rl").ablated("no-rl").ablated("no-sft"))
+    for setting in (Setting(tasks=5, profile="test", seeds=(0,)),
+                    Setting(split="dev", tasks=5, profile="test", seeds=(0, 1), budget={"sft_max_steps": 2})):
+        cells = Cells(tmp_path / "cache", setting, ProcessExecutor())
+        for row in rows:
+            for seed in setting.seeds:
+                assert (cells.training_key(row, seed), cells.cell_key(row, seed)) == _old_keys(cells, row, seed), row.id
+    assert cells.training_key(rows[-1], 0) is None       # nothing to train: the base model is evaluated
+
+
+def test_the_files_a_stage_reads_follow_the_ablations_and_skip_empty_files(tmp_path):
+    (tmp_path / "sft.jsonl").write_text('{"a": 1}\n')
+    (tmp_path / "rl.jsonl").write_text("\n")
+    assert stages.used(tmp_path) == {"sft": tmp_path / "sft.jsonl", "rl": None, "memory": None}
+    assert stages.used(tmp_path, ("no-sft",))["sft"] is None
