@@ -49,9 +49,13 @@ def test_calibration_trains_the_rows_that_must_differ_and_says_what_it_resolves(
         assert len(list((root / "cells").glob("*/gold.json"))) == len(list((root / "cells").iterdir()))
         shutil.rmtree(root / "trainings")
     capsys.readouterr()
-    assert bench_quality(quality_corpora, cache, "--calibrate", "--seeds", "1", "--report-only") == 0
+    assert bench_quality(quality_corpora, cache, "--calibrate", "--gold", "--seeds", "1", "--report-only") == 0
     printed = capsys.readouterr().out
     doc = json.loads((cache / "report-dev" / "quality.json").read_text())
+    for row in doc["rows"]:   # --gold: what bench/rank_agreement.py resamples, from the cached gold.json
+        assert len(row["per_task_P"]) == 5 and abs(sum(row["per_task_P"].values()) / 5 - row["P"]["value"]) < 1e-6
+        assert row["per_task_gold"] and all(v < 0 for v in row["per_task_gold"].values())
+        assert row["gold_ll"]["low"] <= row["gold_ll"]["value"] <= row["gold_ll"]["high"]
     assert [r["id"] for r in doc["rows"]] == list(CALIBRATION) and doc["setting"]["split"] == "dev"
     (path,) = (cache / "calibrations").iterdir()
     cal = json.loads(path.read_text())

@@ -175,7 +175,7 @@ def cmd_bench_quality(args) -> int:
             for row, seed in missing:
                 bar.set_postfix_str(f"{row.id} seed {seed}")
                 cells.cell(row, seed)
-                if args.calibrate:   # while the adapter is here: a shard's cache travels without it
+                if args.calibrate or args.gold:   # while the adapter is here: a shard's cache travels without it
                     cells.gold(row, seed)
                 bar.update(1)
     results = {}
@@ -185,6 +185,12 @@ def cmd_bench_quality(args) -> int:
     # the tasks each cell scored (replay scores only held-out records with a call step; BFCL every task)
     scored = [len(c["scores"]) for got in results.values() for c in got]
     doc = table.summarize(rows, results, setting, min(scored) if scored else len(cells.tasks))
+    golds = {}
+    if args.calibrate or args.gold:
+        say("gold-call log-likelihood of every computed cell (cached beside it) …")
+        golds = {row.id: [cells.gold(row, s) for s in setting.seeds] for row in rows if results.get(row.id)}
+    if args.gold:   # what bench/rank_agreement.py resamples
+        table.add_per_task(doc, results, golds)
     if units:
         from benchmarks.quality import proxy
 
@@ -199,8 +205,6 @@ def cmd_bench_quality(args) -> int:
     if args.calibrate:
         from benchmarks.quality import calibration
 
-        say("gold-call log-likelihood of every computed cell (cached beside it) …")
-        golds = {row.id: [cells.gold(row, s) for s in setting.seeds] for row in rows if results.get(row.id)}
         cal = calibration.summarize(doc, results, golds)
         print(calibration.markdown(cal))
         print(f"calibration: {calibration.write(cal, Path(args.cache))}")
@@ -258,6 +262,8 @@ def add_cli(sub) -> None:
     p.add_argument("--out", type=Path, help="where quality.json/.md/.png go (default CACHE/report-SPLIT)")
     p.add_argument("--spread", action="store_true", help="report the run-to-run spread of P between seeds "
                                                          "and the acceptance margin it implies (dev split)")
+    p.add_argument("--gold", action="store_true", help="also each cell's gold-call log-likelihood (the continuous signal "
+                   "beside P), and each row's per-task P and gold LL in quality.json (bench/rank_agreement.py)")
     p.add_argument("--calibrate", action="store_true", help="train rows that must differ (ρ0 wild, clean, noisy, "
                    "poisoned, augment) on dev and say whether this setting sees data and the smallest effect it "
                    "resolves; cached per setting, read by `run`")

@@ -79,6 +79,21 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
     }
 
 
+def add_per_task(doc: dict, cells: dict[str, list[dict]], golds: dict[str, list[dict | None]]) -> None:
+    """Each computed row's per-task P and gold-call log-likelihood (task → mean over its seeds, on the
+    tasks every seed scored) and its gold LL mean with an interval over tasks, in place."""
+    for entry in doc["rows"]:
+        row_cells = cells.get(entry["id"])
+        if not row_cells:
+            continue
+        entry["per_task_P"] = {t: round(fmean(v), 6) for t, v in row_scores(row_cells).items()}
+        g = golds.get(entry["id"]) or []
+        if g and all(g):
+            tasks = set.intersection(*(set(x["per_task"]) for x in g))
+            entry["per_task_gold"] = {t: round(fmean(x["per_task"][t] for x in g), 6) for t in sorted(tasks)}
+            entry["gold_ll"] = stats.mean_interval({t: [x["per_task"][t] for x in g] for t in sorted(tasks)}).to_json()
+
+
 def _ci(e: dict | None, pct: bool = True) -> str:
     if e is None:
         return "n/a"
