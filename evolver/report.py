@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from base.files import atomic_write
-from evolver.tables import dev_scope, epoch_rows, failed_stages, format_log, format_stages
+from evolver.tables import dev_scope, epoch_rows, failed_stages, format_stages, log_table
 from evolver.config import RunConfig
 from evolver.diagnose import FAMILY_PREFIXES
 from evolver.store import RunStore
@@ -37,7 +37,7 @@ def _objective_plot(rows, plt):
             ax.annotate("✓" if r.get("accepted") else "✗", (r["epoch"], r["J"]), textcoords="offset points", xytext=(0, 8),
                         ha="center", color="green" if r.get("accepted") else "red", fontsize=12)
     ax.set(xlabel="epoch", title="dev performance P, cost C and objective J = P − λC", xticks=epochs)
-    ax.legend(loc="best")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=9)
     ax.grid(alpha=0.3)
     return fig
 
@@ -56,11 +56,12 @@ def _scale_plot(rows, plt):
     twin = ax.twinx()
     twin.plot(epochs, [r.get("cost_train") or 0 for r in rows], "k-o", label="Cost_train (turns)", ms=4)
     twin.set_ylabel("Cost_train")
-    ax.set_ylim(bottom=0)
-    twin.set_ylim(bottom=0)   # both axes from zero: a 9% change looks like 9%
+    ax.set_ylim(0, max(bottom + [1]) * 1.12)   # headroom: the tallest bar and its marker stay whole
+    twin.set_ylim(0, max([r.get("cost_train") or 0 for r in rows] + [1]) * 1.12)   # both axes from zero: 9% looks like 9%
     ax.set(xlabel="epoch", ylabel="records", title="curated scale per epoch", xticks=epochs)
-    ax.legend(loc="upper left")
-    twin.legend(loc="upper right")
+    handles = [h for a in (ax, twin) for h in a.get_legend_handles_labels()[0]]
+    labels = [t for a in (ax, twin) for t in a.get_legend_handles_labels()[1]]
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.12, 1), fontsize=9)   # outside: no bar hidden
     return fig
 
 
@@ -83,7 +84,7 @@ def _families_plot(store, rows, plt):
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.set(xlabel="epoch (diagnosis of the best strategy)", ylabel="failed trajectories", title="failure families",
            xticks=epochs)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1, 0.5))
+    ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1, 0.5))
     return fig
 
 
@@ -97,7 +98,7 @@ def _training_plot(store, rows, plt):
             curves[r["epoch"]] = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     if not any(curves.values()):
         return None
-    fig, (sft, grpo) = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, (sft, grpo) = plt.subplots(1, 2, figsize=(11, 4))
     for epoch, points in curves.items():
         for ax, stage, key in ((sft, "sft", "loss"), (grpo, "grpo", "reward")):
             xs = [p["step"] for p in points if p.get("stage") == stage and key in p]
@@ -113,7 +114,7 @@ def _training_plot(store, rows, plt):
         if 0 < len(steps) <= 10:   # few steps: tick each (one step would otherwise get fractional ticks)
             ax.set_xticks(steps)
         if ax.lines:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=9)
         else:   # an empty panel says why
             used = ", ".join(f"epoch {e}: {t.get(kind, '—')}" for e, t in trained.items())
             ax.text(0.5, 0.5, f"no {kind.upper()} step was trained\n{what} used: {used}\n(the log says what the "
@@ -196,10 +197,29 @@ def _revisions(store, rows) -> str:
             verdict = "accepted" if r.get("accepted") else "rejected"
             parts.append(f"<details><summary>epoch {r['epoch']} ({verdict}): {html.escape(messages[-1].splitlines()[0] if messages else '')}"
                          f"</summary><pre>{html.escape(chr(10).join(reversed(messages)))}</pre>"
-                         f"<pre>{html.escape(diff)}</pre></details>")
+                         f"<pre class=\"diff\">{_coloured_diff(diff)}</pre></details>")
         if r.get("accepted") or r["epoch"] == 0:
             best = commit if r.get("accepted") else best
     return "<h2>Strategy revisions</h2>" + "".join(parts) if parts else ""
+
+
+def _coloured_diff(diff: str) -> str:
+    """A unified diff as HTML: added lines green, removed red, hunk headers blue."""
+    def line(text: str) -> str:
+        kind = ("file" if text.startswith(("+++", "---", "diff ", "index ")) else "add" if text.startswith("+") else
+                "del" if text.startswith("-") else "hunk" if text.startswith("@@") else None)
+        return f'<span class="{kind}">{html.escape(text)}</span>' if kind else html.escape(text)
+    return "\n".join(line(t) for t in diff.splitlines())
+
+
+def _epoch_table(store) -> str:
+    """The `log` table as an HTML table, its notes (footnotes, dev size, warnings) once, under it."""
+    columns, body, notes = log_table(store)
+    head = "".join(f"<th>{html.escape(name)}</th>" for name, _ in columns)
+    rows = "".join("<tr>" + "".join(f'<td class="{"l" if w < 0 else "n"}">{html.escape(c)}</td>'
+                                    for c, (_, w) in zip(cells, columns)) + "</tr>" for cells in body)
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+    return f'<table class="epochs"><tr>{head}</tr>{rows}</table>' + (f'<ul class="notes">{notes}</ul>' if notes else "")
 
 
 def _failed_label(trajectory: dict) -> str:
@@ -270,7 +290,7 @@ def _missing_plots(store, rows, plots) -> str:
 
 def _header(store, rows) -> str:
     """The run's setting with the real dev size and the run's wall time."""
-    from evolver.tables import dev_notes, stage_rows
+    from evolver.tables import stage_rows
 
     cfg = store.config
     started = [e["time"] for e in store.journal.events() if e.get("time")]
@@ -282,11 +302,10 @@ def _header(store, rows) -> str:
         staged = sum(r["seconds"] or 0 for r in stage_rows(store))
         wall = (f" · wall time {seconds / 60:.1f} min from the first to the last journal event "
                 f"({staged / 60:.1f} min inside stages; process start-up and the corpus check before epoch 0 are not journaled)")
-    dev = "".join(f"<br>{html.escape(line)}" for line in dev_notes(store, rows))
     scope = dev_scope(cfg)
     return (f"<p>{cfg['epochs']} epochs · dev benchmark {html.escape(cfg['benchmark'])} ({html.escape(cfg['metric'])}, "
             f"{scope}) · base {html.escape(cfg['base'])} · profile {html.escape(cfg['profile'])} · "
-            f"λ = {cfg['lambda']} · N_ref = {cfg['n_ref']:g}{wall}{dev}</p>")
+            f"λ = {cfg['lambda']} · N_ref = {cfg['n_ref']:g}{wall}</p>")
 
 
 def _time_plot(rows, plt):
@@ -302,7 +321,7 @@ def _time_plot(rows, plt):
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.set(xlabel="epoch", ylabel="minutes", title="wall time per stage", xticks=epochs)
     if stages:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
 
 
@@ -369,11 +388,15 @@ def write_report(run: Path) -> Path:
                        for f in failed_stages(store))
     images = "".join(f'<img src="{name}" alt="{name}">' for name, fig in plots.items() if fig is not None)
     page = f"""<!doctype html><meta charset="utf-8"><title>curateevo run {html.escape(store.root.name)}</title>
-<style>body{{font:14px system-ui,sans-serif;max-width:1100px;margin:2em auto}}img{{max-width:49%}}pre{{background:#f6f6f6;padding:1em;overflow-x:auto}}
-table{{border-collapse:collapse}}td,th{{border:1px solid #ddd;padding:2px 6px;font-size:12px}}</style>
+<style>body{{font:15px system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;color:#222}}
+img{{display:block;max-width:100%;margin:1em 0}}pre{{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:13px}}
+pre.diff{{white-space:pre-wrap;overflow-wrap:anywhere}}.add{{color:#116611;background:#e6ffec}}.del{{color:#a11;background:#ffebe9}}
+.hunk{{color:#0550ae}}.file{{font-weight:bold}}table{{border-collapse:collapse;margin:.5em 0}}
+td,th{{border:1px solid #ddd;padding:3px 8px;font-size:13px}}th{{background:#f3f3f3}}td.n{{text-align:right;font-variant-numeric:tabular-nums}}
+ul.notes{{font-size:13px;color:#555}}</style>
 <h1>Run {html.escape(store.root.name)}</h1>
 {_header(store, rows)}
-<pre>{html.escape(format_log(store))}</pre>
+{_epoch_table(store)}
 {images}
 {_missing_plots(store, rows, plots)}
 <h2>Time and LLM usage per stage</h2>

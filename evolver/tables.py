@@ -94,15 +94,22 @@ def trained_counts(row: dict) -> tuple[str, bool]:
     return text, trained is not None and shown != curated
 
 
-def format_log(store: RunStore) -> str:
+LOG_COLUMNS = (("epoch", 5), ("P", 7), ("gold LL", 8), ("C", 7), ("J", 8), ("Cost_train", 10), ("SFT/RL/mem", 14),
+               ("SFT seen", 8), ("cur s/1K", 8), ("decision", -9), ("time", 7))
+"""The epoch table's columns and their text widths (negative: left-aligned)."""
+LLM_COLUMNS = (("LLM tokens", 10), ("USD", 8))
+
+
+def log_table(store: RunStore) -> tuple[list[tuple[str, int]], list[list[str]], list[str]]:
+    """The epoch table `log` prints and `report` shows: its columns (name, text width), one row of
+    cells per epoch, and the notes under it (footnotes, the dev set's size, why an epoch had no
+    candidate)."""
     llm = bool(store.config.get("llm"))
-    head = (f"{'epoch':>5} {'P':>7} {'gold LL':>8} {'C':>7} {'J':>8} {'Cost_train':>10} {'SFT/RL/mem':>14} {'SFT seen':>8} "
-            f"{'cur s/1K':>8} {'decision':<9} {'time':>7}")
-    head += f" {'LLM tokens':>10} {'USD':>8}" if llm else ""
-    lines, notes = [head, "-" * len(head)], []
+    columns = list(LOG_COLUMNS) + (list(LLM_COLUMNS) if llm else [])
+    body, notes = [], []
     rows = epoch_rows(store)
     for r in rows:
-        f = lambda v, w, p: f"{v:>{w}.{p}f}" if isinstance(v, (int, float)) else f"{'—':>{w}}"
+        f = lambda v, p: f"{v:.{p}f}" if isinstance(v, (int, float)) else "—"   # noqa: E731
         counts, differs = trained_counts(r)
         if differs:
             scale = r.get("scale") or {}
@@ -114,17 +121,24 @@ def format_log(store: RunStore) -> str:
             "C only" if r.get("c_only") else "accepted" if r["accepted"] else
             "no cand." if r.get("no_candidate") else "rejected")
         seen = r.get("sft_epochs_seen")   # passes over the curated SFT set (mean over seeds); < 1: some never trained
-        seen = f"{sum(seen) / len(seen):>7.2f}×" if seen else f"{'—':>8}"
         cur = (r.get("curation") or {}).get("seconds_per_1k_turns")   # curation wall time per 1K retained turns
-        cur = f"{cur:>8.3f}" if cur is not None else f"{'—':>8}"
-        line = (f"{r['epoch']:>5} {f(r.get('P'), 7, 4)} {f(r.get('gold_ll'), 8, 3)} {f(r.get('C'), 7, 4)} {f(r.get('J'), 8, 4)} "
-                f"{r.get('cost_train') if r.get('cost_train') is not None else '—':>10} {counts:>14} {seen} {cur} {decision:<9} "
-                f"{sum(r['seconds'].values()):>6.0f}s")
-        lines.append(line + (f" {r['tokens']:>10} {r['usd']:>8.4f}" if llm else ""))
+        cells = [str(r["epoch"]), f(r.get("P"), 4), f(r.get("gold_ll"), 3), f(r.get("C"), 4), f(r.get("J"), 4),
+                 str(r.get("cost_train")) if r.get("cost_train") is not None else "—", counts,
+                 f"{sum(seen) / len(seen):.2f}×" if seen else "—", f"{cur:.3f}" if cur is not None else "—",
+                 decision, f"{sum(r['seconds'].values()):.0f}s"]
+        body.append(cells + ([str(r["tokens"]), f"{r['usd']:.4f}"] if llm else []))
     if any(r.get("c_only") for r in rows):
         notes.append("C only: accepted on a lower C alone with P unchanged (a cheaper curation, not a better policy)")
     notes += dev_notes(store, rows)
     notes += [f"epoch {r['epoch']}: {r['reason']}" for r in rows if r.get("no_candidate")]   # why
+    return columns, body, notes
+
+
+def format_log(store: RunStore) -> str:
+    columns, body, notes = log_table(store)
+    pad = lambda text, w: f"{text:<{-w}}" if w < 0 else f"{text:>{w}}"   # noqa: E731
+    head = " ".join(pad(name, w) for name, w in columns)
+    lines = [head, "-" * len(head)] + [" ".join(pad(c, w) for c, (_, w) in zip(cells, columns)) for cells in body]
     return "\n".join(lines + notes)
 
 

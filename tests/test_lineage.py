@@ -6,6 +6,7 @@ wild bfcl-single corpus (a slice), the offline proposer, the process sandbox; th
 evaluations are written as files (nothing is trained)."""
 from __future__ import annotations
 
+import html
 import json
 import re
 
@@ -169,6 +170,25 @@ def test_a_candidate_that_fixes_one_task_and_breaks_another_shows_both_linked_to
     table = table[:table.index("</table>")]
     assert FIXED in table and BROKEN in table and "parallel_variants +" in table
     assert all(e.replace("'", "&#x27;") in table for e in edits)
+    # the epoch table is a table (not a text block), its notes said once; the strategy diff is coloured
+    assert '<table class="epochs"><tr><th>epoch</th><th>P</th>' in page and "Cost_train     SFT/RL/mem" not in page
+    from evolver.tables import log_table
+
+    notes = log_table(store)[2]
+    assert all(page.count(html.escape(note)) == 1 for note in notes)
+    assert '<pre class="diff">' in page and '<span class="add">+' in page
+    assert " on ." not in page   # a motive that names no task prints no empty task list
+
+
+def test_a_repeated_copy_names_the_operator_that_repeated_it():
+    from evolver.proposers.operators import OPERATORS
+
+    raw = {"id": "t", "tools": [], "messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": "ok"}]}
+    copy = tk.repeated(tk.sft_record(raw, id="t#focus1"), "repeat_focus", 1)
+    assert tk.steps_of(copy)[-1] == {"op": "repeat_focus", "how": "repeated", "params": {"copy": 1}}
+    code = {o.name: "".join(o.code.values()) for o in OPERATORS}
+    assert 'tk.repeated(' in code["repeat_focus"] and '"repeat_focus", i)' in code["repeat_focus"]
+    assert '"repeat_no_call", i)' in code["repeat_no_call"] and 'tk.repeated(r, "rl_focus", c)' in code["rl_focus"]
 
 
 def test_trace_prints_a_records_chain_and_a_tasks_outcome_per_epoch(run, capsys):

@@ -55,3 +55,9 @@ def sft_record(raw: Mapping, weights: Sequence[int] | None = None, id: str | Non
     if not made:
         made = [step("sft_record", "segmented" if partial else "masked" if weights and 0 in weights else "kept")]
     return stamp(record, *made, parent=raw)
+
+
+def repeated(record: dict, op: str, copy: int) -> dict:
+    """`record` (an SFT or RL record built for a copy, in place) stamped as the `copy`-th repeat made
+    by operator `op`, so lineage names the operator that repeated it, not the builder."""
+    return stamp(record, step(op, "repeated", copy=copy))

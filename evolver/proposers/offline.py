@@ -358,4 +358,5 @@ def _motivation(motive: str, failed_points: Sequence[Mapping], signals: Mapping)
     points = [p for p in failed_points if p.get("family") == motive]
     count = sum(int(p.get("count", 1)) for p in points) or (signals.get("families") or {}).get(motive, 0)
     tasks = sorted({t for p in points for t in p.get("task_ids", ())})
-    return f"Motivated by {motive}: {count} failure(s) on {', '.join(tasks[:5])}{' …' if len(tasks) > 5 else ''}."
+    where = f" on {', '.join(tasks[:5])}{' …' if len(tasks) > 5 else ''}" if tasks else ""   # a signal may name no task
+    return f"Motivated by {motive}: {count} failure(s){where}."

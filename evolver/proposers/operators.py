@@ -35,8 +35,8 @@ def op(name: str, why: str, domain: Mapping[str, tuple] | None = None, **code: s
     return Operator(name, code, domain or {}, why)
 
 
-REPEAT_SFT = ("records += [tk.sft_record(trajectory, weights, id=f\"{{trajectory['id']}}#{name}{{i}}\", "
-              "tags=TAGS + [\"repeat\"]) for i in range(1, {copies})]")
+REPEAT_SFT = ("records += [tk.repeated(tk.sft_record(trajectory, weights, id=f\"{{trajectory['id']}}#{name}{{i}}\", "
+              "tags=TAGS + [\"repeat\"]), \"{op}\", i) for i in range(1, {copies})]")
 # The operator table: one entry per operator (the adding operators of the toolkit join here).
 OPERATORS = (
     op("exact_dedup", "remove exact duplicate trajectories", select="kept = tk.exact_dedup(kept)"),
@@ -69,9 +69,9 @@ OPERATORS = (
             "    records.append(tk.sft_record(trajectory, seg.weights, id=record_id, messages=seg.messages,\n"
             "                                 tags=TAGS + [seg.kind]))"),
     op("repeat_no_call", "repeat the trajectories that answer without tools", {"copies": (2, 3)},
-       repeat="if not tk.has_tool_call(trajectory):\n    " + REPEAT_SFT.replace("{name}", "no-call")),
+       repeat="if not tk.has_tool_call(trajectory):\n    " + REPEAT_SFT.replace("{name}", "no-call").replace("{op}", "repeat_no_call")),
     op("repeat_focus", "repeat the trajectories of the diagnosed categories and tools", {"copies": (2, 3)},
-       repeat="if in_focus(trajectory, tk, {categories!r}, {tools!r}):\n    " + REPEAT_SFT.replace("{name}", "focus")),
+       repeat="if in_focus(trajectory, tk, {categories!r}, {tools!r}):\n    " + REPEAT_SFT.replace("{name}", "focus").replace("{op}", "repeat_focus")),
     op("rl_recovery", "RL on the steps that follow an error, a sample of the clean steps", {"clean_share": (0.5, 0.25, 0.1)},
        rl_steps="steps = tk.recovery_steps(trajectory)\n"
                 "rest += [(trajectory, i) for i in tk.clean_steps(trajectory) if i not in steps]",
@@ -79,7 +79,7 @@ OPERATORS = (
                 "    records.extend(tk.rl_records(trajectory, [i], tags=TAGS + [\"sampled\"]))"),
     op("rl_focus", "repeat the RL steps of the diagnosed categories and tools", {"copies": (2, 3)},
        rl_repeat="if in_focus(trajectory, tk, {categories!r}, {tools!r}):\n"
-                 "    records += [r for i in steps for c in range(1, {copies})\n"
+                 "    records += [tk.repeated(r, \"rl_focus\", c) for i in steps for c in range(1, {copies})\n"
                  "                if (r := tk.rl_record(trajectory, i, id=f\"{{trajectory['id']}}#step{{i}}-focus{{c}}\",\n"
                  "                                      tags=TAGS + [\"repeat\"])) is not None]"),
     # operators that add data (curation_strategies/toolkit/compose.py, variants.py, synthesis.py):
