@@ -130,9 +130,11 @@ def outcome_table(store: RunStore) -> str:
     return ("<h2>Outcomes per edit</h2><p>Dev tasks each evaluated candidate fixed and broke against the strategy "
             "it revised (per seed, failure family before → after, the operators whose records near the task "
             "changed) and the records its artifacts added, removed or changed, per operator "
-            "(<code>curateevo trace RUN --task T</code> / <code>--record ID</code> for one).</p>"
+            "(<code>curateevo trace RUN --task T</code> / <code>--record ID</code> for one). A removed record is "
+            "named by the operator that had made it: the filter that dropped it stamps nothing, so which of the "
+            "added filters (the edits column) dropped it is not recorded.</p>"
             "<table><tr><th>epoch ← parent</th><th>decision</th><th>edits</th><th>fixed</th><th>broken</th>"
-            f"<th>records added</th><th>removed</th><th>changed</th></tr>{body}</table>")
+            f"<th>records added</th><th>removed (made by)</th><th>changed</th></tr>{body}</table>")
 
 
 def cmd_trace(args) -> int:
