@@ -73,7 +73,7 @@ def add_cli(sub) -> None:
     p = sub.add_parser("eval", help="score a policy (base model + adapter + memory) on dev tasks",
                        description="Score a policy on a benchmark's dev tasks; writes trajectories.jsonl, "
                                    "steps.jsonl and metrics.json. The test split is refused.")
-    p.add_argument("--benchmark", default="bfcl-single", choices=registry.names(),
+    p.add_argument("--benchmark", default=registry.DEFAULT, choices=registry.names(),
                    help="bfcl (multi-turn), bfcl-single (single-turn, the CPU default) or replay (a corpus's held-out 10%%)")
     p.add_argument("--corpus", nargs="+", help="raw corpus file(s) or folder(s) for --benchmark replay")
     p.add_argument("--skip-bad-lines", action="store_true", help="replay: skip and count invalid corpus records "

@@ -30,6 +30,7 @@ ENVIRONMENTS = {
     "scienceworld": "benchmarks.scienceworld.environment:ScienceWorldEnvironment",
 }
 NO_ENVIRONMENT = "replay"
+DEFAULT = "bfcl-single"   # the dev benchmark a run, eval and the quality bench use when none is named
 DEFAULT_CORPUS = "bfcl"   # whose corpus a run builds when its benchmark builds none and no --corpus is given
 
 

@@ -75,7 +75,7 @@ class RunConfig(BaseModel):
     corpus_sha256: str = ""
     """sha256 of the corpus bytes at launch; `resume` refuses a corpus that changed."""
     benchmark: Annotated[str, Flag("dev benchmark (default: bfcl-single, or replay for a corpus without an "
-                                   "environment)", derived=True, choices=BENCHMARKS)] = "bfcl-single"
+                                   "environment)", derived=True, choices=BENCHMARKS)] = registry.DEFAULT
     """Dev benchmark: bfcl-single (the CPU default), bfcl (multi-turn) or replay (a held-out tenth of the corpus)."""
     split: str = "dev"
     """The split the loop evaluates on; the test split is read only by `curateevo test`."""
@@ -352,7 +352,7 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     o = dict(options)
     llm = llm_mapping(o)
     proposer = o["proposer"] or ("agent" if llm else "offline")
-    benchmark = o["benchmark"] or corpus_kind or "bfcl-single"
+    benchmark = o["benchmark"] or corpus_kind or registry.DEFAULT
     metrics = registry.get(benchmark).metrics if benchmark in BENCHMARKS else (default_of("metric"),)
     metric = o["metric"] or metrics[0]
     if metric not in metrics and metric in METRICS:

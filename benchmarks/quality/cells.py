@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from base.errors import UserError
+from benchmarks.registry import DEFAULT as DEFAULT_BENCHMARK
 from base.files import atomic_json, read_json, read_jsonl, sha256_files
 from benchmarks.stages import evaluate_on, steps_pass, train_on, used
 from sandbox.corpus import load_corpus
@@ -40,7 +41,7 @@ ABLATIONS = ("no-sft", "no-rl", "no-memory")
 class Setting:
     """What every cell of one benchmark invocation shares."""
 
-    benchmark: str = "bfcl-single"
+    benchmark: str = DEFAULT_BENCHMARK
     split: str = "test"
     """"test" for the tables (outside any run's loop); "dev" to measure the loop's noise."""
     tasks: int | None = 120

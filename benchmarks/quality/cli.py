@@ -225,12 +225,14 @@ def _with_test_splits() -> list[str]:
 
 def add_cli(sub) -> None:
     """Register `curateevo bench quality` on the main parser's subcommands."""
+    from benchmarks import registry
+
     bench = sub.add_parser("bench", help="benchmarks of the product itself")
     bsub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
     p = bsub.add_parser("quality", help="the paper's Tables 1 and 2: does evolved curation beat no curation?",
                         description="Train the fixed recipe on each row's curated data with several seeds and "
                                     "evaluate on a held-out, category-balanced test subset; every cell is cached.")
-    p.add_argument("--benchmark", default="bfcl-single", choices=_with_test_splits(), help="the benchmark whose test split scores every row (replay: "
+    p.add_argument("--benchmark", default=registry.DEFAULT, choices=_with_test_splits(), help="the benchmark whose test split scores every row (replay: "
                    "the held-out tenth of --corpus)")
     p.add_argument("--corpus", type=Path, nargs="+", help="--benchmark replay: your corpus (files as `run --corpus` "
                    "takes them); its held-out tenth are the tasks (dev), its other nine tenths what the rows curate")
