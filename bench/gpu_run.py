@@ -1,7 +1,7 @@
 """One prepared GPU run (issue 42): pack here, run there, resume on the next command.
 
     python bench/gpu_run.py pack [--profile paper --device cuda ...]     # here: .gpu/carry-1, -2, …
-    python3 bench/gpu_run.py run --budget-s 480 --out $OUT               # there, once per carry folder
+    python3 bench/gpu_run.py run --budget-s 420 --grace-s 90 --out $OUT  # there, once per carry folder
 
 `pack` (this machine, where the sandbox runs) downloads the locked wheels the GPU image lacks,
 curates the plan's rows (`bench quality --report-only`), and fills numbered carry folders, each
@@ -81,8 +81,20 @@ def curate(cfg: PlanConfig, cache: Path, wild: Path | None, sandbox: str) -> tup
 
 
 def cmd_pack(args) -> int:
-    from sandbox import environment_lock
+    from base.errors import UserError
 
+    try:
+        return pack(args)
+    except UserError as exc:   # a profile, row or corpus the project refuses: its own sentence
+        raise RunError(str(exc)) from None
+
+
+def pack(args) -> int:
+    from sandbox import environment_lock
+    from trainer.recipe import get_profile
+
+    for name in (args.profile, args.second_profile):
+        get_profile(name)
     cfg = plan_config(args)
     locked = environment_lock.read(Path(args.lock))
     names = args.wheels.split(",") if args.wheels else list(carry.wheel_set(locked))
@@ -178,6 +190,8 @@ def receive(state: Path, sources: list[Path]) -> dict:
 
 def cmd_run(args) -> int:
     start = time.time()
+    if args.budget_s < 0 or args.grace_s < 0:
+        raise RunError("--budget-s and --grace-s are seconds, 0 or more")
     state, out = Path(args.state), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     state.mkdir(parents=True, exist_ok=True)
@@ -203,13 +217,14 @@ def cmd_run(args) -> int:
     start_until, hard_stop = start + args.budget_s, start + args.budget_s + args.grace_s
     cmd = [sys.executable, str(ROOT / "bench" / "gpu_child.py"), "--state", str(state), "--out", str(out),
            "--start-until", repr(start_until), "--hard-stop", repr(hard_stop)] + (["--model-ready"] if model_ready else [])
-    child = subprocess.Popen(cmd, env=env, start_new_session=True)
-    try:
-        code = child.wait(timeout=max(1.0, hard_stop - time.time()))
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.wait()
-        code = None
+    code = None
+    if hard_stop - time.time() >= 1:   # else only a transfer: what arrived is kept for the next command
+        child = subprocess.Popen(cmd, env=env, start_new_session=True)
+        try:
+            code = child.wait(timeout=max(1.0, hard_stop - time.time()))
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
     if code is None:
         note = f"stopped at the hard limit ({args.budget_s + args.grace_s:.0f} s): the unit in flight is lost"
         subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_child.py"), "--state", str(state), "--out", str(out),
