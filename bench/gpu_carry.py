@@ -56,11 +56,11 @@ NOT_CARRIED = {
     "torch": "the image's CUDA build is the one that drives the GPU",
     "ray": "`run --backend ray` only", "scienceworld": "the ScienceWorld environment only (needs Java)",
     "mini-swe-agent": "the code-agent proposer only (needs an API)", "anthropic": "the code-agent proposer only",
-    "docker": "the sandbox client; the GPU machine has no engine", "pytest": "tests", "pytest-timeout": "tests",
+    "pytest": "tests", "pytest-timeout": "tests",
     "iniconfig": "tests", "pluggy": "tests", "tensorboard": "the image's serves the optional tracker",
     "tensorboard-data-server": "as tensorboard", "grpcio": "tensorboard's", "opentelemetry-api": "ray's",
     "py4j": "scienceworld's",
-}
+}   # docker is carried: without its SDK `run --sandbox auto` could not fall back in one sentence
 
 
 class CarryError(Exception):
