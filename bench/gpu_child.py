@@ -93,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     plan = Plan(PlanConfig.from_json(manifest["plan"]), args.state, args.out, manifest["runtime"], args.model_ready)
     if args.note:
         running = [e for e in plan.ledger.values() if e.get("status") == "running"]
+        for entry in running:   # the unit in flight was lost with the child; the next command runs it again
+            entry.update(status="stopped", why=args.note)
+        if running:
+            plan.save()
         earlier = json.loads((args.out / "summary.json").read_text())["this_time"] if (args.out / "summary.json").is_file() else []
         lost = [{"unit": e["unit"], "status": "stopped", "why": args.note} for e in running]
         write_outputs(plan, args.out, setup, earlier + lost, args.note)

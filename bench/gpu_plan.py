@@ -186,6 +186,9 @@ class Plan:
 
     def record(self, unit: Unit, entry: dict) -> None:
         self.ledger[self.key(unit)] = {"unit": unit.id, **entry}
+        self.save()
+
+    def save(self) -> None:
         self.ledger_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.ledger_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.ledger, indent=1, sort_keys=True) + "\n")

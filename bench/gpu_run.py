@@ -217,16 +217,16 @@ def cmd_run(args) -> int:
     start_until, hard_stop = start + args.budget_s, start + args.budget_s + args.grace_s
     cmd = [sys.executable, str(ROOT / "bench" / "gpu_child.py"), "--state", str(state), "--out", str(out),
            "--start-until", repr(start_until), "--hard-stop", repr(hard_stop)] + (["--model-ready"] if model_ready else [])
-    code = None
-    if hard_stop - time.time() >= 1:   # else only a transfer: what arrived is kept for the next command
+    code, note = None, f"a transfer only: what arrived is kept in {state} for the next command"
+    if hard_stop - time.time() >= 1:   # else only a transfer (--budget-s 0 --grace-s 0)
         child = subprocess.Popen(cmd, env=env, start_new_session=True)
         try:
             code = child.wait(timeout=max(1.0, hard_stop - time.time()))
         except subprocess.TimeoutExpired:
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()
+            note = f"stopped at the hard limit ({args.budget_s + args.grace_s:.0f} s): the unit in flight is lost"
     if code is None:
-        note = f"stopped at the hard limit ({args.budget_s + args.grace_s:.0f} s): the unit in flight is lost"
         subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_child.py"), "--state", str(state), "--out", str(out),
                         "--note", note], env=env)
     print(f"gpu run: {time.time() - start:.0f} s; summary in {out / 'summary.md'}")

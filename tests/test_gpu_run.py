@@ -125,12 +125,22 @@ def test_the_dry_run_packs_installs_runs_under_a_budget_and_resumes(quality_corp
     assert cell["grpo"]["step_generation_s"] > 0 and cell["grpo"]["step_update_s"] > 0
     assert "recipe GRPO" in (tmp_path / "out2" / "summary.md").read_text()
 
-    # a command stopped at its hard limit says so; what was finished stays done
-    stopped = _run("run", "--budget-s", "0", "--grace-s", "0.01", "--out", str(tmp_path / "out3"), "--state", str(state),
+    # a command stopped at its hard limit loses the unit in flight and says so; what was finished stays done
+    ledger = state / "cache" / "gpu-plan.json"
+    entries = json.loads(ledger.read_text())
+    ledger.write_text(json.dumps({k: v for k, v in entries.items() if not k.startswith("throughput/")}))
+    stopped = _run("run", "--budget-s", "0", "--grace-s", "3", "--out", str(tmp_path / "out3"), "--state", str(state),
                    "--carry-from", str(arrived), "--model-wheel", "demo-model")
     assert stopped.returncode == 0, stopped.stderr
     doc = json.loads((tmp_path / "out3" / "summary.json").read_text())
-    assert "stopped at the hard limit" in doc["note"] and all(e["status"] == "done" for e in doc["ledger"].values())
+    assert "stopped at the hard limit" in doc["note"] and doc["this_time"][-1] == {
+        "unit": "throughput/tiny-random", "status": "stopped", "why": doc["note"]}
+    assert sum(e["status"] == "done" for e in doc["ledger"].values()) == len(entries) - 1
+
+    # a budget and grace of 0: a transfer only, nothing started
+    moved = _run("run", "--budget-s", "0", "--out", str(tmp_path / "out4"), "--state", str(state),
+                 "--carry-from", str(arrived), "--model-wheel", "demo-model")
+    assert moved.returncode == 0 and "a transfer only" in json.loads((tmp_path / "out4" / "summary.json").read_text())["note"]
 
 
 def test_units_that_need_the_model_wait_for_its_last_part(tmp_path):
