@@ -20,7 +20,6 @@ all its parts have arrived, and the wheels are installed into a target folder (`
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil

@@ -15,9 +15,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from gpu_plan import Plan, PlanConfig, execute  # noqa: E402
 
-RETURNED = ("cells", "calibrations", "reports", "gpu-plan.json", "throughput.json")
-"""What of the cache comes back in cells.tar.gz (adapters stay: they are large, and every cell
-has scored its gold calls while its adapter was at hand)."""
+RETURNED = ("cells", "calibrations", "reports", "gpu-plan.json", "throughput.json", "runs")
+"""What of the cache comes back in cells.tar.gz, weights left out (`_light`): adapters are large,
+and every cell has scored its gold calls while its adapter was at hand."""
+WEIGHTS = (".safetensors", ".bin", ".pt", ".gguf")
+
+
+def _light(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    return None if info.issym() or info.islnk() or info.name.endswith(WEIGHTS) or "/tensorboard/" in info.name else info
 
 
 def check(device: str) -> dict:
@@ -52,7 +57,7 @@ def write_outputs(plan: Plan, out: Path, setup: dict, this_time: list[dict], not
     with tarfile.open(out / "cells.tar.gz.tmp", "w:gz") as tar:
         for name in RETURNED:
             if (plan.cache / name).exists():
-                tar.add(str(plan.cache / name), arcname=name)
+                tar.add(str(plan.cache / name), arcname=name, filter=_light)
     (out / "cells.tar.gz.tmp").replace(out / "cells.tar.gz")
 
 

@@ -4,7 +4,6 @@ checked), installs the carried wheels into a scratch target, runs the plan at th
 under a budget that stops it after one unit, and a later invocation resumes from the cache."""
 import base64
 import hashlib
-import io
 import json
 import os
 import subprocess
@@ -124,6 +123,10 @@ def test_the_dry_run_packs_installs_runs_under_a_budget_and_resumes(quality_corp
     (cell,) = doc["ledger"][next(k for k in doc["ledger"] if k.startswith("calibration/oracle@"))]["result"]["cells"]
     assert cell["grpo"]["step_generation_s"] > 0 and cell["grpo"]["step_update_s"] > 0
     assert "recipe GRPO" in (tmp_path / "out2" / "summary.md").read_text()
+    with tarfile.open(tmp_path / "out2" / "cells.tar.gz") as tar:   # what comes back: records, no weights
+        names = tar.getnames()
+    assert any(n.startswith("runs/evolution-test/") for n in names) and "throughput.json" in names
+    assert not any(n.endswith(".safetensors") for n in names)
 
     # a command stopped at its hard limit loses the unit in flight and says so; what was finished stays done
     ledger = state / "cache" / "gpu-plan.json"
