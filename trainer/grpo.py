@@ -34,9 +34,12 @@ class RecipeGRPOTrainer(GRPOTrainer):
         self.advantage_clip = advantage_clip
         self.groups = 0
         self.zero_variance_groups = 0
+        self.generation_s = 0.0   # rollouts and their rewards; the rest of a step is the update
 
     def _generate_and_score_completions(self, inputs):
-        out = super()._generate_and_score_completions(inputs)
+        start = time.perf_counter()
+        out = super()._generate_and_score_completions(inputs)   # ends on host copies of the completions: synchronised
+        self.generation_s += time.perf_counter() - start
         mode = "train" if self.model.training else "eval"
         advantages = out["advantages"]
         clipped = advantages.clamp(-self.advantage_clip, self.advantage_clip)
@@ -141,6 +144,8 @@ def run_grpo(model, tokenizer, rows: list[dict], reward_names: list[str], recipe
         "groups": trainer.groups, "zero_variance_groups": trainer.zero_variance_groups,
         "zero_variance_share": None if share is None else round(share, 4),
         "wall_s": round(wall, 2), "steps_per_s": round(steps / wall, 4) if wall else None,
+        # a step's cost split: generation (rollouts + rewards) and update (log-probs, loss, backward, optimizer)
+        "step_generation_s": round(trainer.generation_s / steps, 3), "step_update_s": round((wall - trainer.generation_s) / steps, 3),
     }
     return trainer.model, summary
 
