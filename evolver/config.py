@@ -115,6 +115,10 @@ class RunConfig(BaseModel):
     on_error: Annotated[str, Flag("an invalid corpus line: abort with file:line, or skip and count it",
                                   name="on-bad-line", choices=("abort", "skip"))] = "abort"
     """Every stage that reads the corpus (curation, the replay benchmark's hold-out, resume, replay) loads it this way."""
+    holdout: Mapping = Field(default_factory=dict)
+    """A corpus without an environment: how its dev and test parts are held out (sandbox.corpus.split,
+    `{"rank": "content", "seed", "share", "test_share"}` and the `dev_ids` / `test_ids` a user chose);
+    {}: a run made before the test part, whose dev tenth is the legacy split (`split_spec`)."""
     tools: Annotated[str, Flag("JSON file of the real tool schemas, for corpus records whose files carry none "
                                "(default: one catalogue per source, built from the calls the corpus makes)",
                                derived=True)] = ""
@@ -228,6 +232,13 @@ class RunConfig(BaseModel):
                 **({"max_prompt_length": self.max_prompt_length} if self.max_prompt_length else {})}
 
     @property
+    def split_spec(self) -> dict:
+        """The corpus split the run's replay benchmark and strategies use (sandbox.corpus.split)."""
+        from sandbox.corpus.split import LEGACY_SPLIT
+
+        return dict(self.holdout) if self.holdout else dict(LEGACY_SPLIT)
+
+    @property
     def acceptance_rule(self) -> str:
         """The acceptance rule in force: `auto` is paired with several seeds, else margin."""
         if self.acceptance != "auto":
@@ -275,7 +286,11 @@ class LaunchOptions(BaseModel):
     directory goes, and how the LLM is reached and limited (resolved into run.json's `llm` mapping
     by `resolve`). The code agent's limits are its own model's (AgentLimits: `agent`)."""
     name: Annotated[str | None, Flag("run directory name (default: run-<time>)")] = None
-    runs_dir: Annotated[str | None, Flag("where run directories go (default: runs/ of the project)")] = None
+    runs_dir: Annotated[str | None, Flag("where run directories go, and the default corpus's cache (RUNS_DIR/corpora) "
+                                         "(default: runs/ of the project)")] = None
+    dev_ids: Annotated[str | None, Flag("a corpus without an environment: FILE of the record ids to hold out as dev, "
+                                        "one a line (default: a tenth of the records, drawn by their content)")] = None
+    test_ids: Annotated[str | None, Flag("likewise the ids held out for `curateevo test` (default: another tenth)")] = None
     model: Annotated[str | None, Flag("LLM model name, e.g. gpt-4.1-mini, claude-sonnet-4-5, or a local server's "
                                       "model", group="llm")] = None
     provider: Annotated[str, Flag("LLM API", choices=PROVIDERS, group="llm")] = "openai"

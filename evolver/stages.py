@@ -78,7 +78,7 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
     use_memory = "no-memory" not in cfg.ablations and _count(memory)
     doc = evaluate_to_dir(cfg.benchmark, cfg.split, out, tasks=tasks or cfg.tasks, metric=cfg.metric,
                           corpus=registry.get(cfg.benchmark).dev_corpus(cfg.corpus), corpus_on_error=cfg.on_error,
-                          corpus_tools=cfg.tools or None, **sampling,
+                          corpus_tools=cfg.tools or None, corpus_split=cfg.split_spec, **sampling,
                           memory=str(memory) if use_memory else None, seed=seed,
                           policy_options={"base": cfg.base, "adapter": adapter,
                                           "threads": get_profile(cfg.profile).threads}, progress=True,
