@@ -84,8 +84,9 @@ def cmd_curate(args) -> int:
     get_profile(args.profile)   # a misspelled profile fails before anything runs
     corpus = load_corpus([str(p) for p in args.corpus], fmt=args.format,
                          on_error="skip" if args.skip_bad_lines else "abort", tools=args.tools)
-    if corpus.tools_notice:
-        _say(args, f"corpus: {corpus.tools_notice}")
+    for notice in (corpus.quirks_notice, corpus.tools_notice):
+        if notice:
+            _say(args, f"corpus: {notice}")
     _say(args, f"curating {', '.join(map(str, args.corpus))} with {args.strategy} ({executor.name} sandbox)")
     result = execute(strategy_files(Path(args.strategy)), corpus, Path(out), seed=args.seed,
                      executor=executor, limits=limits)

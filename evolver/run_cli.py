@@ -130,8 +130,9 @@ def corpus_notes(store: RunStore, corpus) -> None:
         say(f"corpus: {len(corpus.skipped_lines)} of {read} records skipped (--on-bad-line skip; each with its reason "
             f"in {store.root / 'skipped.jsonl'}); every stage that reads the corpus (curation, the dev hold-out, "
             f"resume, replay) skips them too; first: {corpus.skipped_lines[0]}")
-    if corpus.tools_notice:
-        say(f"corpus: {corpus.tools_notice}")
+    for notice in (corpus.quirks_notice, corpus.tools_notice):
+        if notice:
+            say(f"corpus: {notice}")
 
 
 def cmd_run(args) -> int:
