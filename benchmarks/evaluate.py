@@ -153,10 +153,10 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
 
     progress_factory = None
     if progress:
-        from tqdm import tqdm
+        from base.progress import progress_bar
 
         def progress_factory(label: str, total: int):
-            return tqdm(total=total, desc=label, unit=label.rstrip("s"), file=sys.stderr, dynamic_ncols=True)
+            return progress_bar(total, label, label.rstrip("s"), sys.stderr)
 
     result = runner.evaluate(bench, task_list, policy, episodes=episodes, steps=steps, max_steps=max_steps,
                              batch_size=batch_size, samples=samples, temperature=temperature, seed=seed,

@@ -19,6 +19,7 @@ from evolver.llm import MODES, PROVIDERS
 from evolver.options import Flag, check_option, flag_of, options_of, sentence
 from evolver.proposers.agent_limits import AgentLimits
 from sandbox.executor import Limits
+from trainer.recipe import PROFILE_HELP
 
 BENCHMARKS = tuple(registry.names())   # the registered environments (benchmarks/registry.py)
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
@@ -85,7 +86,7 @@ class RunConfig(BaseModel):
     tasks: Annotated[int, Field(ge=1), Flag("dev tasks evaluated per epoch, balanced over the categories")] = 60
     base: Annotated[str, Flag("base model (default: the profile's base model)", derived=True)] = "smollm2-135m"
     """Base model π_base: a registry name, a local model directory or a hub id."""
-    profile: Annotated[str, Flag("recipe budgets", choices=_profiles)] = "cpu-small"
+    profile: Annotated[str, Flag("recipe budgets: " + PROFILE_HELP, choices=_profiles)] = "cpu-small"
     """Recipe budgets (trainer/recipe.py): cpu-small, paper or test; the method never changes."""
     epochs: Annotated[int, Field(ge=1), Flag("epochs, ρ0's included")] = 3
     lam: Annotated[float, Field(alias="lambda", ge=0), Finite, Flag("λ in J = P − λ·C", name="lambda")] = LAMBDA
@@ -291,8 +292,9 @@ class LaunchOptions(BaseModel):
     dev_ids: Annotated[str | None, Flag("a corpus without an environment: FILE of the record ids to hold out as dev, "
                                         "one a line (default: a tenth of the records, drawn by their content)")] = None
     test_ids: Annotated[str | None, Flag("likewise the ids held out for `curateevo test` (default: another tenth)")] = None
-    model: Annotated[str | None, Flag("LLM model name, e.g. gpt-4.1-mini, claude-sonnet-4-5, or a local server's "
-                                      "model", group="llm")] = None
+    model: Annotated[str | None, Flag("the LLM that diagnoses and rewrites strategies, e.g. gpt-4.1-mini, "
+                                      "claude-sonnet-4-5, or a local server's model (the model being trained is "
+                                      "--base)", group="llm")] = None
     provider: Annotated[str, Flag("LLM API", choices=PROVIDERS, group="llm")] = "openai"
     base_url: Annotated[str | None, Flag("OpenAI-compatible server (vLLM, llama.cpp, Ollama, hosted)", group="llm")] = None
     api_key_env: Annotated[str | None, Flag("NAME of the variable holding the key (default OPENAI_API_KEY / "

@@ -384,7 +384,7 @@ def add_cli(sub) -> None:
                              ("test", cmd_test, "the final strategy on the test split, once"),
                              ("status", cmd_status, "where a run stands"), ("log", cmd_log, "the epoch table of a run")):
         p = sub.add_parser(name, help=text)
-        p.add_argument("run")
+        p.add_argument("run", help="the run directory (runs/<name>, or under the run's --runs-dir)")
         if name == "resume":
             for o in RESUME_OPTIONS:
                 p.add_argument(f"--{o.name}", dest=o.dest, type=o.type, nargs=o.nargs, choices=o.allowed(), help=o.help)

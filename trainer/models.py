@@ -248,8 +248,14 @@ def load_tokenizer(source: str):
 
 def load_model(source: str, dtype: str = "float32", device: str | None = None):
     """A causal LM from a resolved source (no adapter)."""
+    import sys
+
     import torch
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    if not sys.stderr.isatty():   # its "Loading weights" bar would leave each redraw in a log (base/progress.py)
+        hf_logging.disable_progress_bar()
 
     marker = Path(source) / RANDOM_INIT
     try:
