@@ -76,7 +76,7 @@ class RunConfig(BaseModel):
     """sha256 of the corpus bytes at launch; `resume` refuses a corpus that changed."""
     benchmark: Annotated[str, Flag("dev benchmark (default: bfcl-single, or replay for a corpus without an "
                                    "environment)", derived=True, choices=BENCHMARKS)] = "bfcl-single"
-    """Dev benchmark: bfcl-single (the CPU default), bfcl (multi-turn) or replay (a held-out tenth of the corpus)."""
+    """Dev benchmark: bfcl-single (the CPU default), bfcl (multi-turn) or replay (a held-out dev tenth of the corpus; another tenth is its test part)."""
     split: str = "dev"
     """The split the loop evaluates on; the test split is read only by `curateevo test`."""
     metric: Annotated[str, Flag("P, the dev metric (default: task_success; call_f1 on replay)", derived=True,

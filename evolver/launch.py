@@ -31,7 +31,7 @@ def read_ids(path: str, option: str) -> list[str]:
 
 
 def dev_check(config: RunConfig) -> dict:
-    """The replay benchmark's held-out tenth, built as evaluation will build it: UserError now, before
+    """The replay benchmark's held-out dev and test parts, built as evaluation will build them: UserError now, before
     any work, when it gives nothing to judge; else what it gives (ReplayBenchmark.dev_size)."""
     from benchmarks.replay.benchmark import ReplayBenchmark
 

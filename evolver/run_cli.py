@@ -158,7 +158,8 @@ def cmd_run(args) -> int:
     if options["corpus"] and not options["benchmark"]:
         benchmark = run_config(store).benchmark
         say(f"benchmark: {benchmark} (chosen from the corpus: " + (
-            "it has no environment, so P is call_f1 on its held-out tenth, which the strategy never sees)"
+            "it has no environment, so P is call_f1 on its held-out dev tenth, and `curateevo test` scores its held-out "
+            "test tenth; the strategy sees neither)"
             if not registry.get(benchmark).executable else
             "every record names this environment; --benchmark chooses another)"))
     cfg = run_config(store)

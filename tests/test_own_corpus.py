@@ -84,31 +84,38 @@ def test_chosen_dev_and_test_ids_are_held_out(tmp_path):
         partition(records, {**DEFAULT_SPLIT, "dev_ids": [records[3]["id"]], "test_ids": [records[3]["id"]]})
 
 
-def test_three_swe_agent_demos_are_refused_with_a_fix_that_works(tmp_path, capsys):
+def test_three_swe_agent_demos_run_once_the_fix_each_refusal_names_is_applied(tmp_path, capsys):
     args = ["run", "--corpus", str(SWE_AGENT), "--profile", "test", "--sandbox", "process",
             "--runs-dir", str(tmp_path), "--name", "swe"]
+    # the two demos that call tools are held out (dev, test); the third, curated, is too long for the test profile
     assert cli.main(args) == 2
-    line = _one_error_line(capsys)
-    assert not (tmp_path / "swe").exists()
-    fix = re.search(r"`run --dev-ids FILE` with '([^']+)' and `--test-ids FILE` with '([^']+)'", line)
-    assert fix, line
-    (tmp_path / "dev.txt").write_text(fix.group(1) + "\n")
-    (tmp_path / "test.txt").write_text(fix.group(2) + "\n")
-    chosen = ["--dev-ids", str(tmp_path / "dev.txt"), "--test-ids", str(tmp_path / "test.txt")]
-    assert cli.main([*args, *chosen]) == 2   # the part left to curate is one long demo: the next refusal, its fix
     line = _one_error_line(capsys)
     length = re.search(r"a run with --max-length (\d+) keeps every SFT record whole", line)
     assert length and not (tmp_path / "swe").exists(), line
-    store = run_cli.create_run(_options(corpus=[str(SWE_AGENT)], profile="test", sandbox="process",
-                                        dev_ids=str(tmp_path / "dev.txt"), test_ids=str(tmp_path / "test.txt"),
-                                        max_length=int(length.group(1)), runs_dir=str(tmp_path), name="swe"))
+    options = dict(corpus=[str(SWE_AGENT)], profile="test", sandbox="process", max_length=int(length.group(1)),
+                   runs_dir=str(tmp_path))
+    store = run_cli.create_run(_options(**options, name="swe"))
+    records = {r["id"]: r for r in load_corpus([str(SWE_AGENT)]).records}
+    parts = partition(list(records.values()), json.loads((store.root / "run.json").read_text())["holdout"])
+    assert len(parts.dev) == len(parts.test) == len(parts.train) == 1
+    assert "dev: the held-out dev part holds 1 record(s); 1 give 4 step items" in capsys.readouterr().err
+    # a held-out record chosen that gives nothing to judge: refused, naming records that do
+    (tmp_path / "dev.txt").write_text("swe-agent/networking_1.traj\n")   # its actions are text, no tool call
+    assert cli.main([*args[:-1], "swe2", "--max-length", length.group(1), "--dev-ids", str(tmp_path / "dev.txt")]) == 2
+    line = _one_error_line(capsys)
+    fix = re.search(r"`run --dev-ids FILE` with '([^']+)' and `--test-ids FILE` with '([^']+)'", line)
+    assert fix and "1 make no tool call" in line and not (tmp_path / "swe2").exists(), line
+    (tmp_path / "dev.txt").write_text(fix.group(1) + "\n")
+    (tmp_path / "test.txt").write_text(fix.group(2) + "\n")
+    store = run_cli.create_run(_options(**options, name="swe2", dev_ids=str(tmp_path / "dev.txt"),
+                                        test_ids=str(tmp_path / "test.txt")))
     holdout = json.loads((store.root / "run.json").read_text())["holdout"]
     assert holdout["dev_ids"] == [fix.group(1)] and holdout["test_ids"] == [fix.group(2)]
     (tmp_path / "bad.txt").write_text("swe-agent/nope.traj\n")
     capsys.readouterr()
-    assert cli.main([*args[:-1], "swe2", "--dev-ids", str(tmp_path / "bad.txt")]) == 2
+    assert cli.main([*args[:-1], "swe3", "--dev-ids", str(tmp_path / "bad.txt")]) == 2
     assert "the dev ids name 1 record(s) the corpus does not hold" in _one_error_line(capsys)
-    assert not (tmp_path / "swe2").exists()
+    assert not (tmp_path / "swe3").exists()
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ from benchmarks.replay import scoring as replay_scoring
 from benchmarks.base import SPLITS, StepItem, Task, Verdict
 from benchmarks.replay.scoring import normalize_arguments, same_calls
 from base.errors import UserError
-from sandbox.corpus.split import DEFAULT_SHARE, group_key, partition, split_ids
+from sandbox.corpus.split import DEFAULT_SHARE, group_key, judgeable, partition, split_ids
 
 NAME = "replay"
 DEFAULT_HOLDOUT = DEFAULT_SHARE
@@ -104,16 +104,17 @@ class ReplayBenchmark:
             why.append(f"{len(no_call)} make no tool call (replies alone, or actions written as text such as "
                        "ReAct 'Action: x[...]' lines, cannot be judged)")
         held = ", ".join(held_ids[:3]) + (" …" if len(held_ids) > 3 else "")
-        judgeable = [i for i in self.records if _calls_tools(self.records[i]) and (
-            self.include_failed or (self.records[i].get("outcome") or {}).get("success") is not False)]
-        if len(judgeable) >= 2 and len(self.records) >= 3:   # one for dev, one for test, the rest curated
-            fix = (f"choose the held-out records yourself, one a line: e.g. `run --dev-ids FILE` with "
-                   f"{judgeable[0]!r} and `--test-ids FILE` with {judgeable[1]!r} (records that call tools"
+        good = [i for i in self.records if judgeable(self.records[i]) or (self.include_failed and
+                                                                        _calls_tools(self.records[i]))]
+        parts = 2 if self.test_ids or part == "test" else 1   # the held-out parts that each need one
+        if len(good) >= parts and len(self.records) > parts:   # the user's choice held out others
+            fix = (f"choose the held-out records yourself, one id a line: e.g. `run --dev-ids FILE` with {good[0]!r}"
+                   + (f" and `--test-ids FILE` with {good[1]!r}" if parts == 2 else "") + " (records that call tools"
                    + ("" if self.include_failed else " and did not fail") + ")")
         elif any(map(_calls_tools, self.records.values())):
-            fix = (f"only {len(judgeable)} record(s) of the corpus call tools" + ("" if self.include_failed else
-                   " without a failed outcome") + ", and the dev and test parts need one each besides what is "
-                   "curated: use a larger corpus, or one with more such records")
+            fix = (f"only {len(good)} record(s) of the corpus call tools" + ("" if self.include_failed else
+                   " without a failed outcome") + f", and the held-out part{'s need one each' if parts == 2 else ' needs one'} "
+                   "besides what is curated: use a larger corpus, or one with more such records")
         else:
             fix = "no record of the corpus makes a tool call: use a corpus with tool calls"
         return {"records": len(held_ids), "records_with_items": len(counted), "items": len(items),

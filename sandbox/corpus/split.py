@@ -8,9 +8,11 @@ A split is a small mapping ("spec"), recorded in run.json (`holdout`) and in eac
   record has an environment, else by its instruction (the `task` field, else the first user
   message), whitespace- and case-folded, else by the sha256 of its content without its id.
   Groups are ordered by the sha256 of `"{seed}\\0{group key}"` — the records' content, never
-  their ids or the file's name — and taken first into the test part until it holds `test_share`
-  of the records (at least one when the corpus has three or more), then into dev until it holds
-  `share` (at least one when the corpus has two or more). The train part is never emptied.
+  their ids or the file's name — those holding a record the replay benchmark can judge (`judgeable`:
+  it calls a tool and did not record a failure) before the others, and taken first into the test
+  part until it holds `test_share` of the records (at least one when the corpus has three or more),
+  then into dev until it holds `share` (at least one when the corpus has two or more). The train
+  part is never emptied.
 - `dev_ids` / `test_ids` (lists, `run --dev-ids FILE` / `--test-ids FILE`): the user's own
   choice of held-out records; a part not chosen is drawn as above from the other records.
 - `{"seed", "share"}` without `rank`: the split of runs made before the test part existed (groups
@@ -55,6 +57,13 @@ def group_key(record: Mapping, content: bool = False) -> str:
     return "content:" + hashlib.sha256(body.encode()).hexdigest()
 
 
+def judgeable(record: Mapping) -> bool:
+    """The record gives the replay benchmark something to judge: an assistant turn with tool calls,
+    and no recorded failure (a failed trajectory's actions are not ones to copy)."""
+    calls = any(m.get("tool_calls") for m in record.get("messages", ()) if m.get("role") == "assistant")
+    return calls and (record.get("outcome") or {}).get("success") is not False
+
+
 def _rank(seed: int, key: str) -> str:
     return hashlib.sha256(f"{seed}\0{key}".encode()).hexdigest()
 
@@ -96,9 +105,11 @@ def partition(records: Sequence[Mapping], spec: Mapping | None = None) -> Parts:
     for r in records:
         if r["id"] not in taken:
             groups.setdefault(group_key(r, content), []).append(r["id"])
-    # content: the group's key (the records' text); legacy: the group's smallest id
-    remaining = [sorted(g) for _, g in sorted(groups.items(), key=lambda kv: _rank(seed, kv[0] if content
-                                                                                     else min(kv[1])))]
+    # content: judgeable groups first, each by its key (the records' text); legacy: by the smallest id
+    by_id = {r["id"]: r for r in records}
+    ranked = sorted(groups.items(), key=lambda kv: (not any(judgeable(by_id[i]) for i in kv[1]), _rank(seed, kv[0]))
+                    if content else _rank(seed, min(kv[1])))
+    remaining = [sorted(g) for _, g in ranked]
     n = len(ids)
     parts = {"dev": list(chosen["dev"]), "test": list(chosen["test"])}
     targets = {"test": max(1, round(n * test_share)) if test_share and n >= 3 and not chosen["test"] else 0,
