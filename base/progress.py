@@ -3,14 +3,17 @@ else one plain line when the stage ends (tqdm's redraws, written to a file, leav
 the bar behind — two or three copies of each bar in a run's log)."""
 from __future__ import annotations
 
+import os
 import sys
 import time
+
+RELAYED_TO_TERMINAL = "CURATEEVO_TERMINAL"   # set by a parent that relays a child's output to a terminal
 
 
 def progress_bar(total: int, desc: str, unit: str, stream=None):
     """A bar with tqdm's `update`, `set_postfix`, `write`, `close` and `n`."""
     stream = stream or sys.stderr
-    if getattr(stream, "isatty", lambda: False)():
+    if getattr(stream, "isatty", lambda: False)() or os.environ.get(RELAYED_TO_TERMINAL) == "1":
         from tqdm import tqdm
 
         return tqdm(total=total, desc=desc, unit=unit, file=stream, dynamic_ncols=True)

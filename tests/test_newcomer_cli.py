@@ -59,7 +59,12 @@ def test_replay_leaves_no_temporary_folder(tmp_path, monkeypatch, capsys):
     assert not list(temp.glob("curateevo-replay-*"))
 
 
-def test_a_progress_bar_in_a_log_is_one_line():
+def test_a_progress_bar_in_a_log_is_one_line(monkeypatch):
+    from base.progress import RELAYED_TO_TERMINAL
+
+    monkeypatch.setenv(RELAYED_TO_TERMINAL, "1")   # a training child whose parent shows its output in a terminal
+    assert not isinstance(progress_bar(5, "steps", "step", io.StringIO()), LogBar)
+    monkeypatch.delenv(RELAYED_TO_TERMINAL)
     log = io.StringIO()   # not a terminal
     bar = progress_bar(5, "steps", "step", log)
     assert isinstance(bar, LogBar)
