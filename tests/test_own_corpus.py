@@ -147,3 +147,12 @@ def test_test_scores_the_final_strategy_on_the_test_part_the_loop_never_saw(ship
     tested = json.loads((shipped_run / "test" / "metrics.json").read_text())
     assert set(tested["tasks"]) == set(test) and tested["metric"] == "call_f1"
     assert cli.main(["log", str(shipped_run)]) == 0 and cli.main(["report", str(shipped_run)]) == 0
+
+
+def test_dev_ids_on_a_corpus_with_an_environment_are_refused(tmp_path, capsys, sample_corpus):
+    (tmp_path / "dev.txt").write_text("anything\n")
+    assert cli.main(["run", "--corpus", str(sample_corpus), "--profile", "test", "--dev-ids", str(tmp_path / "dev.txt"),
+                     "--runs-dir", str(tmp_path), "--name", "b"]) == 2
+    line = _one_error_line(capsys)
+    assert "--dev-ids chooses held-out records of a corpus without an environment" in line and "bfcl" in line
+    assert not (tmp_path / "b").exists()
