@@ -27,11 +27,13 @@ def test_a_corpus_without_environment_runs_on_its_held_out_tenth(tmp_path, capsy
     assert config["benchmark"] == "replay" and config["metric"] == "call_f1" and config["base"] == "tiny-random"
     records = load_corpus([str(GLAIVE)]).records
     train_ids, dev_ids, test_ids = partition(records, config["holdout"])
-    assert config["holdout"] == DEFAULT_SPLIT and len(dev_ids) == 20 and len(test_ids) == 20 and len(train_ids) == 160
+    # a tenth each (a group of copies of one task stays whole, so a part may pass its tenth by one)
+    assert config["holdout"] == DEFAULT_SPLIT and 20 <= len(dev_ids) <= 22 and 20 <= len(test_ids) <= 22
+    assert len(train_ids) + len(dev_ids) + len(test_ids) == 200
     dev_ids = dev_ids + test_ids   # neither held-out part reaches a strategy
     for artifacts in sorted(root.glob("epochs/*/artifacts")):
         manifest = json.loads((artifacts / "manifest.json").read_text())
-        assert manifest["corpus"]["records"] == 160 and manifest["corpus"]["holdout"] == DEFAULT_SPLIT
+        assert manifest["corpus"]["records"] == len(train_ids) and manifest["corpus"]["holdout"] == DEFAULT_SPLIT
         rows = [from_file(kind, json.loads(line)) for kind in ("sft", "rl", "memory")
                 for line in (artifacts / f"{kind}.jsonl").read_text().splitlines()]
         origins = {o for r in rows for o in r["meta"].get("origin", [])}
