@@ -41,7 +41,8 @@ def test_calibration_on_a_users_corpus_compares_it_with_its_poisoned_copy_on_its
     scored = {tuple(sorted(c["scores"])) for c in cells}
     assert len(cells) == 3 and all(c["metric"] == "call_f1" for c in cells) and len(scored) == 1
     (scored,) = scored
-    assert set(scored) < set(dev_ids) and doc["tasks"] == len(scored) == 10
+    # the dev part is drawn from records that call tools first: every one of them is scored
+    assert set(scored) == set(dev_ids) and doc["tasks"] == len(scored) >= 20
     for artifacts in (cache / "curations").iterdir():   # the held-out tenth never reached a strategy
         text = "".join(p.read_text() for p in artifacts.glob("*.jsonl"))
         assert not [i for i in dev_ids + test_ids if f'"{i}"' in text]
