@@ -55,9 +55,10 @@ defines it stays cheap. Optional capabilities answer "none" rather than raise:
         "a|b" lets the diagnosis choose by the trajectory's shape (evolver/diagnose.py).
     category_of(task_id: str) -> str
         the category of one of its tasks, as corpus records name it in `meta.env.variant`.
-    train_view(corpus: sandbox.corpus.Corpus) -> Corpus
+    train_view(corpus: sandbox.corpus.Corpus, split: spec | None) -> Corpus
         the part of a raw corpus a strategy may see: all of it when the dev tasks are the
-        environment's own, else the corpus less its held-out dev tenth (`sandbox.corpus.train_part`).
+        environment's own, else the corpus less its held-out dev and test parts under the run's
+        split spec (`sandbox.corpus.train_part`).
     dev_corpus(paths: [str]) -> [str] | None
         the corpus files its dev set is drawn from (its `benchmark(corpus=...)`); None when it brings
         its own dev tasks.
@@ -132,7 +133,7 @@ class Environment(Protocol):
 
     def category_of(self, task_id: str) -> str: ...
 
-    def train_view(self, corpus: Any) -> Any: ...
+    def train_view(self, corpus: Any, split: Mapping | None = None) -> Any: ...
 
     def dev_corpus(self, paths: Sequence[str]) -> list[str] | None: ...
 
@@ -145,7 +146,7 @@ class Episodes:
 
     executable = True
 
-    def train_view(self, corpus: Any) -> Any:
+    def train_view(self, corpus: Any, split: Mapping | None = None) -> Any:
         return corpus
 
     def dev_corpus(self, paths: Sequence[str]) -> list[str] | None:

@@ -80,8 +80,9 @@ def add_cli(sub) -> None:
                                                                    "(as the run that trained the adapter did)")
     p.add_argument("--tools", help="replay: JSON file of the real tool schemas for records whose files carry none")
     p.add_argument("--base", "--model", dest="base", default="smollm2-135m",
-                   help="base model: smollm2-135m, tiny-random, a model directory or HF id; with --policy openai the "
-                        "served model name (vLLM: the --lora-modules name, so the adapter is used)")
+                   help="the model evaluated (as `run --base`): smollm2-135m, tiny-random, a model directory or HF id; "
+                        "with --policy openai the served model name (vLLM: the --lora-modules name, so the adapter is "
+                        "used); --model is its older spelling, not `run --model` (the LLM that proposes strategies)")
     p.add_argument("--adapter", help="a trained LoRA adapter (a `curateevo train` output or its adapter/ folder)")
     p.add_argument("--memory", help="memory records (JSONL) retrieved by BM25 into the system prompt")
     p.add_argument("--memory-k", type=positive_int, default=3, help="memory records per task (default 3)")

@@ -80,15 +80,16 @@ def _check_out(out: Path) -> None:
 
 def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None, tasks: int | None = None,
                     categories: list[str] | None = None, metric: str | None = None, corpus: str | list[str] | None = None,
-                    corpus_on_error: str = "abort", corpus_tools: str | None = None,
+                    corpus_on_error: str = "abort", corpus_tools: str | None = None, corpus_split: dict | None = None,
                     memory: str | None = None, memory_k: int = 3, samples: int = 1, temperature: float = 0.0,
                     seed: int = 0, batch_size: int = 32, max_steps: int | None = None, episodes: bool = True,
                     steps: bool = True, step_limit: int | None = None, allow_test: bool = False,
                     progress: bool = False, policy_options: dict | None = None, gold: bool = False) -> dict:
     """Evaluate and write trajectories.jsonl, steps.jsonl and metrics.json into `out`; returns
     the metrics document. `policy` (any benchmarks.policies.Policy) or `policy_options` (the
-    keywords of `build_policy`) says what is evaluated. `corpus_on_error` and `corpus_tools` load a
-    replay corpus as the run that curated it did (skipped lines, --tools schemas). `gold`: also the policy's log-likelihood of
+    keywords of `build_policy`) says what is evaluated. `corpus_on_error`, `corpus_tools` and
+    `corpus_split` load and split a replay corpus as the run that curated it did (skipped lines,
+    --tools schemas, its dev and test parts: sandbox.corpus.split). `gold`: also the policy's log-likelihood of
     the tasks' gold calls (benchmarks/gold_likelihood.py; a local transformers policy only)."""
     from benchmarks import memory as memory_mod
     from benchmarks import metrics as metrics_mod
@@ -118,7 +119,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     if not executable:   # its dev set is a corpus's own held-out tenth
         if not corpus:
             raise UserError(f"--benchmark {benchmark} needs --corpus FILE (the raw corpus to hold 10% out of)")
-        options.update(corpus=corpus, on_error=corpus_on_error, tools=corpus_tools)
+        options.update(corpus=corpus, on_error=corpus_on_error, tools=corpus_tools, split=corpus_split)
     elif corpus:
         raise UserError(f"--corpus is for --benchmark {registry.NO_ENVIRONMENT}; {benchmark} brings its own tasks")
     bench = get_benchmark(benchmark, **options)
@@ -152,10 +153,10 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
 
     progress_factory = None
     if progress:
-        from tqdm import tqdm
+        from base.progress import progress_bar
 
         def progress_factory(label: str, total: int):
-            return tqdm(total=total, desc=label, unit=label.rstrip("s"), file=sys.stderr, dynamic_ncols=True)
+            return progress_bar(total, label, label.rstrip("s"), sys.stderr)
 
     result = runner.evaluate(bench, task_list, policy, episodes=episodes, steps=steps, max_steps=max_steps,
                              batch_size=batch_size, samples=samples, temperature=temperature, seed=seed,

@@ -21,7 +21,7 @@ from benchmarks.quality import cli as quality_cli
 from sandbox.corpus import FORMATS as CORPUS_FORMATS
 from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits
 from sandbox.leftovers import reap_leftovers, start_ticks
-from trainer.recipe import PROFILES
+from trainer.recipe import PROFILE_HELP, PROFILES
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
 SAMPLE_CORPUS = PROJECT_ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"
@@ -79,13 +79,15 @@ def cmd_curate(args) -> int:
     from trainer.recipe import get_profile
 
     out = args.out or PROJECT_ROOT / "runs" / datetime.datetime.now().strftime("curate-%Y%m%d-%H%M%S")
+    args.corpus = args.corpus or [SAMPLE_CORPUS]
     limits = Limits(timeout_s=args.timeout)
     executor = make_executor(args.sandbox, trusted=True)   # the user's own strategy
     get_profile(args.profile)   # a misspelled profile fails before anything runs
     corpus = load_corpus([str(p) for p in args.corpus], fmt=args.format,
                          on_error="skip" if args.skip_bad_lines else "abort", tools=args.tools)
-    if corpus.tools_notice:
-        _say(args, f"corpus: {corpus.tools_notice}")
+    for notice in (corpus.quirks_notice, corpus.tools_notice):
+        if notice:
+            _say(args, f"corpus: {notice}")
     _say(args, f"curating {', '.join(map(str, args.corpus))} with {args.strategy} ({executor.name} sandbox)")
     result = execute(strategy_files(Path(args.strategy)), corpus, Path(out), seed=args.seed,
                      executor=executor, limits=limits)
@@ -222,10 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("curate", help="execute one strategy once and show its profile")
     p.add_argument("--strategy", type=Path, default=SEED_STRATEGY, help="strategy.py or its directory (default: seed ρ0)")
-    p.add_argument("--corpus", type=Path, nargs="+", default=[SAMPLE_CORPUS], help="raw corpus JSONL file(s)")
+    p.add_argument("--corpus", type=Path, nargs="+", help="raw corpus file(s) or folder(s), any format `run` reads "
+                                                          "(default: the bundled sample, benchmarks/data/sample_corpus.jsonl)")
     p.add_argument("--format", default="auto", choices=["auto", "openai", *CORPUS_FORMATS],
                    help="corpus format; auto detects it per file")
-    p.add_argument("--profile", default="cpu-small", choices=list(PROFILES), help="recipe profile whose length limits are reported")
+    p.add_argument("--profile", default="cpu-small", choices=list(PROFILES),
+                   help=f"recipe profile whose length limits are reported: {PROFILE_HELP}")
     p.add_argument("--max-length", type=positive_int, default=None, help="SFT max_length to report (default: the profile's)")
     p.add_argument("--max-prompt-length", type=positive_int, default=None,
                    help="GRPO max_prompt_length to report (default: the profile's)")
@@ -254,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("diff", help="strategy diff between two epochs or commits of a workspace")
     p.add_argument("run", help="a run directory or a strategy workspace")
     p.add_argument("a", help="epoch number, tag (epoch-3, best), branch or commit")
-    p.add_argument("b")
+    p.add_argument("b", help="the other epoch number, tag, branch or commit (the diff goes from A to B)")
     p.add_argument("--inputs", action="store_true", help="show the changed inputs/ files (diagnosis, profile) in full")
     p.set_defaults(func=cmd_diff)
     sandbox_image.add_cli(sub)  # curateevo sandbox build|lock

@@ -20,6 +20,7 @@ from evolver.llm import MODES, PROVIDERS
 from evolver.options import Flag, check_option, flag_of, options_of, sentence
 from evolver.proposers.agent_limits import AgentLimits
 from sandbox.executor import Limits
+from trainer.recipe import PROFILE_HELP
 
 BENCHMARKS = tuple(registry.names())   # the registered environments (benchmarks/registry.py)
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
@@ -76,7 +77,7 @@ class RunConfig(BaseModel):
     """sha256 of the corpus bytes at launch; `resume` refuses a corpus that changed."""
     benchmark: Annotated[str, Flag("dev benchmark (default: bfcl-single, or replay for a corpus without an "
                                    "environment)", derived=True, choices=BENCHMARKS)] = registry.DEFAULT
-    """Dev benchmark: bfcl-single (the CPU default), bfcl (multi-turn) or replay (a held-out tenth of the corpus)."""
+    """Dev benchmark: bfcl-single (the CPU default), bfcl (multi-turn) or replay (a held-out dev tenth of the corpus; another tenth is its test part)."""
     split: str = "dev"
     """The split the loop evaluates on; the test split is read only by `curateevo test`."""
     metric: Annotated[str, Flag("P, the dev metric (default: task_success; call_f1 on replay)", derived=True,
@@ -86,7 +87,7 @@ class RunConfig(BaseModel):
     tasks: Annotated[int, Field(ge=1), Flag("dev tasks evaluated per epoch, balanced over the categories")] = 60
     base: Annotated[str, Flag("base model (default: the profile's base model)", derived=True)] = "smollm2-135m"
     """Base model π_base: a registry name, a local model directory or a hub id."""
-    profile: Annotated[str, Flag("recipe budgets", choices=_profiles)] = "cpu-small"
+    profile: Annotated[str, Flag("recipe budgets: " + PROFILE_HELP, choices=_profiles)] = "cpu-small"
     """Recipe budgets (trainer/recipe.py): cpu-small, paper or test; the method never changes."""
     epochs: Annotated[int, Field(ge=1), Flag("epochs, ρ0's included")] = 3
     lam: Annotated[float, Field(alias="lambda", ge=0), Finite, Flag("λ in J = P − λ·C", name="lambda")] = LAMBDA
@@ -119,6 +120,10 @@ class RunConfig(BaseModel):
     on_error: Annotated[str, Flag("an invalid corpus line: abort with file:line, or skip and count it",
                                   name="on-bad-line", choices=("abort", "skip"))] = "abort"
     """Every stage that reads the corpus (curation, the replay benchmark's hold-out, resume, replay) loads it this way."""
+    holdout: Mapping = Field(default_factory=dict)
+    """A corpus without an environment: how its dev and test parts are held out (sandbox.corpus.split,
+    `{"rank": "content", "seed", "share", "test_share"}` and the `dev_ids` / `test_ids` a user chose);
+    {}: a run made before the test part, whose dev tenth is the legacy split (`split_spec`)."""
     tools: Annotated[str, Flag("JSON file of the real tool schemas, for corpus records whose files carry none "
                                "(default: one catalogue per source, built from the calls the corpus makes)",
                                derived=True)] = ""
@@ -232,6 +237,13 @@ class RunConfig(BaseModel):
                 **({"max_prompt_length": self.max_prompt_length} if self.max_prompt_length else {})}
 
     @property
+    def split_spec(self) -> dict:
+        """The corpus split the run's replay benchmark and strategies use (sandbox.corpus.split)."""
+        from sandbox.corpus.split import LEGACY_SPLIT
+
+        return dict(self.holdout) if self.holdout else dict(LEGACY_SPLIT)
+
+    @property
     def acceptance_rule(self) -> str:
         """The acceptance rule in force: `auto` is paired with several seeds, else margin."""
         if self.acceptance != "auto":
@@ -279,9 +291,14 @@ class LaunchOptions(BaseModel):
     directory goes, and how the LLM is reached and limited (resolved into run.json's `llm` mapping
     by `resolve`). The code agent's limits are its own model's (AgentLimits: `agent`)."""
     name: Annotated[str | None, Flag("run directory name (default: run-<time>)")] = None
-    runs_dir: Annotated[str | None, Flag("where run directories go (default: runs/ of the project)")] = None
-    model: Annotated[str | None, Flag("LLM model name, e.g. gpt-4.1-mini, claude-sonnet-4-5, or a local server's "
-                                      "model", group="llm")] = None
+    runs_dir: Annotated[str | None, Flag("where run directories go, and the default corpus's cache (RUNS_DIR/corpora) "
+                                         "(default: runs/ of the project)")] = None
+    dev_ids: Annotated[str | None, Flag("a corpus without an environment: FILE of the record ids to hold out as dev, "
+                                        "one a line (default: a tenth of the records, drawn by their content)")] = None
+    test_ids: Annotated[str | None, Flag("likewise the ids held out for `curateevo test` (default: another tenth)")] = None
+    model: Annotated[str | None, Flag("the LLM that diagnoses and rewrites strategies, e.g. gpt-4.1-mini, "
+                                      "claude-sonnet-4-5, or a local server's model (the model being trained is "
+                                      "--base)", group="llm")] = None
     provider: Annotated[str, Flag("LLM API", choices=PROVIDERS, group="llm")] = "openai"
     base_url: Annotated[str | None, Flag("OpenAI-compatible server (vLLM, llama.cpp, Ollama, hosted)", group="llm")] = None
     api_key_env: Annotated[str | None, Flag("NAME of the variable holding the key (default OPENAI_API_KEY / "

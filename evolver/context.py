@@ -58,9 +58,9 @@ class RunContext:
     @functools.cached_property
     def corpus(self):
         """What the strategy sees: the raw corpus as its environment lets a strategy see it (less the
-        held-out dev tenth when the dev set is the corpus's own: those records never reach the sandbox)."""
+        held-out dev and test parts when they are the corpus's own: those records never reach the sandbox)."""
         return self.env.train_view(load_corpus(list(self.cfg.corpus), on_error=self.cfg.on_error,
-                                               tools=self.cfg.tools or None))
+                                               tools=self.cfg.tools or None), self.cfg.split_spec)
 
     @functools.cached_property
     def executor(self):

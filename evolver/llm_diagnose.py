@@ -399,9 +399,9 @@ def llm_diagnose(trajectories: Sequence[Mapping], llm, cache_dir: Path, *, limit
     model = model_id(llm)
     bar = None
     if progress:
-        from tqdm import tqdm
+        from base.progress import progress_bar
 
-        bar = tqdm(total=len(chosen), desc="diagnosis", unit="trajectory", file=sys.stderr, dynamic_ncols=True)
+        bar = progress_bar(len(chosen), "diagnosis", "trajectory", sys.stderr)
     diagnosed = []
     for t in chosen:
         path = cache_dir / f"{cache_key(t, model)}.json"

@@ -421,5 +421,5 @@ def cmd_report(args) -> int:
 
 def add_cli(sub) -> None:
     p = sub.add_parser("report", help="static HTML + PNG plots of a run")
-    p.add_argument("run")
+    p.add_argument("run", help="the run directory (runs/<name>)")
     p.set_defaults(func=cmd_report)

@@ -12,9 +12,10 @@ from evolver.backends import InFlight, make_backend, read_in_flight
 from evolver.config import (RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values, llm_mapping, merge_options, on_backend,
                             option_values, resolve)
 from base.errors import UserError, positive_int
-from base.files import read_jsonl, sha256_bytes, sha256_file
+from base.files import is_empty_or_missing, read_jsonl, sha256_bytes, sha256_file
 from benchmarks import registry
 from evolver.store import RunStore
+from evolver.launch import check_run_lengths, dev_check, dev_note, read_ids
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
 from sandbox.corpus import corpus_kind, corpus_sha256, load_corpus
 from sandbox.executor import PROJECT_ROOT
@@ -26,14 +27,15 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def default_corpus(benchmark: str, setting: str, seed: int, max_records: int | None = None) -> list[str]:
+def default_corpus(benchmark: str, setting: str, seed: int, max_records: int | None = None,
+                   runs_dir: Path | None = None) -> list[str]:
     """The default raw corpus of a benchmark (train split only; registry.DEFAULT_CORPUS's when the
     benchmark builds none), sized to `max_records` (the profile's SFT budget, so every record ρ0
-    keeps is trained), built once into a cache under runs/."""
+    keeps is trained), built once into a cache under `runs_dir`/corpora (the project's runs/ by default)."""
     environment = registry.get(benchmark)
     if not environment.corpus_settings:
         environment = registry.get(registry.DEFAULT_CORPUS)
-    return [str(environment.default_corpus(RUNS / "corpora", setting, seed, max_records))]
+    return [str(environment.default_corpus(Path(runs_dir or RUNS) / "corpora", setting, seed, max_records))]
 
 
 def read_config_file(path: str) -> dict:
@@ -75,18 +77,34 @@ def create_run(options: dict) -> RunStore:
     if options["llm_records"] and not Path(options["llm_records"]).is_dir():
         raise UserError(f"--llm-records {options['llm_records']}: no such directory (a run's llm/ folder)")
     probe = resolve(options, (), "")   # every value checked before any corpus is read or built
+    held_out_corpus = not registry.get(probe.benchmark).executable   # its dev and test parts are the corpus's own
+    if held_out_corpus and not options["corpus"]:
+        raise UserError(f"--benchmark {probe.benchmark} scores held-out records of your own corpus: give --corpus FILE "
+                        "(a JSON/JSONL file or folder of trajectories, e.g. --corpus examples/corpora/glaive-toolcall-40.json)")
+    chosen = {part: read_ids(options[f"{part}_ids"], f"{part}-ids") for part in ("dev", "test")
+              if options[f"{part}_ids"]}
+    if not is_empty_or_missing(runs_dir / name):   # said before the corpus is read or built (RunStore.create)
+        raise UserError(f"{runs_dir / name} already exists; resume it with `curateevo resume {runs_dir / name}` or "
+                        "choose a new --name")
     if options["corpus"]:   # a user's corpus: read and checked now; without an environment, its own dev tenth
         corpus = [str(Path(p).resolve()) for p in options["corpus"]]
         loaded = load_corpus(corpus, on_error=probe.on_error, tools=probe.tools or None)
         config = resolve(options, tuple(corpus), corpus_sha256(corpus), corpus_kind(loaded.records))
     else:
         corpus = default_corpus(probe.benchmark, "wild", probe.seed,
-                                probe.curation_budget["sft_examples"])
+                                probe.curation_budget["sft_examples"], runs_dir)
         loaded = load_corpus(corpus, tools=probe.tools or None) if probe.tools else None
         config = probe.replace(corpus=tuple(corpus), corpus_sha256=corpus_sha256(corpus))
     if loaded is not None and loaded.tools_file is not None:
         config = config.replace(tools_sha256=loaded.tools_file.sha256)
-    held_out = registry.get(config.benchmark).dev_corpus(config.corpus) is not None   # the corpus's held-out tenth
+    held_out = registry.get(config.benchmark).dev_corpus(config.corpus) is not None   # the corpus's held-out parts
+    if held_out:
+        from sandbox.corpus.split import DEFAULT_SPLIT
+
+        config = config.replace(holdout={**DEFAULT_SPLIT, **{f"{part}_ids": ids for part, ids in chosen.items()}})
+    elif chosen:
+        raise UserError(f"--{next(iter(chosen))}-ids chooses held-out records of a corpus without an environment; "
+                        f"this corpus is evaluated on {config.benchmark}, which brings its own dev and test tasks")
     dev = dev_check(config) if held_out else None   # before any work: the hold-out can be judged
     def fill(folder: Path) -> None:   # written before the run directory takes its name
         if loaded is not None and loaded.skipped_lines:
@@ -94,6 +112,7 @@ def create_run(options: dict) -> RunStore:
         if options["llm_records"]:   # a rerun from another run's record (replay-only: no network call)
             shutil.copytree(options["llm_records"], folder / "llm", ignore=shutil.ignore_patterns("diagnosis-cache"))
 
+    check_run_lengths(config, loaded)
     store = RunStore.create(runs_dir / name, config.to_json(), fill)   # the loop creates the strategy workspace from ρ0
     if loaded is not None:
         corpus_notes(store, loaded)
@@ -118,32 +137,9 @@ def corpus_notes(store: RunStore, corpus) -> None:
         say(f"corpus: {len(corpus.skipped_lines)} of {read} records skipped (--on-bad-line skip; each with its reason "
             f"in {store.root / 'skipped.jsonl'}); every stage that reads the corpus (curation, the dev hold-out, "
             f"resume, replay) skips them too; first: {corpus.skipped_lines[0]}")
-    if corpus.tools_notice:
-        say(f"corpus: {corpus.tools_notice}")
-
-
-def dev_check(config: RunConfig) -> dict:
-    """The replay benchmark's held-out tenth, built as evaluation will build it: UserError now, before
-    any work, when it gives nothing to judge; else what it gives (ReplayBenchmark.dev_size)."""
-    from benchmarks.replay.benchmark import ReplayBenchmark
-
-    return ReplayBenchmark(list(config.corpus), on_error=config.on_error, tools=config.tools or None).dev
-
-
-def dev_note(dev: dict, tasks: int) -> str:
-    """The real dev size, and a warning when it cannot tell strategies apart."""
-    from benchmarks.metrics import resolution_warning
-
-    used = min(tasks, dev["records"])
-    text = (f"dev: the held-out tenth holds {dev['records']} record(s); {dev['records_with_items']} give "
-            f"{dev['items']} step items ({dev['items_with_calls']} with tool calls as gold)")
-    if dev["failed_outcome"] or dev["no_tool_call"]:
-        text += (f"; {dev['failed_outcome']} with a failed outcome and {dev['no_tool_call']} without tool calls "
-                 "give none")
-    if tasks < dev["records"]:
-        text += f"; --tasks {tasks} evaluates {used} of them"
-    warning = resolution_warning(dev["items"])
-    return text + (f"\nwarning: {warning}" if warning else "")
+    for notice in (corpus.quirks_notice, corpus.tools_notice):
+        if notice:
+            say(f"corpus: {notice}")
 
 
 def cmd_run(args) -> int:
@@ -169,7 +165,8 @@ def cmd_run(args) -> int:
     if options["corpus"] and not options["benchmark"]:
         benchmark = run_config(store).benchmark
         say(f"benchmark: {benchmark} (chosen from the corpus: " + (
-            "it has no environment, so P is call_f1 on its held-out tenth, which the strategy never sees)"
+            "it has no environment, so P is call_f1 on its held-out dev tenth, and `curateevo test` scores its held-out "
+            "test tenth; the strategy sees neither)"
             if not registry.get(benchmark).executable else
             "every record names this environment; --benchmark chooses another)"))
     cfg = run_config(store)
@@ -339,7 +336,17 @@ def cmd_test(args) -> int:
     cfg, epoch = run_config(store), final[-1]["epoch"]
     seed = cfg.seeds[0]
     adapter, memory = chosen(store, final[-1], seed)
+    corpus = registry.get(cfg.benchmark).dev_corpus(cfg.corpus)   # a replay run: the test part of its own corpus
+    if corpus is not None:
+        if not cfg.holdout:
+            raise UserError(f"{args.run} was started before a user corpus got a test part (its run.json has no "
+                            "holdout): its records outside the dev tenth were all curated; start a new run to test")
+        if corpus_sha256(list(corpus)) != cfg.corpus_sha256:
+            raise UserError(f"the corpus of {args.run} changed since the run started; its test part cannot be "
+                            "rebuilt; nothing was run")
     doc = evaluate_to_dir(cfg.benchmark, "test", partial, tasks=args.tasks, metric=cfg.metric, allow_test=True,
+                          corpus=corpus, corpus_on_error=cfg.on_error, corpus_tools=cfg.tools or None,
+                          corpus_split=cfg.split_spec,
                           memory=str(memory) if memory.stat().st_size and "no-memory" not in cfg.ablations else None,
                           policy_options={"base": cfg.base, "adapter": adapter, "max_new_tokens": cfg.max_new_tokens},
                           seed=seed, progress=True, batch_size=cfg.batch_size, steps=cfg.eval_steps)
@@ -385,7 +392,7 @@ def add_cli(sub) -> None:
                              ("test", cmd_test, "the final strategy on the test split, once"),
                              ("status", cmd_status, "where a run stands"), ("log", cmd_log, "the epoch table of a run")):
         p = sub.add_parser(name, help=text)
-        p.add_argument("run")
+        p.add_argument("run", help="the run directory (runs/<name>, or under the run's --runs-dir)")
         if name == "resume":
             for o in RESUME_OPTIONS:
                 p.add_argument(f"--{o.name}", dest=o.dest, type=o.type, nargs=o.nargs, choices=o.allowed(), help=o.help)

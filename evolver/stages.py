@@ -74,7 +74,7 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
                       metric=cfg.metric, batch_size=cfg.batch_size, threads=get_profile(cfg.profile).threads,
                       max_new_tokens=cfg.max_new_tokens,
                       corpus=registry.get(cfg.benchmark).dev_corpus(cfg.corpus), corpus_on_error=cfg.on_error,
-                      corpus_tools=cfg.tools or None, **sampling, progress=True, gold=samples == 1)
+                      corpus_tools=cfg.tools or None, corpus_split=cfg.split_spec, **sampling, progress=True, gold=samples == 1)
     gold = doc.get("gold_log_likelihood")   # beside P, never in a strategy's inputs
     m = doc["metrics"]
     dev = {"tasks": len(doc["tasks"]), "episodes": m.get("episodes", 0), "step_items": m.get("step_items", 0),

@@ -22,6 +22,7 @@ from sandbox.executor import Executor
 from sandbox.workspace import strategy_files
 
 COMPARED = (*ARTIFACT_FILES, "manifest.json")
+TEMP_PREFIX = "curateevo-replay-"   # the folder a replay without --out writes into
 
 
 @dataclass
@@ -143,12 +144,18 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
     corpus = load_corpus(paths, on_error="skip" if manifest["corpus"]["skipped_lines"] else "abort", tools=tools)
     if manifest["corpus"].get("holdout"):   # the strategy saw the nine tenths outside the dev hold-out
         corpus = train_part(corpus, **manifest["corpus"]["holdout"])
-    if out_dir is None:
-        out_dir = Path(tempfile.mkdtemp(prefix="curateevo-replay-")) / "out"
-    execute(files, corpus, Path(out_dir), seed=manifest["seed"], executor=executor,
-            hash_seed=manifest["hash_seed"], commit=manifest["strategy"]["commit"], n_ref=manifest["n_ref"],
-            llm=llm if manifest.get("llm_record_sha256") else None,   # as the recorded execution was served
-            budget=manifest.get("budget"))
+    temporary = out_dir is None
+    if temporary:
+        out_dir = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX)) / "out"
+    try:
+        execute(files, corpus, Path(out_dir), seed=manifest["seed"], executor=executor,
+                hash_seed=manifest["hash_seed"], commit=manifest["strategy"]["commit"], n_ref=manifest["n_ref"],
+                llm=llm if manifest.get("llm_record_sha256") else None,   # as the recorded execution was served
+                budget=manifest.get("budget"))
+    except BaseException:   # a replay that could not run leaves no temporary folder behind
+        if temporary:
+            shutil.rmtree(Path(out_dir).parent, ignore_errors=True)
+        raise
     differences = {}
     for name in COMPARED:
         replayed = (Path(out_dir) / name).read_bytes()
@@ -161,5 +168,7 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
 
 
 def discard(report: ReplayReport) -> None:
-    """Remove a replay's output (the CLI keeps it only when it differs)."""
-    shutil.rmtree(report.out_dir, ignore_errors=True)
+    """Remove a replay's output (the CLI keeps it only when it differs), and the temporary folder
+    `replay` made for it."""
+    out = Path(report.out_dir)
+    shutil.rmtree(out.parent if out.parent.name.startswith(TEMP_PREFIX) else out, ignore_errors=True)

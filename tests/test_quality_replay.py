@@ -11,7 +11,8 @@ from base.errors import UserError
 from benchmarks.quality import calibration
 from benchmarks.quality import rows as rows_mod
 from evolver.cli import main
-from sandbox.corpus import corpus_sha256, load_corpus, split_ids, write_corpus
+from sandbox.corpus import corpus_sha256, load_corpus, write_corpus
+from sandbox.corpus.split import partition
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "external"
 GLAIVE = EXTERNAL / "llamafactory-glaive_toolcall_en_demo.json"   # LLaMA-Factory's ShareGPT tool-call demo
@@ -29,7 +30,7 @@ def test_calibration_on_a_users_corpus_compares_it_with_its_poisoned_copy_on_its
     captured = capsys.readouterr()
     assert "no record carries a success outcome" in captured.err
     records = load_corpus([str(GLAIVE)]).records
-    train_ids, dev_ids = split_ids(records)
+    train_ids, dev_ids, test_ids = partition(records)   # the loop's parts: the test part is curated by no row either
     (train_dir,) = (cache / "corpora").glob("replay-*")
     assert sorted(r["id"] for r in load_corpus([str(train_dir / "corpus.jsonl")]).records) == sorted(train_ids)
     doc = json.loads((cache / "report-dev" / "quality.json").read_text())
@@ -40,10 +41,11 @@ def test_calibration_on_a_users_corpus_compares_it_with_its_poisoned_copy_on_its
     scored = {tuple(sorted(c["scores"])) for c in cells}
     assert len(cells) == 3 and all(c["metric"] == "call_f1" for c in cells) and len(scored) == 1
     (scored,) = scored
-    assert set(scored) < set(dev_ids) and doc["tasks"] == len(scored) == 10
+    # the dev part is drawn from records that call tools first: every one of them is scored
+    assert set(scored) == set(dev_ids) and doc["tasks"] == len(scored) >= 20
     for artifacts in (cache / "curations").iterdir():   # the held-out tenth never reached a strategy
         text = "".join(p.read_text() for p in artifacts.glob("*.jsonl"))
-        assert not [i for i in dev_ids if f'"{i}"' in text]
+        assert not [i for i in dev_ids + test_ids if f'"{i}"' in text]
     (path,) = (cache / "calibrations").iterdir()
     cal = json.loads(path.read_text())
     assert cal["must_differ"] == ["rho0-wild", "poisoned"] and cal["setting"]["corpus_sha256"] == corpus_sha256([str(GLAIVE)])

@@ -120,18 +120,19 @@ def test_replay_of_a_folder_corpus_hashes_the_folder_as_recorded(tmp_path, capsy
 
 
 def test_a_hold_out_that_gives_nothing_to_judge_is_refused_before_any_work(tmp_path, capsys):
-    # five tau-bench trajectories: the one held out by its id hash recorded reward 0
+    # five tau-bench trajectories, every one with reward 0: no held-out record can be judged
     assert cli.main(run_args(tmp_path, "tau", [TAU])) == 2
     err = capsys.readouterr().err
-    assert ("the held-out tenth (1 record(s): tau-bench-gpt-4o-airline.sample.json[2]) gives none to judge: "
+    assert ("the held-out dev part (1 record(s): tau-bench-gpt-4o-airline.sample.json[0]) gives none to judge: "
             "1 recorded a failed outcome") in err and err.count("\n") == 1
+    assert "only 0 record(s) of the corpus call tools without a failed outcome" in err
     assert not (tmp_path / "tau").exists()
 
 
 def test_run_says_the_real_dev_size_and_warns_when_it_cannot_tell_strategies_apart(tmp_path, capsys):
-    created(tmp_path, "swe", [SWE_AGENT])
+    created(tmp_path, "swe", [SWE_AGENT], "--max-length", "4096")   # the curated demo is longer than the profile's
     err = capsys.readouterr().err
-    assert "dev: the held-out tenth holds 1 record(s); 1 give 4 step items (4 with tool calls as gold)" in err
+    assert "dev: the held-out dev part holds 1 record(s); 1 give 4 step items (4 with tool calls as gold)" in err
     assert "warning: the dev set holds 4 step items: P moves in steps of 0.250" in err
     assert "--tasks 60" not in err                                   # --tasks asks for more than there are
 
@@ -143,7 +144,7 @@ def test_a_c_only_acceptance_is_labelled_as_such(tmp_path):
     note = c_only(0.5, 0.2, {"P": 0.5, "C": 0.25})
     assert note.startswith("P is unchanged (0.5000): accepted on a lower C alone (0.2500 → 0.2000)")
     assert c_only(0.6, 0.2, {"P": 0.5, "C": 0.25}) is None and c_only(0.5, 0.3, {"P": 0.5, "C": 0.25}) is None
-    store = created(tmp_path, "swe", [SWE_AGENT])
+    store = created(tmp_path, "swe", [SWE_AGENT], "--max-length", "4096")
     for epoch, decision in ((0, {"P": 0.5, "C": 0.25, "J": 0.425, "accepted": True}),
                             (1, {"P": 0.5, "C": 0.2, "J": 0.44, "accepted": True, "c_only": True,
                                  "dev": {"tasks": 1, "episodes": 0, "step_items": 4}})):
@@ -158,14 +159,16 @@ def test_a_c_only_acceptance_is_labelled_as_such(tmp_path):
 # ---------------------------------------------------------------- 2: length limits, before training
 
 
-def test_a_run_that_would_train_on_nothing_refuses_before_training_and_says_the_limits(tmp_path, capsys):
+def test_a_run_that_would_train_on_nothing_refuses_before_any_work_and_says_the_limits(tmp_path, capsys):
     # tau-bench's airline policy and its 14 tools do not fit the test profile's 1,024 / 1,536 tokens
-    assert cli.main(run_args(tmp_path, "tau", [TAU], "--benchmark", "bfcl-single", "--tasks", "2")) == 1
-    err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith("curateevo: failed: nothing would be trained: SFT 5: 5 cut, 5 dropped at max_length 1024; "
-                          "RL 48: 0 shortened, 48 dropped at max_prompt_length 1536; --max-length ")
-    assert "keeps every SFT record whole" in err and "--max-prompt-length " in err
-    assert not list((tmp_path / "tau").glob("epochs/0/train-s0/adapter"))
+    assert cli.main(run_args(tmp_path, "tau", [TAU], "--benchmark", "bfcl-single", "--tasks", "2")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "curateevo: error: nothing would be trained: ρ0 keeps every record whole and, at profile test's limits, "
+        "SFT 5: 5 cut, 5 dropped at max_length 1024; RL 48: 0 shortened, 48 dropped at max_prompt_length 1536; "
+        "a run with --max-length ")
+    assert "keeps every SFT record whole" in err[0] and "--max-prompt-length " in err[0]
+    assert not (tmp_path / "tau").exists()
 
 
 def test_the_log_shows_what_training_used_not_what_was_curated(tmp_path, capsys):
@@ -237,7 +240,8 @@ def test_curate_and_run_say_how_the_tool_lists_were_made(tmp_path, capsys):
     assert cli.main(["replay", str(tmp_path / "b"), "--sandbox", "process"]) == 0   # the schemas come back too
     tools = tmp_path / "airline-tools.json"
     tools.write_bytes(TAU_TOOLS.read_bytes())
-    store = created(tmp_path, "tau", [TAU], "--tools", str(tools), "--benchmark", "bfcl-single")
+    store = created(tmp_path, "tau", [TAU], "--tools", str(tools), "--benchmark", "bfcl-single",
+                    "--max-length", "10752")   # what the length refusal names: the test profile's limit fits no record
     config = json.loads((store.root / "run.json").read_text())
     assert config["tools"] == str(tools.resolve()) and len(config["tools_sha256"]) == 64
     tools.write_text(TAU_TOOLS.read_text().replace("Get the details of an user", "Get a user"))

@@ -76,9 +76,10 @@ def test_benchmark_tasks_step_items_and_judge(tmp_path):
     assert bench.name == "replay" and bench.executable is False
     dev = bench.tasks("dev")
     assert [t.id for t in dev] == bench.dev_ids and len(dev) == 2
-    assert len(bench.tasks("train")) == 18 and [r["id"] for r in bench.train_records()] == bench.train_ids
-    with pytest.raises(UserError, match="no test split"):
-        bench.tasks("test")
+    assert len(bench.tasks("train")) == 16 and [r["id"] for r in bench.train_records()] == bench.train_ids
+    assert len(bench.test_ids) == 2 and not set(bench.test_ids) & set(bench.dev_ids)
+    with pytest.raises(UserError, match="read by `curateevo test` only"):
+        bench.tasks("test")   # the loop never reads the test part
     task = next(t for t in dev if t.id != "r000")   # r000 failed: it gives no step items
     items = bench.step_items(task)
     assert [i.gold for i in items] == [
@@ -96,7 +97,7 @@ def test_benchmark_tasks_step_items_and_judge(tmp_path):
 def test_failed_records_give_no_step_items_unless_asked(tmp_path):
     records = [_record(i, outcome={"success": False, "reward": 0.0}) for i in range(10)]
     path = _write(tmp_path / "c.jsonl", records)
-    with pytest.raises(UserError, match=r"held-out tenth \(1 record\(s\): r00\d\) gives none to judge: 1 recorded a "
+    with pytest.raises(UserError, match=r"held-out dev part \(1 record\(s\): r00\d\) gives none to judge: 1 recorded a "
                                         r"failed outcome"):
         get_benchmark("replay", corpus=str(path))   # a hold-out of failures only gives nothing to score
     bench = get_benchmark("replay", corpus=str(path), include_failed=True)
@@ -106,7 +107,7 @@ def test_failed_records_give_no_step_items_unless_asked(tmp_path):
 
 def test_sample_corpus_loads_and_splits(sample_corpus):
     bench = get_benchmark("replay", corpus=str(sample_corpus))
-    assert len(bench.dev_ids) >= 4 and len(bench.train_ids) + len(bench.dev_ids) == 45
+    assert len(bench.dev_ids) >= 4 and len(bench.train_ids) + len(bench.dev_ids) + len(bench.test_ids) == 45
     items = [i for t in bench.tasks("dev") for i in bench.step_items(t)]
     assert items and all(bench.judge_step(i, i.gold) for i in items)
 
@@ -128,5 +129,5 @@ def test_a_reply_without_a_call_is_wrong_where_the_recorded_step_calls_a_tool():
 def test_a_corpus_whose_actions_are_text_only_is_refused_not_scored_perfect():
     # FireAct's ReAct text ("Action: search[...]"): no step is a tool call, so a model that
     # never calls would score P = 1.0.
-    with pytest.raises(UserError, match=r"held-out tenth \(20 record\(s\): .*gives none to judge: 20 make no tool call.*use a corpus with tool calls"):
+    with pytest.raises(UserError, match=r"held-out dev part \(20 record\(s\): .*gives none to judge: 20 make no tool call.*use a corpus with tool calls"):
         get_benchmark("replay", corpus=str(EXTERNAL / "fireact-hotpotqa-gpt_format.jsonl"))

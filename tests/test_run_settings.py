@@ -101,13 +101,14 @@ def test_run_json_of_earlier_runs_reads_back_and_round_trips():
     config = RunConfig.from_json(json.loads(text))
     written = config.to_json()
     assert {k: written.pop(k) for k in BACKEND_DEFAULTS} == BACKEND_DEFAULTS
+    assert written.pop("holdout") == {}   # made before the test part: the legacy dev tenth (RunConfig.split_spec)
     assert json_text(written) == text and RunConfig.from_json(config.to_json()) == config
     # an older one, from before max_prompt_length and --tools: its settings as written, the new ones at their defaults
     doc = json.loads((FIXTURES / "default-1125.json").read_text())
     again = RunConfig.from_json(doc).to_json()
     assert {k: again[k] for k in doc} == doc
     assert {k: v for k, v in again.items() if k not in doc} == {"max_prompt_length": 0, "tools": "", "tools_sha256": "",
-                                                                 **BACKEND_DEFAULTS}
+                                                                 "holdout": {}, **BACKEND_DEFAULTS}
     assert RunConfig.from_json(doc).margin == 0.0478 and RunConfig.from_json(doc).seeds == (0,)
 
 
@@ -129,6 +130,7 @@ SET_BY_THE_RUN = {
     "corpus_sha256": "the corpus's bytes at launch",
     "tools_sha256": "the --tools file's bytes at launch",
     "split": "nothing: the loop evaluates on dev, never on test",
+    "holdout": "a corpus without an environment: its dev and test parts (--dev-ids, --test-ids; sandbox.corpus.split)",
     "eval_steps": "--benchmark and --metric (single-turn tasks skip the step pass unless P is step_accuracy)",
     "llm": "--model and the LLM options of LaunchOptions",
     "agent": "the --agent-* options, AgentLimits' fields",

@@ -7,7 +7,8 @@ import pytest
 
 from evolver import cli
 from evolver.store import RunStore
-from sandbox.corpus import load_corpus, split_ids
+from sandbox.corpus import load_corpus
+from sandbox.corpus.split import DEFAULT_SPLIT, partition
 from sandbox.exchange import from_file
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "external"
@@ -25,11 +26,14 @@ def test_a_corpus_without_environment_runs_on_its_held_out_tenth(tmp_path, capsy
     config = json.loads((root / "run.json").read_text())
     assert config["benchmark"] == "replay" and config["metric"] == "call_f1" and config["base"] == "tiny-random"
     records = load_corpus([str(GLAIVE)]).records
-    train_ids, dev_ids = split_ids(records)
-    assert len(dev_ids) == 20 and len(train_ids) == 180
+    train_ids, dev_ids, test_ids = partition(records, config["holdout"])
+    # a tenth each (a group of copies of one task stays whole, so a part may pass its tenth by one)
+    assert config["holdout"] == DEFAULT_SPLIT and 20 <= len(dev_ids) <= 22 and 20 <= len(test_ids) <= 22
+    assert len(train_ids) + len(dev_ids) + len(test_ids) == 200
+    dev_ids = dev_ids + test_ids   # neither held-out part reaches a strategy
     for artifacts in sorted(root.glob("epochs/*/artifacts")):
         manifest = json.loads((artifacts / "manifest.json").read_text())
-        assert manifest["corpus"]["records"] == 180 and manifest["corpus"]["holdout"] == {"seed": 0, "share": 0.1}
+        assert manifest["corpus"]["records"] == len(train_ids) and manifest["corpus"]["holdout"] == DEFAULT_SPLIT
         rows = [from_file(kind, json.loads(line)) for kind in ("sft", "rl", "memory")
                 for line in (artifacts / f"{kind}.jsonl").read_text().splitlines()]
         origins = {o for r in rows for o in r["meta"].get("origin", [])}
@@ -98,13 +102,14 @@ def test_a_stage_that_fails_is_journaled_and_shown(tmp_path, capsys, sample_corp
     assert "failed: epoch 0 · train-s0: OSError: disk full" in capsys.readouterr().out
 
 
-def test_a_run_where_nothing_fits_max_length_fails_before_training(tmp_path, capsys, sample_corpus):
+def test_a_run_where_nothing_fits_max_length_is_refused_before_its_directory_exists(tmp_path, capsys, sample_corpus):
     assert cli.main(["run", "--corpus", str(sample_corpus), "--benchmark", "bfcl-single", "--profile", "test",
                      "--sandbox", "process", "--ablate", "no-rl", "--max-length", "8", "--runs-dir", str(tmp_path),
-                     "--name", "short"]) == 1
-    err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith("curateevo: failed: nothing would be trained: SFT 45: ") and "--max-length" in err
-    assert not (tmp_path / "short" / "epochs" / "0" / "train-s0" / "adapter").exists()
+                     "--name", "short"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("curateevo: error: nothing would be trained: ρ0 keeps every record whole")
+    assert "SFT 45: " in err[0] and "a run with --max-length " in err[0]
+    assert not (tmp_path / "short").exists()   # no run for `status` to send to `resume`
 
 
 def _stopped_run(tmp_path) -> Path:

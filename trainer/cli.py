@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from base.errors import UserError, positive_seconds
-from trainer.recipe import PROFILES, Profile
+from trainer.recipe import PROFILE_HELP, PROFILES, Profile
 from trainer.tracking import DEFAULT_REPORT_TO, REPORT_TO
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -81,7 +81,8 @@ def add_cli(subparsers) -> None:
     p.add_argument("--rl", type=Path, help="RL records (JSONL)")
     p.add_argument("--base", help="smollm2-135m, tiny-random, a local model directory or a Hugging Face id "
                                    "(default: the profile's)")
-    p.add_argument("--profile", default="cpu-small", choices=list(PROFILES), help="budgets (default: cpu-small)")
+    p.add_argument("--profile", default="cpu-small", choices=list(PROFILES),
+                   help=f"budgets: {PROFILE_HELP} (default: cpu-small)")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/train-<time>)")
     p.add_argument("--seed", type=int, default=0, help="training seed (data order, LoRA init, GRPO sampling)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",

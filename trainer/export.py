@@ -190,9 +190,12 @@ def cmd_export(args) -> int:
 def add_cli(subparsers) -> None:
     """Register `export` on the `curateevo` parser."""
     p = subparsers.add_parser("export", help="curated SFT/RL data + rewards in a distributed RL engine's format (verl)")
-    p.add_argument("engine", choices=ENGINES)
+    p.add_argument("engine", choices=ENGINES, help="the training framework the export is for")
     p.add_argument("artifacts", type=Path, help="a curation output (`curateevo curate` or RUN/epochs/N/artifacts)")
     p.add_argument("--out", type=Path, required=True, help="output directory, new or empty")
-    p.add_argument("--profile", default="paper", help="budgets written into launch.sh (default: paper)")
+    from trainer.recipe import PROFILE_HELP, PROFILES
+
+    p.add_argument("--profile", default="paper", choices=list(PROFILES),
+                   help=f"budgets written into launch.sh: {PROFILE_HELP} (default: paper)")
     p.add_argument("--gpus", type=int, default=8, help="GPUs per node in launch.sh (default 8)")
     p.set_defaults(func=cmd_export)

@@ -47,11 +47,10 @@ class ConsoleProgress(TrainerCallback):
         self.bar = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        from tqdm import tqdm
+        from base.progress import progress_bar
 
         if state.is_world_process_zero:
-            self.bar = tqdm(total=state.max_steps, desc=self.stage.upper(), unit="step", file=self.stream,
-                            dynamic_ncols=True)
+            self.bar = progress_bar(state.max_steps, self.stage.upper(), "step", self.stream)
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.bar is not None:

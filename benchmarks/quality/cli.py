@@ -250,7 +250,10 @@ def add_cli(sub) -> None:
     p.add_argument("--seeds", type=positive_int, default=2, help="training seeds per row (default 2)")
     p.add_argument("--tasks", type=positive_int, help="tasks of the split, balanced over its categories (default 120 test, 60 dev)")
     p.add_argument("--split", choices=["test", "dev", "tune"], help="test (default), dev (default with --spread) or tune (bfcl-single's tuning slice: train tasks outside the default corpus, for choosing a profile's learning rates)")
-    p.add_argument("--profile", default="cpu-small", help="recipe profile (trainer/recipe.py; default cpu-small)")
+    from trainer.recipe import PROFILE_HELP, PROFILES
+
+    p.add_argument("--profile", default="cpu-small", choices=list(PROFILES),
+                   help=f"recipe profile: {PROFILE_HELP} (default cpu-small)")
     p.add_argument("--base", help="base model (default: the profile's)")
     p.add_argument("--budget", nargs="+", default=[], metavar="KEY=VALUE",
                    help="override single profile budgets (e.g. sft_max_steps=2); part of the cache key")

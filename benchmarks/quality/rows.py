@@ -32,12 +32,14 @@ def default_corpus_dir(benchmark: str, setting: str, seed: int = 0, max_records:
 
 
 def replay_train_dir(corpus: tuple[str, ...], tools: str | None, cache: Path) -> Path:
-    """A user's corpus as the loop's strategies see it with the replay benchmark: its nine tenths
-    that are not held out (the held-out tenth is the tasks and never reaches a strategy), written
-    once under the cache by the corpus's hash, as the rows' wild corpus."""
+    """A user's corpus as the loop's strategies see it with the replay benchmark: its train part
+    (the held-out dev part is the tasks and, with the test part, never reaches a strategy), written
+    once under the cache by the corpus's hash and the split, as the rows' wild corpus."""
     from sandbox.corpus.split import train_part
 
-    out = Path(cache) / "corpora" / f"replay-{corpus_sha256(list(corpus))[:16]}"
+    # "-dt": the content-ranked dev + test split (sandbox.corpus.split.DEFAULT_SPLIT); a cache made under the
+    # earlier dev-only split has another name and is not taken for it
+    out = Path(cache) / "corpora" / f"replay-{corpus_sha256(list(corpus))[:16]}-dt"
     if not (out / "corpus.jsonl").is_file():
         train = train_part(load_corpus(list(corpus), tools=tools))
         out.mkdir(parents=True, exist_ok=True)

@@ -1,11 +1,12 @@
 """The trajectory-replay dev benchmark, for user corpora that come without an environment (paper §5.1).
 
-`get_benchmark("replay", corpus=PATH)` loads a raw corpus (any format `sandbox.corpus.load_corpus`
-reads) and holds out a tenth of it with `sandbox.corpus.split.split_ids` (by id hash, copies of
-one task kept on one side; the loop's dev hold-out is the same function).
+`get_benchmark("replay", corpus=PATH, split=SPEC)` loads a raw corpus (any format
+`sandbox.corpus.load_corpus` reads) and holds out a dev tenth and a test tenth of it with
+`sandbox.corpus.split.partition` (by the records' content, copies of one task kept on one side, or
+the ids the user chose; the loop's train part is the same function).
 
-`train_ids` is the 90% a loop may curate; `dev_ids` the held-out 10%, which `tasks("dev")` hands
-out (sorted by id). A task has no environment: its step items alone are scored. Each
+`train_ids` is what a loop may curate; `dev_ids` the held-out dev part, which `tasks("dev")` hands
+out (sorted by id); `test_ids` the test part, which only `curateevo test` reads (`allow_test`). A task has no environment: its step items alone are scored. Each
 assistant message of a held-out record is a `StepItem` — the recorded prefix before it, and as
 gold its tool calls (or `[]` for a reply without calls). Records whose outcome says they failed
 (`outcome.success is false`) give no step items by default (their actions are not ones to copy).
@@ -32,7 +33,7 @@ from benchmarks.replay import scoring as replay_scoring
 from benchmarks.base import SPLITS, StepItem, Task, Verdict
 from benchmarks.replay.scoring import normalize_arguments, same_calls
 from base.errors import UserError
-from sandbox.corpus.split import DEFAULT_SEED, DEFAULT_SHARE, group_key, split_ids
+from sandbox.corpus.split import DEFAULT_SHARE, group_key, judgeable, partition, split_ids
 
 NAME = "replay"
 DEFAULT_HOLDOUT = DEFAULT_SHARE
@@ -67,9 +68,8 @@ class ReplayBenchmark:
     executable = False  # no Episode: only the step items can be scored
     metric = "call_f1"  # P on this benchmark (benchmarks/replay/scoring.py)
 
-    def __init__(self, corpus, seed: int = DEFAULT_SEED, holdout: float = DEFAULT_HOLDOUT, fmt: str = "auto",
-                 include_failed: bool = False, allow_test: bool = False, on_error: str = "abort",
-                 tools=None):
+    def __init__(self, corpus, split=None, fmt: str = "auto", include_failed: bool = False, allow_test: bool = False,
+                 on_error: str = "abort", tools=None):
         from sandbox.corpus import load_corpus
 
         if corpus is None:
@@ -78,20 +78,24 @@ class ReplayBenchmark:
         loaded = load_corpus(corpus, fmt, on_error=on_error, tools=tools)
         self.corpus_sha256 = loaded.sha256
         self.on_error, self.skipped_lines = on_error, len(loaded.skipped_lines)
-        self.seed, self.holdout, self.include_failed = seed, holdout, include_failed
+        self.split, self.include_failed, self.allow_test = split, include_failed, allow_test
         self.records = {r["id"]: r for r in loaded.records}
-        self.train_ids, self.dev_ids = split_ids(loaded.records, seed, holdout)
+        self.train_ids, self.dev_ids, self.test_ids = partition(loaded.records, split)
         self.dev = self.dev_size()
         if self.dev_ids and not self.dev["items"]:
             raise UserError(f"{_shown(corpus)}: {self.dev['why_none']}")
+        self.test = self.dev_size("test") if self.test_ids else None
+        if self.test is not None and not self.test["items"]:   # said at launch, not after the run
+            raise UserError(f"{_shown(corpus)}: {self.test['why_none']}")
 
-    def dev_size(self) -> dict:
-        """What the held-out tenth gives to judge: records, those giving step items, step items
-        (with tool calls as gold), and why the others give none."""
-        no_call = [i for i in self.dev_ids if not _calls_tools(self.records[i])]
-        failed = [i for i in self.dev_ids if i not in no_call and not self.include_failed
+    def dev_size(self, part: str = "dev") -> dict:
+        """What the held-out dev (or test) part gives to judge: records, those giving step items,
+        step items (with tool calls as gold), and why the others give none."""
+        held_ids = self.test_ids if part == "test" else self.dev_ids
+        no_call = [i for i in held_ids if not _calls_tools(self.records[i])]
+        failed = [i for i in held_ids if i not in no_call and not self.include_failed
                   and (self.records[i].get("outcome") or {}).get("success") is False]
-        counted = [i for i in self.dev_ids if i not in no_call and i not in failed]
+        counted = [i for i in held_ids if i not in no_call and i not in failed]
         items = [it for i in counted for it in self.step_items(self._task(self.records[i]))]
         why = []
         if failed:
@@ -99,20 +103,30 @@ class ReplayBenchmark:
         if no_call:
             why.append(f"{len(no_call)} make no tool call (replies alone, or actions written as text such as "
                        "ReAct 'Action: x[...]' lines, cannot be judged)")
-        held = ", ".join(self.dev_ids[:3]) + (" …" if len(self.dev_ids) > 3 else "")
-        fix = ("use a larger corpus, or one with more successful tool-calling records (which records are held "
-               "out depends on their ids only)" if any(map(_calls_tools, self.records.values()))
-               else "no record of the corpus makes a tool call: use a corpus with tool calls")
-        return {"records": len(self.dev_ids), "records_with_items": len(counted), "items": len(items),
+        held = ", ".join(held_ids[:3]) + (" …" if len(held_ids) > 3 else "")
+        good = [i for i in self.records if judgeable(self.records[i]) or (self.include_failed and
+                                                                        _calls_tools(self.records[i]))]
+        parts = 2 if self.test_ids or part == "test" else 1   # the held-out parts that each need one
+        if len(good) >= parts and len(self.records) > parts:   # the user's choice held out others
+            fix = (f"choose the held-out records yourself, one id a line: e.g. `run --dev-ids FILE` with {good[0]!r}"
+                   + (f" and `--test-ids FILE` with {good[1]!r}" if parts == 2 else "") + " (records that call tools"
+                   + ("" if self.include_failed else " and did not fail") + ")")
+        elif any(map(_calls_tools, self.records.values())):
+            fix = (f"only {len(good)} record(s) of the corpus call tools" + ("" if self.include_failed else
+                   " without a failed outcome") + f", and the held-out part{'s need one each' if parts == 2 else ' needs one'} "
+                   "besides what is curated: use a larger corpus, or one with more such records")
+        else:
+            fix = "no record of the corpus makes a tool call: use a corpus with tool calls"
+        return {"records": len(held_ids), "records_with_items": len(counted), "items": len(items),
                 "items_with_calls": sum(1 for it in items if it.gold), "failed_outcome": len(failed),
                 "no_tool_call": len(no_call),
-                "why_none": (f"the replay benchmark judges recorded tool calls, and the held-out tenth "
-                             f"({len(self.dev_ids)} record(s): {held}) gives none to judge: " + "; ".join(why) +
+                "why_none": (f"the replay benchmark judges recorded tool calls, and the held-out {part} part "
+                             f"({len(held_ids)} record(s): {held}) gives none to judge: " + "; ".join(why) +
                              f"; {fix}")}
 
     def describe(self) -> dict:
-        return {"benchmark": self.name, "corpus_sha256": self.corpus_sha256, "seed": self.seed,
-                "holdout": self.holdout, "train": len(self.train_ids), "dev": len(self.dev_ids),
+        return {"benchmark": self.name, "corpus_sha256": self.corpus_sha256, "split": self.split or "default",
+                "train": len(self.train_ids), "dev": len(self.dev_ids), "test": len(self.test_ids),
                 "dev_items": self.dev["items"], "include_failed": self.include_failed,
                 **({"on_error": "skip", "skipped_lines": self.skipped_lines} if self.on_error == "skip" else {})}
 
@@ -132,9 +146,12 @@ class ReplayBenchmark:
     def tasks(self, split: str, limit: int | None = None, categories=None) -> list[Task]:
         if split not in SPLITS:
             raise UserError(f"unknown split {split!r} (expected one of {', '.join(SPLITS)})")
-        if split == "test":
-            raise UserError("the replay benchmark has no test split (it holds out 10% of the corpus as dev)")
-        ids = self.dev_ids if split == "dev" else self.train_ids
+        if split == "test" and not self.allow_test:
+            raise UserError("the replay benchmark's test part is read by `curateevo test` only")
+        if split == "test" and not self.test_ids:
+            raise UserError("this corpus split holds no test part (a run started before user corpora had one, "
+                            "or a corpus under three records); its dev part is what it was judged on")
+        ids = {"dev": self.dev_ids, "test": self.test_ids}.get(split, self.train_ids)
         tasks = [self._task(self.records[i]) for i in ids]
         if categories:
             wanted = set(categories)

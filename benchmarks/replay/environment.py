@@ -53,11 +53,12 @@ class ReplayEnvironment:
     def checker_rules(self) -> tuple:
         return ()
 
-    def train_view(self, corpus: Any) -> Any:
-        """The nine tenths the strategy may see: the held-out tenth is the dev set."""
+    def train_view(self, corpus: Any, split: Mapping | None = None) -> Any:
+        """The train part the strategy may see: the held-out dev and test parts never reach it
+        (`split`: the run's recorded spec, sandbox.corpus.split)."""
         from sandbox.corpus import train_part
 
-        return train_part(corpus)
+        return train_part(corpus, split)
 
     def dev_corpus(self, paths: Sequence[str]) -> list[str] | None:
         return list(paths)

@@ -8,6 +8,8 @@ Read as ADP's own reference converter (`agents/openhands/std_to_sft.py`) reads i
 - a text observation right after an action answers that action's call whatever its `source`
   (ADP labels many such results `source: "user"`); an observation with a `tool_call_id` answers
   that call; other environment text answers the oldest unanswered call, or reads as user input;
+- the outcome a dataset publishes at the top level or in `details` (`resolved`, `success`, `target`,
+  a `reward` in [0, 1]) is the record's outcome (`common.published_outcome`);
 - ADP ids are unique within a dataset only, so a record's id is qualified by the file it comes
   from (`<file stem>/<id>`), and a repeat inside one file gets `#<position>` appended.
 """
@@ -16,8 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from sandbox.corpus.common import (TOOLS_SOURCE, BadRecord, ToolSynth, first_user_text, json_type, record_id,
-                                   tools_from, unanswered_outcome)
+from sandbox.corpus.common import (TOOLS_SOURCE, BadRecord, ToolSynth, first_user_text, json_type,
+                                   published_outcome, record_id, tools_from, unanswered_outcome)
 from sandbox.schemas import canonical_json
 
 _ADP_KEYS = frozenset(("id", "content", "details", "schema_version", "available_apis",
@@ -186,5 +188,5 @@ def convert_adp(obj: dict, default_id: str, scope: str = "") -> dict:
         meta[TOOLS_SOURCE] = "calls"   # sandbox.corpus.catalogue: one catalogue per source after loading
     return {"id": rid, "source": source, "task": first_user_text(messages),
             "tools": given or synth.tools(), "messages": messages,
-            "outcome": unanswered_outcome(), "meta": meta}
+            "outcome": published_outcome(obj, details) or unanswered_outcome(), "meta": meta}
 

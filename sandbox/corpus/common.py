@@ -2,8 +2,10 @@
 (given, or synthesised from the calls seen) and call arguments as JSON strings."""
 from __future__ import annotations
 
+import contextvars
 import json
-from typing import Any
+from collections import Counter
+from typing import Any, Mapping
 
 from sandbox.schemas import canonical_json
 
@@ -42,15 +44,61 @@ def record_id(obj: dict, default_id: str) -> str:
     return rid
 
 
+# Quirks a whole published format shares, normalised on load and counted here for one line on stderr
+# (sandbox.corpus.loader sets a Counter per load_corpus call; None: not counted).
+QUIRKS: contextvars.ContextVar[Counter | None] = contextvars.ContextVar("corpus_quirks", default=None)
+NULL_PARAMETERS = "tool schemas with \"parameters\": null read as a tool without parameters (an empty object schema)"
+EMPTY_PARAMETERS = {"type": "object", "properties": {}}
+
+
+def note_quirk(name: str) -> None:
+    counter = QUIRKS.get()
+    if counter is not None:
+        counter[name] += 1
+
+
+def _function_schema(function: Any) -> Any:
+    """A function schema with `"parameters": null` (Agent Data Protocol's OpenHands exports write it for
+    a tool without arguments) as one with an empty object schema; anything else unchanged."""
+    if isinstance(function, dict) and "parameters" in function and function["parameters"] is None:
+        note_quirk(NULL_PARAMETERS)
+        return {**function, "parameters": dict(EMPTY_PARAMETERS)}
+    return function
+
+
 def as_tool(tool: Any, where: str) -> dict:
     """An OpenAI tool entry; a bare function schema {name, description, parameters} is wrapped."""
     if not isinstance(tool, dict):
         raise BadRecord(f"{where}: a tool must be an object, not {json_type(tool)}")
     if "function" in tool:
+        tool = {**tool, "function": _function_schema(tool["function"])}
         return tool if "type" in tool else {"type": "function", **tool}
     if "name" in tool:
-        return {"type": "function", "function": tool}
+        return {"type": "function", "function": _function_schema(tool)}
     raise BadRecord(f"{where}: a tool needs 'function' or 'name'")
+
+
+# Outcome fields published formats carry beside the trajectory, in the order they are read:
+# SWE-bench's `resolved` (ADP's SWE-Gym / OpenHands exports), `success`, nebius SWE-agent's `target`;
+# else a numeric `reward` in [0, 1] (success when it is 1).
+OUTCOME_FLAGS = ("resolved", "success", "target")
+
+
+def published_outcome(*places: Any) -> dict | None:
+    """The record's outcome from the first of `places` (mappings: the record's top level, its details)
+    that carries one of OUTCOME_FLAGS as a boolean or a numeric reward; None when none does."""
+    for place in places:
+        if not isinstance(place, Mapping):
+            continue
+        reward = place.get("reward")
+        reward = float(reward) if isinstance(reward, (int, float)) and not isinstance(reward, bool) \
+            and 0 <= reward <= 1 else None
+        for key in OUTCOME_FLAGS:
+            if isinstance(place.get(key), bool):
+                return {"success": place[key], "reward": reward}
+        if reward is not None:
+            return {"success": reward >= 1.0, "reward": reward}
+    return None
 
 
 def as_list(value: Any, where: str, what: str) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -18,7 +19,7 @@ from base.errors import UserError
 from base.files import atomic_write
 from sandbox.corpus.adp import convert_adp
 from sandbox.corpus.catalogue import ToolsFile, apply_catalogue, inferred, notice, read_tools_file, with_file_tools
-from sandbox.corpus.common import BadRecord, json_type
+from sandbox.corpus.common import QUIRKS, BadRecord, json_type
 from sandbox.corpus.openai import (canonical_unchanged, convert_openai, convert_swe_agent,
                                    convert_tau_bench, convert_toolbench)
 from sandbox.corpus.reading import (DEFAULT_MAX_LINE_BYTES, CorpusFile, Unit, corpus_files,
@@ -60,6 +61,12 @@ class Corpus:
     tools_file: ToolsFile | None = None   # --tools: the real schemas of records that carry none
     tool_lists: dict | None = None        # per source: the catalogue built from its calls (sandbox.corpus.catalogue)
     from_tools_file: int = 0              # records that took the --tools schemas
+    quirks: tuple[tuple[str, int], ...] = ()   # format quirks normalised on load (common.QUIRKS): (what, how many)
+
+    @property
+    def quirks_notice(self) -> str | None:
+        """One line for stderr naming what loading normalised (None: nothing)."""
+        return "; ".join(f"{n} {what}" for what, n in self.quirks) or None
 
     @property
     def skipped(self) -> tuple[str, ...]:
@@ -178,6 +185,25 @@ def _stem(label: str) -> str:
     return name
 
 
+def _refuse_other_files(files: list[CorpusFile], max_line_bytes: int) -> None:
+    """A folder's files whose first value is no trajectory of any format (a dataset's config.json,
+    a schema): named together in one sentence, before any record is converted (skipping their
+    lines one by one would not be the fix). A file given by name is judged value by value."""
+    other = []
+    for file in files:
+        if "/" not in file.label:   # not found in a folder: the user named it
+            continue
+        first = next(iter(units(file, max_line_bytes, hashlib.sha256())), None)
+        if first is not None and first.error is None and (
+                not isinstance(first.value, dict) or detect_format(first.value) is None):
+            other.append(file.path)
+    if other:
+        shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
+        raise UserError(f"{shown}: not {'trajectory files' if len(other) > 1 else 'a trajectory file'} (the first value holds none of "
+                        "'messages', 'conversations', 'traj', 'answer_generation', 'history' or an ADP 'content' "
+                        "list); move them out of the folder, or give the trajectory files themselves")
+
+
 SKIP_HINT = ("; to leave out every invalid record instead, and count it: curate --skip-bad-lines, "
              "run --on-bad-line skip")
 
@@ -201,6 +227,8 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
     if on_error not in ("abort", "skip"):
         raise UserError(f"unknown on_error {on_error!r} (expected abort or skip)")
     files = corpus_files(paths)
+    if on_error == "abort" and fmt == "auto":
+        _refuse_other_files(files, max_line_bytes)
     tools_file = read_tools_file(tools) if tools is not None and not isinstance(tools, ToolsFile) else tools
     from_file = 0
     records: list[dict] = []
@@ -216,40 +244,45 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
             raise UserError(str(skip) + ("" if reason == "empty file, no records" else SKIP_HINT))
         skipped.append(skip)
 
-    for file in files:
-        hasher = hashlib.sha256()
-        stem = _stem(file.label)
-        for ordinal, unit in enumerate(units(file, max_line_bytes, hasher)):
-            if unit.error is not None:
-                bad(unit, unit.error)
-                continue
-            try:
-                record, kind = convert_record(unit.value, fmt, unit.default_id, stem)
-            except BadRecord as exc:
-                bad(unit, str(exc))
-                continue
-            if tools_file is not None and inferred(record):
-                record = with_file_tools(record, tools_file)
-                error = check_raw(record)
-                if error:
-                    bad(unit, f"{error} (with the schemas of --tools {tools_file.path}); add it to that file")
+    quirks: Counter = Counter()
+    token = QUIRKS.set(quirks)   # the converters count what they normalise
+    try:
+        for file in files:
+            hasher = hashlib.sha256()
+            stem = _stem(file.label)
+            for ordinal, unit in enumerate(units(file, max_line_bytes, hasher)):
+                if unit.error is not None:
+                    bad(unit, unit.error)
                     continue
-                from_file += 1
-            rid = record["id"]
-            if kind == "adp" and rid in first_seen:
-                record = {**record, "id": f"{rid}#{ordinal}"}
+                try:
+                    record, kind = convert_record(unit.value, fmt, unit.default_id, stem)
+                except BadRecord as exc:
+                    bad(unit, str(exc))
+                    continue
+                if tools_file is not None and inferred(record):
+                    record = with_file_tools(record, tools_file)
+                    error = check_raw(record)
+                    if error:
+                        bad(unit, f"{error} (with the schemas of --tools {tools_file.path}); add it to that file")
+                        continue
+                    from_file += 1
                 rid = record["id"]
-            seen = first_seen.get(rid)
-            if seen is not None:
-                at = seen.where.replace(f"{seen.path}:", "line ", 1) if seen.path == unit.path \
-                    else seen.where
-                bad(unit, f"duplicate id {rid!r}, first seen at {at}; give each record its own "
-                          "id (or drop the repeat)")
-                continue
-            first_seen[rid] = unit
-            kinds.add(kind)
-            records.append(record)
-        digests.append((_digest_name(file), hasher.hexdigest()))
+                if kind == "adp" and rid in first_seen:
+                    record = {**record, "id": f"{rid}#{ordinal}"}
+                    rid = record["id"]
+                seen = first_seen.get(rid)
+                if seen is not None:
+                    at = seen.where.replace(f"{seen.path}:", "line ", 1) if seen.path == unit.path \
+                        else seen.where
+                    bad(unit, f"duplicate id {rid!r}, first seen at {at}; give each record its own "
+                              "id (or drop the repeat)")
+                    continue
+                first_seen[rid] = unit
+                kinds.add(kind)
+                records.append(record)
+            digests.append((_digest_name(file), hasher.hexdigest()))
+    finally:
+        QUIRKS.reset(token)
     if not records:
         first = f"; first: {skipped[0]}" if skipped else ""
         raise UserError(f"{', '.join(f.path for f in files)}: no valid records ({len(skipped)} "
@@ -260,4 +293,4 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
     return Corpus(records=records, sha256=_combined_sha256(digests),
                   paths=tuple(f.path for f in files), format=fmt_name, skipped_lines=tuple(skipped),
                   inputs=tuple(os.fsdecode(p) for p in given), tools_file=tools_file, tool_lists=tool_lists or None,
-                  from_tools_file=from_file)
+                  from_tools_file=from_file, quirks=tuple(sorted(quirks.items())))

@@ -16,7 +16,9 @@ it that public corpora publish. Each quirk is converted to the canonical form:
   answers its own call; a call without an id gets `call_<n>`;
 - per-message keys the canonical message has no place for (`valid`, `weight`, `refusal`, ...)
   are kept, when not null, under `meta.message_extra[<index in the source messages>]`;
-- unknown top-level keys are kept under `meta.extra`.
+- unknown top-level keys are kept under `meta.extra`; an outcome published beside the messages
+  (`resolved`, `success`, `target`, or a `reward` in [0, 1]: `common.published_outcome`) is the
+  record's outcome when it has no `outcome` of its own.
 
 Two published file layouts carry such messages under another key:
 
@@ -34,7 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from sandbox.corpus.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, json_type, parsed_args,
-                                   record_id, tools_from)
+                                   published_outcome, record_id, tools_from)
 from sandbox.schemas import ROLES, canonical_json
 
 CANONICAL_KEYS = frozenset(("id", "source", "task", "tools", "messages", "outcome", "meta"))
@@ -206,6 +208,8 @@ def convert_openai(obj: dict, default_id: str) -> dict:
     record = {k: obj[k] for k in obj if k in CANONICAL_KEYS}
     record["id"] = record_id(obj, default_id)
     record["messages"] = messages
+    if "outcome" not in obj and published_outcome(obj):   # `resolved`, `success`, `reward` beside the messages
+        record["outcome"] = published_outcome(obj)
     inferred = given is None and bool(synth.props)
     if given is not None:
         record["tools"] = given

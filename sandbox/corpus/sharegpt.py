@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from sandbox.corpus.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, as_list, first_user_text,
-                                   json_type, parsed_args, record_id, tools_from,
+                                   json_type, parsed_args, published_outcome, record_id, tools_from,
                                    unanswered_outcome)
 from sandbox.schemas import canonical_json
 
@@ -89,5 +89,5 @@ def convert_sharegpt(obj: dict, default_id: str) -> dict:
         meta[TOOLS_SOURCE] = "calls"   # sandbox.corpus.catalogue: one catalogue per source after loading
     return {"id": rid, "source": source, "task": first_user_text(messages),
             "tools": given or synth.tools(), "messages": messages,
-            "outcome": unanswered_outcome(), "meta": meta}
+            "outcome": published_outcome(obj) or unanswered_outcome(), "meta": meta}
 

@@ -1,76 +1,159 @@
-"""The dev hold-out of a corpus without an environment (the paper's 9:1), and the benchmark a
-corpus implies.
+"""The dev and test hold-outs of a corpus without an environment (the paper's 9:1, plus a test
+part), and the benchmark a corpus implies.
 
-`split_ids` / `holdout`: records are grouped so that copies of one task cannot sit on both
-sides: by `meta.env.task_id` when the record has an environment, else by its instruction (the
-`task` field, else the first user message), whitespace- and case-folded; a record without
-either is its own group. Groups are ordered by the sha256 of `"{seed}\\0{smallest id}"` and
-taken into the held-out side until it holds `share` (10%) of the records (at least one when the
-corpus has two or more; never all of it). The split depends on the ids and the seed alone, not on
-record order, and adding records moves few others across.
+A split is a small mapping ("spec"), recorded in run.json (`holdout`) and in each manifest:
+
+- `{"rank": "content", "seed", "share", "test_share"}` (the default, `DEFAULT_SPLIT`): records
+  are grouped so that copies of one task cannot sit on two sides: by `meta.env.task_id` when the
+  record has an environment, else by its instruction (the `task` field, else the first user
+  message), whitespace- and case-folded, else by the sha256 of its content without its id.
+  Groups are ordered by the sha256 of `"{seed}\\0{group key}"` — the records' content, never
+  their ids or the file's name — those holding a record the replay benchmark can judge (`judgeable`:
+  it calls a tool and did not record a failure) before the others, and taken first into the test
+  part until it holds `test_share` of the records (at least one when the corpus has three or more),
+  then into dev until it holds `share` (at least one when the corpus has two or more). The train
+  part is never emptied.
+- `dev_ids` / `test_ids` (lists, `run --dev-ids FILE` / `--test-ids FILE`): the user's own
+  choice of held-out records; a part not chosen is drawn as above from the other records.
+- `{"seed", "share"}` without `rank`: the split of runs made before the test part existed (groups
+  ordered by the hash of their smallest id, dev only), kept so their epochs replay.
+
+The loop and the strategy see only the train part (`train_part`); evaluation reads dev; only
+`curateevo test` reads test.
 """
 from __future__ import annotations
 
 import hashlib
-from typing import Mapping, Sequence
+import json
+from typing import Mapping, NamedTuple, Sequence
 
 from base.errors import UserError
 
 DEFAULT_SHARE = 0.1
 DEFAULT_SEED = 0
+DEFAULT_TEST_SHARE = 0.1
+DEFAULT_SPLIT = {"rank": "content", "seed": DEFAULT_SEED, "share": DEFAULT_SHARE, "test_share": DEFAULT_TEST_SHARE}
+LEGACY_SPLIT = {"seed": DEFAULT_SEED, "share": DEFAULT_SHARE}   # runs made before the test part
 
 
-def group_key(record: Mapping) -> str:
+class Parts(NamedTuple):
+    train: list[str]   # each sorted
+    dev: list[str]
+    test: list[str]
+
+
+def group_key(record: Mapping, content: bool = False) -> str:
     env = (record.get("meta") or {}).get("env")
     if isinstance(env, Mapping) and env.get("task_id") is not None:
         return f"env:{env.get('benchmark', '')}:{env['task_id']}"
     text = record.get("task") or next((m.get("content") or "" for m in record.get("messages", [])
                                        if m.get("role") == "user"), "")
     text = " ".join(str(text).lower().split())
-    return f"task:{text}" if text else f"id:{record['id']}"
+    if text:
+        return f"task:{text}"
+    if not content:
+        return f"id:{record['id']}"
+    body = json.dumps({k: v for k, v in record.items() if k != "id"}, sort_keys=True, ensure_ascii=False)
+    return "content:" + hashlib.sha256(body.encode()).hexdigest()
 
 
-def _rank(seed: int, rid: str) -> str:
-    return hashlib.sha256(f"{seed}\0{rid}".encode()).hexdigest()
+def judgeable(record: Mapping) -> bool:
+    """The record gives the replay benchmark something to judge: an assistant turn with tool calls,
+    and no recorded failure (a failed trajectory's actions are not ones to copy)."""
+    calls = any(m.get("tool_calls") for m in record.get("messages", ()) if m.get("role") == "assistant")
+    return calls and (record.get("outcome") or {}).get("success") is not False
+
+
+def _rank(seed: int, key: str) -> str:
+    return hashlib.sha256(f"{seed}\0{key}".encode()).hexdigest()
+
+
+def _share(value, name: str) -> float:
+    if not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise UserError(f"{name} must be a fraction in [0, 1), not {value!r}")
+    return float(value)
+
+
+def partition(records: Sequence[Mapping], spec: Mapping | None = None) -> Parts:
+    """(train, dev, test) ids under `spec` (module docstring; None: DEFAULT_SPLIT)."""
+    spec = dict(DEFAULT_SPLIT if spec is None else spec)
+    unknown = set(spec) - {"rank", "seed", "share", "test_share", "dev_ids", "test_ids"}
+    if unknown:
+        raise UserError(f"unknown hold-out setting(s) {', '.join(sorted(unknown))}")
+    content = spec.get("rank") == "content"
+    seed = spec.get("seed", DEFAULT_SEED)
+    share = _share(spec.get("share", DEFAULT_SHARE), "the dev share")
+    test_share = _share(spec.get("test_share", 0.0), "the test share") if content else 0.0
+    if not content and not 0 < share < 1:
+        raise UserError(f"holdout must be between 0 and 1, not {share}")
+    ids = [r["id"] for r in records]
+    known = set(ids)
+    chosen = {part: list(spec.get(f"{part}_ids") or ()) for part in ("dev", "test")}
+    for part, wanted in chosen.items():
+        missing = [i for i in wanted if i not in known]
+        if missing:
+            raise UserError(f"the {part} ids name {len(missing)} record(s) the corpus does not hold (first: "
+                            f"{missing[0]!r}); an id is the record's `id` field, or FILE:LINE (FILE[INDEX] in a JSON array) "
+                            "for a record without one")
+    both = set(chosen["dev"]) & set(chosen["test"])
+    if both:
+        raise UserError(f"record {sorted(both)[0]!r} is chosen for both dev and test; a record is held out once")
+    taken = set(chosen["dev"]) | set(chosen["test"])
+    if len(taken) >= len(ids) and ids:
+        raise UserError("the chosen dev and test ids cover the whole corpus; leave at least one record to curate")
+    groups: dict[str, list[str]] = {}
+    for r in records:
+        if r["id"] not in taken:
+            groups.setdefault(group_key(r, content), []).append(r["id"])
+    # content: judgeable groups first, each by its key (the records' text); legacy: by the smallest id
+    by_id = {r["id"]: r for r in records}
+    ranked = sorted(groups.items(), key=lambda kv: (not any(judgeable(by_id[i]) for i in kv[1]), _rank(seed, kv[0]))
+                    if content else _rank(seed, min(kv[1])))
+    remaining = [sorted(g) for _, g in ranked]
+    n = len(ids)
+    parts = {"dev": list(chosen["dev"]), "test": list(chosen["test"])}
+    targets = {"test": max(1, round(n * test_share)) if test_share and n >= 3 and not chosen["test"] else 0,
+               "dev": max(1, round(n * share)) if n >= 2 and not chosen["dev"] else 0}
+    held = len(taken)
+    for part in ("test", "dev"):
+        drawn = 0
+        for group in list(remaining):
+            if drawn >= targets[part]:
+                break
+            if held + len(group) >= n:   # never hold out everything
+                continue
+            parts[part].extend(group)
+            remaining.remove(group)
+            held += len(group)
+            drawn += len(group)
+    out = set(parts["dev"]) | set(parts["test"])
+    return Parts(sorted(i for i in ids if i not in out), sorted(parts["dev"]), sorted(parts["test"]))
 
 
 def split_ids(records: Sequence[Mapping], seed: int = DEFAULT_SEED,
               share: float = DEFAULT_SHARE) -> tuple[list[str], list[str]]:
-    """(train ids, held-out ids), each sorted; see the module docstring."""
-    if not 0 < share < 1:
-        raise UserError(f"holdout must be between 0 and 1, not {share}")
-    groups: dict[str, list[str]] = {}
-    for r in records:
-        groups.setdefault(group_key(r), []).append(r["id"])
-    ordered = sorted((sorted(ids) for ids in groups.values()), key=lambda ids: _rank(seed, ids[0]))
-    n = len(records)
-    target = max(1, round(n * share)) if n >= 2 else 0
-    dev: list[str] = []
-    for ids in ordered:
-        if len(dev) >= target:
-            break
-        if len(dev) + len(ids) >= n:  # never hold out everything
-            continue
-        dev.extend(ids)
-    held = set(dev)
-    return sorted(r["id"] for r in records if r["id"] not in held), sorted(dev)
+    """(train ids, held-out ids) of the legacy split (`{"seed", "share"}`: by id, no test part)."""
+    parts = partition(records, {"seed": seed, "share": share})
+    return parts.train, parts.dev
 
 
 def holdout(records: Sequence[Mapping], seed: int = DEFAULT_SEED,
             share: float = DEFAULT_SHARE) -> tuple[list[Mapping], list[Mapping]]:
-    """(train records, dev records), each in corpus order: the strategy sees only the first."""
+    """(train records, dev records) of the legacy split, each in corpus order."""
     _, dev_ids = split_ids(records, seed, share)
     dev = set(dev_ids)
     return [r for r in records if r["id"] not in dev], [r for r in records if r["id"] in dev]
 
 
-def train_part(corpus, seed: int = DEFAULT_SEED, share: float = DEFAULT_SHARE):
-    """The corpus a strategy may see when the dev set is its own held-out tenth: the other nine
-    tenths, in corpus order, marked with the hold-out (the manifest records it, replay re-applies it)."""
+def train_part(corpus, spec: Mapping | None = None, **legacy):
+    """The corpus a strategy may see when the dev (and test) sets are its own held-out records: the
+    train part, in corpus order, marked with the spec (the manifest records it, replay re-applies
+    it). `train_part(corpus, **manifest_holdout)` reads a recorded spec of either kind."""
     import dataclasses
 
-    train, _ = holdout(corpus.records, seed, share)
-    return dataclasses.replace(corpus, records=train, holdout={"seed": seed, "share": share})
+    spec = dict(spec if spec is not None else legacy or DEFAULT_SPLIT)
+    train = set(partition(corpus.records, spec).train)
+    return dataclasses.replace(corpus, records=[r for r in corpus.records if r["id"] in train], holdout=spec)
 
 
 def corpus_kind(records: Sequence[Mapping]) -> str:

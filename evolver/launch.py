@@ -1,0 +1,81 @@
+"""What `curateevo run` checks about a new run before its directory exists (evolver/run_cli.py
+`create_run`): the record ids a user holds out, the held-out parts a corpus without an environment
+is judged on, and that ρ0's records survive the profile's length limits."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from base.errors import UserError
+from benchmarks import registry
+from evolver.config import RunConfig
+
+
+def read_ids(path: str, option: str) -> list[str]:
+    """`--dev-ids` / `--test-ids FILE`: one record id a line (blank lines ignored), each once."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--{option} {path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    ids, seen = [], {}
+    for n, line in enumerate(text.splitlines(), 1):
+        rid = line.strip()
+        if not rid:
+            continue
+        if rid in seen:
+            raise UserError(f"{path}:{n}: id {rid[:60]!r} repeats line {seen[rid]}; list each record once")
+        seen[rid] = n
+        ids.append(rid)
+    if not ids:
+        raise UserError(f"--{option} {path}: no ids (one record id a line)")
+    return ids
+
+
+def dev_check(config: RunConfig) -> dict:
+    """The replay benchmark's held-out dev and test parts, built as evaluation will build them: UserError now, before
+    any work, when it gives nothing to judge; else what it gives (ReplayBenchmark.dev_size)."""
+    from benchmarks.replay.benchmark import ReplayBenchmark
+
+    bench = ReplayBenchmark(list(config.corpus), split=config.split_spec, on_error=config.on_error,
+                            tools=config.tools or None)
+    return {**bench.dev, "test_records": len(bench.test_ids)}
+
+
+def dev_note(dev: dict, tasks: int) -> str:
+    """The real dev size, and a warning when it cannot tell strategies apart."""
+    from benchmarks.metrics import resolution_warning
+
+    used = min(tasks, dev["records"])
+    text = (f"dev: the held-out dev part holds {dev['records']} record(s); {dev['records_with_items']} give "
+            f"{dev['items']} step items ({dev['items_with_calls']} with tool calls as gold); {dev['test_records']} "
+            "more are held out for `curateevo test` (split by the records' content; --dev-ids/--test-ids choose them)")
+    if dev["failed_outcome"] or dev["no_tool_call"]:
+        text += (f"; {dev['failed_outcome']} with a failed outcome and {dev['no_tool_call']} without tool calls "
+                 "give none")
+    if tasks < dev["records"]:
+        text += f"; --tasks {tasks} evaluates {used} of them"
+    warning = resolution_warning(dev["items"])
+    return text + (f"\nwarning: {warning}" if warning else "")
+
+
+def check_run_lengths(config: RunConfig, corpus) -> None:
+    """ρ0 trains every trajectory as it is (curation_strategies/seed): its records are made here on
+    the host, from the part of `corpus` a strategy sees, and measured as epoch 0's training will
+    measure them (evolver.stages.check_lengths); UserError, before the run directory exists, when
+    none would be trained, naming the limits that would keep them. `corpus` None (the project's
+    default corpus, sized to the profile) is not measured."""
+    if corpus is None:
+        return
+    from curation_strategies import toolkit as tk
+    from trainer.length import profile_length_report
+
+    view = registry.get(config.benchmark).train_view(corpus, config.split_spec)
+    kept = [t for t in view.records if not tk.is_empty(t)]
+    sft = [] if "no-sft" in config.ablations else [tk.sft_record(t) for t in kept]
+    rl = [] if "no-rl" in config.ablations else [r for t in kept for r in tk.rl_records(t, tk.tool_call_steps(t))]
+    if not sft and not rl:
+        return   # nothing to train is epoch 0's own verdict ("nothing to train"), not a length limit
+    report = profile_length_report(sft, rl, config.profile, config.max_length or None, config.max_prompt_length or None)
+    if report.survivors == 0:
+        raise UserError(f"nothing would be trained: ρ0 keeps every record whole and, at profile {config.profile}'s "
+                        f"limits, {report.summary()}; " + (f"a run with {report.advice()}" if report.advice() else
+                                                            "curate shorter records") + "; nothing was run")
