@@ -153,7 +153,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
 
     progress_factory = None
     if progress:
-        from base.progress import progress_bar
+        from trainer.progress import progress_bar
 
         def progress_factory(label: str, total: int):
             return progress_bar(total, label, label.rstrip("s"), sys.stderr)

@@ -206,6 +206,10 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
+    def error(self, message: str):
+        """A bad argument is one line (not argparse's usage block), exit 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
 
 def version() -> str:
     from importlib.metadata import PackageNotFoundError

@@ -399,7 +399,7 @@ def llm_diagnose(trajectories: Sequence[Mapping], llm, cache_dir: Path, *, limit
     model = model_id(llm)
     bar = None
     if progress:
-        from base.progress import progress_bar
+        from trainer.progress import progress_bar
 
         bar = progress_bar(len(chosen), "diagnosis", "trajectory", sys.stderr)
     diagnosed = []

@@ -14,7 +14,7 @@ from evolver.config import (RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values,
 from base.errors import UserError, positive_int
 from base.files import is_empty_or_missing, read_jsonl, sha256_bytes, sha256_file
 from benchmarks import registry
-from evolver.store import RunStore
+from evolver.store import RunStore, half_made, taken
 from evolver.launch import check_run_lengths, dev_check, dev_note, read_ids
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
 from sandbox.corpus import corpus_kind, corpus_sha256, load_corpus
@@ -83,9 +83,8 @@ def create_run(options: dict) -> RunStore:
                         "(a JSON/JSONL file or folder of trajectories, e.g. --corpus examples/corpora/glaive-toolcall-40.json)")
     chosen = {part: read_ids(options[f"{part}_ids"], f"{part}-ids") for part in ("dev", "test")
               if options[f"{part}_ids"]}
-    if not is_empty_or_missing(runs_dir / name):   # said before the corpus is read or built (RunStore.create)
-        raise UserError(f"{runs_dir / name} already exists; resume it with `curateevo resume {runs_dir / name}` or "
-                        "choose a new --name")
+    if not is_empty_or_missing(runs_dir / name) and not half_made(runs_dir / name):   # said before the corpus is
+        raise UserError(taken(runs_dir / name))   # read or built; a half-made run is replaced by RunStore.create
     if options["corpus"]:   # a user's corpus: read and checked now; without an environment, its own dev tenth
         corpus = [str(Path(p).resolve()) for p in options["corpus"]]
         loaded = load_corpus(corpus, on_error=probe.on_error, tools=probe.tools or None)

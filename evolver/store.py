@@ -146,6 +146,13 @@ def not_a_run(root: Path) -> str:
     return f"{root} is not a run directory (no run.json); name a run directory, or start a run with `{again}`"
 
 
+def taken(root: Path) -> str:
+    """Why a new run cannot be created at `root`, which holds something (not a half-made run)."""
+    return (f"{root} already exists; resume it with `curateevo resume {root}` or choose a new --name"
+            if (Path(root) / "run.json").is_file() else
+            f"{root} exists and is not a run directory (no run.json); choose a new --name")
+
+
 class RunStore:
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -165,9 +172,7 @@ class RunStore:
             print(f"curateevo: removed {printable(root)}, a run killed while it was being created (it had no "
                   "run.json); creating it again", file=sys.stderr, flush=True)
         if not is_empty_or_missing(root):
-            raise UserError(f"{root} already exists; resume it with `curateevo resume {root}` or choose a new --name"
-                            if (root / "run.json").is_file() else
-                            f"{root} exists and is not a run directory (no run.json); choose a new --name")
+            raise UserError(taken(root))
         writable_parent(root, "the run directory")
         partial = Path(tempfile.mkdtemp(prefix=f".{root.name}-", suffix=PARTIAL, dir=root.parent))
         try:

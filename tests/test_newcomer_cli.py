@@ -6,7 +6,7 @@ import io
 import json
 from pathlib import Path
 
-from base.progress import LogBar, progress_bar
+from trainer.progress import LogBar, progress_bar
 from evolver import cli
 from trainer.recipe import PROFILES
 
@@ -60,7 +60,7 @@ def test_replay_leaves_no_temporary_folder(tmp_path, monkeypatch, capsys):
 
 
 def test_a_progress_bar_in_a_log_is_one_line(monkeypatch):
-    from base.progress import RELAYED_TO_TERMINAL
+    from trainer.progress import RELAYED_TO_TERMINAL
 
     monkeypatch.setenv(RELAYED_TO_TERMINAL, "1")   # a training child whose parent shows its output in a terminal
     assert not isinstance(progress_bar(5, "steps", "step", io.StringIO()), LogBar)

@@ -47,7 +47,7 @@ class ConsoleProgress(TrainerCallback):
         self.bar = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        from base.progress import progress_bar
+        from trainer.progress import progress_bar
 
         if state.is_world_process_zero:
             self.bar = progress_bar(state.max_steps, self.stage.upper(), "step", self.stream)

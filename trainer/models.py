@@ -254,7 +254,7 @@ def load_model(source: str, dtype: str = "float32", device: str | None = None):
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
-    from base.progress import RELAYED_TO_TERMINAL
+    from trainer.progress import RELAYED_TO_TERMINAL
 
     if not sys.stderr.isatty() and os.environ.get(RELAYED_TO_TERMINAL) != "1":   # each redraw would stay in a log
         hf_logging.disable_progress_bar()

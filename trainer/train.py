@@ -17,7 +17,7 @@ from typing import IO
 
 from base.errors import RunFailed, UserError
 from base.files import is_empty_or_missing
-from base.progress import RELAYED_TO_TERMINAL
+from trainer.progress import RELAYED_TO_TERMINAL
 from trainer import data
 from trainer.launch import check_vllm, launcher_prefix
 from trainer.models import check_name
@@ -91,7 +91,7 @@ def _run_child(command: list[str], log_path: Path, echo: IO[str] | None, timeout
     # str hashes fixed: PEFT writes "all-linear"'s target modules from a set, so their order in
     # adapter_config.json (and the adapter's hash) would otherwise change from process to process
     env["PYTHONHASHSEED"] = "0"
-    if echo is not None and getattr(echo, "isatty", lambda: False)():   # live bars for a person watching (base.progress)
+    if echo is not None and getattr(echo, "isatty", lambda: False)():   # live bars for a person watching (trainer.progress)
         env[RELAYED_TO_TERMINAL] = "1"
     with log_path.open("wb") as log:
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
