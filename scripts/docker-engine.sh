@@ -23,8 +23,8 @@ unavailable() {
 }
 
 debian_root() { [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; }
-# The process sandbox (the fallback, and the only one under CURATEEVO_NO_DOCKER=1) contains a
-# generated candidate only with bubblewrap; without it, it refuses to run one.
+# The process sandbox (the fallback, and the only one under CURATEEVO_NO_DOCKER=1) runs every
+# strategy, the user's own included, under bubblewrap only; without it, it refuses to run one.
 command -v bwrap >/dev/null 2>&1 || ! debian_root \
   || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends bubblewrap >>"$LOG" 2>&1 \
   || { apt-get update -q >>"$LOG" 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends bubblewrap >>"$LOG" 2>&1; } \
