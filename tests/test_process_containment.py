@@ -5,6 +5,7 @@ import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -204,8 +205,8 @@ def test_a_mount_the_host_makes_while_the_candidate_runs_is_not_writable_inside(
             marker = subprocess.Popen(["sleep", "{DAEMON_MARK}"])   # the host sees it: the candidate runs
             ready = {str(mount_point / "ready")!r}
             before = os.path.exists(ready)
-            deadline = time.monotonic() + 60
-            while not os.path.exists(ready) and time.monotonic() < deadline:
+            deadline = time.monotonic() + 60   # the host kills the marker once it has mounted
+            while not os.path.exists(ready) and marker.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
             marker.kill()
             try:
@@ -226,6 +227,8 @@ def test_a_mount_the_host_makes_while_the_candidate_runs_is_not_writable_inside(
         assert _daemons(), "the candidate did not start"
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=1777", "tmpfs", str(mount_point)], check=True)
         (mount_point / "ready").write_text("")
+        for pid in _daemons():   # the go signal the candidate can see: its marker process ends
+            os.kill(pid, signal.SIGKILL)
         worker.join(timeout=120)
         assert not (mount_point / "owned").exists()
     finally:

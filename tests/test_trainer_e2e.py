@@ -2,6 +2,7 @@
 reads, byte-identical adapters from the same data and seed, failures as one sentence."""
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -62,6 +63,7 @@ def test_the_test_profile_trains_end_to_end_and_the_same_seed_gives_the_same_ada
     assert summary["grpo"]["groups"] == 4 and summary["grpo"]["completions"] == 8
     assert summary["recipe"]["kl_beta"] == 0.14 and summary["profile"]["name"] == "test"
     assert summary["peak_memory_mb"] > 0 and summary["wall_s"] > 0 and summary["seed"] == 7
+    assert summary["started"] == "warm"   # forked from the process that imported the libraries (trainer.warm)
     if summary["grpo"]["zero_variance_share"] > 0.8:  # a random tiny model scores the same on everything
         assert any("zero reward variance" in w for w in summary["warnings"])
 
@@ -72,10 +74,12 @@ def test_the_test_profile_trains_end_to_end_and_the_same_seed_gives_the_same_ada
     assert model.generate(**prompt, max_new_tokens=3, do_sample=False).shape[1] == prompt["input_ids"].shape[1] + 3
 
     monkeypatch.setenv("PYTHONHASHSEED", "12345")
+    monkeypatch.setenv("CURATEEVO_WARM_TRAINING", "0")   # a fresh interpreter gives the same bytes
     rc = main(["train", "--sft", str(sft), "--rl", str(rl), "--profile", "test", "--seed", "7",
                "--out", str(tmp_path / "b"), "--quiet", "--report-to", "none"])
     assert rc == 0
     assert not (tmp_path / "b" / "tensorboard").exists()
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["started"] == "fresh"
     for name in ("adapter/adapter_model.safetensors", "adapter/adapter_config.json",
                  "sft_adapter/adapter_model.safetensors", "sft_adapter/adapter_config.json"):
         assert (tmp_path / "b" / name).read_bytes() == (out / name).read_bytes(), name
@@ -135,3 +139,46 @@ def test_the_bf16_path_trains_the_test_profile_and_the_same_seed_gives_the_same_
     assert a["profile"]["precision"] == ("bf16" if cpu_has_bf16() else "fp32") and a["sft"]["loss_first"] > 0
     weights = "adapter/adapter_model.safetensors"
     assert (tmp_path / "a" / weights).read_bytes() == (tmp_path / "b" / weights).read_bytes()
+
+
+def test_a_warm_training_dies_with_the_process_that_started_it(inputs, tmp_path):
+    """The forkserver (trainer.warm) and the training forked from it leave with their caller, even
+    when the caller is killed alone (SIGKILL, no chance to clean up): no orphan keeps writing."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import uuid
+
+    sft, rl = inputs
+    many = tmp_path / "sft-many.jsonl"   # 140 steps: a training that outlives the checks below
+    many.write_text(sft.read_text() * 50)
+    mark = f"CURATEEVO_TEST_MARK={uuid.uuid4().hex}".encode()
+
+    def marked() -> list[int]:
+        pids = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and mark in (entry / "environ").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+        return pids
+
+    code = (f"from trainer.train import train; train({str(many)!r}, {str(rl)!r}, {str(tmp_path / 'o')!r}, "
+            "profile='test', sft_max_steps=140, report_to='none')")
+    env = {**os.environ, mark.decode().split("=")[0]: mark.decode().split("=")[1]}
+    caller = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while len(marked()) < 4:   # the caller, its forkserver and resource tracker, the training forked
+            assert caller.poll() is None, "the training ended before it could be killed"
+            assert time.monotonic() < deadline, "no warm training started"
+            time.sleep(0.1)
+    finally:
+        caller.kill()
+        caller.wait()
+    deadline = time.monotonic() + 10
+    while marked() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not marked(), "a process of the killed caller's training outlived it"

@@ -1,8 +1,9 @@
 """π_e = Train_SFT+GRPO(π_base, D_sft, D_rl): the recipe run in a child process.
 
-`train()` checks the inputs, writes `OUT/request.json`, runs `trainer.worker` as a child
-(optionally under a launcher: `accelerate launch --config_file F`, see trainer.launch), streams its
-output to `OUT/train.log` and returns the summary it wrote. A crash or an out-of-memory kill of
+`train()` checks the inputs, writes `OUT/request.json`, runs `trainer.worker` as a child (forked
+from a process that has the training libraries imported, trainer.warm; or under a launcher:
+`accelerate launch --config_file F`, see trainer.launch), streams its output to `OUT/train.log`
+and returns the summary it wrote. A crash or an out-of-memory kill of
 the child becomes a `RunFailed` naming the log; the caller's process and memory are untouched.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from trainer import data
 from trainer.launch import check_vllm, launcher_prefix
 from trainer.models import check_name
 from trainer.recipe import get_profile
+from trainer.warm import start as warm_start
 from trainer.tracking import DEFAULT_REPORT_TO, check_report_to
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +65,7 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
                "seed": seed, "out": str(out.resolve()), "progress": progress, "report_to": trackers}
     (out / "request.json").write_text(json.dumps(request, indent=2, sort_keys=True) + "\n")
     command = prefix + ["-m", "trainer.worker", str(out.resolve() / "request.json")]
-    rc = _run_child(command, out / "train.log", echo, timeout)
+    rc = _run_child(command, out / "train.log", echo, timeout, warm=not launcher)
     if rc != 0:
         tail = _tail(out / "train.log")
         user = [line for line in tail if line.startswith(USER_ERROR_PREFIX)]
@@ -83,7 +85,9 @@ def _abs(path) -> str | None:
     return None if path is None else str(Path(path).resolve())
 
 
-def _run_child(command: list[str], log_path: Path, echo: IO[str] | None, timeout: float | None) -> int:
+def _run_child(command: list[str], log_path: Path, echo: IO[str] | None, timeout: float | None,
+               warm: bool = False) -> int:
+    """The child's exit status; `warm`: forked from trainer.warm's forkserver where it can be."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -94,8 +98,11 @@ def _run_child(command: list[str], log_path: Path, echo: IO[str] | None, timeout
     if echo is not None and getattr(echo, "isatty", lambda: False)():   # live bars for a person watching (trainer.progress)
         env[RELAYED_TO_TERMINAL] = "1"
     with log_path.open("wb") as log:
-        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                 cwd=str(PROJECT_ROOT), start_new_session=True, preexec_fn=_die_with_parent)
+        child = warm_start(command[-1], env, str(PROJECT_ROOT)) if warm else None
+        if child is None:
+            child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                     cwd=str(PROJECT_ROOT), start_new_session=True, preexec_fn=_die_with_parent)
+            child.stdout_fd = child.stdout.fileno()
         try:
             _pump(child, log, echo, timeout)
         except BaseException:
@@ -119,7 +126,7 @@ def _pump(child: subprocess.Popen, log, echo, timeout: float | None) -> None:
     import time
 
     deadline = None if timeout is None else time.monotonic() + timeout
-    fd = child.stdout.fileno()
+    fd = child.stdout_fd
     decode = codecs.getincrementaldecoder("utf-8")("replace").decode  # a character may span two reads
 
     with selectors.DefaultSelector() as sel:
@@ -141,13 +148,16 @@ def _pump(child: subprocess.Popen, log, echo, timeout: float | None) -> None:
     child.wait()
 
 
-def _kill(child: subprocess.Popen) -> None:
+def _kill(child) -> None:
     """Stop the child and whatever it started (its own session)."""
     if child.poll() is None:
-        try:
-            os.killpg(child.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        if isinstance(child, subprocess.Popen):
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        else:
+            child.kill_group()
         child.wait()
 
 

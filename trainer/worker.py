@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import json
+import multiprocessing
 import os
 import platform
 import resource
@@ -128,6 +129,8 @@ def run(request: dict) -> dict:
         if dropped:
             summary["warnings"].append(f"{dropped} {stage.upper()} record(s) dropped (see data.{stage})")
     summary["peak_memory_mb"] = _peak_memory_mb(device)
+    # "warm": forked from trainer.warm's forkserver (libraries imported once); "fresh": its own interpreter
+    summary["started"] = "warm" if multiprocessing.parent_process() is not None else "fresh"
     summary["wall_s"] = round(time.perf_counter() - start, 2)
     summary["versions"] = {"python": platform.python_version(), "torch": torch.__version__,
                            "transformers": transformers.__version__, **_versions("trl", "peft"),
