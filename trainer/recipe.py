@@ -154,7 +154,11 @@ PROFILES = {
         max_prompt_length=1536, max_completion_length=96, threads=2, device="cpu",
         # bf16 matmuls under autocast (fp32 weights) on CPUs with bf16 units: SFT 1.26× the fp32
         # tokens/s on this EPYC (trainer/README.md); fp32 elsewhere (trainer.devices)
-        precision="bf16"),
+        precision="bf16",
+        # chosen on the tuning slice by bench/lr_sweep.py's written criterion (2026-11-27): at the
+        # paper's 2.5e-5 the model barely calls (call rate 0.10-0.43) and clean and poisoned data
+        # score alike (+1.7 points, not resolved); at 2e-4 oracle - poisoned is +11.7 [+5.0, +18.3]
+        sft_learning_rate=2e-4),
     "test": Profile(
         name="test", base="tiny-random", sft_max_steps=3, sft_batch_size=2, sft_grad_accum=1,
         max_length=1024, grpo_max_steps=2, grpo_prompts_per_step=2, num_generations=2, grpo_micro_batch=4,

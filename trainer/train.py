@@ -23,7 +23,7 @@ from trainer import data
 from trainer.launch import check_vllm, launcher_prefix
 from trainer.models import check_name
 from trainer.recipe import get_profile
-from trainer.warm import start as warm_start
+from trainer import warm
 from trainer.tracking import DEFAULT_REPORT_TO, check_report_to
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +65,7 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
                "seed": seed, "out": str(out.resolve()), "progress": progress, "report_to": trackers}
     (out / "request.json").write_text(json.dumps(request, indent=2, sort_keys=True) + "\n")
     command = prefix + ["-m", "trainer.worker", str(out.resolve() / "request.json")]
-    rc = _run_child(command, out / "train.log", echo, timeout, warm=not launcher)
+    rc = _run_child(command, out / "train.log", echo, timeout, warm_start=not launcher)
     if rc != 0:
         tail = _tail(out / "train.log")
         user = [line for line in tail if line.startswith(USER_ERROR_PREFIX)]
@@ -85,9 +85,8 @@ def _abs(path) -> str | None:
     return None if path is None else str(Path(path).resolve())
 
 
-def _run_child(command: list[str], log_path: Path, echo: IO[str] | None, timeout: float | None,
-               warm: bool = False) -> int:
-    """The child's exit status; `warm`: forked from trainer.warm's forkserver where it can be."""
+def child_env() -> dict:
+    """The training child's environment: this process's, with the project importable and the hash seed fixed."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -95,10 +94,22 @@ def _run_child(command: list[str], log_path: Path, echo: IO[str] | None, timeout
     # str hashes fixed: PEFT writes "all-linear"'s target modules from a set, so their order in
     # adapter_config.json (and the adapter's hash) would otherwise change from process to process
     env["PYTHONHASHSEED"] = "0"
+    return env
+
+
+def prewarm() -> None:
+    """Start the forkserver's imports now (they run beside whatever comes before the first training)."""
+    warm.prewarm(child_env())
+
+
+def _run_child(command: list[str], log_path: Path, echo: IO[str] | None, timeout: float | None,
+               warm_start: bool = False) -> int:
+    """The child's exit status; `warm_start`: forked from trainer.warm's forkserver where it can be."""
+    env = child_env()
     if echo is not None and getattr(echo, "isatty", lambda: False)():   # live bars for a person watching (trainer.progress)
         env[RELAYED_TO_TERMINAL] = "1"
     with log_path.open("wb") as log:
-        child = warm_start(command[-1], env, str(PROJECT_ROOT)) if warm else None
+        child = warm.start(command[-1], env, str(PROJECT_ROOT)) if warm_start else None
         if child is None:
             child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                      cwd=str(PROJECT_ROOT), start_new_session=True, preexec_fn=_die_with_parent)

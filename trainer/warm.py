@@ -68,6 +68,12 @@ def _forkserver(env: dict):
         return context if _import_env(env) == started_with else None
 
 
+def prewarm(env: dict) -> None:
+    """Start the forkserver (its imports run in the background) unless warm starts are off."""
+    if enabled():
+        _forkserver(env)
+
+
 class Child:
     """A started training child, as much of `subprocess.Popen` as trainer.train uses."""
 
