@@ -87,7 +87,7 @@ def quality_argv(cfg: PlanConfig, step: str, rows: tuple[str, ...], cache: Path,
     profile, extra = (cfg.profile, cfg.set) if step == "calibration" else (cfg.second_profile, cfg.second_set)
     return ["bench", "quality", "--calibrate", "--split", "test", "--tasks", str(cfg.tasks), "--seeds", str(cfg.seeds),
             "--rows", ",".join(rows), "--profile", profile, "--base", cfg.base,
-            "--budget", f"device={cfg.device}", *extra, "--wild", str(wild), "--cache", str(cache), "--quiet"]
+            "--set", f"device={cfg.device}", *extra, "--wild", str(wild), "--cache", str(cache), "--quiet"]
 
 
 class Plan:

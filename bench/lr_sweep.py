@@ -4,7 +4,7 @@
                                        [--out bench/results/lr-sweep-cpu-small.json]
 
 For each SFT learning rate, `curateevo bench quality --calibrate --split tune --rows
-oracle,poisoned,rho0-wild --budget sft_learning_rate=R` trains the three calibration rows at the
+oracle,poisoned,rho0-wild --set sft_learning_rate=R` trains the three calibration rows at the
 profile and scores them on bfcl-single's tuning slice (120 train tasks that neither the default
 corpus, dev nor test holds: benchmarks/bfcl/splits.py `tuning_slice`). Every cell is cached under
 runs/bench-quality/, so a stopped sweep continues where it stopped; after each rate the table is
@@ -39,7 +39,7 @@ def run_rate(profile: str, rate: float, seeds: int, cache: Path) -> dict:
     out = cache / "lr-sweep" / f"{profile}-sft-lr-{rate:g}"
     cmd = [sys.executable, "-m", "evolver.cli", "bench", "quality", "--calibrate", "--split", "tune",
            "--rows", ",".join(ROWS), "--seeds", str(seeds), "--profile", profile, "--cache", str(cache),
-           "--budget", f"sft_learning_rate={rate}", "--out", str(out), "--quiet"]
+           "--set", f"sft_learning_rate={rate}", "--out", str(out), "--quiet"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"lr {rate:g}: bench quality failed ({done.returncode}):\n{done.stderr[-2000:]}")

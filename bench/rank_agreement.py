@@ -1,7 +1,7 @@
 """Does the dev gold-call log-likelihood rank strategies like held-out test P, where dev P does not?
 
     .venv/bin/python bench/rank_agreement.py [--profile cpu-small] [--rows rho0-wild,agentrefine,...]
-        [--run RUN ...] [--run-epochs] [--dev-tasks 60] [--test-tasks 120] [--seeds 1] [--budget KEY=VALUE ...]
+        [--run RUN ...] [--run-epochs] [--dev-tasks 60] [--test-tasks 120] [--seeds 1] [--set FIELD=VALUE ...]
         [--out bench/results/rank-agreement-cpu-small.json]
 
 The instrument issue's item 3. Every row (the hand-written strategies and calibration rows of
@@ -35,7 +35,7 @@ def reading(args, split: str, tasks: int) -> dict:
     rows = args.rows + (",runs" if args.run else "")
     cmd = [sys.executable, "-m", "evolver.cli", "bench", "quality", "--gold", "--split", split, "--rows", rows,
            "--tasks", str(tasks), "--seeds", str(args.seeds), "--profile", args.profile, "--cache", str(args.cache),
-           "--out", str(out), *(["--budget", *args.budget] if args.budget else []),
+           "--out", str(out), *(["--set", *args.budget] if args.budget else []),
            *(["--run", *map(str, args.run)] if args.run else []), *(["--run-epochs"] if args.run_epochs else []),
            *(["--base", args.base] if args.base else []), *(["--quiet"] if args.quiet else [])]
     done = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dev-tasks", type=int, default=60)
     ap.add_argument("--test-tasks", type=int, default=120)
     ap.add_argument("--seeds", type=int, default=1, help="training seeds per row (both readings share them)")
-    ap.add_argument("--budget", nargs="+", default=[], metavar="KEY=VALUE", help="as bench quality --budget")
+    ap.add_argument("--set", "--budget", dest="budget", nargs="+", default=[], metavar="FIELD=VALUE",
+                    help="as bench quality --set (--budget: its old spelling)")
     ap.add_argument("--cache", type=Path, default=ROOT / "runs" / "bench-quality")
     ap.add_argument("--out", type=Path, help="default bench/results/rank-agreement-PROFILE.json (and .md)")
     ap.add_argument("--quiet", action="store_true")

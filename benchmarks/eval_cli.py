@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from base.errors import UserError, nonnegative_number, positive_int
+from base.options import add_on_bad_line
 from benchmarks import registry
 from benchmarks.evaluate import METRICS, adapter_dir, evaluate_to_dir, format_metrics
 
@@ -42,7 +43,7 @@ def cmd_eval(args) -> int:
         check_name(args.base)
         adapter_dir(args.adapter)
     doc = evaluate_to_dir(args.benchmark, args.split, out, tasks=args.tasks, categories=categories,
-                          metric=args.metric, corpus=args.corpus, corpus_on_error="skip" if args.skip_bad_lines else "abort",
+                          metric=args.metric, corpus=args.corpus, corpus_on_error=args.on_bad_line,
                           corpus_tools=args.tools, memory=args.memory, memory_k=args.memory_k,
                           samples=args.samples, temperature=args.temperature, seed=args.seed,
                           batch_size=args.batch_size, max_steps=args.max_steps, episodes=not args.no_episodes,
@@ -76,8 +77,7 @@ def add_cli(sub) -> None:
     p.add_argument("--benchmark", default=registry.DEFAULT, choices=registry.names(),
                    help="bfcl (multi-turn), bfcl-single (single-turn, the CPU default) or replay (a corpus's held-out 10%%)")
     p.add_argument("--corpus", nargs="+", help="raw corpus file(s) or folder(s) for --benchmark replay")
-    p.add_argument("--skip-bad-lines", action="store_true", help="replay: skip and count invalid corpus records "
-                                                                   "(as the run that trained the adapter did)")
+    add_on_bad_line(p, "replay corpus (as the run that trained the adapter did)")
     p.add_argument("--tools", help="replay: JSON file of the real tool schemas for records whose files carry none")
     p.add_argument("--base", "--model", dest="base", default="smollm2-135m",
                    help="the model evaluated (as `run --base`): smollm2-135m, tiny-random, a model directory or HF id; "

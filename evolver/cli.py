@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from base.errors import RunFailed, UserError, positive_int, positive_seconds, printable
+from base.options import add_on_bad_line
 from base.files import atomic_write, read_json
 from evolver import repair, report, run_cli, trace
 from sandbox import image as sandbox_image
@@ -84,7 +85,7 @@ def cmd_curate(args) -> int:
     executor = make_executor(args.sandbox, trusted=True)   # the user's own strategy
     get_profile(args.profile)   # a misspelled profile fails before anything runs
     corpus = load_corpus([str(p) for p in args.corpus], fmt=args.format,
-                         on_error="skip" if args.skip_bad_lines else "abort", tools=args.tools)
+                         on_error=args.on_bad_line, tools=args.tools)
     for notice in (corpus.quirks_notice, corpus.tools_notice):
         if notice:
             _say(args, f"corpus: {notice}")
@@ -237,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-length", type=positive_int, default=None, help="SFT max_length to report (default: the profile's)")
     p.add_argument("--max-prompt-length", type=positive_int, default=None,
                    help="GRPO max_prompt_length to report (default: the profile's)")
-    p.add_argument("--skip-bad-lines", action="store_true", help="skip and count invalid corpus lines instead of aborting")
+    add_on_bad_line(p)
     p.add_argument("--tools", help="JSON file of the real tool schemas for records whose files carry none (default: "
                                    "one catalogue per source, built from the calls the corpus makes)")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/curate-<time>)")

@@ -69,7 +69,7 @@ def test_empty_corpus_file_is_reported_at_line_1(tmp_path, capsys):
 def test_skip_bad_lines_curates_the_valid_ones(tmp_path, capsys):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_bytes(json.dumps(good()).encode() + b"\nnot json\n")
-    assert cli.main(["curate", "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--skip-bad-lines",
+    assert cli.main(["curate", "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--on-bad-line", "skip",
                      "--quiet", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["raw"]["records"] == 1
@@ -85,11 +85,43 @@ def test_skip_bad_lines_curates_the_valid_ones(tmp_path, capsys):
 def test_skip_bad_lines_reports_the_true_retained_share(tmp_path, capsys):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_bytes(json.dumps(good()).encode() + b"\n" + b"not json\n" * 9)
-    assert cli.main(["curate", "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--skip-bad-lines",
+    assert cli.main(["curate", "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--on-bad-line", "skip",
                      "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "skipped lines  9 of 10 (listed in skipped.jsonl); retained 1 of 10 read (10.0%)" in out
     assert "length (cpu-small)  SFT 1: 0 cut, 0 dropped at max_length 1536" in out
+
+
+def test_the_old_spelling_of_skipping_bad_lines_still_works_and_says_the_new_one(tmp_path, capsys):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(json.dumps(good()).encode() + b"\nnot json\n")
+    assert cli.main(["curate", "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--skip-bad-lines", "--quiet"]) == 0
+    assert "--skip-bad-lines is the old spelling of --on-bad-line skip" in capsys.readouterr().err
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["corpus"]["skipped_lines"] == 1
+
+
+@pytest.mark.parametrize("command,spelled", [
+    (("curate",), {"--on-bad-line"}), (("eval",), {"--on-bad-line"}), (("run",), {"--on-bad-line"}),
+    (("train",), {"--set"}), (("bench", "quality"), {"--set"})])
+def test_one_spelling_for_bad_lines_and_for_profile_overrides(command, spelled, capsys):
+    """Every command that reads a corpus handles a bad line with --on-bad-line abort|skip, and every command
+    that trains takes the profile's overrides as --set FIELD=VALUE (old spellings: aliases that say the new one)."""
+    import re
+
+    with pytest.raises(SystemExit):
+        cli.main([*command, "--help"])
+    options = set(re.findall(r"(--[a-z][a-z-]+)", capsys.readouterr().out))
+    assert spelled <= options
+
+
+def test_the_old_spelling_of_profile_overrides_says_the_new_one(tmp_path, capsys):
+    from trainer.cli import parse_budget
+
+    assert parse_budget(["sft_learning_rate=2e-4", "device=cpu", "threads=None"]) == \
+        {"sft_learning_rate": 2e-4, "device": "cpu", "threads": None}
+    rc = cli.main(["bench", "quality", "--budget", "no_such_field=1", "--cache", str(tmp_path / "c"), "--report-only"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--budget is the old spelling of --set" in err and "--set no_such_field=1" in err
 
 
 def test_a_misspelled_profile_fails_before_curation(tmp_path, capsys, sample_corpus):

@@ -89,12 +89,12 @@ def test_the_toolbench_refusal_names_the_switch_that_skips(tmp_path, capsys):
     assert cli.main(["curate", "--corpus", str(TOOLBENCH), "--sandbox", "process", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "69_ChatGPT_DFS_woFilter_w2.json:1: answer_generation.train_messages: missing" in err
-    assert "curate --skip-bad-lines, run --on-bad-line skip" in err and err.count("\n") == 1
+    assert "--on-bad-line skip (curate, run, eval)" in err and err.count("\n") == 1
     assert not (tmp_path / "o").exists()
 
 
 def test_curate_reports_its_wall_time_with_start_up(tmp_path, capsys):
-    assert cli.main(["curate", "--corpus", str(TOOLBENCH), "--skip-bad-lines", "--sandbox", "process",
+    assert cli.main(["curate", "--corpus", str(TOOLBENCH), "--on-bad-line", "skip", "--sandbox", "process",
                      "--out", str(tmp_path / "o")]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("artifacts in"))

@@ -108,6 +108,9 @@ def test_a_run_killed_inside_a_training_resumes_to_the_same_result(reference, tm
 
 def test_log_status_diff_and_report_read_the_run(reference, capsys):
     root = reference.root
+    # every training of the run was forked from the run's forkserver, its libraries imported once (trainer.warm)
+    trainings = list(root.glob("epochs/*/train-s*/summary.json"))
+    assert trainings and {json.loads(p.read_text())["started"] for p in trainings} == {"warm"}
     assert cli.main(["log", str(root)]) == 0
     out = capsys.readouterr().out
     assert "accepted" in out and "rejected" in out and "J" in out

@@ -127,14 +127,17 @@ def test_the_childs_output_reaches_the_log_and_the_echo_intact(tmp_path):
     assert rc == 0 and echo.getvalue() == text == (tmp_path / "log").read_bytes().decode("utf-8")
 
 
-def test_the_bf16_path_trains_the_test_profile_and_the_same_seed_gives_the_same_adapter(inputs, tmp_path):
+def test_the_bf16_path_trains_the_test_profile_and_the_same_seed_gives_the_same_adapter(inputs, tmp_path, monkeypatch):
     """precision=bf16 on a CPU: matmuls in bfloat16 under autocast where the CPU has bf16 units
-    (fp32 weights and optimizer), float32 elsewhere; either way deterministic per seed."""
+    (fp32 weights and optimizer), float32 elsewhere; either way deterministic per seed, forked warm or
+    started fresh (an environment variable the libraries read at import differs from the forkserver's)."""
     from trainer.devices import cpu_has_bf16
 
     sft, rl = inputs
     a = train(sft, rl, tmp_path / "a", profile="test", seed=7, precision="bf16", report_to="none")
+    monkeypatch.setenv("KMP_CURATEEVO_TEST", "1")   # OpenMP's: read when the library loads
     b = train(sft, rl, tmp_path / "b", profile="test", seed=7, precision="bf16", report_to="none")
+    assert (a["started"], b["started"]) == ("warm", "fresh")
     assert a["dtype"] == "float32" and a["compute_dtype"] == ("bfloat16" if cpu_has_bf16() else "float32")
     assert a["profile"]["precision"] == ("bf16" if cpu_has_bf16() else "fp32") and a["sft"]["loss_first"] > 0
     weights = "adapter/adapter_model.safetensors"

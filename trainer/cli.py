@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from base.errors import UserError, positive_seconds
+from base.options import add_set
 from trainer.recipe import PROFILE_HELP, PROFILES, Profile
 from trainer.tracking import DEFAULT_REPORT_TO, REPORT_TO
 
@@ -85,8 +86,7 @@ def add_cli(subparsers) -> None:
                    help=f"budgets: {PROFILE_HELP} (default: cpu-small)")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/train-<time>)")
     p.add_argument("--seed", type=int, default=0, help="training seed (data order, LoRA init, GRPO sampling)")
-    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override one budget of the profile (e.g. sft_max_steps=10); the recipe stays fixed")
+    add_set(p, "the profile (the recipe stays fixed)")
     p.add_argument("--launcher", help="how the training process starts: 'accelerate' (with --accelerate-config, "
                                       "multi-GPU) or a literal command prefix such as 'torchrun --nproc_per_node 4'")
     p.add_argument("--accelerate-config", type=Path, metavar="F", help="an `accelerate config` YAML for --launcher accelerate")

@@ -91,6 +91,9 @@ def child_env() -> dict:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    # idle OpenMP threads sleep instead of spinning: on shared cores spinning costs several times the
+    # time (benchmarks/policies/local.py, which sets it for evaluation); read once, when torch loads
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     # str hashes fixed: PEFT writes "all-linear"'s target modules from a set, so their order in
     # adapter_config.json (and the adapter's hash) would otherwise change from process to process
     env["PYTHONHASHSEED"] = "0"

@@ -26,10 +26,12 @@ PRELOAD = ["trainer.worker", "torch", "transformers", "peft", "datasets", "trl.t
            "trl.trainer.grpo_trainer"]
 """What the forkserver imports before its first fork (an import that fails there is retried in the child)."""
 
-READ_AT_IMPORT = ("PYTHON", "HF_", "HUGGINGFACE", "TRANSFORMERS", "TORCH", "PYTORCH", "OMP_", "MKL", "KMP_",
-                  "CUDA", "TOKENIZERS", "TRL", "ACCELERATE", "WANDB", "TENSORBOARD", "LD_")
-"""Environment variables the libraries may read once, when imported: a training whose values differ
-from the forkserver's starts as a fresh process instead."""
+READ_AT_IMPORT = ("OMP_", "GOMP_", "KMP_", "MKL_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_",
+                  "PYTHONHASHSEED", "PYTHONPATH", "LD_PRELOAD", "LD_LIBRARY_PATH")
+"""Environment variables read once, when the preloaded libraries load (OpenMP's pools, the Hugging Face
+hub's paths and offline switch): a training whose values differ from the forkserver's starts as a
+fresh process. The rest (CUDA's, torch's compiler caches, trackers') is read when used, after the
+child has taken the caller's environment."""
 
 _lock = threading.Lock()
 _server: tuple | None = None   # (the forkserver context, the import-time environment it started with)

@@ -16,27 +16,14 @@ import sys
 from pathlib import Path
 
 from base.errors import UserError, positive_int, positive_seconds
+from base.options import add_set
+from trainer.cli import parse_budget
 from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits, make_executor
 
 from benchmarks.quality import CALIBRATION, ROWS, TABLE1
 
 CACHE = PROJECT_ROOT / "runs" / "bench-quality"
 
-
-def _budget(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UserError(f"--budget {item!r}: write KEY=VALUE (a trainer.recipe.Profile field, e.g. sft_max_steps=2)")
-        out[key] = {"true": True, "false": False}.get(value.lower(), value)
-        for cast in (int, float):
-            try:
-                out[key] = cast(value)
-                break
-            except ValueError:
-                pass
-    return out
 
 
 @contextlib.contextmanager
@@ -107,7 +94,7 @@ def setting_of(args):
     corpus = tuple(str(c) for c in args.corpus or ())
     return Setting(benchmark=args.benchmark, split=split, tasks=tasks, profile=args.profile, base=args.base,
                    seeds=tuple(range(args.seeds)), metric=env.metrics[0], batch_size=args.batch_size,
-                   curation_timeout_s=args.timeout, budget=_budget(args.budget), corpus=corpus,
+                   curation_timeout_s=args.timeout, budget=parse_budget(args.set), corpus=corpus,
                    tools=str(args.tools) if args.tools else None,
                    corpus_sha256=corpus_sha256(list(corpus)) if corpus else None)
 
@@ -255,8 +242,7 @@ def add_cli(sub) -> None:
     p.add_argument("--profile", default="cpu-small", choices=list(PROFILES),
                    help=f"recipe profile: {PROFILE_HELP} (default cpu-small)")
     p.add_argument("--base", help="base model (default: the profile's)")
-    p.add_argument("--budget", nargs="+", default=[], metavar="KEY=VALUE",
-                   help="override single profile budgets (e.g. sft_max_steps=2); part of the cache key")
+    add_set(p, "the profile (part of the cache key)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="evaluation batch size (default 32)")
     p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategies (default: auto)")
     p.add_argument("--curated-runtime", metavar="SHA256", type=_sha256,

@@ -204,8 +204,7 @@ def _refuse_other_files(files: list[CorpusFile], max_line_bytes: int) -> None:
                         "list); move them out of the folder, or give the trajectory files themselves")
 
 
-SKIP_HINT = ("; to leave out every invalid record instead, and count it: curate --skip-bad-lines, "
-             "run --on-bad-line skip")
+SKIP_HINT = "; to leave out every invalid record instead, and count it: --on-bad-line skip (curate, run, eval)"
 
 
 def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
