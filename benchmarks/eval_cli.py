@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from base.errors import UserError, nonnegative_number, positive_int
-from base.options import add_on_bad_line
+from sandbox.options import add_corpus
 from benchmarks import registry
 from benchmarks.evaluate import METRICS, adapter_dir, evaluate_to_dir, format_metrics
 
@@ -76,9 +76,9 @@ def add_cli(sub) -> None:
                                    "steps.jsonl and metrics.json. The test split is refused.")
     p.add_argument("--benchmark", default=registry.DEFAULT, choices=registry.names(),
                    help="bfcl (multi-turn), bfcl-single (single-turn, the CPU default) or replay (a corpus's held-out 10%%)")
-    p.add_argument("--corpus", nargs="+", help="raw corpus file(s) or folder(s) for --benchmark replay")
-    add_on_bad_line(p, "replay corpus (as the run that trained the adapter did)")
-    p.add_argument("--tools", help="replay: JSON file of the real tool schemas for records whose files carry none")
+    add_corpus(p, "raw corpus file(s) or folder(s) for --benchmark replay",
+               "replay: JSON file of the real tool schemas for records whose files carry none",
+               "replay corpus (as the run that trained the adapter did)")
     p.add_argument("--base", "--model", dest="base", default="smollm2-135m",
                    help="the model evaluated (as `run --base`): smollm2-135m, tiny-random, a model directory or HF id; "
                         "with --policy openai the served model name (vLLM: the --lora-modules name, so the adapter is "

@@ -9,8 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from base.errors import RunFailed, UserError, positive_int, positive_seconds, printable
-from base.options import add_on_bad_line
+from base.errors import RunFailed, UserError, positive_int, printable
+from sandbox.options import add_corpus, add_sandbox, add_timeout
+from trainer.options import add_profile
 from base.files import atomic_write, read_json
 from evolver import repair, report, run_cli, trace
 from sandbox import image as sandbox_image
@@ -20,9 +21,8 @@ from trainer import export as trainer_export
 from benchmarks import eval_cli
 from benchmarks.quality import cli as quality_cli
 from sandbox.corpus import FORMATS as CORPUS_FORMATS
-from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits
+from sandbox.executor import PROJECT_ROOT, Limits
 from sandbox.leftovers import reap_leftovers, start_ticks
-from trainer.recipe import PROFILE_HELP, PROFILES
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
 SAMPLE_CORPUS = PROJECT_ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"
@@ -229,22 +229,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("curate", help="execute one strategy once and show its profile")
     p.add_argument("--strategy", type=Path, default=SEED_STRATEGY, help="strategy.py or its directory (default: seed ρ0)")
-    p.add_argument("--corpus", type=Path, nargs="+", help="raw corpus file(s) or folder(s), any format `run` reads "
-                                                          "(default: the bundled sample, benchmarks/data/sample_corpus.jsonl)")
+    add_corpus(p, "raw corpus file(s) or folder(s), any format `run` reads (default: the bundled sample, "
+                  "benchmarks/data/sample_corpus.jsonl)",
+               "JSON file of the real tool schemas for records whose files carry none (default: one catalogue per "
+               "source, built from the calls the corpus makes)")
     p.add_argument("--format", default="auto", choices=["auto", "openai", *CORPUS_FORMATS],
                    help="corpus format; auto detects it per file")
-    p.add_argument("--profile", default="cpu-small", choices=list(PROFILES),
-                   help=f"recipe profile whose length limits are reported: {PROFILE_HELP}")
+    add_profile(p, "recipe profile whose length limits are reported", overrides=None)
     p.add_argument("--max-length", type=positive_int, default=None, help="SFT max_length to report (default: the profile's)")
     p.add_argument("--max-prompt-length", type=positive_int, default=None,
                    help="GRPO max_prompt_length to report (default: the profile's)")
-    add_on_bad_line(p)
-    p.add_argument("--tools", help="JSON file of the real tool schemas for records whose files carry none (default: "
-                                   "one catalogue per source, built from the calls the corpus makes)")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/curate-<time>)")
     p.add_argument("--seed", type=int, default=0, help="the curation seed (ctx.rng)")
-    p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategy (default: auto)")
-    p.add_argument("--timeout", type=positive_seconds, default=Limits.timeout_s, help="wall-clock limit in seconds")
+    add_sandbox(p)
+    add_timeout(p)
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
     p.set_defaults(func=cmd_curate)
@@ -255,9 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retrain", action="store_true", help="with --epoch: train again and compare the adapter bytes")
     p.add_argument("--reeval", action="store_true", help="with --epoch: evaluate again and compare P and every outcome")
     p.add_argument("--out", type=Path, help="where to write the replay (default: a temporary directory)")
-    p.add_argument("--corpus", nargs="+", help="the corpus file(s) or folder(s) as given to curate or run, if they moved")
-    p.add_argument("--tools", help="the --tools file the output was curated with, if it moved")
-    p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategy (default: auto)")
+    add_corpus(p, "the corpus file(s) or folder(s) as given to curate or run, if they moved",
+               "the --tools file the output was curated with, if it moved", bad_lines=None)
+    add_sandbox(p)
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("diff", help="strategy diff between two epochs or commits of a workspace")

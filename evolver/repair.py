@@ -144,11 +144,10 @@ def cmd_repair(args) -> int:
 
 
 def add_cli(sub) -> None:
-    from sandbox.executor import EXECUTORS
+    from sandbox.options import add_sandbox
 
     p = sub.add_parser("repair", help="rebuild a curated epoch's deleted or edited artifacts, byte for byte as recorded")
     p.add_argument("run", help="a run directory")
     p.add_argument("--epoch", type=int, help="only this epoch (default: every curated epoch that is damaged)")
-    p.add_argument("--sandbox", choices=["auto", *EXECUTORS], help="where to execute the strategy again "
-                   "(default: the run's own)")
+    add_sandbox(p, "the strategy, executed again", default=None, shown="the run's own")
     p.set_defaults(func=cmd_repair)

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from base.errors import UserError, positive_seconds
-from base.options import add_set
-from trainer.recipe import PROFILE_HELP, PROFILES, Profile
+from trainer.options import add_profile
+from trainer.recipe import Profile
 from trainer.tracking import DEFAULT_REPORT_TO, REPORT_TO
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -82,11 +82,9 @@ def add_cli(subparsers) -> None:
     p.add_argument("--rl", type=Path, help="RL records (JSONL)")
     p.add_argument("--base", help="smollm2-135m, tiny-random, a local model directory or a Hugging Face id "
                                    "(default: the profile's)")
-    p.add_argument("--profile", default="cpu-small", choices=list(PROFILES),
-                   help=f"budgets: {PROFILE_HELP} (default: cpu-small)")
+    add_profile(p, "budgets", overrides="the profile (the recipe stays fixed)")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/train-<time>)")
     p.add_argument("--seed", type=int, default=0, help="training seed (data order, LoRA init, GRPO sampling)")
-    add_set(p, "the profile (the recipe stays fixed)")
     p.add_argument("--launcher", help="how the training process starts: 'accelerate' (with --accelerate-config, "
                                       "multi-GPU) or a literal command prefix such as 'torchrun --nproc_per_node 4'")
     p.add_argument("--accelerate-config", type=Path, metavar="F", help="an `accelerate config` YAML for --launcher accelerate")

@@ -24,10 +24,10 @@ from trainer.launch import check_vllm, launcher_prefix
 from trainer.models import check_name
 from trainer.recipe import get_profile
 from trainer import warm
+from trainer.worker import USER_ERROR_PREFIX
 from trainer.tracking import DEFAULT_REPORT_TO, check_report_to
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-USER_ERROR_PREFIX = "curateevo-train: error: "
 
 
 def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, base: str | None = None,

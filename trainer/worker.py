@@ -28,7 +28,10 @@ from base.errors import UserError
 from base.files import atomic_write
 from sandbox import environment_lock
 from trainer.recipe import RECIPE, Profile, as_dict
-from trainer.train import USER_ERROR_PREFIX
+
+
+USER_ERROR_PREFIX = "curateevo-train: error: "
+"""How the child reports a user error (bad records found after the parent's checks): trainer.train reads it."""
 
 
 def _peak_memory_mb(device: str) -> float:

@@ -15,10 +15,11 @@ import fcntl
 import sys
 from pathlib import Path
 
-from base.errors import UserError, positive_int, positive_seconds
-from base.options import add_set
+from base.errors import UserError, positive_int
+from sandbox.options import add_corpus, add_sandbox, add_timeout
+from trainer.options import add_profile
 from trainer.cli import parse_budget
-from sandbox.executor import EXECUTORS, PROJECT_ROOT, Limits, make_executor
+from sandbox.executor import PROJECT_ROOT, make_executor
 
 from benchmarks.quality import CALIBRATION, ROWS, TABLE1
 
@@ -221,9 +222,9 @@ def add_cli(sub) -> None:
                                     "evaluate on a held-out, category-balanced test subset; every cell is cached.")
     p.add_argument("--benchmark", default=registry.DEFAULT, choices=_with_test_splits(), help="the benchmark whose test split scores every row (replay: "
                    "the held-out tenth of --corpus)")
-    p.add_argument("--corpus", type=Path, nargs="+", help="--benchmark replay: your corpus (files as `run --corpus` "
-                   "takes them); its held-out tenth are the tasks (dev), its other nine tenths what the rows curate")
-    p.add_argument("--tools", type=Path, help="--benchmark replay: the corpus's tool schemas, as `run --tools`")
+    add_corpus(p, "--benchmark replay: your corpus (files as `run --corpus` takes them); its held-out tenth are the "
+               "tasks (dev), its other nine tenths what the rows curate",
+               "--benchmark replay: the corpus's tool schemas, as `run --tools`", bad_lines=None)
     p.add_argument("--wild", type=Path, help="wild corpus directory with noise_labels.json "
                                              "(default: runs/corpora/BENCHMARK-wild-seed0-maxN, sized to the profile's SFT budget N "
                                              "as `run` sizes it, built if missing)")
@@ -237,18 +238,14 @@ def add_cli(sub) -> None:
     p.add_argument("--seeds", type=positive_int, default=2, help="training seeds per row (default 2)")
     p.add_argument("--tasks", type=positive_int, help="tasks of the split, balanced over its categories (default 120 test, 60 dev)")
     p.add_argument("--split", choices=["test", "dev", "tune"], help="test (default), dev (default with --spread) or tune (bfcl-single's tuning slice: train tasks outside the default corpus, for choosing a profile's learning rates)")
-    from trainer.recipe import PROFILE_HELP, PROFILES
-
-    p.add_argument("--profile", default="cpu-small", choices=list(PROFILES),
-                   help=f"recipe profile: {PROFILE_HELP} (default cpu-small)")
+    add_profile(p, overrides="the profile (part of the cache key)")
     p.add_argument("--base", help="base model (default: the profile's)")
-    add_set(p, "the profile (part of the cache key)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="evaluation batch size (default 32)")
-    p.add_argument("--sandbox", default="auto", choices=["auto", *EXECUTORS], help="executor of the strategies (default: auto)")
+    add_sandbox(p, "the strategies")
     p.add_argument("--curated-runtime", metavar="SHA256", type=_sha256,
                    help="reuse curations made on another machine, whose sandbox runtime hash (printed there) this is, "
                         "and curate nothing here: curate where the sandbox runs, train and evaluate where the GPU is")
-    p.add_argument("--timeout", type=positive_seconds, default=Limits.timeout_s, help="curation wall-clock limit in seconds")
+    add_timeout(p)
     p.add_argument("--cache", type=Path, default=CACHE, help="cache directory (default runs/bench-quality)")
     p.add_argument("--out", type=Path, help="where quality.json/.md/.png go (default CACHE/report-SPLIT)")
     p.add_argument("--spread", action="store_true", help="report the run-to-run spread of P between seeds "
