@@ -40,7 +40,9 @@ def format_summary(summary: dict, out: Path) -> str:
                              f"{d['tokens']} tokens, {d['truncated']} truncated, {d['dropped_untrained']} dropped"))
     if sft:
         rows.append(("SFT", f"{sft['steps']} steps, {sft['epochs_seen']} epochs, loss {_f(sft['loss_first'])} → "
-                            f"{_f(sft['loss_last'])}, {sft['tokens_per_s']} tokens/s, {sft['wall_s']} s"))
+                            f"{_f(sft['loss_last'])}, {sft['tokens_per_s']} tokens/s"
+                            + (f" ({sft['padding_share']:.0%} of batch slots padding)"
+                               if sft.get("padding_share") is not None else "") + f", {sft['wall_s']} s"))
     d = data["rl"]
     rows.append(("RL data", f"{d['prompts']} of {d['records']} prompts ({d['shortened']} shortened, "
                             f"{d['dropped_too_long']} dropped)"))

@@ -79,6 +79,7 @@ def run_sft(model, tokenizer, examples: list[dict], recipe: Recipe, profile: Pro
                          train_dataset=Dataset.from_list(examples), processing_class=tokenizer,
                          peft_config=lora_config(recipe), callbacks=[log])
     console(trainer, "sft", progress)
+    trainer.data_collator = padding = PaddingCount(trainer.data_collator)
     start = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - start
@@ -89,5 +90,22 @@ def run_sft(model, tokenizer, examples: list[dict], recipe: Recipe, profile: Pro
         "steps": steps, "examples_seen": seen, "epochs_seen": round(seen / len(examples), 3),
         "tokens_seen": tokens, "tokens_per_s": round(tokens / wall, 1) if wall else None,
         "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
-        "wall_s": round(wall, 2),
+        "padding_share": padding.share(), "wall_s": round(wall, 2),
     }
+
+
+class PaddingCount:
+    """The collator TRL built, counting the padded positions of the batches it makes (the share of
+    each batch's rows × longest row that is padding: compute spent on nothing)."""
+
+    def __init__(self, inner):
+        self.inner, self.slots, self.tokens = inner, 0, 0
+
+    def __call__(self, examples):
+        lengths = [len(e["input_ids"]) for e in examples]
+        self.slots += max(lengths, default=0) * len(lengths)
+        self.tokens += sum(lengths)
+        return self.inner(examples)
+
+    def share(self) -> float | None:
+        return round(1 - self.tokens / self.slots, 4) if self.slots else None
