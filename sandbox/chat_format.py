@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from sandbox.canonical import shared
-from transformers.utils.chat_template_utils import _compile_jinja_template, render_jinja_template
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -71,6 +70,8 @@ def _check_style(style: str) -> None:
 
 def _macros(style: str):
     """The template's macros (tool_line, tool_block, assistant_body) for one tool style."""
+    from transformers.utils.chat_template_utils import _compile_jinja_template   # ~1 s: imported when first rendered
+
     _check_style(style)
     return _compile_jinja_template(CHAT_TEMPLATE).make_module({"tool_style": style, "messages": []})
 
@@ -130,6 +131,8 @@ def render_with_spans(messages: Sequence[Mapping], tools: Sequence[Mapping] | No
     stop), not the `<|im_start|>assistant` header. `weights` has one 0/1 per assistant message
     (default: each message's own `training` flag, else 1); weight-0 turns stay in the text but
     get no span."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
     _check_style(style)
     if weights is not None:
         messages = with_training_flags(messages, weights)
