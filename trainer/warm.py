@@ -3,19 +3,21 @@
 A training child spends its first seconds importing torch, transformers, PEFT, TRL and datasets
 (~5 s on 2 CPU cores, more than a `test`-profile training itself). `start(request, env, cwd)`
 forks the child from a multiprocessing *forkserver* that imported them once (started on the
-first training of the calling process, stopped when it exits). The child is the process
-`python -m trainer.worker REQUEST` would be: its own session, killed when the caller dies (a
-thread waits on the caller's pidfd; the forkserver stays up while a child of its runs, so
-PR_SET_PDEATHSIG alone would not do), stdout and stderr into the pipe the caller reads, the caller's environment
-for the worker, `PYTHONHASHSEED=0` (fixed when the forkserver starts, since Python fixes its
-hash seed at start-up; PEFT writes `all-linear`'s modules from a set). Only the forkserver has
-imported anything; it never computed, so no thread pool is forked half-used.
+first training of the calling process, or by `prewarm`; it exits after the caller and its
+children). The child is the process `python -m trainer.worker REQUEST` would be: its own
+session; killed when the caller dies (a thread waits on the caller's pidfd: the forkserver stays
+up while a child of its runs, so PR_SET_PDEATHSIG alone would not do) or the forkserver does;
+stdout and stderr into the pipe the caller reads; the caller's environment; `PYTHONHASHSEED=0`
+(Python fixes its hash seed at start-up, so the forkserver is started, and restarted, in the
+child's environment; PEFT writes `all-linear`'s modules from a set). The forkserver has only
+imported; it never computed, so no thread pool is forked half-used.
 
 `CURATEEVO_WARM_TRAINING=0` starts every training as a fresh `python -m trainer.worker` instead
 (the two give the same adapter bytes: tests/test_trainer_e2e.py).
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -45,6 +47,21 @@ def _import_env(env: dict) -> dict:
     return {k: v for k, v in env.items() if k.startswith(READ_AT_IMPORT)}
 
 
+@contextlib.contextmanager
+def _environment(env: dict):
+    """This process's environment holds `env` meanwhile: a forkserver (re)started now starts in it."""
+    changed = {k: os.environ.get(k) for k, v in env.items() if os.environ.get(k) != v}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in changed.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def _forkserver(env: dict):
     """The forkserver context, started once in the child's environment (hash seed included) with
     the libraries imported; None when `env` differs from that environment where imports read it."""
@@ -55,16 +72,8 @@ def _forkserver(env: dict):
 
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(PRELOAD)
-            changed = {k: os.environ.get(k) for k, v in env.items() if os.environ.get(k) != v}
-            os.environ.update(env)   # the server's interpreter starts in the child's environment
-            try:
+            with _environment(env):
                 forkserver.ensure_running()
-            finally:
-                for k, v in changed.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
             _server = (context, _import_env(env))
         context, started_with = _server
         return context if _import_env(env) == started_with else None
@@ -112,7 +121,8 @@ def start(request_path: str, env: dict, cwd: str) -> Child | None:
         return None
     reader, writer = context.Pipe(duplex=False)   # raw bytes: the child's fds 1 and 2
     process = context.Process(target=_child, args=(request_path, writer, env, cwd, os.getpid()), name="curateevo-train")
-    process.start()
+    with _lock, _environment(env):   # a forkserver that died is restarted here, in the child's environment
+        process.start()
     writer.close()
     fd = os.dup(reader.fileno())
     reader.close()
