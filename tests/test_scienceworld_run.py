@@ -11,13 +11,15 @@ from evolver.loop import run_epochs
 from evolver.store import RunStore
 from sandbox.corpus import corpus_sha256
 
+from conftest import TINY_MAX_NEW_TOKENS
+
 
 def test_a_tiny_run_on_scienceworld_goes_through_every_stage_and_replays(tmp_path, capsys):
     info = corpus.write(tmp_path / "corpus", "wild", seed=0, limit=2)
     files = (str(tmp_path / "corpus" / corpus.CORPUS_FILE),)
     config = RunConfig(corpus=files, corpus_sha256=corpus_sha256(list(files)), benchmark="scienceworld",
                        metric="task_success", profile="test", base="tiny-random", sandbox="process", tasks=1,
-                       epochs=2, batch_size=2, eval_steps=False)
+                       epochs=2, batch_size=2, eval_steps=False, max_new_tokens=TINY_MAX_NEW_TOKENS)
     store = RunStore.create(tmp_path / "sw", config.to_json())
     run_epochs(store)
     root = tmp_path / "sw"
