@@ -134,7 +134,8 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _pump(child: subprocess.Popen, log, echo, timeout: float | None) -> None:
+def _pump(child, log, echo, timeout: float | None) -> None:
+    """Copy the child's output (`child.stdout_fd`: a Popen's pipe or a warm.Child's) to the log and `echo` until it ends."""
     import codecs
     import selectors
     import time
