@@ -100,11 +100,6 @@ def child_env() -> dict:
     return env
 
 
-def prewarm() -> None:
-    """Start the forkserver's imports now (they run beside whatever comes before the first training)."""
-    warm.prewarm(child_env())
-
-
 def _run_child(command: list[str], log_path: Path, echo: IO[str] | None, timeout: float | None,
                warm_start: bool = False) -> int:
     """The child's exit status; `warm_start`: forked from trainer.warm's forkserver where it can be."""

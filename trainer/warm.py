@@ -3,7 +3,7 @@
 A training child spends its first seconds importing torch, transformers, PEFT, TRL and datasets
 (~5 s on 2 CPU cores, more than a `test`-profile training itself). `start(request, env, cwd)`
 forks the child from a multiprocessing *forkserver* that imported them once (started on the
-first training of the calling process, or by `prewarm`; it exits after the caller and its
+first training of the calling process; it exits after the caller and its
 children). The child is the process `python -m trainer.worker REQUEST` would be: its own
 session; killed when the caller dies (a thread waits on the caller's pidfd: the forkserver stays
 up while a child of its runs, so PR_SET_PDEATHSIG alone would not do) or the forkserver does;
@@ -77,12 +77,6 @@ def _forkserver(env: dict):
             _server = (context, _import_env(env))
         context, started_with = _server
         return context if _import_env(env) == started_with else None
-
-
-def prewarm(env: dict) -> None:
-    """Start the forkserver (its imports run in the background) unless warm starts are off."""
-    if enabled():
-        _forkserver(env)
 
 
 class Child:

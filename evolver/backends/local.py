@@ -27,10 +27,6 @@ class LocalBackend:
 
     def prepare(self, cfg) -> Needs:
         # nothing to check: trainer.devices refuses a profile that demands a missing GPU, in one sentence
-        if not getattr(cfg, "launcher", None):   # the trainings' imports run beside the first curation
-            from trainer.train import prewarm
-
-            prewarm()
         return needs_of(cfg, gpus_available=False)
 
     def submit(self, jobs: list[StageJob], landed=None) -> LocalBatch:
