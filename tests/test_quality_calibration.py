@@ -70,6 +70,9 @@ def test_calibration_trains_the_rows_that_must_differ_and_says_what_it_resolves(
     assert cal["gold_vs_P_spearman"]["rows"] == 5 and "Δ gold LL" in printed
     assert cal["minimal_detectable_difference"]["value"] > 0.5     # 5 tasks × 1 seed resolve nothing small
     assert cal["verdict"].startswith("calibration of test / ") and "clean from poisoned data" in cal["verdict"]
+    # each pair says what a comparison on the same tasks resolves; the verdict gives their median
+    assert all(0 <= p["mdd_paired"] for p in cal["pairs"]) and cal["paired_mdd"]["pairs"] == len(cal["pairs"])
+    assert "on the same tasks (the loop's comparison" in cal["verdict"]
     assert cal["verdict"] in printed and "| clean vs poisoned (must differ) (oracle − poisoned) |" in printed
 
     note = calibration.run_note(cache, benchmark="bfcl-single", profile="test", base="tiny-random", tasks=60,

@@ -101,6 +101,22 @@ def test_the_minimal_detectable_difference_for_60_tasks_and_one_seed_is_22_point
     assert stats.minimal_detectable_difference(240, 1) == pytest.approx(0.2214847587 / 2, abs=1e-9)
 
 
+def test_rows_that_agree_on_most_tasks_are_told_apart_paired_at_a_smaller_difference():
+    # 100 tasks, both rows solve the first 20; a solves 10 more: d is 1 on 10 tasks, 0 elsewhere
+    a, b = binary(30, 100), binary(20, 100)
+    var_d = (10 * 0.9 ** 2 + 90 * 0.1 ** 2) / 99          # the sample variance of d
+    z = 1.959963985 + 0.841621234
+    assert stats.paired_minimal_detectable_difference(a, b) == pytest.approx(z * math.sqrt(var_d / 100), abs=1e-6)
+    assert stats.paired_minimal_detectable_difference(a, b) < stats.minimal_detectable_difference(100, 1, 0.25) / 2
+    # a measured seed spread adds 2·sd²/S; two seeds per row average the per-task outcomes
+    with_seeds = stats.paired_minimal_detectable_difference(a, b, seed_sd=0.02)
+    assert with_seeds == pytest.approx(z * math.sqrt(var_d / 100 + 2 * 0.02 ** 2), abs=1e-6)
+    assert stats.paired_minimal_detectable_difference(binary(30, 100, 2), binary(20, 100, 2), seed_sd=0.02) == \
+        pytest.approx(z * math.sqrt(var_d / 100 + 0.02 ** 2), abs=1e-6)
+    with pytest.raises(ValueError):
+        stats.paired_minimal_detectable_difference(binary(1, 1), binary(0, 1))
+
+
 def test_the_spread_and_the_acceptance_margin_it_implies():
     spread = stats.seed_spread([0.20, 0.25, 0.30])
     assert spread["sd"] == pytest.approx(0.05) and spread["range"] == pytest.approx(0.10)

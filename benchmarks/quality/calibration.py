@@ -20,6 +20,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
+
 from base.files import atomic_json
 
 from benchmarks.quality import stats
@@ -54,15 +56,17 @@ def summarize(doc: dict, results: dict[str, list[dict]], golds: dict[str, list[d
     scores = {rid: row_scores(c) for rid, c in results.items() if c}
     gold = {rid: _gold_scores(g) for rid, g in (golds or {}).items() if g and all(g)}
     pairs = []
+    mdd = doc["minimal_detectable_difference"]
     for a, b, what in PAIRS:
         if a in scores and b in scores:
             d = stats.paired_difference(scores[a], scores[b])
-            pair = {"a": a, "b": b, "what": what, **d, "resolved": d["low"] > 0 or d["high"] < 0}
+            pair = {"a": a, "b": b, "what": what, **d, "resolved": d["low"] > 0 or d["high"] < 0,
+                    "mdd_paired": round(stats.paired_minimal_detectable_difference(
+                        scores[a], scores[b], mdd.get("seed_sd") or 0.0), 6)}
             if a in gold and b in gold:
                 g = stats.paired_difference(gold[a], gold[b])
                 pair["gold"] = {**g, "resolved": g["low"] > 0 or g["high"] < 0}
             pairs.append(pair)
-    mdd = doc["minimal_detectable_difference"]
     # the pair that must differ: clean vs poisoned; on a corpus with no labels (no oracle row),
     # the corpus itself vs its poisoned copy
     must = ("oracle", "poisoned") if any(r["id"] == "oracle" for r in doc["rows"]) else ("rho0-wild", "poisoned")
@@ -74,6 +78,10 @@ def summarize(doc: dict, results: dict[str, list[dict]], golds: dict[str, list[d
                               **({"gold_ll": stats.mean_interval(gold[r["id"]]).to_json()} if r["id"] in gold else {})}
                     for r in doc["rows"] if not r.get("pending")},
            "pairs": pairs, "minimal_detectable_difference": mdd, "must_differ": list(must),
+           # what a comparison on the same tasks resolves (the loop's), the median over the pairs
+           "paired_mdd": None if not pairs else {
+               "value": round(float(np.median([p["mdd_paired"] for p in pairs])), 6), "pairs": len(pairs),
+               "seed_sd_measured": bool(mdd.get("seed_sd_measured"))},
            "sees_poison": None if sees is None else bool(sees["low"] > 0)}
     ranked = [rid for rid in out["rows"] if "gold_ll" in out["rows"][rid]]
     if len(ranked) >= 3:   # does the gold signal order the rows as P does?
@@ -98,6 +106,10 @@ def verdict(cal: dict) -> str:
     mdd = cal["minimal_detectable_difference"]
     resolves = (f"it resolves differences of about {100 * mdd['value']:.0f} points of P"
                 + ("" if mdd["seed_sd_measured"] else " (seed spread not measured: a lower bound)"))
+    if cal.get("paired_mdd"):
+        pm = cal["paired_mdd"]
+        resolves += (f", about {100 * pm['value']:.1f} between two rows on the same tasks (the loop's comparison; "
+                     f"median of {pm['pairs']} pairs" + ("" if pm["seed_sd_measured"] else ", a lower bound") + ")")
     a, b = cal.get("must_differ", ("oracle", "poisoned"))
     clean_poison = next((p for p in cal["pairs"] if (p["a"], p["b"]) == (a, b)), None)
     if clean_poison is None:
@@ -109,14 +121,15 @@ def verdict(cal: dict) -> str:
 
 
 def markdown(cal: dict) -> str:
-    lines = ["**Calibration**", "", "| pair | Δ P, points [95% CI] | beyond noise | Δ gold LL, nats/token [95% CI] | beyond noise |",
-             "|---|---|---|---|---|"]
+    lines = ["**Calibration**", "", "| pair | Δ P, points [95% CI] | beyond noise | paired MDD, points "
+             "| Δ gold LL, nats/token [95% CI] | beyond noise |", "|---|---|---|---|---|---|"]
     for p in cal["pairs"]:
         g = p.get("gold")
         gold = (f"{g['value']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}] | {'yes' if g['resolved'] else 'no'}"
                 if g else "— | —")
+        paired = f"{100 * p['mdd_paired']:.1f}" if p.get("mdd_paired") is not None else "—"
         lines.append(f"| {p['what']} ({p['a']} − {p['b']}) | {_pts(p['value'])} [{_pts(p['low'])}, {_pts(p['high'])}] "
-                     f"| {'yes' if p['resolved'] else 'no'} | {gold} |")
+                     f"| {'yes' if p['resolved'] else 'no'} | {paired} | {gold} |")
     rows = [f"{rid} {r['gold_ll']['value']:+.3f}" for rid, r in cal["rows"].items() if "gold_ll" in r]
     extra = [f"gold-call log-likelihood per row (nats/token): {', '.join(rows)}"] if rows else []
     if cal.get("gold_vs_P_spearman"):

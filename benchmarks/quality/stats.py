@@ -119,6 +119,27 @@ def minimal_detectable_difference(n_tasks: int, seeds: int, p: float = 0.25, see
     return (_z(1 - alpha) + NormalDist().inv_cdf(power)) * math.sqrt(2 * variance)
 
 
+def paired_minimal_detectable_difference(a: Scores, b: Scores, seed_sd: float = 0.0,
+                                         alpha: float = 0.05, power: float = 0.8) -> float:
+    """The minimal detectable difference of two rows compared on the same tasks, as the loop
+    compares a candidate with the best: the measured per-task differences d_t (each row's mean
+    over its seeds) give the task part, the training-seed spread the rest:
+
+        MDD = (z_{1−α/2} + z_{power}) · sqrt(var(d)/n + 2 · seed_sd²/S)
+
+    Rows that agree on most tasks (a curation edit changes a few outcomes) are told apart at a far
+    smaller difference than `minimal_detectable_difference` assumes for independent samples. With
+    seed_sd 0 (unmeasured) it is a lower bound."""
+    tasks = sorted(set(a) & set(b))
+    if len(tasks) < 2:
+        raise ValueError("need at least two tasks scored by both rows")
+    ma, mb = table(a, tasks), table(b, tasks)
+    d = ma.mean(axis=1) - mb.mean(axis=1)
+    seeds = min(ma.shape[1], mb.shape[1])
+    variance = float(np.var(d, ddof=1)) / len(tasks) + 2 * seed_sd ** 2 / seeds
+    return (_z(1 - alpha) + NormalDist().inv_cdf(power)) * math.sqrt(variance)
+
+
 def seed_spread(per_seed: Sequence[float]) -> dict:
     """The run-to-run spread of P: its per-seed values, sample standard deviation and range."""
     values = [float(x) for x in per_seed]
