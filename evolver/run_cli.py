@@ -77,7 +77,7 @@ def create_run(options: dict) -> RunStore:
     if options["llm_records"] and not Path(options["llm_records"]).is_dir():
         raise UserError(f"--llm-records {options['llm_records']}: no such directory (a run's llm/ folder)")
     probe = resolve(options, (), "")   # every value checked before any corpus is read or built
-    held_out_corpus = not registry.get(probe.benchmark).executable   # its dev and test parts are the corpus's own
+    held_out_corpus = registry.get(probe.benchmark).holds_out_corpus()
     if held_out_corpus and not options["corpus"]:
         raise UserError(f"--benchmark {probe.benchmark} scores held-out records of your own corpus: give --corpus FILE "
                         "(a JSON/JSONL file or folder of trajectories, e.g. --corpus examples/corpora/glaive-toolcall-40.json)")
@@ -96,7 +96,7 @@ def create_run(options: dict) -> RunStore:
         config = probe.replace(corpus=tuple(corpus), corpus_sha256=corpus_sha256(corpus))
     if loaded is not None and loaded.tools_file is not None:
         config = config.replace(tools_sha256=loaded.tools_file.sha256)
-    held_out = registry.get(config.benchmark).dev_corpus(config.corpus) is not None   # the corpus's held-out parts
+    held_out = registry.get(config.benchmark).holds_out_corpus()   # the corpus's held-out parts
     if held_out:
         from sandbox.corpus.split import DEFAULT_SPLIT
 
@@ -166,7 +166,7 @@ def cmd_run(args) -> int:
         say(f"benchmark: {benchmark} (chosen from the corpus: " + (
             "it has no environment, so P is call_f1 on its held-out dev tenth, and `curateevo test` scores its held-out "
             "test tenth; the strategy sees neither)"
-            if not registry.get(benchmark).executable else
+            if registry.get(benchmark).holds_out_corpus() else
             "every record names this environment; --benchmark chooses another)"))
     cfg = run_config(store)
     if options["margin"] is None:
