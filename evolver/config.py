@@ -1,9 +1,11 @@
-"""The run's settings, each declared once: a field of `RunConfig` (what `run.json` holds) or of
-`LaunchOptions` (what only `curateevo run` needs), with its type, range, default and — where it is
-an option of `run` — a `Flag` with its help text. The options of `run` (flags and `--config` file
-keys alike, `RUN_OPTIONS`) are generated from these declarations (evolver/options.py), and the
-same declarations check a config file, the flags and a `run.json` read back by `resume`: a value
-of the wrong type, out of range, or a key nobody knows is one sentence naming the key (UserError).
+"""The run's settings, each declared once: a field of `RunConfig` (what `run.json` holds), of a
+component's model it nests (`llm`: evolver/llm.py LLMConfig; `agent`: evolver/proposers/
+agent_limits.py AgentLimits) or of `LaunchOptions` (what only `curateevo run` needs), with its type,
+range, default and — where it is an option of `run` — a `Flag` with its help text. The options of
+`run` (flags and `--config` file keys alike, `RUN_OPTIONS`) are generated from these declarations
+(evolver/options.py), and the same declarations check a config file, the flags and a `run.json`
+read back by `resume`: a value of the wrong type, out of range, or a key nobody knows is one
+sentence naming the key (UserError).
 """
 from __future__ import annotations
 
