@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN = ["--profile", "test", "--base", "tiny-random", "--epochs", "3", "--tasks", "2", "--sandbox", "process",
        "--benchmark", "bfcl-single", "--margin", "0.001", "--batch-size", "2"]
 # what a journal result holds that measures the machine, not the run's behaviour: times, rates, memory
-TIMING_KEYS = {"time", "wall_s", "seconds", "timing", "elapsed_s", "peak_memory_mb"}
+# (GRPO's per-step profile, trainer/grpo.py, included)
+TIMING_KEYS = {"time", "wall_s", "seconds", "timing", "elapsed_s", "peak_memory_mb", "step_generation_s", "step_update_s"}
 HASHED = ("artifacts/sft.jsonl", "artifacts/rl.jsonl", "artifacts/memory.jsonl", "artifacts/profile.json",
           "artifacts/manifest.json", "train-s*/adapter/adapter_model.safetensors", "train-s*/adapter/adapter_config.json",
           "eval-s*/trajectories.jsonl", "sample-s*/trajectories.jsonl", "diagnosis/*.json", "evolve/proposals.json")

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from curation_strategies import toolkit  # noqa: E402
 from evolver.lineage import record_changes  # noqa: E402
-from sandbox import checker  # noqa: E402
+from sandbox import artifact_records, checker  # noqa: E402
 from sandbox.runtime import Context, load_strategy, write_records  # noqa: E402
 from sandbox import exchange  # noqa: E402
 
@@ -45,7 +45,7 @@ def stamping(on: bool) -> None:
     for name, module in list(sys.modules.items()):
         if name.startswith("curation_strategies.toolkit") and hasattr(module, "stamp"):
             module.stamp = tp.stamp if on else (lambda record, *made, **kw: record)
-    checker.settle = stamping.settle if on else (lambda record: record)
+    artifact_records.settle = stamping.settle if on else (lambda record: record)
 
 
 def curate_once(strategy: Path, raw: tuple, folder: Path) -> tuple[float, int]:

@@ -62,11 +62,14 @@ defines it stays cheap. Optional capabilities answer "none" rather than raise:
     dev_corpus(paths: [str]) -> [str] | None
         the corpus files its dev set is drawn from (its `benchmark(corpus=...)`); None when it brings
         its own dev tasks.
+    holds_out_corpus() -> bool
+        whether its dev and test sets are held-out parts of the run's corpus (a run must then give
+        --corpus, and no dev spread is measured for it); False when it brings its own tasks.
     task_score(trajectory) -> float
         one evaluated dev task's score, as the paired acceptance rule compares them: the checker's
         success of an episode, or a held-out record's call F1 (its reward) on replay.
 
-`Episodes` holds the last three, and `executable`, for an environment whose tasks run as episodes.
+`Episodes` holds the last four, and `executable`, for an environment whose tasks run as episodes.
 
 Adding one: a folder under benchmarks/ with a class implementing the above, and one line in
 `benchmarks/registry.py`.
@@ -137,6 +140,8 @@ class Environment(Protocol):
 
     def dev_corpus(self, paths: Sequence[str]) -> list[str] | None: ...
 
+    def holds_out_corpus(self) -> bool: ...
+
     def task_score(self, trajectory: Mapping) -> float: ...
 
 
@@ -151,6 +156,9 @@ class Episodes:
 
     def dev_corpus(self, paths: Sequence[str]) -> list[str] | None:
         return None
+
+    def holds_out_corpus(self) -> bool:
+        return False
 
     def task_score(self, trajectory: Mapping) -> float:
         return float(trajectory["outcome"]["success"])

@@ -112,7 +112,7 @@ def default_margin(profile: str, base: str, benchmark: str, tasks: int, seeds: i
         return 0.0, (f"paired bootstrap over {seeds} seed(s), accepted at {DEFAULT_CONFIDENCE:.0%} of the resamples, "
                      "margin 0 (tasks and seeds are resampled, so the seed noise is in the verdict)")
     sd = MEASURED_SEED_SD.get((profile, base, benchmark, tasks))
-    held_out = benchmark in registry.names() and not registry.get(benchmark).executable
+    held_out = benchmark in registry.names() and registry.get(benchmark).holds_out_corpus()
     if sd is None and held_out:   # its dev is the corpus's held-out tenth, not `tasks` tasks
         return 0.0, (f"margin 0: no run-to-run spread of P is measured for {profile}, {base} on a corpus's held-out "
                      "tenth (replay); with --seeds 2 or more the paired bootstrap accepts only a change beyond "

@@ -1,9 +1,11 @@
-"""The run's settings, each declared once: a field of `RunConfig` (what `run.json` holds) or of
-`LaunchOptions` (what only `curateevo run` needs), with its type, range, default and — where it is
-an option of `run` — a `Flag` with its help text. The options of `run` (flags and `--config` file
-keys alike, `RUN_OPTIONS`) are generated from these declarations (evolver/options.py), and the
-same declarations check a config file, the flags and a `run.json` read back by `resume`: a value
-of the wrong type, out of range, or a key nobody knows is one sentence naming the key (UserError).
+"""The run's settings, each declared once: a field of `RunConfig` (what `run.json` holds), of a
+component's model it nests (`llm`: evolver/llm.py LLMConfig; `agent`: evolver/proposers/
+agent_limits.py AgentLimits) or of `LaunchOptions` (what only `curateevo run` needs), with its type,
+range, default and — where it is an option of `run` — a `Flag` with its help text. The options of
+`run` (flags and `--config` file keys alike, `RUN_OPTIONS`) are generated from these declarations
+(evolver/options.py), and the same declarations check a config file, the flags and a `run.json`
+read back by `resume`: a value of the wrong type, out of range, or a key nobody knows is one
+sentence naming the key (UserError).
 """
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ from base.errors import UserError
 from base.objective import LAMBDA
 from benchmarks import registry
 from benchmarks.policies.local import DEFAULT_MAX_NEW_TOKENS
-from evolver.llm import MODES, PROVIDERS
-from evolver.options import Flag, check_option, flag_of, options_of, sentence
+from evolver.llm import LLMConfig
+from evolver.options import Flag, check_choices, check_option, options_of, sentence
 from evolver.proposers.agent_limits import AgentLimits
 from sandbox.executor import Limits
 from trainer.recipe import PROFILE_HELP
@@ -175,10 +177,10 @@ class RunConfig(BaseModel):
     diagnosis: Annotated[str, Flag("default: rules+llm when an LLM is configured, else rules", derived=True,
                                    choices=DIAGNOSES, group="llm")] = "rules"
     """rules, or rules+llm (an LLM's failed points beside the rule families)."""
-    llm: Mapping | None = None
-    """The LLM (evolver/llm.py LLMConfig as a mapping: names of key variables, never keys); None: none."""
-    agent: Mapping = Field(default_factory=dict)
-    """The code agent's limits: evolver/proposers/agent_limits.py AgentLimits (its --agent-* options) as a mapping."""
+    llm: LLMConfig | None = None
+    """The LLM (evolver/llm.py LLMConfig: its options, names of key variables, never keys); None: none."""
+    agent: AgentLimits = AgentLimits()
+    """The code agent's limits (evolver/proposers/agent_limits.py AgentLimits: the --agent-* options)."""
     train_budget: Mapping = Field(default_factory=dict)
     """Overrides of the profile's budgets passed to the trainer (empty: the profile's)."""
     eval_steps: bool = False
@@ -193,15 +195,7 @@ class RunConfig(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> "RunConfig":
         """What one field's type and range cannot say: choices from the registries, and pairs of settings."""
-        for name, info in type(self).model_fields.items():
-            flag = flag_of(info)
-            allowed = flag.allowed() if flag else None
-            value = getattr(self, name)
-            for v in (value if isinstance(value, tuple) else (value,)) if allowed else ():
-                if v not in allowed:
-                    key = flag.name if name == "ablations" else info.alias or name
-                    raise UserError(f"run config: {key} must be one of {', '.join(map(str, allowed))}, not {v!r}")
-        temperature = self.agent.get("candidate_temperature", 0.0)
+        check_choices(self, "run config")
         checks = [
             (self.split == "dev", "split", "dev (the loop never reads the test split)"),
             (len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds), "seeds", "at least one, no repeats"),
@@ -214,8 +208,6 @@ class RunConfig(BaseModel):
             (not self.storage or self.backend == "ray", "storage", "empty unless backend is ray"),
             (self.proposer != "agent" or self.llm is not None, "proposer",
              "offline unless an LLM is configured (the code agent needs --model)"),
-            (isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and 0 <= temperature <= 2,
-             "agent", "the agent's limits, candidate_temperature a number in [0, 2]"),
         ]
         for ok, key, expected in checks:
             if not ok:
@@ -288,30 +280,16 @@ class RunConfig(BaseModel):
 
 class LaunchOptions(BaseModel):
     """The options of `curateevo run` that are no setting of run.json as such: where the run
-    directory goes, and how the LLM is reached and limited (resolved into run.json's `llm` mapping
-    by `resolve`). The code agent's limits are its own model's (AgentLimits: `agent`)."""
+    directory goes, the held-out ids, and another run's LLM record. The LLM's options are its own
+    model's (LLMConfig: `llm`), the code agent's limits likewise (AgentLimits: `agent`)."""
     name: Annotated[str | None, Flag("run directory name (default: run-<time>)")] = None
     runs_dir: Annotated[str | None, Flag("where run directories go, and the default corpus's cache (RUNS_DIR/corpora) "
                                          "(default: runs/ of the project)")] = None
     dev_ids: Annotated[str | None, Flag("a corpus without an environment: FILE of the record ids to hold out as dev, "
                                         "one a line (default: a tenth of the records, drawn by their content)")] = None
     test_ids: Annotated[str | None, Flag("likewise the ids held out for `curateevo test` (default: another tenth)")] = None
-    model: Annotated[str | None, Flag("the LLM that diagnoses and rewrites strategies, e.g. gpt-4.1-mini, "
-                                      "claude-sonnet-4-5, or a local server's model (the model being trained is "
-                                      "--base)", group="llm")] = None
-    provider: Annotated[str, Flag("LLM API", choices=PROVIDERS, group="llm")] = "openai"
-    base_url: Annotated[str | None, Flag("OpenAI-compatible server (vLLM, llama.cpp, Ollama, hosted)", group="llm")] = None
-    api_key_env: Annotated[str | None, Flag("NAME of the variable holding the key (default OPENAI_API_KEY / "
-                                            "ANTHROPIC_API_KEY)", group="llm")] = None
-    llm_mode: Annotated[str, Flag("record: reuse recorded replies, call for new ones; replay: records only, no network",
-                                  choices=MODES, group="llm")] = "record"
     llm_records: Annotated[str | None, Flag("copy another run's llm/ record into this run first (with --llm-mode "
                                             "replay: rerun it offline)", group="llm")] = None
-    budget_tokens: Annotated[int | None, Field(ge=1), Flag(
-        "LLM tokens for the whole run; when spent, proposing stops, the run goes on", group="llm")] = None
-    budget_usd: Annotated[float | None, Field(gt=0), Finite, Flag("LLM spend for the whole run, USD", group="llm")] = None
-    pricing: Annotated[str | None, Flag("JSON {model: {input, output}} USD per 1M tokens, over the genai-prices "
-                                        "catalog", group="llm")] = None
 
 
 class ResumeOptions(BaseModel):
@@ -324,7 +302,7 @@ class ResumeOptions(BaseModel):
     storage: Annotated[str | None, Flag("backend ray: where stages' inputs and outputs travel now (a URI)")] = None
 
 
-RUN_OPTIONS = options_of(RunConfig, LaunchOptions, AgentLimits)
+RUN_OPTIONS = options_of(RunConfig, LaunchOptions, LLMConfig, AgentLimits)
 """The options of `curateevo run`, generated from the declarations above."""
 RESUME_OPTIONS = options_of(ResumeOptions)
 """The options of `curateevo resume`, generated the same way."""
@@ -367,7 +345,7 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     from trainer.recipe import get_profile
 
     o = dict(options)
-    llm = llm_mapping(o)
+    llm = llm_of(o)
     proposer = o["proposer"] or ("agent" if llm else "offline")
     benchmark = o["benchmark"] or corpus_kind or registry.DEFAULT
     metrics = registry.get(benchmark).metrics if benchmark in BENCHMARKS else (default_of("metric"),)
@@ -391,7 +369,12 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
         diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),
         launcher=o["launcher"] or "", ray_address=o["ray_address"] or "", storage=o["storage"] or "",
         accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "",
-        agent=AgentLimits(**{op.field: o[op.dest] for op in RUN_OPTIONS if op.model is AgentLimits}).settings())
+        agent=AgentLimits(**given_to(AgentLimits, o)))
+
+
+def given_to(model: type[BaseModel], o: Mapping[str, Any]) -> dict:
+    """The fields of `model` its options were given (dest → value merged by `merge_options`)."""
+    return {op.field: o[op.dest] for op in RUN_OPTIONS if op.model is model and o[op.dest] is not None}
 
 
 def on_backend(cfg: RunConfig, given: Mapping[str, Any]) -> RunConfig:
@@ -414,15 +397,12 @@ def default_margin_of(o: Mapping[str, Any], base: str, benchmark: str) -> tuple[
     return default_margin(o["profile"], base, benchmark, o["tasks"], o["seeds"], rule)
 
 
-def llm_mapping(o: Mapping[str, Any]) -> dict | None:
-    """The run's LLM settings (names of key variables, never key values); None without --model."""
+def llm_of(o: Mapping[str, Any]) -> LLMConfig | None:
+    """The run's LLM from its options (names of key variables, never key values); None without --model."""
     if not o.get("model"):
         if o.get("proposer") == "agent":
             raise UserError("the code agent needs an LLM: give --model (and --base-url for a local server)")
         return None
-    from evolver.llm import LLMConfig
-
-    fields_ = {"provider": o["provider"], "model": o["model"], "base_url": o["base_url"], "api_key_env": o["api_key_env"],
-               "mode": o["llm_mode"], "budget_tokens": o["budget_tokens"], "budget_usd": o["budget_usd"],
-               "pricing_file": str(Path(o["pricing"]).resolve()) if o["pricing"] else None}
-    return LLMConfig.from_mapping({k: v for k, v in fields_.items() if v is not None}).describe()
+    given = given_to(LLMConfig, o)
+    return LLMConfig(**given, **({"pricing_file": str(Path(given["pricing_file"]).resolve())}
+                                 if given.get("pricing_file") else {}))

@@ -3,7 +3,6 @@ used (corpus, sandbox executor, proposer, LLM, training backend), the LLM budget
 progress line with its ETA, and what the journal says of earlier epochs (decisions, the best)."""
 from __future__ import annotations
 
-import dataclasses
 import functools
 import shutil
 import sys
@@ -73,16 +72,15 @@ class RunContext:
     @functools.cached_property
     def llm(self):
         """The run's LLM (None without one), its budgets reduced by what earlier stages spent."""
-        if not self.cfg.llm:
+        if self.cfg.llm is None:
             return None
-        from evolver.llm import LLM, LLMConfig
+        from evolver.llm import LLM
 
-        config = LLMConfig.from_mapping(self.cfg.llm)
-        spent = llm_spent(self.store)
-        if config.budget_tokens is not None:
-            config = dataclasses.replace(config, budget_tokens=max(0, config.budget_tokens - spent["tokens"]))
+        config, spent = self.cfg.llm, llm_spent(self.store)
+        if config.budget_tokens is not None:   # a copy, not checked again: a spent budget is 0
+            config = config.model_copy(update={"budget_tokens": max(0, config.budget_tokens - spent["tokens"])})
         if config.budget_usd is not None:
-            config = dataclasses.replace(config, budget_usd=max(0.0, config.budget_usd - spent["usd"]))
+            config = config.model_copy(update={"budget_usd": max(0.0, config.budget_usd - spent["usd"])})
         return LLM(config, self.store.root / "llm")
 
     @functools.cached_property

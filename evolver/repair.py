@@ -10,7 +10,6 @@ Otherwise nothing changes and one sentence names the file that cannot be rebuilt
 """
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import sys
 import tempfile
@@ -45,7 +44,7 @@ def _rebuild(store: RunStore, epoch: int, commit: str, into: Path, sandbox: str 
     """The loop's curate stage again (evolver.candidate.curate), into `into`, LLM answers replayed."""
     from benchmarks import registry
     from evolver.integrity import check_workspace
-    from evolver.llm import LLM, LLMConfig
+    from evolver.llm import LLM
     from evolver.run_cli import run_config
     from evolver.stages import channel_answer
     from sandbox.corpus import corpus_sha256, load_corpus
@@ -62,8 +61,8 @@ def _rebuild(store: RunStore, epoch: int, commit: str, into: Path, sandbox: str 
     corpus = registry.get(cfg.benchmark).train_view(load_corpus(list(cfg.corpus), on_error=cfg.on_error,
                                                                 tools=cfg.tools or None))
     llm = None
-    if cfg.llm:
-        config = dataclasses.replace(LLMConfig.from_mapping(cfg.llm), mode="replay")   # the records only
+    if cfg.llm is not None:
+        config = cfg.llm.model_copy(update={"mode": "replay"})   # the records only
         llm = channel_answer(LLM(config, store.root / "llm"))
     try:
         execute(ws.files(commit), corpus, into, seed=cfg.seed, executor=make_executor(sandbox or cfg.sandbox),

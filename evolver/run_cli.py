@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from evolver.backends import InFlight, make_backend, read_in_flight
-from evolver.config import (RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values, llm_mapping, merge_options, on_backend,
+from evolver.config import (RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values, llm_of, merge_options, on_backend,
                             option_values, resolve)
 from base.errors import UserError, positive_int
 from base.files import is_empty_or_missing, read_jsonl, sha256_bytes, sha256_file
@@ -71,13 +71,13 @@ def create_run(options: dict) -> RunStore:
         raise UserError(f"--name {name[:60]!r} must be a plain directory name (no /, no ..)")
     if runs_dir.exists() and not runs_dir.is_dir():
         raise UserError(f"--runs-dir {runs_dir} exists and is not a directory")
-    llm = llm_mapping(options)
-    if llm and options["sandbox"] == "process" and (options["proposer"] or "agent") == "agent":
+    llm = llm_of(options)
+    if llm is not None and options["sandbox"] == "process" and (options["proposer"] or "agent") == "agent":
         raise UserError("the code agent's commands run in the Docker sandbox only: use --sandbox docker or auto")
     if options["llm_records"] and not Path(options["llm_records"]).is_dir():
         raise UserError(f"--llm-records {options['llm_records']}: no such directory (a run's llm/ folder)")
     probe = resolve(options, (), "")   # every value checked before any corpus is read or built
-    held_out_corpus = not registry.get(probe.benchmark).executable   # its dev and test parts are the corpus's own
+    held_out_corpus = registry.get(probe.benchmark).holds_out_corpus()
     if held_out_corpus and not options["corpus"]:
         raise UserError(f"--benchmark {probe.benchmark} scores held-out records of your own corpus: give --corpus FILE "
                         "(a JSON/JSONL file or folder of trajectories, e.g. --corpus examples/corpora/glaive-toolcall-40.json)")
@@ -96,7 +96,7 @@ def create_run(options: dict) -> RunStore:
         config = probe.replace(corpus=tuple(corpus), corpus_sha256=corpus_sha256(corpus))
     if loaded is not None and loaded.tools_file is not None:
         config = config.replace(tools_sha256=loaded.tools_file.sha256)
-    held_out = registry.get(config.benchmark).dev_corpus(config.corpus) is not None   # the corpus's held-out parts
+    held_out = registry.get(config.benchmark).holds_out_corpus()   # the corpus's held-out parts
     if held_out:
         from sandbox.corpus.split import DEFAULT_SPLIT
 
@@ -166,7 +166,7 @@ def cmd_run(args) -> int:
         say(f"benchmark: {benchmark} (chosen from the corpus: " + (
             "it has no environment, so P is call_f1 on its held-out dev tenth, and `curateevo test` scores its held-out "
             "test tenth; the strategy sees neither)"
-            if not registry.get(benchmark).executable else
+            if registry.get(benchmark).holds_out_corpus() else
             "every record names this environment; --benchmark chooses another)"))
     cfg = run_config(store)
     if options["margin"] is None:
@@ -297,15 +297,12 @@ def replay_llm(run: Path):
     mode over RUN/llm (no network; a missing record is an error). None when the run has no LLM."""
     store = RunStore.open(Path(run))
     cfg = run_config(store)
-    if not cfg.llm:
+    if cfg.llm is None:
         return None
-    import dataclasses
-
-    from evolver.llm import LLM, LLMConfig
+    from evolver.llm import LLM
     from evolver.stages import channel_answer
 
-    config = dataclasses.replace(LLMConfig.from_mapping(cfg.llm), mode="replay")
-    return channel_answer(LLM(config, store.root / "llm"))
+    return channel_answer(LLM(cfg.llm.model_copy(update={"mode": "replay"}), store.root / "llm"))
 
 
 def run_config(store: RunStore) -> RunConfig:

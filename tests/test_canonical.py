@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from sandbox import canonical, checker, codec
+from sandbox import artifact_records, canonical, checker, codec
 from sandbox.canonical import FieldReader, canonical_json, record_bytes, shared_json
 from sandbox.provenance import digest, settle
 
@@ -71,9 +71,9 @@ def test_what_the_reader_does_not_take_goes_to_the_decoder(text):
 def test_lone_surrogates_and_nan_are_refused_as_before():
     surrogate = {"id": "s", "tools": [], "x": "\ud800"}
     with pytest.raises(ValueError, match="lone surrogate"):
-        checker._canonical_line(surrogate)
+        artifact_records._canonical_line(surrogate)
     with pytest.raises(ValueError, match="out of range"):
-        checker._canonical_line(DECODER.decode('{"id": "n", "x": 1e400}'))   # read as inf, as json reads it
+        artifact_records._canonical_line(DECODER.decode('{"id": "n", "x": 1e400}'))   # read as inf, as json reads it
     stamped = DECODER.decode(json.dumps({"id": "p", "tools": TOOLS, "meta": {"provenance": {"steps": [], "sha": "0"}}}))
     assert digest(stamped, record_bytes) == digest(json.loads(json.dumps(stamped)))
 

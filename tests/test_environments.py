@@ -36,10 +36,11 @@ def test_a_corpus_implies_the_environment_its_records_name_else_the_replay_bench
 
 def test_replay_has_no_environment_behind_it_and_bfcl_does():
     replay, multi, single = registry.get("replay"), registry.get("bfcl"), registry.get("bfcl-single")
-    assert not replay.executable and replay.metrics == ("call_f1",) and replay.export_group is None
+    assert not replay.executable and replay.holds_out_corpus() and replay.metrics == ("call_f1",) and replay.export_group is None
     assert list(replay.leakage_rows()) == [] and replay.checker_rules() == () and replay.corpus_settings == ()
     assert replay.family_prefix == "replay:" and multi.family_prefix is None
-    assert multi.executable and single.executable and multi.export_group == single.export_group
+    assert multi.executable and single.executable and not multi.holds_out_corpus() and not single.holds_out_corpus()
+    assert multi.export_group == single.export_group
     assert multi.rebuilds({"benchmark": "bfcl_multi_turn", "task_id": "multi_turn_base_0"})
     assert not single.rebuilds({"benchmark": "bfcl_single_turn", "task_id": "simple_python_0"})
     assert single.single_step and not multi.single_step

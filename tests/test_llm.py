@@ -335,9 +335,9 @@ def test_a_local_server_needs_no_key(llm_server, tmp_path, monkeypatch):
     ({"provider": "cohere"}, "provider must be one of openai, anthropic"),
     ({"model": ""}, "model must be a non-empty string"),
     ({"mode": "offline"}, "mode must be one of live, record, replay"),
-    ({"max_tokens": 0}, "max_tokens must be a positive integer"),
+    ({"max_tokens": 0}, "max_tokens must be at least 1, not 0"),
     ({"temperature": True}, "temperature must be a number"),
-    ({"budget_usd": -1}, "budget_usd must be a positive number"),
+    ({"budget_usd": -1}, "budget_usd must be a finite number > 0, not -1"),
     ({"base_url": "localhost:8000"}, "base_url must be an http"),
 ])
 def test_from_mapping_rejects_unknown_keys_and_bad_values(options, says):

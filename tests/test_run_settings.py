@@ -13,6 +13,7 @@ from base.errors import UserError
 from base.files import json_text
 from evolver import cli
 from evolver.config import RESUME_OPTIONS, RUN_OPTIONS, LaunchOptions, RunConfig, on_backend
+from evolver.llm import LLMConfig
 from evolver.options import Flag, options_of
 from evolver.proposers.agent_limits import AgentLimits
 from evolver.run_cli import create_run, run_options
@@ -51,7 +52,7 @@ def test_a_bad_flag_is_one_sentence_naming_it_before_anything_is_built(tmp_path,
     ("epochs: 2.5\n", "epochs must be an integer, not 2.5"),
     ("agent_steps: true\n", "agent_steps must be an integer, not bool True"),
     ("lambda: yes\n", "lambda must be a number, not bool True"),
-    ("model: 5\n", "model must be a string or null, not 5"),
+    ("model: 5\n", "model must be a string, not 5"),
     ("corpus: [1]\n", "corpus must be a list of strings, not list [1]"),
     ("timeout: .nan\n", "timeout must be a finite number > 0, not nan"),
     ("candidates: 0\n", "candidates must be at least 1, not 0"),
@@ -80,13 +81,16 @@ def test_a_config_file_with_a_wrong_type_or_range_is_one_sentence_naming_the_fil
     ({"split": "test"}, "split must be dev (the loop never reads the test split)"),
     ({"benchmark": "bfcl-v9"}, "benchmark must be one of bfcl, bfcl-single, replay, scienceworld, not 'bfcl-v9'"),
     ({"report_to": "tensorboard,nope"}, "report_to must be comma-separated from"),
-    ({"agent": {"candidate_temperature": 3}}, "candidate_temperature a number in [0, 2]"),
+    ({"agent": {"candidate_temperature": 3}}, "agent.candidate_temperature (--agent-temperature) must be a finite number "
+                                              "in [0, 2], not 3"),
+    ({"llm": {"model": "m", "base_url": "localhost"}}, "llm: base_url must be an http:// or https:// URL"),
 ])
 def test_a_bad_run_json_is_one_sentence_naming_the_key(change, expected):
     good = json.loads((FIXTURES / "replay-1126.json").read_text())
     with pytest.raises(UserError) as err:
         RunConfig.from_json({**good, **change}, where="RUN/run.json")
-    assert str(err.value).startswith("RUN/run.json: run config: ") and expected in str(err.value), err.value
+    assert str(err.value).startswith(("RUN/run.json: run config: ", "RUN/run.json: llm: ")) and expected in str(err.value), \
+        err.value
     assert "\n" not in str(err.value)
 
 
@@ -106,7 +110,9 @@ def test_run_json_of_earlier_runs_reads_back_and_round_trips():
     # an older one, from before max_prompt_length and --tools: its settings as written, the new ones at their defaults
     doc = json.loads((FIXTURES / "default-1125.json").read_text())
     again = RunConfig.from_json(doc).to_json()
-    assert {k: again[k] for k in doc} == doc
+    # the agent's limits are AgentLimits: a limit newer than the file (candidate_temperature) at its default
+    assert again["agent"] == {**doc["agent"], "candidate_temperature": 0.8}
+    assert {k: again[k] for k in doc if k != "agent"} == {k: v for k, v in doc.items() if k != "agent"}
     assert {k: v for k, v in again.items() if k not in doc} == {"max_prompt_length": 0, "tools": "", "tools_sha256": "",
                                                                  "holdout": {}, **BACKEND_DEFAULTS}
     assert RunConfig.from_json(doc).margin == 0.0478 and RunConfig.from_json(doc).seeds == (0,)
@@ -132,7 +138,7 @@ SET_BY_THE_RUN = {
     "split": "nothing: the loop evaluates on dev, never on test",
     "holdout": "a corpus without an environment: its dev and test parts (--dev-ids, --test-ids; sandbox.corpus.split)",
     "eval_steps": "--benchmark and --metric (single-turn tasks skip the step pass unless P is step_accuracy)",
-    "llm": "--model and the LLM options of LaunchOptions",
+    "llm": "--model and the LLM options, LLMConfig's fields",
     "agent": "the --agent-* options, AgentLimits' fields",
     "train_budget": "the proxy's short SFT only (a run's trainings take the profile's, --max-length, --max-prompt-length)",
 }
@@ -178,15 +184,15 @@ def test_every_run_setting_is_an_option_of_run_and_recorded_in_run_json():
         assert getattr(config, field) == value != default_of(field), field
         key = RunConfig.model_fields[field].alias or field
         assert written[key] == (list(value) if isinstance(value, tuple) else value), field
-    assert config.llm["model"] == "m" and config.eval_steps   # bfcl: multi-turn
-    assert config.agent == {**AgentLimits().settings(), "step_limit": 5} and "command_timeout_s" not in config.agent
+    assert config.llm.model == "m" and config.eval_steps   # bfcl: multi-turn
+    assert config.agent == AgentLimits(step_limit=5) and "command_timeout_s" not in written["agent"]
     assert (config.corpus_sha256, config.split, config.train_budget) == ("abc", "dev", {})
     assert RunConfig.from_json(written) == config
 
 
 def test_every_declared_setting_with_a_flag_is_an_option_and_a_config_key():
     names = {o.name for o in RUN_OPTIONS}
-    flagged = [(n, i) for model in (RunConfig, LaunchOptions, AgentLimits) for n, i in model.model_fields.items()
+    flagged = [(n, i) for model in (RunConfig, LaunchOptions, LLMConfig, AgentLimits) for n, i in model.model_fields.items()
                if any(isinstance(m, Flag) for m in i.metadata)]
     assert len(names) == len(RUN_OPTIONS) == len(flagged)
     help_text = cli.build_parser()._subparsers._group_actions[0].choices["run"].format_help()

@@ -7,15 +7,15 @@ own `multi_turn_checker`.
   run concurrently. Only offered functions can be called; a `miss_func` task's held-out function
   becomes callable (and is offered) from the turn that reveals it, whose user message is BFCL's
   own ("I have updated some more functions you can choose from. What about now?").
-- Scoring: the trajectory's tool calls, per user turn and assistant message, are re-executed by
-  BFCL's `multi_turn_checker` code itself, run with its executor replaced by a safe one that
-  builds fresh instances for this one check (the official executor `eval`s model text and caches
-  instances forever; shared/FIELD-NOTES.md). The checker's verdict is `success`; `turn_pass`
-  applies the checker's per-turn checks (its own `state_checker` and `response_checker`) to every
-  turn instead of stopping at the first failure; a turn whose ground truth is empty passes when
-  the model made no call in it (BFCL's irrelevance rule). `reward` is 1 for success, else the
-  fraction of turns passed. A trajectory with fewer user turns than the task failed as BFCL's
-  runner fails it ("force_terminated").
+- Scoring (benchmarks/bfcl/multi_turn_check.py): the trajectory's tool calls, per user turn and
+  assistant message, are re-executed by BFCL's `multi_turn_checker` code itself, run with its
+  executor replaced by a safe one that builds fresh instances for this one check (the official
+  executor `eval`s model text and caches instances forever; shared/FIELD-NOTES.md). The checker's
+  verdict is `success`; `turn_pass` applies the checker's per-turn checks (its own `state_checker`
+  and `response_checker`) to every turn instead of stopping at the first failure; a turn whose
+  ground truth is empty passes when the model made no call in it (BFCL's irrelevance rule).
+  `reward` is 1 for success, else the fraction of turns passed. A trajectory with fewer user turns
+  than the task failed as BFCL's runner fails it ("force_terminated").
 - Step items: for each position of the gold trajectory (every gold call, and the plain reply that
   closes each turn), the gold prefix and the gold next action; `meta.kind` says which: "call",
   "stop" (the reply after a turn's gold calls) or "abstain" (a turn whose gold has no call: a
@@ -30,16 +30,14 @@ from __future__ import annotations
 import copy
 import importlib
 import json
-import types
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split
 from benchmarks.bfcl import backends, splits
-from benchmarks.bfcl.backends import CallError, Episode as Backends, format_call, parse_call, tool_schema
+from benchmarks.bfcl.backends import Episode as Backends, tool_schema
 from benchmarks.bfcl.common import (
     bounded,
-    call_parts,
     closing_reply,
     contains_all,
     error_observation,
@@ -48,6 +46,14 @@ from benchmarks.bfcl.common import (
     split_turns,
     tool_call_message,
 )
+from benchmarks.bfcl.multi_turn_check import (
+    INVALID_CALL,
+    Schedule,
+    TurnRunner,
+    as_call_string,
+    official_check,
+    turn_checks,
+)
 from base.errors import UserError
 
 NAME = "bfcl"
@@ -55,9 +61,6 @@ ENV_BENCHMARK = "bfcl_multi_turn"   # meta.env.benchmark of tasks and corpus rec
 VARIANTS = ("base", "miss_func", "miss_param", "long_context")
 REVEAL_MESSAGE = importlib.import_module("bfcl_eval.constants.default_prompts").DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC
 MAX_STEPS_PER_TURN = 20  # BFCL's MAXIMUM_STEP_LIMIT: more steps in one turn fail the task
-_CHECKER = importlib.import_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker")
-_EMPTY = importlib.import_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils").is_empty_execute_response
-INVALID_CALL = "<invalid call>"  # a call that could not be read; executes as an error
 # Tasks left out of tasks(): with withheld functions not callable before their reveal (as this
 # environment enforces; BFCL's executor does not), no answer can pass them.
 EXCLUDED = {
@@ -114,79 +117,6 @@ def _category_truth(variant: str) -> dict[str, list[list[str]]]:
     return backends.load_ground_truth(category_of(variant))
 
 
-class _Schedule:
-    """Which functions are offered at each turn of an entry (miss_func reveals)."""
-
-    def __init__(self, entry: Mapping):
-        self.docs = [dict(d) for d in entry["function"]]
-        self.reveal: dict[int, list[dict]] = {int(k): list(v) for k, v in (entry.get("missed_function") or {}).items()}
-        self.all_names = [d["name"] for d in self.docs] + [d["name"] for t in sorted(self.reveal) for d in self.reveal[t]]
-
-    def docs_at(self, turn: int) -> list[dict]:
-        docs = list(self.docs)
-        for t in sorted(self.reveal):
-            if t <= turn:
-                docs.extend(self.reveal[t])
-        return docs
-
-    def names_at(self, turn: int) -> frozenset[str]:
-        return frozenset(d["name"] for d in self.docs_at(turn))
-
-
-class _Runner:
-    """Fresh backends for an entry with the function offer of the current turn enforced."""
-
-    def __init__(self, entry: Mapping, schedule: _Schedule, long_context: bool | None = None, *, gate: bool = True):
-        self.schedule = schedule
-        self.gate = gate  # False for the ground truth, which BFCL runs ungated (see EXCLUDED)
-        self.backends = Backends(entry, functions=schedule.all_names, long_context=long_context)
-        self.turn = 0
-        self.offered = schedule.names_at(0) if gate else frozenset(schedule.all_names)
-
-    def set_turn(self, turn: int) -> None:
-        self.turn = turn
-        if self.gate:
-            self.offered = self.schedule.names_at(turn)
-
-    def call(self, name: str, args: Mapping) -> str:
-        if name not in self.offered:
-            return error_observation(f"name '{short(name, 80)}' is not defined")
-        return self.backends.call(name, args)
-
-    def execute_str(self, call_str: str) -> str:
-        """A python call string (ground truth, or a trajectory call as the checker sees it)."""
-        try:
-            name, args, kwargs = parse_call(call_str)
-        except CallError as exc:
-            return error_observation(str(exc))
-        if name not in self.offered:
-            return error_observation(f"name '{short(name, 80)}' is not defined")
-        return self.backends._invoke(name, args, kwargs)
-
-    def execute_call(self, call: Any) -> str:
-        try:
-            name, args = call_parts(call)
-        except CallError as exc:
-            return error_observation(str(exc))
-        return self.call(name, args)
-
-
-def _as_call_string(call: Any) -> str:
-    """A trajectory tool call as the python call string the checker executes."""
-    try:
-        name, args = call_parts(call)
-    except CallError:
-        return INVALID_CALL
-    if not name.isidentifier():
-        return INVALID_CALL
-    try:
-        text = format_call(name, args)
-        parse_call(text)
-    except (CallError, ValueError, RecursionError):
-        return INVALID_CALL
-    return text
-
-
 # --------------------------------------------------------------------------------------------
 # episodes
 
@@ -196,8 +126,8 @@ class MultiTurnEpisode:
 
     def __init__(self, task: Task, entry: Mapping):
         self.task = task
-        self._schedule = _Schedule(entry)
-        self._runner = _Runner(entry, self._schedule)
+        self._schedule = Schedule(entry)
+        self._runner = TurnRunner(entry, self._schedule)
         self._next = 0
         self.calls: list[list[tuple[Any, str]]] = []  # per turn: (call as given, observation)
 
@@ -240,87 +170,6 @@ class MultiTurnEpisode:
     def rng_states(self) -> dict:
         """The backends' private RNG states (IDs and tokens come from them)."""
         return self._runner.backends.rng_states()
-
-
-# --------------------------------------------------------------------------------------------
-# the official checker on fresh instances
-
-
-class _CheckSession:
-    """Stands in for `execute_multi_turn_func_call` during one `multi_turn_checker` call: one
-    fresh set of backends per `model_name` (the model's and the ground truth's), kept across the
-    checker's turns and dropped with the session. The model's calls see the function offer of
-    the current turn (the checker executes the ground truth once per turn, after the model)."""
-
-    def __init__(self, entry: Mapping, schedule: _Schedule):
-        self.entry = entry
-        self.schedule = schedule
-        self.runners: dict[str, _Runner] = {}
-        self.gt_turns = 0
-
-    def execute(self, func_call_list, initial_config, involved_classes, model_name, test_entry_id,
-                long_context=False, is_evaL_run=False):
-        runner = self.runners.get(model_name)
-        ground_truth = model_name.endswith("_ground_truth")
-        if runner is None:
-            runner = self.runners[model_name] = _Runner(self.entry, self.schedule, long_context=long_context,
-                                                        gate=not ground_truth)
-        runner.set_turn(self.gt_turns)
-        results = [runner.execute_str(c) for c in func_call_list]
-        if ground_truth:
-            self.gt_turns += 1
-        return results, runner.backends.instances
-
-
-def official_check(entry: Mapping, decoded: list[list[list[str]]], ground_truth: list[list[str]],
-                   model_name: str = "curateevo") -> dict:
-    """BFCL's `multi_turn_checker` on `decoded` (per turn, per step, call strings), its executor
-    replaced by fresh instances for this call only (no globals touched; safe concurrently)."""
-    session = _CheckSession(entry, _Schedule(entry))
-    scope = dict(vars(_CHECKER))
-    scope["execute_multi_turn_func_call"] = session.execute
-    fn = _CHECKER.multi_turn_checker
-    checker = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
-    category = entry["id"].rsplit("_", 1)[0]
-    return checker(decoded, ground_truth, entry, category, model_name)
-
-
-def turn_checks(entry: Mapping, decoded: list[list[list[str]]], ground_truth: list[list[str]]) -> list[dict]:
-    """The checker's per-turn checks on every turn (no early stop): one dict per turn with
-    "valid" and, when not, the checker's error."""
-    schedule = _Schedule(entry)
-    category = entry["id"].rsplit("_", 1)[0]
-    long_context = "long_context" in category or "composite" in category
-    model = _Runner(entry, schedule, long_context)
-    gold = _Runner(entry, schedule, long_context, gate=False)
-    so_far: list[str] = []
-    out: list[dict] = []
-    for t, gt in enumerate(ground_truth):
-        model.set_turn(t)
-        gold.set_turn(t)
-        steps = decoded[t] if t < len(decoded) else []
-        for step in steps:
-            so_far.extend(model.execute_str(c) for c in step)
-        expected = [gold.execute_str(c) for c in gt]
-        if t >= len(decoded):
-            out.append({"valid": False, "error_type": "multi_turn:force_terminated",
-                        "error_message": f"the trajectory ended before turn {t}"})
-            continue
-        if not gt:
-            made = not (not steps or _EMPTY(steps))
-            out.append({"valid": True} if not made else {
-                "valid": False, "error_type": "multi_turn:irrelevance_error:decoder_success",
-                "error_message": f"Model outputs valid function calls when it should not for turn {t}."})
-            continue
-        if not steps or _EMPTY(steps):
-            out.append({"valid": False, "error_type": "multi_turn:empty_turn_model_response",
-                        "error_message": f"Model response list is empty for turn {t}"})
-            continue
-        result = _CHECKER.state_checker(model.backends.instances, gold.backends.instances)
-        if result["valid"]:
-            result = _CHECKER.response_checker(so_far, expected, t)
-        out.append(result)
-    return out
 
 
 def _feedback(official: dict, per_turn: list[dict], tool_errors: list[dict], n_turns: int,
@@ -395,7 +244,7 @@ class MultiTurnBenchmark:
     def make_task(self, tid: str, split: str | None = None) -> Task:
         entry = self._entry(tid)
         variant, number = parse_task_id(tid)
-        schedule = _Schedule(entry)
+        schedule = Schedule(entry)
         turns = []
         for t, question in enumerate(entry["question"]):
             if t in schedule.reveal and not question:
@@ -425,7 +274,7 @@ class MultiTurnBenchmark:
         for turn_steps in steps:
             turn: list[list[str]] = []
             for calls in turn_steps:
-                strs = [_as_call_string(c) for c in calls]
+                strs = [as_call_string(c) for c in calls]
                 invalid += sum(s == INVALID_CALL for s in strs)
                 if strs:
                     turn.append(strs)
@@ -455,7 +304,7 @@ class MultiTurnBenchmark:
     def gold_turns(self, task: Task) -> list[list[tuple[str, dict, str]]]:
         """The ground truth as (name, keyword arguments as JSON values, call string) per turn."""
         entry = self._entry(task.id)
-        probe = Backends(entry, functions=_Schedule(entry).all_names)
+        probe = Backends(entry, functions=Schedule(entry).all_names)
         out = []
         for turn in self._ground_truth(task.id):
             calls = []
@@ -467,9 +316,9 @@ class MultiTurnBenchmark:
 
     def step_items(self, task: Task) -> list[StepItem]:
         entry = self._entry(task.id)
-        schedule = _Schedule(entry)
+        schedule = Schedule(entry)
         gold = self.gold_turns(task)
-        runner = _Runner(entry, schedule, gate=False)
+        runner = TurnRunner(entry, schedule, gate=False)
         messages: list[dict] = []
         items: list[StepItem] = []
         n = 0
@@ -507,8 +356,8 @@ class MultiTurnBenchmark:
             return False
         entry = self._entry(item.task_id)
         gold_turns = [[s for s in turn_calls] for turn_calls in self._ground_truth(item.task_id)]
-        schedule = _Schedule(entry)
-        model, gold = _Runner(entry, schedule), _Runner(entry, schedule, gate=False)
+        schedule = Schedule(entry)
+        model, gold = TurnRunner(entry, schedule), TurnRunner(entry, schedule, gate=False)
         for r in (model, gold):
             for t in range(turn + 1):
                 r.set_turn(t)

@@ -21,7 +21,8 @@ from sandbox.simenv.environment import BACKENDS_DIR, MULTI_TURN, SCENARIOS_FILE,
 
 def _multi_turn(task_ids: set[str]) -> tuple[dict, set[str], int, dict]:
     from benchmarks.bfcl import backends, splits
-    from benchmarks.bfcl.multi_turn import _Schedule, _category_entries, parse_task_id
+    from benchmarks.bfcl.multi_turn import _category_entries, parse_task_id
+    from benchmarks.bfcl.multi_turn_check import Schedule
 
     train = set(splits.multi_turn_split("train"))
     scenarios, classes, withheld, tools = {}, set(), 0, {}
@@ -35,7 +36,7 @@ def _multi_turn(task_ids: set[str]) -> tuple[dict, set[str], int, dict]:
         if number not in train or entry is None:
             withheld += 1
             continue
-        schedule = _Schedule(entry)
+        schedule = Schedule(entry)
         docs = schedule.docs_at(10**6)   # every function the scenario ever offers
         scenarios[tid] = {
             "benchmark": MULTI_TURN, "involved_classes": list(entry["involved_classes"]),

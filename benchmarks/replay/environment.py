@@ -63,6 +63,9 @@ class ReplayEnvironment:
     def dev_corpus(self, paths: Sequence[str]) -> list[str] | None:
         return list(paths)
 
+    def holds_out_corpus(self) -> bool:
+        return True
+
     def task_score(self, trajectory: Mapping) -> float:
         """A held-out record's call F1 (its reward), not its all-or-nothing success."""
         return float(trajectory["outcome"]["reward"])

@@ -30,9 +30,9 @@ def _offline(config, llm, executor) -> Proposer:
 
 
 def _agent(config, llm, executor) -> Proposer:
-    from evolver.proposers.agent import AgentLimits, AgentProposer
+    from evolver.proposers.agent import AgentProposer
 
-    return AgentProposer(llm, executor, AgentLimits.from_mapping(config.agent))
+    return AgentProposer(llm, executor, config.agent)
 
 
 # name → factory(run config, the run's LLM or None, the sandbox executor)

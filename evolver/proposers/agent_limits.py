@@ -1,19 +1,19 @@
 """The code agent's limits per revision, declared once: these fields are the `--agent-*` options of
-`curateevo run` and run.json's `agent` mapping (evolver/config.py generates the one and writes the
-other from them); the proposer reads them back with `from_mapping`."""
+`curateevo run` and run.json's `agent` (RunConfig nests this model; evolver/config.py generates the
+options from it); the proposer is given the run's `cfg.agent`."""
 from __future__ import annotations
 
-from typing import Annotated, Mapping
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evolver.options import Flag, flag_of
+from evolver.options import Flag
 
 Finite = Field(allow_inf_nan=False)
 
 
 class AgentLimits(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     step_limit: Annotated[int, Field(ge=1), Flag("model calls per revision", name="agent-steps", group="llm")] = 30
     """Model calls per revision, all attempts together."""
@@ -27,13 +27,5 @@ class AgentLimits(BaseModel):
     candidate_temperature: Annotated[float, Field(ge=0, le=2), Finite, Flag(
         "sampling temperature of the code agent's candidates 2..k with --candidates k (candidate 1 keeps the LLM's; "
         "candidate i >= 2 also sends seed = --seed + i - 1)", name="agent-temperature", group="llm")] = 0.8
-    command_timeout_s: float = 120.0
+    command_timeout_s: Annotated[float, Field(exclude=True)] = 120.0
     """Per command the agent runs in the sandbox; no setting of a run (not in run.json)."""
-
-    @classmethod
-    def from_mapping(cls, d: Mapping | None) -> "AgentLimits":
-        return cls(**dict(d or {}))
-
-    def settings(self) -> dict:
-        """run.json's `agent` mapping: the limits that are options of `run`."""
-        return {name: getattr(self, name) for name, info in type(self).model_fields.items() if flag_of(info)}
