@@ -75,6 +75,18 @@ def test_the_split_depends_on_the_records_content_not_the_file_name(tmp_path):
     assert len(dev) == len(test) == 4 and len(train) == 32 and not set(dev) & set(test)
 
 
+def test_what_a_run_keeps_outside_its_folder_is_in_the_one_user_cache(tmp_path, monkeypatch):
+    from sandbox import image_lock, leakage
+    from trainer import models
+
+    monkeypatch.setenv("CURATEEVO_CACHE", str(tmp_path / "cache"))
+    for folder in (models.cache_dir(), leakage._cache_dir(), image_lock.cache_dir()):
+        assert folder.parent == tmp_path / "cache", folder
+    monkeypatch.delenv("CURATEEVO_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert models.cache_dir().parent == leakage._cache_dir().parent == tmp_path / "xdg" / "curateevo"
+
+
 def test_chosen_dev_and_test_ids_are_held_out(tmp_path):
     records = load_corpus([str(SHIPPED)]).records
     parts = partition(records, {**DEFAULT_SPLIT, "dev_ids": [records[3]["id"]], "test_ids": [records[5]["id"]]})
