@@ -150,10 +150,11 @@ def dev_size(rows: list[dict]) -> dict | None:
 
 def dev_scope(config: dict) -> str:
     """What the dev set is: `--tasks N` of an executable benchmark, or the corpus's held-out tenth
-    (replay, where --tasks does not apply)."""
+    (replay, where --tasks does not apply), or the records `--dev-ids` chose."""
     if registry.get(config.get("benchmark", registry.DEFAULT)).dev_corpus(config.get("corpus", ())) is None:
         return f"--tasks {config.get('tasks')}"
-    return "the held-out tenth of the corpus"
+    chosen = (config.get("holdout") or {}).get("dev_ids")
+    return "the records --dev-ids chose" if chosen else "the held-out tenth of the corpus"
 
 
 def dev_notes(store: RunStore, rows: list[dict]) -> list[str]:

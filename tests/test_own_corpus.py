@@ -75,6 +75,56 @@ def test_the_split_depends_on_the_records_content_not_the_file_name(tmp_path):
     assert len(dev) == len(test) == 4 and len(train) == 32 and not set(dev) & set(test)
 
 
+def _calls(path, n, preamble=None):
+    """`n` trajectories of our own that each call a tool; with `preamble`, each opens with the same
+    instructions, acknowledged, and gives its task in a later user message (AgentTuning's shape)."""
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}]
+    records = []
+    for i in range(n):
+        call = {"id": "c", "type": "function", "function": {"name": "add", "arguments": json.dumps({"a": i, "b": 7 * i})}}
+        opening = [{"role": "user", "content": preamble}, {"role": "assistant", "content": "OK."}] if preamble else []
+        records.append({"id": f"sum-{i}", "tools": tools, "messages": [
+            *opening, {"role": "user", "content": f"Please add {i} and {7 * i} with the calculator tool."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c", "content": str(8 * i)},
+            {"role": "assistant", "content": f"{i} + {7 * i} = {8 * i}."}]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_a_corpus_too_small_for_a_dev_and_a_test_part_is_refused_before_any_work(tmp_path, capsys):
+    for n in (1, 2):   # a part to curate, a dev part and a test part need a record each
+        corpus = _calls(tmp_path / f"tiny-{n}.jsonl", n)
+        assert cli.main(["run", "--corpus", str(corpus), "--profile", "test", "--sandbox", "process",
+                         "--runs-dir", str(tmp_path), "--name", f"t{n}"]) == 2
+        line = _one_error_line(capsys)
+        assert f"{n} record(s) cannot be split so: use a corpus of at least 3 records of different tasks" in line
+        assert not (tmp_path / f"t{n}").exists()
+    assert _calls(tmp_path / "three.jsonl", 3) and run_cli.create_run(_options(
+        corpus=[str(tmp_path / "three.jsonl")], profile="test", sandbox="process", runs_dir=str(tmp_path), name="t3"))
+
+
+def test_records_sharing_their_opening_message_are_refused_naming_ids_that_work(tmp_path, capsys):
+    corpus = _calls(tmp_path / "agent.jsonl", 5, preamble="You solve arithmetic tasks with the calculator tool. "
+                                                        "Answer OK, then I give you the task.")
+    args = ["run", "--corpus", str(corpus), "--profile", "test", "--sandbox", "process", "--runs-dir", str(tmp_path)]
+    assert cli.main([*args, "--name", "p"]) == 2
+    line = _one_error_line(capsys)   # copies of one task stay on one side: five records, one group, no part to hold out
+    assert "its 5 record(s) not held out count as copies of 1 task(s)" in line and not (tmp_path / "p").exists()
+    fix = re.search(r"`run --dev-ids FILE` with '([^']+)' and `run --test-ids FILE` with '([^']+)'$", line)
+    assert fix, line
+    (tmp_path / "dev.txt").write_text(fix.group(1) + "\n")
+    (tmp_path / "test.txt").write_text(fix.group(2) + "\n")
+    store = run_cli.create_run(_options(corpus=[str(corpus)], profile="test", sandbox="process", runs_dir=str(tmp_path),
+                                        name="p", dev_ids=str(tmp_path / "dev.txt"), test_ids=str(tmp_path / "test.txt")))
+    parts = partition(load_corpus([str(corpus)]).records, json.loads((store.root / "run.json").read_text())["holdout"])
+    assert parts.dev == [fix.group(1)] and parts.test == [fix.group(2)] and len(parts.train) == 3
+    from evolver.tables import dev_scope
+
+    assert dev_scope(store.config) == "the records --dev-ids chose"   # what log and report say the dev set is
+
+
 def test_what_a_run_keeps_outside_its_folder_is_in_the_one_user_cache(tmp_path, monkeypatch):
     from sandbox import image_lock, leakage
     from trainer import models
