@@ -1,5 +1,6 @@
 """File helpers every package may use: atomic writes (a reader sees the old file or the new one,
-never half of either), JSON reading, content hashes of files and trees, the empty-folder check."""
+never half of either), JSON reading, content hashes of files and trees, the empty-folder check,
+the user cache."""
 from __future__ import annotations
 
 import hashlib
@@ -12,6 +13,18 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from base.errors import UserError
+
+
+CACHE_VARIABLE = "CURATEEVO_CACHE"
+
+
+def cache_root() -> Path:
+    """The user cache every command shares outside a run's folder (converted models, the leakage
+    index of the benchmarks' gold, sandbox image build records): `$CURATEEVO_CACHE`, else
+    `$XDG_CACHE_HOME/curateevo`, else `~/.cache/curateevo`."""
+    if os.environ.get(CACHE_VARIABLE):
+        return Path(os.environ[CACHE_VARIABLE])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "curateevo"
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) -> None:

@@ -37,6 +37,8 @@ def dev_check(config: RunConfig) -> dict:
 
     bench = ReplayBenchmark(list(config.corpus), split=config.split_spec, on_error=config.on_error,
                             tools=config.tools or None)
+    if not bench.test_ids and (config.split_spec.get("test_share") or config.split_spec.get("test_ids")):
+        raise UserError(bench.too_small(list(config.corpus)))   # `curateevo test` would have nothing to read
     return {**bench.dev, "test_records": len(bench.test_ids)}
 
 

@@ -6,7 +6,9 @@ under the best strategy so far, its parent, and pass now) and broke (the reverse
 failure family before and after (`evolver.diagnose.families`); the edits that made it (the
 decide stage's `edits`); the records its artifacts added, removed or changed against the
 parent's (by id and bytes), counted per operator (the step of their provenance that made them:
-the first that is not a plain `sft_record` / `rl_record` / `memory_record`); and per changed task
+the first that is not a plain `sft_record` / `rl_record` / `memory_record`; a removed record by
+the operator that noted it dropped the record or its raw trajectory, the candidate's
+`dropped.jsonl`, else `made by` its maker); and per changed task
 the records near it, those sharing its category or one of its tools. Everything is read from the
 run's files, so `trace`, `report` and the diagnosis compute the same deltas.
 """
@@ -23,6 +25,7 @@ from evolver.diagnose import families
 from base.files import read_jsonl
 from evolver.proposers.offline import categorizer
 from evolver.store import RunStore
+from sandbox.provenance import DROPPED
 
 BUILDERS = ("sft_record", "rl_record", "memory_record")   # a record's plain making, not an operator's choice
 KINDS = ("sft", "rl", "memory")
@@ -95,8 +98,9 @@ def artifact_index(folder: Path, only: set[str] | None = None) -> dict[str, dict
             row = from_json(line)
             meta = _meta(row)
             ops = record_ops(meta)
+            made_by = maker(meta, ops)
             index[f"{kind}:{row['id']}"] = {
-                "kind": kind, "id": row["id"], "line": line, "maker": maker(meta, ops), "ops": ops,
+                "kind": kind, "id": row["id"], "line": line, "maker": made_by, "by": made_by, "ops": ops,
                 "steps": meta.get("provenance") or [], "origin": list(meta.get("origin") or ()),
                 "category": meta.get("category") or (meta.get("env") or {}).get("variant"), "tools": _called(row)}
     return index
@@ -114,10 +118,24 @@ def failure_family(trajectory: Mapping | None) -> str | None:
     return found[0][0] if found else "unclassified"
 
 
+def drop_notes(folder: Path) -> dict[tuple[str, str], str]:
+    """(kind, id) → the operator that noted it dropped that raw trajectory ("raw") or record: the
+    artifacts' dropped.jsonl (toolkit.dropped), {} without one."""
+    path = folder / DROPPED
+    return {(r["kind"], r["id"]): r["op"] for r in read_jsonl(path)} if path.is_file() else {}
+
+
+def remover(record: Mapping, notes: Mapping[tuple[str, str], str]) -> str:
+    """The operator a removed record is counted under: the one that dropped the record, else the
+    one that dropped a raw trajectory it was made from; `made by M` (its maker) when none noted it."""
+    keys = [(record["kind"], record["id"]), *(("raw", o) for o in record["origin"])]
+    return next((notes[k] for k in keys if k in notes), f"made by {record['maker']}")
+
+
 def _per_op(records: Iterable[Mapping]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for r in records:
-        counts[r["maker"]] = counts.get(r["maker"], 0) + 1
+        counts[r["by"]] = counts.get(r["by"], 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
@@ -126,7 +144,7 @@ def _near(task: str, category: str, tools: set[str], records: Sequence[Mapping])
     out = {}
     for r in records:
         if r["category"] == category or tools & r["tools"]:
-            got = out.setdefault(r["maker"], {"count": 0, "ids": []})
+            got = out.setdefault(r["by"], {"count": 0, "ids": []})
             got["count"] += 1
             if len(got["ids"]) < NEAR_IDS:
                 got["ids"].append(f"{r['kind']}:{r['id']}")
@@ -135,12 +153,13 @@ def _near(task: str, category: str, tools: set[str], records: Sequence[Mapping])
 
 def record_changes(old_folder: Path, new_folder: Path) -> tuple[list[dict], list[dict], list[dict]]:
     """The artifact records (`artifact_index` rows) added, removed and changed from `old_folder`
-    to `new_folder`; only the rows whose bytes differ are parsed."""
+    to `new_folder`, a removed one counted `by` its `remover`; only the rows whose bytes differ are parsed."""
     old, new = artifact_lines(old_folder), artifact_lines(new_folder)
     differ = {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
     before, after = artifact_index(old_folder, differ), artifact_index(new_folder, differ)
     added = [after[k] for k in sorted(after.keys() - before.keys())]
-    removed = [before[k] for k in sorted(before.keys() - after.keys())]
+    notes = drop_notes(new_folder)
+    removed = [{**before[k], "by": remover(before[k], notes)} for k in sorted(before.keys() - after.keys())]
     changed = [after[k] for k in sorted(after.keys() & before.keys()) if after[k]["line"] != before[k]["line"]]
     return added, removed, changed
 

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from base.files import atomic_write
-from evolver.tables import dev_scope, epoch_rows, failed_stages, format_stages, log_table
+from evolver.tables import STAGE_COLUMNS, dev_scope, epoch_rows, failed_stages, log_table, stage_table
 from evolver.config import RunConfig
 from evolver.diagnose import FAMILY_PREFIXES
 from evolver.store import RunStore
@@ -212,14 +212,19 @@ def _coloured_diff(diff: str) -> str:
     return "\n".join(line(t) for t in diff.splitlines())
 
 
-def _epoch_table(store) -> str:
-    """The `log` table as an HTML table, its notes (footnotes, dev size, warnings) once, under it."""
-    columns, body, notes = log_table(store)
+def _html_table(columns, body, kind: str) -> str:
+    """A text table (columns: name, width; a negative width is left-aligned) as an HTML table."""
     head = "".join(f"<th>{html.escape(name)}</th>" for name, _ in columns)
     rows = "".join("<tr>" + "".join(f'<td class="{"l" if w < 0 else "n"}">{html.escape(c)}</td>'
                                     for c, (_, w) in zip(cells, columns)) + "</tr>" for cells in body)
+    return f'<table class="{kind}"><tr>{head}</tr>{rows}</table>'
+
+
+def _epoch_table(store) -> str:
+    """The `log` table as an HTML table, its notes (footnotes, dev size, warnings) once, under it."""
+    columns, body, notes = log_table(store)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
-    return f'<table class="epochs"><tr>{head}</tr>{rows}</table>' + (f'<ul class="notes">{notes}</ul>' if notes else "")
+    return _html_table(columns, body, "epochs") + (f'<ul class="notes">{notes}</ul>' if notes else "")
 
 
 def _failed_label(trajectory: dict) -> str:
@@ -401,7 +406,7 @@ ul.notes{{font-size:13px;color:#555}}</style>
 {_missing_plots(store, rows, plots)}
 <h2>Time and LLM usage per stage</h2>
 <p>LLM: {html.escape(_llm_line(cfg))}</p>
-<pre>{html.escape(format_stages(store))}</pre>
+{_html_table(STAGE_COLUMNS, stage_table(store), "stages")}
 <h2>Decisions</h2><ul>{reasons}</ul>
 {_curation_costs(rows)}
 {_test_readings(store)}

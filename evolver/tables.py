@@ -150,10 +150,11 @@ def dev_size(rows: list[dict]) -> dict | None:
 
 def dev_scope(config: dict) -> str:
     """What the dev set is: `--tasks N` of an executable benchmark, or the corpus's held-out tenth
-    (replay, where --tasks does not apply)."""
+    (replay, where --tasks does not apply), or the records `--dev-ids` chose."""
     if not registry.get(config.get("benchmark", registry.DEFAULT)).holds_out_corpus():
         return f"--tasks {config.get('tasks')}"
-    return "the held-out tenth of the corpus"
+    chosen = (config.get("holdout") or {}).get("dev_ids")
+    return "the records --dev-ids chose" if chosen else "the held-out tenth of the corpus"
 
 
 def dev_notes(store: RunStore, rows: list[dict]) -> list[str]:
@@ -178,12 +179,23 @@ def dev_notes(store: RunStore, rows: list[dict]) -> list[str]:
     return [text] + ([f"warning: {warning}"] if warning else [])
 
 
-def format_stages(store: RunStore) -> str:
-    """Time and LLM usage per stage."""
-    head = f"{'epoch':>5} {'stage':<14} {'time':>8} {'LLM calls':>9} {'tokens':>9} {'USD':>8}"
-    lines = [head, "-" * len(head)]
+STAGE_COLUMNS = (("epoch", 5), ("stage", -14), ("time", 8), ("LLM calls", 9), ("tokens", 9), ("USD", 8))
+
+
+def stage_table(store: RunStore) -> list[list[str]]:
+    """Time and LLM usage per stage, one row of cells (STAGE_COLUMNS) per stage: `log` prints it,
+    `report` shows it as a table."""
+    body = []
     for r in stage_rows(store):
-        seconds = f"{r['seconds']:>7.1f}s" if r["seconds"] is not None else f"{'—':>8}"
         epoch = "run" if r["epoch"] is None or r["epoch"] < 0 else r["epoch"]   # the final choice is the run's
-        lines.append(f"{epoch:>5} {r['stage']:<14} {seconds} {r['calls']:>9} {r['tokens']:>9} {r['usd']:>8.4f}")
-    return "\n".join(lines)
+        seconds = f"{r['seconds']:.1f}s" if r["seconds"] is not None else "—"
+        body.append([str(epoch), r["stage"], seconds, str(r["calls"]), str(r["tokens"]), f"{r['usd']:.4f}"])
+    return body
+
+
+def format_stages(store: RunStore) -> str:
+    """Time and LLM usage per stage, as text."""
+    def line(cells):
+        return " ".join(f"{c:<{-w}}" if w < 0 else f"{c:>{w}}" for c, (_, w) in zip(cells, STAGE_COLUMNS))
+    head = line([name for name, _ in STAGE_COLUMNS])
+    return "\n".join([head, "-" * len(head), *map(line, stage_table(store))])

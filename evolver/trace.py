@@ -2,7 +2,8 @@
 per-epoch outcome table `report` shows (evolver/lineage.py computes the deltas).
 
 --record ID (a record id, `kind:id`, or a raw id): raw ids → operator steps (name, parameters,
-how) → the record in each epoch's artifacts (its strategy commit) → the epochs that trained on it.
+how) → the record in each epoch's artifacts (its strategy commit) → the epochs that trained on it;
+and the epochs whose strategy dropped it, with the operator that noted the drop.
 --task TASK: its outcome per evaluated epoch and seed (pass, or the failure family) and, where it
 changed against the parent, the edits and the records near it that the edit added or removed.
 """
@@ -16,7 +17,7 @@ from typing import Mapping, Sequence
 from evolver.config import RunConfig
 from base.errors import UserError
 from base.files import read_json
-from evolver.lineage import artifact_index, decisions, evaluated_tasks, failure_family, outcome_deltas
+from evolver.lineage import artifact_index, decisions, drop_notes, evaluated_tasks, failure_family, outcome_deltas
 from evolver.store import RunStore
 
 
@@ -40,18 +41,21 @@ def trace_record(store: RunStore, wanted: str) -> list[str]:
     seeds = RunConfig.from_json(store.config).seeds
     verdicts = {d["epoch"]: d for d in decisions(store)}
     chains: dict[tuple, dict] = {}   # (kind, id, steps) → first sighting and the epochs holding it
+    dropped = []   # (epoch, commit, kind, operator) of the epochs whose strategy noted it dropped `wanted`
     for epoch in _epochs(store):
         folder = store.epoch_dir(epoch) / "artifacts"
         if not (folder / "manifest.json").is_file():
             continue
         commit = (read_json(folder / "manifest.json").get("strategy") or {}).get("commit") or "?"
+        dropped += [(epoch, commit, kind, op) for (kind, rid), op in drop_notes(folder).items()
+                    if wanted in (rid, f"{kind}:{rid}")]
         for key, r in artifact_index(folder).items():
             if wanted not in (key, r["id"]) and wanted not in r["origin"]:
                 continue
             chain = chains.setdefault((r["kind"], r["id"], json.dumps(r["steps"], sort_keys=True)),
                                       {"record": r, "epochs": []})
             chain["epochs"].append((epoch, commit))
-    if not chains:
+    if not chains and not dropped:
         raise UserError(f"no artifact of {store.root} holds a record {wanted!r} or one made from raw id {wanted!r}")
     lines = []
     for (kind, rid, _), chain in sorted(chains.items(), key=lambda kv: (kv[1]["epochs"][0][0], kv[0][:2])):
@@ -67,6 +71,9 @@ def trace_record(store: RunStore, wanted: str) -> list[str]:
             verdict = "" if "accepted" not in d else (" accepted" if d["accepted"] else " rejected")
             lines.append(f"  epoch {epoch}: strategy {commit[:10]}, {use}{verdict}"
                          + (f", P = {d['P']:.4f}" if isinstance(d.get("P"), (int, float)) else ""))
+    for epoch, commit, kind, op in dropped:
+        what = "the raw trajectory" if kind == "raw" else f"the {kind} record"
+        lines.append(f"epoch {epoch}: strategy {commit[:10]} dropped {what} {wanted} ({op})")
     return lines
 
 
@@ -131,10 +138,11 @@ def outcome_table(store: RunStore) -> str:
             "it revised (per seed, failure family before → after, the operators whose records near the task "
             "changed) and the records its artifacts added, removed or changed, per operator "
             "(<code>curateevo trace RUN --task T</code> / <code>--record ID</code> for one). A removed record is "
-            "named by the operator that had made it: the filter that dropped it stamps nothing, so which of the "
-            "added filters (the edits column) dropped it is not recorded.</p>"
+            "counted under the operator that dropped it or the raw trajectory it was made from (noted by the "
+            "toolkit in the candidate's <code>dropped.jsonl</code>); one that no operator noted is counted as "
+            "<i>made by</i> the operator that had made it.</p>"
             "<table><tr><th>epoch ← parent</th><th>decision</th><th>edits</th><th>fixed</th><th>broken</th>"
-            f"<th>records added</th><th>removed (made by)</th><th>changed</th></tr>{body}</table>")
+            f"<th>records added</th><th>removed (by)</th><th>changed</th></tr>{body}</table>")
 
 
 def cmd_trace(args) -> int:

@@ -24,6 +24,7 @@ import errno
 import itertools
 import json
 import os
+import re
 import stat
 import time
 from dataclasses import dataclass
@@ -38,10 +39,14 @@ from sandbox.artifact_records import (  # noqa: F401  (MAX_REASON_CHARS, reward_
     CandidateRejected,
     IdDigests,
     OutputCaps,
+    _canonical_line,
+    _lines,
+    _parse,
     iter_records,
     quoted,
     reward_error,
 )
+from sandbox.provenance import DROP_KINDS, DROPPED
 from sandbox.schemas import ARTIFACT_KINDS, turn_cost  # noqa: F401  (turn_cost: the checker's name of old)
 from sandbox.sigma import N_REF, Profile, ProfileCapExceeded, cost_c, outcome_label, token_count  # noqa: F401
 
@@ -84,10 +89,10 @@ def _artifact_streams(out_dir: Path, caps: OutputCaps) -> Iterator[tuple[str, st
         entries = sorted(os.listdir(out_dir))[: caps.max_files + 1]
     except OSError as exc:
         raise CandidateRejected(f"the output directory cannot be listed ({exc.strerror})") from None
-    unexpected = [name for name in entries if name not in EXPECTED]
+    unexpected = [name for name in entries if name not in EXPECTED and name != DROPPED]
     if unexpected:
         raise CandidateRejected(f"unexpected output entry {quoted(repr(unexpected[0]))}: a strategy emits records "
-                                f"only ({', '.join(EXPECTED)})")
+                                f"only ({', '.join(EXPECTED)}, and the toolkit's {DROPPED})")
     total = 0
     for kind, name in zip(ARTIFACT_KINDS, EXPECTED):
         fd = _open_regular(out_dir / name)
@@ -141,13 +146,56 @@ def check_output(out_dir: Path, dest: Path, raw_ids: Sequence[str], n_ref: float
     job = _Job(Profile(raw_ids, n_ref, caps, raw_outcomes), caps, inspect, encode)
     plan = _halves(Path(out_dir), caps, split_bytes)
     if plan is not None:
-        return _check_in_two(job, plan, Path(dest))
-    artifacts, counted = {}, [0]
-    for kind, name, stream in _artifact_streams(Path(out_dir), caps):
-        with HashingWriter(Path(dest) / name) as out:   # hashed and written beside the checking
-            count = job.check(kind, name, stream, counted, out.write)
-        artifacts[name] = {"sha256": out.hexdigest(), "count": count}
-    return Checked(artifacts, job.acc.result())
+        checked = _check_in_two(job, plan, Path(dest))
+    else:
+        artifacts, counted = {}, [0]
+        for kind, name, stream in _artifact_streams(Path(out_dir), caps):
+            with HashingWriter(Path(dest) / name) as out:   # hashed and written beside the checking
+                count = job.check(kind, name, stream, counted, out.write)
+            artifacts[name] = {"sha256": out.hexdigest(), "count": count}
+        checked = Checked(artifacts, job.acc.result())
+    if os.path.lexists(Path(out_dir) / DROPPED):
+        checked.artifacts[DROPPED] = _check_drops(Path(out_dir), Path(dest), caps)
+    return checked
+
+
+_OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,63}")
+MAX_DROPPED_ID = 1024   # characters of a dropped id (record ids are free text, but not essays)
+
+
+def _check_drops(out_dir: Path, dest: Path, caps: OutputCaps) -> dict:
+    """`dropped.jsonl` (lineage only: never trained, never scored): each line {"kind", "id", "op"},
+    a kind of DROP_KINDS, an id of at most MAX_DROPPED_ID characters, an operator name, no
+    (kind, id) twice, at most `caps.max_records` lines; written canonically into `dest`."""
+    fd = _open_regular(out_dir / DROPPED)
+    if os.fstat(fd).st_size > caps.max_output_bytes:
+        os.close(fd)
+        raise CandidateRejected(f"{DROPPED} exceeds {caps.max_output_bytes} bytes")
+    ids, count = IdDigests(), 0
+    with os.fdopen(fd, "rb", buffering=1 << 16) as stream, HashingWriter(dest / DROPPED) as out:
+        for lineno, raw in _lines(DROPPED, stream, caps):
+            where = f"{DROPPED}:{lineno}"
+            if lineno > caps.max_records:
+                raise CandidateRejected(f"{where}: more than {caps.max_records} dropped ids (the cap)")
+            try:
+                row = _parse(raw, caps)
+            except ValueError as exc:
+                raise CandidateRejected(f"{where}: {quoted(exc)}") from None
+            if not (isinstance(row, dict) and sorted(row) == ["id", "kind", "op"] and row["kind"] in DROP_KINDS
+                    and isinstance(row["id"], str) and 0 < len(row["id"]) <= MAX_DROPPED_ID
+                    and isinstance(row["op"], str) and _OP_NAME.fullmatch(row["op"])):
+                raise CandidateRejected(f"{where}: not a dropped-id line {{\"kind\": one of {', '.join(DROP_KINDS)}, "
+                                        f"\"id\": a string, \"op\": an operator name}}")
+            first = ids.seen(row["kind"] + "\0" + row["id"], lineno)
+            if first is not None:
+                raise CandidateRejected(f"{where}: {row['kind']} id {quoted(repr(row['id']))} dropped twice "
+                                        f"(first on line {first})")
+            try:
+                out.write(_canonical_line(row))
+            except ValueError as exc:
+                raise CandidateRejected(f"{where}: {quoted(exc)}") from None
+            count += 1
+    return {"sha256": out.hexdigest(), "count": count}
 
 
 @dataclass
@@ -210,7 +258,7 @@ def _halves(out_dir: Path, caps: OutputCaps, split_bytes: int | None) -> list[_F
         names = sorted(os.listdir(out_dir))
     except OSError:
         return None
-    if names != sorted(EXPECTED):
+    if names not in (sorted(EXPECTED), sorted((*EXPECTED, DROPPED))):   # the notes are checked after the halves
         return None
     files, total = [], 0
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from base.errors import RunFailed, UserError
-from base.files import atomic_write, sha256_file, sha256_bytes
+from base.files import atomic_write, cache_root, sha256_file, sha256_bytes
 from sandbox import environment_lock
 from sandbox.executor import PROJECT_ROOT
 
@@ -92,8 +92,7 @@ def image_tag(lock: bytes | None = None) -> str:
 
 
 def cache_dir() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "curateevo" / "sandbox"
+    return cache_root() / "sandbox"
 
 
 def record_path(tag: str) -> Path:

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping   # not typing's: isinstance runs 
 from functools import lru_cache
 from pathlib import Path
 
+from base.files import cache_root
 from sandbox.checker import CandidateRejected
 from sandbox.schemas import canonical_json
 
@@ -84,7 +85,7 @@ def gold_index() -> _Index:
 
 
 def _cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "curateevo" / "leakage"
+    return cache_root() / "leakage"
 
 
 def _build_index() -> _Index:

@@ -16,6 +16,8 @@ from typing import Any
 KEY = "provenance"
 HOWS = ("kept", "masked", "truncated", "segmented", "synthesised", "repeated", "validated", "asked_llm", "custom")
 CUSTOM = {"op": "custom", "how": "custom"}
+DROPPED = "dropped.jsonl"   # an output's optional notes of what operators dropped: {"kind", "id", "op"} a line
+DROP_KINDS = ("raw", "sft", "rl", "memory")   # what a dropped id names: a raw trajectory, or a record of a kind
 
 
 def digest(record: Mapping, encode: Callable[[dict], bytes] | None = None) -> str:

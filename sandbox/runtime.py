@@ -2,8 +2,9 @@
 
 This is the only project code that runs beside candidate code, inside the executor. It judges
 nothing: the host validates, re-serialises, hashes and profiles what it writes. It writes exactly
-`sft.jsonl`, `rl.jsonl` and `memory.jsonl` into the output directory and exits 0, or prints the
-strategy's traceback to stderr and exits with STRATEGY_FAILED.
+`sft.jsonl`, `rl.jsonl` and `memory.jsonl` into the output directory (and `dropped.jsonl` when a
+toolkit operator noted what it dropped) and exits 0, or prints the strategy's traceback to stderr
+and exits with STRATEGY_FAILED.
 
     python -m sandbox.runtime --strategy DIR --corpus FILE --out DIR --seed N
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
+from sandbox.provenance import DROPPED
 from sandbox.text import printable
 
 STRATEGY_FAILED = 3
@@ -95,6 +97,13 @@ def write_records(out_dir: Path, curated: Any) -> None:
                 out.write("\n")
 
 
+def write_drops(out_dir: Path, rows: list[dict]) -> None:
+    """`dropped.jsonl`: what toolkit operators noted they dropped (toolkit.provenance.dropped), when anything."""
+    if rows:
+        with open(out_dir / DROPPED, "w", encoding="utf-8") as out:
+            out.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+
+
 def read_corpus(path: Path) -> tuple:
     with open(path, encoding="utf-8") as lines:
         return tuple(json.loads(line) for line in lines)
@@ -125,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         from curation_strategies import toolkit
+        from curation_strategies.toolkit.provenance import drops
         from sandbox.llm_client import LLMClient
         from sandbox.simenv.environment import Environment
 
@@ -133,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         llm = LLMClient(args.llm) if args.llm else None
         budget = json.loads(args.budget) if args.budget else None
         ctx = Context(read_inputs(args.strategy), args.seed, toolkit, env, llm, budget)
+        drops(clear=True)   # this curation's notes only, should a process run more than one
         curated = load_strategy(args.strategy).curate(raw, ctx)
         write_records(args.out, curated)
+        write_drops(args.out, drops())
     except BaseException as exc:  # the strategy's failure, whatever it is, is reported, not raised
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             exc = RuntimeError("strategy called sys.exit before returning its records")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A run's report as a browser draws it: `bash scripts/report-screenshot.sh RUN [OUT.png]` writes the
-# report (curateevo report) and a full-page headless screenshot of it (Debian's chromium:
-# `apt-get install chromium`), to check the page as a reader sees it.
+# report (curateevo report) and a headless screenshot of the whole page, 1280 pixels wide and cut
+# below its last drawn line (Debian's chromium: `apt-get install chromium`), to check the page as a
+# reader sees it. tests/test_own_corpus.py runs it on a tiny run where chromium is installed.
 set -euo pipefail
 run=${1:?give the run directory}
 out=${2:-$run/report/screenshot.png}
@@ -9,6 +10,19 @@ cd "$(dirname "$0")/.."
 page=$(.venv/bin/python -m evolver.cli report "$run")
 browser=$(command -v chromium || command -v chromium-browser || true)
 [ -n "$browser" ] || { echo "report-screenshot: no chromium on PATH (apt-get install chromium)" >&2; exit 2; }
-"$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,4000 \
+tall=16000   # taller than any report so far; the blank below the page is cut off
+"$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,$tall \
   --screenshot="$(realpath -m "$out")" "file://$(realpath "$page")" 2>/dev/null
+.venv/bin/python - "$out" "$tall" <<'EOF'
+import sys
+from PIL import Image, ImageOps
+
+path, tall = sys.argv[1], int(sys.argv[2])
+image = Image.open(path).convert("RGB")
+bottom = (ImageOps.invert(image).getbbox() or (0, 0, 0, 0))[3]
+if bottom >= tall - 1:
+    print(f"report-screenshot: the page is longer than {tall} pixels; the screenshot shows its first {tall}",
+          file=sys.stderr)
+image.crop((0, 0, image.width, min(tall, bottom + 40))).save(path)
+EOF
 echo "$out"

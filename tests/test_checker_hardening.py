@@ -98,6 +98,40 @@ def test_unexpected_entry_names_are_escaped(tmp_path):
     assert "\x1b" not in str(caught.value) and "\\x1b]0;owned\\x07" in str(caught.value)
 
 
+def test_the_toolkits_notes_of_what_it_dropped_are_checked_and_written_canonically(tmp_path):
+    out = output(tmp_path / "out", sft=[SFT])
+    (out / "dropped.jsonl").write_text('{"op": "drop_failed", "kind": "raw", "id": "t1"}\n'
+                                       '{"id": "s9", "kind": "sft", "op": "fit_budget"}\n')
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    checked = check_output(out, dest, [])
+    assert checked.artifacts["dropped.jsonl"]["count"] == 2
+    assert (dest / "dropped.jsonl").read_text() == ('{"id":"t1","kind":"raw","op":"drop_failed"}\n'
+                                                    '{"id":"s9","kind":"sft","op":"fit_budget"}\n')
+
+
+@pytest.mark.parametrize("lines, reason", [
+    (['{"op": "x", "kind": "raw"}'], r"dropped.jsonl:1: not a dropped-id line"),
+    (['{"op": "x", "kind": "test", "id": "t"}'], r"dropped.jsonl:1: not a dropped-id line"),
+    (['{"op": "x y", "kind": "raw", "id": "t"}'], r"dropped.jsonl:1: not a dropped-id line"),
+    (['{"op": "x", "kind": "raw", "id": "' + "i" * 2000 + '"}'], r"dropped.jsonl:1: not a dropped-id line"),
+    (['{"op": "x", "kind": "raw", "id": "t"}', '{"op": "y", "kind": "raw", "id": "t"}'],
+     r"dropped.jsonl:2: raw id 't' dropped twice \(first on line 1\)"),
+    (["[" * 100_000 + "]" * 100_000], r"dropped.jsonl:1: not JSON \(nested deeper than 64 levels\)"),
+])
+def test_notes_of_what_was_dropped_that_break_the_format_are_one_sentence(tmp_path, lines, reason):
+    out = output(tmp_path / "out", sft=[SFT])
+    (out / "dropped.jsonl").write_text("".join(line + "\n" for line in lines))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with pytest.raises(CandidateRejected, match=reason):
+        check_output(out, dest, [])
+    (out / "dropped.jsonl").unlink()
+    (out / "dropped.jsonl").symlink_to(out / "sft.jsonl")   # read as regular files only, like the records
+    with pytest.raises(CandidateRejected, match="dropped.jsonl is a symbolic link, not a regular file"):
+        check_output(out, dest, [])
+
+
 def _rl(env, reward="state_match"):
     call = {"id": "c", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
     return {"id": "r", "messages": [{"role": "user", "content": "list"}], "tools": TOOLS,

@@ -66,3 +66,15 @@ def test_every_relative_link_reaches_an_existing_file_and_heading(doc: Path):
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
             broken.append(f"{where} (no heading #{anchor} in {dest.relative_to(ROOT)})")
     assert not broken, "\n".join(broken)
+
+
+def test_the_readme_leads_with_the_smoke_run_and_the_corpora_its_commands_name_ship_in_the_checkout():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = [line for line in readme.splitlines() if "curateevo run" in line and not line.startswith("bash ")]
+    assert "--profile test --base tiny-random" in commands[0], commands[0]   # the first run a newcomer starts
+    assert readme.index(commands[0]) < readme.index("## Your own corpus")
+    followed = [ROOT / "README.md", ROOT / "docs" / "corpora.md", ROOT / "docs" / "running.md",
+                ROOT / "examples" / "corpora" / "README.md"]
+    named = {path for doc in followed for path in re.findall(r"--corpus (\S+\.jsonl?)\b", doc.read_text(encoding="utf-8"))
+             if not path.startswith("path/to/")}
+    assert named and all(not path.startswith("..") and (ROOT / path).is_file() for path in named), named   # no ../shared/…

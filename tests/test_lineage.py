@@ -172,6 +172,7 @@ def test_a_candidate_that_fixes_one_task_and_breaks_another_shows_both_linked_to
     assert all(e.replace("'", "&#x27;") in table for e in edits)
     # the epoch table is a table (not a text block), its notes said once; the strategy diff is coloured
     assert '<table class="epochs"><tr><th>epoch</th><th>P</th>' in page and "Cost_train     SFT/RL/mem" not in page
+    assert '<table class="stages"><tr><th>epoch</th><th>stage</th><th>time</th>' in page and "<pre>epoch" not in page
     from evolver.tables import log_table
 
     notes = log_table(store)[2]
@@ -251,3 +252,68 @@ def test_lineage_never_changes_what_a_training_or_cell_is_keyed_by(tmp_path):
     assert consumed_sha256(plain) == sha256_file(plain)   # a file without provenance: its bytes' hash
     assert consumed_sha256(stamped) == consumed_sha256(plain) != sha256_file(stamped)
     assert consumed_sha256(other) != consumed_sha256(plain)
+
+
+# ------------------------------------------------------------------ what an edit removed, and by which operator
+
+
+def _own_corpus(path):
+    """Six trajectories of our own: two failed tool calls, two replies without a call, two good calls."""
+    tools = [{"type": "function", "function": {"name": "weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+    def called(i, city, success):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "weather", "arguments": json.dumps({"city": city})}}
+        return {"id": f"own-{i}", "tools": tools, "success": success, "messages": [
+            {"role": "user", "content": f"What is the weather in {city}?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"{city}: 18 C, dry"},
+            {"role": "assistant", "content": f"It is 18 C and dry in {city}."}]}
+
+    def replied(i, text):
+        return {"id": f"own-{i}", "tools": tools, "messages": [{"role": "user", "content": text},
+                                                               {"role": "assistant", "content": "Hello!"}]}
+
+    records = [called(0, "Oslo", False), replied(1, "Say hello to the owls of Tromsø for me"), called(2, "Lima", True),
+               called(3, "Pune", False), replied(4, "Wish my cactus a good morning"), called(5, "Kyiv", True)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_a_removed_record_is_counted_under_the_operator_that_dropped_it(tmp_path, capsys):
+    from evolver.lineage import record_changes
+    from evolver.trace import outcome_table
+
+    corpus = (str(_own_corpus(tmp_path / "own.jsonl")),)
+    config = RunConfig(corpus=corpus, corpus_sha256=corpus_sha256(list(corpus)), profile="test", base="tiny-random",
+                       sandbox="process", tasks=2, epochs=2, proposer="offline")
+    store = RunStore.create(tmp_path / "run", config.to_json())
+    edits = ["+drop_failed()", "+with_tool_calls()", "+fit_budget(passes='once')"]
+    child = {"drop_failed": {}, "with_tool_calls": {}, "fit_budget": {"passes": "once"}}
+    for epoch, genome in ((0, {}), (1, child)):
+        execute({"strategy.py": compose(genome).encode()}, load_corpus(list(corpus)),
+                store.epoch_dir(epoch) / "artifacts", executor=ProcessExecutor(), budget={"sft_examples": 1})
+        store.journal.append({"event": "stage_done", "epoch": epoch, "stage": "decide", "result": {
+            "epoch": epoch, "P": 0.5, "C": 0.2, "J": 0.44, "accepted": True, "edits": edits if epoch else []}})
+    notes = [json.loads(line) for line in (store.epoch_dir(1) / "artifacts" / "dropped.jsonl").read_text().splitlines()]
+    assert {(n["kind"], n["id"], n["op"]) for n in notes} == {
+        ("raw", "own-0", "drop_failed"), ("raw", "own-3", "drop_failed"), ("raw", "own-1", "with_tool_calls"),
+        ("raw", "own-4", "with_tool_calls"), ("sft", "own-5", "fit_budget")}
+    assert not (store.epoch_dir(0) / "artifacts" / "dropped.jsonl").exists()   # ρ0 drops nothing: its bytes as before
+
+    _, removed, _ = record_changes(store.epoch_dir(0) / "artifacts", store.epoch_dir(1) / "artifacts")
+    by = {f"{r['kind']}:{r['id']}": r["by"] for r in removed}
+    assert by == {"sft:own-0": "drop_failed", "rl:own-0#step1": "drop_failed", "sft:own-3": "drop_failed",
+                  "rl:own-3#step1": "drop_failed", "sft:own-1": "with_tool_calls", "sft:own-4": "with_tool_calls",
+                  "sft:own-5": "fit_budget"}   # not the sft_record / rl_record that had made them
+    table = outcome_table(store)
+    assert "<th>removed (by)</th>" in table
+    assert "drop_failed −4<br>with_tool_calls −2<br>fit_budget −1" in table and "made by" not in table.split("</p>")[1]
+    assert cli.main(["trace", str(store.root), "--record", "own-3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "sft:own-3" in out and "rl:own-3#step1" in out and out[-1].startswith("epoch 1: strategy ")
+    assert out[-1].endswith(" dropped the raw trajectory own-3 (drop_failed)")
+    # a removal no operator noted (a strategy's own code) is counted under the operator that had made it
+    (store.epoch_dir(1) / "artifacts" / "dropped.jsonl").unlink()
+    _, removed, _ = record_changes(store.epoch_dir(0) / "artifacts", store.epoch_dir(1) / "artifacts")
+    assert {r["by"] for r in removed} == {"made by sft_record", "made by rl_record"}

@@ -85,3 +85,24 @@ def test_an_evaluation_logs_each_bar_once(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "\r" not in err and sum(line.startswith("steps: ") for line in err.splitlines()) == 1, err
     assert json.loads((tmp_path / "e" / "metrics.json").read_text())["metric"] == "call_f1"
+
+
+def test_a_first_run_writes_its_tiny_model_without_a_bar_in_the_log(tmp_path, monkeypatch, capfd):
+    import shutil
+
+    from transformers.utils import logging as hf_logging
+
+    from trainer import models
+
+    tokenizer = models.embedded_tokenizer_dir()   # converted once; only the model is built here
+    monkeypatch.setattr(models, "cache_dir", lambda: tmp_path / "cache")
+    shutil.copytree(tokenizer, tmp_path / "cache" / tokenizer.name)
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()   # as a fresh process starts
+    try:
+        built = models.tiny_model_dir()   # what a newcomer's first run does ("Writing model shards")
+    finally:
+        (hf_logging.enable_progress_bar if was_on else hf_logging.disable_progress_bar)()
+    assert (built / "config.json").is_file() and built.parent == tmp_path / "cache"
+    err = capfd.readouterr().err
+    assert "Writing model shards" not in err and "\r" not in err, err

@@ -4,6 +4,7 @@ content and can be chosen; `test` scores the final strategy on the test part the
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,68 @@ def test_the_split_depends_on_the_records_content_not_the_file_name(tmp_path):
     assert positions(a) == positions(b)   # the ids differ (a.json[3], renamed-corpus.json[3]); the parts do not
     train, dev, test = positions(a)
     assert len(dev) == len(test) == 4 and len(train) == 32 and not set(dev) & set(test)
+
+
+def _calls(path, n, preamble=None):
+    """`n` trajectories of our own that each call a tool; with `preamble`, each opens with the same
+    instructions, acknowledged, and gives its task in a later user message (AgentTuning's shape)."""
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}]
+    records = []
+    for i in range(n):
+        call = {"id": "c", "type": "function", "function": {"name": "add", "arguments": json.dumps({"a": i, "b": 7 * i})}}
+        opening = [{"role": "user", "content": preamble}, {"role": "assistant", "content": "OK."}] if preamble else []
+        records.append({"id": f"sum-{i}", "tools": tools, "messages": [
+            *opening, {"role": "user", "content": f"Please add {i} and {7 * i} with the calculator tool."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c", "content": str(8 * i)},
+            {"role": "assistant", "content": f"{i} + {7 * i} = {8 * i}."}]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_a_corpus_too_small_for_a_dev_and_a_test_part_is_refused_before_any_work(tmp_path, capsys):
+    for n in (1, 2):   # a part to curate, a dev part and a test part need a record each
+        corpus = _calls(tmp_path / f"tiny-{n}.jsonl", n)
+        assert cli.main(["run", "--corpus", str(corpus), "--profile", "test", "--sandbox", "process",
+                         "--runs-dir", str(tmp_path), "--name", f"t{n}"]) == 2
+        line = _one_error_line(capsys)
+        assert f"{n} record(s) cannot be split so: use a corpus of at least 3 records of different tasks" in line
+        assert not (tmp_path / f"t{n}").exists()
+    assert _calls(tmp_path / "three.jsonl", 3) and run_cli.create_run(_options(
+        corpus=[str(tmp_path / "three.jsonl")], profile="test", sandbox="process", runs_dir=str(tmp_path), name="t3"))
+
+
+def test_records_sharing_their_opening_message_are_refused_naming_ids_that_work(tmp_path, capsys):
+    corpus = _calls(tmp_path / "agent.jsonl", 5, preamble="You solve arithmetic tasks with the calculator tool. "
+                                                        "Answer OK, then I give you the task.")
+    args = ["run", "--corpus", str(corpus), "--profile", "test", "--sandbox", "process", "--runs-dir", str(tmp_path)]
+    assert cli.main([*args, "--name", "p"]) == 2
+    line = _one_error_line(capsys)   # copies of one task stay on one side: five records, one group, no part to hold out
+    assert "its 5 record(s) not held out count as copies of 1 task(s)" in line and not (tmp_path / "p").exists()
+    fix = re.search(r"`run --dev-ids FILE` with '([^']+)' and `run --test-ids FILE` with '([^']+)'$", line)
+    assert fix, line
+    (tmp_path / "dev.txt").write_text(fix.group(1) + "\n")
+    (tmp_path / "test.txt").write_text(fix.group(2) + "\n")
+    store = run_cli.create_run(_options(corpus=[str(corpus)], profile="test", sandbox="process", runs_dir=str(tmp_path),
+                                        name="p", dev_ids=str(tmp_path / "dev.txt"), test_ids=str(tmp_path / "test.txt")))
+    parts = partition(load_corpus([str(corpus)]).records, json.loads((store.root / "run.json").read_text())["holdout"])
+    assert parts.dev == [fix.group(1)] and parts.test == [fix.group(2)] and len(parts.train) == 3
+    from evolver.tables import dev_scope
+
+    assert dev_scope(store.config) == "the records --dev-ids chose"   # what log and report say the dev set is
+
+
+def test_what_a_run_keeps_outside_its_folder_is_in_the_one_user_cache(tmp_path, monkeypatch):
+    from sandbox import image_lock, leakage
+    from trainer import models
+
+    monkeypatch.setenv("CURATEEVO_CACHE", str(tmp_path / "cache"))
+    for folder in (models.cache_dir(), leakage._cache_dir(), image_lock.cache_dir()):
+        assert folder.parent == tmp_path / "cache", folder
+    monkeypatch.delenv("CURATEEVO_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert models.cache_dir().parent == leakage._cache_dir().parent == tmp_path / "xdg" / "curateevo"
 
 
 def test_chosen_dev_and_test_ids_are_held_out(tmp_path):
@@ -147,6 +210,24 @@ def test_test_scores_the_final_strategy_on_the_test_part_the_loop_never_saw(ship
     tested = json.loads((shipped_run / "test" / "metrics.json").read_text())
     assert set(tested["tasks"]) == set(test) and tested["metric"] == "call_f1"
     assert cli.main(["log", str(shipped_run)]) == 0 and cli.main(["report", str(shipped_run)]) == 0
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
+                    reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_the_report_draws_in_a_real_browser(shipped_run, tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    shot = tmp_path / "report.png"
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "report-screenshot.sh"), str(shipped_run), str(shot)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == str(shot), done.stderr
+    image = Image.open(shot).convert("RGB")
+    assert image.width == 1280 and 1500 < image.height < 16000   # the whole page, cut below its last line
+    pixels = np.asarray(image).astype(int)
+    drawn = int((pixels != 255).any(axis=2).sum())
+    colour = int((pixels.max(axis=2) - pixels.min(axis=2) > 60).sum())   # the plots: text and tables are grey
+    assert drawn > 0.02 * image.width * image.height and colour > 20_000, (drawn, colour)
 
 
 def test_dev_ids_on_a_corpus_with_an_environment_are_refused(tmp_path, capsys, sample_corpus):

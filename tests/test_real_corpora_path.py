@@ -43,9 +43,24 @@ def created(tmp_path, name, corpus, *more) -> RunStore:
 
 @pytest.fixture(scope="module")
 def toolbench_run(tmp_path_factory):
-    """One epoch on the published ToolBench answer folder with --on-bad-line skip (no RL: fast)."""
+    """One epoch on the published ToolBench answer folder with --on-bad-line skip (no RL: fast), plus
+    one answer file of our own: the two valid published ones are too few for a part to curate, a dev
+    part and the test part `curateevo test` reads (a run on them alone is refused before any work)."""
+    import shutil
+
     root = tmp_path_factory.mktemp("tb")
-    assert cli.main(run_args(root, "tb", [TOOLBENCH], "--on-bad-line", "skip", "--ablate", "no-rl")) == 0
+    assert cli.main(run_args(root, "refused", [TOOLBENCH], "--on-bad-line", "skip", "--ablate", "no-rl")) == 2
+    assert not (root / "refused").exists()
+    folder = root / "toolbench-answer"
+    shutil.copytree(TOOLBENCH, folder)
+    published = (TOOLBENCH / "G1_answer" / "10_ChatGPT_DFS_woFilter_w2.json").read_text()   # the one that succeeded
+    ours = folder / "G9_answer" / "900_own_DFS_woFilter_w2.json"   # the same calls, asked in other words
+    ours.parent.mkdir()
+    ours.write_text(published.replace("Can you retrieve the contact details of the 'Gondrand' customs agency",
+                                      "I need to reach the 'Gondrand' customs agency: what are the contact details"))
+    (root / "test.txt").write_text(f"toolbench-answer/{ours.relative_to(folder)}\n")
+    assert cli.main(run_args(root, "tb", [folder], "--on-bad-line", "skip", "--ablate", "no-rl",
+                             "--test-ids", str(root / "test.txt"))) == 0
     return root / "tb"
 
 

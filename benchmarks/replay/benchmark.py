@@ -81,12 +81,37 @@ class ReplayBenchmark:
         self.split, self.include_failed, self.allow_test = split, include_failed, allow_test
         self.records = {r["id"]: r for r in loaded.records}
         self.train_ids, self.dev_ids, self.test_ids = partition(loaded.records, split)
+        if not self.dev_ids:
+            raise UserError(self.too_small(corpus))
         self.dev = self.dev_size()
-        if self.dev_ids and not self.dev["items"]:
+        if not self.dev["items"]:
             raise UserError(f"{_shown(corpus)}: {self.dev['why_none']}")
         self.test = self.dev_size("test") if self.test_ids else None
         if self.test is not None and not self.test["items"]:   # said at launch, not after the run
             raise UserError(f"{_shown(corpus)}: {self.test['why_none']}")
+
+    def too_small(self, corpus) -> str:
+        """Why the corpus gives no held-out dev (or test) part, and the fix: the ids to choose when
+        records sharing a first user message (counted as copies of one task, kept on one side) left
+        no group to hold out; a larger corpus when it holds under three records or too few to judge."""
+        n, held = len(self.records), set(self.dev_ids) | set(self.test_ids)
+        missing = [part for part, ids in (("dev", self.dev_ids), ("test", self.test_ids)) if not ids]
+        groups = {group_key(r, content=True) for i, r in self.records.items() if i not in held}
+        good = [i for i, r in self.records.items() if i not in held and judgeable(r)]
+        why = (f"{n} record(s) cannot be split so" if n < 3 else
+               f"its {n - len(held)} record(s) not held out count as copies of {len(groups)} task(s) (records sharing "
+               "their first user message), and copies of one task stay on one side")
+        if n >= 3 and len(good) >= len(missing) and n - len(held) > len(missing):
+            fix = ("if they are different tasks, choose the held-out records yourself, one id a line: "
+                   + " and ".join(f"`run --{part}-ids FILE` with {i!r}" for part, i in zip(missing, good)))
+        elif n >= 3:
+            fix = (f"only {len(good)} of them call tools without a failed outcome, and each held-out part needs one: "
+                   "use a larger corpus, or one with more such records")
+        else:
+            fix = "use a corpus of at least 3 records of different tasks, 2 of them with tool calls"
+        return (f"{_shown(corpus)}: the replay benchmark holds records of the corpus out to judge the strategy on (a "
+                "dev part for the run, a test part for `curateevo test`), each besides the records it curates, and "
+                f"{why}: {fix}")
 
     def dev_size(self, part: str = "dev") -> dict:
         """What the held-out dev (or test) part gives to judge: records, those giving step items,

@@ -7,14 +7,18 @@ steps included). The raw ids stay in `meta.origin`. The host (sandbox/provenance
 digest against the record the strategy wrote: a record changed after its last stamp, or never
 stamped, ends with a `custom` step, so a strategy cannot alter a record, or claim another
 operator made it, without it showing. A step is only what the toolkit saw: a filter that drops
-records stamps nothing (the outcome deltas compare artifacts for what an edit removed)."""
+records stamps nothing; `dropped` notes what an operator removed instead (the runtime writes the
+notes to `dropped.jsonl`, and lineage names a removed record by the operator that dropped it)."""
 from __future__ import annotations
 
 from typing import Mapping
 
-from sandbox.provenance import CUSTOM, HOWS, KEY, digest, steps_of
+from sandbox.provenance import CUSTOM, DROP_KINDS, HOWS, KEY, digest, steps_of
 
-__all__ = ["CUSTOM", "HOWS", "KEY", "Traced", "carry", "digest", "stamp", "step", "steps_of", "traced"]
+__all__ = ["CUSTOM", "DROP_KINDS", "HOWS", "KEY", "Traced", "carry", "digest", "dropped", "drops", "stamp", "step",
+           "steps_of", "traced"]
+
+_DROPPED: dict[tuple[str, str], str] = {}   # (kind, id) → the first operator that dropped it, this curation
 
 
 class Traced(list):
@@ -62,3 +66,25 @@ def stamp(record: dict, *made: dict, replace: bool = False, parent: Mapping | No
     meta[KEY] = {"steps": before + [dict(s) for s in made]}
     meta[KEY]["sha"] = digest(record)
     return record
+
+
+def dropped(op: str, before, after, kind: str = "raw") -> list:
+    """`after` (a list), noting that operator `op` dropped the items of `before` whose id is not in
+    it: raw trajectories (`kind` "raw") or records of a kind. The first operator to drop an id keeps it."""
+    if kind not in DROP_KINDS:
+        raise ValueError(f"unknown dropped kind {kind!r} (one of {', '.join(DROP_KINDS)})")
+    after = list(after)
+    kept = {item["id"] for item in after}
+    for item in before:
+        if item["id"] not in kept:
+            _DROPPED.setdefault((kind, item["id"]), op)
+    return after
+
+
+def drops(clear: bool = False) -> list[dict]:
+    """The drops noted so far, in the order they were noted: [{"kind", "id", "op"}]; `clear`
+    forgets them (the runtime clears before a curation)."""
+    rows = [{"kind": kind, "id": rid, "op": op} for (kind, rid), op in _DROPPED.items()]
+    if clear:
+        _DROPPED.clear()
+    return rows

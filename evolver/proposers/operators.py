@@ -29,10 +29,17 @@ class Operator:
     code: Mapping[str, str]                          # slot → code (format string over the parameters)
     domain: Mapping[str, tuple] = field(default_factory=dict)   # tunable parameter → its values
     why: str = ""
+    drops: Mapping[str, tuple[str, str]] = field(default_factory=dict)   # slot → (the list it may shrink, its kind)
 
 
-def op(name: str, why: str, domain: Mapping[str, tuple] | None = None, **code: str) -> Operator:
-    return Operator(name, code, domain or {}, why)
+# Where an operator's code may drop what it is given: the list, and what its ids name (tk.dropped's kind).
+DROPPING_SLOTS = {"select": ("kept", "raw"), "fit": ("out.sft", "sft")}
+
+
+def op(name: str, why: str, domain: Mapping[str, tuple] | None = None, drops: Mapping | None = None,
+       **code: str) -> Operator:
+    found = {slot: DROPPING_SLOTS[slot] for slot in code if slot in DROPPING_SLOTS}
+    return Operator(name, code, domain or {}, why, {**found, **(drops or {})})
 
 
 REPEAT_SFT = ("records += [tk.repeated(tk.sft_record(trajectory, weights, id=f\"{{trajectory['id']}}#{name}{{i}}\", "
@@ -61,7 +68,8 @@ OPERATORS = (
     op("mask_corrected", "mask erroneous calls that were later corrected out of the SFT loss (AgentRefine)",
        {"mask_uncorrected": (False, True)},
        weights="weights = tk.refinement_weights(trajectory, mask_uncorrected={mask_uncorrected})\n"
-               "if not tk.trainable(weights):\n    continue"),
+               "if not tk.trainable(weights):\n"
+               "    tk.dropped(\"mask_corrected\", [trajectory], [], \"sft\")\n    continue"),
     op("segment", "train decision segments instead of whole trajectories", {"max_turns": (2, 4, 8), "context_turns": (1, 2)},
        emit="segments = tk.segment(trajectory, weights, max_turns={max_turns}, context_turns={context_turns})\n"
             "for n, seg in enumerate(segments):\n"
@@ -99,7 +107,7 @@ OPERATORS = (
        {"limit": (50, 150, 400), "k": (1, 2)},
        add="kept += tk.irrelevance_items(kept, ctx.rng(\"irrelevance_items\"), {limit}, k={k})"),
     op("rebalance", "resample the categorised trajectories towards an even mix of their categories",
-       {"max_repeat": (1, 2)},
+       {"max_repeat": (1, 2)}, drops={"add": ("kept", "raw")},
        add="typed = [t for t in kept if tk.category(t)]\n"
            "mix = {{c: 1 for c in sorted({{tk.category(t) for t in typed}})}}\n"
            "kept = tk.rebalance(typed, mix, ctx.rng(\"rebalance\"), max_repeat={max_repeat}) + "
@@ -210,7 +218,11 @@ def compose(genome: Genome) -> str:
         params = dict(genome[operator.name])
         for slot, code in operator.code.items():
             pad = " " * INDENT[slot]
-            text = f"# op: {_call(operator.name, params)}\n{code.format(**params)}"
+            body = code.format(**params)
+            if slot in operator.drops:   # what it drops is noted, so lineage names it (tk.dropped)
+                var, kind = operator.drops[slot]
+                body = f"before = {var}\n{body}\n{var} = tk.dropped(\"{operator.name}\", before, {var}, \"{kind}\")"
+            text = f"# op: {_call(operator.name, params)}\n{body}"
             blocks[slot] += "".join(pad + line + "\n" for line in text.splitlines())
     for slot, code in DEFAULTS.items():
         if not blocks[slot]:
