@@ -2,7 +2,8 @@
 # A run's report as a browser draws it: `bash scripts/report-screenshot.sh RUN [OUT.png]` writes the
 # report (curateevo report) and a headless screenshot of the whole page, 1280 pixels wide and cut
 # below its last drawn line (Debian's chromium: `apt-get install chromium`), to check the page as a
-# reader sees it. tests/test_own_corpus.py runs it on a tiny run where chromium is installed.
+# reader sees it. Not part of the suite (CI has no browser and skips nothing); checked by hand on
+# 2026-11-28 on a tiny run of the shipped glaive corpus (Debian chromium 150).
 set -euo pipefail
 run=${1:?give the run directory}
 out=${2:-$run/report/screenshot.png}

@@ -212,24 +212,6 @@ def test_test_scores_the_final_strategy_on_the_test_part_the_loop_never_saw(ship
     assert cli.main(["log", str(shipped_run)]) == 0 and cli.main(["report", str(shipped_run)]) == 0
 
 
-@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
-                    reason="Debian's chromium is not installed (apt-get install chromium)")
-def test_the_report_draws_in_a_real_browser(shipped_run, tmp_path):
-    import numpy as np
-    from PIL import Image
-
-    shot = tmp_path / "report.png"
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "report-screenshot.sh"), str(shipped_run), str(shot)],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0 and done.stdout.strip() == str(shot), done.stderr
-    image = Image.open(shot).convert("RGB")
-    assert image.width == 1280 and 1500 < image.height < 16000   # the whole page, cut below its last line
-    pixels = np.asarray(image).astype(int)
-    drawn = int((pixels != 255).any(axis=2).sum())
-    colour = int((pixels.max(axis=2) - pixels.min(axis=2) > 60).sum())   # the plots: text and tables are grey
-    assert drawn > 0.02 * image.width * image.height and colour > 20_000, (drawn, colour)
-
-
 def test_dev_ids_on_a_corpus_with_an_environment_are_refused(tmp_path, capsys, sample_corpus):
     (tmp_path / "dev.txt").write_text("anything\n")
     assert cli.main(["run", "--corpus", str(sample_corpus), "--profile", "test", "--dev-ids", str(tmp_path / "dev.txt"),
