@@ -4,7 +4,6 @@ content and can be chosen; `test` scores the final strategy on the test part the
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
