@@ -38,7 +38,7 @@ def test_every_option_has_a_help_line(argv, capsys):
 
 def test_defaults_are_shown(capsys):
     text = " ".join(help_text(["run"], capsys).split())
-    assert "(default: 0.3)" in text and "(default: 60)" in text and "(default: cpu-small)" in text
+    assert "(default: 0.3)" in text and "(default: 186)" in text and "(default: cpu-small)" in text
     text = " ".join(help_text(["curate"], capsys).split())
     assert "(default: auto)" in text
 
