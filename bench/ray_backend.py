@@ -5,8 +5,9 @@ sitting, and whether both reached the same decisions and bytes.
     ray start --address 127.0.0.1:6391 --node-ip-address 127.0.0.1 --num-cpus 2
     .venv/bin/python bench/ray_backend.py --ray-address 127.0.0.1:6391 [--candidates 2] [--seeds 2]
 
-The run is the Ray tests' (`test` profile, tiny-random base, 2 epochs, 2 dev tasks); with
-`--profile cpu-small` and more tasks it is a real one. The result goes to bench/results/ray_backend.json.
+The run is the Ray tests' with a second epoch and k = 2 candidates, whose proxy jobs run on the
+cluster too (`test` profile, tiny-random base, 2 epochs, 2 dev tasks; the tests run one epoch);
+with `--profile cpu-small` and more tasks it is a real one. The result goes to bench/results/ray_backend.json.
 """
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ accepted or rolled back; a replay-only rerun reproduces the run with the server 
 value lands anywhere under the run directory."""
 import hashlib
 import json
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -70,18 +72,37 @@ def fingerprint(root):
     return decisions, artifacts, (root / "epochs" / "0" / "diagnosis" / "failed_points.json").read_text()
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
-def test_an_agent_run_edits_validates_evaluates_decides_and_replays(provider, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
-    with LLMServer() as server:
+@dataclass
+class AgentRun:
+    provider: str
+    root: Path
+    url: str      # the scripted server's, gone once the run is done
+    served: int   # requests it answered
+
+
+def agent_run(provider: str, runs: Path) -> AgentRun:
+    """A 2-epoch agent run against the scripted server speaking `provider`'s API, with the canary as the key."""
+    with pytest.MonkeyPatch.context() as patch, LLMServer() as server:
+        patch.setenv("OPENAI_API_KEY", CANARY)
+        patch.setenv("ANTHROPIC_API_KEY", CANARY)
         # no usage block: the client counts tokens with tiktoken, so the run's numbers are real prompt sizes
         server.script(*[lambda req: {"text": scripted(req), "usage": None}] * 40)
         url = server.openai_url if provider == "openai" else server.anthropic_url
         assert cli.main(["run", *ARGS, "--provider", provider, "--base-url", url,
-                         "--runs-dir", str(tmp_path), "--name", "a"]) == 0
-        served = len(server.requests)
-    root = tmp_path / "a"
+                         "--runs-dir", str(runs), "--name", "a"]) == 0
+        return AgentRun(provider, runs / "a", url, len(server.requests))
+
+
+@pytest.fixture(scope="module")
+def openai_run(tmp_path_factory, trained_once) -> AgentRun:
+    """The OpenAI-API run, shared: one test reads it, the replay-only rerun reproduces it."""
+    return agent_run("openai", tmp_path_factory.mktemp("openai"))
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_an_agent_run_edits_validates_evaluates_and_decides(provider, request, tmp_path, capsys):
+    run = request.getfixturevalue("openai_run") if provider == "openai" else agent_run(provider, tmp_path)
+    root = run.root
     decisions, artifacts, failed_points = fingerprint(root)
     assert [d["epoch"] for d in decisions] == [0, 1] and decisions[1]["accepted"] in (True, False)
     assert '"source": "llm"' in failed_points and '"source": "rules"' in failed_points
@@ -90,8 +111,6 @@ def test_an_agent_run_edits_validates_evaluates_decides_and_replays(provider, tm
         ("effectiveness", False), ("effectiveness", True), ("efficiency", True)]
     assert "only comments" in proposals[0]["error"]
     store = RunStore.open(root)
-    from sandbox.workspace import Workspace
-
     files = Workspace.open(root / "strategy").files("epoch-1")
     assert b"tool_call_steps(trajectory)[::2]" in files["strategy.py"]
     assert b"return tk.exact_dedup(tk.drop_abandoned(kept))" in files["strategy.py"]
@@ -100,7 +119,7 @@ def test_an_agent_run_edits_validates_evaluates_decides_and_replays(provider, tm
              if e.get("event") == "stage_done" and isinstance(e.get("result"), dict) and "llm" in e["result"]}
     assert set(usage) == {"diagnose", "propose"} and usage["propose"]["calls"] == 7
     preflight = [e for e in store.journal.events() if e.get("event") == "preflight"]   # one request before epoch 0
-    assert len(preflight) == 1 and sum(u["calls"] for u in usage.values()) + 1 == served
+    assert len(preflight) == 1 and sum(u["calls"] for u in usage.values()) + 1 == run.served
     capsys.readouterr()
     assert cli.main(["log", str(root)]) == 0
     log = capsys.readouterr().out
@@ -112,13 +131,14 @@ def test_an_agent_run_edits_validates_evaluates_decides_and_replays(provider, tm
     for path in root.rglob("*"):
         if path.is_file():
             assert CANARY.encode() not in path.read_bytes(), path
-    if provider == "anthropic":
-        return
-    # replay-only: the server is gone; the rerun reads the first run's record and decides the same
-    monkeypatch.delenv("OPENAI_API_KEY")
-    assert cli.main(["run", *ARGS, "--provider", provider, "--base-url", url, "--runs-dir", str(tmp_path),
-                     "--name", "b", "--llm-mode", "replay", "--llm-records", str(root / "llm")]) == 0
-    assert fingerprint(tmp_path / "b") == (decisions, {k: v for k, v in artifacts.items()}, failed_points)
+
+
+def test_a_replay_only_rerun_decides_the_same_with_the_server_gone(openai_run, tmp_path, monkeypatch):
+    """The rerun reads the first run's record (no key, no server) and decides and curates the same."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert cli.main(["run", *ARGS, "--provider", "openai", "--base-url", openai_run.url, "--runs-dir", str(tmp_path),
+                     "--name", "b", "--llm-mode", "replay", "--llm-records", str(openai_run.root / "llm")]) == 0
+    assert fingerprint(tmp_path / "b") == fingerprint(openai_run.root)
 
 
 def two_candidates(req) -> str:

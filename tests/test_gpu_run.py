@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -34,13 +35,13 @@ def make_wheel(folder: Path, name: str, version: str, files: dict[str, bytes]) -
     return path
 
 
-@pytest.fixture
-def wheelhouse(tmp_path):
-    house = tmp_path / "wheels"
+def make_wheelhouse(folder: Path) -> tuple[Path, Path]:
+    """A wheel folder with a tool and a 3 MB "model" wheel, and the lock that pins both."""
+    house = folder / "wheels"
     house.mkdir()
     tool = make_wheel(house, "demo-tool", "1.0", {"demo_tool/__init__.py": b"VALUE = 42\n"})
     model = make_wheel(house, "demo-model", "0.1", {"demo_model/__init__.py": b"", "demo_model/w.bin": os.urandom(3_000_000)})
-    lock = tmp_path / "test.lock"
+    lock = folder / "test.lock"
     lock.write_text("".join(f"{n}=={v} --hash=sha256:{gpu_carry.sha256_file(p)}\n"
                             for n, v, p in (("demo-tool", "1.0", tool), ("demo-model", "0.1", model))))
     return house, lock
@@ -76,8 +77,21 @@ def _run(*args: str) -> subprocess.CompletedProcess:
                           cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
-def test_the_dry_run_packs_installs_runs_under_a_budget_and_resumes(quality_corpora, wheelhouse, tmp_path):
-    house, lock = wheelhouse
+@dataclass
+class FirstRun:
+    work: Path            # the fixture's folder: out1/ is the first command's output
+    sizes: list[int]      # the bytes of each carry folder as packed
+    manifest: dict        # the first folder's carry.json
+    arrived: Path         # where the folders arrived (the first command moved their files on)
+    state: Path           # the state the first command left, which a later one continues
+
+
+@pytest.fixture(scope="module")
+def first_run(quality_corpora, tmp_path_factory) -> FirstRun:
+    """`pack` at the `test` profile on the tiny model, then a first `run` whose budget is already
+    spent: it installs, joins and runs one unit. test_a_later_command_… continues its state."""
+    tmp_path = tmp_path_factory.mktemp("gpu-run")
+    house, lock = make_wheelhouse(tmp_path)
     wild, _ = quality_corpora
     carry_dir, state = tmp_path / "carry", tmp_path / "state"
     packed = _run("pack", "--profile", "test", "--base", "tiny-random", "--device", "cpu", "--rows", "oracle",
@@ -89,9 +103,8 @@ def test_the_dry_run_packs_installs_runs_under_a_budget_and_resumes(quality_corp
                   "--work", str(tmp_path / "pack"), "--out", str(carry_dir))
     assert packed.returncode == 0, packed.stderr
     folders = sorted(carry_dir.glob("carry-*"))
-    assert len(folders) >= 2 and all(sum(f.stat().st_size for f in d.iterdir()) <= 2 * 2**20 for d in folders)
-    manifest = json.loads((folders[0] / "carry.json").read_text())
-    assert "demo_model-0.1-py3-none-any.whl" in manifest["split"]     # the model was cut where a folder filled
+    sizes = [sum(f.stat().st_size for f in d.iterdir()) for d in folders]
+    manifest = json.loads((folders[0] / "carry.json").read_text()) if folders else {}
 
     # every folder has arrived; a budget already spent lets the first unit (a cell) run, then stops
     arrived = tmp_path / "arrived"
@@ -101,16 +114,29 @@ def test_the_dry_run_packs_installs_runs_under_a_budget_and_resumes(quality_corp
     first = _run("run", "--budget-s", "0", "--grace-s", "600", "--out", str(tmp_path / "out1"), "--state", str(state),
                  "--carry-from", str(arrived), "--model-wheel", "demo-model")
     assert first.returncode == 0, first.stderr
+    return FirstRun(tmp_path, sizes, manifest, arrived, state)
+
+
+def test_pack_fills_carry_folders_and_a_spent_budget_installs_joins_and_runs_one_unit(first_run):
+    state = first_run.state
+    assert len(first_run.sizes) >= 2 and all(size <= 2 * 2**20 for size in first_run.sizes)
+    assert "demo_model-0.1-py3-none-any.whl" in first_run.manifest["split"]   # the model was cut where a folder filled
     assert (state / "site" / "demo_tool" / "__init__.py").is_file()            # installed from the carried wheel
     assert (state / "inbox" / "demo_model-0.1-py3-none-any.whl").is_file()     # joined, its sha256 checked
-    doc = json.loads((tmp_path / "out1" / "summary.json").read_text())
+    doc = json.loads((first_run.work / "out1" / "summary.json").read_text())
     assert doc["setup"]["check"]["device"] == "cpu"
     status = {r["unit"]: r["status"] for r in doc["this_time"]}
     assert status["calibration/oracle"] == "done"
     assert {s for u, s in status.items() if u != "calibration/oracle"} == {"not started"}
-    with tarfile.open(tmp_path / "out1" / "cells.tar.gz") as tar:
+    with tarfile.open(first_run.work / "out1" / "cells.tar.gz") as tar:
         assert any(n.startswith("cells/") and n.endswith("cell.json") for n in tar.getnames())
 
+
+def test_a_later_command_finishes_the_plan_a_stopped_one_loses_its_unit_and_a_zero_budget_only_transfers(
+        first_run, tmp_path):
+    """Continues the first run's state (the ledger, the installed wheels): each command here is what
+    a next device command would do on the warm machine."""
+    state, arrived = first_run.state, first_run.arrived
     # a second command with time to spare finishes the plan, computing nothing twice
     second = _run("run", "--budget-s", "600", "--out", str(tmp_path / "out2"), "--state", str(state),
                   "--carry-from", str(arrived), "--model-wheel", "demo-model")

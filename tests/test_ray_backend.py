@@ -36,9 +36,14 @@ def ray_installed():
 
 pytestmark = pytest.mark.timeout(3600)   # four tiny evolution runs and a cluster
 
-ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "2", "--candidates", "2", "--seeds", "2",
+ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "1", "--seeds", "2",
         "--tasks", "2", "--sandbox", "process", "--benchmark", "bfcl-single", "--corpus", str(SAMPLE_CORPUS),
         "--margin", "0.001", "--batch-size", "2", *TINY_RUN_ARGS]
+"""One epoch, two seeds: two trainings (and their evaluations) submitted at once, so one can land on
+the worker node while the other runs on the head. The cluster runs every StageJob alike, whatever
+its kind; a second epoch and the proposal's proxy jobs (`--candidates 2`) on the cluster, compared
+with the local run byte for byte, are bench/ray_backend.py's run (the proxies on the local backend:
+tests/test_loop_seams.py)."""
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 RAY = str(Path(sys.executable).with_name("ray"))
 

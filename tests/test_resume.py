@@ -83,12 +83,23 @@ def test_crash_at_every_stage_boundary_then_resume(reference, tmp_path, monkeypa
     assert fingerprint(tmp_path / "c") == reference.fingerprint
 
 
+def first_epochs(fingerprint_: tuple, epochs: int) -> tuple:
+    """A fingerprint's decisions and artifacts of epochs 0 … epochs-1 (what a shorter run shares with it)."""
+    decisions, artifacts, _ = fingerprint_
+    return ([d for d in decisions if d["epoch"] < epochs],
+            {k: v for k, v in artifacts.items() if int(k.split("/")[1]) < epochs})
+
+
 def test_a_run_killed_inside_a_training_resumes_to_the_same_result(reference, tmp_path):
     """One SIGKILL of the whole process group while epoch 1's training writes its stage folder (the
-    longest stage, where a kill lands most often), then `resume`. The sweep over random kill points
-    (several kills per run, some before the run folder is whole) is bench/resume_kills.py."""
+    longest stage, where a kill lands most often), then `resume`, in a 2-epoch run: its epochs are
+    the reference's first two, decided and curated alike (the final pick after a resume is
+    test_crash_at_every_stage_boundary_then_resume's). The sweep over random kill points (several
+    kills per run, some before the run folder is whole) is bench/resume_kills.py."""
     root = tmp_path / "k"
-    proc = subprocess.Popen([sys.executable, "-m", "evolver.cli", "run", *ARGS, "--runs-dir", str(tmp_path), "--name", "k"],
+    args = [*ARGS]
+    args[args.index("--epochs") + 1] = "2"
+    proc = subprocess.Popen([sys.executable, "-m", "evolver.cli", "run", *args, "--runs-dir", str(tmp_path), "--name", "k"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 900
@@ -104,7 +115,9 @@ def test_a_run_killed_inside_a_training_resumes_to_the_same_result(reference, tm
     done = subprocess.run([sys.executable, "-m", "evolver.cli", "resume", str(root)], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert fingerprint(root) == reference.fingerprint
+    resumed = fingerprint(root)
+    assert len(resumed[0]) == 2 and len(resumed[2]) == 1   # both epochs decided, the run finished
+    assert first_epochs(resumed, 2) == first_epochs(reference.fingerprint, 2)
 
 
 def test_log_status_diff_and_report_read_the_run(reference, capsys):

@@ -15,7 +15,9 @@ from conftest import TINY_MAX_NEW_TOKENS
 
 
 def test_a_tiny_run_on_scienceworld_goes_through_every_stage_and_replays(tmp_path, capsys):
-    info = corpus.write(tmp_path / "corpus", "wild", seed=0, limit=2)
+    # one train task: its 3 records (an exact duplicate among them) make ~65 RL decision points; two
+    # tasks made 212, whose long prompts the trainer fits by re-tokenizing: most of the run's time
+    info = corpus.write(tmp_path / "corpus", "wild", seed=0, limit=1)
     files = (str(tmp_path / "corpus" / corpus.CORPUS_FILE),)
     config = RunConfig(corpus=files, corpus_sha256=corpus_sha256(list(files)), benchmark="scienceworld",
                        metric="task_success", profile="test", base="tiny-random", sandbox="process", tasks=1,
