@@ -99,6 +99,8 @@ def run_sft(model, tokenizer, examples: list[dict], recipe: Recipe, profile: Pro
         "steps": steps, "examples_seen": seen, "epochs_seen": round(seen / len(examples), 3),
         "tokens_seen": tokens, "tokens_per_s": round(tokens / wall, 1) if wall else None,
         "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
+        # one step's loss is one batch's: with length-grouped batches the last is the shortest pair
+        "loss_last_10": round(sum(losses[-10:]) / len(losses[-10:]), 4) if losses else None,
         "padding_share": padding.share(), "wall_s": round(wall, 2),
     }
 
