@@ -13,7 +13,7 @@ from trainer.recipe import RECIPE
 
 OP_GROUPS = (("matmul", ("aten::mm", "aten::addmm", "aten::bmm")),
              ("attention", ("flash_attention", "scaled_dot_product")),
-             ("dropout RNG", ("aten::bernoulli_",)),
+             ("dropout RNG", ("aten::bernoulli_", "aten::random_")),
              ("dtype casts", ("aten::copy_", "aten::_to_copy")),
              ("log-softmax (LM head loss)", ("log_softmax",)))
 
@@ -30,6 +30,10 @@ def breakdown(source: str, examples: list[dict], profile, steps: int = 6, seed: 
 
     torch.manual_seed(seed)
     model = get_peft_model(models.load_model(source, dtype="float32"), lora_config(RECIPE))
+    if profile.uniform_dropout:
+        from trainer import lora_dropout
+
+        lora_dropout.install(model)
     model.train()
     optim = torch.optim.AdamW([w for w in model.parameters() if w.requires_grad], lr=RECIPE.sft_learning_rate)
     compute = devices.compute_dtype("cpu", "float32", profile.precision, cpu_bf16=devices.cpu_has_bf16())
@@ -62,6 +66,6 @@ def breakdown(source: str, examples: list[dict], profile, steps: int = 6, seed: 
     shares = {group: round(sum(e.self_cpu_time_total for e in table if any(k in e.key for k in keys)) / total, 3)
               for group, keys in OP_GROUPS}
     shares["other"] = round(1 - sum(shares.values()), 3)
-    return {"compute_dtype": compute, "step_s": {k: round(v, 3) for k, v in phases.items()},
+    return {"compute_dtype": compute, "uniform_dropout": profile.uniform_dropout, "step_s": {k: round(v, 3) for k, v in phases.items()},
             "tokens_per_s": round(real / steps / sum(phases.values()), 1), "padding_share": round(1 - real / slots, 3),
             "operator_time_share": shares}

@@ -200,22 +200,16 @@ def run_baseline(source, tokenizer, records, profile, steps, place, out, seed, f
 
 
 def run_recipe_sft(source, tokenizer, examples, profile, steps, place, out, seed, flops_token, peak) -> dict:
-    from datasets import Dataset
-    from trl import SFTTrainer
-
-    from trainer import trl_patches
-    from trainer.sft import lora_config, sft_config
+    from trainer.sft import build_trainer, sft_config
 
     device, dtype = place
     _memory_reset(device)
-    trl_patches.apply()
     clock = StepClock(device)
-    trainer = SFTTrainer(model=models.load_model(source, dtype=dtype),
-                         args=sft_config(RECIPE, profile, steps, out / "sft", seed, device == "cpu"),
-                         train_dataset=Dataset.from_list(examples), processing_class=tokenizer,
-                         peft_config=lora_config(RECIPE), callbacks=[clock])
+    trainer, padding = build_trainer(models.load_model(source, dtype=dtype), tokenizer, examples, RECIPE, profile,
+                                     sft_config(RECIPE, profile, steps, out / "sft", seed, device == "cpu"), [clock])
     _quiet(trainer).train()
-    result = _sft_figures(clock, flops_token, peak, device)
+    result = {**_sft_figures(clock, flops_token, peak, device), "padding_share": padding.share(),
+              "length_grouped": profile.sft_length_grouped, "uniform_dropout": profile.uniform_dropout}
     del trainer
     return result
 

@@ -101,6 +101,26 @@ def test_an_effectiveness_revision_combines_the_top_motives_and_explains_every_e
     assert set(genome) == {e.op for e in first.edits}
 
 
+def test_motives_backed_by_failed_dev_tasks_rank_before_those_counted_in_corpus_records():
+    """150 trained failures (corpus records) and 6 rare patterns do not outrank 33 dev tasks that
+    call where no call is wanted: the counts are in different units (the 2026-11-27 run's epoch 1
+    had dropped failures instead of adding irrelevance items)."""
+    from evolver.diagnose import outcome_point
+    from evolver.proposers.offline import motives
+
+    trained = outcome_point({"raw": {"retained_outcomes": {"failure": 150}, "retained": 280,
+                                     "outcomes": {"success": 130, "failure": 150}}})
+    dev = [{**SINGLE[1], "count": 33, "source": "rules"}, {**SINGLE[0], "count": 48, "source": "rules"}]
+    sigs = {"families": {"unwanted_call": 33, "missing_call": 48}, "forgetting": ["simple_python_4"], "boundary": [],
+            "rare": [{"pattern": f"t{i}", "count": 1, "share": 0.01, "task_ids": []} for i in range(6)]}
+    assert motives([*dev, trained], sigs) == [("missing_call", 48), ("unwanted_call", 33), ("forgetting", 1),
+                                              ("trained_failures", 150), ("rare", 6)]
+    first = next(OfflineProposer().effectiveness(strategy_files(SEED_STRATEGY), [*dev, trained], sigs))
+    # forgetting's remedies are taken (repeat_focus) or change nothing here: a corpus motive fills the last slot
+    assert [e.motive for e in first.edits] == ["missing_call", "unwanted_call", "trained_failures"]
+    assert [e.op for e in first.edits][1] == "irrelevance_items"
+
+
 def test_every_remedy_and_efficiency_edit_names_an_operator():
     for remedy in [r for rs in REMEDIES.values() for r in rs] + list(EFFICIENCY):
         assert remedy[0] in "+-" and remedy[1:] in BY_NAME, remedy

@@ -60,6 +60,9 @@ def test_the_test_profile_trains_end_to_end_and_the_same_seed_gives_the_same_ada
     assert summary["data"]["sft"]["masked_turns"] == 1 and summary["data"]["rl"]["prompts"] == 4
     assert summary["sft"]["steps"] == 3 and summary["grpo"]["steps"] == 2
     assert summary["sft"]["loss_first"] > 0 and summary["sft"]["tokens_seen"] > 0
+    losses = [json.loads(line)["loss"] for line in (out / "metrics.jsonl").read_text().splitlines()
+              if json.loads(line).get("stage") == "sft" and "loss" in json.loads(line)]
+    assert summary["sft"]["loss_last_10"] == round(sum(losses[-10:]) / len(losses[-10:]), 4)
     assert 0 <= summary["sft"]["padding_share"] < 1   # of the batches' rows × longest row: padding (issue: throughput)
     assert summary["grpo"]["groups"] == 4 and summary["grpo"]["completions"] == 8
     assert summary["recipe"]["kl_beta"] == 0.14 and summary["profile"]["name"] == "test"

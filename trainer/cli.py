@@ -40,7 +40,9 @@ def format_summary(summary: dict, out: Path) -> str:
                              f"{d['tokens']} tokens, {d['truncated']} truncated, {d['dropped_untrained']} dropped"))
     if sft:
         rows.append(("SFT", f"{sft['steps']} steps, {sft['epochs_seen']} epochs, loss {_f(sft['loss_first'])} → "
-                            f"{_f(sft['loss_last'])}, {sft['tokens_per_s']} tokens/s"
+                            f"{_f(sft['loss_last'])}" + (f" (mean of the last 10 steps {_f(sft['loss_last_10'])})"
+                                                     if sft.get("loss_last_10") is not None else "")
+                            + f", {sft['tokens_per_s']} tokens/s"
                             + (f" ({sft['padding_share']:.0%} of batch slots padding)"
                                if sft.get("padding_share") is not None else "") + f", {sft['wall_s']} s"))
     d = data["rl"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from trl import GRPOTrainer
 
-from trainer import trl_patches
+from trainer import lora_dropout, trl_patches
 from trainer.launch import vllm_args
 from trainer.metrics import MetricsLog, console
 from trainer.recipe import Profile, Recipe
@@ -124,6 +124,8 @@ def run_grpo(model, tokenizer, rows: list[dict], reward_names: list[str], recipe
         train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[log],
         peft_config=None if isinstance(model, PeftModel) else lora_config(recipe),
         advantage_clip=recipe.advantage_clip)
+    if profile.uniform_dropout:
+        lora_dropout.install(trainer.model)
     console(trainer, "grpo", progress)
     start = time.perf_counter()
     trainer.train()

@@ -110,6 +110,12 @@ class Profile:
     """The SFT learning rate for this profile's base and batch (None: the recipe's, the paper's 2.5e-5)."""
     grpo_learning_rate: float | None = None
     """The GRPO learning rate for this profile's base and batch (None: the recipe's, the paper's 5e-6)."""
+    sft_length_grouped: bool = True
+    """SFT batches of like lengths (transformers' `LengthGroupedSampler`: a seeded shuffle, then sorted
+    by length within groups of 50 batches), so little of a batch is padding; False: a plain shuffle."""
+    uniform_dropout: bool = True
+    """LoRA dropout masks drawn by `torch.rand` (trainer.lora_dropout: the same law, faster on a CPU);
+    False: PEFT's `nn.Dropout`."""
 
     def __post_init__(self):
         if self.sft_max_steps > RECIPE.sft_max_steps:

@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from trainer import trl_patches
+from trainer import lora_dropout, trl_patches
 from trainer.metrics import MetricsLog, console
 from trainer.recipe import Profile, Recipe
 from trainer.tracking import trl_report_to
@@ -55,6 +55,7 @@ def sft_config(recipe: Recipe, profile: Profile, steps: int, out_dir: Path, seed
         max_length=profile.max_length,
         truncation_mode="keep_start",
         packing=False,
+        train_sampling_strategy="group_by_length" if profile.sft_length_grouped else "random",
         dataset_kwargs={"skip_prepare_dataset": True},
         include_num_input_tokens_seen="non_padding",
         **common_args(profile, seed, use_cpu, progress),
@@ -62,24 +63,32 @@ def sft_config(recipe: Recipe, profile: Profile, steps: int, out_dir: Path, seed
     )
 
 
-def run_sft(model, tokenizer, examples: list[dict], recipe: Recipe, profile: Profile, out_dir: Path,
-            seed: int, use_cpu: bool, progress: bool = False, report_to: list[str] = ()) -> tuple[object, dict]:
-    """Train a fresh LoRA adapter on `examples`; returns (the PEFT model, stage summary).
-    `report_to`: the trackers TRL logs to (trainer.tracking)."""
+def build_trainer(model, tokenizer, examples: list[dict], recipe: Recipe, profile: Profile, args, callbacks: list):
+    """TRL's `SFTTrainer` as the recipe trains: a fresh LoRA adapter, the profile's LoRA dropout
+    masks, and a collator that counts padding; returns (trainer, its `PaddingCount`)."""
     from datasets import Dataset
     from trl import SFTTrainer
 
     trl_patches.apply()
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples),
+                         processing_class=tokenizer, peft_config=lora_config(recipe), callbacks=callbacks)
+    if profile.uniform_dropout:
+        lora_dropout.install(trainer.model)
+    trainer.data_collator = padding = PaddingCount(trainer.data_collator)
+    return trainer, padding
+
+
+def run_sft(model, tokenizer, examples: list[dict], recipe: Recipe, profile: Profile, out_dir: Path,
+            seed: int, use_cpu: bool, progress: bool = False, report_to: list[str] = ()) -> tuple[object, dict]:
+    """Train a fresh LoRA adapter on `examples`; returns (the PEFT model, stage summary).
+    `report_to`: the trackers TRL logs to (trainer.tracking)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))  # under a launcher, each process takes its share
     steps = sft_steps(recipe, profile, len(examples), world)
     log = MetricsLog(out_dir, "sft")
     args = sft_config(recipe, profile, steps, out_dir / "sft", seed, use_cpu, progress,
                       tracking=trl_report_to(list(report_to), out_dir, "sft"))
-    trainer = SFTTrainer(model=model, args=args,
-                         train_dataset=Dataset.from_list(examples), processing_class=tokenizer,
-                         peft_config=lora_config(recipe), callbacks=[log])
+    trainer, padding = build_trainer(model, tokenizer, examples, recipe, profile, args, [log])
     console(trainer, "sft", progress)
-    trainer.data_collator = padding = PaddingCount(trainer.data_collator)
     start = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - start
@@ -90,6 +99,8 @@ def run_sft(model, tokenizer, examples: list[dict], recipe: Recipe, profile: Pro
         "steps": steps, "examples_seen": seen, "epochs_seen": round(seen / len(examples), 3),
         "tokens_seen": tokens, "tokens_per_s": round(tokens / wall, 1) if wall else None,
         "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
+        # one step's loss is one batch's: with length-grouped batches the last is the shortest pair
+        "loss_last_10": round(sum(losses[-10:]) / len(losses[-10:]), 4) if losses else None,
         "padding_share": padding.share(), "wall_s": round(wall, 2),
     }
 

@@ -4,7 +4,8 @@ The strategy is composed from toolkit operators (evolver/proposers/operators.py)
 diagnosed failure family and each CoEvolve signal has remedies (REMEDIES): operators to insert,
 retune or remove, with parameters — the diagnosed categories and tools become an operator's
 *focus*. An effectiveness revision combines the first remedy of each of the most frequent
-motives (up to MAX_EDITS edits); an efficiency revision prunes, conditioned on the diagnosis:
+motives (up to MAX_EDITS edits; motives backed by failed dev tasks rank before those read off
+the corpus, `motives`); an efficiency revision prunes, conditioned on the diagnosis:
 `focus_prune` keeps what covers the failing categories, rare patterns' tools and recovery turns
 and samples the rest, then dedup and step sampling. Each phase is a stream of candidates, best
 first; the loop dry-runs them (`validate`) and an edit that changes nothing is rejected as empty.
@@ -142,19 +143,32 @@ def focus_of(motive: str, failed_points: Sequence[Mapping], signals: Mapping, kn
     return narrowed(categories, tools, known)
 
 
+# Motives whose weight counts something other than failed dev tasks: corpus records (a failed
+# point read off the curated profile, e.g. `trained_failures`) or rare corpus patterns.
+CORPUS_MOTIVES = ("rare",)
+
+
 def motives(failed_points: Sequence[Mapping], signals: Mapping) -> list[tuple[str, int]]:
-    """Families and fired signals with their weight (failures, tasks or patterns), largest first."""
+    """Families and fired signals with their weight, dev evidence first: failure families and the
+    forgetting/boundary/broken signals count failed dev tasks — what J measures — and are ranked by
+    that count; motives read off the corpus (a profile's failed point such as `trained_failures`,
+    counted in records, and `rare`, in patterns) follow, ranked by their own counts. Counts in
+    different units are never compared: 150 trained failures are not worth more than 33 dev tasks
+    that call a tool where none was wanted."""
     counts: dict[str, int] = {}
+    corpus: set[str] = set(CORPUS_MOTIVES)
     for p in failed_points:
         if p.get("family") in REMEDIES:
             counts[p["family"]] = counts.get(p["family"], 0) + int(p.get("count", 1))
+            if p.get("source") == "profile":
+                corpus.add(p["family"])
     for name, n in (signals.get("families") or {}).items():
         if name in REMEDIES and name not in counts:
             counts[name] = int(n)
     for name in SIGNALS:
         if signals.get(name):
             counts[name] = len(signals[name])
-    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return sorted(counts.items(), key=lambda kv: (kv[0] in corpus, -kv[1], kv[0]))
 
 
 def broken_tasks(outcomes: Sequence[Mapping]) -> list[str]:
