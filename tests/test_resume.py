@@ -91,33 +91,37 @@ def first_epochs(fingerprint_: tuple, epochs: int) -> tuple:
 
 
 def test_a_run_killed_inside_a_training_resumes_to_the_same_result(reference, tmp_path):
-    """One SIGKILL of the whole process group while epoch 1's training writes its stage folder (the
-    longest stage, where a kill lands most often), then `resume`, in a 2-epoch run: its epochs are
-    the reference's first two, decided and curated alike (the final pick after a resume is
-    test_crash_at_every_stage_boundary_then_resume's). The sweep over random kill points (several
-    kills per run, some before the run folder is whole) is bench/resume_kills.py."""
+    """One SIGKILL of the whole process group while epoch 0's training writes its stage folder (the
+    longest stage, where a kill lands most often), then `resume`, in a 1-epoch run: its epoch is
+    the reference's first, decided and curated alike, the curation done before the kill not done
+    again. A resume into a later epoch (after an accept, a proposal, a commit) is
+    test_crash_at_every_stage_boundary_then_resume's, with the final pick; the sweep over random
+    kill points (several kills per run, some before the run folder is whole, in every epoch) is
+    bench/resume_kills.py."""
     root = tmp_path / "k"
     args = [*ARGS]
-    args[args.index("--epochs") + 1] = "2"
+    args[args.index("--epochs") + 1] = "1"
     proc = subprocess.Popen([sys.executable, "-m", "evolver.cli", "run", *args, "--runs-dir", str(tmp_path), "--name", "k"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 900
-        while not (root / "epochs" / "1" / "train-s0" / "train.log").exists():
-            assert proc.poll() is None, "the run ended before epoch 1's training started"
-            assert time.monotonic() < deadline, "epoch 1's training never started"
+        while not (root / "epochs" / "0" / "train-s0" / "train.log").exists():
+            assert proc.poll() is None, "the run ended before epoch 0's training started"
+            assert time.monotonic() < deadline, "epoch 0's training never started"
             time.sleep(0.2)
         time.sleep(1.0)   # inside the training, not at its first byte
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert RunStore.open(root).done(1, "train-s0") is None   # killed inside the stage, not after it
+    assert RunStore.open(root).done(0, "train-s0") is None   # killed inside the stage, not after it
     done = subprocess.run([sys.executable, "-m", "evolver.cli", "resume", str(root)], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     resumed = fingerprint(root)
-    assert len(resumed[0]) == 2 and len(resumed[2]) == 1   # both epochs decided, the run finished
-    assert first_epochs(resumed, 2) == first_epochs(reference.fingerprint, 2)
+    curated = [e for e in RunStore.open(root).journal.events() if e.get("stage") == "curate" and e["event"] == "stage_done"]
+    assert len(curated) == 1   # done before the kill, not done again
+    assert len(resumed[0]) == 1 and len(resumed[2]) == 1   # the epoch decided, the run finished
+    assert first_epochs(resumed, 1) == first_epochs(reference.fingerprint, 1)
 
 
 def test_log_status_diff_and_report_read_the_run(reference, capsys):
