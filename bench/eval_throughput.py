@@ -45,14 +45,14 @@ def figures(metrics: dict, wall: float) -> dict:
 
 
 def measure(adapter: str, tasks: int, configs: list[tuple[str, int]], rounds: int, gold: bool,
-            threads: int | None = None) -> dict:
+            threads: int | None = None, base: str = "smollm2-135m") -> dict:
     from benchmarks.evaluate import build_policy, evaluate_to_dir
 
     runs = []
     with tempfile.TemporaryDirectory(prefix="eval-throughput-") as tmp:
         for r in range(rounds):
             for dtype, batch in configs:
-                policy = build_policy(base="smollm2-135m", adapter=adapter, device="cpu", dtype=dtype,
+                policy = build_policy(base=base, adapter=adapter, device="cpu", dtype=dtype,
                                       threads=threads, batch_size=batch)
                 out = Path(tmp) / f"{dtype}-{batch}-{r}"
                 load = os.getloadavg()[0]
@@ -65,12 +65,13 @@ def measure(adapter: str, tasks: int, configs: list[tuple[str, int]], rounds: in
                 print(f"eval-throughput: {json.dumps(row)}", file=sys.stderr, flush=True)
                 shutil.rmtree(out, ignore_errors=True)
                 del policy
-    return {"adapter": adapter, "tasks": tasks, "rounds": rounds, "runs": runs}
+    return {"adapter": adapter, "base": base, "tasks": tasks, "rounds": rounds, "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench/eval_throughput.py", description=__doc__.splitlines()[0])
     p.add_argument("--adapter", required=True, help="a trained adapter (a training's OUT or OUT/adapter)")
+    p.add_argument("--base", default="smollm2-135m", help="the base model the adapter was trained on")
     p.add_argument("--tasks", type=int, default=186, help="balanced dev tasks (default: all 186)")
     p.add_argument("--configs", default="float32:32", help="DTYPE:BATCH,... (default: float32:32, the loop's)")
     p.add_argument("--rounds", type=int, default=1)
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     for item in a.configs.split(","):
         dtype, _, batch = item.partition(":")
         configs.append((dtype, int(batch or 32)))
-    result = measure(a.adapter, a.tasks, configs, a.rounds, a.gold, a.threads)
+    result = measure(a.adapter, a.tasks, configs, a.rounds, a.gold, a.threads, a.base)
     text = json.dumps(result, indent=2)
     if a.out:
         a.out.write_text(text + "\n")

@@ -3,7 +3,7 @@
 The recipe's LoRA dropout (p = 0.05, paper §5.1) zeroes each input element of every adapter with
 probability p and scales the rest by 1 / (1 − p). PEFT draws those masks with `nn.Dropout`
 (`bernoulli_`), on a CPU a slow per-element draw: ~210 masks a step (7 adapted linears × 30
-layers), 21% of a `cpu-small` SFT step's operator time in bf16 (bench/throughput.py --breakdown).
+layers), 21–25% of a `cpu-small` SFT step's operator time in bf16 (bench/throughput.py --breakdown).
 `UniformDropout` draws one 31-bit uniform integer per element (`random_` on int32, the cheapest
 draw torch has on a CPU) and keeps the element when it is ≥ round(p · 2³¹): Bernoulli(1 − p) with p
 exact to 2⁻³¹. The mask is applied as one float tensor (mask × scale), so forward and backward
