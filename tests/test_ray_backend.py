@@ -11,8 +11,10 @@ import os
 import re
 import signal
 import socket
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,7 +59,10 @@ def free_port() -> int:
 def alive_nodes(address: str) -> list[str]:
     code = ("import ray; ray.init(address=%r, logging_level='ERROR'); "
             "print(' '.join(n['NodeID'] for n in ray.nodes() if n['Alive']))" % address)
-    done = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=300)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:   # no head answers (yet): the caller checks its process and deadline
+        return []
     return done.stdout.split() if done.returncode == 0 else []
 
 
@@ -104,12 +109,16 @@ class Cluster:
 def cluster(tmp_path_factory):
     """The head; a test that needs the worker too starts it (`two_nodes`)."""
     tmp = Path(tmp_path_factory.mktemp("ray"))
+    # Ray's sockets live in the session folder and a socket path may not pass 107 bytes: pytest's
+    # folders (a worker's popen-gwN/ included) come close, so the session gets a short one of its own.
+    session = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
     c = Cluster(tmp)
     c.start("head", "--head", "--port", str(c.port), "--include-dashboard", "false", "--temp-dir",
-            str(tmp / "session"), nodes=1)
+            str(session), nodes=1)
     yield c
     for name in list(c.procs):
         c.kill(name)
+    shutil.rmtree(session, ignore_errors=True)
 
 
 def run(*argv: str, log: Path) -> subprocess.Popen:
