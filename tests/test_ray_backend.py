@@ -9,9 +9,9 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
-import shutil
 import subprocess
 import sys
 import tempfile
