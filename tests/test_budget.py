@@ -82,6 +82,18 @@ def test_fit_budget_balances_categories_keeps_order_and_is_seeded():
         tk.budget_examples({"sft_examples": 8}, "thrice")
 
 
+def test_recorded_success_ranks_records_by_their_origins_outcomes_and_fit_budget_keeps_successes_first():
+    raws = [{"id": "ok", "outcome": {"success": True}}, {"id": "bad", "outcome": {"success": False}},
+            {"id": "unknown"}]
+    priority = tk.recorded_success(raws)
+    assert [priority({"id": i, "meta": {"origin": [i]}}) for i in ("ok", "bad", "unknown", "elsewhere")] == [1, 0, 0.5, 0.5]
+    assert priority({"id": "ok+bad#parallel", "meta": {"origin": ["ok", "bad"]}}) == 0.5   # made from both
+    records = [{"id": f"r{n}", "meta": {"origin": [("ok", "bad", "unknown")[n % 3]], "category": "a"}} for n in range(9)]
+    kept = tk.fit_budget(records, 4, random.Random(0), priority=priority)
+    assert [r["meta"]["origin"][0] for r in kept].count("bad") == 0 and len(kept) == 4
+    assert sum(r["meta"]["origin"][0] == "ok" for r in kept) == 3   # all successes, then unknown
+
+
 def test_the_offline_proposers_fit_budget_operator_composes_and_leaves_rho0_alone(tmp_path):
     source = compose({"fit_budget": {"passes": "once"}})
     assert "tk.fit_budget(out.sft, tk.budget_examples(ctx.budget, 'once')" in source
@@ -92,4 +104,13 @@ def test_the_offline_proposers_fit_budget_operator_composes_and_leaves_rho0_alon
     plain = execute({"strategy.py": compose({}).encode()}, corpus, tmp_path / "plain", executor=ProcessExecutor(),
                     budget=budget)
     assert fitted.manifest["artifacts"]["sft.jsonl"]["count"] == 6
+    # the budget keeps recorded successes first: with the outcomes inverted, the 3 successes of 45 all stay
+    inverted = tmp_path / "inverted.jsonl"
+    inverted.write_text("".join(json.dumps({**r, "outcome": {**r["outcome"], "success": not r["outcome"]["success"]}}) + "\n"
+                                for r in corpus.records))
+    flipped = load_corpus([str(inverted)])
+    execute({"strategy.py": source.encode()}, flipped, tmp_path / "flip", executor=ProcessExecutor(), budget=budget)
+    successes = {r["id"] for r in flipped.records if r["outcome"]["success"]}
+    kept = {json.loads(line)["id"] for line in (tmp_path / "flip" / "sft.jsonl").read_text().splitlines()}
+    assert len(successes) == 3 and successes <= kept and len(kept) == 6
     assert plain.manifest["artifacts"]["sft.jsonl"]["count"] == len(corpus.records)

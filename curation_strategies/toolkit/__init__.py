@@ -6,7 +6,7 @@ Records are plain dicts in the formats of DESIGN.md; operators take raw corpus r
 with `messages` and `tools`) and never modify them."""
 import sys
 
-from .budget import budget_examples, fit_budget
+from .budget import budget_examples, fit_budget, recorded_success
 from .calls import (STATE_CHANGING_VERBS, call_sequence, call_signature, is_state_changing, parse_arguments,
                     tool_calls, tool_schema, validate_call)
 from .compose import (NO_CALL_REPLY, add_distractors, category, compose_parallel, compose_parallel_multiple, text_calls,

@@ -4,6 +4,9 @@ The recipe trains at most `ctx.budget["sft_examples"]` SFT examples; records bey
 curated and never trained. `fit_budget` keeps at most a limit of records, balanced over their
 categories (a category with fewer records than its share keeps all of them, the rest is shared
 among the others), a `priority` first within a category, then a seeded draw; input order kept.
+`recorded_success(raw)` is the priority the offline proposer's operator uses: records made from
+trajectories the corpus recorded as successes fill the budget before those of unknown outcome,
+and those before failures, so a budget smaller than the data drops the likely-wrong records first.
 """
 from __future__ import annotations
 
@@ -24,6 +27,20 @@ def budget_examples(budget: Mapping | None, passes: str = "recipe") -> int | Non
     if passes not in PASSES:
         raise ValueError(f"passes is one of {PASSES}, not {passes!r}")
     return int(budget["sft_examples_at_recipe_epochs" if passes == "recipe" else "sft_examples"])
+
+
+def recorded_success(raws: Sequence[Mapping]) -> Callable[[Mapping], float]:
+    """A priority over derived records: the mean over a record's `meta.origin` of its raw
+    trajectory's recorded outcome (1 success, 0 failure, 0.5 unknown or not in `raws`)."""
+    score = {}
+    for raw in raws:
+        success = (raw.get("outcome") or {}).get("success")
+        score[raw["id"]] = 0.5 if success is None else float(bool(success))
+
+    def priority(record: Mapping) -> float:
+        origin = list((record.get("meta") or {}).get("origin") or [record.get("id")])
+        return sum(score.get(o, 0.5) for o in origin) / len(origin)
+    return priority
 
 
 def _quotas(sizes: Mapping, limit: int, rng: random.Random) -> dict:

@@ -129,8 +129,10 @@ OPERATORS = (
                "        out.sft.extend(tk.environment_variants(t, ctx.env, rng, {per_trajectory}, tags=TAGS + [\"variant\"]))"),
     # the budget: what the recipe trains (ctx.budget); beyond it a curated record is never trained
     op("fit_budget", "keep the SFT set within what the recipe trains (ctx.budget: the recipe's passes, or each "
-                     "record once), balanced over categories", {"passes": ("recipe", "once")},
-       fit="out.sft = tk.fit_budget(out.sft, tk.budget_examples(ctx.budget, {passes!r}), ctx.rng(\"fit_budget\"))"),
+                     "record once), balanced over categories, records of recorded successes first",
+       {"passes": ("recipe", "once")},
+       fit="out.sft = tk.fit_budget(out.sft, tk.budget_examples(ctx.budget, {passes!r}), ctx.rng(\"fit_budget\"),\n"
+           "                       priority=tk.recorded_success(raw))"),
     op("tool_signatures", "put the offered tools' exact signatures into memory", {"only_called": (False, True)},
        memory="memory += tk.tool_signature_memories(kept, only_called={only_called})"),
     op("error_constraints", "turn recurring tool errors into constraints in memory", {"min_count": (1, 2)},
