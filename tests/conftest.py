@@ -92,6 +92,13 @@ def _sha256(path) -> str | None:
 
 @pytest.fixture(scope="session")
 def _trainings_pool(tmp_path_factory) -> Path:
+    """One pool for the whole session: under pytest-xdist the workers' base folders share a parent
+    (pytest-N/popen-gwK), so a training one worker did is copied by the others (a finished training
+    lands whole, by rename)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        pool = tmp_path_factory.getbasetemp().parent / "trained-once"
+        pool.mkdir(exist_ok=True)
+        return pool
     return tmp_path_factory.mktemp("trained-once")
 
 
@@ -118,8 +125,12 @@ def trained_once(_trainings_pool):
         if not done.is_dir() or not is_empty_or_missing(out):
             summary = real(sft, rl, out, echo=echo, timeout=timeout, **options)
             if not done.is_dir():
-                shutil.copytree(out, done.with_name(key + ".partial"), dirs_exist_ok=True)
-                os.replace(done.with_name(key + ".partial"), done)
+                partial = done.with_name(f"{key}.partial-{os.getpid()}")
+                shutil.copytree(out, partial, dirs_exist_ok=True)
+                try:
+                    os.replace(partial, done)
+                except OSError:   # another worker landed the same training first: theirs is kept
+                    shutil.rmtree(partial, ignore_errors=True)
             return summary
         shutil.copytree(done, out, dirs_exist_ok=True)
         request = json.loads((done / "request.json").read_text())
