@@ -56,6 +56,13 @@ def test_calibration_trains_the_rows_that_must_differ_and_says_what_it_resolves(
         assert len(row["per_task_P"]) == 5 and abs(sum(row["per_task_P"].values()) / 5 - row["P"]["value"]) < 1e-6
         assert row["per_task_gold"] and all(v < 0 for v in row["per_task_gold"].values())
         assert row["gold_ll"]["low"] <= row["gold_ll"]["value"] <= row["gold_ll"]["high"]
+        if row["id"] != "rho0-wild":   # the continuous signal paired with ρ0 wild on the same tasks, as P is
+            wild = next(r for r in doc["rows"] if r["id"] == "rho0-wild")["per_task_gold"]
+            mine, vs = row["per_task_gold"], row["gold_vs_rho0_wild"]
+            common = sorted(set(mine) & set(wild))
+            assert vs["tasks"] == len(common) and vs["low"] <= vs["value"] <= vs["high"]
+            assert abs(vs["value"] - sum(mine[t] - wild[t] for t in common) / len(common)) < 1e-5
+    assert "**Gold-call log-likelihood**" in (cache / "report-dev" / "quality.md").read_text()
     assert [r["id"] for r in doc["rows"]] == list(CALIBRATION) and doc["setting"]["split"] == "dev"
     (path,) = (cache / "calibrations").iterdir()
     cal = json.loads(path.read_text())

@@ -81,7 +81,9 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
 
 def add_per_task(doc: dict, cells: dict[str, list[dict]], golds: dict[str, list[dict | None]]) -> None:
     """Each computed row's per-task P and gold-call log-likelihood (task → mean over its seeds, on the
-    tasks every seed scored) and its gold LL mean with an interval over tasks, in place."""
+    tasks every seed scored) and its gold LL mean with an interval over tasks, in place; a row beside
+    ρ0 on the wild corpus also gets its paired gold-LL difference with it (`gold_vs_rho0_wild`)."""
+    per_seed_gold = {}
     for entry in doc["rows"]:
         row_cells = cells.get(entry["id"])
         if not row_cells:
@@ -91,7 +93,14 @@ def add_per_task(doc: dict, cells: dict[str, list[dict]], golds: dict[str, list[
         if g and all(g):
             tasks = set.intersection(*(set(x["per_task"]) for x in g))
             entry["per_task_gold"] = {t: round(fmean(x["per_task"][t] for x in g), 6) for t in sorted(tasks)}
-            entry["gold_ll"] = stats.mean_interval({t: [x["per_task"][t] for x in g] for t in sorted(tasks)}).to_json()
+            per_seed_gold[entry["id"]] = {t: [x["per_task"][t] for x in g] for t in sorted(tasks)}
+            entry["gold_ll"] = stats.mean_interval(per_seed_gold[entry["id"]]).to_json()
+    wild = per_seed_gold.get("rho0-wild")
+    for entry in doc["rows"]:
+        mine = per_seed_gold.get(entry["id"])
+        if wild is not None and mine is not None and entry["id"] != "rho0-wild" and len(next(iter(mine.values()))) == \
+                len(next(iter(wild.values()))):
+            entry["gold_vs_rho0_wild"] = stats.paired_difference(mine, wild)
 
 
 def _ci(e: dict | None, pct: bool = True) -> str:
@@ -129,6 +138,16 @@ def markdown(doc: dict) -> str:
             if shown is None:
                 shown = _ci(gap, pct=False) if gap else ("no gap" if "gap_recovered" in r else "—")
             lines.append(f"| {r['label']} | {_ci(r['P'])} | {per_cat}{_ci(vs) if vs else '—'} | {shown} |")
+        lines.append("")
+    gold = [r for r in done if r.get("gold_ll")]
+    if gold:   # the continuous signal beside P (--gold)
+        lines += ["**Gold-call log-likelihood** (nats/token; mean over tasks of the seeds' mean)", "",
+                  "| row | gold LL [95% CI] | Δ vs ρ0 wild, paired [95% CI] |", "|---|---|---|"]
+        for r in gold:
+            vs = r.get("gold_vs_rho0_wild")
+            g = r["gold_ll"]
+            lines.append(f"| {r['label']} | {g['value']:+.4f} [{g['low']:+.4f}, {g['high']:+.4f}] | "
+                         + (f"{vs['value']:+.4f} [{vs['low']:+.4f}, {vs['high']:+.4f}]" if vs else "—") + " |")
         lines.append("")
     lines.append(mdd_sentence(doc))
     if doc.get("proxy"):
