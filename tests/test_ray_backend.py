@@ -3,8 +3,8 @@ as separate `ray start` processes, two CPUs each): the same decisions, artifacts
 trajectories and journal as `--backend local`, also when the worker node is killed during a
 training (Ray retries the task) and when the driver is killed (`resume` submits only what is not
 done); a batch's folders through `--storage` on both nodes. One cluster for the module, and one
-`--backend local` reference run for both comparisons, started with the module so that it runs
-beside the cluster's runs where the machine has the cores (its result is awaited only when compared)."""
+`--backend local` reference run for both comparisons, started with the module's first test so that
+it runs beside the short tests; the two fault tests come last (its result is awaited only when compared)."""
 import hashlib
 import json
 import os
@@ -40,9 +40,10 @@ pytestmark = pytest.mark.timeout(3600)   # four tiny evolution runs and a cluste
 
 ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "1", "--seeds", "2",
         "--tasks", "2", "--sandbox", "process", "--benchmark", "bfcl-single", "--corpus", str(SAMPLE_CORPUS),
-        "--margin", "0.001", "--batch-size", "2", *TINY_RUN_ARGS]
+        "--margin", "0.001", "--batch-size", "2", "--ablate", "no-rl", *TINY_RUN_ARGS]
 """One epoch, two seeds: two trainings (and their evaluations) submitted at once, so one can land on
-the worker node while the other runs on the head. The cluster runs every StageJob alike, whatever
+the worker node while the other runs on the head. The trainings are SFT only (`--ablate no-rl`: a
+third of the module's time was GRPO's set-up, which the backend moves no differently). The cluster runs every StageJob alike, whatever
 its kind; a second epoch and the proposal's proxy jobs (`--candidates 2`) on the cluster, compared
 with the local run byte for byte, are bench/ray_backend.py's run (the proxies on the local backend:
 tests/test_loop_seams.py)."""
@@ -189,8 +190,10 @@ class Reference:
         return fingerprint(self.root, journal)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", autouse=True)
 def local(tmp_path_factory):
+    """Started with the module's first test, so it runs beside the short tests and is done before
+    the two fault tests (last in the module) compare with it."""
     reference = Reference(tmp_path_factory.mktemp("local"))
     yield reference
     if reference.proc.poll() is None:   # a test failed before comparing: the run is not left behind
@@ -227,49 +230,6 @@ def training_on(root: Path, node: str | None = None):
         return None
     return next((r for r in rows if r["stage"].startswith("train") and r["state"] == "running"
                  and (node is None or r["node"].endswith(node[:8]))), None)
-
-
-def test_a_ray_run_is_the_local_run_even_when_a_worker_node_dies_during_a_training(local, cluster, tmp_path):
-    # Both nodes share this machine's address, and a driver attaches to the raylet of either: one
-    # attached to the worker's would die with it (LocalRayletDiedError, seen here). So the driver
-    # starts while the head is alone, and the worker joins (and takes the queued training) after.
-    cluster.head_alone()
-    start = time.monotonic()
-    proc = run("run", *ARGS, "--backend", "ray", "--ray-address", cluster.address, "--runs-dir", str(tmp_path),
-               "--name", "ray", log=tmp_path / "ray.log")
-    root = tmp_path / "ray"
-    wait_for(lambda: training_on(root), proc, "a training on the head")
-    cluster.start_worker()
-    row = wait_for(lambda: training_on(root, cluster.worker), proc, "a training on the worker node")
-    t0 = time.monotonic()
-    cluster.kill("worker")                  # Ray runs the lost task again on the head
-    out = finish(proc)
-    print(f"\nray run: {time.monotonic() - start:.0f} s; the worker killed at {row['elapsed_s']:.0f} s into "
-          f"{row['stage']}, the run ended {time.monotonic() - t0:.0f} s later")
-    assert "in flight: " in out and row["node"] in out
-    assert fingerprint(root) == local.fingerprint()
-
-
-def test_a_killed_driver_resumes_what_is_not_done_and_status_shows_the_clusters_stages(local, cluster, tmp_path):
-    cluster.head_alone()   # a worker would add nothing a resume depends on, and its start costs a minute on a loaded machine
-    proc = run("run", *ARGS, "--backend", "ray", "--ray-address", cluster.address, "--runs-dir", str(tmp_path),
-               "--name", "ray", log=tmp_path / "ray.log")
-    root = tmp_path / "ray"
-
-    def second_training():   # the driver dies with one training journaled and the other in flight
-        return (0, "train-s0") in journaled_stages(root) and (row := training_on(root)) and row["stage"] != "train-s0" and row
-    wait_for(second_training, proc, "train-s0 done and another training in flight")
-    status = subprocess.run([sys.executable, "-m", "evolver.cli", "status", str(root)], env=ENV, cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)
-    assert "running:" in status.stdout and "in flight: epoch 0 train-s" in status.stdout, status.stdout
-    os.killpg(proc.pid, signal.SIGKILL)   # the driver dies; its tasks die with it
-    proc.wait()
-    journaled = journaled_stages(root)
-    assert (0, "train-s0") in journaled
-    out = finish(run("resume", str(root), log=tmp_path / "resume.log"))
-    for epoch, stage in journaled:        # what was done is not run again
-        assert not re.search(rf"epoch {epoch} \([^)]*\) · {stage} …", out), (epoch, stage)
-    assert fingerprint(root, journal=False) == local.fingerprint(journal=False)
 
 
 STORAGE_DRIVER = """
@@ -325,3 +285,46 @@ def test_without_a_cluster_the_ray_backend_says_so_before_any_work(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 2 and "no Ray cluster answers at 127.0.0.1:" in done.stderr, done.stderr[-2000:]
     assert not (tmp_path / "none").exists()
+
+
+def test_a_ray_run_is_the_local_run_even_when_a_worker_node_dies_during_a_training(local, cluster, tmp_path):
+    # Both nodes share this machine's address, and a driver attaches to the raylet of either: one
+    # attached to the worker's would die with it (LocalRayletDiedError, seen here). So the driver
+    # starts while the head is alone, and the worker joins (and takes the queued training) after.
+    cluster.head_alone()
+    start = time.monotonic()
+    proc = run("run", *ARGS, "--backend", "ray", "--ray-address", cluster.address, "--runs-dir", str(tmp_path),
+               "--name", "ray", log=tmp_path / "ray.log")
+    root = tmp_path / "ray"
+    wait_for(lambda: training_on(root), proc, "a training on the head")
+    cluster.start_worker()
+    row = wait_for(lambda: training_on(root, cluster.worker), proc, "a training on the worker node")
+    t0 = time.monotonic()
+    cluster.kill("worker")                  # Ray runs the lost task again on the head
+    out = finish(proc)
+    print(f"\nray run: {time.monotonic() - start:.0f} s; the worker killed at {row['elapsed_s']:.0f} s into "
+          f"{row['stage']}, the run ended {time.monotonic() - t0:.0f} s later")
+    assert "in flight: " in out and row["node"] in out
+    assert fingerprint(root) == local.fingerprint()
+
+
+def test_a_killed_driver_resumes_what_is_not_done_and_status_shows_the_clusters_stages(local, cluster, tmp_path):
+    cluster.head_alone()   # a worker would add nothing a resume depends on, and its start costs a minute on a loaded machine
+    proc = run("run", *ARGS, "--backend", "ray", "--ray-address", cluster.address, "--runs-dir", str(tmp_path),
+               "--name", "ray", log=tmp_path / "ray.log")
+    root = tmp_path / "ray"
+
+    def second_training():   # the driver dies with one training journaled and the other in flight
+        return (0, "train-s0") in journaled_stages(root) and (row := training_on(root)) and row["stage"] != "train-s0" and row
+    wait_for(second_training, proc, "train-s0 done and another training in flight")
+    status = subprocess.run([sys.executable, "-m", "evolver.cli", "status", str(root)], env=ENV, cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert "running:" in status.stdout and "in flight: epoch 0 train-s" in status.stdout, status.stdout
+    os.killpg(proc.pid, signal.SIGKILL)   # the driver dies; its tasks die with it
+    proc.wait()
+    journaled = journaled_stages(root)
+    assert (0, "train-s0") in journaled
+    out = finish(run("resume", str(root), log=tmp_path / "resume.log"))
+    for epoch, stage in journaled:        # what was done is not run again
+        assert not re.search(rf"epoch {epoch} \([^)]*\) · {stage} …", out), (epoch, stage)
+    assert fingerprint(root, journal=False) == local.fingerprint(journal=False)
