@@ -1,4 +1,5 @@
 import hashlib
+import inspect
 import json
 import os
 import shutil
@@ -102,6 +103,11 @@ def _trainings_pool(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("trained-once")
 
 
+def _normal(value):
+    """An option's value as train() reads it (report_to: a name or a list of names)."""
+    return [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else value
+
+
 @pytest.fixture(scope="module")
 def trained_once(_trainings_pool):
     """For a module that runs many tiny trainings of the same data (the `test` profile on the same
@@ -115,11 +121,17 @@ def trained_once(_trainings_pool):
     import trainer.train as train_module
 
     real = train_module.train
+    defaults = {name: p.default for name, p in inspect.signature(real).parameters.items()
+                if p.default is not inspect.Parameter.empty}
 
     def train(sft, rl, out, *, echo=None, timeout=None, **options):
         from base.files import is_empty_or_missing
 
-        key = hashlib.sha256(json.dumps({"sft": _sha256(sft), "rl": _sha256(rl), **options}, sort_keys=True,
+        # the same training however it was asked for: how progress is shown changes no byte, and an
+        # option given at its default value (a run passes them all, `bench quality` none) is no option
+        shown = {k: v for k, v in options.items()
+                 if k != "progress" and not (k in defaults and _normal(v) == _normal(defaults[k]))}
+        key = hashlib.sha256(json.dumps({"sft": _sha256(sft), "rl": _sha256(rl), **shown}, sort_keys=True,
                                         default=str).encode()).hexdigest()[:32]
         done = _trainings_pool / key
         if not done.is_dir() or not is_empty_or_missing(out):

@@ -16,6 +16,7 @@ from sandbox.corpus.split import partition
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "external"
 GLAIVE = EXTERNAL / "llamafactory-glaive_toolcall_en_demo.json"   # LLaMA-Factory's ShareGPT tool-call demo
+pytestmark = pytest.mark.usefixtures("trained_once")   # the rows' tiny trainings, each trained once (ρ0's is test_user_corpus_run's epoch 0)
 
 
 def bench(cache: Path, *extra: str) -> int:

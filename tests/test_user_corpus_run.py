@@ -13,6 +13,7 @@ from sandbox.exchange import from_file
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "external"
 GLAIVE = EXTERNAL / "llamafactory-glaive_toolcall_en_demo.json"   # LLaMA-Factory's ShareGPT tool-call demo
+pytestmark = pytest.mark.usefixtures("trained_once")   # its epoch 0 trains what test_quality_replay's ρ0 row trains: once per session
 
 
 def test_a_corpus_without_environment_runs_on_its_held_out_tenth(tmp_path, capsys):
