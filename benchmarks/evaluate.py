@@ -195,7 +195,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
                                                                          for t in task_list}),
                    "samples": samples, "temperature": temperature, "seed": seed, "step_limit": step_limit},
         "memory": None if index is None else {"path": str(memory), "sha256": sha256_file(Path(memory)),
-                                              "records": len(index), "k": memory_k, "retrieval": "bm25s"},
+                                              "records": len(index), "k": memory_k, "retrieval": memory_mod.RETRIEVAL},
         "timing": {**summary["timing"], **({"policy": {k: round(v, 3) if isinstance(v, float) else v
                                                       for k, v in stats.items()}} if stats else {})},
     }

@@ -62,3 +62,17 @@ def test_read_memory_checks_lines(tmp_path):
         mem.read_memory(dup)
     with pytest.raises(UserError, match="no such memory file"):
         mem.read_memory(tmp_path / "missing.jsonl")
+
+
+def test_a_hint_about_a_tool_the_task_does_not_offer_is_not_retrieved():
+    records = [{"id": "sig-area", "key": "circle area radius", "content": "area(radius: number)", "meta": {"tool": "area"}},
+               {"id": "sig-volume", "key": "circle volume radius height", "content": "volume(radius, height)",
+                "meta": {"tool": "volume"}},
+               {"id": "fact", "key": "circle radius units", "content": "Give the radius in metres."}]
+    index = mem.MemoryIndex(records, k=3)
+    query = "What is the area of a circle of radius 3?"
+    assert [h["id"] for h in index.retrieve(query)] == ["sig-area", "fact", "sig-volume"]
+    # the task offers `area` only: the other tool's signature would invite a call the task cannot take
+    assert [h["id"] for h in index.retrieve(query, offered=["area"])] == ["sig-area", "fact"]
+    assert [h["id"] for h in index.retrieve(query, offered=[])] == ["fact"]
+

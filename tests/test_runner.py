@@ -194,6 +194,19 @@ def test_memory_hints_go_into_the_system_prompt():
     assert all(s["correct"] == 1.0 for s in steps)
 
 
+def test_episodes_and_steps_get_no_hint_about_a_tool_the_task_does_not_offer():
+    bench = CounterBenchmark(n_tasks=1, turns=1)
+    index = mem.MemoryIndex([{"id": "sig-mul", "key": "add numbers task", "content": "mul(n) multiplies.", "meta": {"tool": "mul"}},
+                             {"id": "sig-add", "key": "add task", "content": "add(n) adds.", "meta": {"tool": "add"}}])
+    policy = Recording(solver)
+    record = runner.run_episodes(bench, bench.tasks("dev"), policy, memory=index)[0]
+    assert record["meta"]["memory"] == ["sig-add"]          # mul is not offered: its signature stays out
+    assert "mul(n)" not in policy.batches[0][0] and "add(n) adds." in policy.batches[0][0]
+    steps_policy = Recording(solver)
+    runner.run_steps(bench, bench.tasks("dev"), steps_policy, memory=index)
+    assert "mul(n)" not in steps_policy.batches[0][0] and "add(n) adds." in steps_policy.batches[0][0]
+
+
 def test_steps_judge_each_sample_and_count_format_errors():
     bench = CounterBenchmark(n_tasks=2)
     answers = iter([solver, lambda m, t: "<tool_call>oops</tool_call>"] * 10)
