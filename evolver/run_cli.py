@@ -12,7 +12,7 @@ from evolver.backends import InFlight, make_backend, read_in_flight
 from evolver.config import (RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values, llm_of, merge_options, on_backend,
                             option_values, resolve)
 from base.errors import UserError, positive_int
-from base.files import is_empty_or_missing, read_jsonl, sha256_bytes, sha256_file
+from base.files import is_empty_or_missing, read_json, read_jsonl, sha256_bytes, sha256_file
 from benchmarks import registry
 from evolver.store import RunStore, half_made, taken
 from evolver.launch import check_run_lengths, dev_check, dev_note, read_ids
@@ -288,6 +288,11 @@ def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bo
                 digest = lambda rows: sha256_bytes(json.dumps([r["messages"] for r in rows]).encode())
                 match = outcomes and digest(recorded) == digest(replayed)
                 print(f"reeval seed {seed}: P {again['P']:.4f}, trajectories {'identical' if match else 'DIFFER'}")
+                rules = [(read_json(d / f"eval-s{seed}" / "metrics.json").get("memory") or {}).get("retrieval")
+                         for d in (store.epoch_dir(epoch), Path(tmp))]
+                if not match and rules[0] != rules[1]:
+                    print(f"  the record retrieved its memory by {rules[0]!r}, this replay by {rules[1]!r}: "
+                          "the hints differ by that rule")
                 same &= match
     return same
 

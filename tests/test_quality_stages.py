@@ -56,6 +56,21 @@ def test_every_cell_keeps_the_key_it_had_before_so_a_filled_cache_still_answers(
     assert cells.training_key(rows[-1], 0) is None       # nothing to train: the base model is evaluated
 
 
+def test_a_cell_with_memory_is_keyed_by_the_retrieval_rule_and_one_without_is_not(quality_corpora, tmp_path, monkeypatch):
+    wild, labeled = quality_corpora
+    row = rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, "rho0-wild")[0]
+    setting = Setting(tasks=5, profile="test", seeds=(0,))
+    cells = Cells(tmp_path / "cache", setting, ProcessExecutor())
+    plain = cells.cell_key(row, 0)
+    monkeypatch.setattr(cells_mod.memory_mod, "RETRIEVAL", "another rule")
+    assert cells.cell_key(row, 0) == plain                        # no memory: the rule decides nothing
+    # the same curation with a memory file (a fresh Cells reads the cached curation's files again)
+    (cells.curation(row) / "memory.jsonl").write_text(json.dumps({"id": "m", "key": "k", "content": "c"}) + "\n")
+    under_another = Cells(tmp_path / "cache", setting, ProcessExecutor()).cell_key(row, 0)
+    monkeypatch.setattr(cells_mod.memory_mod, "RETRIEVAL", "bm25s")
+    assert under_another != Cells(tmp_path / "cache", setting, ProcessExecutor()).cell_key(row, 0) != plain
+
+
 def test_the_files_a_stage_reads_follow_the_ablations_and_skip_empty_files(tmp_path):
     (tmp_path / "sft.jsonl").write_text('{"a": 1}\n')
     (tmp_path / "rl.jsonl").write_text("\n")

@@ -8,7 +8,8 @@ evaluated on one task subset. Three caches, each keyed by the sha256 of what dec
     CACHE/trainings/<key>/   the fixed recipe (benchmarks.stages.train_on, as the loop trains):
                              SFT and RL artifacts' hashes × recipe × profile × base × seed
     CACHE/cells/<key>/       the evaluation (benchmarks.stages.evaluate_on, as the loop evaluates)
-                             with cell.json: training key × memory's hash × split × task ids × metric
+                             with cell.json: training key × memory's hash (and the retrieval
+                             rule, with memory) × split × task ids × metric
 
 A cell's directory appears whole (written beside it, then renamed), so an interrupted benchmark
 continues where it stopped and a cell shared by two rows (an ablation without memory trains
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from base.errors import UserError
+from benchmarks import memory as memory_mod
 from benchmarks.registry import DEFAULT as DEFAULT_BENCHMARK
 from base.files import atomic_json, read_json, read_jsonl, sha256_files
 from benchmarks.stages import evaluate_on, steps_pass, train_on, used
@@ -225,6 +227,8 @@ class Cells:
     def cell_key(self, row: Row, seed: int) -> str:
         memory = self.inputs(row)["memory"]
         return _key({"training": self.training_key(row, seed), "base": self.base, "memory": memory and memory[1],
+                     # the rule hints are retrieved by decides a cell with memory (not one without)
+                     **({"retrieval": memory_mod.RETRIEVAL} if memory else {}),
                      "benchmark": self.setting.benchmark, "split": self.setting.split,
                      "tasks": [t.id for t in self.tasks], "metric": self.setting.metric,
                      "batch_size": self.setting.batch_size, "seed": seed,
