@@ -181,6 +181,31 @@ def test_replay_retrain_of_an_agent_run_needs_no_docker_and_no_agent(tmp_path, m
     assert "identical" in out and "retrain seed 0: adapter weights identical" in out
 
 
+def test_replay_reeval_names_a_changed_memory_retrieval_rule(tmp_path, capsys, monkeypatch):
+    from base.files import read_jsonl
+    from benchmarks import memory as memory_mod
+    from evolver.proposers.operators import compose
+    from evolver.stages import evaluate_epoch
+
+    ep = RunContext(new_run(tmp_path, epochs=1))
+    files = {**ep.ws.files("epoch-0"), "strategy.py": compose({"tool_signatures": {"only_called": False}}).encode()}
+    ep.ws.tag_epoch(1, ep.ws.commit_candidate(1, files, "memory: every tool's signature"))
+    ep.stage(1, "curate", lambda: curate(ep, 1))
+    # recorded under the rule before: every hint the request matches, whether its tool is offered or not
+    keep = memory_mod.MemoryIndex.retrieve
+    with monkeypatch.context() as m:
+        m.setattr(memory_mod.MemoryIndex, "retrieve", lambda self, query, k=None, offered=None: keep(self, query, k))
+        m.setattr(memory_mod, "RETRIEVAL", "bm25s")
+        evaluate_epoch(ep.cfg, ep.store.epoch_dir(1) / "artifacts", ep.store.epoch_dir(1) / "eval-s0", 0, None)
+    recorded = read_jsonl(ep.store.epoch_dir(1) / "eval-s0" / "trajectories.jsonl")
+    offered = [{t["function"]["name"] for t in r["tools"]} for r in recorded]
+    assert any(hint.removeprefix("mem-tool-") not in names for r, names in zip(recorded, offered) for hint in r["meta"]["memory"])
+    assert cli.main(["replay", str(ep.store.root), "--epoch", "1", "--reeval", "--sandbox", "process"]) == 1
+    out = capsys.readouterr().out
+    assert "reeval seed 0" in out and "DIFFER" in out
+    assert "the record retrieved its memory by 'bm25s', this replay by 'bm25s, offered tools only'" in out
+
+
 def test_k_candidates_are_ranked_by_the_proxy_and_only_the_best_is_committed(tmp_path, monkeypatch, counted):
     ep = RunContext(new_run(tmp_path, candidates=2, benchmark="bfcl-single", proxy_sft_steps=1, proxy_tasks=2))
     evaluated(ep, 0)
