@@ -39,7 +39,9 @@ Secondary families: the multi-turn per-turn checks (`feedback.turn_errors`) read
 rules — BFCL's multi-turn verdict does not fail a task for a call in a turn that wanted none, the
 per-turn check does — and the trajectory's shape: a tool error naming an unknown tool
 (`unknown_tool`), a tool error never followed by a success of that tool
-(`tool_error_not_recovered`), the same call REPEATS times in a row (`repeated_call_loop`).
+(`tool_error_not_recovered`), the same call REPEATS times in a row (`repeated_call_loop`), a call
+to a tool the task does not offer that a memory hint in the prompt names (`misled_by_memory`: the
+hints the evaluation put after "Hints from earlier experience:", benchmarks/memory.py).
 """
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ from collections import Counter, defaultdict
 from typing import Mapping, Sequence
 
 from benchmarks import registry
+from benchmarks.memory import HEADER as HINTS
 from evolver import signals as sig
 from evolver.signals import calls_of as _calls, task_id_of
 
@@ -76,6 +79,8 @@ FAMILIES = {
                        "drop failed trajectories; keep closing replies that report results"),
     "empty_turn": ("the agent produced nothing for a user turn", "drop abandoned trajectories"),
     "repeated_call_loop": ("the agent repeated the same call again and again", "drop trajectories with redundant repeated calls"),
+    "misled_by_memory": ("the agent called a tool that a memory hint names but the task does not offer",
+                         "keep memory to facts about the task's own tools; remove hints that name other tools"),
     "premature_stop": ("the agent stopped before the task's last turn", "train whole trajectories; drop abandoned ones"),
     "step_limit": ("the agent hit the step limit of a turn", "drop trajectories that loop; shorter decision segments"),
     "unclassified": ("the checker failed the task for a reason no rule names", "drop failed trajectories"),
@@ -98,6 +103,17 @@ def _signature(call: Mapping) -> str:
 
 def _offered(trajectory: Mapping) -> set[str]:
     return {(t.get("function") or t).get("name") for t in trajectory.get("tools") or ()}
+
+
+def hinted_tools(trajectory: Mapping) -> list[str]:
+    """Tools the trajectory called that its task does not offer and that a memory hint in its
+    system prompt names."""
+    system = next((m.get("content") or "" for m in trajectory["messages"] if m.get("role") == "system"), "")
+    _, header, hints = system.partition(HINTS)
+    if not header:
+        return []
+    called = {call["function"]["name"] for _, call, _ in _calls(trajectory["messages"])} - _offered(trajectory)
+    return sorted(n for n in called if n and re.search(rf"(?<![\w.]){re.escape(n)}(?![\w])", hints))
 
 
 def primary_family(trajectory: Mapping, error_type: str | None = None) -> tuple[str, str]:
@@ -168,6 +184,9 @@ def families(trajectory: Mapping) -> list[tuple[str, str]]:
     if failed_tools and (trajectory.get("meta") or {}).get("max_steps") != 1:  # 1: no step left to recover in
         name, result = sorted(failed_tools.items())[0]
         add("tool_error_not_recovered", f"{name}: {result}")
+    hinted = hinted_tools(trajectory)
+    if hinted:
+        add("misled_by_memory", f"called {', '.join(hinted)}: not offered, named in a memory hint")
     run, previous = 0, None
     for _, call, _ in calls:
         run = run + 1 if _signature(call) == previous else 1

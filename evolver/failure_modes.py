@@ -18,6 +18,7 @@ EXAMPLES = 3
 # A point joins a rule family when its failed_point matches that family's pattern; the first
 # match in this order wins (the more specific behaviours come first).
 FAMILY_PATTERNS = {
+    "misled_by_memory": r"(memory|hint)s? (that )?(nam|mention|suggest|point)\w*|misled by (the |a )?(memory|hints?)",
     "step_limit": r"step limit|max(imum)? (number of )?steps|too many steps",
     "repeated_call_loop": r"repeat|\bloop|same call|redundant call|again and again",
     "unknown_tool": r"(unknown|non-?existent|undefined|invented|hallucinated|unavailable|not offered|not available)"

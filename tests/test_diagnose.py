@@ -167,3 +167,27 @@ def test_failed_points_follow_designs_format_and_signals_join_them(single):
     assert set(signals) == {"families", "forgetting", "boundary", "rare"}
     assert signals["families"] == {"missing_call": 2, "unwanted_call": 1}
     json.dumps(signals)
+
+
+def test_a_call_to_a_tool_a_memory_hint_named_and_the_task_does_not_offer_is_misled_by_memory():
+    from benchmarks.memory import HEADER
+
+    def trajectory(called, hints):
+        system = "You are a helpful assistant." + (f"\n\n{HEADER}\n" + "\n".join(f"- {h}" for h in hints) if hints else "")
+        return {"messages": [{"role": "system", "content": system},
+                             {"role": "user", "content": "How much CO2 does a 12000-mile drive emit?"},
+                             {"role": "assistant", "content": "", "tool_calls": [
+                                 {"id": "c", "type": "function", "function": {"name": called, "arguments": "{}"}}]},
+                             {"role": "tool", "tool_call_id": "c", "content": f"Error during execution: name '{called}' is not defined"}],
+                "tools": [{"type": "function", "function": {"name": "calculate_emissions", "parameters": {}}}],
+                "outcome": {"success": False},
+                "meta": {"feedback": {"error_type": "simple_function_checker:wrong_func_name"}, "max_steps": 1}}
+
+    misled = dict(families(trajectory("get_case_result", ["get_case_result(case_year: integer) - a court case.",
+                                                         "math.sum(numbers: array) - a sum."])))
+    assert list(misled)[:2] == ["unknown_tool", "misled_by_memory"]
+    assert misled["misled_by_memory"] == "called get_case_result: not offered, named in a memory hint"
+    # an unknown tool no hint names, a hint naming a longer tool, and no hints at all are not memory's doing
+    assert "misled_by_memory" not in dict(families(trajectory("find_roots", ["math.sum(numbers: array) - a sum."])))
+    assert "misled_by_memory" not in dict(families(trajectory("get_case", ["get_case_result(case_year) - a case."])))
+    assert "misled_by_memory" not in dict(families(trajectory("get_case_result", [])))

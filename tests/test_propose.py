@@ -121,6 +121,27 @@ def test_motives_backed_by_failed_dev_tasks_rank_before_those_counted_in_corpus_
     assert [e.op for e in first.edits][1] == "irrelevance_items"
 
 
+def test_memory_that_misled_the_agent_is_removed_first_and_no_motive_puts_more_in():
+    """evo3-dev186's epoch 1 diagnosis, in short: bad_arguments (53) would retune tool_signatures to
+    every tool while 15 tasks called a tool that a hint named and the task did not offer."""
+    from evolver.proposers.offline import motives
+
+    parent = compose({"tool_signatures": {"only_called": True}, "irrelevance_items": {"k": 1, "limit": 400}})
+    files = {**strategy_files(SEED_STRATEGY), "strategy.py": parent.encode()}
+    points = [{"failed_point": "…", "evidence": "missing_required", "curation_hint": "…", "family": "bad_arguments",
+               "count": 53, "task_ids": ["simple_python_3"], "source": "rules"},
+              {"failed_point": "…", "evidence": "called find_roots: not offered, named in a memory hint", "curation_hint": "…",
+               "family": "misled_by_memory", "count": 15, "task_ids": ["simple_python_205"], "source": "rules"}]
+    sigs = signals(points, NO_SIGNALS)
+    assert motives(points, sigs)[0] == ("bad_arguments", 53)
+    revisions = list(OfflineProposer().effectiveness(files, points, sigs))
+    first = revisions[0]
+    assert first.edits[0].key == "-tool_signatures" and first.edits[0].motive == "misled_by_memory"
+    assert "tool_signatures" not in read_genome(first.files["strategy.py"].decode())
+    # no revision in the stream adds or retunes the operator the harm removes
+    assert not any(e.op == "tool_signatures" and e.params is not None for r in revisions for e in r.edits)
+
+
 def test_every_remedy_and_efficiency_edit_names_an_operator():
     for remedy in [r for rs in REMEDIES.values() for r in rs] + list(EFFICIENCY):
         assert remedy[0] in "+-" and remedy[1:] in BY_NAME, remedy

@@ -55,6 +55,7 @@ REMEDIES = {
     "missing_output": ("+drop_failed", "+drop_abandoned"),
     "empty_turn": ("+drop_abandoned", "+repeat_focus"),
     "repeated_call_loop": ("+drop_redundant", "+max_turns"),
+    "misled_by_memory": ("-tool_signatures", "-task_facts", "-error_constraints"),
     "premature_stop": ("+drop_abandoned", "-segment", "+repeat_focus"),
     "step_limit": ("+drop_redundant", "+segment"),
     "unclassified": ("+drop_failed", "+repeat_focus"),
@@ -69,6 +70,11 @@ REMEDIES = {
     # categories' data repeated back
     "broken": ("+repeat_focus", "+rl_focus"),
 }
+# Families that name harm done by the parent's own operators: their remedies remove those
+# operators, the revision starts with them, and no other motive may add or retune them (measured:
+# hints naming tools the task did not offer cost 7 of 186 dev tasks, docs/results.md, while
+# bad_arguments, the top motive, retuned the same tool_signatures operator to put in more of them).
+HARMS = ("misled_by_memory",)
 # efficiency: each shrinks Cost_train; parameter values mildest first
 EFFICIENCY = ("+focus_prune", "+fit_budget", "+exact_dedup", "+near_dedup", "+rl_recovery", "+drop_redundant", "+max_tokens",
               "+memory_budget")
@@ -274,6 +280,7 @@ class OfflineProposer:
                       net: Mapping[str, int] | None = None, lessons: Sequence[Mapping] = (),
                       category_of: Callable[[str], str] | None = None) -> Iterator[Revision]:
         """A combined revision over the top motives first, then every single edit, motive by motive.
+        A diagnosed harm (HARMS) ranks first and bans the operators its remedies remove.
         Remedies whose operator's evaluated edits broke more dev tasks than they fixed (`net`, from
         the outcome deltas) are tried after the others; operators of a net-harmful rolled-back
         candidate (`lessons`, inputs/rejected.json) are not proposed again."""
@@ -282,6 +289,10 @@ class OfflineProposer:
         note += learned
         rng = random.Random(f"{seed}:effectiveness:{hashlib.sha256(compose(genome).encode()).hexdigest()}")
         ranked = motives(failed_points, signals)
+        # a harm the parent's own operators caused comes first, and no other motive adds or retunes them
+        harms = [m for m, _ in ranked if m in HARMS]
+        banned = banned | {r[1:] for m in harms for r in REMEDIES[m]}
+        ranked = [mc for mc in ranked if mc[0] in harms] + [mc for mc in ranked if mc[0] not in harms]
         # per motive, per remedy: its applicable settings
         net = net or {}
         options = {m: [[e for e in _edits(remedy, m, focus_of(m, failed_points, signals, known, category_of), rng)
