@@ -84,7 +84,7 @@ def add_cli(sub) -> None:
                         "with --policy openai the served model name (vLLM: the --lora-modules name, so the adapter is "
                         "used); --model is its older spelling, not `run --model` (the LLM that proposes strategies)")
     p.add_argument("--adapter", help="a trained LoRA adapter (a `curateevo train` output or its adapter/ folder)")
-    p.add_argument("--memory", help="memory records (JSONL) retrieved by BM25 into the system prompt")
+    p.add_argument("--memory", help="memory records (JSONL) retrieved by BM25 into the system prompt; a record about one tool (meta.tool) only for tasks that offer it")
     p.add_argument("--memory-k", type=positive_int, default=3, help="memory records per task (default 3)")
     p.add_argument("--split", default="dev", choices=["train", "dev", "test", "tune"], help="dev (default); test is refused; tune: bfcl-single's tuning slice")
     p.add_argument("--tasks", type=positive_int, help="evaluate N tasks of the split, balanced over its categories (default all)")

@@ -92,9 +92,9 @@ class MemoryIndex:
     def retrieve(self, query: str, k: int | None = None, offered: Iterable[str] | None = None) -> list[dict]:
         """The best `k` records whose key shares a word with `query`, best first (ties: file order);
         with `offered` (the task's tool names), none about a tool outside it."""
-        allowed = None if offered is None else set(offered)
+        allowed = None if offered is None else {*offered, None}   # None: a record about no one tool
         scored = [(s, i) for i, s in enumerate(self.scores(query))
-                  if s > 0 and (allowed is None or about_tool(self.records[i]) in allowed | {None})]
+                  if s > 0 and (allowed is None or about_tool(self.records[i]) in allowed)]
         scored.sort(key=lambda si: (-si[0], si[1]))
         return [self.records[i] for _, i in scored[: k or self.k]]
 

@@ -105,14 +105,15 @@ def _offered(trajectory: Mapping) -> set[str]:
     return {(t.get("function") or t).get("name") for t in trajectory.get("tools") or ()}
 
 
-def hinted_tools(trajectory: Mapping) -> list[str]:
-    """Tools the trajectory called that its task does not offer and that a memory hint in its
-    system prompt names."""
+def hinted_tools(trajectory: Mapping, calls: Sequence | None = None) -> list[str]:
+    """Tools the trajectory called (`calls`: its `calls_of`, when read already) that its task does
+    not offer and that a memory hint in its system prompt names."""
     system = next((m.get("content") or "" for m in trajectory["messages"] if m.get("role") == "system"), "")
     _, header, hints = system.partition(HINTS)
     if not header:
         return []
-    called = {call["function"]["name"] for _, call, _ in _calls(trajectory["messages"])} - _offered(trajectory)
+    calls = _calls(trajectory["messages"]) if calls is None else calls
+    called = {call["function"]["name"] for _, call, _ in calls} - _offered(trajectory)
     return sorted(n for n in called if n and re.search(rf"(?<![\w.]){re.escape(n)}(?![\w])", hints))
 
 
@@ -184,7 +185,7 @@ def families(trajectory: Mapping) -> list[tuple[str, str]]:
     if failed_tools and (trajectory.get("meta") or {}).get("max_steps") != 1:  # 1: no step left to recover in
         name, result = sorted(failed_tools.items())[0]
         add("tool_error_not_recovered", f"{name}: {result}")
-    hinted = hinted_tools(trajectory)
+    hinted = hinted_tools(trajectory, calls)
     if hinted:
         add("misled_by_memory", f"called {', '.join(hinted)}: not offered, named in a memory hint")
     run, previous = 0, None
