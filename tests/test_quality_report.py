@@ -64,6 +64,18 @@ def test_the_markdown_table_shows_intervals_and_pending_rows(doc):
     assert "minimal detectable difference" in text and "measured seed spread 0.071" in text
 
 
+def test_each_table_1_row_is_paired_with_the_oracle_the_bar_an_evolved_strategy_must_match(doc):
+    wild, oracle, labeled, pending, no_memory = doc["rows"]
+    assert labeled["vs_oracle"]["value"] == pytest.approx(0.1)    # 18 vs 14 of 40, seed means
+    assert wild["vs_oracle"]["value"] == pytest.approx(-0.1)
+    assert "vs_oracle" not in oracle and "vs_oracle" not in no_memory   # itself; Table 2 pairs with its full row
+    text = table.markdown(doc)
+    table1, table2 = text.split("**Table 2 (ablations)**")
+    assert "| Δ vs oracle [95% CI] |" in table1 and "Δ vs oracle" not in table2
+    assert "| 1 (reference) | 10.0 [" in table1          # ρ0 labeled − oracle, in points
+    assert "| AgentRefine reference strategy | pending |" + " |" * 5 in table1   # as many cells as the header
+
+
 def test_the_spread_is_the_sd_of_p_between_seeds_and_sets_the_acceptance_margin(doc):
     result = table.spread(doc)
     wild = result["rows"]["rho0-wild"]

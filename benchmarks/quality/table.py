@@ -39,9 +39,10 @@ def _diagnostics(row_cells: list[dict]) -> dict:
 def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n_tasks: int, seed: int = 0) -> dict:
     """Every row with its mean, interval, per-seed P, per-category means and intervals, the
     paired difference with ρ0 on the wild corpus and the share of the wild → labeled gap it
-    recovers; rows without all their cells are marked pending."""
+    recovers, and (when the oracle row is computed) the paired difference with the oracle — the
+    bar an evolved strategy must match; rows without all their cells are marked pending."""
     scores = {rid: row_scores(c) for rid, c in cells.items() if c}
-    wild, labeled = scores.get("rho0-wild"), scores.get("rho0-labeled")
+    wild, labeled, oracle = scores.get("rho0-wild"), scores.get("rho0-labeled"), scores.get("oracle")
     per_seed = {rid: [c["P"] for c in cells[rid]] for rid in scores}
     out_rows = []
     for row in rows:
@@ -58,6 +59,8 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
                      **_diagnostics(cells[row.id]))
         if wild is not None and row.id != "rho0-wild":
             entry["vs_rho0_wild"] = stats.paired_difference(s, wild, seed=seed)
+        if oracle is not None and row.id != "oracle" and row.table == 1:
+            entry["vs_oracle"] = stats.paired_difference(s, oracle, seed=seed)
         if wild is not None and labeled is not None and row.id not in ("rho0-wild", "rho0-labeled"):
             entry["gap_recovered"] = stats.gap_recovered(s, wild, labeled, seed=seed)   # 0 and 1 by definition there
         out_rows.append(entry)
@@ -124,11 +127,13 @@ def markdown(doc: dict) -> str:
         if number == 2:   # the full row above its ablations
             ablated = {r["id"].split(" ")[0] for r in rows}
             rows = [r for r in doc["rows"] if r["table"] == 1 and r["id"] in ablated] + rows
-        header = ["row", "P [95% CI]", *cats, "Δ vs ρ0 wild [95% CI]", "gap recovered [95% CI]"]
+        with_oracle = number == 1 and any(r.get("vs_oracle") for r in rows)
+        header = ["row", "P [95% CI]", *cats, "Δ vs ρ0 wild [95% CI]", "gap recovered [95% CI]",
+                  *(["Δ vs oracle [95% CI]"] if with_oracle else [])]
         lines += [f"**{title}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for r in rows:
             if r.get("pending"):
-                lines.append(f"| {r['label']} | pending |" + " |" * (len(cats) + 2))
+                lines.append(f"| {r['label']} | pending |" + " |" * (len(header) - 2))
                 continue
             per_cat = "".join((f"{100 * r['per_category'][c]['value']:.1f}" if c in r["per_category"] else "") + " | "
                               for c in cats)
@@ -137,7 +142,8 @@ def markdown(doc: dict) -> str:
             shown = {"rho0-wild": "0 (reference)", "rho0-labeled": "1 (reference)"}.get(r["id"])
             if shown is None:
                 shown = _ci(gap, pct=False) if gap else ("no gap" if "gap_recovered" in r else "—")
-            lines.append(f"| {r['label']} | {_ci(r['P'])} | {per_cat}{_ci(vs) if vs else '—'} | {shown} |")
+            vs_oracle = (" " + (_ci(r["vs_oracle"]) if r.get("vs_oracle") else "—") + " |") if with_oracle else ""
+            lines.append(f"| {r['label']} | {_ci(r['P'])} | {per_cat}{_ci(vs) if vs else '—'} | {shown} |{vs_oracle}")
         lines.append("")
     gold = [r for r in done if r.get("gold_ll")]
     if gold:   # the continuous signal beside P (--gold)
