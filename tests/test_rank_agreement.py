@@ -34,6 +34,9 @@ def test_gold_that_orders_rows_as_test_p_does_ranks_at_one_where_a_noisy_dev_p_d
     assert out["per_row"]["r6"]["test_P"] > out["per_row"]["r0"]["test_P"]
     text = rank.markdown(out)
     assert "| gold-call log-likelihood | +1.000 |" in text and out["verdict"] in text
+    assert "60 dev tasks, 400 test tasks" in text
+    # bench/rank_agreement.py records each reading's seeds (the loop reads dev at one)
+    assert "60 dev tasks × 1 seed(s), 400 test tasks × 3 seed(s)" in rank.markdown({**out, "dev_seeds": 1, "test_seeds": 3})
 
 
 def test_a_gold_reading_that_ranks_against_test_p_keeps_p_and_too_few_rows_are_said():

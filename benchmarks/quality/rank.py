@@ -100,8 +100,9 @@ def verdict(out: dict) -> str:
 
 
 def markdown(out: dict) -> str:
-    lines = [f"**Rank agreement with test P** ({len(out['rows'])} rows, {out['dev_tasks']} dev tasks, "
-             f"{out['test_tasks']} test tasks, {out['resamples']} task resamples)", ""]
+    seeds = (f" × {out['dev_seeds']} seed(s)", f" × {out['test_seeds']} seed(s)") if "dev_seeds" in out else ("", "")
+    lines = [f"**Rank agreement with test P** ({len(out['rows'])} rows, {out['dev_tasks']} dev tasks{seeds[0]}, "
+             f"{out['test_tasks']} test tasks{seeds[1]}, {out['resamples']} task resamples)", ""]
     if "per_row" not in out:
         return "\n".join(lines + [out["verdict"], ""])
     lines += ["| row | test P | dev P | dev gold LL (nats/token) |", "|---|---|---|---|"]
