@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
 from pathlib import Path
 from statistics import fmean
 
@@ -181,12 +182,13 @@ def plot(doc: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     done = [r for r in doc["rows"] if not r.get("pending")]
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(done) + 1.4))
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(done) + 1.4))
     for y, r in enumerate(reversed(done)):
         p = r["P"]
         ax.errorbar(100 * p["value"], y, xerr=[[100 * (p["value"] - p["low"])], [100 * (p["high"] - p["value"])]],
                     fmt="o", color="tab:blue" if r["table"] == 1 else "tab:orange", capsize=3)
-    ax.set_yticks(range(len(done)), [r["label"] for r in reversed(done)], fontsize=8)
+    # long labels wrapped, so the panel keeps its width and the axis label is not cut off
+    ax.set_yticks(range(len(done)), [textwrap.fill(r["label"], 44) for r in reversed(done)], fontsize=8)
     s = doc["setting"]
     ax.set_xlabel(f"{s['metric']} on {doc['tasks']} {s['split']} tasks (%), 95% interval")
     ax.set_title(f"{s['benchmark']} · {s['profile']} · {len(s['seeds'])} seed(s)", fontsize=9)
