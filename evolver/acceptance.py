@@ -92,10 +92,9 @@ MEASURED_SEED_SD: dict[tuple[str, str, str, int], float] = {
     # ρ0 0.217, 0.200 and augment 0.300, 0.250 on the balanced dev subset, seeds 0 and 1, pooled
     # (measured at the paper's SFT lr 2.5e-5, before cpu-small's lr became 2e-4)
     ("cpu-small", "smollm2-135m", "bfcl-single", 60): 0.0264,
-    # ρ0 31/186 under both seeds 0 and 1 at SFT lr 2e-4 (2026-11-28): two equal values, an sd of 0 is
-    # no evidence of no spread (the same trainings scored 19 and 23 of 120 test tasks), so the margin
-    # it gives is 0 and the 90% rests on a third seed not yet measured
-    ("cpu-small", "smollm2-135m", "bfcl-single", 186): 0.0,
+    # ρ0 27, 32 and 28 of the 186 dev tasks, training seeds 0, 1, 2 at SFT lr 2e-4 (2026-11-28,
+    # `bench quality --split dev --tasks 186 --rows rho0-wild --seeds 3 --spread`): sd 0.0144
+    ("cpu-small", "smollm2-135m", "bfcl-single", 186): 0.0144,
 }
 """The run-to-run spread of P (sample sd over training seeds, one curated data set, pooled over
 the strategies measured) from `curateevo bench quality --split dev --spread` for (profile, base,

@@ -88,8 +88,8 @@ class RunConfig(BaseModel):
     the held-out steps, benchmarks/replay/scoring.py)."""
     tasks: Annotated[int, Field(ge=1), Flag("dev tasks evaluated per epoch, balanced over the categories")] = 186
     """Every bfcl-single dev task (186); a smaller dev split is evaluated whole. 60 tasks × 1 seed resolve
-    ~20 points of P; 186 compared on the same tasks ~7 before the seed spread is counted, ~14 with a seed
-    sd of 0.03 (docs/results.md, the calibration at lr 2e-4)."""
+    ~20 points of P; 186 compared on the same tasks ~7 before the seed spread is counted, ~9–10 with the
+    measured dev seed sd of 0.014 (docs/results.md, the calibration at lr 2e-4 and the seed spread)."""
     base: Annotated[str, Flag("base model (default: the profile's base model)", derived=True)] = "smollm2-135m"
     """Base model π_base: a registry name, a local model directory or a hub id."""
     profile: Annotated[str, Flag("recipe budgets: " + PROFILE_HELP, choices=_profiles)] = "cpu-small"
