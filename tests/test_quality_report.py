@@ -76,6 +76,21 @@ def test_each_table_1_row_is_paired_with_the_oracle_the_bar_an_evolved_strategy_
     assert "| AgentRefine reference strategy | pending |" + " |" * 5 in table1   # as many cells as the header
 
 
+def test_every_pair_of_table_1_rows_is_compared_and_the_report_says_which_p_tells_apart(doc):
+    pairs = {(p["a"], p["b"]): p for p in doc["pairs"]}
+    assert set(pairs) == {("oracle", "rho0-wild"), ("rho0-labeled", "rho0-wild"), ("rho0-labeled", "oracle")}
+    assert pairs[("rho0-labeled", "rho0-wild")]["value"] == pytest.approx(0.2)      # 18 vs 10 of 40
+    assert pairs[("rho0-labeled", "oracle")] == {**doc["rows"][2]["vs_oracle"], "a": "rho0-labeled",
+                                                 "b": "oracle", "apart": pairs[("rho0-labeled", "oracle")]["apart"]}
+    for p in pairs.values():
+        assert p["apart"] == (p["low"] > 0 or p["high"] < 0)
+    assert pairs[("rho0-labeled", "rho0-wild")]["apart"]    # 8 more tasks solved on both seeds, none fewer
+    text = table.markdown(doc).split("**Which Table 1 rows P tells apart**")[1]
+    assert "| row − column | rho0-wild | oracle |" in text
+    assert "| rho0-labeled | **+20.0 [" in text
+    assert f"{sum(p['apart'] for p in pairs.values())} of 3 pairs told apart (" in text
+
+
 def test_the_spread_is_the_sd_of_p_between_seeds_and_sets_the_acceptance_margin(doc):
     result = table.spread(doc)
     wild = result["rows"]["rho0-wild"]

@@ -66,6 +66,7 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
             entry["gap_recovered"] = stats.gap_recovered(s, wild, labeled, seed=seed)   # 0 and 1 by definition there
         out_rows.append(entry)
     n, n_seeds = n_tasks, len(setting.seeds)
+    table1 = [r.id for r in rows if r.table == 1 and r.id in scores]
     base_rate = fmean(per_seed["rho0-wild"]) if "rho0-wild" in per_seed else BASE_RATE
     seed_sd = pooled_seed_sd(per_seed)
     return {
@@ -74,6 +75,7 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
         "interval": "95%: Wilson for one seed, else a crossed bootstrap over tasks × seeds "
                     f"({stats.RESAMPLES} resamples, seed {seed})",
         "rows": out_rows,
+        "pairs": pairwise(table1, scores, seed=seed),
         "seed_sd": seed_sd,
         "minimal_detectable_difference": {
             "power": 0.8, "alpha": 0.05, "base_rate": base_rate, "seed_sd": seed_sd or 0.0,
@@ -81,6 +83,39 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
             "seed_sd_measured": seed_sd is not None,
         },
     }
+
+
+def pairwise(ids: list[str], scores: dict[str, dict[str, list[float]]], seed: int = 0) -> list[dict]:
+    """Every later Table 1 row minus every earlier one, paired over the tasks and seeds both
+    scored, with `apart` true where the 95% interval excludes 0: which rows P tells apart."""
+    out = []
+    for i, a in enumerate(ids):
+        for b in ids[:i]:
+            d = stats.paired_difference(scores[a], scores[b], seed=seed)
+            out.append({"a": a, "b": b, **d, "apart": d["low"] > 0 or d["high"] < 0})
+    return out
+
+
+def pairs_markdown(doc: dict) -> list[str]:
+    """The lower triangle of row − column differences in points; bold where the interval excludes 0."""
+    pairs = doc.get("pairs") or []
+    if not pairs:
+        return []
+    ids = list(dict.fromkeys([pairs[0]["b"]] + [p["a"] for p in pairs]))
+    cell = {(p["a"], p["b"]): p for p in pairs}
+    lines = ["**Which Table 1 rows P tells apart** (row − column in points, paired over tasks × seeds, "
+             "95% CI; bold: the interval excludes 0)", "",
+             "| row − column | " + " | ".join(ids[:-1]) + " |", "|---|" + "---|" * (len(ids) - 1)]
+    for a in ids[1:]:
+        shown = []
+        for b in ids[:-1]:
+            p = cell.get((a, b))
+            text = f"{100 * p['value']:+.1f} [{100 * p['low']:+.1f}, {100 * p['high']:+.1f}]" if p else ""
+            shown.append(f"**{text}**" if p and p["apart"] else text)
+        lines.append(f"| {a} | " + " | ".join(shown) + " |")
+    apart = sum(p["apart"] for p in pairs)
+    return lines + ["", f"{apart} of {len(pairs)} pairs told apart (each interval on its own: "
+                         "no correction for multiple comparisons).", ""]
 
 
 def add_per_task(doc: dict, cells: dict[str, list[dict]], golds: dict[str, list[dict | None]]) -> None:
@@ -146,6 +181,7 @@ def markdown(doc: dict) -> str:
             vs_oracle = (" " + (_ci(r["vs_oracle"]) if r.get("vs_oracle") else "—") + " |") if with_oracle else ""
             lines.append(f"| {r['label']} | {_ci(r['P'])} | {per_cat}{_ci(vs) if vs else '—'} | {shown} |{vs_oracle}")
         lines.append("")
+    lines += pairs_markdown(doc)
     gold = [r for r in done if r.get("gold_ll")]
     if gold:   # the continuous signal beside P (--gold)
         lines += ["**Gold-call log-likelihood** (nats/token; mean over tasks of the seeds' mean)", "",
