@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import textwrap
 from pathlib import Path
@@ -43,6 +44,7 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
     recovers, and (when the oracle row is computed) the paired difference with the oracle — the
     bar an evolved strategy must match; rows without all their cells are marked pending."""
     scores = {rid: row_scores(c) for rid, c in cells.items() if c}
+    compare = functools.cache(lambda a, b: stats.paired_difference(scores[a], scores[b], seed=seed))
     wild, labeled, oracle = scores.get("rho0-wild"), scores.get("rho0-labeled"), scores.get("oracle")
     per_seed = {rid: [c["P"] for c in cells[rid]] for rid in scores}
     out_rows = []
@@ -59,9 +61,9 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
         entry.update(P=stats.mean_interval(s, seed=seed).to_json(), per_seed_P=per_seed[row.id], per_category=by_cat,
                      **_diagnostics(cells[row.id]))
         if wild is not None and row.id != "rho0-wild":
-            entry["vs_rho0_wild"] = stats.paired_difference(s, wild, seed=seed)
+            entry["vs_rho0_wild"] = compare(row.id, "rho0-wild")
         if oracle is not None and row.id != "oracle" and row.table == 1:
-            entry["vs_oracle"] = stats.paired_difference(s, oracle, seed=seed)
+            entry["vs_oracle"] = compare(row.id, "oracle")
         if wild is not None and labeled is not None and row.id not in ("rho0-wild", "rho0-labeled"):
             entry["gap_recovered"] = stats.gap_recovered(s, wild, labeled, seed=seed)   # 0 and 1 by definition there
         out_rows.append(entry)
@@ -75,7 +77,7 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
         "interval": "95%: Wilson for one seed, else a crossed bootstrap over tasks × seeds "
                     f"({stats.RESAMPLES} resamples, seed {seed})",
         "rows": out_rows,
-        "pairs": pairwise(table1, scores, seed=seed),
+        "pairs": pairwise(table1, compare),
         "seed_sd": seed_sd,
         "minimal_detectable_difference": {
             "power": 0.8, "alpha": 0.05, "base_rate": base_rate, "seed_sd": seed_sd or 0.0,
@@ -85,13 +87,14 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
     }
 
 
-def pairwise(ids: list[str], scores: dict[str, dict[str, list[float]]], seed: int = 0) -> list[dict]:
-    """Every later Table 1 row minus every earlier one, paired over the tasks and seeds both
-    scored, with `apart` true where the 95% interval excludes 0: which rows P tells apart."""
+def pairwise(ids: list[str], compare) -> list[dict]:
+    """Every later Table 1 row minus every earlier one (`compare(a, b)`: the paired difference
+    a − b, the one the Δ columns show), with `apart` true where the 95% interval excludes 0: which
+    rows P tells apart."""
     out = []
     for i, a in enumerate(ids):
         for b in ids[:i]:
-            d = stats.paired_difference(scores[a], scores[b], seed=seed)
+            d = compare(a, b)
             out.append({"a": a, "b": b, **d, "apart": d["low"] > 0 or d["high"] < 0})
     return out
 
