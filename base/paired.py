@@ -5,11 +5,17 @@ difference is beyond noise.
 
 A row's scores are `task id → per-seed scores` (seeds in the same order for every task). The
 resampling is a **crossed paired bootstrap**: one resample of the tasks (with replacement) is
-shared by both rows — the pairing — and each row's training seeds are resampled on their own,
-since a model trained with seed s on one curated set is an independent draw from one trained
-with seed s on another. Resampling both factors counts the task-to-task and the seed-to-seed
-variation; it slightly overstates the variance (McCullagh 2000), so a verdict errs cautious.
-With one seed the seed resample is the identity and it is the plain paired bootstrap over tasks.
+shared by both rows — the pairing — and so is one resample of the training seeds when both rows
+were trained with the same seeds (the same number of them: the quality table's `--seeds N` and
+the loop's `--seeds N` both train seeds 0..N−1). Pairing the seeds is measured, not assumed: at
+`cpu-small` (SFT lr 2e-4) a training seed moves every curated data set the same way — over nine
+rows × seeds 0, 1, 2 on 120 test tasks, 36% of the seed variance of P is shared by the rows
+(two-way ANOVA F(2, 16) 6.1; within-row permutation p 0.005; docs/results.md) — so a difference
+of two rows at the same seed varies less than two independent draws. Rows with different seed
+counts resample their seeds on their own. Resampling both factors counts the task-to-task and the
+seed-to-seed variation; it slightly overstates the variance (McCullagh 2000), so a verdict errs
+cautious. With one seed the seed resample is the identity and it is the plain paired bootstrap
+over tasks.
 All resampling takes an explicit seed (numpy's default generator).
 """
 from __future__ import annotations
@@ -43,11 +49,24 @@ def task_weights(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray
     return rng.multinomial(n, np.full(n, 1.0 / n), size=resamples) / n
 
 
-def resampled_means(m: np.ndarray, task_w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The mean of m (tasks × seeds) over each resample: the shared task weights, this row's own seed resample."""
-    seeds = m.shape[1]
-    seed_w = rng.multinomial(seeds, np.full(seeds, 1.0 / seeds), size=len(task_w)) / seeds
+def seed_weights(rng: np.random.Generator, seeds: int, resamples: int) -> np.ndarray:
+    """resamples × seeds: how often each training seed is drawn, over the number of seeds."""
+    return rng.multinomial(seeds, np.full(seeds, 1.0 / seeds), size=resamples) / seeds
+
+
+def resampled_means(m: np.ndarray, task_w: np.ndarray, rng: np.random.Generator,
+                    seed_w: np.ndarray | None = None) -> np.ndarray:
+    """The mean of m (tasks × seeds) over each resample: the shared task weights, and `seed_w`
+    (a resample of the seeds shared with another row) or, without it, this row's own."""
+    if seed_w is None:
+        seed_w = seed_weights(rng, m.shape[1], len(task_w))
     return np.einsum("bs,bs->b", task_w @ m, seed_w)
+
+
+def shared_seed_weights(rng: np.random.Generator, matrices: Sequence[np.ndarray], resamples: int) -> np.ndarray | None:
+    """One seed resample for rows trained with the same seeds (equal seed counts), else None."""
+    widths = {m.shape[1] for m in matrices}
+    return seed_weights(rng, widths.pop(), resamples) if len(widths) == 1 else None
 
 
 @dataclass(frozen=True)
@@ -69,5 +88,6 @@ def paired_difference(a: Scores, b: Scores, resamples: int = RESAMPLES, seed: in
     ma, mb = table(a, tasks), table(b, tasks)
     rng = np.random.default_rng(seed)
     task_w = task_weights(rng, len(tasks), resamples)
-    diffs = resampled_means(ma, task_w, rng) - resampled_means(mb, task_w, rng)
+    seed_w = shared_seed_weights(rng, (ma, mb), resamples)
+    diffs = resampled_means(ma, task_w, rng, seed_w) - resampled_means(mb, task_w, rng, seed_w)
     return PairedDifference(float(ma.mean() - mb.mean()), len(tasks), diffs)

@@ -64,8 +64,8 @@ class Margin:
 @dataclass(frozen=True)
 class PairedBootstrap:
     """Noise-aware: both strategies scored on the same tasks with several seeds. ΔP is resampled
-    with base.paired's crossed paired bootstrap (the tasks shared, each strategy's seeds on their
-    own: the routine the quality table's paired difference uses too); accept when ΔJ > margin in
+    with base.paired's crossed paired bootstrap (the tasks and the seeds shared: both strategies
+    train the run's seeds; the routine the quality table's paired difference uses too); accept when ΔJ > margin in
     at least `confidence` of the resamples. C is deterministic per strategy: ΔJ = ΔP − λ·ΔC."""
     margin: float = 0.0
     confidence: float = 0.9
@@ -101,17 +101,28 @@ the strategies measured) from `curateevo bench quality --split dev --spread` for
 benchmark, dev tasks); trainer/README.md gives the per-seed values. Two degrees of freedom: an
 estimate, not a certainty. The default margin is derived from it (`default_margin`)."""
 
+MEASURED_SEED_SHARED: dict[tuple[str, str, str], float] = {
+    # nine rows (Table 1's eight and evo4's rolled-back epoch) × training seeds 0, 1, 2 on 120 test
+    # tasks at SFT lr 2e-4 (2026-11-28, `benchmarks.quality.stats.seed_effect`): F(2, 16) 6.1,
+    # permutation p 0.004 — a seed that trains one curated set well trains the others well too
+    ("cpu-small", "smollm2-135m", "bfcl-single"): 0.36,
+}
+"""The share of the training seed's variance of P that curated data sets trained at the same
+seed share (`stats.seed_effect`) for (profile, base, benchmark). The loop trains every candidate
+at the same seeds, so a candidate and the best differ by the rest: the margin counts only that."""
+
 DEFAULT_CONFIDENCE = 0.9
 
 
 def default_margin(profile: str, base: str, benchmark: str, tasks: int, seeds: int, rule: str) -> tuple[float, str]:
     """The margin on ΔJ a run uses when none is given, and one sentence saying where it comes from.
 
-    The margin rule: a candidate and the best, each scored with S seeds, differ by training noise
-    alone with sd ≈ sd_P·√(2/S), so the margin is z₀.₉ · sd_P · √(2/S) — an accepted candidate
-    beats the best by more than that noise with 90% one-sided confidence. The paired bootstrap
-    resamples the tasks and each strategy's seeds (base.paired), so it already carries the seed
-    noise: the margin is 0 and the 90% is the bootstrap's. A setting with no measured spread gets 0."""
+    The margin rule: a candidate and the best, each scored with the same S seeds, differ by
+    training noise alone with sd ≈ sd_P·√(2·(1 − shared)/S), `shared` the measured share of the seed
+    variance that both carry (`MEASURED_SEED_SHARED`, 0 where unmeasured), so the margin is
+    z₀.₉ · sd_P · √(2·(1 − shared)/S) — an accepted candidate beats the best by more than that
+    noise with 90% one-sided confidence. The paired bootstrap resamples the tasks and the seeds both
+    strategies trained (base.paired), so it already carries the seed noise: the margin is 0 and the 90% is the bootstrap's. A setting with no measured spread gets 0."""
     if rule == "paired":
         return 0.0, (f"paired bootstrap over {seeds} seed(s), accepted at {DEFAULT_CONFIDENCE:.0%} of the resamples, "
                      "margin 0 (tasks and seeds are resampled, so the seed noise is in the verdict)")
@@ -126,10 +137,12 @@ def default_margin(profile: str, base: str, benchmark: str, tasks: int, seeds: i
                      "dev tasks (measure it with `curateevo bench quality --spread --seeds 3`, then give --margin)")
     from benchmarks.quality.stats import acceptance_margin
 
-    margin = round(acceptance_margin(sd, seeds, DEFAULT_CONFIDENCE), 4)
+    shared = MEASURED_SEED_SHARED.get((profile, base, benchmark), 0.0)
+    margin = round(acceptance_margin(sd, seeds, DEFAULT_CONFIDENCE, shared), 4)
     return margin, (f"margin {margin:g} on ΔJ: {DEFAULT_CONFIDENCE:.0%} one-sided above the training-seed spread of P "
-                    f"measured for {profile}, {base}, {benchmark}, {tasks} dev tasks (sd {sd:.3f}, {seeds} seed(s); "
-                    "trainer/README.md)")
+                    f"measured for {profile}, {base}, {benchmark}, {tasks} dev tasks (sd {sd:.3f}, {seeds} seed(s)"
+                    + (f", {shared:.0%} of its variance shared by candidates trained at the same seed" if shared else "")
+                    + "; trainer/README.md)")
 
 
 # name → factory(run config) of the rule

@@ -112,10 +112,15 @@ def test_the_default_margin_is_derived_from_the_measured_seed_spread(monkeypatch
     from evolver import acceptance
 
     monkeypatch.setitem(acceptance.MEASURED_SEED_SD, ("cpu-small", "smollm2-135m", "bfcl-single", 60), 0.025)
+    monkeypatch.setitem(acceptance.MEASURED_SEED_SHARED, ("cpu-small", "smollm2-135m", "bfcl-single"), 0.0)
     margin, why = acceptance.default_margin("cpu-small", "smollm2-135m", "bfcl-single", 60, 1, "margin")
     assert margin == pytest.approx(1.2816 * 0.025 * math.sqrt(2), abs=1e-4)   # z₀.₉ · sd · √(2/S)
-    assert "sd 0.025" in why and "trainer/README.md" in why
-    assert acceptance.default_margin("cpu-small", "smollm2-135m", "bfcl-single", 60, 4, "margin")[0] == pytest.approx(margin / 2, abs=1e-4)
+    assert "sd 0.025" in why and "trainer/README.md" in why and "shared" not in why
+    # the share of the seed variance every candidate trained at the same seed carries is not noise
+    monkeypatch.setitem(acceptance.MEASURED_SEED_SHARED, ("cpu-small", "smollm2-135m", "bfcl-single"), 0.5)
+    halved, why = acceptance.default_margin("cpu-small", "smollm2-135m", "bfcl-single", 60, 1, "margin")
+    assert halved == pytest.approx(1.2816 * 0.025, abs=1e-4) and "50% of its variance shared" in why
+    assert acceptance.default_margin("cpu-small", "smollm2-135m", "bfcl-single", 60, 4, "margin")[0] == pytest.approx(halved / 2, abs=1e-4)
     assert acceptance.default_margin("cpu-small", "smollm2-135m", "bfcl-single", 60, 2, "paired")[0] == 0.0
     margin, why = acceptance.default_margin("paper", "qwen3-4b", "bfcl-single", 60, 1, "margin")
     assert margin == 0.0 and "--spread" in why          # nothing measured there: said, not guessed
@@ -124,7 +129,7 @@ def test_the_default_margin_is_derived_from_the_measured_seed_spread(monkeypatch
 
 
 def test_a_run_without_margin_gets_the_derived_one_and_an_explicit_margin_wins(tmp_path):
-    from evolver.acceptance import MEASURED_SEED_SD, default_margin
+    from evolver.acceptance import MEASURED_SEED_SD, MEASURED_SEED_SHARED, default_margin
     from evolver.config import resolve
 
     from test_run_config import configured
@@ -132,9 +137,12 @@ def test_a_run_without_margin_gets_the_derived_one_and_an_explicit_margin_wins(t
     derived = default_margin("cpu-small", "smollm2-135m", "bfcl-single", 60, 1, "margin")[0]
     assert MEASURED_SEED_SD[("cpu-small", "smollm2-135m", "bfcl-single", 60)] > 0 and derived > 0
     assert resolve(configured(tmp_path, "epochs: 3\n", "--tasks", "60"), ("c.jsonl",), "0" * 64).margin == derived
-    # the default (all 186 dev tasks): the spread measured there over three seeds, sd 0.0144
+    # the default (all 186 dev tasks): the spread measured there over three seeds, sd 0.0144, of
+    # which the measured shared part is common to every candidate
+    shared = MEASURED_SEED_SHARED[("cpu-small", "smollm2-135m", "bfcl-single")]
+    assert 0 < shared < 1
     assert resolve(configured(tmp_path, "epochs: 3\n"), ("c.jsonl",), "0" * 64).margin == \
         default_margin("cpu-small", "smollm2-135m", "bfcl-single", 186, 1, "margin")[0] == \
-        pytest.approx(1.2816 * 0.0144 * math.sqrt(2), abs=1e-4)
+        pytest.approx(1.2816 * 0.0144 * math.sqrt(2 * (1 - shared)), abs=1e-4)
     assert resolve(configured(tmp_path, "epochs: 3\n", "--seeds", "2"), ("c.jsonl",), "0" * 64).margin == 0.0
     assert resolve(configured(tmp_path, "epochs: 3\n", "--margin", "0.01"), ("c.jsonl",), "0" * 64).margin == 0.01

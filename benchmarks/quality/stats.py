@@ -11,8 +11,10 @@ in the same order for every task). Every interval is a two-sided 95% interval un
   interval errs wide, never narrow.
 
 Two rows are compared on the same tasks with base/paired.py's crossed paired bootstrap (one task
-resample shared by both rows, the seeds resampled per row): the same routine by which the loop's
-noise-aware acceptance judges a candidate. All resampling takes an explicit seed.
+resample shared by both rows, and one seed resample when both were trained with the same seeds):
+the same routine by which the loop's noise-aware acceptance judges a candidate. `seed_effect`
+measures how much of the training seed's effect on P the rows share — what pairing the seeds
+removes. All resampling takes an explicit seed.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from base.paired import RESAMPLES, Scores, resampled_means, table, task_weights
+from base.paired import RESAMPLES, Scores, resampled_means, shared_seed_weights, table, task_weights
 from base.paired import paired_difference as paired_resamples
 
 
@@ -92,7 +94,8 @@ def gap_recovered(row: Scores, wild: Scores, labeled: Scores, confidence: float 
         return None
     rng = np.random.default_rng(seed)
     task_w = task_weights(rng, len(tasks), resamples)
-    r, w, lab = (resampled_means(m, task_w, rng) for m in (mr, mw, ml))
+    seed_w = shared_seed_weights(rng, (mr, mw, ml), resamples)
+    r, w, lab = (resampled_means(m, task_w, rng, seed_w) for m in (mr, mw, ml))
     positive = lab - w > 0
     shares = (r - w)[positive] / (lab - w)[positive]
     est = Estimate(float((mr.mean() - mw.mean()) / gap), *_percentiles(shares, confidence),
@@ -101,42 +104,45 @@ def gap_recovered(row: Scores, wild: Scores, labeled: Scores, confidence: float 
 
 
 def minimal_detectable_difference(n_tasks: int, seeds: int, p: float = 0.25, seed_sd: float = 0.0,
-                                  alpha: float = 0.05, power: float = 0.8) -> float:
+                                  alpha: float = 0.05, power: float = 0.8, shared: float = 0.0) -> float:
     """The smallest true difference in P between two rows (n tasks, S seeds each) that a
     two-sided test at level `alpha` detects with probability `power`:
 
-        MDD = (z_{1−α/2} + z_{power}) · sqrt(2 · (p(1−p)/(n·S) + seed_sd²/S))
+        MDD = (z_{1−α/2} + z_{power}) · sqrt(2 · (p(1−p)/(n·S) + (1 − shared) · seed_sd²/S))
 
-    where p is the base success rate and seed_sd the measured spread of P between training
-    seeds (0 when unmeasured: then it is a lower bound). A base rate measured at 0 or 1 is no
+    where p is the base success rate, seed_sd the measured spread of P between training seeds (0
+    when unmeasured: then it is a lower bound) and `shared` the share of its variance that two rows
+    trained at the same seeds share (`seed_effect`; 0: independent draws). A base rate measured at 0 or 1 is no
     evidence of zero variance: it counts as half a success (or failure) in n·S + 1 trials."""
     if n_tasks < 1 or seeds < 1:
         raise ValueError("need at least one task and one seed")
     if p <= 0 or p >= 1:
         edge = 0.5 / (n_tasks * seeds + 1)
         p = edge if p <= 0 else 1 - edge
-    variance = p * (1 - p) / (n_tasks * seeds) + seed_sd ** 2 / seeds
+    variance = p * (1 - p) / (n_tasks * seeds) + (1 - shared) * seed_sd ** 2 / seeds
     return (_z(1 - alpha) + NormalDist().inv_cdf(power)) * math.sqrt(2 * variance)
 
 
-def paired_minimal_detectable_difference(a: Scores, b: Scores, seed_sd: float = 0.0,
+def paired_minimal_detectable_difference(a: Scores, b: Scores, seed_sd: float = 0.0, shared: float = 0.0,
                                          alpha: float = 0.05, power: float = 0.8) -> float:
     """The minimal detectable difference of two rows compared on the same tasks, as the loop
     compares a candidate with the best: the measured per-task differences d_t (each row's mean
     over its seeds) give the task part, the training-seed spread the rest:
 
-        MDD = (z_{1−α/2} + z_{power}) · sqrt(var(d)/n + 2 · seed_sd²/S)
+        MDD = (z_{1−α/2} + z_{power}) · sqrt(var(d)/n + 2 · (1 − shared) · seed_sd²/S)
 
     Rows that agree on most tasks (a curation edit changes a few outcomes) are told apart at a far
-    smaller difference than `minimal_detectable_difference` assumes for independent samples. With
-    seed_sd 0 (unmeasured) it is a lower bound."""
+    smaller difference than `minimal_detectable_difference` assumes for independent samples.
+    `shared`: the share of the seed variance both rows share when trained at the same seeds
+    (`seed_effect`), which their difference does not carry. With seed_sd 0 (unmeasured) it is a
+    lower bound."""
     tasks = sorted(set(a) & set(b))
     if len(tasks) < 2:
         raise ValueError("need at least two tasks scored by both rows")
     ma, mb = table(a, tasks), table(b, tasks)
     d = ma.mean(axis=1) - mb.mean(axis=1)
     seeds = min(ma.shape[1], mb.shape[1])
-    variance = float(np.var(d, ddof=1)) / len(tasks) + 2 * seed_sd ** 2 / seeds
+    variance = float(np.var(d, ddof=1)) / len(tasks) + 2 * (1 - shared) * seed_sd ** 2 / seeds
     return (_z(1 - alpha) + NormalDist().inv_cdf(power)) * math.sqrt(variance)
 
 
@@ -149,8 +155,54 @@ def seed_spread(per_seed: Sequence[float]) -> dict:
             "sd": float(np.std(values, ddof=1)), "range": max(values) - min(values)}
 
 
-def acceptance_margin(seed_sd: float, seeds: int, confidence: float = 0.9) -> float:
+def acceptance_margin(seed_sd: float, seeds: int, confidence: float = 0.9, shared: float = 0.0) -> float:
     """The margin on ΔP above which a candidate beats the best by more than training noise with
-    one-sided `confidence`, both scored with `seeds` seeds on the same tasks:
-    z_confidence · seed_sd · sqrt(2 / seeds)."""
-    return NormalDist().inv_cdf(confidence) * seed_sd * math.sqrt(2 / seeds)
+    one-sided `confidence`, both scored with the same `seeds` seeds on the same tasks:
+    z_confidence · seed_sd · sqrt(2 · (1 − shared) / seeds), `shared` the share of the seed
+    variance that rows trained at the same seed share (`seed_effect`; 0: independent draws)."""
+    return NormalDist().inv_cdf(confidence) * seed_sd * math.sqrt(2 * (1 - shared) / seeds)
+
+
+def seed_effect(per_row: dict[str, Sequence[float]], permutations: int = 10_000, seed: int = 0) -> dict | None:
+    """How much of the training seed's effect on P the rows share: a two-way analysis of variance
+    of P over rows × seeds (one value per cell, rows with the most common seed count ≥ 2). The
+    seed mean square against the residual gives F and its p; `p_permutation` permutes each row's
+    seed labels (`permutations` times, seeded), which assumes no normality. `shared_var` is the
+    variance of the seed effect every row shares, `residual_var` the rest of a row's seed variance
+    (floored at 0, as the method-of-moments estimate can go negative) and `shared` the former's
+    share: two rows trained at the same seeds differ by seed noise of variance 2·residual_var,
+    not 2·(shared_var + residual_var). None with fewer than 2 residual degrees of freedom."""
+    from collections import Counter
+
+    from scipy.stats import f as f_dist
+
+    widths = Counter(len(v) for v in per_row.values() if len(v) >= 2)
+    if not widths:
+        return None
+    width = max(widths, key=lambda w: (widths[w], w))
+    ids = sorted(r for r, v in per_row.items() if len(v) == width)
+    m = np.asarray([[float(x) for x in per_row[r]] for r in ids])
+    rows, seeds = m.shape
+    df_seed, df_res = seeds - 1, (rows - 1) * (seeds - 1)
+    if df_res < 2:
+        return None
+
+    def mean_squares(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:   # over the last two axes
+        grand = x.mean(axis=(-2, -1), keepdims=True)
+        seed_ms = rows * ((x.mean(axis=-2, keepdims=True) - grand) ** 2).sum(axis=(-2, -1)) / df_seed
+        res = x - x.mean(axis=-1, keepdims=True) - x.mean(axis=-2, keepdims=True) + grand
+        return seed_ms, (res ** 2).sum(axis=(-2, -1)) / df_res
+
+    seed_ms, res_ms = (float(v) for v in mean_squares(m))
+    shuffled = np.random.default_rng(seed).permuted(np.broadcast_to(m, (permutations, rows, seeds)), axis=-1)
+    perm_seed, perm_res = mean_squares(shuffled)
+    # F's order without dividing by a residual that can be 0
+    as_large = int(np.sum(perm_seed - perm_res >= seed_ms - res_ms - 1e-12))
+    shared_var = max(0.0, (seed_ms - res_ms) / rows)
+    total = shared_var + res_ms
+    F = seed_ms / res_ms if res_ms > 0 else math.inf
+    return {"rows": ids, "seeds": seeds, "F": round(F, 4), "df": [df_seed, df_res],
+            "p": round(float(f_dist.sf(F, df_seed, df_res)), 6) if res_ms > 0 else 0.0,
+            "p_permutation": round((as_large + 1) / (permutations + 1), 6), "permutations": permutations,
+            "shared_var": round(shared_var, 8), "residual_var": round(res_ms, 8),
+            "shared": round(shared_var / total, 4) if total > 0 else 0.0}

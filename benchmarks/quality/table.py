@@ -71,6 +71,8 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
     table1 = [r.id for r in rows if r.table == 1 and r.id in scores]
     base_rate = fmean(per_seed["rho0-wild"]) if "rho0-wild" in per_seed else BASE_RATE
     seed_sd = pooled_seed_sd(per_seed)
+    effect = stats.seed_effect({rid: per_seed[rid] for rid in table1}, seed=seed)
+    shared = effect["shared"] if effect else 0.0
     return {
         "setting": {**dataclasses.asdict(setting), "seeds": list(setting.seeds)},
         "tasks": n,
@@ -79,9 +81,11 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
         "rows": out_rows,
         "pairs": pairwise(table1, compare),
         "seed_sd": seed_sd,
+        "seed_effect": effect,
         "minimal_detectable_difference": {
-            "power": 0.8, "alpha": 0.05, "base_rate": base_rate, "seed_sd": seed_sd or 0.0,
-            "value": stats.minimal_detectable_difference(n, n_seeds, base_rate, seed_sd or 0.0) if n else None,
+            "power": 0.8, "alpha": 0.05, "base_rate": base_rate, "seed_sd": seed_sd or 0.0, "shared": shared,
+            "value": stats.minimal_detectable_difference(n, n_seeds, base_rate, seed_sd or 0.0, shared=shared)
+            if n else None,
             "seed_sd_measured": seed_sd is not None,
         },
     }
@@ -209,8 +213,16 @@ def mdd_sentence(doc: dict) -> str:
         return "minimal detectable difference: no tasks"
     spread = (f"measured seed spread {m['seed_sd']:.3f}" if m["seed_sd_measured"]
               else "seed spread not measured: a lower bound")
-    return (f"minimal detectable difference in P between two rows (power 0.8, α 0.05, {doc['tasks']} tasks × "
+    if m.get("shared"):
+        spread += f", {m['shared']:.0%} of its variance shared by rows at the same seed"
+    text = (f"minimal detectable difference in P between two rows (power 0.8, α 0.05, {doc['tasks']} tasks × "
             f"{len(doc['setting']['seeds'])} seeds, base rate {m['base_rate']:.3f}, {spread}): {100 * m['value']:.1f} points")
+    e = doc.get("seed_effect")
+    if e:   # what pairing the seeds (base/paired.py) rests on
+        text += (f"\n\nthe training seed's effect shared by the {len(e['rows'])} Table 1 rows (rows × seeds analysis of "
+                 f"variance): {e['shared']:.0%} of the seed variance, F({e['df'][0]}, {e['df'][1]}) {e['F']:.2f}, "
+                 f"p {e['p']:.3g} (permutation p {e['p_permutation']:.3g}); the paired comparisons pair the seeds")
+    return text
 
 
 def plot(doc: dict, path: Path) -> None:
