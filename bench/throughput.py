@@ -169,8 +169,11 @@ def _sft_figures(clock: StepClock, flops_token: float, peak: float | None, devic
     steps = clock.measured()
     seconds, tokens = sum(s for s, _ in steps), sum(t for _, t in steps)
     rate = tokens / seconds if seconds else None
+    late = steps[len(steps) // 2:]   # past warm-up and, under torch.compile, most recompilations
+    late_s = sum(s for s, _ in late)
     return {"steps": len(clock.steps), "measured_steps": len(steps), "tokens": tokens, "seconds": round(seconds, 3),
             "tokens_per_s": None if rate is None else round(rate, 1),
+            "second_half_tokens_per_s": round(sum(t for _, t in late) / late_s, 1) if late_s else None,
             "step_s": round(seconds / len(steps), 4) if steps else None,
             "mfu": None if rate is None or not peak else round(rate * flops_token / peak, 4),
             "peak_memory_mb": _peak_memory_mb(device)}
@@ -199,17 +202,37 @@ def run_baseline(source, tokenizer, records, profile, steps, place, out, seed, f
     return result
 
 
-def run_recipe_sft(source, tokenizer, examples, profile, steps, place, out, seed, flops_token, peak) -> dict:
+TORCH_COMPILE = ("static", "dynamic")
+"""`--torch-compile`: the model under torch.compile (inductor), shapes specialised per batch
+length (recompiling up to dynamo's limit) or symbolic from the first batch. Not the recipe's:
+on the 2-core Xeon both were slower than eager (trainer/README.md)."""
+
+
+def _compiled(args, mode: str | None):
+    if mode:
+        import torch._dynamo
+
+        args.torch_compile, args.torch_compile_backend = True, "inductor"
+        if mode == "dynamic":
+            torch._dynamo.config.assume_static_by_default = False
+            torch._dynamo.config.recompile_limit = 64
+    return args
+
+
+def run_recipe_sft(source, tokenizer, examples, profile, steps, place, out, seed, flops_token, peak,
+                   torch_compile: str | None = None) -> dict:
     from trainer.sft import build_trainer, sft_config
 
     device, dtype = place
     _memory_reset(device)
     clock = StepClock(device)
+    args = _compiled(sft_config(RECIPE, profile, steps, out / "sft", seed, device == "cpu"), torch_compile)
     trainer, padding = build_trainer(models.load_model(source, dtype=dtype), tokenizer, examples, RECIPE, profile,
-                                     sft_config(RECIPE, profile, steps, out / "sft", seed, device == "cpu"), [clock])
+                                     args, [clock])
     _quiet(trainer).train()
     result = {**_sft_figures(clock, flops_token, peak, device), "padding_share": padding.share(),
-              "length_grouped": profile.sft_length_grouped, "uniform_dropout": profile.uniform_dropout}
+              "length_grouped": profile.sft_length_grouped, "uniform_dropout": profile.uniform_dropout,
+              "torch_compile": torch_compile}
     del trainer
     return result
 
@@ -254,8 +277,11 @@ def run_grpo(source, tokenizer, rows, reward_names, profile, steps, place, out, 
 
 def measure(profile_name: str = "test", base: str | None = None, sft_records=None, rl_records=None, *,
             sft_steps: int | None = None, grpo_steps: int | None = None, seed: int = 0, baseline: bool = True,
-            grpo: bool = True, **budget) -> dict:
-    """Run the three measurements; `budget` overrides fields of the profile (as `train --set`)."""
+            grpo: bool = True, torch_compile: str | None = None, **budget) -> dict:
+    """Run the three measurements; `budget` overrides fields of the profile (as `train --set`);
+    `torch_compile` (one of TORCH_COMPILE) compiles the recipe's SFT model."""
+    if torch_compile not in (None, *TORCH_COMPILE):
+        raise UserError(f"--torch-compile {torch_compile!r}: one of {', '.join(TORCH_COMPILE)}")
     import torch
     import transformers
 
@@ -301,7 +327,7 @@ def measure(profile_name: str = "test", base: str | None = None, sft_records=Non
                                               flops_token, peak)
             _say("baseline", result["baseline"])
         result["sft"] = run_recipe_sft(source, tokenizer, examples, profile, sft_steps, place, out, seed,
-                                       flops_token, peak)
+                                       flops_token, peak, torch_compile)
         _say("sft", result["sft"])
         if baseline and result["baseline"]["tokens_per_s"] and result["sft"]["tokens_per_s"]:
             result["sft_vs_baseline"] = round(result["sft"]["tokens_per_s"] / result["baseline"]["tokens_per_s"], 3)
@@ -342,7 +368,9 @@ def format_result(r: dict) -> str:
         if key in r:
             s = r[key]
             mfu = "n/a" if s["mfu"] is None else f"{s['mfu']:.1%}"
-            lines.append(f"{label:<26} {s['tokens_per_s']} tokens/s, {s['step_s']} s/step, MFU {mfu}, "
+            compiled = f" (torch.compile {s['torch_compile']})" if s.get("torch_compile") else ""
+            lines.append(f"{label + compiled:<26} {s['tokens_per_s']} tokens/s ({s['second_half_tokens_per_s']} over "
+                         f"the second half), {s['step_s']} s/step, MFU {mfu}, "
                          f"peak memory {s['peak_memory_mb']:.0f} MB ({s['measured_steps']} of {s['steps']} steps)")
     if "sft_vs_baseline" in r:
         lines.append(f"{'recipe / baseline':<26} {r['sft_vs_baseline']}× tokens/s")
@@ -368,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="override a profile budget")
     p.add_argument("--out", type=Path, help="write the result as JSON here")
+    p.add_argument("--torch-compile", choices=TORCH_COMPILE, help="the recipe's SFT model under torch.compile "
+                   "(inductor): static shapes or dynamic ones (not the recipe's; for measuring it)")
     p.add_argument("--breakdown", action="store_true", help="only where an SFT step's time goes (phases, operator "
                    "kinds, padding), for the profile's precision")
     args = p.parse_args(argv)
@@ -386,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     result = measure(args.profile, args.base, data.read_records(args.sft, "sft") if args.sft else default_sft,
                      data.read_records(args.rl, "rl") if args.rl else default_rl, sft_steps=args.sft_steps,
                      grpo_steps=args.grpo_steps, seed=args.seed, baseline=not args.no_baseline, grpo=not args.no_grpo,
-                     **parse_budget(args.set))
+                     torch_compile=args.torch_compile, **parse_budget(args.set))
     print(format_result(result))
     if args.out:
         args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

@@ -177,3 +177,15 @@ def test_throughput_breakdown_says_where_an_sft_step_goes():
     assert set(r["step_s"]) == {"forward", "backward", "optimizer"} and all(v > 0 for v in r["step_s"].values())
     assert sum(r["operator_time_share"].values()) == pytest.approx(1, abs=0.01) and r["operator_time_share"]["matmul"] > 0
     assert 0 <= r["padding_share"] < 1 and r["tokens_per_s"] > 0
+
+
+def test_throughput_bench_measures_the_sft_model_under_torch_compile():
+    # the lever trainer/README.md measured (and rejected) on the CPU: the recipe's model compiled by inductor
+    sft, rl = sample_records(short=True)
+    r = measure("test", "tiny-random", sft[:8], rl[:2], sft_steps=3, baseline=False, grpo=False, max_length=256,
+                torch_compile="static")
+    s = r["sft"]
+    assert s["torch_compile"] == "static" and s["steps"] == 3 and s["tokens_per_s"] > 0
+    assert s["second_half_tokens_per_s"] > 0 and "baseline" not in r and "grpo" not in r
+    with pytest.raises(UserError, match="one of static, dynamic"):
+        measure("test", "tiny-random", sft[:8], rl[:2], torch_compile="max")
