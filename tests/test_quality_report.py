@@ -81,14 +81,20 @@ def test_every_pair_of_table_1_rows_is_compared_and_the_report_says_which_p_tell
     assert set(pairs) == {("oracle", "rho0-wild"), ("rho0-labeled", "rho0-wild"), ("rho0-labeled", "oracle")}
     assert pairs[("rho0-labeled", "rho0-wild")]["value"] == pytest.approx(0.2)      # 18 vs 10 of 40
     assert pairs[("rho0-labeled", "oracle")] == {**doc["rows"][2]["vs_oracle"], "a": "rho0-labeled",
-                                                 "b": "oracle", "apart": pairs[("rho0-labeled", "oracle")]["apart"]}
+                                                 "b": "oracle", "apart": pairs[("rho0-labeled", "oracle")]["apart"],
+                                                 "apart_holm": pairs[("rho0-labeled", "oracle")]["apart_holm"]}
     for p in pairs.values():
         assert p["apart"] == (p["low"] > 0 or p["high"] < 0)
+        assert p["apart_holm"] <= p["apart"] and 0 < p["p_two_sided"] <= 1
     assert pairs[("rho0-labeled", "rho0-wild")]["apart"]    # 8 more tasks solved on both seeds, none fewer
     text = table.markdown(doc).split("**Which Table 1 rows P tells apart**")[1]
     assert "| row − column | rho0-wild | oracle |" in text
     assert "| rho0-labeled | **+20.0 [" in text
-    assert f"{sum(p['apart'] for p in pairs.values())} of 3 pairs told apart (" in text
+    holm = sum(p["apart_holm"] for p in pairs.values())
+    assert f"{sum(p['apart'] for p in pairs.values())} of 3 pairs told apart (each interval on its own); {holm} of " \
+           "them also with Holm's correction for the 3 comparisons" in text
+    assert pairs[("rho0-labeled", "rho0-wild")]["apart_holm"] and "| rho0-labeled | **+20.0 [+" in text
+    assert text.count("]** †") == holm
 
 
 def test_the_spread_is_the_sd_of_p_between_seeds_and_sets_the_acceptance_margin(doc):
@@ -110,6 +116,7 @@ def test_the_minimal_detectable_difference_uses_the_measured_base_rate_and_sprea
     assert m["value"] == pytest.approx(stats.minimal_detectable_difference(40, 2, 0.25, 0.0707107, shared=1.0), abs=1e-6)
     assert m["value"] < stats.minimal_detectable_difference(40, 2, 0.25, 0.0707107)
     assert "100% of its variance shared by rows at the same seed" in table.mdd_sentence(doc)
+    assert e["F"] is None and "every row moved alike between seeds" in table.mdd_sentence(doc)
 
 
 def test_the_report_files_are_written_whole(doc, tmp_path):

@@ -107,7 +107,7 @@ def test_the_seed_effect_shared_by_rows_is_measured_by_an_analysis_of_variance()
         sum(stats.seed_spread(v)["sd"] ** 2 for v in table1.values()) / len(table1), abs=1e-7)
     # a pure seed effect is all shared; rows whose seeds move them in opposite ways share none
     pure = stats.seed_effect({"a": [0.1, 0.2, 0.3], "b": [0.2, 0.3, 0.4], "c": [0.0, 0.1, 0.2]})
-    assert pure["shared"] == 1.0 and pure["residual_var"] == pytest.approx(0.0, abs=1e-12)
+    assert pure["shared"] == 1.0 and pure["residual_var"] == 0.0 and pure["F"] is None and pure["p"] == 0.0
     none = stats.seed_effect({"a": [0.1, 0.2, 0.3], "b": [0.3, 0.2, 0.1], "c": [0.2, 0.2, 0.2]})
     assert none["shared"] == 0.0 and none["p_permutation"] > 0.5
     # with too few residual degrees of freedom there is nothing to say
@@ -175,3 +175,15 @@ def test_a_base_rate_measured_at_zero_or_one_still_leaves_a_detectable_differenc
     assert stats.minimal_detectable_difference(20, 1, 0.0) == pytest.approx(
         stats.minimal_detectable_difference(20, 1, edge), abs=1e-12) and stats.minimal_detectable_difference(20, 1, 0.0) > 0.1
     assert stats.minimal_detectable_difference(20, 1, 1.0) == pytest.approx(stats.minimal_detectable_difference(20, 1, 0.0))
+
+
+def test_holm_rejects_step_down_against_alpha_over_the_hypotheses_left():
+    # m = 4: the smallest p against .05/4, the next against .05/3, then .05/2, then .05
+    assert stats.holm([0.01, 0.04, 0.012, 0.3]) == [True, False, True, False]   # .01 ≤ .0125, .012 ≤ .0167, .04 > .025
+    assert stats.holm([0.013, 0.5]) == [True, False] and stats.holm([0.03, 0.04]) == [False, False]
+    assert stats.holm([0.02, 0.03]) == [True, True] and stats.holm([]) == []
+    # a bootstrap p is never 0: (k + 1)/(R + 1); two-sided, at most 1
+    b = binary(30, 100)
+    far = stats.paired_difference(binary(60, 100), b, seed=0)
+    assert far["p_two_sided"] == pytest.approx(2 / 10_001, abs=1e-6)
+    assert stats.paired_difference(b, dict(b), seed=0)["p_two_sided"] == 1.0

@@ -75,10 +75,26 @@ def mean_interval(scores: Scores, confidence: float = 0.95, resamples: int = RES
 def paired_difference(a: Scores, b: Scores, confidence: float = 0.95, resamples: int = RESAMPLES,
                       seed: int = 0) -> dict:
     """Mean(a) − mean(b) on the tasks both rows scored: the estimate, its interval, and the
-    one-sided share of resamples where a does not beat b (`p_not_better`); base.paired's routine."""
+    one-sided share of resamples where a does not beat b (`p_not_better`) and the two-sided
+    bootstrap p of no difference (`p_two_sided`, (k + 1)/(R + 1) so never 0); base.paired's routine."""
     d = paired_resamples(a, b, resamples, seed)
     est = Estimate(d.value, *_percentiles(d.resampled, confidence), "paired bootstrap over tasks × seeds")
-    return {**est.to_json(), "tasks": d.tasks, "p_not_better": round(float(np.mean(d.resampled <= 0)), 6)}
+    tail = min(int(np.sum(d.resampled <= 0)), int(np.sum(d.resampled >= 0)))
+    return {**est.to_json(), "tasks": d.tasks, "p_not_better": round(float(np.mean(d.resampled <= 0)), 6),
+            "p_two_sided": round(min(1.0, 2 * (tail + 1) / (len(d.resampled) + 1)), 6)}
+
+
+def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:
+    """Holm's step-down correction: which of m hypotheses are rejected with family-wise error
+    ≤ alpha (the i-th smallest p against alpha/(m − i), stopping at the first that is not).
+    Written here: scipy has no Holm (only Benjamini–Hochberg), statsmodels is not a dependency."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    rejected = [False] * len(p_values)
+    for rank, i in enumerate(order):
+        if p_values[i] > alpha / (len(p_values) - rank):
+            break
+        rejected[i] = True
+    return rejected
 
 
 def gap_recovered(row: Scores, wild: Scores, labeled: Scores, confidence: float = 0.95,
@@ -171,7 +187,8 @@ def seed_effect(per_row: dict[str, Sequence[float]], permutations: int = 10_000,
     variance of the seed effect every row shares, `residual_var` the rest of a row's seed variance
     (floored at 0, as the method-of-moments estimate can go negative) and `shared` the former's
     share: two rows trained at the same seeds differ by seed noise of variance 2·residual_var,
-    not 2·(shared_var + residual_var). None with fewer than 2 residual degrees of freedom."""
+    not 2·(shared_var + residual_var). F is None where the residual is 0. None with fewer than 2
+    residual degrees of freedom."""
     from collections import Counter
 
     from scipy.stats import f as f_dist
@@ -194,14 +211,15 @@ def seed_effect(per_row: dict[str, Sequence[float]], permutations: int = 10_000,
         return seed_ms, (res ** 2).sum(axis=(-2, -1)) / df_res
 
     seed_ms, res_ms = (float(v) for v in mean_squares(m))
+    res_ms = 0.0 if res_ms < 1e-12 else res_ms   # rounding, where every row moves alike
     shuffled = np.random.default_rng(seed).permuted(np.broadcast_to(m, (permutations, rows, seeds)), axis=-1)
     perm_seed, perm_res = mean_squares(shuffled)
     # F's order without dividing by a residual that can be 0
     as_large = int(np.sum(perm_seed - perm_res >= seed_ms - res_ms - 1e-12))
     shared_var = max(0.0, (seed_ms - res_ms) / rows)
     total = shared_var + res_ms
-    F = seed_ms / res_ms if res_ms > 0 else math.inf
-    return {"rows": ids, "seeds": seeds, "F": round(F, 4), "df": [df_seed, df_res],
+    F = round(seed_ms / res_ms, 4) if res_ms > 0 else None   # None: no residual, every row moved alike
+    return {"rows": ids, "seeds": seeds, "F": F, "df": [df_seed, df_res],
             "p": round(float(f_dist.sf(F, df_seed, df_res)), 6) if res_ms > 0 else 0.0,
             "p_permutation": round((as_large + 1) / (permutations + 1), 6), "permutations": permutations,
             "shared_var": round(shared_var, 8), "residual_var": round(res_ms, 8),

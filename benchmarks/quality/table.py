@@ -94,35 +94,41 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
 def pairwise(ids: list[str], compare) -> list[dict]:
     """Every later Table 1 row minus every earlier one (`compare(a, b)`: the paired difference
     a − b, the one the Δ columns show), with `apart` true where the 95% interval excludes 0: which
-    rows P tells apart."""
+    rows P tells apart; `apart_holm` where it stays apart after Holm's correction for all the pairs
+    (family-wise α 0.05 on the two-sided bootstrap p)."""
     out = []
     for i, a in enumerate(ids):
         for b in ids[:i]:
             d = compare(a, b)
             out.append({"a": a, "b": b, **d, "apart": d["low"] > 0 or d["high"] < 0})
+    for pair, kept in zip(out, stats.holm([p["p_two_sided"] for p in out])):
+        pair["apart_holm"] = kept and pair["apart"]
     return out
 
 
 def pairs_markdown(doc: dict) -> list[str]:
-    """The lower triangle of row − column differences in points; bold where the interval excludes 0."""
+    """The lower triangle of row − column differences in points; bold where the interval excludes 0,
+    † where the pair stays apart after Holm's correction."""
     pairs = doc.get("pairs") or []
     if not pairs:
         return []
     ids = list(dict.fromkeys([pairs[0]["b"]] + [p["a"] for p in pairs]))
     cell = {(p["a"], p["b"]): p for p in pairs}
     lines = ["**Which Table 1 rows P tells apart** (row − column in points, paired over tasks × seeds, "
-             "95% CI; bold: the interval excludes 0)", "",
+             "95% CI; bold: the interval excludes 0; †: still apart after Holm's correction for every pair)", "",
              "| row − column | " + " | ".join(ids[:-1]) + " |", "|---|" + "---|" * (len(ids) - 1)]
     for a in ids[1:]:
         shown = []
         for b in ids[:-1]:
             p = cell.get((a, b))
             text = f"{100 * p['value']:+.1f} [{100 * p['low']:+.1f}, {100 * p['high']:+.1f}]" if p else ""
-            shown.append(f"**{text}**" if p and p["apart"] else text)
+            shown.append((f"**{text}**" if p and p["apart"] else text) + (" †" if p and p.get("apart_holm") else ""))
         lines.append(f"| {a} | " + " | ".join(shown) + " |")
     apart = sum(p["apart"] for p in pairs)
-    return lines + ["", f"{apart} of {len(pairs)} pairs told apart (each interval on its own: "
-                         "no correction for multiple comparisons).", ""]
+    holm = sum(bool(p.get("apart_holm")) for p in pairs)
+    return lines + ["", f"{apart} of {len(pairs)} pairs told apart (each interval on its own); {holm} of them "
+                         f"also with Holm's correction for the {len(pairs)} comparisons (family-wise α 0.05, "
+                         "two-sided bootstrap p).", ""]
 
 
 def add_per_task(doc: dict, cells: dict[str, list[dict]], golds: dict[str, list[dict | None]]) -> None:
@@ -220,8 +226,10 @@ def mdd_sentence(doc: dict) -> str:
     e = doc.get("seed_effect")
     if e:   # what pairing the seeds (base/paired.py) rests on
         text += (f"\n\nthe training seed's effect shared by the {len(e['rows'])} Table 1 rows (rows × seeds analysis of "
-                 f"variance): {e['shared']:.0%} of the seed variance, F({e['df'][0]}, {e['df'][1]}) {e['F']:.2f}, "
-                 f"p {e['p']:.3g} (permutation p {e['p_permutation']:.3g}); the paired comparisons pair the seeds")
+                 f"variance): {e['shared']:.0%} of the seed variance, "
+                 + (f"F({e['df'][0]}, {e['df'][1]}) {e['F']:.2f}, p {e['p']:.3g}" if e["F"] is not None
+                    else "every row moved alike between seeds")
+                 + f" (permutation p {e['p_permutation']:.3g}); the paired comparisons pair the seeds")
     return text
 
 
