@@ -101,9 +101,18 @@ def test_the_spread_is_the_sd_of_p_between_seeds_and_sets_the_acceptance_margin(
     result = table.spread(doc)
     wild = result["rows"]["rho0-wild"]
     assert wild["sd"] == pytest.approx(0.0707107, abs=1e-6)   # sd of (0.2, 0.3)
-    assert wild["margin_for_seeds"][2] == pytest.approx(stats.acceptance_margin(0.0707107, 2, 0.9), abs=1e-6)
     assert result["pooled_sd"] == pytest.approx(0.0707107, abs=1e-6)
     assert "rho0-wild: P per seed 0.200, 0.300; sd 0.071" in table.spread_text(result, doc)
+    # every row gains 4 tasks from seed 0 to seed 1: all of the seed noise is shared, none is left
+    # between two rows trained at the same seed
+    assert result["shared"] == 1.0 and wild["margin_for_seeds"][2] == 0.0
+    assert "shared by the 3 Table 1 rows at the same seed: 100% of the seed variance" in table.spread_text(result, doc)
+    # one row alone: no shared part can be measured, the margin treats seeds as independent draws
+    alone = table.summarize(ROWS[:1], {"rho0-wild": CELLS["rho0-wild"]}, Setting(tasks=40, seeds=(0, 1)), n_tasks=40)
+    lone = table.spread(alone)
+    assert lone["seed_effect"] is None and lone["rows"]["rho0-wild"]["margin_for_seeds"][2] == pytest.approx(
+        stats.acceptance_margin(0.0707107, 2, 0.9), abs=1e-6)
+    assert "not measured" in table.spread_text(lone, alone)
 
 
 def test_the_minimal_detectable_difference_uses_the_measured_base_rate_and_spread(doc):

@@ -272,15 +272,20 @@ def write(doc: dict, out: Path) -> dict[str, Path]:
 
 def spread(doc: dict, seeds_options: tuple[int, ...] = (1, 2, 3, 4), confidence: float = 0.9) -> dict:
     """The run-to-run spread of P per row (same data, different training seeds) and the margin
-    on ΔP that an acceptance with S seeds would need to beat that noise at `confidence`."""
+    on ΔP that an acceptance with S seeds would need to beat that noise at `confidence` — counting
+    only the part of it that the rows do not share when trained at the same seeds (`seed_effect`,
+    measured where the table has enough rows and seeds; else 0: independent draws)."""
+    effect = doc.get("seed_effect")
+    shared = effect["shared"] if effect else 0.0
     rows = {}
     for r in doc["rows"]:
         if r.get("pending") or len(r["per_seed_P"]) < 2:
             continue
         sp = stats.seed_spread(r["per_seed_P"])
-        rows[r["id"]] = {**sp, "margin_for_seeds": {s: stats.acceptance_margin(sp["sd"], s, confidence)
+        rows[r["id"]] = {**sp, "margin_for_seeds": {s: stats.acceptance_margin(sp["sd"], s, confidence, shared)
                                                     for s in seeds_options}}
-    return {"confidence": confidence, "rows": rows, "pooled_sd": doc["seed_sd"]}
+    return {"confidence": confidence, "rows": rows, "pooled_sd": doc["seed_sd"], "seed_effect": effect,
+            "shared": shared}
 
 
 def spread_text(result: dict, doc: dict) -> str:
@@ -292,4 +297,9 @@ def spread_text(result: dict, doc: dict) -> str:
                      f"range {r['range']:.3f}; acceptance margin on ΔP at {result['confidence']:.0%}: {margins}")
     if not result["rows"]:
         lines.append("  no row has two seeds yet")
+    e = result.get("seed_effect")
+    lines.append(f"  shared by the {len(e['rows'])} Table 1 rows at the same seed: {e['shared']:.0%} of the seed variance "
+                 f"(permutation p {e['p_permutation']:.3g}); the margins count the rest" if e else
+                 "  the seed effect the rows share is not measured (needs ≥ 3 Table 1 rows × 2 seeds or 2 × 3): "
+                 "the margins treat the rows' seeds as independent draws")
     return "\n".join(lines)
