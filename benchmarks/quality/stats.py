@@ -184,9 +184,8 @@ def seed_effect(per_row: dict[str, Sequence[float]], permutations: int = 10_000,
     of P over rows × seeds (one value per cell, rows with the most common seed count ≥ 2). The
     seed mean square against the residual gives F and its p; `p_permutation` permutes each row's
     seed labels (`permutations` times, seeded), which assumes no normality. `shared_var` is the
-    variance of the seed effect every row shares, `residual_var` the rest of a row's seed variance
-    (floored at 0, as the method-of-moments estimate can go negative) and `shared` the former's
-    share: two rows trained at the same seeds differ by seed noise of variance 2·residual_var,
+    variance of the seed effect every row shares (a method-of-moments estimate, floored at 0),
+    `residual_var` the rest of a row's seed variance and `shared` the former's share: two rows trained at the same seeds differ by seed noise of variance 2·residual_var,
     not 2·(shared_var + residual_var). F is None where the residual is 0. None with fewer than 2
     residual degrees of freedom."""
     from collections import Counter
