@@ -62,7 +62,7 @@ def summarize(doc: dict, results: dict[str, list[dict]], golds: dict[str, list[d
             d = stats.paired_difference(scores[a], scores[b])
             pair = {"a": a, "b": b, "what": what, **d, "resolved": d["low"] > 0 or d["high"] < 0,
                     "mdd_paired": round(stats.paired_minimal_detectable_difference(
-                        scores[a], scores[b], mdd.get("seed_sd") or 0.0), 6)}
+                        scores[a], scores[b], mdd.get("seed_sd") or 0.0, mdd.get("shared", 0.0)), 6)}
             if a in gold and b in gold:
                 g = stats.paired_difference(gold[a], gold[b])
                 pair["gold"] = {**g, "resolved": g["low"] > 0 or g["high"] < 0}
@@ -173,7 +173,7 @@ def run_note(cache: Path, *, benchmark: str, profile: str, base: str | None, tas
                 f"--calibrate --profile {profile}{on}` measures whether this setting sees data")
     m = cal["minimal_detectable_difference"]
     tasks = tasks or cal["tasks"]   # all of the split: as many as the calibration had
-    resolved = stats.minimal_detectable_difference(tasks, seeds, m["base_rate"], m["seed_sd"])
+    resolved = stats.minimal_detectable_difference(tasks, seeds, m["base_rate"], m["seed_sd"], shared=m.get("shared", 0.0))
     head = f"instrument ({cal['measured_on']}, {cal['tasks']} tasks × {len(cal['setting']['seeds'])} seed(s)): "
     what = "clean from poisoned data" if cal.get("must_differ", ["oracle"])[0] == "oracle" else "the corpus from its poisoned copy"
     sees = f"it tells {what}" if cal.get("sees_poison") else f"it did NOT tell {what}"
