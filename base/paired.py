@@ -10,7 +10,8 @@ were trained with the same seeds (the same number of them: the quality table's `
 the loop's `--seeds N` both train seeds 0..N−1). Pairing the seeds is measured, not assumed: at
 `cpu-small` (SFT lr 2e-4) a training seed moves every curated data set the same way — over nine
 rows × seeds 0, 1, 2 on 120 test tasks, 36% of the seed variance of P is shared by the rows
-(two-way ANOVA F(2, 16) 6.1; within-row permutation p 0.005; docs/results.md) — so a difference
+(two-way ANOVA F(2, 16) 6.1; within-row permutation p 0.005), and 32% of eight rows' on the 186
+dev tasks (permutation p 0.023; docs/results.md) — so a difference
 of two rows at the same seed varies less than two independent draws. Rows with different seed
 counts resample their seeds on their own. Resampling both factors counts the task-to-task and the
 seed-to-seed variation; it slightly overstates the variance (McCullagh 2000), so a verdict errs
