@@ -103,14 +103,15 @@ the strategies measured) from `curateevo bench quality --split dev --spread` for
 benchmark, dev tasks); trainer/README.md gives the per-seed values. Two degrees of freedom: an
 estimate, not a certainty. The default margin is derived from it (`default_margin`)."""
 
-MEASURED_SEED_SHARED: dict[tuple[str, str, str], float] = {
+MEASURED_SEED_SHARED: dict[tuple[str, str, str, int], float] = {
     # the same eight rows × seeds 0, 1, 2 on the 186 dev tasks (`stats.seed_effect`, 2026-11-28):
     # F(2, 14) 4.8, permutation p 0.023 — a seed that trains one curated set well trains the others
     # well too (on test, not used to set it: 38%, permutation p 0.008)
-    ("cpu-small", "smollm2-135m", "bfcl-single"): 0.32,
+    ("cpu-small", "smollm2-135m", "bfcl-single", 186): 0.32,
 }
 """The share of the training seed's variance of P that curated data sets trained at the same
-seed share (`stats.seed_effect`) for (profile, base, benchmark). The loop trains every candidate
+seed share (`stats.seed_effect`) for (profile, base, benchmark, dev tasks), measured beside the
+`MEASURED_SEED_SD` of the same setting (the 60-task spread was measured at another recipe: none). The loop trains every candidate
 at the same seeds, so a candidate and the best differ by the rest: the margin counts only that."""
 
 DEFAULT_CONFIDENCE = 0.9
@@ -139,7 +140,7 @@ def default_margin(profile: str, base: str, benchmark: str, tasks: int, seeds: i
                      "dev tasks (measure it with `curateevo bench quality --spread --seeds 3`, then give --margin)")
     from benchmarks.quality.stats import acceptance_margin
 
-    shared = MEASURED_SEED_SHARED.get((profile, base, benchmark), 0.0)
+    shared = MEASURED_SEED_SHARED.get((profile, base, benchmark, tasks), 0.0)
     margin = round(acceptance_margin(sd, seeds, DEFAULT_CONFIDENCE, shared), 4)
     return margin, (f"margin {margin:g} on ΔJ: {DEFAULT_CONFIDENCE:.0%} one-sided above the training-seed spread of P "
                     f"measured for {profile}, {base}, {benchmark}, {tasks} dev tasks (sd {sd:.3f}, {seeds} seed(s)"

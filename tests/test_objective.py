@@ -112,12 +112,12 @@ def test_the_default_margin_is_derived_from_the_measured_seed_spread(monkeypatch
     from evolver import acceptance
 
     monkeypatch.setitem(acceptance.MEASURED_SEED_SD, ("cpu-small", "smollm2-135m", "bfcl-single", 60), 0.025)
-    monkeypatch.setitem(acceptance.MEASURED_SEED_SHARED, ("cpu-small", "smollm2-135m", "bfcl-single"), 0.0)
+    monkeypatch.setitem(acceptance.MEASURED_SEED_SHARED, ("cpu-small", "smollm2-135m", "bfcl-single", 60), 0.0)
     margin, why = acceptance.default_margin("cpu-small", "smollm2-135m", "bfcl-single", 60, 1, "margin")
     assert margin == pytest.approx(1.2816 * 0.025 * math.sqrt(2), abs=1e-4)   # z₀.₉ · sd · √(2/S)
     assert "sd 0.025" in why and "trainer/README.md" in why and "shared" not in why
     # the share of the seed variance every candidate trained at the same seed carries is not noise
-    monkeypatch.setitem(acceptance.MEASURED_SEED_SHARED, ("cpu-small", "smollm2-135m", "bfcl-single"), 0.5)
+    monkeypatch.setitem(acceptance.MEASURED_SEED_SHARED, ("cpu-small", "smollm2-135m", "bfcl-single", 60), 0.5)
     halved, why = acceptance.default_margin("cpu-small", "smollm2-135m", "bfcl-single", 60, 1, "margin")
     assert halved == pytest.approx(1.2816 * 0.025, abs=1e-4) and "50% of its variance shared" in why
     assert acceptance.default_margin("cpu-small", "smollm2-135m", "bfcl-single", 60, 4, "margin")[0] == pytest.approx(halved / 2, abs=1e-4)
@@ -139,7 +139,7 @@ def test_a_run_without_margin_gets_the_derived_one_and_an_explicit_margin_wins(t
     assert resolve(configured(tmp_path, "epochs: 3\n", "--tasks", "60"), ("c.jsonl",), "0" * 64).margin == derived
     # the default (all 186 dev tasks): the spread measured there, eight rows × three seeds, pooled sd
     # 0.0202, of which the measured shared part is common to every candidate
-    shared = MEASURED_SEED_SHARED[("cpu-small", "smollm2-135m", "bfcl-single")]
+    shared = MEASURED_SEED_SHARED[("cpu-small", "smollm2-135m", "bfcl-single", 186)]
     assert 0 < shared < 1
     assert resolve(configured(tmp_path, "epochs: 3\n"), ("c.jsonl",), "0" * 64).margin == \
         default_margin("cpu-small", "smollm2-135m", "bfcl-single", 186, 1, "margin")[0] == \
