@@ -64,9 +64,10 @@ class Margin:
 @dataclass(frozen=True)
 class PairedBootstrap:
     """Noise-aware: both strategies scored on the same tasks with several seeds. ΔP is resampled
-    with base.paired's crossed paired bootstrap (the tasks and the seeds shared: both strategies
-    train the run's seeds; the routine the quality table's paired difference uses too); accept when ΔJ > margin in
-    at least `confidence` of the resamples. C is deterministic per strategy: ΔJ = ΔP − λ·ΔC."""
+    with base.paired's crossed paired bootstrap (the tasks and the seeds shared, as both
+    strategies train the run's seeds; the routine the quality table's paired difference uses too);
+    accept when ΔJ > margin in at least `confidence` of the resamples. C is deterministic per
+    strategy: ΔJ = ΔP − λ·ΔC."""
     margin: float = 0.0
     confidence: float = 0.9
     resamples: int = RESAMPLES
