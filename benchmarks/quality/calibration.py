@@ -62,7 +62,7 @@ def summarize(doc: dict, results: dict[str, list[dict]], golds: dict[str, list[d
             d = stats.paired_difference(scores[a], scores[b])
             pair = {"a": a, "b": b, "what": what, **d, "resolved": d["low"] > 0 or d["high"] < 0,
                     "mdd_paired": round(stats.paired_minimal_detectable_difference(
-                        scores[a], scores[b], mdd.get("seed_sd") or 0.0, mdd.get("shared", 0.0)), 6)}
+                        scores[a], scores[b], mdd.get("seed_sd") or 0.0, shared=mdd.get("shared", 0.0)), 6)}
             if a in gold and b in gold:
                 g = stats.paired_difference(gold[a], gold[b])
                 pair["gold"] = {**g, "resolved": g["low"] > 0 or g["high"] < 0}

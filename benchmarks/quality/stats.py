@@ -139,8 +139,8 @@ def minimal_detectable_difference(n_tasks: int, seeds: int, p: float = 0.25, see
     return (_z(1 - alpha) + NormalDist().inv_cdf(power)) * math.sqrt(2 * variance)
 
 
-def paired_minimal_detectable_difference(a: Scores, b: Scores, seed_sd: float = 0.0, shared: float = 0.0,
-                                         alpha: float = 0.05, power: float = 0.8) -> float:
+def paired_minimal_detectable_difference(a: Scores, b: Scores, seed_sd: float = 0.0, alpha: float = 0.05,
+                                         power: float = 0.8, shared: float = 0.0) -> float:
     """The minimal detectable difference of two rows compared on the same tasks, as the loop
     compares a candidate with the best: the measured per-task differences d_t (each row's mean
     over its seeds) give the task part, the training-seed spread the rest:
