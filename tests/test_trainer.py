@@ -1,6 +1,7 @@
 """The recipe as data, the base models, and SFT's loss mask (decoded token by token)."""
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -98,12 +99,11 @@ def test_the_tiny_model_speaks_smollm2s_tokenizer_and_the_chat_format(tokenizer)
     assert (models.cache_dir() / models.TINY / "chat_template.jinja").read_text() == cf.CHAT_TEMPLATE
 
 
-@pytest.mark.skipif(not (models.cache_dir() / models.EMBEDDED / "config.json").is_file(),
-                    reason="the embedded model is converted on first use (~30 s); run `curateevo train` once")
 def test_the_embedded_model_is_a_plain_trainable_llama():
-    config = json.loads((models.cache_dir() / models.EMBEDDED / "config.json").read_text())
+    path = models.resolve(models.EMBEDDED)   # converted on first use (~30 s), once under a lock
+    config = json.loads((Path(path) / "config.json").read_text())
     assert "quantization_config" not in config  # the GGUF marking would make trainers refuse it
-    model = models.load_model(models.resolve(models.EMBEDDED))
+    model = models.load_model(path)
     assert getattr(model, "hf_quantizer", None) is None
     assert round(sum(p.numel() for p in model.parameters()) / 1e6, 1) == 134.5
 
