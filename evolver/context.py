@@ -143,15 +143,17 @@ class RunContext:
         if epoch < 0:
             return "run"
         eta = ""
-        if self._timed:
-            per_epoch = (time.monotonic() - self._t0) / len(self._timed)
-            eta = f", ETA {per_epoch * max(0, self.cfg.epochs - 1 - self._timed[-1]) / 60:.0f} min"
+        if self._timed:   # the pace of the finished epochs; what the current one has spent is not left
+            last_done, done_at = self._timed[-1]
+            per_epoch = (done_at - self._t0) / len(self._timed)
+            left = per_epoch * max(0, self.cfg.epochs - 1 - last_done) - (time.monotonic() - done_at)
+            eta = f", ETA {max(0.0, left) / 60:.0f} min"
         return f"epoch {epoch} ({epoch + 1}/{self.cfg.epochs}{eta})"
 
     def finished(self, epoch: int) -> None:
         """Epoch `epoch` is done (decided, diagnosed, proposed on): if it ran here, it times the ETA."""
         if epoch in self._ran:
-            self._timed.append(epoch)
+            self._timed.append((epoch, time.monotonic()))
 
     def fresh_dir(self, epoch: int, name: str) -> Path:
         """`epochs/<e>/<name>`, emptied: a stage runs again only when it is not done, so it starts clean."""
