@@ -15,7 +15,8 @@ NAME is one of
 - `quality:FILE`: a `bench quality` table's rows (P and its interval, each against ρ0 on the wild corpus);
 - `table:FILE:PATH`: the list of flat records at PATH (a run's epochs) as a table, a column per key;
 - `run:FIELD`, `profile:NAME:FIELD`, `recipe:FIELD`: a default read from evolver.config.RunConfig,
-  trainer.recipe.PROFILES and trainer.recipe.Recipe, `margin`: the margin a default run derives.
+  trainer.recipe.PROFILES and trainer.recipe.Recipe; `margin` (`margin:TASKS`): the margin a default run
+  (at --tasks TASKS) derives, evolver.acceptance.default_margin.
 
 A raw file gives its row's date, command and commit as top-level keys (`date`, `command`,
 `commit`); a file written before that convention has them in bench/results/provenance.toml.
@@ -272,12 +273,12 @@ def table(name: str, path: str) -> str:
 def default(name: str) -> str:
     """A default as the code holds it (RunConfig, PROFILES, Recipe), never read off the source text."""
     kind, _, rest = name.partition(":")
-    if kind == "margin":
+    if kind == "margin":   # `margin`: a default run's; `margin:60`: the same run at --tasks 60
         from evolver.acceptance import default_margin
         from evolver.config import RunConfig
         f = {k: v.default for k, v in RunConfig.model_fields.items()}
-        base = f["base"]   # the profile's base model is the run's default base
-        return f"{default_margin(f['profile'], base, f['benchmark'], f['tasks'], len(f['seeds']), 'margin')[0]:.3f}"
+        tasks = int(rest) if rest else f["tasks"]
+        return f"{default_margin(f['profile'], f['base'], f['benchmark'], tasks, len(f['seeds']), 'margin')[0]:.3f}"
     if kind == "run":
         from evolver.config import RunConfig
         return _number(RunConfig.model_fields[rest].default)
