@@ -327,6 +327,25 @@ def blocks(path: Path, problems: Problems, root: Path = ROOT) -> tuple[str, list
     return "".join(out) + text[at:], stale
 
 
+# what a measured figure looks like in prose: a date, a duration, a share, an interval, a count in thousands
+FIGURE = re.compile(r"20\d\d-\d\d-\d\d|\b\d+(?:\.\d+)? ?(?:min|s|h|%)(?![\w-])|\[[−+-]?\d+(?:\.\d+)?, |\b\d{1,3}(?:,\d{3})+\b")
+
+
+def unquoted(path: Path, root: Path = ROOT) -> list[str]:
+    """The README's figures that stand outside generated blocks (it quotes only generated ones)."""
+    text = GEN.sub(lambda m: "\n" * m.group(0).count("\n"), path.read_text(encoding="utf-8"))
+    found, fenced = [], False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        prose = re.sub(r"`[^`]*`|\]\([^)]*\)", "", line)   # code and link targets are not figures
+        if not fenced and (m := FIGURE.search(prose)):
+            found.append(f"{path.relative_to(root)}:{number}: the figure {m.group().strip()!r} is not generated "
+                         "(quote it between <!-- gen … --> markers from its raw file, or link the leaderboard)")
+    return found
+
+
 def _short(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= 80 else flat[:77] + "…"
@@ -344,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             problems.extend(stale)
         elif stale:
             path.write_text(new, encoding="utf-8")
+    problems.extend(unquoted(ROOT / "README.md"))
     if not LEADERBOARD.is_file() or "<!-- gen leaderboard -->" not in LEADERBOARD.read_text(encoding="utf-8"):
         problems.append(f"{LEADERBOARD.relative_to(ROOT)}: no `<!-- gen leaderboard --><!-- /gen -->` block")
     for line in dict.fromkeys(problems):   # a raw file's problem is met once per block that reads it
