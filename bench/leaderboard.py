@@ -105,7 +105,7 @@ def walk(doc: Any, path: str) -> Any:
 
 def _quality(d: dict) -> str:
     s = d["setting"]
-    ranked = sorted(d["rows"], key=lambda r: -r["P"]["value"])
+    ranked = sorted((r for r in d["rows"] if "P" in r), key=lambda r: -r["P"]["value"])   # a pending row has no P
     named = ranked if len(ranked) <= 3 else [ranked[0]] + [r for r in ranked[1:] if r["id"] == "rho0-wild"]
     where = f"{s['split']} {d['tasks']} tasks × {len(s['seeds'])} seed(s)"
     return f"P {' · '.join(r['id'] + ' ' + FORMATS['ci'](r['P']) for r in named)} ({len(ranked)} rows, {where})"
@@ -225,7 +225,14 @@ def rows(problems: Problems) -> list[Row]:
     names = sorted(p.name for p in RESULTS.glob("*.json"))
     problems.extend(f"bench/results/provenance.toml: [\"{n}\"] names no file under bench/results/ (remove the entry)"
                     for n in sorted(set(given) - set(names)))
-    found = [row_of(n, load(n), given.get(n, {}), problems) for n in names]
+    found = []
+    for n in names:
+        try:
+            d = load(n)
+        except ValueError as e:
+            problems.append(f"bench/results/{n}: not JSON ({e}); fix or remove the file")
+            continue
+        found.append(row_of(n, d, given.get(n, {}), problems))
     return sorted((r for r in found if r), key=lambda r: (r.date, r.raw), reverse=True)
 
 
