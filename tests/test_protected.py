@@ -88,8 +88,12 @@ def test_a_diagnosis_that_names_the_operator_or_its_tasks_releases_only_that_set
     again = [{**POINTS[1], "task_ids": ["irrelevance_2"]}]
     assert named(won, again, SIGNALS) == set(won)
     assert named(won, POINTS, {**SIGNALS, "forgetting": ["parallel_2"]}) == set(won)   # forgotten, too
-    broken_by = [{**POINTS[0], "broken_by": {"epoch": 1, "edits": ["+fit_budget(passes='recipe')"], "task_ids": ["multiple_4"]}}]
-    assert named(won, broken_by, SIGNALS) == {"fit_budget"}
+    # what the accepted edit broke is a motive of its own (data added back), not a licence to undo what it won
+    broken_by = [{**POINTS[0], "task_ids": ["multiple_4"],
+                  "broken_by": {"epoch": 1, "edits": list(ACCEPTED["edits"]), "task_ids": ["multiple_4"]}}]
+    assert named(won, broken_by, SIGNALS) == set()
+    kept = every_revision("effectiveness", brief(points=[*POINTS, *broken_by], signals={**SIGNALS, "broken": ["multiple_4"]}))
+    assert not set().union(*map(changed_ops, kept)) & set(WON)
     assert named(won, POINTS, SIGNALS) == set()
     assert Guard(won, frozenset({"fit_budget"})).allows("fit_budget") and not Guard(won, frozenset()).allows("fit_budget")
     assert Guard(won, frozenset()).allows("parallel_variants")

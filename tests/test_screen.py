@@ -84,7 +84,7 @@ def test_the_screen_ranks_candidates_of_known_quality_in_their_order_and_keeps_e
     assert scored == [] and again.index == chosen.index and again.rungs == chosen.rungs
 
 
-ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "2", "--tasks", "2", "--sandbox", "process",
+ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "2", "--tasks", "4", "--sandbox", "process",
         "--benchmark", "bfcl-single", "--corpus", str(SAMPLE_CORPUS), "--batch-size", "2", "--candidates", "3",
         "--proxy-sft-steps", "1", "--proxy-tasks", "2", *TINY_RUN_ARGS]
 
@@ -100,11 +100,13 @@ def choice(root: Path) -> tuple:
 
 def test_k_candidates_resume_after_a_kill_mid_screen_to_the_same_choice(tmp_path):
     """`run --candidates 3` killed (SIGKILL of its process group) once the screen has kept its first
-    cell and before the propose stage is done; `resume` scores only the cells not kept, and the
+    cell of the candidates the offline proposer found (2 or 3 in this tiny run's diagnosis) and
+    before the propose stage is done; `resume` scores only the cells not kept, and the
     run reaches the uninterrupted run's choice, rungs and decisions."""
     assert cli.main(["run", *ARGS, "--runs-dir", str(tmp_path), "--name", "reference"]) == 0
     reference = choice(tmp_path / "reference")
-    assert len(reference[1][0]["scores"]) == 3   # three candidates were screened
+    screened_n = len(reference[1][0]["scores"])
+    assert screened_n >= 2   # the proposer found several candidates in the tiny run's diagnosis, all screened
 
     root = tmp_path / "killed"
     screened = root / "epochs" / "0" / "screen"
@@ -121,13 +123,13 @@ def test_k_candidates_resume_after_a_kill_mid_screen_to_the_same_choice(tmp_path
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     kept = {p.name: p.read_bytes() for p in screened.glob("*.json")}
-    assert 1 <= len(kept) < 3 and RunStore.open(root).done(0, "propose") is None   # killed mid-screen
+    assert 1 <= len(kept) < screened_n and RunStore.open(root).done(0, "propose") is None   # killed mid-screen
     done = subprocess.run([sys.executable, "-m", "evolver.cli", "resume", str(root)], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True, timeout=1200, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-3000:]
     assert choice(root) == reference
     assert all((screened / name).read_bytes() == data for name, data in kept.items())   # kept cells not scored again
-    assert len(list(screened.glob("*.json"))) == 3
+    assert len(list(screened.glob("*.json"))) == screened_n
 
 
 def test_the_benchmark_reads_rank_agreement_with_an_interval_over_candidates_and_the_halvings_pick():

@@ -5,11 +5,13 @@ The outcome deltas (`Brief.outcomes`, evolver/lineage.py) say per evaluated edit
 it fixed and broke. An accepted edit `+op(params)` whose setting the best strategy still holds —
 or an accepted `-op` whose operator it still lacks — is *protected*: a revision may not retune or
 remove that operator (or put a removed one back), since each would risk the tasks the edit fixed,
-unless the diagnosis names it (`named`): a failed point whose text names the operator, one the
-accepted edit broke (`broken_by`), one on a task the edit fixed (a won task fails again), a
-forgotten task the edit fixed, or a harm whose remedy removes it. Both proposers are told the same
-facts: the offline proposer filters its edits by `Guard.allows`; the code agent's brief carries
-`won_lines`.
+unless the diagnosis names it (`named`): a failed point whose text names the operator (an LLM's
+diagnosis may), one on a task the edit fixed (a won task fails again), a forgotten task the edit
+fixed, or a harm whose remedy removes it. A failed point `broken_by` the edit does not release it:
+an accepted edit fixed more than it broke, and what it broke gets its own remedy (the `broken`
+motive adds its categories' data back) without undoing what it won — evo4's epoch 2 undid part of
+its epoch 1 that way (docs/search.md). Both proposers are told the same facts: the offline
+proposer filters its edits by `Guard.allows`; the code agent's brief carries `won_lines`.
 """
 from __future__ import annotations
 
@@ -70,9 +72,7 @@ def named(won: Mapping[str, Won], failed_points: Sequence[Mapping], signals: Map
         word = re.compile(rf"\b{re.escape(op)}\b")
         for p in failed_points:
             text = " ".join(str(p.get(k) or "") for k in ("failed_point", "evidence", "curation_hint"))
-            by = p.get("broken_by") or {}
-            if (word.search(text) or any(EDIT.match(e) and EDIT.match(e).group(2) == op for e in by.get("edits") or ())
-                    or set(w.fixed) & set(p.get("task_ids") or ())):
+            if word.search(text) or set(w.fixed) & set(p.get("task_ids") or ()):
                 out.add(op)
         if set(w.fixed) & forgotten:
             out.add(op)
