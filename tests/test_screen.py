@@ -85,8 +85,8 @@ def test_the_screen_ranks_candidates_of_known_quality_in_their_order_and_keeps_e
 
 
 ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "2", "--tasks", "4", "--sandbox", "process",
-        "--benchmark", "bfcl-single", "--corpus", str(SAMPLE_CORPUS), "--batch-size", "2", "--candidates", "3",
-        "--proxy-sft-steps", "1", "--proxy-tasks", "2", *TINY_RUN_ARGS]
+        "--benchmark", "bfcl-single", "--batch-size", "2", "--candidates", "3", "--proxy-sft-steps", "1",
+        "--proxy-tasks", "2", *TINY_RUN_ARGS]
 
 
 def choice(root: Path) -> tuple:
@@ -98,19 +98,20 @@ def choice(root: Path) -> tuple:
     return proposals["chosen"], proposals["rungs"], decided
 
 
-def test_k_candidates_resume_after_a_kill_mid_screen_to_the_same_choice(tmp_path):
-    """`run --candidates 3` killed (SIGKILL of its process group) once the screen has kept its first
-    cell of the candidates the offline proposer found (2 or 3 in this tiny run's diagnosis) and
-    before the propose stage is done; `resume` scores only the cells not kept, and the
-    run reaches the uninterrupted run's choice, rungs and decisions."""
-    assert cli.main(["run", *ARGS, "--runs-dir", str(tmp_path), "--name", "reference"]) == 0
+def test_k_candidates_resume_after_a_kill_mid_screen_to_the_same_choice(tmp_path, quality_corpora):
+    """`run --candidates 3` on a wild BFCL corpus, killed (SIGKILL of its process group) once the
+    screen has kept its first cell and before the propose stage is done; `resume` scores only the
+    cells not kept, and the run reaches the uninterrupted run's choice, rungs and decisions."""
+    args = [*ARGS, "--corpus", str(quality_corpora[0] / "corpus.jsonl")]
+    assert cli.main(["run", *args, "--runs-dir", str(tmp_path), "--name", "reference"]) == 0
     reference = choice(tmp_path / "reference")
-    screened_n = len(reference[1][0]["scores"])
-    assert screened_n >= 2   # the proposer found several candidates in the tiny run's diagnosis, all screened
+    # the offline proposer's candidates, all screened; those whose artifacts differ are scored apart
+    screened_n = len(list((tmp_path / "reference" / "epochs" / "0" / "screen").glob("*.json")))
+    assert len(reference[1][0]["scores"]) >= screened_n >= 2
 
     root = tmp_path / "killed"
     screened = root / "epochs" / "0" / "screen"
-    proc = subprocess.Popen([sys.executable, "-m", "evolver.cli", "run", *ARGS, "--runs-dir", str(tmp_path), "--name", "killed"],
+    proc = subprocess.Popen([sys.executable, "-m", "evolver.cli", "run", *args, "--runs-dir", str(tmp_path), "--name", "killed"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
