@@ -43,7 +43,8 @@ def scores(run, dry, chains: Sequence[list], units: int, folder: Path) -> list[f
     """The proxy J of each chain (its last revision's dry run) at `units`: from its cell when
     scored before, else scored now and kept."""
     keys = [cell_key(run.cfg, artifact_hashes(dry.output(dry.candidate(chain[-1].files))), units) for chain in chains]
-    missing = [i for i, key in enumerate(keys) if not (folder / f"{key}.json").is_file()]
+    first = {key: i for i, key in reversed(list(enumerate(keys)))}   # candidates with the same artifacts: one cell
+    missing = [i for key, i in sorted(first.items(), key=lambda kv: kv[1]) if not (folder / f"{key}.json").is_file()]
     groups = [[i] for i in missing] if run.backend.name == "local" else [missing] if missing else []
     for group in groups:
         got = evaluation.proxy_scores(run, dry, [chains[i] for i in group], units)
