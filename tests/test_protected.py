@@ -63,6 +63,8 @@ def test_the_won_settings_are_the_accepted_edits_the_best_still_holds():
     assert again["tool_signatures"].epoch == 3 and again["tool_signatures"].fixed == ("multiple_1",)
     assert "tool_signatures" not in won_settings({k: v for k, v in WON.items() if k != "tool_signatures"}, [ACCEPTED])
     assert won_settings(None, [ACCEPTED]) == {}   # not a composed strategy: no setting can be read
+    cheaper = {**ACCEPTED, "fixed": []}   # accepted on a lower C alone: no task to lose, nothing protected
+    assert won_settings(WON, [cheaper]) == {}
 
 
 def test_without_a_diagnosis_naming_it_no_revision_reverses_or_retunes_an_accepted_setting():

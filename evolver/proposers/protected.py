@@ -39,9 +39,9 @@ class Won:
 
 
 def won_settings(genome: Mapping | None, outcomes: Sequence[Mapping]) -> dict[str, Won]:
-    """op → Won for every accepted edit (oldest first, a later one on the same operator replacing
-    it) whose setting the best strategy's `genome` still holds; {} when the best is not a composed
-    strategy (its settings cannot be read)."""
+    """op → Won for every accepted edit that fixed dev tasks (oldest first, a later one on the same
+    operator replacing it) whose setting the best strategy's `genome` still holds; {} when the best
+    is not a composed strategy (its settings cannot be read)."""
     if genome is None:
         return {}
     found: dict[str, Won] = {}
@@ -55,7 +55,7 @@ def won_settings(genome: Mapping | None, outcomes: Sequence[Mapping]) -> dict[st
                 continue
             op = m.group(2)
             holds = op not in genome if m.group(1) == "-" else op in genome and setting_key(op, genome[op]) == key
-            if holds:
+            if holds and fixed:   # an edit accepted on a lower C alone fixed no task: nothing to lose
                 found[op] = Won(op, key, int(delta["epoch"]), fixed)
             else:
                 found.pop(op, None)
