@@ -36,8 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.quality.rank import RANKS_WELL, spearman  # noqa: E402
-
-ROWS = "rho0-wild,agentrefine,oracle,rho0-labeled,augment,noisy,poisoned"
+from rank_agreement import add_rows  # noqa: E402  (bench/, beside this script)
 MIN_CANDIDATES = 8
 """The issue's floor: fewer candidates give an interval too wide to read."""
 
@@ -137,11 +136,7 @@ def markdown(out: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench/screen_agreement.py", description=__doc__.splitlines()[0])
-    ap.add_argument("--profile", default="cpu-small")
-    ap.add_argument("--base", help="base model (default: the profile's)")
-    ap.add_argument("--rows", default=ROWS, help=f"bench quality rows (default {ROWS})")
-    ap.add_argument("--run", type=Path, nargs="+", help="finished runs: their final strategies are candidates too")
-    ap.add_argument("--run-epochs", action="store_true", help="and every other candidate those runs evaluated")
+    add_rows(ap)
     ap.add_argument("--units", default="1,4,14", help="the proxy's units, ascending (default 1,4,14)")
     ap.add_argument("--dev-tasks", type=int, default=186, help="the full reading's dev tasks (default 186, the loop's)")
     ap.add_argument("--seeds", type=int, default=1, help="training seeds of the full reading (default 1, the loop's)")

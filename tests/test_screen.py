@@ -32,13 +32,8 @@ pytestmark = pytest.mark.timeout(1800)
 REPEATED = '''
 def curate(raw, ctx):
     tk = ctx.toolkit
-    out = tk.Curated()
-    for trajectory in raw:
-        if tk.is_empty(trajectory):
-            continue
-        for i in range({n}):
-            out.sft.append(tk.sft_record(trajectory, id=f"{{trajectory['id']}}#{{i}}", tags=["seed"]))
-    return out
+    kept = [t for t in raw if not tk.is_empty(t)]
+    return tk.Curated(sft=[tk.sft_record(t, id=f"{{t['id']}}#{{i}}", tags=["seed"]) for t in kept for i in range({n})])
 '''
 
 
