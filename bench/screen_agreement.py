@@ -30,6 +30,7 @@ import math
 import random
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,7 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     out = agreement(reading(args)["proxy"], args.resamples)
-    out.update(profile=args.profile, base=args.base, dev_tasks=args.dev_tasks, seeds=args.seeds, budget=args.budget)
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    out.update(date=datetime.now(timezone.utc).strftime("%Y-%m-%d"), command=" ".join(["bench/screen_agreement.py", *sys.argv[1:]]),
+               commit=commit.stdout.strip() or None, profile=args.profile, base=args.base, dev_tasks=args.dev_tasks,
+               seeds=args.seeds, budget=args.budget)
     path = args.out or ROOT / "bench" / "results" / f"screen-agreement-{args.profile}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2) + "\n")
