@@ -8,7 +8,7 @@ remove that operator (or put a removed one back), since each would risk the task
 unless the diagnosis names it (`named`): a failed point whose text names the operator (an LLM's
 diagnosis may), one on a task the edit fixed (a won task fails again), a forgotten task the edit
 fixed, or a harm whose remedy removes it. A failed point `broken_by` the edit does not release it:
-an accepted edit fixed more than it broke, and what it broke gets its own remedy (the `broken`
+the edit was accepted with what it broke, and what it broke gets its own remedy (the `broken`
 motive adds its categories' data back) without undoing what it won — evo4's epoch 2 undid part of
 its epoch 1 that way (docs/search.md). Both proposers are told the same facts: the offline
 proposer filters its edits by `Guard.allows`; the code agent's brief carries `won_lines`.
