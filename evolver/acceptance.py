@@ -13,7 +13,7 @@ from typing import Mapping, Protocol, Sequence
 import numpy as np
 
 from base.objective import objective
-from base.paired import RESAMPLES, paired_difference
+from base.paired import RESAMPLES, acceptance_margin, paired_difference
 from benchmarks import registry
 
 
@@ -139,8 +139,6 @@ def default_margin(profile: str, base: str, benchmark: str, tasks: int, seeds: i
     if sd is None:
         return 0.0, (f"margin 0: no run-to-run spread of P is measured for {profile}, {base}, {benchmark}, {tasks} "
                      "dev tasks (measure it with `curateevo bench quality --spread --seeds 3`, then give --margin)")
-    from benchmarks.quality.stats import acceptance_margin
-
     shared = MEASURED_SEED_SHARED.get((profile, base, benchmark, tasks), 0.0)
     margin = round(acceptance_margin(sd, seeds, DEFAULT_CONFIDENCE, shared), 4)
     return margin, (f"margin {margin:g} on ΔJ: {DEFAULT_CONFIDENCE:.0%} one-sided above the training-seed spread of P "
@@ -156,6 +154,13 @@ ACCEPTANCE = {
 }
 
 
+def rule_name(acceptance: str, seeds: int) -> str:
+    """The acceptance rule in force: `auto` is paired with several seeds, else margin."""
+    if acceptance != "auto":
+        return acceptance
+    return "paired" if seeds > 1 else "margin"
+
+
 def make_rule(config) -> AcceptanceRule:
-    """The acceptance rule a run config names (`auto`: paired with several seeds, else margin)."""
+    """The acceptance rule a run config names (`auto`: `rule_name`)."""
     return ACCEPTANCE[config.acceptance_rule](config)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from base.files import read_json
 from base.objective import objective
+from benchmarks.stages import PROXY_ABLATION, proxy_specs
 from evolver.objective import charged_cost
 from evolver.results import Evaluation, Training
 from sandbox.checker import cost_c
@@ -42,8 +43,11 @@ def samples(run, epoch: int) -> bool:
 def proxy_scores(run, dry, chains: list[list], units: int) -> list[float]:
     """The cheap estimates of candidates' J, submitted to the backend at once: a short SFT on each
     one's dry-run artifacts (no RL) and a small balanced dev subset, both scaled by `units`."""
-    cfg = run.cfg.replace(train_budget={**run.cfg.train_budget, "sft_max_steps": run.cfg.proxy_sft_steps * units},
-                          ablations=tuple(sorted({*run.cfg.ablations, "no-rl"})))
+    train, evaluation = proxy_specs(run.cfg.train_spec, run.cfg.eval_spec, units, run.cfg.proxy_sft_steps,
+                                    run.cfg.proxy_tasks)
+    # the jobs carry the run's config (a backend ships it to its workers): the proxy's, whose specs are those
+    cfg = run.cfg.replace(train_budget={**run.cfg.train_budget, "sft_max_steps": train.budget["sft_max_steps"]},
+                          ablations=tuple(sorted({*run.cfg.ablations, PROXY_ABLATION})))
     common = {"cfg": cfg, "seed": run.cfg.seeds[0]}
     with tempfile.TemporaryDirectory(prefix=".proxy-", dir=run.store.root) as tmp:
         jobs, costs = [], []
@@ -53,7 +57,7 @@ def proxy_scores(run, dry, chains: list[list], units: int) -> list[float]:
             jobs += [run.jobs.job(f"proxy-train-c{i}", Path(tmp) / str(i) / "train", None, artifacts=folder, **common),
                      run.jobs.job(f"proxy-evaluate-c{i}", Path(tmp) / str(i) / "eval", None, artifacts=folder, **common,
                                   after={"adapter": (f"proxy-train-c{i}", "adapter")},
-                                  tasks=min(run.cfg.tasks, run.cfg.proxy_tasks * units))]
+                                  tasks=evaluation.tasks)]
         batch = run.backend.submit(jobs)
         return [objective(batch.result(f"proxy-evaluate-c{i}")["P"], c, run.cfg.lam) for i, c in enumerate(costs)]
 

@@ -316,7 +316,8 @@ def run_config(store: RunStore) -> RunConfig:
 
 def cmd_test(args) -> int:
     """The final strategy (its adapter + memory) on the test split, once, recorded in RUN/test/."""
-    from benchmarks.evaluate import evaluate_to_dir, format_metrics
+    from benchmarks.evaluate import format_metrics
+    from benchmarks.stages import evaluate_on
 
     store = RunStore.open(Path(args.run))
     final = [e["result"] for e in store.journal.events() if e.get("stage") == "final" and e["event"] == "stage_done"]
@@ -345,12 +346,9 @@ def cmd_test(args) -> int:
         if corpus_sha256(list(corpus)) != cfg.corpus_sha256:
             raise UserError(f"the corpus of {args.run} changed since the run started; its test part cannot be "
                             "rebuilt; nothing was run")
-    doc = evaluate_to_dir(cfg.benchmark, "test", partial, tasks=args.tasks, metric=cfg.metric, allow_test=True,
-                          corpus=corpus, corpus_on_error=cfg.on_error, corpus_tools=cfg.tools or None,
-                          corpus_split=cfg.split_spec,
-                          memory=str(memory) if memory.stat().st_size and "no-memory" not in cfg.ablations else None,
-                          policy_options={"base": cfg.base, "adapter": adapter, "max_new_tokens": cfg.max_new_tokens},
-                          seed=seed, progress=True, batch_size=cfg.batch_size, steps=cfg.eval_steps)
+    spec = cfg.eval_spec.model_copy(update={"tasks": args.tasks})   # the whole test split unless --tasks
+    doc = evaluate_on(spec, "test", partial, base=cfg.base, adapter=adapter, memory=memory, seed=seed, progress=True,
+                      allow_test=True)
     if out.exists():   # --again: the earlier reading's files give way; the journal keeps every reading
         shutil.rmtree(out)
     os.replace(partial, out)
@@ -361,7 +359,7 @@ def cmd_test(args) -> int:
     return 0
 
 
-def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path]:
+def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path | None]:
     """The final strategy's adapter (None when its epoch had nothing to train) and memory, as
     the run recorded them; UserError when what is on disk is not that (nothing is evaluated)."""
     from evolver.integrity import check_artifacts, check_workspace
@@ -377,7 +375,11 @@ def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path]:
     if trained is None:
         raise UserError(f"the adapter of epoch {epoch} (train-s{seed}), the run's choice, is missing or changed; "
                         f"testing now would evaluate something else; {fix}")
-    return trained["result"]["adapter"], store.epoch_dir(epoch) / "artifacts" / "memory.jsonl"
+    from benchmarks.stages import used
+
+    # the memory rule of every evaluation: the epoch's memory file unless ablated (evaluate_on skips an empty one)
+    memory = used(store.epoch_dir(epoch) / "artifacts", run_config(store).ablations)["memory"]
+    return trained["result"]["adapter"], memory
 
 
 def add_cli(sub) -> None:

@@ -71,7 +71,7 @@ def tiny_model_generation_cap():
     TINY_MAX_NEW_TOKENS new tokens unless the test asks for another number than the product's
     default. Runs started as child processes get it as `--max-new-tokens` (TINY_RUN_ARGS)."""
     from benchmarks import evaluate
-    from benchmarks.policies.local import DEFAULT_MAX_NEW_TOKENS
+    from benchmarks.policies.limits import DEFAULT_MAX_NEW_TOKENS
 
     real = evaluate.build_policy
 

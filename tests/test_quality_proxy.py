@@ -20,8 +20,12 @@ pytestmark = pytest.mark.usefixtures("trained_once")   # the rows' tiny training
 
 
 def test_the_benchmarks_proxy_is_the_one_the_loop_ranks_candidates_by():
+    import evolver.evaluation as loop_evaluation
+    from benchmarks import stages
+
     cfg = RunConfig()
     assert (proxy.SFT_STEPS_PER_UNIT, proxy.TASKS_PER_UNIT, proxy.LAMBDA) == (cfg.proxy_sft_steps, cfg.proxy_tasks, cfg.lam)
+    assert proxy.proxy_specs is loop_evaluation.proxy_specs is stages.proxy_specs   # one definition of the proxy
 
 
 def test_agreement_counts_pairs_and_ranks_and_says_when_a_correlation_cannot_be_told():

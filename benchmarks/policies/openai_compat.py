@@ -25,10 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Mapping, Sequence
 
 from base.errors import UserError
+from benchmarks.policies.limits import DEFAULT_MAX_NEW_TOKENS
 from sandbox import chat_format as cf
 
 APIS = ("completions", "chat")
-DEFAULT_MAX_NEW_TOKENS = 128
 TOOL_RESULT_PREFIX = "Tool result:\n"
 
 
