@@ -68,7 +68,7 @@ class EvalSpec(BaseModel):
     corpus_on_error: str = "abort"
     """replay: an invalid corpus line aborts (file:line) or is skipped and counted."""
     corpus_split: dict | None = None
-    """replay: the run's dev and test parts (sandbox.corpus.split; None: the legacy split)."""
+    """replay: the run's dev and test parts (corpora.split; None: the legacy split)."""
 
     def step_pass(self) -> bool:
         """Whether the step items are scored: `steps`, else `steps_pass` of the benchmark and metric."""
@@ -143,7 +143,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     the metrics document. `policy` (any benchmarks.policies.Policy) or `policy_options` (the
     keywords of `build_policy`) says what is evaluated. `corpus_on_error`, `corpus_tools` and
     `corpus_split` load and split a replay corpus as the run that curated it did (skipped lines,
-    --tools schemas, its dev and test parts: sandbox.corpus.split). `gold`: also the policy's log-likelihood of
+    --tools schemas, its dev and test parts: corpora.split). `gold`: also the policy's log-likelihood of
     the tasks' gold calls (benchmarks/gold_likelihood.py; a local transformers policy only)."""
     from benchmarks import memory as memory_mod
     from benchmarks import metrics as metrics_mod

@@ -130,13 +130,13 @@ class RunConfig(BaseModel):
                                   name="on-bad-line", choices=("abort", "skip"))] = "abort"
     """Every stage that reads the corpus (curation, the replay benchmark's hold-out, resume, replay) loads it this way."""
     holdout: Mapping = Field(default_factory=dict)
-    """A corpus without an environment: how its dev and test parts are held out (sandbox.corpus.split,
+    """A corpus without an environment: how its dev and test parts are held out (corpora.split,
     `{"rank": "content", "seed", "share", "test_share"}` and the `dev_ids` / `test_ids` a user chose);
     {}: a run made before the test part, whose dev tenth is the legacy split (`split_spec`)."""
     tools: Annotated[str, Flag("JSON file of the real tool schemas, for corpus records whose files carry none "
                                "(default: one catalogue per source, built from the calls the corpus makes)",
                                derived=True)] = ""
-    """Absolute path, or "": each source's catalogue of the calls it makes (sandbox.corpus.catalogue)."""
+    """Absolute path, or "": each source's catalogue of the calls it makes (corpora.catalogue)."""
     tools_sha256: str = ""
     """sha256 of that file at launch; `resume` refuses a file that changed."""
     max_length: Annotated[int, Field(ge=0), Flag("SFT max_length in tokens (0: the profile's)",
@@ -254,8 +254,8 @@ class RunConfig(BaseModel):
 
     @property
     def split_spec(self) -> dict:
-        """The corpus split the run's replay benchmark and strategies use (sandbox.corpus.split)."""
-        from sandbox.corpus.split import LEGACY_SPLIT
+        """The corpus split the run's replay benchmark and strategies use (corpora.split)."""
+        from corpora.split import LEGACY_SPLIT
 
         return dict(self.holdout) if self.holdout else dict(LEGACY_SPLIT)
 
@@ -365,7 +365,7 @@ def merge_options(given: Mapping[str, Any], from_file: Mapping[str, Any]) -> dic
 
 def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: str, corpus_kind: str | None = None) -> RunConfig:
     """The RunConfig of a new run from merged options (`merge_options`) and its resolved corpus;
-    `corpus_kind` is the benchmark a user's corpus implies (sandbox.corpus.corpus_kind)."""
+    `corpus_kind` is the benchmark a user's corpus implies (corpora.corpus_kind)."""
     from trainer.recipe import get_profile
 
     o = dict(options)

@@ -47,7 +47,7 @@ def _rebuild(store: RunStore, epoch: int, commit: str, into: Path, sandbox: str 
     from evolver.llm import LLM
     from evolver.run_cli import run_config
     from evolver.stages import channel_answer
-    from sandbox.corpus import corpus_sha256, load_corpus
+    from corpora import corpus_sha256, load_corpus
     from sandbox.curate import CurationFailed, execute
     from sandbox.executor import Limits, make_executor
     from sandbox.workspace import Workspace

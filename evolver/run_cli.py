@@ -17,7 +17,7 @@ from benchmarks import registry
 from evolver.store import RunStore, half_made, taken
 from evolver.launch import check_run_lengths, dev_check, dev_note, read_ids
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
-from sandbox.corpus import corpus_kind, corpus_sha256, load_corpus
+from corpora import corpus_kind, corpus_sha256, load_corpus
 from sandbox.executor import PROJECT_ROOT
 
 RUNS = PROJECT_ROOT / "runs"
@@ -98,7 +98,7 @@ def create_run(options: dict) -> RunStore:
         config = config.replace(tools_sha256=loaded.tools_file.sha256)
     held_out = registry.get(config.benchmark).holds_out_corpus()   # the corpus's held-out parts
     if held_out:
-        from sandbox.corpus.split import DEFAULT_SPLIT
+        from corpora.split import DEFAULT_SPLIT
 
         config = config.replace(holdout={**DEFAULT_SPLIT, **{f"{part}_ids": ids for part, ids in chosen.items()}})
     elif chosen:

@@ -26,7 +26,7 @@ from typing import Callable, Mapping, Sequence
 from base.errors import RunFailed, UserError, printable
 from base.files import is_empty_or_missing, writable_parent, json_text, sha256_bytes, sha256_files
 from sandbox import checker, environment_lock, leftovers
-from sandbox.corpus import Corpus, load_corpus
+from corpora import Corpus, load_corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
 from sandbox.leakage import check_record
 from sandbox.exchange import to_file

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from base.errors import UserError
-from sandbox.corpus import corpus_sha256, load_corpus, train_part
+from corpora import corpus_sha256, load_corpus, train_part
 from base.files import sha256_files
 from sandbox.curate import ARTIFACT_FILES, execute, runtime_sha256
 from sandbox.executor import Executor
@@ -97,7 +97,7 @@ def _check_recorded(src: Path) -> None:
 
 def _tools_file(src: Path, manifest: dict, execution: dict, given: str | None):
     """The --tools file the output was curated with (None when it had none), checked by its hash."""
-    from sandbox.corpus.catalogue import read_tools_file
+    from corpora.catalogue import read_tools_file
 
     recorded = manifest["corpus"].get("tools_sha256")
     if recorded is None:

@@ -10,7 +10,7 @@ from evolver.proposers.agent import AgentLimits, AgentProposer, code_fault, prof
 from evolver.llm import LLM, LLMConfig
 from evolver.candidate import artifact_hashes, check_candidate
 from evolver.proposers.brief import Brief
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import execute
 from sandbox.docker_executor import DockerExecutor, docker_client
 from sandbox.executor import PROJECT_ROOT

@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.bfcl import corpus_builder
 from curation_strategies import toolkit as tk
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
 from sandbox.schemas import canonical_json, check_sft

@@ -10,7 +10,7 @@ from conftest import SAMPLE_CORPUS
 from curation_strategies import toolkit as tk
 from evolver.config import RunConfig
 from evolver.proposers.operators import compose
-from sandbox.corpus import corpus_sha256, load_corpus
+from corpora import corpus_sha256, load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
 from sandbox.replay import replay

@@ -10,7 +10,7 @@ import pytest
 
 from sandbox import checker
 from sandbox.checker import CAPS, HOST_MEMORY_BUDGET, CandidateRejected, check_output
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import CurationFailed, curate, execute
 from sandbox.process_executor import ProcessExecutor
 from sandbox.strategy_files import strategy_files

@@ -10,7 +10,7 @@ from benchmarks.bfcl import corpus_builder
 from evolver import cli
 from evolver import run_cli
 from evolver.config import RunConfig
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
 from sandbox.strategy_files import strategy_files

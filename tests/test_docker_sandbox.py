@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import CurationFailed, execute, make_executor
 from sandbox.docker_executor import DockerExecutor, docker_client
 from sandbox.executor import Limits

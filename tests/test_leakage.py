@@ -13,7 +13,7 @@ from benchmarks.bfcl.single_turn import gold_calls
 from benchmarks.bfcl.single_turn_data import answers, entries
 from curation_strategies import toolkit as tk
 from sandbox.checker import CandidateRejected
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import CurationFailed, execute
 from sandbox.leakage import check_leakage
 from sandbox.process_executor import ProcessExecutor

@@ -30,7 +30,7 @@ from evolver.proposers.offline import OfflineProposer, with_outcomes
 from evolver.proposers.operators import compose
 from evolver.report import write_report
 from evolver.store import RunStore
-from sandbox.corpus import corpus_sha256, load_corpus
+from corpora import corpus_sha256, load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
 

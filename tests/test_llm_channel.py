@@ -11,7 +11,7 @@ from llm_server import llm_server  # noqa: F401  (the fixture)
 
 from evolver.llm import LLM, LLMConfig
 from evolver.stages import channel_answer
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import CurationFailed, execute
 from sandbox.docker_executor import DockerExecutor, docker_client
 from sandbox.executor import Limits

@@ -17,7 +17,7 @@ from evolver.proposers import PROPOSERS
 from evolver.proposers.brief import Outcome
 from evolver.store import RunStore
 from sandbox import executor as executor_mod
-from sandbox.corpus import corpus_sha256, load_corpus
+from corpora import corpus_sha256, load_corpus
 from sandbox.curate import execute
 from sandbox.replay import replay
 

@@ -10,7 +10,7 @@ import pytest
 from evolver.proposers.brief import Brief, Verdict
 from evolver.proposers.offline import EFFICIENCY, REMEDIES, TEMPLATE, OfflineProposer
 from evolver.proposers.operators import BY_NAME, OPERATORS, compose, read_genome
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
 from sandbox.workspace import strategy_files
@@ -267,7 +267,7 @@ def test_a_missing_skill_is_answered_with_data_that_adds_it(tmp_path):
     unwanted calls on irrelevance tasks → irrelevance items: the composed strategy runs in the
     sandbox on real BFCL single-turn records and its SFT data holds items ρ0's does not."""
     from benchmarks.bfcl import corpus_builder
-    from sandbox.corpus import write_corpus
+    from corpora import write_corpus
 
     raws, _, _ = corpus_builder.build("bfcl-single", "wild", 0)
     path = tmp_path / "single.jsonl"

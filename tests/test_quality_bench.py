@@ -9,7 +9,7 @@ from benchmarks.quality import rows as rows_mod
 from benchmarks.quality.cells import Cells, Setting
 from base.errors import UserError
 from base.files import atomic_json
-from sandbox.corpus import corpus_sha256, load_corpus
+from corpora import corpus_sha256, load_corpus
 from sandbox.process_executor import ProcessExecutor
 from sandbox.strategy_files import strategy_files
 from sandbox.workspace import Workspace

@@ -12,7 +12,7 @@ from benchmarks.quality import rows as rows_mod
 from benchmarks.quality.cells import Cells, Setting
 from evolver.config import RunConfig
 from base.files import atomic_json, read_json
-from sandbox.corpus import corpus_sha256
+from corpora import corpus_sha256
 from sandbox.process_executor import ProcessExecutor
 from sandbox.workspace import Workspace
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bfcl import splits
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import execute
 from sandbox.executor import Limits
 from sandbox.leakage import gold_index

@@ -33,7 +33,7 @@ from benchmarks.registry import DEFAULT as DEFAULT_BENCHMARK
 from base.files import atomic_json, read_json, read_jsonl, sha256_files
 from benchmarks.policies.limits import DEFAULT_BATCH_SIZE
 from benchmarks.stages import EvalSpec, TrainSpec, evaluate_on, train_on, used
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import execute, runtime_sha256
 from sandbox.executor import Limits
 
