@@ -9,7 +9,7 @@ import pytest
 from evolver.cli import main
 from sandbox.curate import curate
 from sandbox.process_executor import ProcessExecutor
-from sandbox import chat_format as cf
+from formats import chat_format as cf
 from trainer.export import export_verl
 from trainer.recipe import RECIPE
 

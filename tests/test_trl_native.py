@@ -11,7 +11,7 @@ from datasets import load_dataset
 
 from sandbox.curate import curate
 from sandbox.process_executor import ProcessExecutor
-from sandbox import chat_format as cf
+from formats import chat_format as cf
 from sandbox import exchange
 from trainer import data, models, rewards, trl_patches
 
