@@ -28,7 +28,7 @@ from sandbox import checker  # noqa: E402
 from corpora import load_corpus, write_corpus  # noqa: E402
 from sandbox.curate import execute, make_executor  # noqa: E402
 from sandbox.runtime import Context, load_strategy  # noqa: E402
-from sandbox.workspace import strategy_files  # noqa: E402
+from sandbox.strategy_files import strategy_files  # noqa: E402
 
 SEED = ROOT / "curation_strategies" / "seed"
 SAMPLE = ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"

@@ -165,7 +165,7 @@ def _say_environment(folder: Path) -> None:
 
 
 def _workspace(path: Path):
-    from sandbox.workspace import Workspace
+    from workspace.repository import Workspace
 
     for candidate in (path / "strategy", path):
         if (candidate / ".git").exists():

@@ -23,7 +23,7 @@ from evolver.stages import channel_answer
 from evolver.store import RunStore
 from corpora import load_corpus
 from sandbox.executor import PROJECT_ROOT, make_executor
-from sandbox.workspace import Workspace
+from workspace.repository import Workspace
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
 # ρ0's inputs: no diagnosis yet, but every file a strategy may read is there

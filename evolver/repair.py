@@ -50,7 +50,7 @@ def _rebuild(store: RunStore, epoch: int, commit: str, into: Path, sandbox: str 
     from corpora import corpus_sha256, load_corpus
     from sandbox.curate import CurationFailed, execute
     from sandbox.executor import Limits, make_executor
-    from sandbox.workspace import Workspace
+    from workspace.repository import Workspace
 
     cfg = run_config(store)
     if corpus_sha256(list(cfg.corpus)) != cfg.corpus_sha256:

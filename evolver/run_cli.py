@@ -363,7 +363,7 @@ def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path | 
     """The final strategy's adapter (None when its epoch had nothing to train) and memory, as
     the run recorded them; UserError when what is on disk is not that (nothing is evaluated)."""
     from evolver.integrity import check_artifacts, check_workspace
-    from sandbox.workspace import Workspace
+    from workspace.repository import Workspace
 
     epoch, fix = final["epoch"], f"`curateevo resume {store.root}` makes it again"
     check_workspace(store, Workspace.open(store.root / "strategy"))

@@ -201,7 +201,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
 def curate(strategy: str | Path, corpus_paths: Sequence[str | Path], out_dir: str | Path, *,
            corpus_format: str = "auto", on_error: str = "abort", **kwargs) -> CurationResult:
     """`curateevo curate`: load (and check) the corpus first, then execute the strategy."""
-    from sandbox.workspace import strategy_files
+    from sandbox.strategy_files import strategy_files
 
     corpus = load_corpus([str(p) for p in corpus_paths], fmt=corpus_format, on_error=on_error)
     return execute(strategy_files(Path(strategy)), corpus, Path(out_dir), **kwargs)

@@ -19,7 +19,7 @@ from corpora import corpus_sha256, load_corpus, train_part
 from base.files import sha256_files
 from sandbox.curate import ARTIFACT_FILES, execute, runtime_sha256
 from sandbox.executor import Executor
-from sandbox.workspace import strategy_files
+from sandbox.strategy_files import strategy_files
 
 COMPARED = (*ARTIFACT_FILES, "manifest.json")
 TEMP_PREFIX = "curateevo-replay-"   # the folder a replay without --out writes into

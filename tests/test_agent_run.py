@@ -12,7 +12,7 @@ import pytest
 
 from evolver import cli
 from evolver.store import RunStore
-from sandbox.workspace import Workspace
+from workspace.repository import Workspace
 
 from conftest import SAMPLE_CORPUS
 from llm_server import LLMServer

@@ -17,7 +17,7 @@ from sandbox.process_executor import ProcessExecutor
 from sandbox.schemas import canonical_json, check_sft
 from sandbox.simenv.environment import Environment
 from sandbox.simenv.export import prepare
-from sandbox.workspace import strategy_files
+from workspace.repository import strategy_files
 from conftest import ROOT, read_artifact
 
 

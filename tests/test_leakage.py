@@ -17,7 +17,7 @@ from corpora import load_corpus
 from sandbox.curate import CurationFailed, execute
 from sandbox.leakage import check_leakage
 from sandbox.process_executor import ProcessExecutor
-from sandbox.workspace import strategy_files
+from workspace.repository import strategy_files
 
 DEV_MT = f"multi_turn_base_{splits.multi_turn_split('dev')[0]}"
 TEST_MT = f"multi_turn_base_{splits.multi_turn_split('test')[0]}"

@@ -16,7 +16,7 @@ from sandbox.curate import CurationFailed, execute
 from sandbox.docker_executor import DockerExecutor, docker_client
 from sandbox.executor import Limits
 from sandbox.llm_channel import LLMBudget
-from sandbox.workspace import strategy_files
+from workspace.repository import strategy_files
 from conftest import read_artifact
 
 CANARY = "sk-canary-channel-7"

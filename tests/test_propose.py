@@ -13,7 +13,7 @@ from evolver.proposers.operators import BY_NAME, OPERATORS, compose, read_genome
 from corpora import load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
-from sandbox.workspace import strategy_files
+from workspace.repository import strategy_files
 
 from conftest import SEED_STRATEGY, read_artifact
 

@@ -12,7 +12,7 @@ from base.files import atomic_json
 from corpora import corpus_sha256, load_corpus
 from sandbox.process_executor import ProcessExecutor
 from sandbox.strategy_files import strategy_files
-from sandbox.workspace import Workspace
+from workspace.repository import Workspace
 
 pytestmark = pytest.mark.usefixtures("trained_once")   # the rows' tiny trainings, each trained once
 

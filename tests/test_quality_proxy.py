@@ -14,7 +14,7 @@ from evolver.config import RunConfig
 from base.files import atomic_json, read_json
 from corpora import corpus_sha256
 from sandbox.process_executor import ProcessExecutor
-from sandbox.workspace import Workspace
+from workspace.repository import Workspace
 
 pytestmark = pytest.mark.usefixtures("trained_once")   # the rows' tiny trainings, each trained once
 

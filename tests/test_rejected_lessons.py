@@ -19,7 +19,7 @@ from evolver.proposers.agent import AgentProposer, template
 from evolver.proposers.brief import Brief
 from evolver.proposers.offline import lessons_of
 from evolver.store import RunStore
-from sandbox.workspace import Workspace
+from workspace.repository import Workspace
 
 from conftest import SAMPLE_CORPUS
 from test_loop_seams import new_run

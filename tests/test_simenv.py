@@ -15,7 +15,7 @@ from sandbox.executor import Limits
 from sandbox.leakage import gold_index
 from sandbox.simenv.environment import EnvBudgetExceeded, EnvError, Environment
 from sandbox.simenv.export import prepare
-from sandbox.workspace import strategy_files
+from workspace.repository import strategy_files
 from conftest import read_artifact
 
 DEV_TASK = {"benchmark": "bfcl_multi_turn", "task_id": "multi_turn_base_2", "variant": "base"}

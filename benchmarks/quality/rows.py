@@ -146,7 +146,7 @@ def run_row(run: Path, wild: Path, source_sha256: str | None = None) -> Row:
     """The final strategy of a finished run (its journal's `final` result, files from git), on
     the wild corpus, trained and evaluated with the run's own ablations; a run with ablations is
     a Table 2 row."""
-    from sandbox.workspace import Workspace
+    from workspace.repository import Workspace
 
     run = Path(run)
     if not (run / "run.json").is_file():
@@ -166,7 +166,7 @@ def run_row(run: Path, wild: Path, source_sha256: str | None = None) -> Row:
 def run_epoch_rows(run: Path, wild: Path, source_sha256: str | None = None) -> list[Row]:
     """Every evolved candidate a run evaluated (epochs 1 on, accepted or rolled back), each a
     row `run:NAME@E`: the candidates the loop compared, to rank again (`--proxy`)."""
-    from sandbox.workspace import Workspace
+    from workspace.repository import Workspace
 
     run = Path(run)
     if sorted(_run_config(run, wild, source_sha256).get("ablations", [])):
