@@ -1,11 +1,11 @@
 """The candidate gate: one candidate from the proposer's files to its decision.
 
-    validate   the files with this epoch's inputs/ pass the host's file check and a dry run on the
-               whole corpus in the sandbox (`DryRuns.validate`, the proposers' one callback)
-    commit     the chosen revisions on `candidates/epoch-<e>`, tagged `epoch-<e>`
-    bind       the dry run's artifacts become epoch e's, their manifest naming that commit
-    curate     the epoch's artifacts: the bound dry run's, else the tagged commit executed now
-    settle     accepted: `main` fast-forwards and `best` moves; rejected: the rollback, recorded
+    validate          the files with this epoch's inputs/ pass the host's file check and a dry run on the
+                      whole corpus in the sandbox (`DryRuns.validate`, the proposers' one callback)
+    commit            the chosen revisions on `candidates/epoch-<e>`, tagged `epoch-<e>`
+    bind              the dry run's artifacts become epoch e's, their manifest naming that commit
+    curate_candidate  the epoch's artifacts: the bound dry run's, else the tagged commit executed now
+    settle_in_git     accepted: `main` fast-forwards and `best` moves; rejected: the rollback, recorded
 
 The sandbox executes and checks (`sandbox.curate.execute`); the workspace keeps the git
 mechanics; what is decided about a candidate is decided here.
@@ -136,7 +136,7 @@ def bound_manifest(run, folder: Path, sha: str) -> dict | None:
     return manifest if same else None
 
 
-def curate(run, epoch: int) -> Curation:
+def curate_candidate(run, epoch: int) -> Curation:
     """The artifacts of the candidate tagged `epoch-<e>`: its dry run's when they are there and
     bound to this commit, corpus, seed and runtime; else executed now."""
     cfg, sha = run.cfg, run.ws.resolve(f"epoch-{epoch}")
@@ -158,7 +158,7 @@ def curate(run, epoch: int) -> Curation:
                     curated={"C": manifest["C"], "cost_train": manifest["cost_train"]})
 
 
-def settle(run, decision: Decision) -> None:
+def settle_in_git(run, decision: Decision) -> None:
     """The decision in git: accepted, `main` fast-forwards to the candidate and `best` moves;
     rejected, both stay (the rollback). The commit message carries P, C, J and the reason. ρ0 is
     best from the workspace's creation, so epoch 0 has nothing to settle."""

@@ -198,9 +198,11 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def curate(strategy: str | Path, corpus_paths: Sequence[str | Path], out_dir: str | Path, *,
-           corpus_format: str = "auto", on_error: str = "abort", **kwargs) -> CurationResult:
-    """`curateevo curate`: load (and check) the corpus first, then execute the strategy."""
+def curate_files(strategy: str | Path, corpus_paths: Sequence[str | Path], out_dir: str | Path, *,
+                 corpus_format: str = "auto", on_error: str = "abort", **kwargs) -> CurationResult:
+    """A strategy directory executed once on corpus files: the corpus loaded (and checked) first,
+    then `execute` (the strategy contract's `curate(raw, ctx)` is the strategy's own; the loop's
+    curate stage is evolver.candidate.curate_candidate)."""
     from sandbox.strategy_files import strategy_files
 
     corpus = load_corpus([str(p) for p in corpus_paths], fmt=corpus_format, on_error=on_error)
