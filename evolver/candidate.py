@@ -21,6 +21,7 @@ from evolver.config import RunConfig
 from evolver.objective import charged_cost
 from evolver.proposers.brief import Verdict
 from evolver.results import Curation, Decision
+from evolver.context import RunContext
 from sandbox.checker import cost_c
 from sandbox.curate import CurationFailed, execute, runtime_sha256
 from sandbox.executor import Limits
@@ -87,7 +88,7 @@ def artifact_hashes(folder: Path) -> dict:
     return {name: a["sha256"] for name, a in manifest["artifacts"].items() if name != "profile.json"}
 
 
-def commit(run, epoch: int, chain: list, dry: DryRuns) -> tuple[str | None, list[str]]:
+def commit(run: RunContext, epoch: int, chain: list, dry: DryRuns) -> tuple[str | None, list[str]]:
     """The chosen revisions (validated outcomes), committed in order on `candidates/epoch-<e>`; the
     last one is tagged `epoch-<e>` and its dry run's artifacts become epoch e's, bound to it.
     Returns (the tagged commit, or None when there is no revision; the revisions' edits)."""
@@ -123,7 +124,7 @@ def bind_commit(out_dir: Path, commit: str, files: dict[str, bytes]) -> dict:
     return manifest
 
 
-def bound_manifest(run, folder: Path, sha: str) -> dict | None:
+def bound_manifest(run: RunContext, folder: Path, sha: str) -> dict | None:
     """The manifest of the artifacts in `folder` when they are bound to commit `sha` and to this
     run's corpus (and held-out part), seed, runtime and curation budget; else None."""
     if not (folder / "manifest.json").is_file():
@@ -136,7 +137,7 @@ def bound_manifest(run, folder: Path, sha: str) -> dict | None:
     return manifest if same else None
 
 
-def curate_candidate(run, epoch: int) -> Curation:
+def curate_candidate(run: RunContext, epoch: int) -> Curation:
     """The artifacts of the candidate tagged `epoch-<e>`: its dry run's when they are there and
     bound to this commit, corpus, seed and runtime; else executed now."""
     cfg, sha = run.cfg, run.ws.resolve(f"epoch-{epoch}")
@@ -158,7 +159,7 @@ def curate_candidate(run, epoch: int) -> Curation:
                     curated={"C": manifest["C"], "cost_train": manifest["cost_train"]})
 
 
-def settle_in_git(run, decision: Decision) -> None:
+def settle_in_git(run: RunContext, decision: Decision) -> None:
     """The decision in git: accepted, `main` fast-forwards to the candidate and `best` moves;
     rejected, both stay (the rollback). The commit message carries P, C, J and the reason. ρ0 is
     best from the workspace's creation, so epoch 0 has nothing to settle."""

@@ -11,9 +11,10 @@ from evolver.acceptance import Scores
 from evolver.candidate import settle_in_git
 from evolver.objective import c_only
 from evolver.results import Curation, Decision, Evaluation, Proposal
+from evolver.context import RunContext
 
 
-def decide(run, epoch: int, curation: Curation, evaluations: list[Evaluation], edits: list[str]) -> Decision:
+def decide(run: RunContext, epoch: int, curation: Curation, evaluations: list[Evaluation], edits: list[str]) -> Decision:
     """Accept or roll back the candidate of `epoch` (a failed curation is rolled back unevaluated)."""
     if curation.failed is not None:
         decision = Decision(epoch=epoch, commit=curation.commit, accepted=False, edits=edits,
@@ -25,7 +26,7 @@ def decide(run, epoch: int, curation: Curation, evaluations: list[Evaluation], e
     return decision
 
 
-def judged(run, epoch: int, curation: Curation, evaluations: list[Evaluation], edits: list[str]) -> Decision:
+def judged(run: RunContext, epoch: int, curation: Curation, evaluations: list[Evaluation], edits: list[str]) -> Decision:
     """The acceptance rule's ruling on an evaluated candidate: J = P − λ·C against the best's."""
     cfg = run.cfg
     if any(e.P is None for e in evaluations):   # nothing was scored: no P to decide on
@@ -47,7 +48,7 @@ def judged(run, epoch: int, curation: Curation, evaluations: list[Evaluation], e
     return decision
 
 
-def no_candidate(run, epoch: int) -> Decision:
+def no_candidate(run: RunContext, epoch: int) -> Decision:
     """The decision of an epoch for which every proposal was refused: not evaluated, nothing
     committed, the reasons recorded; its refused edits are not proposed again."""
     proposed = run.result(epoch - 1, "propose") or Proposal(candidate=None)
@@ -58,7 +59,7 @@ def no_candidate(run, epoch: int) -> Decision:
                     edits=proposed.refused_edits or [], budget_exhausted=proposed.budget_exhausted)
 
 
-def track(run, decision: Decision, curation: Curation) -> None:
+def track(run: RunContext, decision: Decision, curation: Curation) -> None:
     """P, C, J, the decision, P per category and the curated scale of the epoch, to the run's trackers."""
     from trainer.tracking import log_epoch_metrics
 

@@ -11,10 +11,11 @@ from base.objective import objective
 from benchmarks.stages import PROXY_ABLATION, proxy_specs
 from evolver.objective import charged_cost
 from evolver.results import Evaluation, Training
+from evolver.context import RunContext
 from sandbox.checker import cost_c
 
 
-def train_and_evaluate(run, epoch: int) -> list[Evaluation]:
+def train_and_evaluate(run: RunContext, epoch: int) -> list[Evaluation]:
     """Every seed's training, evaluation (and boundary rollouts) of the epoch, submitted to the
     backend at once and journaled in seed order, whatever order they finish in."""
     jobs, adopted = run.jobs.pending(epoch, samples(run, epoch))
@@ -34,13 +35,13 @@ def train_and_evaluate(run, epoch: int) -> list[Evaluation]:
     return evaluations
 
 
-def samples(run, epoch: int) -> bool:
+def samples(run: RunContext, epoch: int) -> bool:
     """Whether the epoch samples K rollouts per dev task for the boundary signal (only a diagnosis
     reads them, so the last epoch does not; an environment without episodes, replay, has none)."""
     return run.cfg.boundary_samples > 1 and run.env.executable and epoch + 1 < run.cfg.epochs
 
 
-def proxy_scores(run, dry, chains: list[list], units: int) -> list[float]:
+def proxy_scores(run: RunContext, dry, chains: list[list], units: int) -> list[float]:
     """The cheap estimates of candidates' J, submitted to the backend at once: a short SFT on each
     one's dry-run artifacts (no RL) and a small balanced dev subset, both scaled by `units`."""
     train, evaluation = proxy_specs(run.cfg.train_spec, run.cfg.eval_spec, units, run.cfg.proxy_sft_steps,
