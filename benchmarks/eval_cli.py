@@ -52,9 +52,9 @@ def cmd_eval(args) -> int:
                       policy_options=policy_options, categories=categories, max_steps=args.max_steps,
                       episodes=not args.no_episodes, step_limit=args.step_limit, policy=policy)
     if args.json:
-        print(json.dumps(doc, indent=2, sort_keys=True))
+        print(json.dumps(doc.doc, indent=2, sort_keys=True))
     else:
-        print(format_metrics(doc, Path(out)))
+        print(format_metrics(doc.doc, Path(out)))
     return 0
 
 

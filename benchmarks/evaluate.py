@@ -21,7 +21,8 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
@@ -73,6 +74,46 @@ class EvalSpec(BaseModel):
     def step_pass(self) -> bool:
         """Whether the step items are scored: `steps`, else `steps_pass` of the benchmark and metric."""
         return self.steps if self.steps is not None else steps_pass(self.benchmark, self.metric)
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """What an evaluation returns (benchmarks.stages.evaluate_on): its `metrics.json` document
+    (`doc`, exactly as written) and the fields its readers take from it. Contract: `tasks` lists
+    the evaluated task ids in evaluation order, one per episode (each task once; `samples` > 1
+    rolls each out several times); `per_category` maps each category of those tasks to the same
+    metrics as `metrics`; `P` is `metrics[metric]` (None when the dev set gave the metric no item);
+    `gold` is the gold-call log-likelihood document (`mean`, `per_category`, …) or None."""
+    doc: Mapping[str, Any]
+
+    @property
+    def P(self) -> float | None:
+        return self.doc["P"]
+
+    @property
+    def metric(self) -> str:
+        return self.doc["metric"]
+
+    @property
+    def tasks(self) -> list[str]:
+        return self.doc["tasks"]
+
+    @property
+    def metrics(self) -> dict:
+        return self.doc["metrics"]
+
+    @property
+    def per_category(self) -> dict:
+        return self.doc["per_category"]
+
+    @property
+    def gold(self) -> dict | None:
+        return self.doc.get("gold_log_likelihood")
+
+    @property
+    def timing(self) -> dict:
+        """Wall times and throughput: the one part that differs between two runs of the same evaluation."""
+        return self.doc["timing"]
 
 
 def steps_pass(benchmark: str, metric: str | None) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from base.errors import RunFailed
-from benchmarks.evaluate import EvalSpec, steps_pass
+from benchmarks.evaluate import EvalResult, EvalSpec, steps_pass
 from trainer.train import TrainSpec
 
 KINDS = ("sft", "rl", "memory")
@@ -92,24 +92,25 @@ def train_on(spec: TrainSpec, files: dict, out: Path, seed: int, *, echo: IO[str
 def evaluate_on(spec: EvalSpec, split: str, out: Path, *, base: str, adapter: str | None, memory: Path | None,
                 seed: int, tasks: int | None = None, samples: int = 1, temperature: float = 0.0, gold: bool = False,
                 progress: bool = False, allow_test: bool = False, policy_options: dict | None = None,
-                **options) -> dict:
+                **options) -> EvalResult:
     """The policy (base + adapter; the base alone without one), retrieving from `memory` when that
     file holds a record, on the benchmark's `split` (benchmarks.evaluate.evaluate_to_dir into
     `out`), as `spec` says; `tasks` overrides the spec's (a proxy's subset). Greedy, or `samples`
     rollouts per task at `temperature` (episodes only). `policy_options` adds to the local policy's
     (an endpoint, a device; benchmarks.evaluate.build_policy), `options` to evaluate_to_dir's
-    (`curateevo eval`'s categories, max_steps, a ready policy, …). Returns the metrics document."""
+    (`curateevo eval`'s categories, max_steps, a ready policy, …). Returns the evaluation's typed
+    result (its `doc` is metrics.json's object)."""
     from benchmarks.evaluate import evaluate_to_dir
 
     policy = {"base": base, "adapter": adapter, "threads": spec.threads, "max_new_tokens": spec.max_new_tokens,
               "max_prompt_tokens": spec.max_prompt_tokens, **(policy_options or {})}
     corpus = {"corpus": list(spec.corpus), "corpus_tools": spec.corpus_tools, "corpus_on_error": spec.corpus_on_error,
               "corpus_split": spec.corpus_split} if spec.corpus else {}
-    return evaluate_to_dir(spec.benchmark, split, out, tasks=tasks or spec.tasks, metric=spec.metric,
-                           memory=memory_used(memory), memory_k=spec.memory_k, seed=seed,
-                           batch_size=spec.batch_size, samples=samples, temperature=temperature,
-                           steps=spec.step_pass() if samples == 1 else False, gold=gold, progress=progress,
-                           allow_test=allow_test, policy_options=policy, **corpus, **options)
+    return EvalResult(evaluate_to_dir(
+        spec.benchmark, split, out, tasks=tasks or spec.tasks, metric=spec.metric, memory=memory_used(memory),
+        memory_k=spec.memory_k, seed=seed, batch_size=spec.batch_size, samples=samples, temperature=temperature,
+        steps=spec.step_pass() if samples == 1 else False, gold=gold, progress=progress, allow_test=allow_test,
+        policy_options=policy, **corpus, **options))
 
 
 def proxy_specs(train: TrainSpec, evaluation: EvalSpec, units: int, sft_steps: int = PROXY_SFT_STEPS,

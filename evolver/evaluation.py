@@ -60,7 +60,8 @@ def proxy_scores(run: RunContext, dry, chains: list[list], units: int) -> list[f
                                   after={"adapter": (f"proxy-train-c{i}", "adapter")},
                                   tasks=evaluation.tasks)]
         batch = run.backend.submit(jobs)
-        return [objective(batch.result(f"proxy-evaluate-c{i}")["P"], c, run.cfg.lam) for i, c in enumerate(costs)]
+        return [objective(Evaluation.from_journal(batch.result(f"proxy-evaluate-c{i}")).P, c, run.cfg.lam)
+                for i, c in enumerate(costs)]
 
 
 def proxy_cost(cfg, folder: Path) -> float:

@@ -263,6 +263,7 @@ def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bo
     (no sandbox and no proposer is made: a retrain needs neither)."""
     import tempfile
 
+    from evolver.results import Evaluation, Training
     from evolver.stages import evaluate_epoch, train_epoch
 
     store = RunStore.open(Path(run))
@@ -272,22 +273,22 @@ def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bo
         for seed in cfg.seeds:
             adapter = str(store.epoch_dir(epoch) / f"train-s{seed}" / "adapter")
             if retrain:
-                trained = train_epoch(cfg, artifacts, Path(tmp) / f"train-s{seed}", seed)
-                new, old = Path(trained["adapter"] or Path(tmp) / "none"), Path(adapter)
+                trained = Training.from_journal(train_epoch(cfg, artifacts, Path(tmp) / f"train-s{seed}", seed))
+                new, old = Path(trained.adapter or Path(tmp) / "none"), Path(adapter)
                 match = new.exists() and old.exists() and sha256_file(new / "adapter_model.safetensors") == \
                     sha256_file(old / "adapter_model.safetensors")
                 print(f"retrain seed {seed}: adapter weights {'identical' if match else 'DIFFER'}")
                 same &= match
-                adapter = trained["adapter"] or adapter
+                adapter = trained.adapter or adapter
             if reeval:
-                again = evaluate_epoch(cfg, artifacts, Path(tmp) / f"eval-s{seed}", seed,
-                                       adapter if Path(adapter).exists() else None)
+                again = Evaluation.from_journal(evaluate_epoch(cfg, artifacts, Path(tmp) / f"eval-s{seed}", seed,
+                                                               adapter if Path(adapter).exists() else None))
                 recorded = read_jsonl(store.epoch_dir(epoch) / f"eval-s{seed}" / "trajectories.jsonl")
                 replayed = read_jsonl(Path(tmp) / f"eval-s{seed}" / "trajectories.jsonl")
                 outcomes = [(t["id"], t["outcome"]) for t in recorded] == [(t["id"], t["outcome"]) for t in replayed]
                 digest = lambda rows: sha256_bytes(json.dumps([r["messages"] for r in rows]).encode())
                 match = outcomes and digest(recorded) == digest(replayed)
-                print(f"reeval seed {seed}: P {again['P']:.4f}, trajectories {'identical' if match else 'DIFFER'}")
+                print(f"reeval seed {seed}: P {again.P:.4f}, trajectories {'identical' if match else 'DIFFER'}")
                 rules = [(read_json(d / f"eval-s{seed}" / "metrics.json").get("memory") or {}).get("retrieval")
                          for d in (store.epoch_dir(epoch), Path(tmp))]
                 if not match and rules[0] != rules[1]:
@@ -352,10 +353,10 @@ def cmd_test(args) -> int:
     if out.exists():   # --again: the earlier reading's files give way; the journal keeps every reading
         shutil.rmtree(out)
     os.replace(partial, out)
-    store.journal.append({"event": "tested", "epoch": epoch, "P": doc["P"], "metric": doc["metric"],
+    store.journal.append({"event": "tested", "epoch": epoch, "P": doc.P, "metric": doc.metric,
                           "reading": len(readings) + 1})
     print(f"final strategy (epoch {epoch}) on the test split:")
-    print(format_metrics(doc, out))
+    print(format_metrics(doc.doc, out))
     return 0
 
 

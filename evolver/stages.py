@@ -41,9 +41,9 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
     doc = evaluate_on(cfg.eval_spec, cfg.split, out, base=cfg.base, adapter=adapter,
                       memory=used(artifacts, cfg.ablations)["memory"], seed=seed, tasks=tasks, samples=samples,
                       temperature=temperature, progress=True, gold=samples == 1)
-    gold = doc.get("gold_log_likelihood")   # beside P, never in a strategy's inputs
-    m = doc["metrics"]
-    dev = {"tasks": len(doc["tasks"]), "episodes": m.get("episodes", 0), "step_items": m.get("step_items", 0),
+    gold = doc.gold   # beside P, never in a strategy's inputs
+    m = doc.metrics
+    dev = {"tasks": len(doc.tasks), "episodes": m.get("episodes", 0), "step_items": m.get("step_items", 0),
            "step_items_with_calls": m.get("step_items_with_calls")}
-    return Evaluation(P=doc["P"], metrics=doc["metrics"], dev=dev, **({"gold_ll": gold["mean"], "gold_ll_per_category": {
+    return Evaluation(P=doc.P, metrics=doc.metrics, dev=dev, **({"gold_ll": gold["mean"], "gold_ll_per_category": {
         c: v["mean"] for c, v in gold["per_category"].items()}} if gold else {})).journal()

@@ -93,7 +93,7 @@ def test_replay_from_the_records_is_byte_identical_without_the_server(llm_server
     assert [m["content"].split(" (")[0] for m in memory] == ["Check the airport first.", "Check the card first.",
                                                              "Check the budget first."]
     assert read_artifact(first.out_dir / "sft.jsonl")[0]["meta"]["tags"] == ["no-key"]
-    assert first.manifest["llm_record_sha256"] and first.execution["llm"]["requests"] == 3
+    assert first.manifest.llm_record_sha256 and first.execution["llm"]["requests"] == 3
 
     llm_server.stop()
     replayed = execute(files, corpus, tmp_path / "replayed", executor=docker,
@@ -134,7 +134,7 @@ def curate(raw, ctx):
     return ctx.toolkit.Curated(sft=[ctx.toolkit.sft_record(raw[0])])
 '''
     result = execute(strategy(tmp_path, code), load_corpus([str(sample_corpus)]), tmp_path / "out", executor=docker)
-    assert result.manifest["llm_record_sha256"] is None and result.execution["llm"] is None
+    assert result.manifest.llm_record_sha256 is None and result.execution["llm"] is None
 
 
 def test_the_channel_checks_each_request(tmp_path):

@@ -140,7 +140,7 @@ def test_an_executor_is_one_module_and_one_registry_line(tmp_path, monkeypatch, 
     made = executor_mod.make_executor("inline")
     result = execute({"strategy.py": READS_INPUTS, "inputs/failed_points.json": json.dumps(POINTS).encode()},
                      load_corpus([str(sample_corpus)]), tmp_path / "out", executor=made)
-    assert result.execution["execution"]["executor"] == "inline" and result.manifest["artifacts"]["memory.jsonl"]["count"] == 1
+    assert result.execution["execution"]["executor"] == "inline" and result.manifest.counts()["memory.jsonl"] == 1
     assert RunConfig(sandbox="inline").sandbox == "inline"
     assert "inline" in cli.build_parser().parse_args(["curate", "--sandbox", "inline"]).sandbox
     sys.modules.pop("inline_executor", None)

@@ -71,3 +71,26 @@ def test_the_proxy_is_one_definition_sft_only_a_few_steps_and_a_subset_of_the_ta
     assert train.budget == {"max_length": 512, "sft_max_steps": 2 * stages.PROXY_SFT_STEPS}
     assert evaluation.tasks == 15                          # never more than the run's own tasks
     assert stages.proxy_specs(TrainSpec(), EvalSpec(), 1)[1].tasks == stages.PROXY_TASKS
+
+
+def test_the_typed_manifest_writes_exactly_the_json_a_curation_wrote_and_names_its_counts_and_hashes(tmp_path):
+    from base.files import json_text, read_json
+    from corpora import load_corpus
+    from sandbox.curate import execute
+    from sandbox.manifest import Manifest
+    from sandbox.process_executor import ProcessExecutor
+    from sandbox.strategy_files import strategy_files
+    from conftest import SAMPLE_CORPUS
+    from benchmarks.quality.rows import SEED_STRATEGY
+
+    result = execute(strategy_files(SEED_STRATEGY), load_corpus([str(SAMPLE_CORPUS)]), tmp_path / "out",
+                     executor=ProcessExecutor())
+    written = (tmp_path / "out" / "manifest.json").read_text()
+    assert json_text(result.manifest.to_json()) == written                    # the bytes as they always were
+    again = Manifest.from_json(read_json(tmp_path / "out" / "manifest.json"))
+    assert again == result.manifest and json_text(again.to_json()) == written
+    assert again.counts() == {k: v["count"] for k, v in read_json(tmp_path / "out" / "manifest.json")["artifacts"].items()
+                              if "count" in v}
+    assert set(again.hashes()) == {"sft.jsonl", "rl.jsonl", "memory.jsonl"}
+    bound = again.bound_to("a" * 40)
+    assert bound.strategy.commit == "a" * 40 and bound.to_json()["strategy"]["files_sha256"] == again.strategy.files_sha256

@@ -44,7 +44,7 @@ def curate(files, corpus, out):
 
 
 def hashes(result):
-    return {name: a["sha256"] for name, a in result.manifest["artifacts"].items() if name != "profile.json"}
+    return result.manifest.hashes()
 
 
 def records(path):
@@ -68,7 +68,7 @@ def test_the_template_is_the_empty_composition_and_curates_exactly_like_the_seed
     planned = curate(strategy_files(TEMPLATE.parent), corpus, tmp_path / "planned")
     for name in ("sft.jsonl", "rl.jsonl", "memory.jsonl"):
         assert records(seed.out_dir / name) == records(planned.out_dir / name), name
-    assert seed.manifest["cost_train"] == planned.manifest["cost_train"]
+    assert seed.manifest.cost_train == planned.manifest.cost_train
 
 
 def test_generated_strategies_for_several_diagnoses_run_in_the_sandbox_and_pass_the_checker(sample_corpus, tmp_path):
@@ -216,7 +216,7 @@ def test_efficiency_is_conditioned_on_the_diagnosis_and_shrinks_cost(sample_corp
     focus = {"cd"}
     genome = {"focus_prune": {"keep_share": 0.25, "categories": (), "tools": tuple(focus)}}
     pruned = curate({**files, "strategy.py": compose(genome).encode()}, corpus, tmp_path / "pruned")
-    assert pruned.manifest["cost_train"] < rho0.manifest["cost_train"]
+    assert pruned.manifest.cost_train < rho0.manifest.cost_train
     kept = {r["id"] for r in records(pruned.out_dir / "sft.jsonl")}
     for raw in (json.loads(line) for line in sample_corpus.read_text().splitlines()):
         if any(c["function"]["name"] in focus for m in raw["messages"] for c in m.get("tool_calls") or ()):

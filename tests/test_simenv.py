@@ -158,4 +158,4 @@ def test_a_hostile_strategy_finds_no_dev_or_test_task_in_the_container(tmp_path,
     assert control in meta["found"] and f"{control} in /job/env/scenarios.json" in meta["found"]
     first = corpus.records[0]
     assert meta["observations"] == [m["content"] for m in first["messages"] if m["role"] == "tool"]
-    assert result.manifest["env_sha256"] and result.execution["env"]["bfcl_multi_turn"] == 33
+    assert result.manifest.env_sha256 and result.execution["env"]["bfcl_multi_turn"] == 33

@@ -251,7 +251,7 @@ class Cells:
             doc = evaluate_on(self.eval_spec, s.split, tmp / "eval", base=self.base, adapter=adapter,
                               memory=used["memory"] and used["memory"][0], seed=seed,
                               allow_test=s.split == "test" and not s.corpus)
-            if doc["tasks"] != [t.id for t in self.tasks]:
+            if doc.tasks != [t.id for t in self.tasks]:
                 raise RuntimeError("the evaluation chose other tasks than the cell's key names")
             # call_f1 (replay): a held-out record's own call F1, as the loop scores it; else success
             outcome = "reward" if s.metric == "call_f1" else "success"
@@ -259,13 +259,13 @@ class Cells:
                       for t in read_jsonl(tmp / "eval" / "trajectories.jsonl")}
             trained = Path(adapter).parent / "summary.json" if adapter else None
             sft = (read_json(trained).get("sft") or {}) if trained and trained.is_file() else {}
-            atomic_json(tmp / "cell.json", {"key": key, "seed": seed, "P": doc["P"], "metric": s.metric,
+            atomic_json(tmp / "cell.json", {"key": key, "seed": seed, "P": doc.P, "metric": s.metric,
                                             "training": self.training_key(row, seed), "adapter": adapter,
                                             "scores": scores, "category": self.category,
-                                            "call_rate": doc["metrics"].get("call_rate"),
-                                            "format_error_rate": doc["metrics"].get("format_error_rate"),
+                                            "call_rate": doc.metrics.get("call_rate"),
+                                            "format_error_rate": doc.metrics.get("format_error_rate"),
                                             "sft_loss_last": sft.get("loss_last"),
-                                            "eval_wall_s": doc["timing"].get("episodes_s")})
+                                            "eval_wall_s": doc.timing.get("episodes_s")})
 
         return read_json(_whole(self.root / "cells" / key, evaluate) / "cell.json")
 

@@ -48,7 +48,7 @@ def proxy_score(cells, row, units: int, seed: int = 0, compute: bool = True) -> 
             doc = evaluate_on(evaluation, "dev", tmp / "eval", base=cells.base, adapter=str(tmp / "train" / "adapter"),
                               memory=memory and memory[0], seed=seed)
             solved = sum(t["outcome"]["success"] for t in read_jsonl(tmp / "eval" / "trajectories.jsonl"))
-            atomic_json(tmp / "proxy.json", {"key": key, "P": doc["P"], "solved": solved, "tasks": len(doc["tasks"]),
+            atomic_json(tmp / "proxy.json", {"key": key, "P": doc.P, "solved": solved, "tasks": len(doc.tasks),
                                              "sft_steps": steps, "seed": seed})
 
         _whole(out, make)
