@@ -233,16 +233,6 @@ def run_episodes(benchmark: Benchmark, tasks: Sequence[Task], policy, *, max_ste
     return records
 
 
-def sampled_episodes(benchmark: Benchmark, tasks: Sequence[Task], policy, *, samples: int, temperature: float,
-                     seed: int = 0, **options) -> list[dict]:
-    """`samples` rollouts per task at `temperature` (CoEvolve's boundary signal), seeded apart from
-    the greedy run (which stays the metric): the same seed gives the same rollouts."""
-    if samples < 2 or temperature <= 0:
-        raise ValueError("sampled rollouts need samples ≥ 2 and a temperature > 0")
-    return run_episodes(benchmark, tasks, policy, samples=samples, temperature=temperature,
-                        seed=derive_seed(seed, "sampled"), **options)
-
-
 def step_items(benchmark: Benchmark, tasks: Sequence[Task]) -> list[StepItem]:
     """The step items of `tasks`, in task order."""
     return [item for task in tasks for item in benchmark.step_items(task)]

@@ -21,12 +21,12 @@ import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping
 
 from base.errors import RunFailed, UserError, printable
 from base.files import is_empty_or_missing, writable_parent, json_text, sha256_bytes, sha256_files
 from sandbox import checker, environment_lock, leftovers
-from corpora import Corpus, load_corpus
+from corpora import Corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
 from sandbox.leakage import check_record
 from sandbox.manifest import CorpusKey, Manifest, StrategyKey
@@ -189,15 +189,3 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
     finally:
         shutil.rmtree(job_root, ignore_errors=True)
         shutil.rmtree(stage, ignore_errors=True)
-
-
-def curate_files(strategy: str | Path, corpus_paths: Sequence[str | Path], out_dir: str | Path, *,
-                 corpus_format: str = "auto", on_error: str = "abort", **kwargs) -> CurationResult:
-    """A strategy directory executed once on corpus files: the corpus loaded (and checked) first,
-    then `execute` (the strategy contract's `curate(raw, ctx)` is the strategy's own; the loop's
-    curate stage is evolver.candidate.curate_candidate)."""
-    from sandbox.strategy_files import strategy_files
-
-    corpus = load_corpus([str(p) for p in corpus_paths], fmt=corpus_format, on_error=on_error)
-    return execute(strategy_files(Path(strategy)), corpus, Path(out_dir), **kwargs)
-

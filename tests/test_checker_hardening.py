@@ -11,7 +11,8 @@ import pytest
 from sandbox import checker
 from sandbox.checker import CAPS, HOST_MEMORY_BUDGET, CandidateRejected, check_output
 from corpora import load_corpus
-from sandbox.curate import CurationFailed, curate_files, execute
+from sandbox.curate import CurationFailed, execute
+from conftest import curate_files
 from sandbox.process_executor import ProcessExecutor
 from sandbox.strategy_files import strategy_files
 

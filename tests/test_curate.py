@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from evolver import cli
-from sandbox.curate import CurationFailed, curate_files
+from sandbox.curate import CurationFailed
+from conftest import curate_files
 from sandbox.process_executor import ProcessExecutor
 
 from conftest import SEED_STRATEGY

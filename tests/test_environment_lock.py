@@ -136,7 +136,7 @@ def test_a_curation_records_the_lock_and_replay_says_when_the_environment_differ
     import json
 
     from evolver import cli
-    from sandbox.curate import curate_files
+    from conftest import curate_files
     from sandbox.process_executor import ProcessExecutor
     from conftest import SEED_STRATEGY
 

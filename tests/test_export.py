@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from evolver.cli import main
-from sandbox.curate import curate_files
+from conftest import curate_files
 from sandbox.process_executor import ProcessExecutor
 from formats import chat_format as cf
 from trainer.export import export_verl

@@ -18,7 +18,7 @@ import pytest
 
 from base.errors import RunFailed
 from sandbox import process_executor
-from sandbox.curate import curate_files
+from conftest import curate_files
 from sandbox.executor import CurationJob
 from sandbox.mount_table import writable_mounts
 from sandbox.process_executor import ProcessExecutor, probe_bwrap

@@ -12,7 +12,7 @@ import pytest
 
 from evolver import cli
 from sandbox import process_executor
-from sandbox.curate import curate_files
+from conftest import curate_files
 from sandbox.docker_executor import DockerExecutor, docker_client
 from sandbox.process_executor import ProcessExecutor, probe_bwrap
 

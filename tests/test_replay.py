@@ -5,7 +5,7 @@ import pytest
 
 from evolver import cli
 from base.errors import UserError
-from sandbox.curate import curate_files
+from conftest import curate_files
 from sandbox.process_executor import ProcessExecutor
 from sandbox.replay import replay
 
@@ -112,7 +112,7 @@ def test_a_manifest_lacking_fields_is_one_sentence(sample_corpus, tmp_path, caps
     import json as _json
 
     from evolver import cli
-    from sandbox.curate import curate_files
+    from conftest import curate_files
     from sandbox.process_executor import ProcessExecutor
     from conftest import SEED_STRATEGY
 

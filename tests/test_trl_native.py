@@ -9,7 +9,7 @@ import pyarrow.json
 import pytest
 from datasets import load_dataset
 
-from sandbox.curate import curate_files
+from conftest import curate_files
 from sandbox.process_executor import ProcessExecutor
 from formats import chat_format as cf
 from sandbox import exchange
