@@ -313,7 +313,7 @@ class LaunchOptions(BaseModel):
                                         "one a line (default: a tenth of the records, drawn by their content)")] = None
     test_ids: Annotated[str | None, Flag("likewise the ids held out for `curateevo test` (default: another tenth)")] = None
     llm_records: Annotated[str | None, Flag("copy another run's llm/ record into this run first (with --llm-mode "
-                                            "replay: rerun it offline)", group="llm")] = None
+                                            "offline: rerun it with no network)", group="llm")] = None
 
 
 class ResumeOptions(BaseModel):

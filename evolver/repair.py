@@ -62,7 +62,7 @@ def _rebuild(store: RunStore, epoch: int, commit: str, into: Path, sandbox: str 
                                                                 tools=cfg.tools or None))
     llm = None
     if cfg.llm is not None:
-        config = cfg.llm.model_copy(update={"mode": "replay"})   # the records only
+        config = cfg.llm.model_copy(update={"mode": "offline"})   # the records only
         llm = channel_answer(LLM(config, store.root / "llm"))
     try:
         execute(ws.files(commit), corpus, into, seed=cfg.seed, executor=make_executor(sandbox or cfg.sandbox),

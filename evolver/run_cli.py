@@ -58,8 +58,14 @@ def read_config_file(path: str) -> dict:
 def run_options(args) -> dict:
     """The options of `curateevo run`: flags given, else the config file's values, else defaults
     (each checked against its declaration in evolver/config.py)."""
+    from evolver.llm import OLD_MODES
+
     given = flag_values({o.dest: getattr(args, o.dest) for o in RUN_OPTIONS})
-    return merge_options(given, read_config_file(args.config) if args.config else {})
+    options = merge_options(given, read_config_file(args.config) if args.config else {})
+    if options.get("llm_mode") in OLD_MODES:   # the old spelling still works, and says the new one
+        print(f"note: --llm-mode {options['llm_mode']} is the old spelling of --llm-mode "
+              f"{OLD_MODES[options['llm_mode']]}", file=sys.stderr)
+    return options
 
 
 def create_run(options: dict) -> RunStore:
@@ -108,7 +114,7 @@ def create_run(options: dict) -> RunStore:
     def fill(folder: Path) -> None:   # written before the run directory takes its name
         if loaded is not None and loaded.skipped_lines:
             write_skipped(folder, loaded)
-        if options["llm_records"]:   # a rerun from another run's record (replay-only: no network call)
+        if options["llm_records"]:   # a rerun from another run's record (offline: no network call)
             shutil.copytree(options["llm_records"], folder / "llm", ignore=shutil.ignore_patterns("diagnosis-cache"))
 
     check_run_lengths(config, loaded)
@@ -308,7 +314,7 @@ def replay_llm(run: Path):
     from evolver.llm import LLM
     from evolver.stages import channel_answer
 
-    return channel_answer(LLM(cfg.llm.model_copy(update={"mode": "replay"}), store.root / "llm"))
+    return channel_answer(LLM(cfg.llm.model_copy(update={"mode": "offline"}), store.root / "llm"))
 
 
 def run_config(store: RunStore) -> RunConfig:
