@@ -305,7 +305,7 @@ def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bo
 
 
 def replay_llm(run: Path):
-    """What answers ctx.llm when an epoch of `run` is replayed: the run's LLM layer in replay-only
+    """What answers ctx.llm when an epoch of `run` is replayed: the run's LLM layer in its offline
     mode over RUN/llm (no network; a missing record is an error). None when the run has no LLM."""
     store = RunStore.open(Path(run))
     cfg = run_config(store)

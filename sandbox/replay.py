@@ -116,7 +116,7 @@ def _tools_file(src: Path, manifest: dict, execution: dict, given: str | None):
 
 def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None = None,
            corpus_paths: list[str] | None = None, llm=None, tools_path: str | None = None) -> ReplayReport:
-    """`llm` answers ctx.llm (the run's LLM layer in replay-only mode) when the output used one."""
+    """`llm` answers ctx.llm (the run's LLM layer in its offline mode) when the output used one."""
     src = Path(src)
     manifest = _read_json(src / "manifest.json")
     _check_fields(src / "manifest.json", manifest, REQUIRED_MANIFEST)
