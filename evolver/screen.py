@@ -1,13 +1,14 @@
 """The screen: k candidates of an epoch ranked cheaply, so the full recipe goes to the best (issue 60).
 
 A multi-fidelity screen: successive halving (evolver.selection) over the loop's proxy
-(evolver.evaluation.proxy_scores: a short SFT on a candidate's dry-run artifacts and a small
-balanced dev subset, both scaled by the rung's units, J = P − λ·C). Every candidate gets the
-cheapest rung, the better half twice the units, until one remains.
+(evolver.evaluation.proxy_scores with the one proxy definition, benchmarks.stages.proxy_specs: a
+short SFT on a candidate's dry-run artifacts and a small balanced dev subset, both scaled by the
+rung's units, J = P − λ·C). Every candidate gets the cheapest rung, the better half twice the
+units, until one remains.
 
 Each scored (candidate, units) cell is kept as `<folder>/<key>.json` (the propose stage's
 `epochs/<e>/screen/`), keyed by the candidate's artifact hashes, the units and the proxy's
-settings, as soon as it is scored. A run killed mid-screen resumes with the cells it has and scores
+specs, as soon as it is scored. A run killed mid-screen resumes with the cells it has and scores
 only the rest, so it reaches the choice the uninterrupted run reaches (the proxy is deterministic
 given its inputs; tests/test_screen.py kills one); a rung that asks for a cell an earlier rung
 scored (the same units) reads it. On the local backend a rung's missing cells are scored one at a
@@ -21,25 +22,30 @@ from pathlib import Path
 from typing import Sequence
 
 from base.files import atomic_json, read_json
+from benchmarks.stages import PROXY_ABLATION, proxy_specs
 from evolver import evaluation
 from evolver.candidate import artifact_hashes
+from evolver.context import RunContext
 from evolver.selection import Selection, select
 
 
-def proxy_setting(cfg) -> dict:
-    """What a proxy cell's score depends on besides the candidate's artifacts and the units."""
-    return {"base": cfg.base, "profile": cfg.profile, "train_budget": dict(cfg.train_budget), "seed": cfg.seeds[0],
-            "sft_steps_per_unit": cfg.proxy_sft_steps, "tasks_per_unit": cfg.proxy_tasks, "tasks": cfg.tasks,
-            "benchmark": cfg.benchmark, "metric": cfg.metric, "lam": cfg.lam, "ablations": sorted(cfg.ablations),
-            "max_new_tokens": cfg.max_new_tokens}
+def proxy_setting(cfg, units: int) -> dict:
+    """What a proxy cell's score depends on besides the candidate's artifacts: the proxy's specs at
+    `units` (benchmarks.stages.proxy_specs, as evolver.evaluation.proxy_scores trains and evaluates
+    with them, less how the training child is launched and tracked), the seed, λ and the ablations."""
+    train, evaluation_spec = proxy_specs(cfg.train_spec, cfg.eval_spec, units, cfg.proxy_sft_steps, cfg.proxy_tasks)
+    return {"train": train.model_dump(mode="json", exclude={"report_to", "launcher", "accelerate_config"}),
+            "evaluate": evaluation_spec.model_dump(mode="json", exclude={"corpus"}), "corpus": cfg.corpus_sha256,
+            "seed": cfg.seeds[0], "lam": cfg.lam, "ablations": sorted({*cfg.ablations, PROXY_ABLATION})}
 
 
 def cell_key(cfg, artifacts: dict, units: int) -> str:
-    blob = json.dumps({"artifacts": artifacts, "units": units, "proxy": proxy_setting(cfg)}, sort_keys=True, default=str)
+    blob = json.dumps({"artifacts": artifacts, "units": units, "proxy": proxy_setting(cfg, units)}, sort_keys=True,
+                      default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def scores(run, dry, chains: Sequence[list], units: int, folder: Path) -> list[float]:
+def scores(run: RunContext, dry, chains: Sequence[list], units: int, folder: Path) -> list[float]:
     """The proxy J of each chain (its last revision's dry run) at `units`: from its cell when
     scored before, else scored now and kept."""
     keys = [cell_key(run.cfg, artifact_hashes(dry.output(dry.candidate(chain[-1].files))), units) for chain in chains]
@@ -54,7 +60,7 @@ def scores(run, dry, chains: Sequence[list], units: int, folder: Path) -> list[f
     return [float(read_json(folder / f"{key}.json")["J"]) for key in keys]
 
 
-def screen(chains: Sequence[list], budget: int, *, folder: Path, run, dry) -> Selection:
+def screen(chains: Sequence[list], budget: int, *, folder: Path, run: RunContext, dry) -> Selection:
     """Successive halving over `chains` on the kept proxy cells (`scores`); the chosen chain and every rung."""
     folder.mkdir(parents=True, exist_ok=True)
     return select(list(chains), budget=budget, proxy_scores=lambda group, units: scores(run, dry, group, units, folder))

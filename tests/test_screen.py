@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from corpora import corpus_sha256
 from evolver import candidate as gate
 from evolver import cli, evaluation
 from evolver.config import RunConfig
@@ -19,7 +20,6 @@ from evolver.context import RunContext
 from evolver.proposers.brief import Outcome
 from evolver.screen import screen
 from evolver.store import RunStore
-from sandbox.corpus import corpus_sha256
 
 from conftest import ROOT, SAMPLE_CORPUS, TINY_RUN_ARGS
 
