@@ -1,6 +1,6 @@
 """Propose: the brief of the best strategy (its files with this epoch's inputs/, diagnosis, signals,
 lessons, history), the proposer's effectiveness then efficiency revision — or k of them ranked by
-the proxy — each validated by a dry run, and the chosen ones handed to the candidate gate."""
+the screen (evolver.screen) — each validated by a dry run, and the chosen ones handed to the candidate gate."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,13 +11,11 @@ from pathlib import Path
 from base.errors import RunFailed
 from base.files import atomic_json, read_json
 from evolver import candidate as gate
-from evolver import evaluation
-from evolver.context import say
+from evolver.context import RunContext, say
 from evolver.diagnosis_stage import summary_line
 from evolver.proposers.brief import Brief
 from evolver.results import Decision, Proposal
-from evolver.selection import select
-from evolver.context import RunContext
+from evolver.screen import screen
 from sandbox.strategy_files import inputs_files
 
 
@@ -91,9 +89,8 @@ def ranked(run: RunContext, brief: Brief, dry, out: Path, phases: list[str], k: 
     if not pairs:
         return [], log, exhausted, None
     numbers = list(pairs)
-    selection = select([pairs[i][0] for i in numbers], budget=run.cfg.proxy_budget or
-                       len(pairs) * max(1, math.ceil(math.log2(len(pairs)))),
-                       proxy_scores=lambda chains, units: evaluation.proxy_scores(run, dry, chains, units))
+    selection = screen([pairs[i][0] for i in numbers], run.cfg.proxy_budget or   # each scored cell kept: resumable
+                       len(pairs) * max(1, math.ceil(math.log2(len(pairs)))), folder=out.parent / "screen", run=run, dry=dry)
     # rungs and the choice by candidate number (a candidate that found nothing is not ranked)
     selection.index = numbers[selection.index]
     selection.rungs = [{**r, "scores": {numbers[i]: v for i, v in r["scores"].items()},
