@@ -368,7 +368,21 @@ def _test_readings(store: RunStore) -> str:
                     f"P = {e.get('P')} ({html.escape(str(e.get('time', '')))})</li>" for n, e in enumerate(readings, 1))
     warn = (f"<p><b>The test split was read {len(readings)} times</b> (`test --again`): only the first reading is "
             "a held-out result.</p>") if len(readings) > 1 else ""
-    return f"<h2>Test split</h2>{warn}<ul>{items}</ul>"
+    return f"<h2>Test split</h2>{warn}<ul>{items}</ul>{_versus_rho0(store)}"
+
+
+def _versus_rho0(store: RunStore) -> str:
+    """The last reading's answer to "did evolution help?": ρ0 and the final strategy, paired (evolver/tested.py)."""
+    from evolver import tested
+
+    doc = tested.read(store.root)
+    if doc is None:
+        return "<p><i>This reading did not pair the final strategy with ρ0 (tested before `test` did).</i></p>"
+    columns = [(name, -1 if i == 0 else 1) for i, name in enumerate(tested.HEADER)]
+    seeds = f"{doc['seeds']} training seeds, paired over tasks × seeds" if doc["seeds"] > 1 else "one training seed, paired over tasks"
+    return (f"<p>Did evolution help? The final strategy (epoch {doc['epoch']}) against ρ0 (epoch 0, no curation) on "
+            f"the test split, P in %, 95% intervals, {seeds} ({html.escape(doc['how'])}):</p>"
+            + _html_table(columns, tested.rows(doc), "versus"))
 
 
 def write_report(run: Path) -> Path:
