@@ -16,6 +16,7 @@ from pathlib import Path
 from base.files import atomic_write
 from evolver.tables import STAGE_COLUMNS, dev_scope, epoch_rows, failed_stages, log_table, stage_table
 from evolver.config import RunConfig
+from evolver import report_sections
 from evolver.diagnose import FAMILY_PREFIXES
 from evolver.store import RunStore
 from evolver.trace import outcome_table
@@ -220,9 +221,10 @@ def _html_table(columns, body, kind: str) -> str:
     return f'<table class="{kind}"><tr>{head}</tr>{rows}</table>'
 
 
-def _epoch_table(store) -> str:
-    """The `log` table as an HTML table, its notes (footnotes, dev size, warnings) once, under it."""
+def _epoch_table(store, rows) -> str:
+    """The `log` table as an HTML table, its notes (footnotes, dev size, warnings, why a figure is "—") once, under it."""
     columns, body, notes = log_table(store)
+    notes += report_sections.missing_notes(store, rows)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
     return _html_table(columns, body, "epochs") + (f'<ul class="notes">{notes}</ul>' if notes else "")
 
@@ -412,10 +414,11 @@ img{{display:block;max-width:100%;margin:1em 0}}pre{{background:#f6f6f6;padding:
 pre.diff{{white-space:pre-wrap;overflow-wrap:anywhere}}.add{{color:#116611;background:#e6ffec}}.del{{color:#a11;background:#ffebe9}}
 .hunk{{color:#0550ae}}.file{{font-weight:bold}}table{{border-collapse:collapse;margin:.5em 0}}
 td,th{{border:1px solid #ddd;padding:3px 8px;font-size:13px}}th{{background:#f3f3f3}}td.n{{text-align:right;font-variant-numeric:tabular-nums}}
-ul.notes{{font-size:13px;color:#555}}</style>
+ul.notes{{font-size:13px;color:#555}}table.answers td{{vertical-align:top;max-width:420px;overflow-wrap:anywhere}}</style>
 <h1>Run {html.escape(store.root.name)}</h1>
 {_header(store, rows)}
-{_epoch_table(store)}
+{_epoch_table(store, rows)}
+{report_sections.corpus_section(store, rows)}
 {images}
 {_missing_plots(store, rows, plots)}
 <h2>Time and LLM usage per stage</h2>
@@ -425,9 +428,11 @@ ul.notes{{font-size:13px;color:#555}}</style>
 {_curation_costs(rows)}
 {_test_readings(store)}
 {_category_table(store, rows)}
+{report_sections.per_tool_section(store, rows)}
 {outcome_table(store)}
 {_revisions(store, rows)}
 {_failures(store, rows)}
+{report_sections.failed_answers_section(store, rows)}
 """
     atomic_write(out / "index.html", page)
     return out / "index.html"

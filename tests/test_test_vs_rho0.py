@@ -64,6 +64,19 @@ def test_test_prints_rho0_the_final_strategy_and_their_paired_difference_per_cat
     assert cli.main(["report", str(root)]) == 0                      # the report shows the answer
     page = (root / "report" / "index.html").read_text()
     assert "Did evolution help?" in page and "final − ρ0 [95% CI]" in page
+    # the page a user reads of a run on an environment: the test size read, no per-tool table and why, gold calls
+    assert "test split, never read by the loop; `curateevo test` read 5 of them" in page
+    assert "No per-tool table: bfcl-single is scored by task_success per task" in page
+    from benchmarks.registry import get_benchmark
+
+    bench = get_benchmark("bfcl-single")
+    failed = [t["meta"]["task_id"] for line in (root / "epochs" / "0" / "eval-s0" / "trajectories.jsonl").open()
+              for t in [json.loads(line)] if not t["outcome"]["success"]]
+    assert failed and "Failed dev tasks: the answer beside the gold call" in page
+    for task in failed:
+        gold = bench.gold(task)
+        cell = f"<tr><td>{task}</td><td><code>"
+        assert cell in page and (gold[0][0] if gold else "(no call: a reply)") in page.split(cell, 1)[1].split("</tr>")[0]
 
 
 def test_the_comparison_pairs_tasks_and_says_per_category_what_moved():
