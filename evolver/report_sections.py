@@ -145,12 +145,13 @@ def _gold_of(cfg: RunConfig, task_ids: list[str]) -> dict[str, str]:
 def failed_answers_section(store: RunStore, rows: list[dict]) -> str:
     """Each evaluated epoch's failed dev tasks (first seed): the answer beside the gold call and the verdict."""
     cfg = RunConfig.from_json(store.config)
-    seed, parts, gold = cfg.seeds[0], [], None
-    for r in rows:
-        path = store.epoch_dir(r["epoch"]) / f"eval-s{seed}" / "trajectories.jsonl"
-        if not path.is_file():
-            continue
-        failed = [t for t in read_jsonl(path) if not (t.get("outcome") or {}).get("success")]
+    seed, parts = cfg.seeds[0], []
+    paths = [(r["epoch"], store.epoch_dir(r["epoch"]) / f"eval-s{seed}" / "trajectories.jsonl") for r in rows]
+    failures = {e: [t for t in read_jsonl(p) if not (t.get("outcome") or {}).get("success")]
+                for e, p in paths if p.is_file()}
+    episodic = sorted({t["meta"]["task_id"] for ts in failures.values() for t in ts if "steps" not in t["meta"]})
+    gold = _gold_of(cfg, episodic) if episodic else {}   # an environment's tasks: the benchmark's gold, read once
+    for epoch, failed in failures.items():
         lines = []
         for t in failed:
             meta = t["meta"]
@@ -162,8 +163,6 @@ def failed_answers_section(store: RunStore, rows: list[dict]) -> str:
                         lines.append((f"{meta['task_id']} step {s.get('step')}", answer, gold_text,
                                       f"{s.get('verdict')}: {s.get('why', '')}"))
                 continue
-            if gold is None:
-                gold = _gold_of(cfg, [x["meta"]["task_id"] for x in failed])
             feedback = meta.get("feedback") or {}
             verdict = " — ".join(str(x) for x in (feedback.get("error_type"), feedback.get("checker_message")) if x)
             lines.append((meta["task_id"], _answer(t), gold.get(meta["task_id"], "— (the benchmark states none)"),
@@ -172,10 +171,12 @@ def failed_answers_section(store: RunStore, rows: list[dict]) -> str:
             continue
         body = "".join(f"<tr><td>{_e(a)}</td><td><code>{_e(_cut(b))}</code></td><td><code>{_e(_cut(c))}</code></td>"
                        f"<td>{_e(_cut(d))}</td></tr>" for a, b, c, d in lines)
-        parts.append(f"<details><summary>epoch {r['epoch']}: {len(failed)} failed dev task(s), seed {seed}</summary>"
-                     "<table class=\"answers\"><tr><th>task</th><th>the agent's answer</th><th>gold call</th>"
-                     f"<th>verdict</th></tr>{body}</table></details>")
-    return "<h2>Failed dev tasks: the answer beside the gold call</h2>" + "".join(parts) if parts else ""
+        parts.append((epoch, len(failed), body))
+    shown = [f"<details{' open' if n == len(parts) else ''}><summary>epoch {epoch}: {count} failed dev task(s), "
+             f"seed {seed}</summary><table class=\"answers\"><tr><th>task</th><th>the agent's answer</th>"
+             f"<th>gold call</th><th>verdict</th></tr>{body}</table></details>"
+             for n, (epoch, count, body) in enumerate(parts, 1)]   # the last epoch's unfolded
+    return "<h2>Failed dev tasks: the answer beside the gold call</h2>" + "".join(shown) if shown else ""
 
 
 def missing_notes(store: RunStore, rows: list[dict]) -> list[str]:
