@@ -353,7 +353,8 @@ def cmd_test(args) -> int:
     if out.exists():   # --again: the earlier reading's files give way; the journal keeps every reading
         shutil.rmtree(out)
     os.replace(partial, out)
-    store.journal.append({"event": "tested", "epoch": epoch, "P": comparison["final"]["value"], "metric": cfg.metric,
+    P = doc["P"] if doc is not None else comparison["final"]["value"]   # the metric's own P (call_f1 pools the calls)
+    store.journal.append({"event": "tested", "epoch": epoch, "P": P, "metric": cfg.metric,
                           "reading": len(readings) + 1, **kept})
     if doc is not None:
         print(f"final strategy (epoch {epoch}) on the test split:")

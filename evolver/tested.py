@@ -117,5 +117,8 @@ def text(doc: dict, metric: str, epoch: int) -> str:
                "evolution hurt: the final strategy is below ρ0 beyond the interval" if d["high"] < 0 else
                "not resolved: the interval of the difference includes 0")
     seeds = f"{doc['seeds']} training seed(s), paired over tasks × seeds" if doc["seeds"] > 1 else "one training seed, paired over tasks"
-    return (f"final strategy (epoch {epoch}) against ρ0 (epoch 0, no curation) on the test split: {metric} in %, "
+    unit = (f"{metric} in %" if metric != "call_f1" else
+            "call_f1 in %, each held-out record's own, averaged over the records (the unit the pairing resamples; "
+            "the pooled call_f1 above counts every call alike)")
+    return (f"final strategy (epoch {epoch}) against ρ0 (epoch 0, no curation) on the test split: {unit}, "
             f"{seeds}\n" + "\n".join(lines) + f"\n{verdict}.")

@@ -88,3 +88,15 @@ def test_a_missing_gold_ll_says_why(glaive_run, tmp_path):
     del metrics["gold_log_likelihood"]   # a served model's evaluation computes none
     path.write_text(json.dumps(metrics))
     assert "epoch 1: gold LL is — because the evaluation computed none" in _page(root)
+
+
+def test_test_seeds_on_a_corpus_without_environment_is_one_sentence(glaive_run, tmp_path, capsys):
+    root = tmp_path / "g"
+    shutil.copytree(glaive_run[0], root)
+    assert cli.main(["test", str(root), "--seeds", "2", "--cache", str(tmp_path / "cache")]) == 2
+    err = capsys.readouterr().err
+    assert "--seeds scores the test split as `bench quality` does" in err and err.count("\n") == 1
+    assert not (root / "test").exists() and not (tmp_path / "cache").exists()
+    assert cli.main(["test", str(root)]) == 0                   # without --seeds: ρ0 and the final strategy, paired
+    assert "each held-out record's own, averaged over the records" in capsys.readouterr().out
+    assert "Did evolution help?" in _page(root) and "`curateevo test` read" in _page(root)
