@@ -349,7 +349,8 @@ def cmd_test(args) -> int:
             _read_test(store, cfg, {"epoch": 0, "commit": store.done(0, "curate")["result"]["commit"]}, seed,
                        args.tasks, partial / "rho0")[1]   # ρ0: epoch 0's adapter and memory
     comparison = tested.compare(scores, rho0, category)
-    kept = tested.record(partial, comparison, epoch, f"bench quality's cells in {args.cache}" if args.seeds else "the run's adapters")
+    how = f"bench quality's cells in {args.cache}" if args.seeds else "the run's adapters"
+    kept = tested.record(partial, comparison, epoch, how)
     if out.exists():   # --again: the earlier reading's files give way; the journal keeps every reading
         shutil.rmtree(out)
     os.replace(partial, out)

@@ -1,9 +1,10 @@
 """`bench quality --strategy DIR`: a researcher's own strategy directory as a row of the table, on
 tiny real corpora (the first 40 bfcl-single train tasks), the `test` profile and five test tasks."""
+import importlib.util
 import json
 
 import pytest
-from conftest import bench_quality, write_strategy
+from conftest import ROOT, bench_quality, write_strategy
 
 from base.files import sha256_files
 from sandbox.strategy_files import strategy_files
@@ -41,6 +42,11 @@ def test_a_strategy_directory_is_a_row_paired_with_rho0_and_the_best_and_a_secon
     assert raw["commit"] is None or len(raw["commit"].removesuffix("+dirty")) == 40
     assert {r["id"]: r["strategy_sha256"] for r in raw["rows"]}["strategy:halves"] == sha256_files(strategy_files(mine))
     assert [r["id"] for r in raw["rows"]] == ["rho0-wild", "strategy:halves"] and raw["setting"]["tasks"] == 5
+    spec = importlib.util.spec_from_file_location("leaderboard_reads", ROOT / "bench" / "leaderboard.py")
+    leaderboard = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(leaderboard)
+    kind = leaderboard.kind_of(raw)                              # the leaderboard takes it as a quality table's row
+    assert kind.name == "quality" and "strategy:halves" in kind.result(raw)
     cells = sorted(p.name for p in (cache / "cells").iterdir())
 
     def no_work(*args, **kwargs):

@@ -201,7 +201,8 @@ def cmd_bench_quality(args) -> int:
     print(table.markdown(doc))
     if args.strategy:
         print(strategy_rows.markdown(doc, best))
-        print(f"raw result: {strategy_rows.write_raw(doc, rows, getattr(args, 'argv', []), args.results)}")
+        print(f"raw result: {strategy_rows.write_raw(doc, rows, getattr(args, 'argv', []), args.results)} "
+              "(`bench/leaderboard.py` makes it a row of docs/leaderboard.md)")
     if args.calibrate:
         from benchmarks.quality import calibration
 

@@ -84,7 +84,7 @@ def write_raw(doc: dict, rows: list[Row], command: list[str], folder: Path) -> P
     key = hashlib.sha256(json.dumps([s, [(r["id"], r["strategy_sha256"]) for r in out_rows]], sort_keys=True,
                                     default=str).encode()).hexdigest()[:10]
     path = Path(folder) / f"quality-{s['benchmark']}-{s['split']}-{s['profile']}-{date}-{key}.json"
-    atomic_json(path, {"date": date, "commit": commit_of(), "command": " ".join(["curateevo", *command]),
+    atomic_json(path, {"kind": "quality", "date": date, "commit": commit_of(), "command": " ".join(["curateevo", *command]),
                        **doc, "rows": out_rows})
     return path
 
