@@ -2,6 +2,7 @@
 tiny real corpora (the first 40 bfcl-single train tasks), the `test` profile and five test tasks."""
 import importlib.util
 import json
+import sys
 
 import pytest
 from conftest import ROOT, bench_quality, write_strategy
@@ -44,6 +45,7 @@ def test_a_strategy_directory_is_a_row_paired_with_rho0_and_the_best_and_a_secon
     assert [r["id"] for r in raw["rows"]] == ["rho0-wild", "strategy:halves"] and raw["setting"]["tasks"] == 5
     spec = importlib.util.spec_from_file_location("leaderboard_reads", ROOT / "bench" / "leaderboard.py")
     leaderboard = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = leaderboard   # its dataclasses resolve their annotations through it
     spec.loader.exec_module(leaderboard)
     kind = leaderboard.kind_of(raw)                              # the leaderboard takes it as a quality table's row
     assert kind.name == "quality" and "strategy:halves" in kind.result(raw)
