@@ -135,7 +135,8 @@ def _gold_of(cfg: RunConfig, task_ids: list[str]) -> dict[str, str]:
     from benchmarks.registry import get_benchmark
 
     bench = get_benchmark(cfg.benchmark)
-    tasks = [t for t in bench.tasks("dev") if t.id in set(task_ids)]
+    wanted = set(task_ids)
+    tasks = [t for t in bench.tasks("dev") if t.id in wanted]
     out: dict[str, list[str]] = {}
     for item in runner.step_items(bench, tasks):
         out.setdefault(item.task_id, []).append("; ".join(_call(c) for c in item.gold) or "(no call: a reply)")

@@ -73,4 +73,12 @@ def test_a_directory_that_is_no_strategy_is_one_sentence_before_any_work(quality
     twins = [write_strategy(tmp_path / d / "same", HALF) for d in ("a", "b")]
     assert bench_quality(quality_corpora, tmp_path / "cache", "--strategy", *map(str, twins)) == 2
     assert "both named 'same'" in capsys.readouterr().err
+    nothing = write_strategy(tmp_path / "nothing", "def curate(raw, ctx):\n    return ctx.toolkit.Curated(sft=[], rl=[], memory=[])\n")
+    assert bench_quality(quality_corpora, tmp_path / "cache", "--rows", "rho0-wild", "--strategy", str(nothing)) == 2
+    err = capsys.readouterr().err
+    assert f"--strategy {nothing} curates no record at all" in err and err.count("\n") == 1
+    broken = write_strategy(tmp_path / "broken", "def curate(raw, ctx):\n    raise ValueError('no way')\n")
+    assert bench_quality(quality_corpora, tmp_path / "cache", "--rows", "rho0-wild", "--strategy", str(broken)) == 2
+    err = capsys.readouterr().err
+    assert f"--strategy {broken}: its curation failed" in err and "no way" in err and err.count("\n") == 1
     assert not (tmp_path / "results").exists() and not (tmp_path / "cache" / "cells").exists()

@@ -150,6 +150,8 @@ def cmd_bench_quality(args) -> int:
 
     say(f"curating {len(rows)} rows (cached by strategy × corpus × sandbox runtime {cells.runtime}) …"
         if cells.curate_here else f"reusing the curations of {len(rows)} rows made under runtime {cells.runtime} …")
+    if args.strategy:   # judged as a candidate's dry run is, before any row trains
+        strategy_rows.curate(cells, [r for r in rows if r.id.startswith(strategy_rows.PREFIX)], args.strategy)
     for row in rows:
         cells.inputs(row)
     missing = [(row, s) for s in setting.seeds for row in rows if cells.cached(row, s) is None]   # seed-major: a stopped bench leaves paired seeds
