@@ -58,7 +58,7 @@ def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
     from benchmarks.quality.rows import run_row
     from benchmarks.quality.table import row_scores
     from sandbox.executor import make_executor
-    from sandbox.workspace import Workspace
+    from workspace.repository import Workspace
 
     if not registry.get(cfg.benchmark).executable or len(cfg.corpus) != 1:
         raise UserError(f"--seeds scores the test split as `bench quality` does, which takes a benchmark with an "

@@ -12,8 +12,8 @@ import pytest
 from conftest import TINY_RUN_ARGS
 
 from evolver import cli
-from sandbox.corpus import load_corpus
-from sandbox.corpus.split import partition
+from corpora import load_corpus
+from corpora.split import partition
 
 pytestmark = [pytest.mark.usefixtures("trained_once"), pytest.mark.timeout(1200)]
 
