@@ -13,6 +13,7 @@ from pathlib import Path
 
 from base.errors import UserError
 from base.files import atomic_json, read_json, read_jsonl
+from benchmarks.evaluate import EvalSpec
 
 FILE = "versus-rho0.json"
 """RUN/test/FILE: the comparison of the last reading (the report shows it)."""
@@ -47,6 +48,23 @@ def compare(final: dict, rho0: dict, category: dict[str, str]) -> dict:
             "per_category": {c: block(ts) for c, ts in sorted(by_cat.items())}}
 
 
+DECODING = ("metric", "max_new_tokens", "max_prompt_tokens", "memory_k", "threads", "batch_size")
+"""What an evaluation's scores depend on besides the policy, the tasks and the seed (EvalSpec's fields)."""
+
+
+def same_evaluation(run: EvalSpec, bench: EvalSpec) -> None:
+    """UserError unless `bench quality`'s cells (`bench`) evaluate as the run did (`run`, its
+    EvalSpec): the same metric, decoding budget, memory retrieval, threads, batches and step pass,
+    so `test --seeds` pairs what the run and `test` would score."""
+    differ = [f"{f} {getattr(bench, f)} (the run: {getattr(run, f)})" for f in DECODING
+              if getattr(run, f) != getattr(bench, f)]
+    if run.step_pass() != bench.step_pass():
+        differ.append(f"step items {'scored' if bench.step_pass() else 'not scored'} (the run: the other way)")
+    if differ:
+        raise UserError("--seeds scores the test split through `bench quality`'s cells, which evaluate with "
+                        + "; ".join(differ) + ": test this run without --seeds")
+
+
 def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
                  sandbox: str) -> tuple[dict, dict, dict]:
     """The final strategy and ρ0 as two rows of `bench quality` (benchmarks/quality/cells.py) on the
@@ -54,7 +72,7 @@ def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
     missing seed of both is trained and evaluated there, cached in `cache` like any cell. Returns
     the final row's and ρ0's task → per-seed scores and task → category."""
     from benchmarks import registry
-    from benchmarks.quality.cells import ABLATIONS, Cells, Row, Setting
+    from benchmarks.quality.cells import Cells, Row, Setting
     from benchmarks.quality.rows import run_row
     from benchmarks.quality.table import row_scores
     from sandbox.executor import make_executor
@@ -68,6 +86,7 @@ def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
                       seeds=tuple(range(seeds)), metric=cfg.metric, batch_size=cfg.batch_size,
                       curation_seed=cfg.seed, curation_timeout_s=cfg.curation_timeout_s, budget=cfg.budget_overrides)
     cells = Cells(cache, setting, make_executor(sandbox))
+    same_evaluation(cfg.eval_spec, cells.eval_spec)   # e.g. a run with its own --max-new-tokens
     cells.adopt(store.root)
     wild = Path(cfg.corpus[0])
     evolved = run_row(store.root, wild)

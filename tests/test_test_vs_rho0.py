@@ -92,6 +92,17 @@ def test_the_comparison_pairs_tasks_and_says_per_category_what_moved():
     assert lines[2].split()[:2] == ["all", "4"] and lines[3].split()[0] == "A" and "+100.0" in lines[3]
 
 
+def test_seeds_evaluates_as_the_run_did_or_is_one_sentence():
+    from base.errors import UserError
+    from benchmarks.evaluate import EvalSpec
+
+    run = EvalSpec(benchmark="bfcl-single", metric="task_success", max_new_tokens=64, threads=2)
+    tested.same_evaluation(run, run.model_copy(update={"tasks": 3}))   # the tasks are test's own
+    with pytest.raises(UserError, match=r"max_new_tokens \d+ \(the run: 64\)") as err:
+        tested.same_evaluation(run, EvalSpec(benchmark="bfcl-single", metric="task_success", threads=2))
+    assert "without --seeds" in str(err.value) and "\n" not in str(err.value)
+
+
 def test_seeds_trains_the_missing_seeds_of_both_as_bench_quality_cells_and_adopts_the_runs(finished, tmp_path, capsys):
     root, cache = _copy(finished, tmp_path), tmp_path / "cache"
     capsys.readouterr()
