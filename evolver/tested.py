@@ -84,9 +84,10 @@ def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
                         f"{len(cfg.corpus)} corpus file(s): test it without --seeds")
     setting = Setting(benchmark=cfg.benchmark, split="test", tasks=tasks, profile=cfg.profile, base=cfg.base,
                       seeds=tuple(range(seeds)), metric=cfg.metric, batch_size=cfg.batch_size,
-                      curation_seed=cfg.seed, curation_timeout_s=cfg.curation_timeout_s, budget=cfg.budget_overrides)
+                      curation_seed=cfg.seed, curation_timeout_s=cfg.curation_timeout_s, budget=cfg.budget_overrides,
+                      max_new_tokens=cfg.max_new_tokens)
     cells = Cells(cache, setting, make_executor(sandbox))
-    same_evaluation(cfg.eval_spec, cells.eval_spec)   # e.g. a run with its own --max-new-tokens
+    same_evaluation(cfg.eval_spec, cells.eval_spec)   # the cells decode as the run and `test` do
     cells.adopt(store.root)
     wild = Path(cfg.corpus[0])
     evolved = run_row(store.root, wild)
