@@ -573,3 +573,14 @@ def test_non_finite_numbers_and_lone_surrogates_are_one_line_each(tmp_path):
     array = tmp_path / "array.json"  # in an array, the bad element only: the next one is read on
     array.write_text("[" + good.replace('"5"', '"5\\udfff"') + "," + good.replace('"a"', '"c"') + "]")
     assert [r["id"] for r in load([str(array)], on_error="skip").records] == ["c"]
+
+
+def test_a_cut_string_reads_starting_at_column_once(tmp_path):
+    """The decoder's own "starting at" is not followed by a second "at"."""
+    path = write_lines(tmp_path / "in.jsonl", [GOOD, '{"id": "b", "messages": "cut'])
+    assert expect_error(path) == f"{path}:2: not JSON: Unterminated string starting at column 25"
+    array = tmp_path / "in.json"
+    array.write_text('[{"id": "b", "messages": "cut')
+    with pytest.raises(UserError) as err:
+        load_corpus([str(array)])
+    assert "Unterminated string starting at line 1 column 26" in str(err.value) and "at at" not in str(err.value)
