@@ -2,12 +2,11 @@
 "id"?}` with `from` in human|user|gpt|assistant|system|function_call|observation|tool."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sandbox.corpus.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, as_list, first_user_text,
-                                   json_type, parsed_args, published_outcome, record_id, tools_from,
-                                   unanswered_outcome)
+                                   json_type, parsed_args, published_outcome, record_id, result_envelopes,
+                                   tools_from, unanswered_outcome)
 from sandbox.schemas import canonical_json
 
 _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
@@ -65,13 +64,9 @@ def convert_sharegpt(obj: dict, default_id: str) -> dict:
             if not pending:
                 raise BadRecord(f"{where}: observation answers no earlier function_call")
             results = [value]
-            if len(pending) > 1 and isinstance(value, str):
-                try:
-                    parsed = json.loads(value)
-                except ValueError:
-                    parsed = None
-                if isinstance(parsed, list) and len(parsed) == len(pending):
-                    results = parsed
+            envelopes = result_envelopes(value) if len(pending) > 1 and isinstance(value, str) else None
+            if envelopes is not None and len(envelopes) <= len(pending):   # one result object per call
+                results = [e["content"] for e in envelopes]
             for result in results:
                 text = result if isinstance(result, str) else canonical_json(result)
                 messages.append({"role": "tool", "tool_call_id": pending.pop(0), "content": text})
