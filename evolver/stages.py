@@ -22,15 +22,35 @@ def channel_answer(llm):
     return answer
 
 
+def length_report(cfg: RunConfig, sft: Path | None, rl: Path | None):
+    """What the profile's length limits (or the run's own) cut or drop of these files (trainer.length)."""
+    from trainer.data import read_records
+    from trainer.length import profile_length_report
+
+    return profile_length_report(read_records(sft, "sft"), read_records(rl, "rl"), cfg.profile, cfg.max_length or None,
+                                 cfg.max_prompt_length or None)
+
+
+def trains_nothing(cfg: RunConfig, artifacts: Path) -> str | None:
+    """Why the curation in `artifacts` would train nothing in this run (no SFT or RL record left once
+    the ablations and the length limits are applied), in one sentence; None when something trains,
+    or when the run ablates both SFT and RL (memory alone, by design)."""
+    if {"no-sft", "no-rl"} <= set(cfg.ablations):
+        return None
+    files = used(artifacts, cfg.ablations)
+    if files["sft"] is None and files["rl"] is None:
+        return "it curates no SFT or RL record" + (" (memory alone)" if files["memory"] else "")
+    report = length_report(cfg, files["sft"], files["rl"])
+    if report.survivors == 0:
+        return f"every record is over the length limits: {report.summary()}; {report.advice() or 'curate shorter records'}"
+    return None
+
+
 def check_lengths(cfg: RunConfig, sft: Path | None, rl: Path | None):
     """What the profile's length limits cut or drop, said on stderr before training (the
     trainer.length report); RunFailed when nothing is left to train on (every SFT record and
     every RL prompt too long): one sentence with the numbers and the fix."""
-    from trainer.data import read_records
-    from trainer.length import profile_length_report
-
-    report = profile_length_report(read_records(sft, "sft"), read_records(rl, "rl"), cfg.profile, cfg.max_length or None,
-                                   cfg.max_prompt_length or None)
+    report = length_report(cfg, sft, rl)
     advice = report.advice()
     if report.survivors == 0:
         raise RunFailed(f"nothing would be trained: {report.summary()}; {advice or 'curate shorter records'} "
