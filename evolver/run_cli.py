@@ -16,7 +16,7 @@ from base.files import is_empty_or_missing, read_json, read_jsonl, sha256_bytes,
 from benchmarks import registry
 from evolver.store import RunStore, half_made, taken
 from evolver.launch import check_run_lengths, dev_check, dev_note, read_ids
-from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
+from evolver.tables import epoch_rows, failed_stages, format_log, format_stages, untrained_choice
 from sandbox.corpus import corpus_kind, corpus_sha256, load_corpus
 from sandbox.executor import PROJECT_ROOT
 
@@ -357,6 +357,9 @@ def cmd_test(args) -> int:
     store.journal.append({"event": "tested", "epoch": epoch, "P": doc["P"], "metric": doc["metric"],
                           "reading": len(readings) + 1})
     print(f"final strategy (epoch {epoch}) on the test split:")
+    empty = untrained_choice(store)
+    if empty:
+        print(f"warning: {empty}")
     print(format_metrics(doc, out))
     return 0
 

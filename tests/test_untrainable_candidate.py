@@ -1,6 +1,8 @@
 """A candidate that would train nothing — every record over the length limits, or no SFT or RL record
 at all — is a rejected candidate: recorded, rolled back unevaluated, and the run goes on; it is
 never accepted, not even on a lower C."""
+import html
+
 import pytest
 
 from evolver import cli
@@ -87,3 +89,18 @@ def test_a_candidate_that_would_train_nothing_is_rolled_back_and_the_run_finishe
     assert cli.main(["resume", str(tmp_path / "r")]) == 0                  # a finished run resumes to the same end
     assert cli.main(["log", str(tmp_path / "r")]) == 0
     assert "epoch 1: it would train nothing" in capsys.readouterr().out
+
+
+def test_log_report_and_test_say_plainly_when_the_chosen_strategy_trains_nothing(tmp_path, capsys):
+    args = [a for a in ARGS if a not in ("--proposer", "scripted")]
+    args[args.index("--epochs") + 1] = "1"
+    assert cli.main(["run", *args, "--ablate", "no-sft", "no-rl", "--runs-dir", str(tmp_path), "--name", "r"]) == 0
+    said = "the chosen strategy (epoch 0) trains nothing: its training used no SFT example and no RL prompt, so its P is the base model's"
+    capsys.readouterr()
+    assert cli.main(["log", str(tmp_path / "r")]) == 0
+    assert f"warning: {said}" in capsys.readouterr().out
+    assert cli.main(["report", str(tmp_path / "r")]) == 0
+    assert html.escape(said) in (tmp_path / "r" / "report" / "index.html").read_text()
+    capsys.readouterr()
+    assert cli.main(["test", str(tmp_path / "r"), "--tasks", "2"]) == 0
+    assert f"warning: {said}" in capsys.readouterr().out
