@@ -126,7 +126,7 @@ BAD_LINES = {
     "unknown_role": (_bad_message_record(messages=[{"role": "robot", "content": "hi"}]), "robot"),
     "tool_call_id_answering_nothing": (_bad_message_record(messages=[
         {"role": "user", "content": "hi"},
-        {"role": "tool", "tool_call_id": "c9", "content": "ok"}]), "answers no earlier"),
+        {"role": "tool", "tool_call_id": "c9", "content": "ok"}]), "no earlier assistant message makes a tool call"),
     "call_to_tool_not_in_tools": (_bad_message_record(messages=[
         {"role": "user", "content": "hi"},
         {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
@@ -584,3 +584,23 @@ def test_a_cut_string_reads_starting_at_column_once(tmp_path):
     with pytest.raises(UserError) as err:
         load_corpus([str(array)])
     assert "Unterminated string starting at line 1 column 26" in str(err.value) and "at at" not in str(err.value)
+
+
+def test_a_tool_result_answering_an_unknown_call_blames_the_call(tmp_path):
+    """The message really at fault is named: the call that is missing (or was written as text), or the
+    extra result after every call was answered."""
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "function",
+                                                                   "function": {"name": "cd", "arguments": "{}"}}]}
+    cases = {
+        "unknown id": ([{"role": "user", "content": "hi"}, call, {"role": "tool", "tool_call_id": "b", "content": "x"}],
+                       "messages[1].tool_calls: no call with id 'b', which the tool result messages[2] answers (its calls: 'a')"),
+        "call as text": ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "cd(folder='x')"},
+                          {"role": "tool", "content": "x"}],
+                         "messages[1]: makes no tool call, yet messages[2] is a tool result answering one"),
+        "extra result": ([{"role": "user", "content": "hi"}, call, {"role": "tool", "tool_call_id": "a", "content": "x"},
+                          {"role": "tool", "content": "y"}],
+                         "messages[3]: a tool result, but every call of messages[1] ('a') is answered already"),
+    }
+    for name, (messages, expected) in cases.items():
+        path = write_lines(tmp_path / f"{name}.jsonl", [_bad_message_record(messages=messages)])
+        assert expected in expect_error(path), name

@@ -34,11 +34,12 @@ Two published file layouts carry such messages under another key:
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sandbox.corpus.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, json_type, parsed_args,
                                    published_outcome, record_id, result_envelopes, tools_from)
-from sandbox.schemas import ROLES, canonical_json
+from sandbox.schemas import ROLES, canonical_json, orphan_result
 
 CANONICAL_KEYS = frozenset(("id", "source", "task", "tools", "messages", "outcome", "meta"))
 _MESSAGE_KEYS = frozenset(("role", "content", "tool_calls", "tool_call_id", "name"))
@@ -156,6 +157,7 @@ def normalise_messages(raw: Any, where: str = "messages") -> tuple[list[dict], T
         raise BadRecord(f"{where}: must be a list of messages, not {json_type(raw)}")
     calls, synth = _Calls(), ToolSynth()
     messages: list[dict] = []
+    origin: list[int] = []   # the source index of each message made
     extras: dict[str, dict] = {}
     for i, m in enumerate(raw):
         mw = f"{where}[{i}]"
@@ -183,12 +185,14 @@ def normalise_messages(raw: Any, where: str = "messages") -> tuple[list[dict], T
             results = result_envelopes(text or "")
             if results is not None:
                 messages += [_result(r, calls, mw) for r in results]
+                origin += [i] * len(results)
                 continue
         if role == "tool":
             ours = calls.answer(m.get("tool_call_id"), m.get("name"))
             out["tool_call_id"] = ours or m.get("tool_call_id")
-            if out["tool_call_id"] is None:
-                raise BadRecord(f"{mw}: a tool result answers no earlier unanswered call")
+            if out["tool_call_id"] is None:   # named by the source's message indices
+                reason = orphan_result([*messages, out], len(messages))
+                raise BadRecord(re.sub(r"messages\[(\d+)\]", lambda g: f"{where}[{[*origin, i][int(g[1])]}]", reason))
             if out["content"] is None:
                 out["content"] = ""
         if isinstance(m.get("name"), str):
@@ -198,6 +202,7 @@ def normalise_messages(raw: Any, where: str = "messages") -> tuple[list[dict], T
         if extra:
             extras[str(i)] = extra
         messages.append(out)
+        origin.append(i)
     return messages, synth, extras
 
 
