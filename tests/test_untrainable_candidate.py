@@ -23,10 +23,7 @@ OVER_THE_LIMITS = b'''
 def curate(raw, ctx):
     tk = ctx.toolkit
     out = tk.Curated()
-    for trajectory in raw:
-        if tk.is_empty(trajectory):
-            continue
-        record = tk.sft_record(trajectory, tags=["long"])
+    for record in (tk.sft_record(t, tags=["long"]) for t in raw if not tk.is_empty(t)):
         first = next(i for i, m in enumerate(record["messages"]) if m["role"] == "user")
         record["messages"][first] = {**record["messages"][first],
                                      "content": record["messages"][first]["content"] + " padding" * 1500}
