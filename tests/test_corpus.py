@@ -282,16 +282,17 @@ def test_sharegpt_with_function_calls_and_observations_converts_to_valid_canonic
     assert rec["tools"][0] == {"type": "function", "function": {
         "name": "get_weather", "description": "weather by city",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    # one observation for two parallel calls is not split by guessing from its shape (a list as long as
+    # the calls): it stays whole, the first call's result, and the next observation answers its own call
     assert [m["role"] for m in rec["messages"]] == [
-        "system", "user", "assistant", "tool", "tool", "assistant", "user", "assistant", "tool",
-        "assistant"]
+        "system", "user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant"]
     calls = rec["messages"][2]["tool_calls"]
     assert [c["id"] for c in calls] == ["call_0", "call_1"]
     assert [json.loads(c["function"]["arguments"]) for c in calls] == [{"city": "Paris"},
                                                                         {"city": "Rome"}]
-    assert [(m["tool_call_id"], m["content"]) for m in rec["messages"][3:5]] == [
-        ("call_0", '{"t":20}'), ("call_1", '{"t":25}')]
-    assert rec["messages"][8] == {"role": "tool", "tool_call_id": "call_2", "content": "5 degrees"}
+    assert (rec["messages"][3]["tool_call_id"], json.loads(rec["messages"][3]["content"])) == ("call_0", [{"t": 20}, {"t": 25}])
+    assert rec["messages"][7] == {"role": "tool", "tool_call_id": "call_2", "content": "5 degrees"}
+    assert [n for what, n in corpus.quirks if what.startswith("ShareGPT observations answering several")] == [1]
     assert rec["meta"]["extra"] == {"category": "weather"}
     assert rec["outcome"] == {"success": None, "reward": None}
 

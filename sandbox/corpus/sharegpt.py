@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from sandbox.corpus.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, as_list, first_user_text,
-                                   json_type, parsed_args, published_outcome, record_id, result_envelopes,
-                                   tools_from, unanswered_outcome)
+                                   json_type, note_quirk, parsed_args, published_outcome, record_id,
+                                   result_envelopes, tools_from, unanswered_outcome)
 from sandbox.schemas import canonical_json
 
+SHARED_OBSERVATION = ("ShareGPT observations answering several parallel calls at once, kept whole as the first "
+                      "call's result (the others stay unanswered)")
 _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
                    "system": "system", "function_call": "call", "observation": "tool",
                    "tool": "tool"}
@@ -42,6 +44,8 @@ def convert_sharegpt(obj: dict, default_id: str) -> dict:
         if role is None:
             raise BadRecord(f"{where}.from: unknown speaker {speaker!r} (expected one of "
                              f"{', '.join(_SHAREGPT_ROLES)})")
+        if role != "tool":   # a turn after the results: the calls no observation answered stay unanswered
+            pending.clear()
         if role == "call":
             calls = as_list(value, f"{where}.value", "function_call")
             if not isinstance(calls, list) or not calls:
@@ -67,6 +71,8 @@ def convert_sharegpt(obj: dict, default_id: str) -> dict:
             envelopes = result_envelopes(value) if len(pending) > 1 and isinstance(value, str) else None
             if envelopes is not None and len(envelopes) <= len(pending):   # one result object per call
                 results = [e["content"] for e in envelopes]
+            elif len(pending) > 1:   # one observation for several calls: the first call's result, kept whole
+                note_quirk(SHARED_OBSERVATION)
             for result in results:
                 text = result if isinstance(result, str) else canonical_json(result)
                 messages.append({"role": "tool", "tool_call_id": pending.pop(0), "content": text})
