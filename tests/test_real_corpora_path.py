@@ -148,6 +148,7 @@ def test_run_says_the_real_dev_size_and_warns_when_it_cannot_tell_strategies_apa
     created(tmp_path, "swe", [SWE_AGENT], "--max-length", "4096")   # the curated demo is longer than the profile's
     err = capsys.readouterr().err
     assert "dev: the held-out dev part holds 1 record(s); 1 give 4 step items (4 with tool calls as gold)" in err
+    assert "\nsplit by task: train " in err and "dev 1 record(s) of 1 task(s)" in err   # what each side got
     assert "warning: the dev set holds 4 step items: P moves in steps of 0.250" in err
     assert "--tasks 60" not in err                                   # --tasks asks for more than there are
 

@@ -121,3 +121,15 @@ def test_a_bad_simulation_is_named_and_skipped_alone(tmp_path):
         load_corpus(path)
     corpus = load_corpus(path, on_error="skip")
     assert [r["id"] for r in corpus.records] == [doc["simulations"][0]["id"]] and len(corpus.skipped) == 1
+
+
+def test_curate_reads_a_results_file_says_the_split_and_takes_runs_dir(tmp_path, capsys):
+    from evolver import cli
+
+    assert cli.main(["curate", "--corpus", str(SOLO), "--sandbox", "process", "--profile", "test",
+                     "--runs-dir", str(tmp_path / "runs")]) == 0
+    err = capsys.readouterr().err
+    assert "corpus: curated whole here; a run holds out dev and test parts. split by task: train " in err
+    assert "record(s) of 1 task(s)" in err
+    made = list((tmp_path / "runs").iterdir())
+    assert len(made) == 1 and made[0].name.startswith("curate-") and (made[0] / "manifest.json").is_file()
