@@ -101,3 +101,24 @@ def test_log_report_and_test_say_plainly_when_the_chosen_strategy_trains_nothing
     capsys.readouterr()
     assert cli.main(["test", str(tmp_path / "r"), "--tasks", "2"]) == 0
     assert f"warning: {said}" in capsys.readouterr().out
+
+
+def test_a_run_that_died_training_an_untrainable_candidate_resumes_to_the_end(tmp_path, monkeypatch, capsys):
+    """A run made before this check died in epoch 1's training ("nothing would be trained"); `resume`
+    finds epoch 1's curation done, rolls the candidate back unevaluated and finishes."""
+    from evolver import loop
+
+    proposer = ScriptedProposer()
+    monkeypatch.setitem(PROPOSERS, "scripted", lambda config, llm, executor: proposer)
+    monkeypatch.setattr(loop, "trainable", lambda run, epoch, curation: curation)   # as the run had it
+    args = [*ARGS, "--runs-dir", str(tmp_path), "--name", "r"]
+    args[args.index("--epochs") + 1] = "2"
+    assert cli.main(["run", *args]) != 0
+    assert "nothing would be trained" in capsys.readouterr().err
+    monkeypatch.undo()
+    monkeypatch.setitem(PROPOSERS, "scripted", lambda config, llm, executor: proposer)
+    assert cli.main(["resume", str(tmp_path / "r")]) == 0
+    events = RunStore.open(tmp_path / "r").journal.events()
+    decided = {e["result"]["epoch"]: e["result"] for e in events if e.get("event") == "stage_done" and e["stage"] == "decide"}
+    assert not decided[1]["accepted"] and decided[1]["reason"].startswith("it would train nothing")
+    assert [e["result"]["epoch"] for e in events if e.get("stage") == "final" and e["event"] == "stage_done"] == [0]
