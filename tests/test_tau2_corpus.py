@@ -133,3 +133,21 @@ def test_curate_reads_a_results_file_says_the_split_and_takes_runs_dir(tmp_path,
     assert "record(s) of 1 task(s)" in err
     made = list((tmp_path / "runs").iterdir())
     assert len(made) == 1 and made[0].name.startswith("curate-") and (made[0] / "manifest.json").is_file()
+
+
+def test_tool_defs_when_the_run_wrote_them_are_the_records_tools(tmp_path):
+    """tau2 writes `tool_defs` (`{name: ToolSignature{name, doc, params, returns}}`,
+    src/tau2/environment/toolkit.py) when asked to include the tool info; the excerpts' runs did not,
+    so the signatures are made here in that shape from the calls the simulation makes."""
+    doc = json.loads(AIRLINE.read_text())
+    called = {c["name"]: c["arguments"] for m in doc["simulations"][0]["messages"] for c in m.get("tool_calls") or []}
+    doc["info"]["environment_info"]["tool_defs"] = {
+        name: {"name": name, "doc": f"The {name} tool.", "returns": None,
+               "params": {"type": "object", "properties": {k: {"type": "string"} for k in args}}}
+        for name, args in called.items()}
+    path = tmp_path / "with-defs.json"
+    path.write_text(json.dumps(doc))
+    record = load_corpus(path).records[0]
+    assert [t["function"]["name"] for t in record["tools"]] == list(called)
+    assert record["tools"][0]["function"]["description"] == f"The {next(iter(called))} tool."
+    assert "tools_source" not in record["meta"]                            # the file's own schemas, no catalogue
