@@ -145,8 +145,8 @@ def convert_record(obj: Any, fmt: str = "auto", default_id: str = "",
     if _REQUIRED[kind] not in obj:
         hint = "; this is a tau2-bench Results file: --format tau2-bench (or auto)" if is_results(obj) else ""
         raise BadRecord(f"{_REQUIRED[kind]}: missing (format {kind}){hint}")
-    if kind == "tau2-bench":   # one document, many records: load_corpus reads it with `simulations`
-        raise BadRecord("a tau2-bench Results file holds many records; load it with load_corpus")
+    if kind == "tau2-bench":   # a whole Results document is expanded by `_converted`: this one lacks its `info`
+        raise BadRecord("info: missing (a tau2-bench Results file holds `info` with the policy beside `simulations`)")
     if kind == "canonical" and canonical_unchanged(obj) and check_raw(obj) is None:
         return obj, kind                      # already canonical: kept byte for byte
     if kind == "canonical":
