@@ -39,7 +39,7 @@ def dev_check(config: RunConfig) -> dict:
                             tools=config.tools or None)
     if not bench.test_ids and (config.split_spec.get("test_share") or config.split_spec.get("test_ids")):
         raise UserError(bench.too_small(list(config.corpus)))   # `curateevo test` would have nothing to read
-    from sandbox.corpus.split import sides
+    from corpora.split import sides
 
     return {**bench.dev, "test_records": len(bench.test_ids), "sides": sides(list(bench.records.values()), config.split_spec)}
 
@@ -47,7 +47,7 @@ def dev_check(config: RunConfig) -> dict:
 def dev_note(dev: dict, tasks: int) -> str:
     """The real dev size, and a warning when it cannot tell strategies apart."""
     from benchmarks.metrics import resolution_warning
-    from sandbox.corpus.split import sides_note
+    from corpora.split import sides_note
 
     used = min(tasks, dev["records"])
     text = (f"dev: the held-out dev part holds {dev['records']} record(s); {dev['records_with_items']} give "
@@ -65,7 +65,7 @@ def dev_note(dev: dict, tasks: int) -> str:
 def check_run_lengths(config: RunConfig, corpus) -> None:
     """ρ0 trains every trajectory as it is (curation_strategies/seed): its records are made here on
     the host, from the part of `corpus` a strategy sees, and measured as epoch 0's training will
-    measure them (evolver.stages.check_lengths); UserError, before the run directory exists, when
+    measure them (benchmarks.stages.check_lengths); UserError, before the run directory exists, when
     none would be trained, naming the limits that would keep them. `corpus` None (the project's
     default corpus, sized to the profile) is not measured."""
     if corpus is None:

@@ -19,6 +19,7 @@ def test_the_bench_and_the_loop_call_one_training_and_one_evaluation():
     assert cells_mod.train_on is loop_stages.train_on is stages.train_on
     assert cells_mod.evaluate_on is loop_stages.evaluate_on is stages.evaluate_on
     assert cells_mod.used is loop_stages.used is stages.used
+    assert proxy_mod.train_on is stages.train_on and proxy_mod.evaluate_on is stages.evaluate_on
     assert "evaluate_to_dir" not in proxy_mod.proxy_score.__code__.co_names
 
 

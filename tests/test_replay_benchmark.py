@@ -58,7 +58,7 @@ def test_copies_of_one_task_stay_on_one_side():
 def test_trials_of_one_published_task_stay_on_one_side_whatever_their_opening_words():
     """tau-bench's trials of one task open with different user words (an LLM plays the user); the
     task id they were published with (kept as meta.extra.task_id) groups them."""
-    from sandbox.corpus.split import DEFAULT_SPLIT, partition, sides
+    from corpora.split import DEFAULT_SPLIT, partition, sides
 
     records = [{**_record(i, task=f"trial {i} words differ"), "source": "tau-bench",
                 "meta": {"extra": {"task_id": i % 7}}} for i in range(42)]
@@ -78,7 +78,7 @@ def test_trials_of_one_published_task_stay_on_one_side_whatever_their_opening_wo
 
 
 def test_a_small_corpus_losing_most_tool_calls_to_the_hold_out_is_warned():
-    from sandbox.corpus.split import sides, sides_note
+    from corpora.split import sides, sides_note
 
     records = [_record(i) for i in range(3)] + [_record(10 + i, calls=()) for i in range(6)]
     note = sides_note(sides(records))
@@ -151,7 +151,7 @@ TAU = Path(__file__).resolve().parent / "fixtures" / "external" / "tau-bench-gpt
 def test_a_reply_without_a_call_is_wrong_where_the_recorded_step_calls_a_tool():
     # every trajectory of this sample failed (reward 0), so the split has no judgeable record to prefer for
     # dev or test: choose ones that call tools, as a user would (--dev-ids, --test-ids)
-    from sandbox.corpus.split import DEFAULT_SPLIT
+    from corpora.split import DEFAULT_SPLIT
 
     split = {**DEFAULT_SPLIT, "dev_ids": ["tau-bench-gpt-4o-airline.sample.json[0]"],
              "test_ids": ["tau-bench-gpt-4o-airline.sample.json[2]"]}

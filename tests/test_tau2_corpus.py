@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from base.errors import UserError
-from sandbox.corpus import load_corpus
-from sandbox.corpus.split import partition
-from sandbox.corpus.tau2 import USER_TOOL_CALLS
+from corpora import load_corpus
+from corpora.split import partition
+from corpora.tau2 import USER_TOOL_CALLS
 from sandbox.schemas import check_raw
 
 TAU2 = Path(__file__).resolve().parent / "fixtures" / "external" / "tau2-bench"

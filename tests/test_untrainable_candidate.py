@@ -79,7 +79,7 @@ def test_a_candidate_that_would_train_nothing_is_rolled_back_and_the_run_finishe
     final = [e["result"] for e in events if e.get("stage") == "final" and e["event"] == "stage_done"]
     assert final[0]["epoch"] == 0
     ws = store.root / "strategy"
-    from sandbox.workspace import Workspace
+    from workspace.repository import Workspace
     assert Workspace.open(ws).resolve("best") == Workspace.open(ws).resolve("epoch-0")   # rolled back twice
 
     capsys.readouterr()

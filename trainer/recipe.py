@@ -33,7 +33,9 @@ class Recipe:
     """Paper silent: every linear layer of the transformer blocks (the LM head excluded)."""
 
     sft_learning_rate: float = 2.5e-5
+    """The paper's SFT learning rate (a small base's profile scales it: `Profile.sft_lr`)."""
     sft_warmup_ratio: float = 0.03
+    """Of the SFT steps, the share spent warming the learning rate up (the paper's)."""
     sft_lr_scheduler: str = "cosine"
     sft_max_steps: int = 140
     sft_epochs: float = 2.0

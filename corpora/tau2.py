@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
-from sandbox.corpus.common import (TOOLS_SOURCE, BadRecord, as_tool, first_user_text, json_type, note_quirk,
-                                   unanswered_outcome)
+from corpora.common import (TOOLS_SOURCE, BadRecord, as_tool, first_user_text, json_type, note_quirk,
+                            unanswered_outcome)
 
 USER_TOOL_CALLS = "user-side tool calls (tau2-bench, requestor \"user\") left out with their results: the agent never saw them"
 _KEPT = ("trial", "seed", "termination_reason")
@@ -113,7 +113,7 @@ def simulations(doc: dict, default_id: str) -> Iterator[tuple[str, dict | BadRec
 
 def _simulation(sim: Any, policy: str, tools: list[dict] | None, domain: str, tickets: Mapping,
                 default_id: str) -> dict:
-    from sandbox.corpus.openai import convert_openai
+    from corpora.openai import convert_openai
 
     if not isinstance(sim, dict):
         raise BadRecord(f"must be an object, not {json_type(sim)}")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.corpus.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, as_list, first_user_text,
-                                   json_type, note_quirk, parsed_args, published_outcome, record_id,
-                                   result_envelopes, tools_from, unanswered_outcome)
+from corpora.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, as_list, first_user_text,
+                            json_type, note_quirk, parsed_args, published_outcome, record_id,
+                            result_envelopes, tools_from, unanswered_outcome)
 from sandbox.schemas import canonical_json
 
 SHARED_OBSERVATION = ("ShareGPT observations answering several parallel calls at once, kept whole as the first "
@@ -87,7 +87,7 @@ def convert_sharegpt(obj: dict, default_id: str) -> dict:
     if extra:
         meta["extra"] = extra
     if not given and synth.props:
-        meta[TOOLS_SOURCE] = "calls"   # sandbox.corpus.catalogue: one catalogue per source after loading
+        meta[TOOLS_SOURCE] = "calls"   # corpora.catalogue: one catalogue per source after loading
     return {"id": rid, "source": source, "task": first_user_text(messages),
             "tools": given or synth.tools(), "messages": messages,
             "outcome": published_outcome(obj) or unanswered_outcome(), "meta": meta}
