@@ -43,7 +43,7 @@ def judged(run: RunContext, epoch: int, curation: Curation, evaluations: list[Ev
     empty = trained_nothing(run, epoch)
     if empty and decision.accepted:   # the base model's P must not win on C: never the best
         decision.accepted, decision.reason = False, f"rejected: {empty}, so P measures the base model ({ruling.reason})"
-    cheaper = c_only(p, curation.C, best and best.scores()) if ruling.accepted else None
+    cheaper = c_only(p, curation.C, best and best.scores()) if decision.accepted else None
     if cheaper:   # said so wherever the decision is shown (commit message, log, report)
         decision.c_only, decision.reason = True, f"{decision.reason}; {cheaper}"
     gold = [e.gold_ll for e in evaluations if e.gold_ll is not None]
