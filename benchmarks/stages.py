@@ -52,15 +52,21 @@ def memory_used(memory: Path | str | None) -> str | None:
     return str(memory)
 
 
+def length_report(spec: TrainSpec, sft: Path | None, rl: Path | None):
+    """What `spec`'s length limits (its profile's, or the budget's max_length / max_prompt_length)
+    cut or drop of these files (the trainer.length report), said nowhere."""
+    from trainer.data import read_records
+    from trainer.length import profile_length_report
+
+    return profile_length_report(read_records(sft, "sft"), read_records(rl, "rl"), spec.profile,
+                                 spec.budget.get("max_length") or None, spec.budget.get("max_prompt_length") or None)
+
+
 def check_lengths(spec: TrainSpec, sft: Path | None, rl: Path | None, echo: IO[str] | None = sys.stderr):
     """What the profile's length limits cut or drop, said to `echo` before training (the
     trainer.length report); RunFailed when nothing is left to train on (every SFT record and
     every RL prompt too long): one sentence with the numbers and the fix."""
-    from trainer.data import read_records
-    from trainer.length import profile_length_report
-
-    report = profile_length_report(read_records(sft, "sft"), read_records(rl, "rl"), spec.profile,
-                                   spec.budget.get("max_length") or None, spec.budget.get("max_prompt_length") or None)
+    report = length_report(spec, sft, rl)
     advice = report.advice()
     if report.survivors == 0:
         raise RunFailed(f"nothing would be trained: {report.summary()}; {advice or 'curate shorter records'} "

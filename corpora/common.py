@@ -111,6 +111,24 @@ def as_list(value: Any, where: str, what: str) -> Any:
     return [value] if isinstance(value, dict) else value
 
 
+_ENVELOPE_KEYS = frozenset(("content", "tool_call_id", "name", "role"))
+
+
+def result_envelopes(value: Any) -> list[dict] | None:
+    """Several results given as one tool message (LLaMA-Factory, after parallel calls): a JSON list
+    whose every element is a result object `{"content", "tool_call_id" and/or "name"}` and no other
+    key; None for anything else. A list of other values (a search's hits) is one result, however
+    long: a split is never guessed from the content's shape."""
+    if isinstance(value, str):
+        value = parsed_args(value)
+    if not isinstance(value, list) or not value:
+        return None
+    if all(isinstance(r, dict) and "content" in r and set(r) <= _ENVELOPE_KEYS
+           and ("tool_call_id" in r or "name" in r) for r in value):
+        return value
+    return None
+
+
 def tools_from(value: Any, where: str) -> list[dict] | None:
     """Tools given as a list or a JSON string of one (bare function schemas wrapped); None when
     absent or an empty string."""

@@ -13,7 +13,7 @@ import hashlib
 import os
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from base.errors import UserError
 from base.files import atomic_write
@@ -25,9 +25,10 @@ from corpora.openai import (canonical_unchanged, convert_openai, convert_swe_age
 from corpora.reading import (DEFAULT_MAX_LINE_BYTES, CorpusFile, Unit, corpus_files,
                                     file_sha256, units)
 from corpora.sharegpt import convert_sharegpt
+from corpora.tau2 import is_results, simulations
 from sandbox.schemas import canonical_json, check_raw
 
-FORMATS = ("canonical", "sharegpt", "adp", "tau-bench", "toolbench", "swe-agent")
+FORMATS = ("canonical", "sharegpt", "adp", "tau-bench", "tau2-bench", "toolbench", "swe-agent")
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,8 @@ def detect_format(obj: Mapping) -> str | None:
         return "sharegpt"
     if isinstance(obj.get("traj"), list):
         return "tau-bench"
+    if is_results(obj):
+        return "tau2-bench"
     if isinstance(obj.get("answer_generation"), dict):
         return "toolbench"
     if isinstance(obj.get("history"), list):
@@ -123,7 +126,7 @@ def detect_format(obj: Mapping) -> str | None:
 
 
 _REQUIRED = {"canonical": "messages", "sharegpt": "conversations", "adp": "content",
-             "tau-bench": "traj", "toolbench": "answer_generation", "swe-agent": "history"}
+             "tau-bench": "traj", "tau2-bench": "simulations", "toolbench": "answer_generation", "swe-agent": "history"}
 
 
 def convert_record(obj: Any, fmt: str = "auto", default_id: str = "",
@@ -135,11 +138,15 @@ def convert_record(obj: Any, fmt: str = "auto", default_id: str = "",
     kind = detect_format(obj) if fmt == "auto" else fmt
     if kind is None:
         raise BadRecord("unrecognised record: expected 'messages' (OpenAI/canonical), "
-                        "'conversations' (ShareGPT), 'traj' (tau-bench), 'answer_generation' "
+                        "'conversations' (ShareGPT), 'traj' (tau-bench), 'simulations' with 'info' (a tau2-bench "
+                        "Results file), 'answer_generation' "
                         "(ToolBench), 'history' (SWE-agent .traj) or an ADP 'content' list of "
                         "actions and observations")
     if _REQUIRED[kind] not in obj:
-        raise BadRecord(f"{_REQUIRED[kind]}: missing (format {kind})")
+        hint = "; this is a tau2-bench Results file: --format tau2-bench (or auto)" if is_results(obj) else ""
+        raise BadRecord(f"{_REQUIRED[kind]}: missing (format {kind}){hint}")
+    if kind == "tau2-bench":   # a whole Results document is expanded by `_converted`: this one lacks its `info`
+        raise BadRecord("info: missing (a tau2-bench Results file holds `info` with the policy beside `simulations`)")
     if kind == "canonical" and canonical_unchanged(obj) and check_raw(obj) is None:
         return obj, kind                      # already canonical: kept byte for byte
     if kind == "canonical":
@@ -154,12 +161,36 @@ def convert_record(obj: Any, fmt: str = "auto", default_id: str = "",
         record = convert_swe_agent(obj, default_id)
     else:
         record = convert_adp(obj, default_id, scope)
+    return checked(record, kind), kind
+
+
+def checked(record: dict, kind: str) -> dict:
+    """`record` when it is a valid canonical record; else BadRecord with the reason and the fix."""
     error = check_raw(record)
     if error:
         fix = "; add its schema to tools or leave the record out" if "not in tools" in error else ""
         origin = "" if kind == "canonical" else f" (in the canonical record converted from {kind})"
         raise BadRecord(f"{error}{origin}{fix}")
-    return record, kind
+    return record
+
+
+def _converted(unit: Unit, fmt: str, stem: str) -> Iterator[tuple[dict | BadRecord, str]]:
+    """(record or the reason it is none, format) for each record one JSON value holds: a tau2-bench
+    Results file holds one per simulation (its reasons name `simulations[k]`), any other value one."""
+    if is_results(unit.value) and fmt in ("auto", "tau2-bench"):
+        try:
+            for where, record in simulations(unit.value, unit.default_id):
+                try:
+                    yield (record if isinstance(record, BadRecord) else checked(record, "tau2-bench")), "tau2-bench"
+                except BadRecord as exc:
+                    yield BadRecord(f"{where}: {exc}"), "tau2-bench"
+        except BadRecord as exc:
+            yield exc, "tau2-bench"
+        return
+    try:
+        yield convert_record(unit.value, fmt, unit.default_id, stem)
+    except BadRecord as exc:
+        yield exc, fmt
 
 
 def _combined_sha256(digests: list[tuple[str, str]]) -> str:
@@ -243,6 +274,28 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
             raise UserError(str(skip) + ("" if reason == "empty file, no records" else SKIP_HINT))
         skipped.append(skip)
 
+    def take(unit: Unit, record: dict, kind: str, ordinal: int) -> None:
+        nonlocal from_file
+        if tools_file is not None and inferred(record):
+            record = with_file_tools(record, tools_file)
+            error = check_raw(record)
+            if error:
+                bad(unit, f"{error} (with the schemas of --tools {tools_file.path}); add it to that file")
+                return
+            from_file += 1
+        rid = record["id"]
+        if kind == "adp" and rid in first_seen:
+            record = {**record, "id": f"{rid}#{ordinal}"}
+            rid = record["id"]
+        seen = first_seen.get(rid)
+        if seen is not None:
+            at = seen.where.replace(f"{seen.path}:", "line ", 1) if seen.path == unit.path else seen.where
+            bad(unit, f"duplicate id {rid!r}, first seen at {at}; give each record its own id (or drop the repeat)")
+            return
+        first_seen[rid] = unit
+        kinds.add(kind)
+        records.append(record)
+
     quirks: Counter = Counter()
     token = QUIRKS.set(quirks)   # the converters count what they normalise
     try:
@@ -253,32 +306,11 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
                 if unit.error is not None:
                     bad(unit, unit.error)
                     continue
-                try:
-                    record, kind = convert_record(unit.value, fmt, unit.default_id, stem)
-                except BadRecord as exc:
-                    bad(unit, str(exc))
-                    continue
-                if tools_file is not None and inferred(record):
-                    record = with_file_tools(record, tools_file)
-                    error = check_raw(record)
-                    if error:
-                        bad(unit, f"{error} (with the schemas of --tools {tools_file.path}); add it to that file")
-                        continue
-                    from_file += 1
-                rid = record["id"]
-                if kind == "adp" and rid in first_seen:
-                    record = {**record, "id": f"{rid}#{ordinal}"}
-                    rid = record["id"]
-                seen = first_seen.get(rid)
-                if seen is not None:
-                    at = seen.where.replace(f"{seen.path}:", "line ", 1) if seen.path == unit.path \
-                        else seen.where
-                    bad(unit, f"duplicate id {rid!r}, first seen at {at}; give each record its own "
-                              "id (or drop the repeat)")
-                    continue
-                first_seen[rid] = unit
-                kinds.add(kind)
-                records.append(record)
+                for record, kind in _converted(unit, fmt, stem):
+                    if isinstance(record, BadRecord):
+                        bad(unit, str(record))
+                    else:
+                        take(unit, record, kind, ordinal)
             digests.append((_digest_name(file), hasher.hexdigest()))
     finally:
         QUIRKS.reset(token)

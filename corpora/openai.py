@@ -10,8 +10,9 @@ it that public corpora publish. Each quirk is converted to the canonical form:
   or audio part is refused (a text model cannot be trained on it);
 - the legacy `function_call` on an assistant message is a tool call, and a role `function`
   message is its result (answering the oldest unanswered call of that name);
-- several results as one tool message holding a JSON list (LLaMA-Factory, after parallel calls)
-  become one tool message each;
+- several results as one tool message holding a JSON list of result objects `{content,
+  tool_call_id|name}` (LLaMA-Factory, after parallel calls) become one tool message each
+  (`common.result_envelopes`); any other content, a JSON list of hits included, is one result;
 - a call id used again after it was answered (tau-bench) is renamed `<id>~<n>` so each result
   answers its own call; a call without an id gets `call_<n>`;
 - per-message keys the canonical message has no place for (`valid`, `weight`, `refusal`, ...)
@@ -33,11 +34,12 @@ Two published file layouts carry such messages under another key:
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from corpora.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, json_type, parsed_args,
-                                   published_outcome, record_id, tools_from)
-from sandbox.schemas import ROLES, canonical_json
+                            published_outcome, record_id, result_envelopes, tools_from)
+from sandbox.schemas import ROLES, canonical_json, orphan_result
 
 CANONICAL_KEYS = frozenset(("id", "source", "task", "tools", "messages", "outcome", "meta"))
 _MESSAGE_KEYS = frozenset(("role", "content", "tool_calls", "tool_call_id", "name"))
@@ -136,15 +138,15 @@ def _tool_call(call: Any, where: str, calls: _Calls, synth: ToolSynth) -> dict:
             "function": {"name": name, "arguments": args}}
 
 
-def _result(result: Any, calls: _Calls) -> dict:
-    """One of several results given as a JSON list in one tool message (LLaMA-Factory): an object
-    with `content` (and `tool_call_id`) answers its call, anything else the oldest open one."""
-    if isinstance(result, dict) and "content" in result:
-        ours = calls.answer(result.get("tool_call_id") if result.get("tool_call_id") in calls.open
-                            else None, result.get("name"))
-        content = result["content"]
-    else:
-        ours, content = calls.answer(None, None), result
+def _result(result: dict, calls: _Calls, where: str) -> dict:
+    """One of several result objects given as a JSON list in one tool message (LLaMA-Factory): it
+    answers the call it names (its `tool_call_id`, else the oldest open call of its `name`)."""
+    ours = calls.answer(result.get("tool_call_id") if result.get("tool_call_id") in calls.open
+                        else None, result.get("name"))
+    if ours is None:
+        raise BadRecord(f"{where}: a result in this tool message answers no earlier unanswered call "
+                        f"(named {result.get('tool_call_id') or result.get('name')!r})")
+    content = result["content"]
     return {"role": "tool", "tool_call_id": ours,
             "content": content if isinstance(content, str) else canonical_json(content)}
 
@@ -155,6 +157,7 @@ def normalise_messages(raw: Any, where: str = "messages") -> tuple[list[dict], T
         raise BadRecord(f"{where}: must be a list of messages, not {json_type(raw)}")
     calls, synth = _Calls(), ToolSynth()
     messages: list[dict] = []
+    origin: list[int] = []   # the source index of each message made
     extras: dict[str, dict] = {}
     for i, m in enumerate(raw):
         mw = f"{where}[{i}]"
@@ -179,15 +182,17 @@ def normalise_messages(raw: Any, where: str = "messages") -> tuple[list[dict], T
             out["tool_calls"] = [_tool_call(c, f"{mw}.tool_calls[{k}]", calls, synth)
                                  for k, c in enumerate(every)]
         if role == "tool" and m.get("tool_call_id") is None and len(calls.open) > 1:
-            results = parsed_args(text or "")
-            if isinstance(results, list) and len(results) == len(calls.open):
-                messages += [_result(r, calls) for r in results]
+            results = result_envelopes(text or "")
+            if results is not None:
+                messages += [_result(r, calls, mw) for r in results]
+                origin += [i] * len(results)
                 continue
         if role == "tool":
             ours = calls.answer(m.get("tool_call_id"), m.get("name"))
             out["tool_call_id"] = ours or m.get("tool_call_id")
-            if out["tool_call_id"] is None:
-                raise BadRecord(f"{mw}: a tool result answers no earlier unanswered call")
+            if out["tool_call_id"] is None:   # named by the source's message indices
+                reason = orphan_result([*messages, out], len(messages))
+                raise BadRecord(re.sub(r"messages\[(\d+)\]", lambda g: f"{where}[{[*origin, i][int(g[1])]}]", reason))
             if out["content"] is None:
                 out["content"] = ""
         if isinstance(m.get("name"), str):
@@ -197,6 +202,7 @@ def normalise_messages(raw: Any, where: str = "messages") -> tuple[list[dict], T
         if extra:
             extras[str(i)] = extra
         messages.append(out)
+        origin.append(i)
     return messages, synth, extras
 
 

@@ -225,13 +225,19 @@ def decode(data: bytes) -> str:
     return text.removeprefix("\ufeff")
 
 
+def _reason(exc: json.JSONDecodeError) -> str:
+    """The decoder's reason without its own trailing "at" ("Unterminated string starting at"),
+    which the caller's "at column N" supplies."""
+    return exc.msg.removesuffix(" at")
+
+
 def parse_line(line: bytes) -> Any:
     """One JSONL line's value; raises ValueError with the reason."""
     text = decode(line)
     try:
         value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc.msg} at column {exc.colno}") from None
+        raise ValueError(f"not JSON: {_reason(exc)} at column {exc.colno}") from None
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"not JSON: {exc}") from None
     return check_text(value, text)
@@ -332,7 +338,7 @@ def _document_units(file: CorpusFile, layout: str, max_line_bytes: int, hasher) 
             start = pos
             value, pos = _DECODER.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            yield replace(unit, error=f"not JSON: {exc.msg} at line {exc.lineno} column "
+            yield replace(unit, error=f"not JSON: {_reason(exc)} at line {exc.lineno} column "
                                       f"{exc.colno}; the rest of the file cannot be read")
             return
         except (ValueError, RecursionError) as exc:

@@ -2,14 +2,15 @@
 "id"?}` with `from` in human|user|gpt|assistant|system|function_call|observation|tool."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from corpora.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, as_list, first_user_text,
-                                   json_type, parsed_args, published_outcome, record_id, tools_from,
-                                   unanswered_outcome)
+                            json_type, note_quirk, parsed_args, published_outcome, record_id,
+                            result_envelopes, tools_from, unanswered_outcome)
 from sandbox.schemas import canonical_json
 
+SHARED_OBSERVATION = ("ShareGPT observations answering several parallel calls at once, kept whole as the first "
+                      "call's result (the others stay unanswered)")
 _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
                    "system": "system", "function_call": "call", "observation": "tool",
                    "tool": "tool"}
@@ -43,6 +44,8 @@ def convert_sharegpt(obj: dict, default_id: str) -> dict:
         if role is None:
             raise BadRecord(f"{where}.from: unknown speaker {speaker!r} (expected one of "
                              f"{', '.join(_SHAREGPT_ROLES)})")
+        if role != "tool":   # a turn after the results: the calls no observation answered stay unanswered
+            pending.clear()
         if role == "call":
             calls = as_list(value, f"{where}.value", "function_call")
             if not isinstance(calls, list) or not calls:
@@ -65,13 +68,11 @@ def convert_sharegpt(obj: dict, default_id: str) -> dict:
             if not pending:
                 raise BadRecord(f"{where}: observation answers no earlier function_call")
             results = [value]
-            if len(pending) > 1 and isinstance(value, str):
-                try:
-                    parsed = json.loads(value)
-                except ValueError:
-                    parsed = None
-                if isinstance(parsed, list) and len(parsed) == len(pending):
-                    results = parsed
+            envelopes = result_envelopes(value) if len(pending) > 1 and isinstance(value, str) else None
+            if envelopes is not None and len(envelopes) <= len(pending):   # one result object per call
+                results = [e["content"] for e in envelopes]
+            elif len(pending) > 1:   # one observation for several calls: the first call's result, kept whole
+                note_quirk(SHARED_OBSERVATION)
             for result in results:
                 text = result if isinstance(result, str) else canonical_json(result)
                 messages.append({"role": "tool", "tool_call_id": pending.pop(0), "content": text})

@@ -3,10 +3,13 @@ part), and the benchmark a corpus implies.
 
 A split is a small mapping ("spec"), recorded in run.json (`holdout`) and in each manifest:
 
-- `{"rank": "content", "seed", "share", "test_share"}` (the default, `DEFAULT_SPLIT`): records
-  are grouped so that copies of one task cannot sit on two sides: by `meta.env.task_id` when the
-  record has an environment, else by its instruction (the `task` field, else the first user
-  message), whitespace- and case-folded, else by the sha256 of its content without its id.
+- `{"rank": "task", "seed", "share", "test_share"}` (the default, `DEFAULT_SPLIT`): records
+  are grouped so that trials of one task cannot sit on two sides: by `meta.env.task_id` when the
+  record has an environment, else by the task id the record was published with (`meta.task_id`,
+  as tau2-bench simulations carry it, or a top-level `task_id` kept as `meta.extra.task_id`, as
+  tau-bench's trajectories carry it), qualified by its source; else by its instruction (the `task`
+  field, else the first user message), whitespace- and case-folded, else by the sha256 of its
+  content without its id.
   Groups are ordered by the sha256 of `"{seed}\\0{group key}"` — the records' content, never
   their ids or the file's name — those holding a record the replay benchmark can judge (`judgeable`:
   it calls a tool and did not record a failure) before the others, and taken first into the test
@@ -15,6 +18,8 @@ A split is a small mapping ("spec"), recorded in run.json (`holdout`) and in eac
   part is never emptied.
 - `dev_ids` / `test_ids` (lists, `run --dev-ids FILE` / `--test-ids FILE`): the user's own
   choice of held-out records; a part not chosen is drawn as above from the other records.
+- `{"rank": "content", …}`: the same without the published task id (runs made before it, kept so
+  their epochs replay: two trials of one task with different opening words could sit on two sides).
 - `{"seed", "share"}` without `rank`: the split of runs made before the test part existed (groups
   ordered by the hash of their smallest id, dev only), kept so their epochs replay.
 
@@ -32,7 +37,8 @@ from base.errors import UserError
 DEFAULT_SHARE = 0.1
 DEFAULT_SEED = 0
 DEFAULT_TEST_SHARE = 0.1
-DEFAULT_SPLIT = {"rank": "content", "seed": DEFAULT_SEED, "share": DEFAULT_SHARE, "test_share": DEFAULT_TEST_SHARE}
+DEFAULT_SPLIT = {"rank": "task", "seed": DEFAULT_SEED, "share": DEFAULT_SHARE, "test_share": DEFAULT_TEST_SHARE}
+RANKS = ("task", "content")   # ranked splits; no rank: the legacy one
 LEGACY_SPLIT = {"seed": DEFAULT_SEED, "share": DEFAULT_SHARE}   # runs made before the test part
 
 
@@ -42,10 +48,21 @@ class Parts(NamedTuple):
     test: list[str]
 
 
-def group_key(record: Mapping, content: bool = False) -> str:
+def task_id(record: Mapping) -> str | None:
+    """The task id a record was published with (`meta.task_id`, else `meta.extra.task_id`), as text;
+    None without one."""
+    meta = record.get("meta") or {}
+    extra = meta.get("extra") if isinstance(meta.get("extra"), Mapping) else {}
+    value = meta.get("task_id", extra.get("task_id"))
+    return None if value is None or isinstance(value, (dict, list)) else str(value)
+
+
+def group_key(record: Mapping, content: bool = False, by_task: bool = False) -> str:
     env = (record.get("meta") or {}).get("env")
     if isinstance(env, Mapping) and env.get("task_id") is not None:
         return f"env:{env.get('benchmark', '')}:{env['task_id']}"
+    if by_task and task_id(record) is not None:
+        return f"task_id:{record.get('source') or ''}:{task_id(record)}"
     text = record.get("task") or next((m.get("content") or "" for m in record.get("messages", [])
                                        if m.get("role") == "user"), "")
     text = " ".join(str(text).lower().split())
@@ -80,7 +97,10 @@ def partition(records: Sequence[Mapping], spec: Mapping | None = None) -> Parts:
     unknown = set(spec) - {"rank", "seed", "share", "test_share", "dev_ids", "test_ids"}
     if unknown:
         raise UserError(f"unknown hold-out setting(s) {', '.join(sorted(unknown))}")
-    content = spec.get("rank") == "content"
+    if spec.get("rank") is not None and spec["rank"] not in RANKS:
+        raise UserError(f"unknown hold-out rank {spec['rank']!r} (expected one of {', '.join(RANKS)})")
+    content = spec.get("rank") in RANKS
+    by_task = spec.get("rank") == "task"
     seed = spec.get("seed", DEFAULT_SEED)
     share = _share(spec.get("share", DEFAULT_SHARE), "the dev share")
     test_share = _share(spec.get("test_share", 0.0), "the test share") if content else 0.0
@@ -104,7 +124,7 @@ def partition(records: Sequence[Mapping], spec: Mapping | None = None) -> Parts:
     groups: dict[str, list[str]] = {}
     for r in records:
         if r["id"] not in taken:
-            groups.setdefault(group_key(r, content), []).append(r["id"])
+            groups.setdefault(group_key(r, content, by_task), []).append(r["id"])
     # content: judgeable groups first, each by its key (the records' text); legacy: by the smallest id
     by_id = {r["id"]: r for r in records}
     ranked = sorted(groups.items(), key=lambda kv: (not any(judgeable(by_id[i]) for i in kv[1]), _rank(seed, kv[0]))
@@ -128,6 +148,32 @@ def partition(records: Sequence[Mapping], spec: Mapping | None = None) -> Parts:
             drawn += len(group)
     out = set(parts["dev"]) | set(parts["test"])
     return Parts(sorted(i for i in ids if i not in out), sorted(parts["dev"]), sorted(parts["test"]))
+
+
+def sides(records: Sequence[Mapping], spec: Mapping | None = None) -> dict:
+    """How a split shares the corpus out: per part (train, dev, test) its records, its tasks (the
+    groups kept on one side) and its records with tool calls and no failed outcome (`judgeable`)."""
+    spec = dict(DEFAULT_SPLIT if spec is None else spec)
+    parts = partition(records, spec)
+    by_task, content = spec.get("rank") == "task", spec.get("rank") in RANKS
+    by_id = {r["id"]: r for r in records}
+    return {part: {"records": len(ids), "tasks": len({group_key(by_id[i], content, by_task) for i in ids}),
+                   "with_calls": sum(judgeable(by_id[i]) for i in ids)}
+            for part, ids in parts._asdict().items()}
+
+
+def sides_note(shares: Mapping) -> str:
+    """One line for `curate` and `run`: what each side got, and a warning when the held-out parts
+    take most of the records a model could learn tool calls from."""
+    text = "split by task: " + "; ".join(f"{part} {s['records']} record(s) of {s['tasks']} task(s) ({s['with_calls']} "
+                                         "with tool calls and no failed outcome)" for part, s in shares.items())
+    held = shares["dev"]["with_calls"] + shares["test"]["with_calls"]
+    if held > shares["train"]["with_calls"]:
+        text += (f"\nwarning: the held-out parts take {held} of the {held + shares['train']['with_calls']} records that "
+                 "call tools without a failed outcome, leaving the strategy "
+                 f"{shares['train']['with_calls']} to learn from; choose fewer held-out records yourself with "
+                 "`run --dev-ids FILE` (and --test-ids FILE), one record id a line")
+    return text
 
 
 def split_ids(records: Sequence[Mapping], seed: int = DEFAULT_SEED,

@@ -189,6 +189,19 @@ def curate_candidate(run: RunContext, epoch: int) -> Curation:
                     curated={"C": manifest.C, "cost_train": manifest.cost_train})
 
 
+def trainable(run: RunContext, epoch: int, curation: Curation) -> Curation:
+    """`curation`, or when its artifacts would train nothing in this run (no SFT or RL record left after
+    the ablations and the length limits) the same candidate refused like a failed curation: rolled
+    back unevaluated, since its P would be the base model's and could win on C alone. ρ0 (epoch 0) is
+    measured before the run starts (evolver.launch.check_run_lengths)."""
+    from evolver.stages import trains_nothing
+
+    if curation.failed is not None or epoch == 0:
+        return curation
+    why = trains_nothing(run.cfg, run.store.epoch_dir(epoch) / "artifacts")
+    return curation if why is None else Curation(commit=curation.commit, failed=why, untrainable=True, llm=curation.llm)
+
+
 def settle_in_git(run: RunContext, decision: Decision) -> None:
     """The decision in git: accepted, `main` fast-forwards to the candidate and `best` moves;
     rejected, both stay (the rollback). The commit message carries P, C, J and the reason. ρ0 is

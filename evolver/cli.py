@@ -71,7 +71,9 @@ def process_seconds() -> float:
 
 
 def cmd_curate(args) -> int:
-    from corpora import load_corpus
+    from benchmarks.registry import NO_ENVIRONMENT
+    from corpora import corpus_kind, load_corpus
+    from corpora.split import sides, sides_note
     from sandbox.curate import execute
     from sandbox.executor import make_executor
     from sandbox.strategy_files import strategy_files
@@ -79,7 +81,9 @@ def cmd_curate(args) -> int:
     from trainer.length import profile_length_report
     from trainer.recipe import get_profile
 
-    out = args.out or PROJECT_ROOT / "runs" / datetime.datetime.now().strftime("curate-%Y%m%d-%H%M%S")
+    if args.runs_dir is not None and args.runs_dir.exists() and not args.runs_dir.is_dir():
+        raise UserError(f"--runs-dir {args.runs_dir} exists and is not a directory")
+    out = args.out or (args.runs_dir or PROJECT_ROOT / "runs") / datetime.datetime.now().strftime("curate-%Y%m%d-%H%M%S")
     args.corpus = args.corpus or [SAMPLE_CORPUS]
     limits = Limits(timeout_s=args.timeout)
     executor = make_executor(args.sandbox, trusted=True)   # the user's own strategy
@@ -89,6 +93,8 @@ def cmd_curate(args) -> int:
     for notice in (corpus.quirks_notice, corpus.tools_notice):
         if notice:
             _say(args, f"corpus: {notice}")
+    if corpus_kind(corpus.records) == NO_ENVIRONMENT:   # what `run` would hold out of it; curate reads it whole
+        _say(args, f"corpus: curated whole here; a run holds out dev and test parts. {sides_note(sides(corpus.records))}")
     _say(args, f"curating {', '.join(map(str, args.corpus))} with {args.strategy} ({executor.name} sandbox)")
     result = execute(strategy_files(Path(args.strategy)), corpus, Path(out), seed=args.seed,
                      executor=executor, limits=limits)
@@ -239,7 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-length", type=positive_int, default=None, help="SFT max_length to report (default: the profile's)")
     p.add_argument("--max-prompt-length", type=positive_int, default=None,
                    help="GRPO max_prompt_length to report (default: the profile's)")
-    p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/curate-<time>)")
+    p.add_argument("--out", type=Path, help="output directory, new or empty (default: RUNS_DIR/curate-<time>)")
+    p.add_argument("--runs-dir", type=Path, help="where the output directory goes without --out (default: runs/ of the project)")
     p.add_argument("--seed", type=int, default=0, help="the curation seed (ctx.rng)")
     add_sandbox(p)
     add_timeout(p)

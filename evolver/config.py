@@ -426,5 +426,10 @@ def llm_of(o: Mapping[str, Any]) -> LLMConfig | None:
             raise UserError("the code agent needs an LLM: give --model (and --base-url for a local server)")
         return None
     given = given_to(LLMConfig, o)
-    return LLMConfig(**given, **({"pricing_file": str(Path(given["pricing_file"]).resolve())}
-                                 if given.get("pricing_file") else {}))
+    if given.get("pricing_file"):
+        pricing = Path(given["pricing_file"])
+        if not pricing.is_file():
+            raise UserError(f"--pricing {pricing}: no such file; give a JSON file of {{model: {{\"input\": usd_per_1M, "
+                            f"\"output\": usd_per_1M}}}} or leave --pricing out")
+        given["pricing_file"] = str(pricing.resolve())
+    return LLMConfig(**given)

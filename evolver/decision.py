@@ -17,8 +17,9 @@ from evolver.context import RunContext
 def decide(run: RunContext, epoch: int, curation: Curation, evaluations: list[Evaluation], edits: list[str]) -> Decision:
     """Accept or roll back the candidate of `epoch` (a failed curation is rolled back unevaluated)."""
     if curation.failed is not None:
+        what = "it would train nothing, so it is rolled back unevaluated" if curation.untrainable else "curation failed"
         decision = Decision(epoch=epoch, commit=curation.commit, accepted=False, edits=edits,
-                            reason=f"curation failed: {curation.failed}")
+                            reason=f"{what}: {curation.failed}")
     else:
         decision = judged(run, epoch, curation, evaluations, edits)
     settle_in_git(run, decision)
@@ -39,13 +40,27 @@ def judged(run: RunContext, epoch: int, curation: Curation, evaluations: list[Ev
                              Scores(best.P, best.C, best.J, run.per_task(best.epoch)), cfg.lam)
     decision = Decision(epoch=epoch, commit=curation.commit, accepted=ruling.accepted, reason=ruling.reason, P=p,
                         C=curation.C, J=candidate.J, edits=edits, dev=evaluations[0].dev or None)
-    cheaper = c_only(p, curation.C, best and best.scores()) if ruling.accepted else None
+    empty = trained_nothing(run, epoch)
+    if empty and decision.accepted:   # the base model's P must not win on C: never the best
+        decision.accepted, decision.reason = False, f"rejected: {empty}, so P measures the base model ({ruling.reason})"
+    cheaper = c_only(p, curation.C, best and best.scores()) if decision.accepted else None
     if cheaper:   # said so wherever the decision is shown (commit message, log, report)
         decision.c_only, decision.reason = True, f"{decision.reason}; {cheaper}"
     gold = [e.gold_ll for e in evaluations if e.gold_ll is not None]
     if gold:   # the low-variance signal beside P (benchmarks/gold_likelihood.py); not part of J
         decision.gold_ll = round(fmean(gold), 6)
     return decision
+
+
+def trained_nothing(run: RunContext, epoch: int) -> str | None:
+    """Why the candidate of `epoch` trained nothing in any seed (no SFT example, no RL prompt), or None:
+    ρ0, a run that ablates both SFT and RL, or a candidate that trained something."""
+    if epoch == 0 or {"no-sft", "no-rl"} <= set(run.cfg.ablations):
+        return None
+    trainings = [run.result(epoch, f"train-s{seed}") for seed in run.cfg.seeds]
+    if all(t is not None and not any((t.trained or {}).values()) for t in trainings):
+        return "its training used no SFT example and no RL prompt"
+    return None
 
 
 def no_candidate(run: RunContext, epoch: int) -> Decision:

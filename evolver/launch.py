@@ -39,24 +39,27 @@ def dev_check(config: RunConfig) -> dict:
                             tools=config.tools or None)
     if not bench.test_ids and (config.split_spec.get("test_share") or config.split_spec.get("test_ids")):
         raise UserError(bench.too_small(list(config.corpus)))   # `curateevo test` would have nothing to read
-    return {**bench.dev, "test_records": len(bench.test_ids)}
+    from corpora.split import sides
+
+    return {**bench.dev, "test_records": len(bench.test_ids), "sides": sides(list(bench.records.values()), config.split_spec)}
 
 
 def dev_note(dev: dict, tasks: int) -> str:
     """The real dev size, and a warning when it cannot tell strategies apart."""
     from benchmarks.metrics import resolution_warning
+    from corpora.split import sides_note
 
     used = min(tasks, dev["records"])
     text = (f"dev: the held-out dev part holds {dev['records']} record(s); {dev['records_with_items']} give "
             f"{dev['items']} step items ({dev['items_with_calls']} with tool calls as gold); {dev['test_records']} "
-            "more are held out for `curateevo test` (split by the records' content; --dev-ids/--test-ids choose them)")
+            "more are held out for `curateevo test` (split by task; --dev-ids/--test-ids choose them)")
     if dev["failed_outcome"] or dev["no_tool_call"]:
         text += (f"; {dev['failed_outcome']} with a failed outcome and {dev['no_tool_call']} without tool calls "
                  "give none")
     if tasks < dev["records"]:
         text += f"; --tasks {tasks} evaluates {used} of them"
     warning = resolution_warning(dev["items"])
-    return text + (f"\nwarning: {warning}" if warning else "")
+    return text + (f"\nwarning: {warning}" if warning else "") + (f"\n{sides_note(dev['sides'])}" if "sides" in dev else "")
 
 
 def check_run_lengths(config: RunConfig, corpus) -> None:

@@ -10,7 +10,7 @@ result (evolver.results), whose journal form is what the journal records.
 """
 from __future__ import annotations
 
-from evolver.candidate import curate_candidate
+from evolver.candidate import curate_candidate, trainable
 from evolver.context import RunContext, say
 from evolver.decision import decide, no_candidate
 from evolver.diagnosis_stage import diagnose_best
@@ -63,6 +63,7 @@ def evaluate_candidate(run: RunContext, epoch: int) -> Decision:
     """Curate, train, evaluate and decide the candidate tagged `epoch-<e>`."""
     curation = run.stage(epoch, "curate", lambda: curate_candidate(run, epoch),   # a failed curation leaves no artifacts
                          lambda c: [] if c.failed is not None else [run.store.epoch_dir(epoch) / "artifacts"])
+    curation = trainable(run, epoch, curation)   # one that would train nothing is rolled back unevaluated
     evaluations = train_and_evaluate(run, epoch) if curation.failed is None else []
     proposal = run.result(epoch - 1, "propose") if epoch else None
     decision = run.stage(epoch, "decide", lambda: decide(run, epoch, curation, evaluations,

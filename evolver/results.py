@@ -44,10 +44,13 @@ class Curation(StageResult):
     """Records per artifact file (`sft.jsonl` → n)."""
     curated: dict | None = None
     """The curated C and Cost_train, when an ablation charges less than was curated."""
+    untrainable: bool = False
+    """The host accepted the artifacts, but this run would train nothing on them (`failed` says why)."""
 
     def journal(self) -> dict:
         if self.failed is not None:
-            return self._with_llm({"commit": self.commit, "failed": self.failed})
+            return self._with_llm({"commit": self.commit, "failed": self.failed,
+                                   **({"untrainable": True} if self.untrainable else {})})
         body = {"commit": self.commit, "C": self.C, "cost_train": self.cost_train, "counts": self.counts}
         return self._with_llm(body if self.curated is None else {**body, "curated": self.curated})
 

@@ -17,7 +17,7 @@ from benchmarks import registry
 from benchmarks.evaluate import EvalResult
 from evolver.store import RunStore, half_made, taken
 from evolver.launch import check_run_lengths, dev_check, dev_note, read_ids
-from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
+from evolver.tables import epoch_rows, failed_stages, format_log, format_stages, untrained_choice
 from corpora import corpus_kind, corpus_sha256, load_corpus
 from sandbox.executor import PROJECT_ROOT
 
@@ -365,6 +365,9 @@ def cmd_test(args) -> int:
     P = doc.P if doc is not None else comparison["final"]["value"]   # the metric's own P (call_f1 pools the calls)
     store.journal.append({"event": "tested", "epoch": epoch, "P": P, "metric": cfg.metric,
                           "reading": len(readings) + 1, **kept})
+    empty = untrained_choice(store)
+    if empty:
+        print(f"warning: {empty}")
     if doc is not None:
         print(f"final strategy (epoch {epoch}) on the test split:")
         print(format_metrics(doc.doc, out))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from benchmarks.stages import evaluate_on, train_on, used
+from benchmarks.stages import evaluate_on, length_report, train_on, used
 from evolver.config import RunConfig
 from evolver.results import Evaluation, Training
 
@@ -18,6 +18,21 @@ def channel_answer(llm):
         reply = llm.complete(request["messages"], purpose="curate", max_tokens=request["max_tokens"])
         return {"text": reply.text, "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
     return answer
+
+
+def trains_nothing(cfg: RunConfig, artifacts: Path) -> str | None:
+    """Why the curation in `artifacts` would train nothing in this run (no SFT or RL record left once
+    the ablations and the length limits of `cfg.train_spec` are applied), in one sentence; None when
+    something trains, or when the run ablates both SFT and RL (memory alone, by design)."""
+    if {"no-sft", "no-rl"} <= set(cfg.ablations):
+        return None
+    files = used(artifacts, cfg.ablations)
+    if files["sft"] is None and files["rl"] is None:
+        return "it curates no SFT or RL record" + (" (memory alone)" if files["memory"] else "")
+    report = length_report(cfg.train_spec, files["sft"], files["rl"])
+    if report.survivors == 0:
+        return f"every record is over the length limits: {report.summary()}; {report.advice() or 'curate shorter records'}"
+    return None
 
 
 def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:

@@ -131,7 +131,23 @@ def log_table(store: RunStore) -> tuple[list[tuple[str, int]], list[list[str]], 
         notes.append("C only: accepted on a lower C alone with P unchanged (a cheaper curation, not a better policy)")
     notes += dev_notes(store, rows)
     notes += [f"epoch {r['epoch']}: {r['reason']}" for r in rows if r.get("no_candidate")]   # why
-    return columns, body, notes
+    empty = untrained_choice(store, rows)
+    return columns, body, notes + ([f"warning: {empty}"] if empty else [])
+
+
+def untrained_choice(store: RunStore, rows: list[dict] | None = None) -> str | None:
+    """One plain sentence when the run's chosen strategy (the final one, else the best so far) trained
+    nothing, so that its P is the base model's; None otherwise."""
+    rows = epoch_rows(store) if rows is None else rows
+    final = next((e.get("result") or {} for e in reversed(store.journal.events())
+                  if e.get("stage") == "final" and e.get("event") == "stage_done"), None)
+    epoch = final.get("epoch") if final else next((r["epoch"] for r in reversed(rows) if r.get("accepted")), None)
+    row = next((r for r in rows if r["epoch"] == epoch), None)
+    if row is None or row.get("trained") is None or any(row["trained"].values()):
+        return None
+    memory = (row.get("scale") or {}).get("memory.jsonl")
+    return (f"the chosen strategy (epoch {epoch}) trains nothing: its training used no SFT example and no RL prompt, "
+            "so its P is the base model's" + (f" helped by its {memory} memory records" if memory else ""))
 
 
 def format_log(store: RunStore) -> str:

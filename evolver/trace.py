@@ -36,6 +36,28 @@ def _trained(store: RunStore, epoch: int, seeds: Sequence[int]) -> list[int]:
     return [s for s in seeds if store.done(epoch, f"train-s{s}") is not None]
 
 
+def _sft_use(store: RunStore, epoch: int, seeds: Sequence[int], line: int | None) -> str:
+    """Whether the SFT record on line `line` of the epoch's sft.jsonl was reached by each seed's
+    training budget (the trainer records the lines its steps used); "not trained" without a training."""
+    reached, missed, unknown = [], [], []
+    for seed in _trained(store, epoch, seeds):
+        sft = (((store.done(epoch, f"train-s{seed}") or {}).get("result") or {}).get("summary") or {}).get("sft") or {}
+        lines, seen = sft.get("records_reached"), sft.get("epochs_seen")
+        if lines is not None and line is not None:
+            (reached if line in lines else missed).append((seed, seen))
+        elif seen is not None and seen < 1:   # a run trained before the lines were recorded: which is unknown
+            unknown.append((seed, seen))
+        else:
+            reached.append((seed, seen))
+    seeds_of = lambda rows: ", ".join(str(s) for s, _ in rows)   # noqa: E731
+    parts = [f"trained (seed {seeds_of(reached)})"] if reached else []
+    if missed:
+        parts.append(f"not reached by the training budget (seed {seeds_of(missed)}: it saw {missed[0][1]}× of the SFT set)")
+    if unknown:
+        parts.append(f"in the SFT set, of which seed {seeds_of(unknown)} saw {unknown[0][1]}× (which records: not recorded)")
+    return "; ".join(parts) or "not trained"
+
+
 def trace_record(store: RunStore, wanted: str) -> list[str]:
     """The chain of every record whose id (or `kind:id`) is `wanted`, or that was made from raw id `wanted`."""
     seeds = RunConfig.from_json(store.config).seeds
@@ -49,12 +71,14 @@ def trace_record(store: RunStore, wanted: str) -> list[str]:
         commit = (read_json(folder / "manifest.json").get("strategy") or {}).get("commit") or "?"
         dropped += [(epoch, commit, kind, op) for (kind, rid), op in drop_notes(folder).items()
                     if wanted in (rid, f"{kind}:{rid}")]
-        for key, r in artifact_index(folder).items():
+        index = artifact_index(folder)
+        sft_lines = {key: n for n, key in enumerate(k for k in index if k.startswith("sft:"))}   # file order
+        for key, r in index.items():
             if wanted not in (key, r["id"]) and wanted not in r["origin"]:
                 continue
             chain = chains.setdefault((r["kind"], r["id"], json.dumps(r["steps"], sort_keys=True)),
                                       {"record": r, "epochs": []})
-            chain["epochs"].append((epoch, commit))
+            chain["epochs"].append((epoch, commit, sft_lines.get(key)))
     if not chains and not dropped:
         raise UserError(f"no artifact of {store.root} holds a record {wanted!r} or one made from raw id {wanted!r}")
     lines = []
@@ -63,10 +87,11 @@ def trace_record(store: RunStore, wanted: str) -> list[str]:
         lines.append(f"{kind}:{rid}")
         lines.append(f"  raw: {', '.join(r['origin']) or '(none named)'}")
         lines.append("  made by: " + " → ".join(step_text(s) for s in r["steps"]))
-        for epoch, commit in chain["epochs"]:
+        for epoch, commit, line in chain["epochs"]:
             d = verdicts.get(epoch) or {}
             trained = _trained(store, epoch, seeds) if kind != "memory" else []
-            use = (f"trained (seed {', '.join(map(str, trained))})" if trained else
+            use = (_sft_use(store, epoch, seeds, line) if trained and kind == "sft" else
+                   f"trained (seed {', '.join(map(str, trained))})" if trained else
                    "retrieved as memory" if kind == "memory" and d.get("P") is not None else "not trained")
             verdict = "" if "accepted" not in d else (" accepted" if d["accepted"] else " rejected")
             lines.append(f"  epoch {epoch}: strategy {commit[:10]}, {use}{verdict}"

@@ -81,11 +81,12 @@ def ensure_image(*, rebuild: bool = False, progress: Progress = say, route: str 
     client = client or docker_client()
     if not rebuild and image_exists(client, tag):
         return tag
-    with one_build_at_a_time():
+    with one_build_at_a_time(progress):
         if not rebuild and image_exists(client, tag):  # built by another process meanwhile
             return tag
         old = client.images.get(tag).id if image_exists(client, tag) else None
-        progress(f"sandbox image: building {tag} (log: {cache_dir() / ('build-' + tag.split(':')[1] + '.log')})")
+        progress(f"sandbox image: building {tag}, once for this machine and lock: a few minutes, each step said below "
+                 f"(log: {cache_dir() / ('build-' + tag.split(':')[1] + '.log')})")
         build = Build(tag, progress)
         t0 = time.monotonic()
         try:

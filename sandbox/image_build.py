@@ -24,6 +24,7 @@ from sandbox.docker_engine import image_exists
 from sandbox.image_lock import IMAGE_ENV, LABEL_PREFIX, LOCK, MOUNT_POINTS, RECIPE, Progress, cache_dir, recipe_sha256
 
 PROBE_TIMEOUT_S = 60
+HEARTBEAT_S = 20   # a step that runs longer says so this often: a first build takes minutes
 
 
 class Build:
@@ -45,6 +46,13 @@ class Build:
         self.progress(f"sandbox image: {name}")
         self.write(f"--- {name}")
         t0 = time.monotonic()
+        done = threading.Event()
+
+        def heartbeat() -> None:
+            while not done.wait(HEARTBEAT_S):
+                self.progress(f"sandbox image: {name} … {time.monotonic() - t0:.0f} s so far (log: {self.log_path})")
+        beating = threading.Thread(target=heartbeat, daemon=True)
+        beating.start()
         try:
             yield
         except (RunFailed, UserError):
@@ -54,6 +62,8 @@ class Build:
             self.write(f"FAILED: {exc!r}")
             raise RunFailed(f"building the sandbox image failed at '{name}': {detail} (log: {self.log_path})") from None
         finally:
+            done.set()
+            beating.join()
             self.steps[name] = round(time.monotonic() - t0, 2)
 
     def run(self, cmd: list[str], **kwargs) -> None:
@@ -73,11 +83,17 @@ class Build:
 
 
 @contextlib.contextmanager
-def one_build_at_a_time() -> Iterator[None]:
-    """One build at a time on this machine (the tests and an executor may ask together)."""
+def one_build_at_a_time(progress: Progress | None = None) -> Iterator[None]:
+    """One build at a time on this machine (the tests and an executor may ask together); a wait
+    for another process's build is said, not silent."""
     cache_dir().mkdir(parents=True, exist_ok=True)
     with open(cache_dir() / "build.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress is not None:
+                progress("sandbox image: another process is building it; waiting for that build")
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Annotated, Any, Literal, Mapping, Union
+from typing import Annotated, Any, Literal, Mapping, Sequence, Union
 
 import fastjsonschema
 import jsonschema
@@ -263,6 +263,29 @@ def _known_names(tools: list[Mapping]) -> frozenset:
     return frozenset(tool_names(tools))   # a shared tool list's once
 
 
+def orphan_result(messages: Sequence[Mapping], i: int, call_id: str | None = None) -> str:
+    """Why the tool result `messages[i]` answers no open call, naming the message really at fault: the
+    nearest earlier assistant message (whose call is missing, or was not read as one), or the result
+    itself when it repeats an answer."""
+    before = [k for k in range(i) if messages[k].get("role") == "assistant"]
+    calling = [k for k in before if messages[k].get("tool_calls")]
+    if not calling and not before:
+        return f"messages[{i}]: a tool result, but no earlier assistant message makes a tool call"
+    if not calling:
+        return (f"messages[{before[-1]}]: makes no tool call, yet messages[{i}] is a tool result answering one; a call "
+                "written in the assistant's text is not read as one")
+    k = calling[-1]
+    ids = [c.get("id") for c in messages[k]["tool_calls"] if isinstance(c, Mapping)]
+    answered = {m.get("tool_call_id") for m in messages[k + 1:i] if m.get("role") == "tool"}
+    if call_id is not None and call_id not in ids:
+        return (f"messages[{k}].tool_calls: no call with id {call_id!r}, which the tool result messages[{i}] answers "
+                f"(its calls: {', '.join(map(repr, ids))})")
+    if call_id is not None or set(ids) <= answered:
+        return (f"messages[{i}]: a tool result, but every call of messages[{k}] ({', '.join(map(repr, ids))}) is "
+                f"answered already: an extra result, or a call missing from messages[{k}]")
+    return f"messages[{i}]: a tool result answers no earlier unanswered call"
+
+
 def check_messages(messages: list[Mapping], tools: list[Mapping]) -> str | None:
     """Checks a schema cannot express: calls name offered tools with JSON-object arguments,
     every tool result answers an earlier call, call ids are unique within the trajectory."""
@@ -290,7 +313,7 @@ def check_messages(messages: list[Mapping], tools: list[Mapping]) -> str | None:
             if call_id is None:
                 return f"messages[{i}]: tool message without tool_call_id"
             if call_id not in pending:
-                return f"messages[{i}].tool_call_id: {call_id!r} answers no earlier tool call"
+                return orphan_result(messages, i, call_id)
             pending.discard(call_id)
     return None
 

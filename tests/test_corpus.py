@@ -126,7 +126,7 @@ BAD_LINES = {
     "unknown_role": (_bad_message_record(messages=[{"role": "robot", "content": "hi"}]), "robot"),
     "tool_call_id_answering_nothing": (_bad_message_record(messages=[
         {"role": "user", "content": "hi"},
-        {"role": "tool", "tool_call_id": "c9", "content": "ok"}]), "answers no earlier"),
+        {"role": "tool", "tool_call_id": "c9", "content": "ok"}]), "no earlier assistant message makes a tool call"),
     "call_to_tool_not_in_tools": (_bad_message_record(messages=[
         {"role": "user", "content": "hi"},
         {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
@@ -282,16 +282,17 @@ def test_sharegpt_with_function_calls_and_observations_converts_to_valid_canonic
     assert rec["tools"][0] == {"type": "function", "function": {
         "name": "get_weather", "description": "weather by city",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    # one observation for two parallel calls is not split by guessing from its shape (a list as long as
+    # the calls): it stays whole, the first call's result, and the next observation answers its own call
     assert [m["role"] for m in rec["messages"]] == [
-        "system", "user", "assistant", "tool", "tool", "assistant", "user", "assistant", "tool",
-        "assistant"]
+        "system", "user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant"]
     calls = rec["messages"][2]["tool_calls"]
     assert [c["id"] for c in calls] == ["call_0", "call_1"]
     assert [json.loads(c["function"]["arguments"]) for c in calls] == [{"city": "Paris"},
                                                                         {"city": "Rome"}]
-    assert [(m["tool_call_id"], m["content"]) for m in rec["messages"][3:5]] == [
-        ("call_0", '{"t":20}'), ("call_1", '{"t":25}')]
-    assert rec["messages"][8] == {"role": "tool", "tool_call_id": "call_2", "content": "5 degrees"}
+    assert (rec["messages"][3]["tool_call_id"], json.loads(rec["messages"][3]["content"])) == ("call_0", [{"t": 20}, {"t": 25}])
+    assert rec["messages"][7] == {"role": "tool", "tool_call_id": "call_2", "content": "5 degrees"}
+    assert [n for what, n in corpus.quirks if what.startswith("ShareGPT observations answering several")] == [1]
     assert rec["meta"]["extra"] == {"category": "weather"}
     assert rec["outcome"] == {"success": None, "reward": None}
 
@@ -573,3 +574,34 @@ def test_non_finite_numbers_and_lone_surrogates_are_one_line_each(tmp_path):
     array = tmp_path / "array.json"  # in an array, the bad element only: the next one is read on
     array.write_text("[" + good.replace('"5"', '"5\\udfff"') + "," + good.replace('"a"', '"c"') + "]")
     assert [r["id"] for r in load([str(array)], on_error="skip").records] == ["c"]
+
+
+def test_a_cut_string_reads_starting_at_column_once(tmp_path):
+    """The decoder's own "starting at" is not followed by a second "at"."""
+    path = write_lines(tmp_path / "in.jsonl", [GOOD, '{"id": "b", "messages": "cut'])
+    assert expect_error(path) == f"{path}:2: not JSON: Unterminated string starting at column 25"
+    array = tmp_path / "in.json"
+    array.write_text('[{"id": "b", "messages": "cut')
+    with pytest.raises(UserError) as err:
+        load_corpus([str(array)])
+    assert "Unterminated string starting at line 1 column 26" in str(err.value) and "at at" not in str(err.value)
+
+
+def test_a_tool_result_answering_an_unknown_call_blames_the_call(tmp_path):
+    """The message really at fault is named: the call that is missing (or was written as text), or the
+    extra result after every call was answered."""
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "function",
+                                                                   "function": {"name": "cd", "arguments": "{}"}}]}
+    cases = {
+        "unknown id": ([{"role": "user", "content": "hi"}, call, {"role": "tool", "tool_call_id": "b", "content": "x"}],
+                       "messages[1].tool_calls: no call with id 'b', which the tool result messages[2] answers (its calls: 'a')"),
+        "call as text": ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "cd(folder='x')"},
+                          {"role": "tool", "content": "x"}],
+                         "messages[1]: makes no tool call, yet messages[2] is a tool result answering one"),
+        "extra result": ([{"role": "user", "content": "hi"}, call, {"role": "tool", "tool_call_id": "a", "content": "x"},
+                          {"role": "tool", "content": "y"}],
+                         "messages[3]: a tool result, but every call of messages[1] ('a') is answered already"),
+    }
+    for name, (messages, expected) in cases.items():
+        path = write_lines(tmp_path / f"{name}.jsonl", [_bad_message_record(messages=messages)])
+        assert expected in expect_error(path), name

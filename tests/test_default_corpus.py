@@ -69,6 +69,10 @@ def test_the_default_profiles_trainer_consumes_every_curated_example_of_a_small_
     summary = train(out / "sft.jsonl", None, tmp_path / "train", base="tiny-random", profile="cpu-small", seed=0)
     assert summary["sft"]["examples_seen"] >= n and summary["sft"]["epochs_seen"] >= 1
     assert summary["sft"]["epochs_seen"] == RECIPE.sft_epochs   # a small set is trained the recipe's two passes
+    assert sorted(summary["sft"]["records_reached"]) == list(range(n))   # every line of sft.jsonl
+    budgeted = train(out / "sft.jsonl", None, tmp_path / "train-test", base="tiny-random", profile="test", seed=0)
+    reached = budgeted["sft"]["records_reached"]   # 3 steps × 2: the lines the budget reached, no more
+    assert len(reached) == len(set(reached)) == budgeted["sft"]["examples_seen"] < n and set(reached) <= set(range(n))
 
 
 def test_corpus_build_sizes_on_request(tmp_path, capsys):

@@ -114,6 +114,33 @@ def test_the_lock_is_part_of_the_runtime_hash(tmp_path, monkeypatch):
     assert curate.runtime_sha256() != before
 
 
+def test_a_long_build_step_and_a_wait_for_another_build_are_said_not_silent(tmp_path, monkeypatch):
+    import fcntl
+    import threading
+
+    from sandbox import image_build
+
+    monkeypatch.setattr(image_build, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(image_build, "HEARTBEAT_S", 0.05)
+    said = []
+    build = image_build.Build("curateevo-sandbox:0123456789ab", said.append)
+    with build.step("install the lock's wheels"):
+        time.sleep(0.3)
+    build.close()
+    assert said[0] == "sandbox image: install the lock's wheels"
+    assert len(said) >= 3 and all(line.startswith("sandbox image: install the lock's wheels … ") and " s so far (log: "
+                                  in line for line in said[1:])
+    n = len(said)
+    time.sleep(0.2)
+    assert len(said) == n   # the step is over: no more beats
+    with open(tmp_path / "build.lock", "w") as other:   # another process's build holds the lock a moment
+        fcntl.flock(other, fcntl.LOCK_EX)
+        threading.Timer(0.2, fcntl.flock, (other, fcntl.LOCK_UN)).start()
+        with image_build.one_build_at_a_time(said.append):
+            pass
+    assert said[-1] == "sandbox image: another process is building it; waiting for that build"
+
+
 # ---------------------------------------------------------------------------- the image (real engine)
 
 @pytest.fixture(scope="module")

@@ -317,3 +317,23 @@ def test_a_removed_record_is_counted_under_the_operator_that_dropped_it(tmp_path
     (store.epoch_dir(1) / "artifacts" / "dropped.jsonl").unlink()
     _, removed, _ = record_changes(store.epoch_dir(0) / "artifacts", store.epoch_dir(1) / "artifacts")
     assert {r["by"] for r in removed} == {"made by sft_record", "made by rl_record"}
+
+
+def test_trace_says_which_sft_records_the_training_budget_reached(tmp_path, capsys):
+    corpus = (str(_own_corpus(tmp_path / "own.jsonl")),)
+    config = RunConfig(corpus=corpus, corpus_sha256=corpus_sha256(list(corpus)), profile="test", base="tiny-random",
+                       sandbox="process", tasks=2, epochs=1, proposer="offline")
+    store = RunStore.create(tmp_path / "run", config.to_json())
+    execute({"strategy.py": compose({}).encode()}, load_corpus(list(corpus)), store.epoch_dir(0) / "artifacts",
+            executor=ProcessExecutor())
+    lines = [json.loads(line)["id"] for line in (store.epoch_dir(0) / "artifacts" / "sft.jsonl").read_text().splitlines()]
+    store.journal.append({"event": "stage_done", "epoch": 0, "stage": "train-s0", "result": {
+        "adapter": None, "trained": {"sft": len(lines), "rl": 0},
+        "summary": {"sft": {"records_reached": [1], "epochs_seen": 0.167}}}})
+    store.journal.append({"event": "stage_done", "epoch": 0, "stage": "decide", "result": {
+        "epoch": 0, "P": 0.5, "C": 0.2, "J": 0.44, "accepted": True, "edits": []}})
+    for line, expected in ((1, "trained (seed 0)"),
+                           (0, "not reached by the training budget (seed 0: it saw 0.167× of the SFT set)")):
+        assert cli.main(["trace", str(store.root), "--record", f"sft:{lines[line]}"]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[3].startswith("  epoch 0: strategy ") and expected in out[3] and "trained (seed 0); " not in out[3], out

@@ -138,8 +138,8 @@ def test_a_hold_out_that_gives_nothing_to_judge_is_refused_before_any_work(tmp_p
     # five tau-bench trajectories, every one with reward 0: no held-out record can be judged
     assert cli.main(run_args(tmp_path, "tau", [TAU])) == 2
     err = capsys.readouterr().err
-    assert ("the held-out dev part (1 record(s): tau-bench-gpt-4o-airline.sample.json[0]) gives none to judge: "
-            "1 recorded a failed outcome") in err and err.count("\n") == 1
+    assert ("the held-out dev part (1 record(s): tau-bench-gpt-4o-airline.sample.json[1]) gives none to judge: "
+            "1 make no tool call") in err and err.count("\n") == 1   # split by task id, the dev task is task 1
     assert "only 0 record(s) of the corpus call tools without a failed outcome" in err
     assert not (tmp_path / "tau").exists()
 
@@ -148,6 +148,7 @@ def test_run_says_the_real_dev_size_and_warns_when_it_cannot_tell_strategies_apa
     created(tmp_path, "swe", [SWE_AGENT], "--max-length", "4096")   # the curated demo is longer than the profile's
     err = capsys.readouterr().err
     assert "dev: the held-out dev part holds 1 record(s); 1 give 4 step items (4 with tool calls as gold)" in err
+    assert "\nsplit by task: train " in err and "dev 1 record(s) of 1 task(s)" in err   # what each side got
     assert "warning: the dev set holds 4 step items: P moves in steps of 0.250" in err
     assert "--tasks 60" not in err                                   # --tasks asks for more than there are
 

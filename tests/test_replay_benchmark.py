@@ -55,6 +55,38 @@ def test_copies_of_one_task_stay_on_one_side():
     assert dev and train
 
 
+def test_trials_of_one_published_task_stay_on_one_side_whatever_their_opening_words():
+    """tau-bench's trials of one task open with different user words (an LLM plays the user); the
+    task id they were published with (kept as meta.extra.task_id) groups them."""
+    from corpora.split import DEFAULT_SPLIT, partition, sides
+
+    records = [{**_record(i, task=f"trial {i} words differ"), "source": "tau-bench",
+                "meta": {"extra": {"task_id": i % 7}}} for i in range(42)]
+    for seed in range(5):
+        train, dev, test = partition(records, {**DEFAULT_SPLIT, "seed": seed})
+        side = {i: "train" for i in train} | {i: "dev" for i in dev} | {i: "test" for i in test}
+        by_task = {}
+        for r in records:
+            by_task.setdefault(r["meta"]["extra"]["task_id"], set()).add(side[r["id"]])
+        assert dev and test and all(len(v) == 1 for v in by_task.values()), by_task
+    shares = sides(records)
+    assert shares["dev"]["tasks"] == 1 and shares["dev"]["records"] == 6 and sum(s["tasks"] for s in shares.values()) == 7
+    # the content-ranked split of earlier runs is kept as it was, so their epochs replay: it leaks
+    old = partition(records, {**DEFAULT_SPLIT, "rank": "content"})
+    assert {r["meta"]["extra"]["task_id"] for r in records if r["id"] in old.dev} & \
+           {r["meta"]["extra"]["task_id"] for r in records if r["id"] in old.train}
+
+
+def test_a_small_corpus_losing_most_tool_calls_to_the_hold_out_is_warned():
+    from corpora.split import sides, sides_note
+
+    records = [_record(i) for i in range(3)] + [_record(10 + i, calls=()) for i in range(6)]
+    note = sides_note(sides(records))
+    assert note.startswith("split by task: train ") and "of 1 task(s)" in note
+    assert "warning: the held-out parts take" in note and "--dev-ids FILE" in note
+    assert "warning" not in sides_note(sides([_record(i) for i in range(40)]))
+
+
 def test_arguments_are_compared_after_normalisation():
     gold = [{"name": "f", "arguments": '{"a": 1, "b": {"x": [1, 2]}, "c": "Paris"}'}]
     assert rb.same_calls([{"name": "f", "arguments": '{"c":"Paris","b":{"x":[1.0,2]},"a":1.0}'}], gold)
@@ -117,7 +149,13 @@ TAU = Path(__file__).resolve().parent / "fixtures" / "external" / "tau-bench-gpt
 
 
 def test_a_reply_without_a_call_is_wrong_where_the_recorded_step_calls_a_tool():
-    bench = get_benchmark("replay", corpus=str(TAU), include_failed=True)
+    # every trajectory of this sample failed (reward 0), so the split has no judgeable record to prefer for
+    # dev or test: choose ones that call tools, as a user would (--dev-ids, --test-ids)
+    from corpora.split import DEFAULT_SPLIT
+
+    split = {**DEFAULT_SPLIT, "dev_ids": ["tau-bench-gpt-4o-airline.sample.json[0]"],
+             "test_ids": ["tau-bench-gpt-4o-airline.sample.json[2]"]}
+    bench = get_benchmark("replay", corpus=str(TAU), include_failed=True, split=split)
     items = [i for t in bench.tasks("train") + bench.tasks("dev") for i in bench.step_items(t)]
     call_steps = [i for i in items if i.gold]
     assert call_steps and len(call_steps) < len(items)

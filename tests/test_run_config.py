@@ -98,3 +98,18 @@ def test_an_output_place_that_cannot_be_written_is_one_sentence(tmp_path, capsys
     assert cli.main(["curate", "--out", "/proc/curated", "--sandbox", "process", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "cannot write the output folder /proc/curated" in err and err.count("\n") == 1
+
+
+def test_pricing_passes_through_run_and_a_missing_file_is_one_sentence(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-canary-pricing")
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"m": {"input": 0.5, "output": 1.5}}))
+    store = create_run(configured(tmp_path, "epochs: 1\n", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+                                  "--pricing", str(prices)))
+    config = json.loads((store.root / "run.json").read_text())
+    assert config["llm"]["pricing_file"] == str(prices.resolve())
+    assert cli.main(["run", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--pricing", str(tmp_path / "nope.json"),
+                     "--corpus", str(SAMPLE_CORPUS), "--runs-dir", str(tmp_path / "runs2")]) == 2
+    err = capsys.readouterr().err
+    assert "nope.json: no such file" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "runs2").exists()

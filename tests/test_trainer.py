@@ -238,3 +238,27 @@ def test_the_probe_reports_parseable_calls_and_rewards_on_held_out_steps(raw, tm
     result = probe(models.TINY, None, str(path), max_new_tokens=4)
     assert result["steps"] == 1 and result["parseable_rate"] == 0.0  # a random model writes no tool call
     assert -0.5 <= result["reward_mean"] <= 1 and len(result["samples"]) == 1
+
+
+def test_an_adapter_naming_a_hub_base_saves_without_looking_it_up_online(tmp_path):
+    """The embedded model's adapters name its hub id; saving one offline raised PEFT's "Unable to fetch
+    remote file … Name or service not known" warning per save: the recipe never trains the embeddings,
+    so the lookup is not made. The saved adapter is the same either way (no embedding weights)."""
+    import warnings
+
+    from peft import get_peft_model
+    from safetensors.torch import load_file
+
+    from trainer.sft import lora_config
+
+    model = get_peft_model(models.load_model(models.resolve(models.TINY)), lora_config(RECIPE))
+    models.name_base(model, models.HUB_IDS[models.EMBEDDED])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        models.save_adapter(model, tmp_path / "adapter", selected_adapters=["default"])
+    assert not [w for w in caught if "fetch remote file" in str(w.message) or "config file" in str(w.message)], \
+        [str(w.message) for w in caught]
+    saved = load_file(tmp_path / "adapter" / "adapter_model.safetensors")
+    assert saved and all("lora_" in name for name in saved)
+    assert json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == \
+        models.HUB_IDS[models.EMBEDDED]

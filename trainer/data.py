@@ -80,7 +80,7 @@ def sft_examples(records: Sequence[Mapping], tokenizer, max_length: int,
     """Training examples of SFT records (DESIGN's form or the file rows of sandbox.exchange)."""
     stats = SFTStats(records=len(records))
     out = []
-    for r in map(functools.partial(exchange.from_file, "sft"), records):
+    for index, r in enumerate(map(functools.partial(exchange.from_file, "sft"), records)):
         weights = r.get("weights") or [1] * sum(m["role"] == "assistant" for m in r["messages"])
         stats.trained_turns += sum(weights)
         stats.masked_turns += len(weights) - sum(weights)
@@ -93,7 +93,7 @@ def sft_examples(records: Sequence[Mapping], tokenizer, max_length: int,
         stats.examples += 1
         stats.tokens += len(ex["input_ids"])
         stats.trained_tokens += trained
-        out.append({"input_ids": ex["input_ids"], "labels": ex["labels"]})
+        out.append({"input_ids": ex["input_ids"], "labels": ex["labels"], "record": index})   # its line in the file
     return out, stats
 
 

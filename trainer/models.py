@@ -169,6 +169,13 @@ def name_base(model, base_id: str) -> None:
         config.base_model_name_or_path = base_id
 
 
+def save_adapter(model, folder, **options) -> None:
+    """Save a PEFT model's adapter. `save_embedding_layers=False`: the recipe's LoRA never targets the
+    embeddings nor resizes the vocabulary, and PEFT's "auto" would look the base's hub id up online
+    to find out (offline: an "Unable to fetch remote file" warning per save)."""
+    model.save_pretrained(folder, save_embedding_layers=False, **options)
+
+
 def hub_cache_dir() -> Path:
     """A Hugging Face hub cache in which the embedded model's hub id resolves to its local
     conversion (a snapshot linking to `embedded_model_dir()`). Offline, an adapter that names

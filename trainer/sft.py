@@ -97,8 +97,11 @@ def run_sft(model, tokenizer, examples: list[dict], recipe: Recipe, profile: Pro
     losses = log.series("loss")
     seen = steps * profile.sft_batch_size * profile.sft_grad_accum * world
     tokens = int(trainer.state.num_input_tokens_seen)
+    # the SFT file's lines the optimiser steps used (one process sees its share only: not said under a launcher)
+    reached = padding.reached(steps * profile.sft_grad_accum) if world == 1 else None
     return trainer.model, {
         "steps": steps, "examples_seen": seen, "epochs_seen": round(seen / len(examples), 3),
+        **({"records_reached": reached} if reached is not None else {}),
         "tokens_seen": tokens, "tokens_per_s": round(tokens / wall, 1) if wall else None,
         "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
         # one step's loss is one batch's: with length-grouped batches the last is the shortest pair
@@ -112,13 +115,19 @@ class PaddingCount:
     each batch's rows × longest row that is padding: compute spent on nothing)."""
 
     def __init__(self, inner):
-        self.inner, self.slots, self.tokens = inner, 0, 0
+        self.inner, self.slots, self.tokens, self.batches = inner, 0, 0, []
 
     def __call__(self, examples):
         lengths = [len(e["input_ids"]) for e in examples]
         self.slots += max(lengths, default=0) * len(lengths)
         self.tokens += sum(lengths)
-        return self.inner(examples)
+        self.batches.append([e["record"] for e in examples if "record" in e])
+        return self.inner([{k: v for k, v in e.items() if k != "record"} for e in examples])
+
+    def reached(self, batches: int) -> list[int]:
+        """The records (`trainer.data.sft_examples`' `record`: the line in the SFT file) of the first
+        `batches` batches made, in order of first use; the data loader may make one batch ahead."""
+        return list(dict.fromkeys(r for batch in self.batches[:batches] for r in batch))
 
     def share(self) -> float | None:
         return round(1 - self.tokens / self.slots, 4) if self.slots else None

@@ -102,7 +102,7 @@ def run(request: dict) -> dict:
         summary["sft"]["peak_memory_mb"] = _peak_memory_mb(device)  # so far: the GRPO stage may raise it
         if _is_main():
             models.name_base(model, models.base_model_id(request["base"], source))
-            model.save_pretrained(out / "sft_adapter")
+            models.save_adapter(model, out / "sft_adapter")
         _barrier()
     if rows:
         if examples:  # a fresh copy with the saved adapter: one model in memory, not two
@@ -121,7 +121,7 @@ def run(request: dict) -> dict:
                 "GRPO had almost nothing to learn from: the RL data is too easy or too hard for this model")
     if _is_main():
         models.name_base(model, models.base_model_id(request["base"], source))
-        model.save_pretrained(out / "adapter", selected_adapters=["default"])
+        models.save_adapter(model, out / "adapter", selected_adapters=["default"])
         tokenizer.save_pretrained(out / "adapter")
     if not rows:
         summary["warnings"].append("no RL data: the adapter is the SFT adapter")

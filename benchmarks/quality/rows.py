@@ -37,9 +37,9 @@ def replay_train_dir(corpus: tuple[str, ...], tools: str | None, cache: Path) ->
     once under the cache by the corpus's hash and the split, as the rows' wild corpus."""
     from corpora.split import train_part
 
-    # "-dt": the content-ranked dev + test split (corpora.split.DEFAULT_SPLIT); a cache made under the
-    # earlier dev-only split has another name and is not taken for it
-    out = Path(cache) / "corpora" / f"replay-{corpus_sha256(list(corpus))[:16]}-dt"
+    # "-tk": the task-ranked dev + test split (corpora.split.DEFAULT_SPLIT); a cache made under an
+    # earlier split ("-dt": content-ranked; none: dev only) has another name and is not taken for it
+    out = Path(cache) / "corpora" / f"replay-{corpus_sha256(list(corpus))[:16]}-tk"
     if not (out / "corpus.jsonl").is_file():
         train = train_part(load_corpus(list(corpus), tools=tools))
         out.mkdir(parents=True, exist_ok=True)

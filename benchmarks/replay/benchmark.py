@@ -96,11 +96,12 @@ class ReplayBenchmark:
         no group to hold out; a larger corpus when it holds under three records or too few to judge."""
         n, held = len(self.records), set(self.dev_ids) | set(self.test_ids)
         missing = [part for part, ids in (("dev", self.dev_ids), ("test", self.test_ids)) if not ids]
-        groups = {group_key(r, content=True) for i, r in self.records.items() if i not in held}
+        by_task = (self.split or {}).get("rank") == "task"
+        groups = {group_key(r, True, by_task) for i, r in self.records.items() if i not in held}
         good = [i for i, r in self.records.items() if i not in held and judgeable(r)]
         why = (f"{n} record(s) cannot be split so" if n < 3 else
                f"its {n - len(held)} record(s) not held out count as copies of {len(groups)} task(s) (records sharing "
-               "their first user message), and copies of one task stay on one side")
+               "a task id or their first user message), and copies of one task stay on one side")
         if n >= 3 and len(good) >= len(missing) and n - len(held) > len(missing):
             fix = ("if they are different tasks, choose the held-out records yourself, one id a line: "
                    + " and ".join(f"`run --{part}-ids FILE` with {i!r}" for part, i in zip(missing, good)))
