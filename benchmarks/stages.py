@@ -44,7 +44,8 @@ def train_on(files: dict, out: Path, *, base: str, profile: str, seed: int, budg
     (echo, progress, report_to, launcher, accelerate_config). Returns the training's summary."""
     from trainer.train import train
 
-    return train(files["sft"], files["rl"], out, base=base, profile=profile, seed=seed, **options, **(budget or {}))
+    return train(files["sft"], files["rl"], out, base=base, profile=profile, seed=seed, memory=files.get("memory"),
+                 **options, **(budget or {}))
 
 
 def evaluate_on(benchmark: str, split: str, out: Path, *, base: str, adapter: str | None, memory: Path | None,

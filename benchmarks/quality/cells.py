@@ -221,8 +221,9 @@ class Cells:
         used = self.inputs(row)
         if used["sft"] is None and used["rl"] is None:
             return None   # nothing to train: the base model is evaluated, as the loop does
+        hints = self._recipe["profile"].get("sft_memory_hints") and used["memory"]   # a bank read at training
         return _key({**self._recipe, "sft": used["sft"] and used["sft"][1], "rl": used["rl"] and used["rl"][1],
-                     "seed": seed})
+                     "seed": seed, **({"memory": hints[1], "retrieval": memory_mod.RETRIEVAL} if hints else {})})
 
     def cell_key(self, row: Row, seed: int) -> str:
         memory = self.inputs(row)["memory"]
