@@ -7,7 +7,7 @@ One GRPO trainer of the profile (its base with a fresh LoRA adapter, its threads
 budget) and one generation batch as a step makes it: `grpo_prompts_per_step` prompts of the RL
 records (the first ones, rendered and fitted as trainer.data does), each repeated G times. The
 batch is generated A B A B … (`trl`, then `merged`; `--pairs` pairs, after one warm-up call of
-each), so a drift of the shared machine's load falls on both alike; each call's seconds, the
+each unless `--no-warmup`; `--modes` one of them alone, to pair whole processes instead), so a drift of the shared machine's load falls on both alike; each call's seconds, the
 completion tokens it sampled (up to and including EOS) and their rate are printed and written, with
 the ratio per pair. The update half of a step is unchanged by the generation path (time it with
 bench/throughput.py --no-sft).
@@ -31,7 +31,8 @@ from trainer.recipe import RECIPE, get_profile  # noqa: E402
 MODES = ("trl", "merged")
 
 
-def measure(rl_path: Path, profile_name: str, pairs: int, seed: int = 0, **budget) -> dict:
+def measure(rl_path: Path, profile_name: str, pairs: int, seed: int = 0, modes=MODES, warmup: bool = True,
+            **budget) -> dict:
     import torch
     import transformers
     from datasets import Dataset
@@ -69,21 +70,21 @@ def measure(rl_path: Path, profile_name: str, pairs: int, seed: int = 0, **budge
             tokens = sum(len(c) for c in completions)
             return {"mode": mode, "s": round(seconds, 3), "tokens": tokens, "tokens_per_s": round(tokens / seconds, 2)}
 
-        warmup = [call(m) for m in MODES]
+        warm = [call(m) for m in modes] if warmup else []
         calls = []
         for n in range(pairs):
-            for mode in MODES:
+            for mode in modes:
                 calls.append({"pair": n, **call(mode)})
                 print(f"grpo-generation: {json.dumps(calls[-1])}", file=sys.stderr, flush=True)
-    per = {m: [c for c in calls if c["mode"] == m] for m in MODES}
-    ratios = [round(a["s"] / b["s"], 3) for a, b in zip(per["trl"], per["merged"])]
+    per = {m: [c for c in calls if c["mode"] == m] for m in modes}
+    ratios = [round(a["s"] / b["s"], 3) for a, b in zip(per.get("trl", []), per.get("merged", []))]
     return {"profile": profile.name, "base": profile.base, "device": device, "compute_dtype": compute,
             "threads": torch.get_num_threads(), "prompts": len(rows), "num_generations": profile.num_generations,
             "max_completion_length": profile.max_completion_length,
             "prompt_tokens": [len(ids) for ids in prompt_ids[::profile.num_generations]],
-            "warmup": warmup, "calls": calls, "trl_over_merged_seconds": ratios,
-            "median": {m: sorted(c["s"] for c in per[m])[len(per[m]) // 2] for m in MODES},
-            "tokens_per_s_median": {m: sorted(c["tokens_per_s"] for c in per[m])[len(per[m]) // 2] for m in MODES},
+            "warmup": warm, "calls": calls, "trl_over_merged_seconds": ratios,
+            "median": {m: sorted(c["s"] for c in per[m])[len(per[m]) // 2] for m in modes if per[m]},
+            "tokens_per_s_median": {m: sorted(c["tokens_per_s"] for c in per[m])[len(per[m]) // 2] for m in modes if per[m]},
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__}}
 
 
@@ -92,12 +93,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rl", type=Path, required=True, help="RL records (e.g. a curation's rl.jsonl)")
     p.add_argument("--profile", default="cpu-small")
     p.add_argument("--pairs", type=int, default=2)
+    p.add_argument("--modes", default=",".join(MODES), help="trl, merged or both (in that order)")
+    p.add_argument("--no-warmup", action="store_true", help="no untimed call first (the first merged call then "
+                   "includes building the merged copy)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="override a profile budget")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    text = json.dumps(measure(args.rl, args.profile, args.pairs, args.seed, **parse_budget(args.set)),
+    modes = tuple(m for m in MODES if m in args.modes.split(","))
+    text = json.dumps(measure(args.rl, args.profile, args.pairs, args.seed, modes, not args.no_warmup,
+                              **parse_budget(args.set)),
                       indent=2, sort_keys=True) + "\n"
     if args.out:
         args.out.write_text(text)

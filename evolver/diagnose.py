@@ -242,14 +242,16 @@ def outcome_point(profile: Mapping | None) -> dict | None:
 # have zero advantage, so when most did, the RL data taught nothing (trainer/grpo.py counts them).
 RL_NO_SIGNAL = "rl_no_signal"
 RL_NO_SIGNAL_SHARE = 0.8   # trainer.grpo's warning threshold
+RL_NO_SIGNAL_MIN_GROUPS = 16   # a share over fewer groups says little (cpu-small's one group per training)
 
 
 def grpo_point(trainings: Sequence[Mapping]) -> dict | None:
     """The failed point `rl_no_signal` when, over the epoch's trainings (their summaries), more than
-    RL_NO_SIGNAL_SHARE of the GRPO groups had zero reward variance; None otherwise."""
+    RL_NO_SIGNAL_SHARE of at least RL_NO_SIGNAL_MIN_GROUPS GRPO groups had zero reward variance;
+    None otherwise."""
     grpo = [t["grpo"] for t in trainings if (t or {}).get("grpo") and t["grpo"].get("groups")]
     groups, zero = sum(g["groups"] for g in grpo), sum(g["zero_variance_groups"] for g in grpo)
-    if not groups or zero / groups <= RL_NO_SIGNAL_SHARE:
+    if groups < RL_NO_SIGNAL_MIN_GROUPS or zero / groups <= RL_NO_SIGNAL_SHARE:
         return None
     return {"failed_point": "GRPO groups whose completions all scored alike: the RL data taught nothing",
             "evidence": f"{zero} of {groups} GRPO groups had zero reward variance over {len(grpo)} training(s)",

@@ -73,7 +73,7 @@ def test_the_operators_fill_the_rl_budget_from_the_boundary_and_rho0_is_unchange
 
 def test_the_offline_proposer_reaches_the_rl_operators():
     assert "+rl_boundary" in REMEDIES["boundary"] and "+rl_boundary" in REMEDIES["rl_no_signal"]
-    assert "+rl_successes" in REMEDIES["trained_failures"] and "+rl_boundary" in EFFICIENCY
+    assert "+rl_successes" in REMEDIES["trained_failures"] and "+rl_boundary" not in EFFICIENCY
 
 
 def test_an_epoch_whose_grpo_groups_scored_alike_is_diagnosed_and_remedied():
@@ -82,12 +82,13 @@ def test_an_epoch_whose_grpo_groups_scored_alike_is_diagnosed_and_remedied():
     from conftest import SEED_STRATEGY
     from sandbox.workspace import strategy_files
 
-    quiet = {"grpo": {"groups": 8, "zero_variance_groups": 2}}
-    flat = {"grpo": {"groups": 4, "zero_variance_groups": 4}}
+    quiet = {"grpo": {"groups": 16, "zero_variance_groups": 4}}
+    flat = {"grpo": {"groups": 8, "zero_variance_groups": 8}}
     assert grpo_point([quiet, quiet]) is None and grpo_point([{"grpo": None}]) is None
+    assert grpo_point([{"grpo": {"groups": 1, "zero_variance_groups": 1}}]) is None   # one group says little
     point = grpo_point([flat, flat])
-    assert (point["family"], point["count"], point["source"]) == ("rl_no_signal", 8, "training")
+    assert (point["family"], point["count"], point["source"]) == ("rl_no_signal", 16, "training")
     sigs = {"families": {}, "forgetting": [], "boundary": [], "rare": []}
-    assert motives([point], sigs) == [("rl_no_signal", 8)]
+    assert motives([point], sigs) == [("rl_no_signal", 16)]
     first = next(OfflineProposer().effectiveness(strategy_files(SEED_STRATEGY), [point], sigs))
     assert first.edits[0].op == "rl_boundary"

@@ -107,6 +107,15 @@ def test_merged_rollouts_generate_what_the_policy_itself_generates(tiny):
     base = models.load_model(source).eval()
     plain = base.generate(input_ids=torch.tensor([long]), generation_config=config)[0, len(long):].tolist()
     assert got[2] != plain   # the adapter is merged in: not the base model's answer
+    # after an optimisation step the next refresh merges the new adapter (only the LoRA layers are copied)
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_A" in name:
+                p.mul_(-1.5)
+    rollouts.refresh(policy)
+    again = rollouts.generate([long], config, tokenizer.pad_token_id)[0].tolist()
+    own = policy.generate(input_ids=torch.tensor([long]), generation_config=config)[0, len(long):].tolist()
+    assert again == own and again != got[2]
 
 
 def test_a_trainer_with_merged_generation_samples_its_groups_on_the_merged_copy(tiny, tmp_path):

@@ -19,18 +19,20 @@ from __future__ import annotations
 import torch
 
 
-def merged_state(peft_model, adapter: str = "default") -> dict:
-    """The base model's state with `adapter` merged into every LoRA layer (names as the plain model's)."""
+def lora_layers(peft_model, adapter: str = "default") -> list[tuple[str, object]]:
+    """(name in the plain model, LoRA layer) of every layer that holds `adapter`."""
     from peft.tuners.lora import LoraLayer
 
-    base = peft_model.get_base_model()
-    deltas = {}
+    return [(name, module) for name, module in peft_model.get_base_model().named_modules()
+            if isinstance(module, LoraLayer) and adapter in module.lora_A]
+
+
+def merged_state(peft_model, adapter: str = "default") -> dict:
+    """The base model's state with `adapter` merged into every LoRA layer (names as the plain model's)."""
     with torch.no_grad():
-        for name, module in base.named_modules():
-            if isinstance(module, LoraLayer) and adapter in module.lora_A:
-                deltas[f"{name}.weight"] = module.get_delta_weight(adapter)
+        deltas = {f"{name}.weight": module.get_delta_weight(adapter) for name, module in lora_layers(peft_model, adapter)}
         state = {}
-        for key, value in base.state_dict().items():
+        for key, value in peft_model.get_base_model().state_dict().items():
             if "lora_" in key:
                 continue
             plain = key.replace(".base_layer.", ".")
@@ -39,24 +41,30 @@ def merged_state(peft_model, adapter: str = "default") -> dict:
 
 
 class MergedGenerator:
-    """Rollouts on a merged copy of the policy; `refresh` after each optimisation step (cheap: one
-    B·A product per LoRA layer and a copy of the weights)."""
+    """Rollouts on a merged copy of the policy; `refresh` before each generation: the first copies
+    the whole merged state, later ones only the LoRA layers' weights (W + scale·B·A), the rest of
+    the model being frozen."""
 
     def __init__(self, dtype: torch.dtype):
-        self.dtype, self.model = dtype, None
+        self.dtype, self.model, self._layers = dtype, None, []
 
     def refresh(self, peft_model) -> None:
         from transformers import AutoModelForCausalLM
 
-        if self.model is None:
-            config = peft_model.get_base_model().config
-            self.model = AutoModelForCausalLM.from_config(config, dtype=self.dtype).to(peft_model.device).eval()
-            self.model.generation_config = peft_model.get_base_model().generation_config
+        if self.model is not None:
+            with torch.no_grad():
+                for weight, module in self._layers:
+                    weight.copy_(module.base_layer.weight + module.get_delta_weight("default"))
+            return
+        base = peft_model.get_base_model()
+        self.model = AutoModelForCausalLM.from_config(base.config, dtype=self.dtype).to(peft_model.device).eval()
+        self.model.generation_config = base.generation_config
         state = {k: v.to(self.dtype) for k, v in merged_state(peft_model).items()}
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         tied = set(getattr(self.model, "_tied_weights_keys", None) or {})
         if unexpected or set(missing) - tied:
             raise RuntimeError(f"merged rollout model: missing {missing}, unexpected {unexpected}")
+        self._layers = [(self.model.get_submodule(name).weight, module) for name, module in lora_layers(peft_model)]
 
     @torch.no_grad()
     def generate(self, prompt_ids: list[list[int]], generation_config, pad_id: int) -> torch.Tensor:

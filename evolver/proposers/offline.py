@@ -43,7 +43,7 @@ SIGNALS = ("forgetting", "boundary", "rare", "broken")
 # call count, refinements and environment variants for unrecovered errors and wrong end states. Adding a remedy is one string here; adding an operator, one entry in OPERATORS.
 REMEDIES = {
     "unparseable_call": ("+mask_corrected", "+drop_uncorrected"),
-    "missing_call": ("+repeat_focus", "+rl_focus", "+with_tool_calls", "+rl_boundary"),
+    "missing_call": ("+repeat_focus", "+rl_focus", "+with_tool_calls"),
     "unwanted_call": ("+irrelevance_items", "+repeat_no_call", "+task_facts"),
     "unknown_tool": ("+tool_signatures", "+drop_uncorrected"),
     "wrong_tool": ("+add_distractors", "+tool_signatures", "+task_facts", "+repeat_focus"),
@@ -79,7 +79,7 @@ REMEDIES = {
 HARMS = ("misled_by_memory",)
 # efficiency: each shrinks Cost_train; parameter values mildest first
 EFFICIENCY = ("+focus_prune", "+fit_budget", "+exact_dedup", "+near_dedup", "+rl_recovery", "+drop_redundant", "+max_tokens",
-              "+memory_budget", "+rl_boundary")
+              "+memory_budget")
 
 
 @dataclass(frozen=True)
