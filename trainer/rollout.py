@@ -56,8 +56,12 @@ class MergedGenerator:
                 for weight, module in self._layers:
                     weight.copy_(module.base_layer.weight + module.get_delta_weight("default"))
             return
+        from transformers.initialization import no_init_weights
+
         base = peft_model.get_base_model()
-        self.model = AutoModelForCausalLM.from_config(base.config, dtype=self.dtype).to(peft_model.device).eval()
+        with no_init_weights():   # every weight is loaded below: no random initialisation to pay for
+            self.model = AutoModelForCausalLM.from_config(base.config, dtype=self.dtype)
+        self.model.to(peft_model.device).eval()
         self.model.generation_config = base.generation_config
         state = {k: v.to(self.dtype) for k, v in merged_state(peft_model).items()}
         missing, unexpected = self.model.load_state_dict(state, strict=False)
