@@ -92,3 +92,16 @@ def paired_difference(a: Scores, b: Scores, resamples: int = RESAMPLES, seed: in
     seed_w = shared_seed_weights(rng, (ma, mb), resamples)
     diffs = resampled_means(ma, task_w, rng, seed_w) - resampled_means(mb, task_w, rng, seed_w)
     return PairedDifference(float(ma.mean() - mb.mean()), len(tasks), diffs)
+
+
+def acceptance_margin(seed_sd: float, seeds: int, confidence: float = 0.9, shared: float = 0.0) -> float:
+    """The margin on ΔP above which a candidate beats the best by more than training noise with
+    one-sided `confidence`, both scored with the same `seeds` seeds on the same tasks:
+    z_confidence · seed_sd · sqrt(2 · (1 − shared) / seeds), `shared` the share of the seed
+    variance that rows trained at the same seed share (benchmarks.quality.stats.seed_effect; 0:
+    independent draws). The loop's default margin (evolver.acceptance.default_margin) and the
+    quality bench's spread report both use it."""
+    import math
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(confidence) * seed_sd * math.sqrt(2 * (1 - shared) / seeds)

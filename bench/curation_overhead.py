@@ -25,10 +25,10 @@ sys.path.insert(0, str(ROOT))
 
 from curation_strategies import toolkit  # noqa: E402
 from sandbox import checker  # noqa: E402
-from sandbox.corpus import load_corpus, write_corpus  # noqa: E402
+from corpora import load_corpus, write_corpus  # noqa: E402
 from sandbox.curate import execute, make_executor  # noqa: E402
 from sandbox.runtime import Context, load_strategy  # noqa: E402
-from sandbox.workspace import strategy_files  # noqa: E402
+from sandbox.strategy_files import strategy_files  # noqa: E402
 
 SEED = ROOT / "curation_strategies" / "seed"
 SAMPLE = ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"

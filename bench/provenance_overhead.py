@@ -65,7 +65,7 @@ def curate_once(strategy: Path, raw: tuple, folder: Path) -> tuple[float, int]:
 def sandboxed_seconds(strategy: Path, corpus: Path, folder: Path, repeats: int) -> float:
     """Median wall time of the strategy's curation as a run does it (sandbox.curate.execute with the
     default executor: staging, sandboxed execution, the host's check), the denominator a run sees."""
-    from sandbox.corpus import load_corpus
+    from corpora import load_corpus
     from sandbox.curate import execute, make_executor
     from sandbox.strategy_files import strategy_files
     from trainer.recipe import curation_budget, get_profile

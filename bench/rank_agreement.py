@@ -48,13 +48,18 @@ def reading(args, split: str, tasks: int, seeds: int) -> dict:
     return json.loads((out / "quality.json").read_text())
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="bench/rank_agreement.py", description=__doc__.splitlines()[0])
+def add_rows(ap: argparse.ArgumentParser, rows: str = ROWS) -> None:
+    """The setting and the rows an agreement benchmark reads (bench/screen_agreement.py's too)."""
     ap.add_argument("--profile", default="cpu-small")
     ap.add_argument("--base", help="base model (default: the profile's)")
-    ap.add_argument("--rows", default=ROWS, help=f"bench quality rows (default {ROWS})")
+    ap.add_argument("--rows", default=rows, help=f"bench quality rows (default {rows})")
     ap.add_argument("--run", type=Path, nargs="+", help="finished runs: their final strategies are rows too")
     ap.add_argument("--run-epochs", action="store_true", help="and every other candidate those runs trained")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench/rank_agreement.py", description=__doc__.splitlines()[0])
+    add_rows(ap)
     ap.add_argument("--dev-tasks", type=int, default=60)
     ap.add_argument("--test-tasks", type=int, default=120)
     ap.add_argument("--seeds", type=int, default=1, help="training seeds per row (both readings share them)")

@@ -55,10 +55,10 @@ defines it stays cheap. Optional capabilities answer "none" rather than raise:
         "a|b" lets the diagnosis choose by the trajectory's shape (evolver/diagnose.py).
     category_of(task_id: str) -> str
         the category of one of its tasks, as corpus records name it in `meta.env.variant`.
-    train_view(corpus: sandbox.corpus.Corpus, split: spec | None) -> Corpus
+    train_view(corpus: corpora.Corpus, split: spec | None) -> Corpus
         the part of a raw corpus a strategy may see: all of it when the dev tasks are the
         environment's own, else the corpus less its held-out dev and test parts under the run's
-        split spec (`sandbox.corpus.train_part`).
+        split spec (`corpora.train_part`).
     dev_corpus(paths: [str]) -> [str] | None
         the corpus files its dev set is drawn from (its `benchmark(corpus=...)`); None when it brings
         its own dev tasks.

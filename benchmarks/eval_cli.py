@@ -16,7 +16,10 @@ from pathlib import Path
 from base.errors import UserError, nonnegative_number, positive_int
 from sandbox.options import add_corpus
 from benchmarks import registry
-from benchmarks.evaluate import METRICS, adapter_dir, evaluate_to_dir, format_metrics
+from benchmarks.evaluate import METRICS, EvalSpec, adapter_dir, format_metrics
+from benchmarks.stages import evaluate_on
+
+DEFAULTS = EvalSpec()   # the defaults of every evaluation, declared once (benchmarks.evaluate.EvalSpec)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,10 +33,12 @@ def cmd_eval(args) -> int:
         raise UserError("--policy local evaluates a model here; drop --base-url, or use --policy openai")
     out = args.out or PROJECT_ROOT / "runs" / datetime.datetime.now().strftime("eval-%Y%m%d-%H%M%S")
     categories = [c for c in (args.categories or "").split(",") if c] or None
-    policy_options = dict(base=args.base, adapter=args.adapter, endpoint=args.endpoint, api=args.api,
-                          api_key_env=args.api_key_env, device=args.device, dtype=args.dtype, threads=args.threads,
-                          max_new_tokens=args.max_new_tokens, max_prompt_tokens=args.max_prompt_tokens,
-                          style=args.chat_style, concurrency=args.concurrency)
+    spec = EvalSpec(benchmark=args.benchmark, metric=args.metric, tasks=args.tasks, batch_size=args.batch_size,
+                    max_new_tokens=args.max_new_tokens, max_prompt_tokens=args.max_prompt_tokens, threads=args.threads,
+                    steps=not args.no_steps, memory_k=args.memory_k, corpus=tuple(args.corpus or ()),
+                    corpus_tools=args.tools, corpus_on_error=args.on_bad_line)
+    policy_options = dict(endpoint=args.endpoint, api=args.api, api_key_env=args.api_key_env, device=args.device,
+                          dtype=args.dtype, style=args.chat_style, concurrency=args.concurrency)
     policy = None
     if args.policy == "most-common-tool":
         policy = _most_common_tool(args)
@@ -42,17 +47,14 @@ def cmd_eval(args) -> int:
 
         check_name(args.base)
         adapter_dir(args.adapter)
-    doc = evaluate_to_dir(args.benchmark, args.split, out, tasks=args.tasks, categories=categories,
-                          metric=args.metric, corpus=args.corpus, corpus_on_error=args.on_bad_line,
-                          corpus_tools=args.tools, memory=args.memory, memory_k=args.memory_k,
-                          samples=args.samples, temperature=args.temperature, seed=args.seed,
-                          batch_size=args.batch_size, max_steps=args.max_steps, episodes=not args.no_episodes,
-                          steps=not args.no_steps, step_limit=args.step_limit, progress=not args.quiet,
-                          policy=policy, policy_options=policy_options)
+    doc = evaluate_on(spec, args.split, out, base=args.base, adapter=args.adapter, memory=args.memory,
+                      seed=args.seed, samples=args.samples, temperature=args.temperature, progress=not args.quiet,
+                      policy_options=policy_options, categories=categories, max_steps=args.max_steps,
+                      episodes=not args.no_episodes, step_limit=args.step_limit, policy=policy)
     if args.json:
-        print(json.dumps(doc, indent=2, sort_keys=True))
+        print(json.dumps(doc.doc, indent=2, sort_keys=True))
     else:
-        print(format_metrics(doc, Path(out)))
+        print(format_metrics(doc.doc, Path(out)))
     return 0
 
 
@@ -85,7 +87,8 @@ def add_cli(sub) -> None:
                         "used); --model is its older spelling, not `run --model` (the LLM that proposes strategies)")
     p.add_argument("--adapter", help="a trained LoRA adapter (a `curateevo train` output or its adapter/ folder)")
     p.add_argument("--memory", help="memory records (JSONL) retrieved by BM25 into the system prompt; a record about one tool (meta.tool) only for tasks that offer it")
-    p.add_argument("--memory-k", type=positive_int, default=3, help="memory records per task (default 3)")
+    p.add_argument("--memory-k", type=positive_int, default=DEFAULTS.memory_k,
+                   help=f"memory records per task (default {DEFAULTS.memory_k})")
     p.add_argument("--split", default="dev", choices=["train", "dev", "test", "tune"], help="dev (default); test is refused; tune: bfcl-single's tuning slice")
     p.add_argument("--tasks", type=positive_int, help="evaluate N tasks of the split, balanced over its categories (default all)")
     p.add_argument("--categories", help="comma-separated categories (e.g. base,miss_func or simple_python,multiple)")
@@ -95,10 +98,13 @@ def add_cli(sub) -> None:
     p.add_argument("--samples", type=positive_int, default=1, help="answers per episode and per step item (default 1)")
     p.add_argument("--temperature", type=nonnegative_number, default=0.0, help="0 = greedy (default)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (with --samples > 1) and the recorded run seed")
-    p.add_argument("--batch-size", type=positive_int, default=32, help="episodes or step items generated together (default 32)")
+    p.add_argument("--batch-size", type=positive_int, default=DEFAULTS.batch_size,
+                   help=f"episodes or step items generated together (default {DEFAULTS.batch_size})")
     p.add_argument("--max-steps", type=positive_int, help="lower the answers with calls allowed per user turn (default: the task's; BFCL 20, single-turn 1)")
-    p.add_argument("--max-new-tokens", type=positive_int, default=128, help="tokens generated per answer at most")
-    p.add_argument("--max-prompt-tokens", type=positive_int, default=4096, help="longer prompts lose their oldest turns")
+    p.add_argument("--max-new-tokens", type=positive_int, default=DEFAULTS.max_new_tokens,
+                   help=f"tokens generated per answer at most (default {DEFAULTS.max_new_tokens})")
+    p.add_argument("--max-prompt-tokens", type=positive_int, default=DEFAULTS.max_prompt_tokens,
+                   help=f"longer prompts lose their oldest turns (default {DEFAULTS.max_prompt_tokens})")
     p.add_argument("--no-episodes", action="store_true", help="skip episodes (step_accuracy only)")
     p.add_argument("--no-steps", action="store_true", help="skip step items (task_success and turn_pass only)")
     p.add_argument("--step-limit", type=positive_int, help="at most this many step items")

@@ -21,12 +21,107 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from pydantic import BaseModel, ConfigDict
 
 from base.errors import UserError
 from base.files import atomic_write, is_empty_or_missing, sha256_file
+from benchmarks.policies.limits import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PROMPT_TOKENS
+from benchmarks.registry import DEFAULT as DEFAULT_BENCHMARK
 
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
+DEFAULT_MEMORY_K = 3
+
+
+class EvalSpec(BaseModel):
+    """How a trained policy is evaluated, besides what is evaluated (base, adapter, memory), the
+    split and the seed: what the loop, `bench quality`'s cells, the proxy of k candidates,
+    `curateevo test` and `curateevo eval` give `benchmarks.stages.evaluate_on`, so the thread
+    pinning, the decoding budget and the memory rule are the same wherever a policy is scored.
+    Each field is declared here once; `evolver.config.RunConfig.eval_spec` and the quality
+    bench's `Cells.eval_spec` build one."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    benchmark: str = DEFAULT_BENCHMARK
+    """The environment (benchmarks.registry): bfcl-single, bfcl, replay, …"""
+    metric: str | None = None
+    """P: task_success, turn_pass, step_accuracy or call_f1 (None: the benchmark's first metric)."""
+    tasks: int | None = None
+    """N tasks of the split, balanced over its categories (None: all)."""
+    batch_size: int = DEFAULT_BATCH_SIZE
+    """Episodes or step items decoded together (fixed batches by task id keep evaluation deterministic)."""
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    """What a policy decodes per model turn at most (a tool call longer than this is cut and fails)."""
+    max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS
+    """A longer prompt loses its oldest turns (trainer.data.fit_prompt)."""
+    threads: int | None = None
+    """CPU threads decoding is pinned to (the training profile's, `TrainSpec.threads`; None: the cores, at most 16)."""
+    steps: bool | None = None
+    """Also score the step items (None: unless every task is one step and P is no step metric: `steps_pass`)."""
+    memory_k: int = DEFAULT_MEMORY_K
+    """Memory records retrieved per task."""
+    corpus: tuple[str, ...] = ()
+    """replay: the raw corpus files whose held-out part the tasks are."""
+    corpus_tools: str | None = None
+    """replay: the tool schemas for records whose files carry none (`--tools`)."""
+    corpus_on_error: str = "abort"
+    """replay: an invalid corpus line aborts (file:line) or is skipped and counted."""
+    corpus_split: dict | None = None
+    """replay: the run's dev and test parts (corpora.split; None: the legacy split)."""
+
+    def step_pass(self) -> bool:
+        """Whether the step items are scored: `steps`, else `steps_pass` of the benchmark and metric."""
+        return self.steps if self.steps is not None else steps_pass(self.benchmark, self.metric)
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """What an evaluation returns (benchmarks.stages.evaluate_on): its `metrics.json` document
+    (`doc`, exactly as written) and the fields its readers take from it. Contract: `tasks` lists
+    the evaluated task ids in evaluation order, one per episode (each task once; `samples` > 1
+    rolls each out several times); `per_category` maps each category of those tasks to the same
+    metrics as `metrics`; `P` is `metrics[metric]` (None when the dev set gave the metric no item);
+    `gold` is the gold-call log-likelihood document (`mean`, `per_category`, …) or None."""
+    doc: Mapping[str, Any]
+
+    @property
+    def P(self) -> float | None:
+        return self.doc["P"]
+
+    @property
+    def metric(self) -> str:
+        return self.doc["metric"]
+
+    @property
+    def tasks(self) -> list[str]:
+        return self.doc["tasks"]
+
+    @property
+    def metrics(self) -> dict:
+        return self.doc["metrics"]
+
+    @property
+    def per_category(self) -> dict:
+        return self.doc["per_category"]
+
+    @property
+    def gold(self) -> dict | None:
+        return self.doc.get("gold_log_likelihood")
+
+    @property
+    def timing(self) -> dict:
+        """Wall times and throughput: the one part that differs between two runs of the same evaluation."""
+        return self.doc["timing"]
+
+
+def steps_pass(benchmark: str, metric: str | None) -> bool:
+    """Whether evaluation adds the step-level pass: single-turn tasks are one step each, so the
+    step pass would score the same answers again (unless the metric is the steps' own)."""
+    from benchmarks import registry
+
+    return not (registry.get(benchmark).single_step and metric != "step_accuracy")
 
 
 def jsonl(records: Iterable[Any]) -> str:
@@ -49,9 +144,9 @@ def adapter_dir(adapter: str | None) -> str | None:
 
 def build_policy(*, base: str, adapter: str | None = None, endpoint: str | None = None, api: str = "completions",
                  api_key_env: str = "OPENAI_API_KEY", device: str = "auto", dtype: str = "auto",
-                 threads: int | None = None, batch_size: int = 32, max_new_tokens: int = 128,
-                 max_prompt_tokens: int = 4096, style: str | None = None, concurrency: int = 4):
-    from sandbox import chat_format as cf
+                 threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS, style: str | None = None, concurrency: int = 4):
+    from formats import chat_format as cf
 
     style = style or cf.DEFAULT_STYLE
     if endpoint:
@@ -81,22 +176,22 @@ def _check_out(out: Path) -> None:
 def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None, tasks: int | None = None,
                     categories: list[str] | None = None, metric: str | None = None, corpus: str | list[str] | None = None,
                     corpus_on_error: str = "abort", corpus_tools: str | None = None, corpus_split: dict | None = None,
-                    memory: str | None = None, memory_k: int = 3, samples: int = 1, temperature: float = 0.0,
-                    seed: int = 0, batch_size: int = 32, max_steps: int | None = None, episodes: bool = True,
+                    memory: str | None = None, memory_k: int = DEFAULT_MEMORY_K, samples: int = 1, temperature: float = 0.0,
+                    seed: int = 0, batch_size: int = DEFAULT_BATCH_SIZE, max_steps: int | None = None, episodes: bool = True,
                     steps: bool = True, step_limit: int | None = None, allow_test: bool = False,
                     progress: bool = False, policy_options: dict | None = None, gold: bool = False) -> dict:
     """Evaluate and write trajectories.jsonl, steps.jsonl and metrics.json into `out`; returns
     the metrics document. `policy` (any benchmarks.policies.Policy) or `policy_options` (the
     keywords of `build_policy`) says what is evaluated. `corpus_on_error`, `corpus_tools` and
     `corpus_split` load and split a replay corpus as the run that curated it did (skipped lines,
-    --tools schemas, its dev and test parts: sandbox.corpus.split). `gold`: also the policy's log-likelihood of
+    --tools schemas, its dev and test parts: corpora.split). `gold`: also the policy's log-likelihood of
     the tasks' gold calls (benchmarks/gold_likelihood.py; a local transformers policy only)."""
     from benchmarks import memory as memory_mod
     from benchmarks import metrics as metrics_mod
     from benchmarks import registry, runner
     from benchmarks.base import check_split
     from benchmarks.registry import get_benchmark
-    from sandbox import chat_format as cf
+    from formats import chat_format as cf
 
     if split == "test" and not allow_test:
         raise UserError("eval never reads the test split; only `curateevo test` does (use --split dev)")

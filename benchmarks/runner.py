@@ -8,7 +8,7 @@ group, in group order; the policy decodes them `batch_size` at a time (a local p
 by prompt length first, benchmarks/policies/local.py). A turn:
 
 1. the environment adds the next user messages (`Episode.next_turn()`; None ends the task);
-2. the policy answers; `sandbox.chat_format.parse_tool_calls` reads its calls;
+2. the policy answers; `formats.chat_format.parse_tool_calls` reads its calls;
 3. calls → `Episode.execute` → one tool message per call, and the policy goes again; a reply
    without calls ends the turn; an unparseable answer is a *format error*: it is kept as the
    assistant's text, nothing runs, and the turn ends (BFCL's inference loop does the same);
@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping, Sequence
 from benchmarks import memory as memory_mod
 from benchmarks.base import Benchmark, StepItem, Task
 from benchmarks.policies.local import derive_seed
-from sandbox import chat_format as cf
+from formats import chat_format as cf
 
 DEFAULT_MAX_STEPS = 20  # BFCL's MAXIMUM_STEP_LIMIT per user turn
 DEFAULT_BATCH_SIZE = 8
@@ -231,16 +231,6 @@ def run_episodes(benchmark: Benchmark, tasks: Sequence[Task], policy, *, max_ste
         if progress is not None:
             progress(len(states))
     return records
-
-
-def sampled_episodes(benchmark: Benchmark, tasks: Sequence[Task], policy, *, samples: int, temperature: float,
-                     seed: int = 0, **options) -> list[dict]:
-    """`samples` rollouts per task at `temperature` (CoEvolve's boundary signal), seeded apart from
-    the greedy run (which stays the metric): the same seed gives the same rollouts."""
-    if samples < 2 or temperature <= 0:
-        raise ValueError("sampled rollouts need samples ≥ 2 and a temperature > 0")
-    return run_episodes(benchmark, tasks, policy, samples=samples, temperature=temperature,
-                        seed=derive_seed(seed, "sampled"), **options)
 
 
 def step_items(benchmark: Benchmark, tasks: Sequence[Task]) -> list[StepItem]:

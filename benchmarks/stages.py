@@ -1,21 +1,36 @@
 """Train and evaluate a curation: the two stages between a strategy's artifacts and a decision.
 
-Which artifact files a stage reads (the ablations), the fixed recipe's training on them, and the
-trained policy's evaluation with the curation's memory. The loop's stages
-(`evolver.stages.train_epoch` / `evaluate_epoch`), the quality benchmark's cells and its proxy
-(`benchmarks/quality/`) all call these, so a change to training or evaluation is made once. They
-sit on the benchmarks floor so that the bench, below the loop, can call them too.
+Which artifact files a stage reads (the ablations), the fixed recipe's training on them
+(`train_on`, with a `trainer.train.TrainSpec`) and the trained policy's evaluation with the
+curation's memory (`evaluate_on`, with a `benchmarks.evaluate.EvalSpec`). Every training and
+evaluation of the project goes through these two: the loop's stages (`evolver.stages`), its proxy
+of k candidates, the quality benchmark's cells and its proxy (`benchmarks/quality/`), `curateevo
+test` and `curateevo eval`, so the length check, the thread pinning, the memory rule and the
+decoding budget are the same wherever a curation is trained or scored. They sit on the benchmarks
+floor so that the bench, below the loop, can call them too.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import IO
+
+from base.errors import RunFailed
+from benchmarks.evaluate import EvalResult, EvalSpec, steps_pass
+from trainer.train import TrainSpec
 
 KINDS = ("sft", "rl", "memory")
+PROXY_SFT_STEPS = 10
+"""The proxy's SFT steps per unit (`proxy_specs`; RunConfig.proxy_sft_steps's default)."""
+PROXY_TASKS = 10
+"""The proxy's dev tasks per unit (`proxy_specs`; RunConfig.proxy_tasks's default)."""
+PROXY_ABLATION = "no-rl"
+"""The proxy trains SFT only."""
 
 
-def records(path: Path) -> int:
+def records(path: Path | None) -> int:
     """The records of an artifact file (its non-blank lines; 0 when there is no file)."""
-    if not path.exists():
+    if path is None or not Path(path).exists():
         return 0
     with open(path, "rb") as f:
         return sum(1 for line in f if line.strip())
@@ -29,35 +44,81 @@ def used(artifacts: Path, ablations=()) -> dict[str, Path | None]:
             else artifacts / f"{kind}.jsonl" for kind in KINDS}
 
 
-def steps_pass(benchmark: str, metric: str) -> bool:
-    """Whether evaluation adds the step-level pass: single-turn tasks are one step each, so the
-    step pass would score the same answers again (unless the metric is the steps' own)."""
-    from benchmarks import registry
+def memory_used(memory: Path | str | None) -> str | None:
+    """The memory rule of every evaluation: a memory file is retrieved from when it holds a record
+    (a missing file is passed on, so evaluation says so)."""
+    if memory is None or (Path(memory).is_file() and not records(Path(memory))):
+        return None
+    return str(memory)
 
-    return not (registry.get(benchmark).single_step and metric != "step_accuracy")
+
+def check_lengths(spec: TrainSpec, sft: Path | None, rl: Path | None, echo: IO[str] | None = sys.stderr):
+    """What the profile's length limits cut or drop, said to `echo` before training (the
+    trainer.length report); RunFailed when nothing is left to train on (every SFT record and
+    every RL prompt too long): one sentence with the numbers and the fix."""
+    from trainer.data import read_records
+    from trainer.length import profile_length_report
+
+    report = profile_length_report(read_records(sft, "sft"), read_records(rl, "rl"), spec.profile,
+                                   spec.budget.get("max_length") or None, spec.budget.get("max_prompt_length") or None)
+    advice = report.advice()
+    if report.survivors == 0:
+        raise RunFailed(f"nothing would be trained: {report.summary()}; {advice or 'curate shorter records'} "
+                        f"(profile {spec.profile})")
+    say = (lambda text: print(text, file=echo, flush=True)) if echo is not None else (lambda text: None)
+    say(f"length ({spec.profile}): {report.summary()}")
+    if report.sft_records and report.sft_dropped == report.sft_records:
+        say(f"warning: every one of the {report.sft_records} SFT records is dropped at max_length "
+            f"{report.max_length}, so this epoch trains on RL alone; {advice}")
+    elif report.sft_dropped or report.rl_dropped:
+        say(f"note: {advice}")
+    return report
 
 
-def train_on(files: dict, out: Path, *, base: str, profile: str, seed: int, budget: dict | None = None,
-             **options) -> dict:
+def train_on(spec: TrainSpec, files: dict, out: Path, seed: int, *, echo: IO[str] | None = None,
+             progress: bool = False) -> dict:
     """The fixed recipe (trainer.train.train, in a child process) on `files`' SFT and RL records
-    (either may be None); `budget` overrides the profile's budgets, `options` are train()'s
-    (echo, progress, report_to, launcher, accelerate_config). Returns the training's summary."""
+    (either may be None), as `spec` says, after the length check (`check_lengths`, said to `echo`
+    or stderr); `files`' memory bank goes with it (read only when the profile's `sft_memory_hints`
+    puts hints into the SFT prompts). Returns the training's summary, with `length` (the length report) added."""
     from trainer.train import train
 
-    return train(files["sft"], files["rl"], out, base=base, profile=profile, seed=seed, memory=files.get("memory"),
-                 **options, **(budget or {}))
+    length = check_lengths(spec, files["sft"], files["rl"], echo or sys.stderr)
+    summary = train(files["sft"], files["rl"], out, base=spec.base, profile=spec.profile, seed=seed,
+                    report_to=spec.report_to, launcher=spec.launcher or None,
+                    accelerate_config=spec.accelerate_config or None, echo=echo, progress=progress,
+                    memory=files.get("memory"), **spec.budget)
+    return {**summary, "length": length.to_json()}
 
 
-def evaluate_on(benchmark: str, split: str, out: Path, *, base: str, adapter: str | None, memory: Path | None,
-                seed: int, tasks: int | None, metric: str, batch_size: int, threads: int | None = None,
-                max_new_tokens: int | None = None, **options) -> dict:
-    """The policy (base + adapter; the base alone without one), retrieving from `memory`, on the
-    benchmark's `split` (benchmarks.evaluate.evaluate_to_dir into `out`); `threads` pins the CPU
-    threads it decodes on, `max_new_tokens` caps each turn (None: the policy's default), `options`
-    are evaluate_to_dir's (steps, samples, corpus, gold, …). Returns the metrics document."""
+def evaluate_on(spec: EvalSpec, split: str, out: Path, *, base: str, adapter: str | None, memory: Path | None,
+                seed: int, tasks: int | None = None, samples: int = 1, temperature: float = 0.0, gold: bool = False,
+                progress: bool = False, allow_test: bool = False, policy_options: dict | None = None,
+                **options) -> EvalResult:
+    """The policy (base + adapter; the base alone without one), retrieving from `memory` when that
+    file holds a record, on the benchmark's `split` (benchmarks.evaluate.evaluate_to_dir into
+    `out`), as `spec` says; `tasks` overrides the spec's (a proxy's subset). Greedy, or `samples`
+    rollouts per task at `temperature` (episodes only). `policy_options` adds to the local policy's
+    (an endpoint, a device; benchmarks.evaluate.build_policy), `options` to evaluate_to_dir's
+    (`curateevo eval`'s categories, max_steps, a ready policy, …). Returns the evaluation's typed
+    result (its `doc` is metrics.json's object)."""
     from benchmarks.evaluate import evaluate_to_dir
 
-    policy = {"base": base, "adapter": adapter, "threads": threads,
-              **({"max_new_tokens": max_new_tokens} if max_new_tokens is not None else {})}
-    return evaluate_to_dir(benchmark, split, out, tasks=tasks, metric=metric, memory=str(memory) if memory else None,
-                           seed=seed, batch_size=batch_size, policy_options=policy, **options)
+    policy = {"base": base, "adapter": adapter, "threads": spec.threads, "max_new_tokens": spec.max_new_tokens,
+              "max_prompt_tokens": spec.max_prompt_tokens, **(policy_options or {})}
+    corpus = {"corpus": list(spec.corpus), "corpus_tools": spec.corpus_tools, "corpus_on_error": spec.corpus_on_error,
+              "corpus_split": spec.corpus_split} if spec.corpus else {}
+    return EvalResult(evaluate_to_dir(
+        spec.benchmark, split, out, tasks=tasks or spec.tasks, metric=spec.metric, memory=memory_used(memory),
+        memory_k=spec.memory_k, seed=seed, batch_size=spec.batch_size, samples=samples, temperature=temperature,
+        steps=spec.step_pass() if samples == 1 else False, gold=gold, progress=progress, allow_test=allow_test,
+        policy_options=policy, **corpus, **options))
+
+
+def proxy_specs(train: TrainSpec, evaluation: EvalSpec, units: int, sft_steps: int = PROXY_SFT_STEPS,
+                tasks: int = PROXY_TASKS) -> tuple[TrainSpec, EvalSpec]:
+    """The cheap proxy of a candidate's J, as the loop's `--candidates K` ranks candidates and the
+    quality bench's `--proxy` measures it: `sft_steps` SFT steps per unit (no RL: `PROXY_ABLATION`)
+    and a balanced subset of `tasks` dev tasks per unit (at most the spec's own)."""
+    n = tasks * units if evaluation.tasks is None else min(evaluation.tasks, tasks * units)
+    return train.with_budget(sft_max_steps=sft_steps * units), evaluation.model_copy(update={"tasks": n})

@@ -13,7 +13,7 @@ from typing import Mapping, Protocol, Sequence
 import numpy as np
 
 from base.objective import objective
-from base.paired import RESAMPLES, paired_difference
+from base.paired import RESAMPLES, acceptance_margin, paired_difference
 from benchmarks import registry
 
 
@@ -27,7 +27,8 @@ class Scores:
 
 
 @dataclass(frozen=True)
-class Decision:
+class Ruling:
+    """An acceptance rule's answer on a candidate (the `decide` stage makes it an evolver.results.Decision)."""
     accepted: bool
     reason: str            # one sentence, written into the commit message and the journal
     delta_j: float
@@ -36,12 +37,12 @@ class Decision:
 class AcceptanceRule(Protocol):
     name: str
 
-    def decide(self, candidate: Scores, best: Scores | None, lam: float) -> Decision: ...
+    def decide(self, candidate: Scores, best: Scores | None, lam: float) -> Ruling: ...
 
 
-def first_is_best(candidate: Scores) -> Decision:
+def first_is_best(candidate: Scores) -> Ruling:
     """Before any acceptance: the first evaluated strategy (ρ0) is the first best."""
-    return Decision(True, "the seed strategy ρ0 is the first best", 0.0)
+    return Ruling(True, "the seed strategy ρ0 is the first best", 0.0)
 
 
 @dataclass(frozen=True)
@@ -50,14 +51,14 @@ class Margin:
     margin: float = 0.0
     name: str = "margin"
 
-    def decide(self, candidate: Scores, best: Scores | None, lam: float) -> Decision:
+    def decide(self, candidate: Scores, best: Scores | None, lam: float) -> Ruling:
         if best is None:
             return first_is_best(candidate)
         delta = candidate.J - best.J
         if delta > self.margin:
-            return Decision(True, f"J {candidate.J:.4f} beats the best {best.J:.4f} by {delta:+.4f} "
+            return Ruling(True, f"J {candidate.J:.4f} beats the best {best.J:.4f} by {delta:+.4f} "
                                   f"(> margin {self.margin:g})", delta)
-        return Decision(False, f"J {candidate.J:.4f} does not beat the best {best.J:.4f} by more than "
+        return Ruling(False, f"J {candidate.J:.4f} does not beat the best {best.J:.4f} by more than "
                                f"{self.margin:g} ({delta:+.4f}); rolled back", delta)
 
 
@@ -74,19 +75,19 @@ class PairedBootstrap:
     seed: int = 0
     name: str = "paired"
 
-    def decide(self, candidate: Scores, best: Scores | None, lam: float) -> Decision:
+    def decide(self, candidate: Scores, best: Scores | None, lam: float) -> Ruling:
         if best is None:
             return first_is_best(candidate)
         if not set(candidate.per_task) & set(best.per_task):
-            return Decision(False, "no task scored under both strategies; rolled back", 0.0)
+            return Ruling(False, "no task scored under both strategies; rolled back", 0.0)
         d = paired_difference(candidate.per_task, best.per_task, self.resamples, self.seed)
         delta = objective(d.value, candidate.C - best.C, lam)
         share = float(np.mean(objective(d.resampled, candidate.C - best.C, lam) > self.margin))
-        verdict = (f"paired over {d.tasks} tasks: ΔJ {delta:+.4f}, above margin {self.margin:g} "
+        said = (f"paired over {d.tasks} tasks: ΔJ {delta:+.4f}, above margin {self.margin:g} "
                    f"in {share:.0%} of resamples")
         if share >= self.confidence:
-            return Decision(True, verdict + f" (≥ {self.confidence:.0%})", delta)
-        return Decision(False, verdict + f" (< {self.confidence:.0%}); rolled back", delta)
+            return Ruling(True, said + f" (≥ {self.confidence:.0%})", delta)
+        return Ruling(False, said + f" (< {self.confidence:.0%}); rolled back", delta)
 
 
 MEASURED_SEED_SD: dict[tuple[str, str, str, int], float] = {
@@ -139,8 +140,6 @@ def default_margin(profile: str, base: str, benchmark: str, tasks: int, seeds: i
     if sd is None:
         return 0.0, (f"margin 0: no run-to-run spread of P is measured for {profile}, {base}, {benchmark}, {tasks} "
                      "dev tasks (measure it with `curateevo bench quality --spread --seeds 3`, then give --margin)")
-    from benchmarks.quality.stats import acceptance_margin
-
     shared = MEASURED_SEED_SHARED.get((profile, base, benchmark, tasks), 0.0)
     margin = round(acceptance_margin(sd, seeds, DEFAULT_CONFIDENCE, shared), 4)
     return margin, (f"margin {margin:g} on ΔJ: {DEFAULT_CONFIDENCE:.0%} one-sided above the training-seed spread of P "
@@ -156,6 +155,13 @@ ACCEPTANCE = {
 }
 
 
+def rule_name(acceptance: str, seeds: int) -> str:
+    """The acceptance rule in force: `auto` is paired with several seeds, else margin."""
+    if acceptance != "auto":
+        return acceptance
+    return "paired" if seeds > 1 else "margin"
+
+
 def make_rule(config) -> AcceptanceRule:
-    """The acceptance rule a run config names (`auto`: paired with several seeds, else margin)."""
+    """The acceptance rule a run config names (`auto`: `rule_name`)."""
     return ACCEPTANCE[config.acceptance_rule](config)

@@ -1,11 +1,11 @@
 """The candidate gate: one candidate from the proposer's files to its decision.
 
-    validate   the files with this epoch's inputs/ pass the host's file check and a dry run on the
-               whole corpus in the sandbox (`DryRuns.validate`, the proposers' one callback)
-    commit     the chosen revisions on `candidates/epoch-<e>`, tagged `epoch-<e>`
-    bind       the dry run's artifacts become epoch e's, their manifest naming that commit
-    curate     the epoch's artifacts: the bound dry run's, else the tagged commit executed now
-    settle     accepted: `main` fast-forwards and `best` moves; rejected: the rollback, recorded
+    validate          the files with this epoch's inputs/ pass the host's file check and a dry run on the
+                      whole corpus in the sandbox (`DryRuns.validate`, the proposers' one callback)
+    commit            the chosen revisions on `candidates/epoch-<e>`, tagged `epoch-<e>`
+    bind              the dry run's artifacts become epoch e's, their manifest naming that commit
+    curate_candidate  the epoch's artifacts: the bound dry run's, else the tagged commit executed now
+    settle_in_git     accepted: `main` fast-forwards and `best` moves; rejected: the rollback, recorded
 
 The sandbox executes and checks (`sandbox.curate.execute`); the workspace keeps the git
 mechanics; what is decided about a candidate is decided here.
@@ -13,7 +13,9 @@ mechanics; what is decided about a candidate is decided here.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from base.errors import RunFailed, UserError
 from base.files import atomic_json, read_json, sha256_files
@@ -21,7 +23,9 @@ from evolver.config import RunConfig
 from evolver.objective import charged_cost
 from evolver.proposers.brief import Verdict
 from evolver.results import Curation, Decision
+from evolver.context import RunContext
 from sandbox.checker import cost_c
+from sandbox.manifest import Manifest
 from sandbox.curate import CurationFailed, execute, runtime_sha256
 from sandbox.executor import Limits
 from sandbox.strategy_files import check_files
@@ -71,8 +75,7 @@ def check_candidate(files: dict, corpus, executor, parent: dict, out: Path, *, s
     except CurationFailed as exc:
         return Verdict(False, "failed", f"the dry run on the whole corpus failed the host's check: {exc.reason}"), None
     hashes = artifact_hashes(out)
-    counts = [a.get("count", 0) for name, a in read_json(out / "manifest.json")["artifacts"].items() if name != "profile.json"]
-    if not any(counts):   # e.g. an outcome filter on a corpus whose train part recorded failures only
+    if not any(Manifest.read(out).counts().values()):   # e.g. an outcome filter on a corpus whose train part recorded failures only
         return Verdict(False, "failed", "the dry run curates no record at all (SFT, RL and memory are empty), so "
                                         "nothing would be trained and P would measure the base model"), hashes
     if hashes == parent:
@@ -83,11 +86,10 @@ def check_candidate(files: dict, corpus, executor, parent: dict, out: Path, *, s
 
 def artifact_hashes(folder: Path) -> dict:
     """Artifact file → sha256, from a curation's manifest (the profile aside: it describes, not feeds)."""
-    manifest = read_json(folder / "manifest.json")
-    return {name: a["sha256"] for name, a in manifest["artifacts"].items() if name != "profile.json"}
+    return Manifest.read(folder).hashes()
 
 
-def commit(run, epoch: int, chain: list, dry: DryRuns) -> tuple[str | None, list[str]]:
+def commit(run: RunContext, epoch: int, chain: list, dry: DryRuns) -> tuple[str | None, list[str]]:
     """The chosen revisions (validated outcomes), committed in order on `candidates/epoch-<e>`; the
     last one is tagged `epoch-<e>` and its dry run's artifacts become epoch e's, bound to it.
     Returns (the tagged commit, or None when there is no revision; the revisions' edits)."""
@@ -105,60 +107,89 @@ def commit(run, epoch: int, chain: list, dry: DryRuns) -> tuple[str | None, list
     return sha, edits
 
 
-def bind_commit(out_dir: Path, commit: str, files: dict[str, bytes]) -> dict:
+def bind_commit(out_dir: Path, commit: str, files: dict[str, bytes]) -> Manifest:
     """Name the workspace commit of a dry run's artifacts, once the validated files are committed.
 
     The dry run executed `files` before their commit existed; binding checks that the commit's
     files are exactly the executed ones (the manifest's `files_sha256`) and records the commit in
     the manifest, so the artifacts are those of that commit (a replay re-executes it to the same
     bytes). Returns the manifest."""
-    path = Path(out_dir) / "manifest.json"
-    manifest = read_json(path)
-    if manifest["strategy"]["files_sha256"] != sha256_files(files):
+    manifest = Manifest.read(out_dir)
+    if manifest.strategy.files_sha256 != sha256_files(files):
         raise RunFailed(f"{out_dir}: the dry run executed other files than commit {commit[:12]} holds")
-    if manifest["strategy"]["commit"] not in (None, commit):
-        raise RunFailed(f"{out_dir}: the artifacts already belong to commit {manifest['strategy']['commit'][:12]}")
-    manifest["strategy"]["commit"] = commit
-    atomic_json(path, manifest)
+    if manifest.strategy.commit not in (None, commit):
+        raise RunFailed(f"{out_dir}: the artifacts already belong to commit {manifest.strategy.commit[:12]}")
+    manifest = manifest.bound_to(commit)
+    atomic_json(Path(out_dir) / "manifest.json", manifest.to_json())
     return manifest
 
 
-def bound_manifest(run, folder: Path, sha: str) -> dict | None:
+def bound_manifest(run: RunContext, folder: Path, sha: str) -> Manifest | None:
     """The manifest of the artifacts in `folder` when they are bound to commit `sha` and to this
     run's corpus (and held-out part), seed, runtime and curation budget; else None."""
     if not (folder / "manifest.json").is_file():
         return None
-    manifest = read_json(folder / "manifest.json")
-    same = (manifest["strategy"]["commit"] == sha and manifest["corpus"]["sha256"] == run.cfg.corpus_sha256
-            and manifest["corpus"].get("holdout") == run.corpus.holdout
-            and manifest["seed"] == run.cfg.seed and manifest["runtime_sha256"] == runtime_sha256()
-            and manifest.get("budget") == run.cfg.curation_budget)
+    manifest = Manifest.read(folder)
+    same = (manifest.strategy.commit == sha and manifest.corpus.sha256 == run.cfg.corpus_sha256
+            and manifest.corpus.holdout == run.corpus.holdout
+            and manifest.seed == run.cfg.seed and manifest.runtime_sha256 == runtime_sha256()
+            and manifest.budget == run.cfg.curation_budget)
     return manifest if same else None
 
 
-def curate(run, epoch: int) -> Curation:
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate of the run, from its commit to its decision: the commit tagged `epoch-<e>`
+    (`tag`), the folder of the epoch's artifacts (`folder`: its manifest binds them to the
+    commit), the strategy files the commit holds (`files`), and the decide stage's result once
+    the epoch is decided (`decision`, None before)."""
+    epoch: int
+    commit: str
+    folder: Path
+    files: Mapping[str, bytes]
+    decision: Decision | None = None
+
+    @property
+    def tag(self) -> str:
+        return f"epoch-{self.epoch}"
+
+    @classmethod
+    def of(cls, run: RunContext, epoch: int) -> "Candidate":
+        """The candidate the run tagged for `epoch`, with its decision when one is journaled."""
+        sha = run.ws.resolve(f"epoch-{epoch}")
+        decided = next((d for d in run.decisions() if d.epoch == epoch and d.commit == sha), None)
+        return cls(epoch=epoch, commit=sha, folder=run.store.epoch_dir(epoch) / "artifacts", files=run.ws.files(sha),
+                   decision=decided)
+
+    def manifest(self, run: RunContext) -> Manifest | None:
+        """The manifest of `folder` when it is bound to this commit and this run's corpus (and
+        held-out part), seed, runtime and curation budget (`bound_manifest`); else None."""
+        return bound_manifest(run, self.folder, self.commit)
+
+
+def curate_candidate(run: RunContext, epoch: int) -> Curation:
     """The artifacts of the candidate tagged `epoch-<e>`: its dry run's when they are there and
     bound to this commit, corpus, seed and runtime; else executed now."""
-    cfg, sha = run.cfg, run.ws.resolve(f"epoch-{epoch}")
-    manifest = bound_manifest(run, run.store.epoch_dir(epoch) / "artifacts", sha)
+    cfg, candidate = run.cfg, Candidate.of(run, epoch)
+    sha, manifest = candidate.commit, candidate.manifest(run)
     if manifest is None:
         out = run.fresh_dir(epoch, "artifacts")
         try:
-            manifest = execute(run.ws.files(sha), run.corpus, out, seed=cfg.seed, executor=run.executor,
+            manifest = execute(candidate.files, run.corpus, out, seed=cfg.seed, executor=run.executor,
                                limits=Limits(timeout_s=cfg.curation_timeout_s), commit=sha,
                                n_ref=cfg.n_ref, llm=run.curation_llm, budget=cfg.curation_budget).manifest
         except CurationFailed as exc:
             return Curation(commit=sha, failed=exc.reason)
-    counts = {k: v["count"] for k, v in manifest["artifacts"].items() if "count" in v}
+    counts = manifest.counts()
     if not {"no-sft", "no-rl"} & set(cfg.ablations):
-        return Curation(commit=sha, C=manifest["C"], cost_train=manifest["cost_train"], counts=counts)
+        return Curation(commit=sha, C=manifest.C, cost_train=manifest.cost_train, counts=counts)
     # an ablated resource costs nothing: C counts what the recipe consumes in this run
-    charged = charged_cost(read_json(run.store.epoch_dir(epoch) / "artifacts" / "profile.json"), cfg.ablations)
+    charged = charged_cost(read_json(candidate.folder / "profile.json"), cfg.ablations)
     return Curation(commit=sha, C=round(cost_c(charged, cfg.n_ref), 12), cost_train=charged, counts=counts,
-                    curated={"C": manifest["C"], "cost_train": manifest["cost_train"]})
+                    curated={"C": manifest.C, "cost_train": manifest.cost_train})
 
 
-def settle(run, decision: Decision) -> None:
+def settle_in_git(run: RunContext, decision: Decision) -> None:
     """The decision in git: accepted, `main` fast-forwards to the candidate and `best` moves;
     rejected, both stay (the rollback). The commit message carries P, C, J and the reason. ρ0 is
     best from the workspace's creation, so epoch 0 has nothing to settle."""

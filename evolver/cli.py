@@ -20,7 +20,7 @@ from trainer import cli as trainer_cli
 from trainer import export as trainer_export
 from benchmarks import eval_cli
 from benchmarks.quality import cli as quality_cli
-from sandbox.corpus import FORMATS as CORPUS_FORMATS
+from corpora import FORMATS as CORPUS_FORMATS
 from sandbox.executor import PROJECT_ROOT, Limits
 from sandbox.leftovers import reap_leftovers, start_ticks
 
@@ -71,7 +71,7 @@ def process_seconds() -> float:
 
 
 def cmd_curate(args) -> int:
-    from sandbox.corpus import load_corpus
+    from corpora import load_corpus
     from sandbox.curate import execute
     from sandbox.executor import make_executor
     from sandbox.strategy_files import strategy_files
@@ -165,7 +165,7 @@ def _say_environment(folder: Path) -> None:
 
 
 def _workspace(path: Path):
-    from sandbox.workspace import Workspace
+    from workspace.repository import Workspace
 
     for candidate in (path / "strategy", path):
         if (candidate / ".git").exists():

@@ -17,12 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from base.errors import UserError
 from base.objective import LAMBDA
 from benchmarks import registry
-from benchmarks.policies.local import DEFAULT_MAX_NEW_TOKENS
+from benchmarks.evaluate import EvalSpec, steps_pass
+from benchmarks.stages import PROXY_SFT_STEPS, PROXY_TASKS
 from evolver.llm import LLMConfig
 from evolver.options import Flag, check_choices, check_option, options_of, sentence
 from evolver.proposers.agent_limits import AgentLimits
 from sandbox.executor import Limits
 from trainer.recipe import PROFILE_HELP
+from trainer.train import TrainSpec
 
 BENCHMARKS = tuple(registry.names())   # the registered environments (benchmarks/registry.py)
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
@@ -91,9 +93,10 @@ class RunConfig(BaseModel):
     ~20 points of P; 186 compared on the same tasks ~7 before the seed spread is counted, ~9–10 with the
     measured dev seed sd of 0.014 (docs/results.md, the calibration at lr 2e-4 and the seed spread)."""
     base: Annotated[str, Flag("base model (default: the profile's base model)", derived=True)] = "smollm2-135m"
-    """Base model π_base: a registry name, a local model directory or a hub id."""
-    profile: Annotated[str, Flag("recipe budgets: " + PROFILE_HELP, choices=_profiles)] = "cpu-small"
-    """Recipe budgets (trainer/recipe.py): cpu-small, paper or test; the method never changes."""
+    """TrainSpec.base, resolved (`resolve`: the profile's base when none is given)."""
+    profile: Annotated[str, Flag("recipe budgets: " + PROFILE_HELP, choices=_profiles)] = \
+        TrainSpec.model_fields["profile"].default
+    """TrainSpec.profile."""
     epochs: Annotated[int, Field(ge=1), Flag("epochs, ρ0's included")] = 3
     lam: Annotated[float, Field(alias="lambda", ge=0), Finite, Flag("λ in J = P − λ·C", name="lambda")] = LAMBDA
     """λ in J = P − λ·C (paper §4.2); json key `lambda` (a Python keyword)."""
@@ -117,22 +120,23 @@ class RunConfig(BaseModel):
     sandbox: Annotated[str, Flag("executor of candidate code", choices=lambda: ("auto", *_executor_names()))] = "auto"
     """Executor of candidate code (sandbox/executor.py registry); auto: Docker, else the process fallback."""
     curation_timeout_s: Annotated[float, Field(gt=0), Finite, Flag("curation wall-clock limit (s)", name="timeout")] = Limits.timeout_s
-    batch_size: Annotated[int, Field(ge=1), Flag("evaluation batch size (greedy rows decoded together)")] = 32
-    """Evaluation batch size (fixed batches by task id keep evaluation deterministic)."""
+    batch_size: Annotated[int, Field(ge=1), Flag("evaluation batch size (greedy rows decoded together)")] = \
+        EvalSpec.model_fields["batch_size"].default
+    """EvalSpec.batch_size."""
     max_new_tokens: Annotated[int, Field(ge=1), Flag("evaluation: most tokens the agent writes per turn")] = \
-        DEFAULT_MAX_NEW_TOKENS
-    """What a policy decodes per model turn at most (a tool call longer than this is cut and fails)."""
+        EvalSpec.model_fields["max_new_tokens"].default
+    """EvalSpec.max_new_tokens."""
     on_error: Annotated[str, Flag("an invalid corpus line: abort with file:line, or skip and count it",
                                   name="on-bad-line", choices=("abort", "skip"))] = "abort"
     """Every stage that reads the corpus (curation, the replay benchmark's hold-out, resume, replay) loads it this way."""
     holdout: Mapping = Field(default_factory=dict)
-    """A corpus without an environment: how its dev and test parts are held out (sandbox.corpus.split,
+    """A corpus without an environment: how its dev and test parts are held out (corpora.split,
     `{"rank": "content", "seed", "share", "test_share"}` and the `dev_ids` / `test_ids` a user chose);
     {}: a run made before the test part, whose dev tenth is the legacy split (`split_spec`)."""
     tools: Annotated[str, Flag("JSON file of the real tool schemas, for corpus records whose files carry none "
                                "(default: one catalogue per source, built from the calls the corpus makes)",
                                derived=True)] = ""
-    """Absolute path, or "": each source's catalogue of the calls it makes (sandbox.corpus.catalogue)."""
+    """Absolute path, or "": each source's catalogue of the calls it makes (corpora.catalogue)."""
     tools_sha256: str = ""
     """sha256 of that file at launch; `resume` refuses a file that changed."""
     max_length: Annotated[int, Field(ge=0), Flag("SFT max_length in tokens (0: the profile's)",
@@ -142,7 +146,7 @@ class RunConfig(BaseModel):
                                                         expected="0 (the profile's) or a positive number of tokens")] = 0
     """Longer prompts lose old messages or are dropped."""
     report_to: Annotated[str, Flag("trackers for training curves and per-epoch P, C, J (tensorboard, wandb, trackio, "
-                                   "mlflow, comma-separated, or none)")] = "tensorboard"
+                                   "mlflow, comma-separated, or none)")] = TrainSpec.model_fields["report_to"].default
     """Trackers for training (TRL's report_to) and per-epoch P, C, J, decision, per-category P and scale."""
     launcher: Annotated[str, Flag("trainer launcher: accelerate (with --accelerate-config) or a command prefix such "
                                   "as 'torchrun --nproc_per_node 4' (default: a plain child process)", derived=True)] = ""
@@ -159,9 +163,10 @@ class RunConfig(BaseModel):
     candidates: Annotated[int, Field(ge=1), Flag("k candidates per epoch, ranked by a short-SFT proxy")] = 1
     """k (offline proposer: its k best edits; code agent: k runs sampled apart); the best goes on."""
     proxy_budget: Annotated[int, Field(ge=0), Flag("proxy units for successive halving (0: k·⌈log2 k⌉)")] = 0
-    proxy_sft_steps: Annotated[int, Field(ge=1), Flag("SFT steps of the proxy per unit (no RL)")] = 10
+    proxy_sft_steps: Annotated[int, Field(ge=1), Flag("SFT steps of the proxy per unit (no RL)")] = PROXY_SFT_STEPS
     """SFT steps of the proxy per unit (a short SFT on the candidate's dry-run artifacts, no RL)."""
-    proxy_tasks: Annotated[int, Field(ge=1), Flag("dev tasks of the proxy per unit (a balanced subset)")] = 10
+    proxy_tasks: Annotated[int, Field(ge=1), Flag("dev tasks of the proxy per unit (a balanced subset)")] = \
+        PROXY_TASKS
     """Dev tasks of the proxy per unit (a balanced subset of the run's dev tasks)."""
     backend: Annotated[str, Flag("where trainings and evaluations run: local, or ray (a Ray cluster, every candidate "
                                  "and seed of an epoch at once; pip install 'curateevo[ray]')",
@@ -232,18 +237,34 @@ class RunConfig(BaseModel):
                 **({"max_prompt_length": self.max_prompt_length} if self.max_prompt_length else {})}
 
     @property
+    def train_spec(self) -> TrainSpec:
+        """How the run trains every candidate (benchmarks.stages.train_on)."""
+        return TrainSpec(base=self.base, profile=self.profile, budget=self.budget_overrides, report_to=self.report_to,
+                         launcher=self.launcher, accelerate_config=self.accelerate_config)
+
+    @property
+    def eval_spec(self) -> EvalSpec:
+        """How the run evaluates every candidate (benchmarks.stages.evaluate_on): on the profile's
+        pinned CPU threads, so any machine of a cluster decodes alike."""
+        corpus = registry.get(self.benchmark).dev_corpus(self.corpus)
+        return EvalSpec(benchmark=self.benchmark, metric=self.metric, tasks=self.tasks, batch_size=self.batch_size,
+                        max_new_tokens=self.max_new_tokens, threads=self.train_spec.threads, steps=self.eval_steps,
+                        corpus=tuple(corpus or ()), corpus_tools=self.tools or None, corpus_on_error=self.on_error,
+                        corpus_split=self.split_spec)
+
+    @property
     def split_spec(self) -> dict:
-        """The corpus split the run's replay benchmark and strategies use (sandbox.corpus.split)."""
-        from sandbox.corpus.split import LEGACY_SPLIT
+        """The corpus split the run's replay benchmark and strategies use (corpora.split)."""
+        from corpora.split import LEGACY_SPLIT
 
         return dict(self.holdout) if self.holdout else dict(LEGACY_SPLIT)
 
     @property
     def acceptance_rule(self) -> str:
-        """The acceptance rule in force: `auto` is paired with several seeds, else margin."""
-        if self.acceptance != "auto":
-            return self.acceptance
-        return "paired" if len(self.seeds) > 1 else "margin"
+        """The acceptance rule in force (evolver.acceptance.rule_name: `auto` is paired with several seeds)."""
+        from evolver.acceptance import rule_name
+
+        return rule_name(self.acceptance, len(self.seeds))
 
     def signal_params(self):
         """CoEvolve's signal parameters (evolver/signals.py)."""
@@ -292,7 +313,7 @@ class LaunchOptions(BaseModel):
                                         "one a line (default: a tenth of the records, drawn by their content)")] = None
     test_ids: Annotated[str | None, Flag("likewise the ids held out for `curateevo test` (default: another tenth)")] = None
     llm_records: Annotated[str | None, Flag("copy another run's llm/ record into this run first (with --llm-mode "
-                                            "replay: rerun it offline)", group="llm")] = None
+                                            "offline: rerun it with no network)", group="llm")] = None
 
 
 class ResumeOptions(BaseModel):
@@ -344,7 +365,7 @@ def merge_options(given: Mapping[str, Any], from_file: Mapping[str, Any]) -> dic
 
 def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: str, corpus_kind: str | None = None) -> RunConfig:
     """The RunConfig of a new run from merged options (`merge_options`) and its resolved corpus;
-    `corpus_kind` is the benchmark a user's corpus implies (sandbox.corpus.corpus_kind)."""
+    `corpus_kind` is the benchmark a user's corpus implies (corpora.corpus_kind)."""
     from trainer.recipe import get_profile
 
     o = dict(options)
@@ -366,8 +387,7 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     return RunConfig(
         **given, corpus=tuple(corpus), corpus_sha256=corpus_sha256, benchmark=benchmark, metric=metric, base=base,
         margin=o["margin"], seeds=tuple(range(o["seeds"])), proposer=proposer,
-        # single-turn tasks are one step each: the step-level pass would score the same answers again
-        eval_steps=not (benchmark in BENCHMARKS and registry.get(benchmark).single_step and metric != "step_accuracy"),
+        eval_steps=benchmark not in BENCHMARKS or steps_pass(benchmark, metric),
         ablations=tuple(sorted(set(o["ablate"]))), llm=llm, tools=str(Path(o["tools"]).resolve()) if o["tools"] else "",
         diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),
         launcher=o["launcher"] or "", ray_address=o["ray_address"] or "", storage=o["storage"] or "",
@@ -394,10 +414,9 @@ def on_backend(cfg: RunConfig, given: Mapping[str, Any]) -> RunConfig:
 
 def default_margin_of(o: Mapping[str, Any], base: str, benchmark: str) -> tuple[float, str]:
     """The margin (and why) a run gets without --margin: evolver.acceptance.default_margin."""
-    from evolver.acceptance import default_margin
+    from evolver.acceptance import default_margin, rule_name
 
-    rule = o["acceptance"] if o["acceptance"] != "auto" else ("paired" if o["seeds"] > 1 else "margin")
-    return default_margin(o["profile"], base, benchmark, o["tasks"], o["seeds"], rule)
+    return default_margin(o["profile"], base, benchmark, o["tasks"], o["seeds"], rule_name(o["acceptance"], o["seeds"]))
 
 
 def llm_of(o: Mapping[str, Any]) -> LLMConfig | None:

@@ -21,9 +21,9 @@ from evolver.proposers import make_proposer
 from evolver.results import Decision, StageResult, result_type
 from evolver.stages import channel_answer
 from evolver.store import RunStore
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.executor import PROJECT_ROOT, make_executor
-from sandbox.workspace import Workspace
+from workspace.repository import Workspace
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
 # ρ0's inputs: no diagnosis yet, but every file a strategy may read is there

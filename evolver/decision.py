@@ -1,5 +1,5 @@
 """Decide: the candidate's P, C and J, the run's acceptance rule against the best, and the
-decision settled in git (evolver.candidate.settle) and sent to the run's trackers."""
+decision settled in git (evolver.candidate.settle_in_git) and sent to the run's trackers."""
 from __future__ import annotations
 
 from statistics import fmean
@@ -8,25 +8,26 @@ from base.errors import RunFailed
 from base.files import read_json
 from base.objective import objective
 from evolver.acceptance import Scores
-from evolver.candidate import settle
+from evolver.candidate import settle_in_git
 from evolver.objective import c_only
 from evolver.results import Curation, Decision, Evaluation, Proposal
+from evolver.context import RunContext
 
 
-def decide(run, epoch: int, curation: Curation, evaluations: list[Evaluation], edits: list[str]) -> Decision:
+def decide(run: RunContext, epoch: int, curation: Curation, evaluations: list[Evaluation], edits: list[str]) -> Decision:
     """Accept or roll back the candidate of `epoch` (a failed curation is rolled back unevaluated)."""
     if curation.failed is not None:
         decision = Decision(epoch=epoch, commit=curation.commit, accepted=False, edits=edits,
                             reason=f"curation failed: {curation.failed}")
     else:
         decision = judged(run, epoch, curation, evaluations, edits)
-    settle(run, decision)
+    settle_in_git(run, decision)
     track(run, decision, curation)
     return decision
 
 
-def judged(run, epoch: int, curation: Curation, evaluations: list[Evaluation], edits: list[str]) -> Decision:
-    """The acceptance rule's verdict on an evaluated candidate: J = P − λ·C against the best's."""
+def judged(run: RunContext, epoch: int, curation: Curation, evaluations: list[Evaluation], edits: list[str]) -> Decision:
+    """The acceptance rule's ruling on an evaluated candidate: J = P − λ·C against the best's."""
     cfg = run.cfg
     if any(e.P is None for e in evaluations):   # nothing was scored: no P to decide on
         raise RunFailed(f"epoch {epoch}: the evaluation scored nothing (dev {evaluations[0].dev or None}), so P is "
@@ -34,11 +35,11 @@ def judged(run, epoch: int, curation: Curation, evaluations: list[Evaluation], e
     p = fmean(e.P for e in evaluations)
     candidate = Scores(p, curation.C, objective(p, curation.C, cfg.lam), run.per_task(epoch))
     best = run.best()
-    verdict = run.rule.decide(candidate, None if best is None else
-                              Scores(best.P, best.C, best.J, run.per_task(best.epoch)), cfg.lam)
-    decision = Decision(epoch=epoch, commit=curation.commit, accepted=verdict.accepted, reason=verdict.reason, P=p,
+    ruling = run.rule.decide(candidate, None if best is None else
+                             Scores(best.P, best.C, best.J, run.per_task(best.epoch)), cfg.lam)
+    decision = Decision(epoch=epoch, commit=curation.commit, accepted=ruling.accepted, reason=ruling.reason, P=p,
                         C=curation.C, J=candidate.J, edits=edits, dev=evaluations[0].dev or None)
-    cheaper = c_only(p, curation.C, best and best.scores()) if verdict.accepted else None
+    cheaper = c_only(p, curation.C, best and best.scores()) if ruling.accepted else None
     if cheaper:   # said so wherever the decision is shown (commit message, log, report)
         decision.c_only, decision.reason = True, f"{decision.reason}; {cheaper}"
     gold = [e.gold_ll for e in evaluations if e.gold_ll is not None]
@@ -47,7 +48,7 @@ def judged(run, epoch: int, curation: Curation, evaluations: list[Evaluation], e
     return decision
 
 
-def no_candidate(run, epoch: int) -> Decision:
+def no_candidate(run: RunContext, epoch: int) -> Decision:
     """The decision of an epoch for which every proposal was refused: not evaluated, nothing
     committed, the reasons recorded; its refused edits are not proposed again."""
     proposed = run.result(epoch - 1, "propose") or Proposal(candidate=None)
@@ -58,7 +59,7 @@ def no_candidate(run, epoch: int) -> Decision:
                     edits=proposed.refused_edits or [], budget_exhausted=proposed.budget_exhausted)
 
 
-def track(run, decision: Decision, curation: Curation) -> None:
+def track(run: RunContext, decision: Decision, curation: Curation) -> None:
     """P, C, J, the decision, P per category and the curated scale of the epoch, to the run's trackers."""
     from trainer.tracking import log_epoch_metrics
 

@@ -8,11 +8,12 @@ from evolver.diagnose import diagnose, rejected_lesson
 from evolver.lineage import annotate, brief_of, outcome_deltas
 from evolver.results import Decision, Diagnosis
 from evolver.signals import summarize
+from evolver.context import RunContext
 
 LESSONS = 3   # rolled-back candidates since the best whose lessons the next brief carries (most recent)
 
 
-def diagnose_best(run, epoch: int) -> Diagnosis:
+def diagnose_best(run: RunContext, epoch: int) -> Diagnosis:
     """failed_points.json, signals.json, outcomes.json and rejected.json of the best strategy so far."""
     cfg, best = run.cfg, run.best()
     trajectories = run.evaluated(best.epoch)
@@ -42,7 +43,7 @@ def diagnose_best(run, epoch: int) -> Diagnosis:
     return result
 
 
-def rolled_back_lessons(run, best: Decision) -> list[dict]:
+def rolled_back_lessons(run: RunContext, best: Decision) -> list[dict]:
     """What the candidates rolled back since `best` was accepted teach (the last LESSONS of
     them, oldest first): each one's evaluation against the best's (diagnose.rejected_lesson:
     the tasks it broke and fixed, its failures, its own signals), with its edits and scores."""
@@ -58,7 +59,7 @@ def rolled_back_lessons(run, best: Decision) -> list[dict]:
     return lessons[-LESSONS:]
 
 
-def summary_line(run, decision: Decision) -> str:
+def summary_line(run: RunContext, decision: Decision) -> str:
     """The first line of the commit message of a decision's candidate ("" without one)."""
     message = run.ws.log(decision.commit)[0]["message"] if decision.commit else ""
     return message.splitlines()[0] if message else ""

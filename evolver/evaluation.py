@@ -8,12 +8,14 @@ from pathlib import Path
 
 from base.files import read_json
 from base.objective import objective
+from benchmarks.stages import PROXY_ABLATION, proxy_specs
 from evolver.objective import charged_cost
 from evolver.results import Evaluation, Training
+from evolver.context import RunContext
 from sandbox.checker import cost_c
 
 
-def train_and_evaluate(run, epoch: int) -> list[Evaluation]:
+def train_and_evaluate(run: RunContext, epoch: int) -> list[Evaluation]:
     """Every seed's training, evaluation (and boundary rollouts) of the epoch, submitted to the
     backend at once and journaled in seed order, whatever order they finish in."""
     jobs, adopted = run.jobs.pending(epoch, samples(run, epoch))
@@ -33,17 +35,20 @@ def train_and_evaluate(run, epoch: int) -> list[Evaluation]:
     return evaluations
 
 
-def samples(run, epoch: int) -> bool:
+def samples(run: RunContext, epoch: int) -> bool:
     """Whether the epoch samples K rollouts per dev task for the boundary signal (only a diagnosis
     reads them, so the last epoch does not; an environment without episodes, replay, has none)."""
     return run.cfg.boundary_samples > 1 and run.env.executable and epoch + 1 < run.cfg.epochs
 
 
-def proxy_scores(run, dry, chains: list[list], units: int) -> list[float]:
+def proxy_scores(run: RunContext, dry, chains: list[list], units: int) -> list[float]:
     """The cheap estimates of candidates' J, submitted to the backend at once: a short SFT on each
     one's dry-run artifacts (no RL) and a small balanced dev subset, both scaled by `units`."""
-    cfg = run.cfg.replace(train_budget={**run.cfg.train_budget, "sft_max_steps": run.cfg.proxy_sft_steps * units},
-                          ablations=tuple(sorted({*run.cfg.ablations, "no-rl"})))
+    train, evaluation = proxy_specs(run.cfg.train_spec, run.cfg.eval_spec, units, run.cfg.proxy_sft_steps,
+                                    run.cfg.proxy_tasks)
+    # the jobs carry the run's config (a backend ships it to its workers): the proxy's, whose specs are those
+    cfg = run.cfg.replace(train_budget={**run.cfg.train_budget, "sft_max_steps": train.budget["sft_max_steps"]},
+                          ablations=tuple(sorted({*run.cfg.ablations, PROXY_ABLATION})))
     common = {"cfg": cfg, "seed": run.cfg.seeds[0]}
     with tempfile.TemporaryDirectory(prefix=".proxy-", dir=run.store.root) as tmp:
         jobs, costs = [], []
@@ -53,9 +58,10 @@ def proxy_scores(run, dry, chains: list[list], units: int) -> list[float]:
             jobs += [run.jobs.job(f"proxy-train-c{i}", Path(tmp) / str(i) / "train", None, artifacts=folder, **common),
                      run.jobs.job(f"proxy-evaluate-c{i}", Path(tmp) / str(i) / "eval", None, artifacts=folder, **common,
                                   after={"adapter": (f"proxy-train-c{i}", "adapter")},
-                                  tasks=min(run.cfg.tasks, run.cfg.proxy_tasks * units))]
+                                  tasks=evaluation.tasks)]
         batch = run.backend.submit(jobs)
-        return [objective(batch.result(f"proxy-evaluate-c{i}")["P"], c, run.cfg.lam) for i, c in enumerate(costs)]
+        return [objective(Evaluation.from_journal(batch.result(f"proxy-evaluate-c{i}")).P, c, run.cfg.lam)
+                for i, c in enumerate(costs)]
 
 
 def proxy_cost(cfg, folder: Path) -> float:

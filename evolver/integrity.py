@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from base.errors import UserError
 from evolver.store import RunStore
-from sandbox.workspace import Workspace
+from workspace.repository import Workspace
 
 
 def recorded_commits(store: RunStore) -> dict[str, str]:

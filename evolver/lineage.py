@@ -213,12 +213,6 @@ def brief_of(deltas: Sequence[Mapping]) -> list[dict]:
              "fixed": tasks(d["fixed"]), "broken": tasks(d["broken"]), "records": d["records"]} for d in deltas]
 
 
-def broken_by_last_accepted(deltas: Sequence[Mapping]) -> list[str]:
-    """Tasks the last accepted edit broke: what the best strategy lost when it became best."""
-    accepted = [d for d in deltas if d.get("accepted")]
-    return sorted({r["task"] for r in accepted[-1]["broken"]}) if accepted else []
-
-
 def annotate(failed_points: list[dict], deltas: Sequence[Mapping]) -> list[dict]:
     """Failed points with `broken_by` where the last accepted edit broke some of their tasks:
     {epoch, edits, task_ids} (in place, returned)."""

@@ -36,7 +36,10 @@ from evolver.options import Flag, check_choices, sentence
 from sandbox.schemas import canonical_json
 
 PROVIDERS = ("openai", "anthropic")
-MODES = ("live", "record", "replay")
+MODES = ("live", "record", "offline")
+OLD_MODES = {"replay": "offline"}
+"""Modes by their spelling before issue 61, still read (a run.json, a config file, `--llm-mode`):
+"replay" is re-executing a curation and comparing its bytes (`curateevo replay`), not this."""
 ROLES = ("system", "user", "assistant")
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 NO_KEY = "not-needed"          # local servers (Ollama, llama.cpp) ignore the key; the SDKs want one
@@ -55,7 +58,7 @@ class BudgetExceeded(LLMError):
 
 
 class LLMUnavailable(LLMError):
-    """Retries exhausted, a non-retryable HTTP error, or a request missing from a replay-only record."""
+    """Retries exhausted, a non-retryable HTTP error, or a request missing from the record of an offline run."""
 
 
 def _number(x: Any) -> bool:
@@ -84,9 +87,10 @@ class LLMConfig(BaseModel):
         "NAME of the variable holding the key (default OPENAI_API_KEY / ANTHROPIC_API_KEY)", group="llm",
         expected="the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key", secret=True)] = None
     """NAME of the variable holding the key; filled with the provider's default when not given."""
-    mode: Annotated[str, Flag("record: reuse recorded replies, call for new ones; replay: records only, no network",
-                              name="llm-mode", choices=MODES, group="llm")] = "record"
-    """live: always call; record: reuse a record, else call; replay: records only."""
+    mode: Annotated[str, Flag("record: reuse recorded replies, call for new ones; offline: records only, no network "
+                              "(old spelling: replay)", name="llm-mode", choices=(*MODES, *OLD_MODES), group="llm")] = \
+        "record"
+    """live: always call; record: reuse a record, else call; offline: records only (no network)."""
     temperature: Annotated[float, Field(ge=0, le=2), Finite] = 0.0
     max_tokens: Annotated[int, Field(ge=1)] = 2048
     timeout_s: Annotated[float, Field(gt=0), Finite] = 120.0
@@ -105,6 +109,14 @@ class LLMConfig(BaseModel):
             super().__init__(**values)
         except ValidationError as exc:
             raise sentence(exc, type(self), values, what="llm") from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_mode(cls, data: Any) -> Any:
+        """A mode by its old spelling (OLD_MODES) is read as its new one."""
+        if isinstance(data, Mapping) and data.get("mode") in OLD_MODES:
+            return {**data, "mode": OLD_MODES[data["mode"]]}
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -291,7 +303,7 @@ class LLM:
         `temperature` (default: the config's) and `seed` (default: none sent) are this call's.
 
         Raises BudgetExceeded before a network call the budget cannot pay for, LLMUnavailable when
-        the provider fails for good (or a replay-only run misses), UserError when the key is unset.
+        the provider fails for good (or an offline run misses), UserError when the key is unset.
         """
         start = time.monotonic()
         messages = _checked(messages)
@@ -313,8 +325,8 @@ class LLM:
         record = None if c.mode == "live" else self._load(name, request)
         replayed = record is not None
         if record is None:
-            if c.mode == "replay":
-                raise LLMUnavailable(f"LLM request {name} ({purpose}) is not in the record (replay-only run): "
+            if c.mode == "offline":
+                raise LLMUnavailable(f"LLM request {name} ({purpose}) is not in the record (offline run): "
                                      f"no such file in {self.record_dir}")
             record = self._exchange(request, digest)
             atomic_json(self.record_dir / name, record)

@@ -10,7 +10,7 @@ result (evolver.results), whose journal form is what the journal records.
 """
 from __future__ import annotations
 
-from evolver.candidate import curate
+from evolver.candidate import curate_candidate
 from evolver.context import RunContext, say
 from evolver.decision import decide, no_candidate
 from evolver.diagnosis_stage import diagnose_best
@@ -61,7 +61,7 @@ def one_epoch(run: RunContext, epoch: int) -> None:
 
 def evaluate_candidate(run: RunContext, epoch: int) -> Decision:
     """Curate, train, evaluate and decide the candidate tagged `epoch-<e>`."""
-    curation = run.stage(epoch, "curate", lambda: curate(run, epoch),   # a failed curation leaves no artifacts
+    curation = run.stage(epoch, "curate", lambda: curate_candidate(run, epoch),   # a failed curation leaves no artifacts
                          lambda c: [] if c.failed is not None else [run.store.epoch_dir(epoch) / "artifacts"])
     evaluations = train_and_evaluate(run, epoch) if curation.failed is None else []
     proposal = run.result(epoch - 1, "propose") if epoch else None

@@ -37,7 +37,7 @@ def check_llm(config: RunConfig, records: Path) -> dict | None:
     from evolver.llm import LLM, LLMError
 
     llm_config = config.llm
-    if llm_config.mode != "replay" and not os.environ.get(llm_config.key_env):
+    if llm_config.mode != "offline" and not os.environ.get(llm_config.key_env):
         if llm_config.base_url is None:   # a local server may need no key
             raise UserError(f"the LLM {llm_config.model} needs its API key in ${llm_config.key_env}, which is not set; "
                             "export it, or name the variable that holds it with --api-key-env")

@@ -1,6 +1,6 @@
 """Propose: the brief of the best strategy (its files with this epoch's inputs/, diagnosis, signals,
 lessons, history), the proposer's effectiveness then efficiency revision — or k of them ranked by
-the proxy — each validated by a dry run, and the chosen ones handed to the candidate gate."""
+the screen (evolver.screen) — each validated by a dry run, and the chosen ones handed to the candidate gate."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,16 +11,15 @@ from pathlib import Path
 from base.errors import RunFailed
 from base.files import atomic_json, read_json
 from evolver import candidate as gate
-from evolver import evaluation
-from evolver.context import say
+from evolver.context import RunContext, say
 from evolver.diagnosis_stage import summary_line
 from evolver.proposers.brief import Brief
 from evolver.results import Decision, Proposal
-from evolver.selection import select
+from evolver.screen import screen
 from sandbox.strategy_files import inputs_files
 
 
-def propose(run, epoch: int) -> Proposal:
+def propose(run: RunContext, epoch: int) -> Proposal:
     """Effectiveness, then efficiency revision of `best`: each dry-run with this epoch's
     inputs, committed on `candidates/epoch-(e+1)`; the last one is tagged `epoch-(e+1)` and
     its dry run's artifacts become epoch e+1's."""
@@ -57,7 +56,7 @@ def propose(run, epoch: int) -> Proposal:
     return proposal
 
 
-def brief_of(run, epoch: int, best: Decision) -> tuple[Brief, dict[str, bytes]]:
+def brief_of(run: RunContext, epoch: int, best: Decision) -> tuple[Brief, dict[str, bytes]]:
     """What the proposer is given, and this epoch's inputs/ (the files every candidate carries)."""
     cfg, diag = run.cfg, run.store.epoch_dir(epoch) / "diagnosis"
     failed_points, signals = read_json(diag / "failed_points.json"), read_json(diag / "signals.json")
@@ -75,7 +74,7 @@ def brief_of(run, epoch: int, best: Decision) -> tuple[Brief, dict[str, bytes]]:
     return brief, inputs
 
 
-def ranked(run, brief: Brief, dry, out: Path, phases: list[str], k: int):
+def ranked(run: RunContext, brief: Brief, dry, out: Path, phases: list[str], k: int):
     """k effectiveness revisions, each with its efficiency revision, ranked by the proxy: (the chosen
     chain, the attempt log, LLM budget exhausted, the selection or None when none was found)."""
     firsts = run.proposer.candidates("effectiveness", brief, dry.validate, k, out)
@@ -90,9 +89,8 @@ def ranked(run, brief: Brief, dry, out: Path, phases: list[str], k: int):
     if not pairs:
         return [], log, exhausted, None
     numbers = list(pairs)
-    selection = select([pairs[i][0] for i in numbers], budget=run.cfg.proxy_budget or
-                       len(pairs) * max(1, math.ceil(math.log2(len(pairs)))),
-                       proxy_scores=lambda chains, units: evaluation.proxy_scores(run, dry, chains, units))
+    selection = screen([pairs[i][0] for i in numbers], run.cfg.proxy_budget or   # each scored cell kept: resumable
+                       len(pairs) * max(1, math.ceil(math.log2(len(pairs)))), folder=out.parent / "screen", run=run, dry=dry)
     # rungs and the choice by candidate number (a candidate that found nothing is not ranked)
     selection.index = numbers[selection.index]
     selection.rungs = [{**r, "scores": {numbers[i]: v for i, v in r["scores"].items()},
@@ -100,7 +98,7 @@ def ranked(run, brief: Brief, dry, out: Path, phases: list[str], k: int):
     return selection.best, log, exhausted, selection
 
 
-def revise(run, brief: Brief, dry, out: Path, phases: list[str], chain: list) -> tuple[list, list, bool]:
+def revise(run: RunContext, brief: Brief, dry, out: Path, phases: list[str], chain: list) -> tuple[list, list, bool]:
     """The revisions of `phases` in order, each from the last one of `chain` (validated
     outcomes): (chain, attempt log, LLM budget exhausted)."""
     chain, log = list(chain), []
@@ -118,7 +116,7 @@ def revise(run, brief: Brief, dry, out: Path, phases: list[str], chain: list) ->
     return chain, log, False
 
 
-def history(run) -> list[dict]:
+def history(run: RunContext) -> list[dict]:
     """The rolled-back attempts, for the code agent: what each changed and how it scored."""
     rows, best_j = [], None
     for d in run.decisions():

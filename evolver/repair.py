@@ -41,16 +41,16 @@ def _files(folder: Path) -> dict[str, Path]:
 
 
 def _rebuild(store: RunStore, epoch: int, commit: str, into: Path, sandbox: str | None) -> None:
-    """The loop's curate stage again (evolver.candidate.curate), into `into`, LLM answers replayed."""
+    """The loop's curate stage again (evolver.candidate.curate_candidate), into `into`, LLM answers replayed."""
     from benchmarks import registry
     from evolver.integrity import check_workspace
     from evolver.llm import LLM
     from evolver.run_cli import run_config
     from evolver.stages import channel_answer
-    from sandbox.corpus import corpus_sha256, load_corpus
+    from corpora import corpus_sha256, load_corpus
     from sandbox.curate import CurationFailed, execute
     from sandbox.executor import Limits, make_executor
-    from sandbox.workspace import Workspace
+    from workspace.repository import Workspace
 
     cfg = run_config(store)
     if corpus_sha256(list(cfg.corpus)) != cfg.corpus_sha256:
@@ -62,7 +62,7 @@ def _rebuild(store: RunStore, epoch: int, commit: str, into: Path, sandbox: str 
                                                                 tools=cfg.tools or None))
     llm = None
     if cfg.llm is not None:
-        config = cfg.llm.model_copy(update={"mode": "replay"})   # the records only
+        config = cfg.llm.model_copy(update={"mode": "offline"})   # the records only
         llm = channel_answer(LLM(config, store.root / "llm"))
     try:
         execute(ws.files(commit), corpus, into, seed=cfg.seed, executor=make_executor(sandbox or cfg.sandbox),

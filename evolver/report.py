@@ -181,7 +181,7 @@ def _category_table(store, rows) -> str:
 def _revisions(store, rows) -> str:
     """Per proposed epoch: the proposer's commit messages (its reasoning) and the strategy diff
     against the best strategy it revised."""
-    from sandbox.workspace import Workspace
+    from workspace.repository import Workspace
 
     ws = Workspace.open(store.root / "strategy")
     best, parts = None, []

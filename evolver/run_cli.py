@@ -17,7 +17,7 @@ from benchmarks import registry
 from evolver.store import RunStore, half_made, taken
 from evolver.launch import check_run_lengths, dev_check, dev_note, read_ids
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
-from sandbox.corpus import corpus_kind, corpus_sha256, load_corpus
+from corpora import corpus_kind, corpus_sha256, load_corpus
 from sandbox.executor import PROJECT_ROOT
 
 RUNS = PROJECT_ROOT / "runs"
@@ -58,8 +58,14 @@ def read_config_file(path: str) -> dict:
 def run_options(args) -> dict:
     """The options of `curateevo run`: flags given, else the config file's values, else defaults
     (each checked against its declaration in evolver/config.py)."""
+    from evolver.llm import OLD_MODES
+
     given = flag_values({o.dest: getattr(args, o.dest) for o in RUN_OPTIONS})
-    return merge_options(given, read_config_file(args.config) if args.config else {})
+    options = merge_options(given, read_config_file(args.config) if args.config else {})
+    if options.get("llm_mode") in OLD_MODES:   # the old spelling still works, and says the new one
+        print(f"note: --llm-mode {options['llm_mode']} is the old spelling of --llm-mode "
+              f"{OLD_MODES[options['llm_mode']]}", file=sys.stderr)
+    return options
 
 
 def create_run(options: dict) -> RunStore:
@@ -98,7 +104,7 @@ def create_run(options: dict) -> RunStore:
         config = config.replace(tools_sha256=loaded.tools_file.sha256)
     held_out = registry.get(config.benchmark).holds_out_corpus()   # the corpus's held-out parts
     if held_out:
-        from sandbox.corpus.split import DEFAULT_SPLIT
+        from corpora.split import DEFAULT_SPLIT
 
         config = config.replace(holdout={**DEFAULT_SPLIT, **{f"{part}_ids": ids for part, ids in chosen.items()}})
     elif chosen:
@@ -108,7 +114,7 @@ def create_run(options: dict) -> RunStore:
     def fill(folder: Path) -> None:   # written before the run directory takes its name
         if loaded is not None and loaded.skipped_lines:
             write_skipped(folder, loaded)
-        if options["llm_records"]:   # a rerun from another run's record (replay-only: no network call)
+        if options["llm_records"]:   # a rerun from another run's record (offline: no network call)
             shutil.copytree(options["llm_records"], folder / "llm", ignore=shutil.ignore_patterns("diagnosis-cache"))
 
     check_run_lengths(config, loaded)
@@ -263,6 +269,7 @@ def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bo
     (no sandbox and no proposer is made: a retrain needs neither)."""
     import tempfile
 
+    from evolver.results import Evaluation, Training
     from evolver.stages import evaluate_epoch, train_epoch
 
     store = RunStore.open(Path(run))
@@ -272,22 +279,22 @@ def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bo
         for seed in cfg.seeds:
             adapter = str(store.epoch_dir(epoch) / f"train-s{seed}" / "adapter")
             if retrain:
-                trained = train_epoch(cfg, artifacts, Path(tmp) / f"train-s{seed}", seed)
-                new, old = Path(trained["adapter"] or Path(tmp) / "none"), Path(adapter)
+                trained = Training.from_journal(train_epoch(cfg, artifacts, Path(tmp) / f"train-s{seed}", seed))
+                new, old = Path(trained.adapter or Path(tmp) / "none"), Path(adapter)
                 match = new.exists() and old.exists() and sha256_file(new / "adapter_model.safetensors") == \
                     sha256_file(old / "adapter_model.safetensors")
                 print(f"retrain seed {seed}: adapter weights {'identical' if match else 'DIFFER'}")
                 same &= match
-                adapter = trained["adapter"] or adapter
+                adapter = trained.adapter or adapter
             if reeval:
-                again = evaluate_epoch(cfg, artifacts, Path(tmp) / f"eval-s{seed}", seed,
-                                       adapter if Path(adapter).exists() else None)
+                again = Evaluation.from_journal(evaluate_epoch(cfg, artifacts, Path(tmp) / f"eval-s{seed}", seed,
+                                                               adapter if Path(adapter).exists() else None))
                 recorded = read_jsonl(store.epoch_dir(epoch) / f"eval-s{seed}" / "trajectories.jsonl")
                 replayed = read_jsonl(Path(tmp) / f"eval-s{seed}" / "trajectories.jsonl")
                 outcomes = [(t["id"], t["outcome"]) for t in recorded] == [(t["id"], t["outcome"]) for t in replayed]
                 digest = lambda rows: sha256_bytes(json.dumps([r["messages"] for r in rows]).encode())
                 match = outcomes and digest(recorded) == digest(replayed)
-                print(f"reeval seed {seed}: P {again['P']:.4f}, trajectories {'identical' if match else 'DIFFER'}")
+                print(f"reeval seed {seed}: P {again.P:.4f}, trajectories {'identical' if match else 'DIFFER'}")
                 rules = [(read_json(d / f"eval-s{seed}" / "metrics.json").get("memory") or {}).get("retrieval")
                          for d in (store.epoch_dir(epoch), Path(tmp))]
                 if not match and rules[0] != rules[1]:
@@ -298,7 +305,7 @@ def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bo
 
 
 def replay_llm(run: Path):
-    """What answers ctx.llm when an epoch of `run` is replayed: the run's LLM layer in replay-only
+    """What answers ctx.llm when an epoch of `run` is replayed: the run's LLM layer in its offline
     mode over RUN/llm (no network; a missing record is an error). None when the run has no LLM."""
     store = RunStore.open(Path(run))
     cfg = run_config(store)
@@ -307,7 +314,7 @@ def replay_llm(run: Path):
     from evolver.llm import LLM
     from evolver.stages import channel_answer
 
-    return channel_answer(LLM(cfg.llm.model_copy(update={"mode": "replay"}), store.root / "llm"))
+    return channel_answer(LLM(cfg.llm.model_copy(update={"mode": "offline"}), store.root / "llm"))
 
 
 def run_config(store: RunStore) -> RunConfig:
@@ -316,7 +323,8 @@ def run_config(store: RunStore) -> RunConfig:
 
 def cmd_test(args) -> int:
     """The final strategy (its adapter + memory) on the test split, once, recorded in RUN/test/."""
-    from benchmarks.evaluate import evaluate_to_dir, format_metrics
+    from benchmarks.evaluate import format_metrics
+    from benchmarks.stages import evaluate_on
 
     store = RunStore.open(Path(args.run))
     final = [e["result"] for e in store.journal.events() if e.get("stage") == "final" and e["event"] == "stage_done"]
@@ -345,27 +353,24 @@ def cmd_test(args) -> int:
         if corpus_sha256(list(corpus)) != cfg.corpus_sha256:
             raise UserError(f"the corpus of {args.run} changed since the run started; its test part cannot be "
                             "rebuilt; nothing was run")
-    doc = evaluate_to_dir(cfg.benchmark, "test", partial, tasks=args.tasks, metric=cfg.metric, allow_test=True,
-                          corpus=corpus, corpus_on_error=cfg.on_error, corpus_tools=cfg.tools or None,
-                          corpus_split=cfg.split_spec,
-                          memory=str(memory) if memory.stat().st_size and "no-memory" not in cfg.ablations else None,
-                          policy_options={"base": cfg.base, "adapter": adapter, "max_new_tokens": cfg.max_new_tokens},
-                          seed=seed, progress=True, batch_size=cfg.batch_size, steps=cfg.eval_steps)
+    spec = cfg.eval_spec.model_copy(update={"tasks": args.tasks})   # the whole test split unless --tasks
+    doc = evaluate_on(spec, "test", partial, base=cfg.base, adapter=adapter, memory=memory, seed=seed, progress=True,
+                      allow_test=True)
     if out.exists():   # --again: the earlier reading's files give way; the journal keeps every reading
         shutil.rmtree(out)
     os.replace(partial, out)
-    store.journal.append({"event": "tested", "epoch": epoch, "P": doc["P"], "metric": doc["metric"],
+    store.journal.append({"event": "tested", "epoch": epoch, "P": doc.P, "metric": doc.metric,
                           "reading": len(readings) + 1})
     print(f"final strategy (epoch {epoch}) on the test split:")
-    print(format_metrics(doc, out))
+    print(format_metrics(doc.doc, out))
     return 0
 
 
-def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path]:
+def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path | None]:
     """The final strategy's adapter (None when its epoch had nothing to train) and memory, as
     the run recorded them; UserError when what is on disk is not that (nothing is evaluated)."""
     from evolver.integrity import check_artifacts, check_workspace
-    from sandbox.workspace import Workspace
+    from workspace.repository import Workspace
 
     epoch, fix = final["epoch"], f"`curateevo resume {store.root}` makes it again"
     check_workspace(store, Workspace.open(store.root / "strategy"))
@@ -377,7 +382,11 @@ def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path]:
     if trained is None:
         raise UserError(f"the adapter of epoch {epoch} (train-s{seed}), the run's choice, is missing or changed; "
                         f"testing now would evaluate something else; {fix}")
-    return trained["result"]["adapter"], store.epoch_dir(epoch) / "artifacts" / "memory.jsonl"
+    from benchmarks.stages import used
+
+    # the memory rule of every evaluation: the epoch's memory file unless ablated (evaluate_on skips an empty one)
+    memory = used(store.epoch_dir(epoch) / "artifacts", run_config(store).ablations)["memory"]
+    return trained["result"]["adapter"], memory
 
 
 def add_cli(sub) -> None:

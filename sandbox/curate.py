@@ -21,20 +21,20 @@ import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping
 
 from base.errors import RunFailed, UserError, printable
 from base.files import is_empty_or_missing, writable_parent, json_text, sha256_bytes, sha256_files
 from sandbox import checker, environment_lock, leftovers
-from sandbox.corpus import Corpus, load_corpus
+from corpora import Corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
 from sandbox.leakage import check_record
+from sandbox.manifest import CorpusKey, Manifest, StrategyKey
 from sandbox.exchange import to_file
 from sandbox.llm_channel import LLMBudget, LLMChannel
 from sandbox.simenv.export import prepare as prepare_env
 from sandbox.schemas import canonical_json
 
-MANIFEST_VERSION = 1
 ARTIFACT_FILES = (*checker.EXPECTED, "profile.json")
 # What decides the bytes of an artifact besides strategy, corpus and seed (the runtime hash).
 RUNTIME_SOURCES = ("sandbox/runtime.py", "sandbox/schemas.py", "sandbox/checker.py", "sandbox/artifact_records.py",
@@ -56,7 +56,7 @@ class CurationFailed(RunFailed):
 @dataclass(frozen=True)
 class CurationResult:
     out_dir: Path
-    manifest: dict
+    manifest: Manifest
     profile: dict
     execution: dict
 
@@ -150,25 +150,18 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         prof, artifacts = checked.profile, dict(checked.artifacts)
         t3 = time.monotonic()
         artifacts["profile.json"] = {"sha256": sha256_bytes(_write_json(stage / "profile.json", prof))}
-        manifest = {
-            "manifest_version": MANIFEST_VERSION,
-            "strategy": {"commit": commit, "files_sha256": sha256_files(strategy_files)},
-            "corpus": {"sha256": corpus.sha256, "records": len(corpus.records), "format": corpus.format,
-                       **({"holdout": corpus.holdout} if corpus.holdout else {}),
-                       **({"tools_sha256": corpus.tools_file.sha256} if corpus.tools_file else {}),
-                       "skipped_lines": len(corpus.skipped)},
-            "seed": seed,
-            "hash_seed": hash_seed,
-            "runtime_sha256": runtime_sha256(),
-            "llm_record_sha256": channel and channel.records_sha256(),
-            "env_sha256": sha256_files(env_files) if env_files else None,
-            "artifacts": artifacts,
-            "cost_train": prof["cost_train"],
-            "C": prof["C"],
-            "n_ref": n_ref,
-            **({"budget": dict(budget)} if budget is not None else {}),   # ctx.budget, given again on replay
-        }
-        _write_json(stage / "manifest.json", manifest)
+        manifest = Manifest(
+            strategy=StrategyKey(commit=commit, files_sha256=sha256_files(strategy_files)),
+            corpus=CorpusKey(sha256=corpus.sha256, records=len(corpus.records), format=corpus.format,
+                             holdout=corpus.holdout or None,
+                             tools_sha256=corpus.tools_file.sha256 if corpus.tools_file else None,
+                             skipped_lines=len(corpus.skipped)),
+            seed=seed, hash_seed=hash_seed, runtime_sha256=runtime_sha256(),
+            llm_record_sha256=channel and channel.records_sha256(),
+            env_sha256=sha256_files(env_files) if env_files else None, artifacts=artifacts,
+            cost_train=prof["cost_train"], C=prof["C"], n_ref=n_ref,
+            budget=dict(budget) if budget is not None else None)   # ctx.budget, given again on replay
+        _write_json(stage / "manifest.json", manifest.to_json())
         snapshot = stage / "strategy"
         for rel, data in strategy_files.items():
             (snapshot / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -196,13 +189,3 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
     finally:
         shutil.rmtree(job_root, ignore_errors=True)
         shutil.rmtree(stage, ignore_errors=True)
-
-
-def curate(strategy: str | Path, corpus_paths: Sequence[str | Path], out_dir: str | Path, *,
-           corpus_format: str = "auto", on_error: str = "abort", **kwargs) -> CurationResult:
-    """`curateevo curate`: load (and check) the corpus first, then execute the strategy."""
-    from sandbox.workspace import strategy_files
-
-    corpus = load_corpus([str(p) for p in corpus_paths], fmt=corpus_format, on_error=on_error)
-    return execute(strategy_files(Path(strategy)), corpus, Path(out_dir), **kwargs)
-

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from base.errors import UserError
-from sandbox.corpus import corpus_sha256, load_corpus, train_part
+from corpora import corpus_sha256, load_corpus, train_part
 from base.files import sha256_files
 from sandbox.curate import ARTIFACT_FILES, execute, runtime_sha256
 from sandbox.executor import Executor
-from sandbox.workspace import strategy_files
+from sandbox.strategy_files import strategy_files
 
 COMPARED = (*ARTIFACT_FILES, "manifest.json")
 TEMP_PREFIX = "curateevo-replay-"   # the folder a replay without --out writes into
@@ -97,7 +97,7 @@ def _check_recorded(src: Path) -> None:
 
 def _tools_file(src: Path, manifest: dict, execution: dict, given: str | None):
     """The --tools file the output was curated with (None when it had none), checked by its hash."""
-    from sandbox.corpus.catalogue import read_tools_file
+    from corpora.catalogue import read_tools_file
 
     recorded = manifest["corpus"].get("tools_sha256")
     if recorded is None:
@@ -116,7 +116,7 @@ def _tools_file(src: Path, manifest: dict, execution: dict, given: str | None):
 
 def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None = None,
            corpus_paths: list[str] | None = None, llm=None, tools_path: str | None = None) -> ReplayReport:
-    """`llm` answers ctx.llm (the run's LLM layer in replay-only mode) when the output used one."""
+    """`llm` answers ctx.llm (the run's LLM layer in its offline mode) when the output used one."""
     src = Path(src)
     manifest = _read_json(src / "manifest.json")
     _check_fields(src / "manifest.json", manifest, REQUIRED_MANIFEST)

@@ -71,7 +71,7 @@ def tiny_model_generation_cap():
     TINY_MAX_NEW_TOKENS new tokens unless the test asks for another number than the product's
     default. Runs started as child processes get it as `--max-new-tokens` (TINY_RUN_ARGS)."""
     from benchmarks import evaluate
-    from benchmarks.policies.local import DEFAULT_MAX_NEW_TOKENS
+    from benchmarks.policies.limits import DEFAULT_MAX_NEW_TOKENS
 
     real = evaluate.build_policy
 
@@ -195,3 +195,14 @@ def bench_quality(corpora: tuple[Path, Path], cache: Path, *extra: str) -> int:
     wild, labeled = corpora
     return main(["bench", "quality", "--wild", str(wild), "--labeled", str(labeled), "--tasks", "5",
                  "--profile", "test", "--sandbox", "process", "--cache", str(cache), "--quiet", *extra])
+
+
+def curate_files(strategy, corpus_paths, out_dir, *, corpus_format: str = "auto", on_error: str = "abort", **kwargs):
+    """A strategy directory executed once on corpus files (the tests' shorthand for what
+    `curateevo curate` does: load and check the corpus, then `sandbox.curate.execute`)."""
+    from corpora import load_corpus
+    from sandbox.curate import execute
+    from sandbox.strategy_files import strategy_files
+
+    corpus = load_corpus([str(p) for p in corpus_paths], fmt=corpus_format, on_error=on_error)
+    return execute(strategy_files(Path(strategy)), corpus, Path(out_dir), **kwargs)

@@ -10,11 +10,11 @@ from evolver.proposers.agent import AgentLimits, AgentProposer, code_fault, prof
 from evolver.llm import LLM, LLMConfig
 from evolver.candidate import artifact_hashes, check_candidate
 from evolver.proposers.brief import Brief
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import execute
 from sandbox.docker_executor import DockerExecutor, docker_client
 from sandbox.executor import PROJECT_ROOT
-from sandbox.workspace import strategy_files
+from workspace.repository import strategy_files
 
 from llm_server import llm_server  # noqa: F401  (fixture)
 
@@ -176,7 +176,7 @@ def test_code_fault_tells_comments_from_code():
 def test_the_brief_states_the_curated_scale_of_the_parents_profile(tmp_path):
     from evolver.cli import SAMPLE_CORPUS, SEED_STRATEGY
     from sandbox.curate import execute, make_executor
-    from sandbox.workspace import strategy_files
+    from workspace.repository import strategy_files
 
     execute(strategy_files(SEED_STRATEGY), load_corpus([str(SAMPLE_CORPUS)]), tmp_path / "out", seed=0,
             executor=make_executor("process"))

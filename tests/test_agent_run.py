@@ -1,7 +1,7 @@
 """An evolution run with the code agent, end to end through real HTTP: a scripted server speaking
 the OpenAI (and Anthropic) API answers the LLM diagnosis and the agent's turns; the agent edits
 the strategy in the Docker sandbox, the host validates, the edit is trained, evaluated, and
-accepted or rolled back; a replay-only rerun reproduces the run with the server gone; no key
+accepted or rolled back; a offline rerun reproduces the run with the server gone; no key
 value lands anywhere under the run directory."""
 import hashlib
 import json
@@ -12,7 +12,7 @@ import pytest
 
 from evolver import cli
 from evolver.store import RunStore
-from sandbox.workspace import Workspace
+from workspace.repository import Workspace
 
 from conftest import SAMPLE_CORPUS
 from llm_server import LLMServer
@@ -95,7 +95,7 @@ def agent_run(provider: str, runs: Path) -> AgentRun:
 
 @pytest.fixture(scope="module")
 def openai_run(tmp_path_factory, trained_once) -> AgentRun:
-    """The OpenAI-API run, shared: one test reads it, the replay-only rerun reproduces it."""
+    """The OpenAI-API run, shared: one test reads it, the offline rerun reproduces it."""
     return agent_run("openai", tmp_path_factory.mktemp("openai"))
 
 
@@ -137,7 +137,7 @@ def test_a_replay_only_rerun_decides_the_same_with_the_server_gone(openai_run, t
     """The rerun reads the first run's record (no key, no server) and decides and curates the same."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert cli.main(["run", *ARGS, "--provider", "openai", "--base-url", openai_run.url, "--runs-dir", str(tmp_path),
-                     "--name", "b", "--llm-mode", "replay", "--llm-records", str(openai_run.root / "llm")]) == 0
+                     "--name", "b", "--llm-mode", "offline", "--llm-records", str(openai_run.root / "llm")]) == 0
     assert fingerprint(tmp_path / "b") == fingerprint(openai_run.root)
 
 
@@ -158,7 +158,7 @@ def test_k_agent_candidates_are_sampled_apart_dry_run_ranked_by_the_proxy_and_re
     """`--candidates 2 --model …`: two agent runs from the same brief (the second at
     --agent-temperature with seed = --seed + 1), each dry-run with its efficiency revision, ranked
     by the proxy; the best is committed and evaluated; every request is recorded with its
-    temperature and seed, so a replay-only rerun finds each one (tests/test_llm.py)."""
+    temperature and seed, so a offline rerun finds each one (tests/test_llm.py)."""
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
     args = [*ARGS, "--candidates", "2", "--agent-temperature", "0.7"]
     with LLMServer() as server:

@@ -11,13 +11,13 @@ import pytest
 
 from benchmarks.bfcl import corpus_builder
 from curation_strategies import toolkit as tk
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
 from sandbox.schemas import canonical_json, check_sft
 from sandbox.simenv.environment import Environment
 from sandbox.simenv.export import prepare
-from sandbox.workspace import strategy_files
+from workspace.repository import strategy_files
 from conftest import ROOT, read_artifact
 
 

@@ -10,7 +10,7 @@ from conftest import SAMPLE_CORPUS
 from curation_strategies import toolkit as tk
 from evolver.config import RunConfig
 from evolver.proposers.operators import compose
-from sandbox.corpus import corpus_sha256, load_corpus
+from corpora import corpus_sha256, load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
 from sandbox.replay import replay
@@ -57,7 +57,7 @@ def test_a_strategy_sees_the_budget_it_fits_and_replay_gives_it_again(tmp_path, 
     assert replay(out, tmp_path / "again", executor=ProcessExecutor()).identical
     without = execute({"strategy.py": BUDGET_ECHO.replace("dict(ctx.budget)", "ctx.budget").encode()}, corpus,
                       tmp_path / "none", executor=ProcessExecutor())
-    assert "budget" not in without.manifest and without.manifest["artifacts"]["sft.jsonl"]["count"] == len(corpus.records)
+    assert "budget" not in without.manifest.to_json() and without.manifest.counts()["sft.jsonl"] == len(corpus.records)
 
 
 def test_the_runs_candidates_get_the_full_recipes_budget():
@@ -103,7 +103,7 @@ def test_the_offline_proposers_fit_budget_operator_composes_and_leaves_rho0_alon
     fitted = execute({"strategy.py": source.encode()}, corpus, tmp_path / "fit", executor=ProcessExecutor(), budget=budget)
     plain = execute({"strategy.py": compose({}).encode()}, corpus, tmp_path / "plain", executor=ProcessExecutor(),
                     budget=budget)
-    assert fitted.manifest["artifacts"]["sft.jsonl"]["count"] == 6
+    assert fitted.manifest.counts()["sft.jsonl"] == 6
     # the budget keeps recorded successes first: with the outcomes inverted, the 3 successes of 45 all stay
     inverted = tmp_path / "inverted.jsonl"
     inverted.write_text("".join(json.dumps({**r, "outcome": {**r["outcome"], "success": not r["outcome"]["success"]}}) + "\n"
@@ -113,4 +113,4 @@ def test_the_offline_proposers_fit_budget_operator_composes_and_leaves_rho0_alon
     successes = {r["id"] for r in flipped.records if r["outcome"]["success"]}
     kept = {json.loads(line)["id"] for line in (tmp_path / "flip" / "sft.jsonl").read_text().splitlines()}
     assert len(successes) == 3 and successes <= kept and len(kept) == 6
-    assert plain.manifest["artifacts"]["sft.jsonl"]["count"] == len(corpus.records)
+    assert plain.manifest.counts()["sft.jsonl"] == len(corpus.records)

@@ -10,8 +10,9 @@ import pytest
 
 from sandbox import checker
 from sandbox.checker import CAPS, HOST_MEMORY_BUDGET, CandidateRejected, check_output
-from sandbox.corpus import load_corpus
-from sandbox.curate import CurationFailed, curate, execute
+from corpora import load_corpus
+from sandbox.curate import CurationFailed, execute
+from conftest import curate_files
 from sandbox.process_executor import ProcessExecutor
 from sandbox.strategy_files import strategy_files
 
@@ -169,7 +170,7 @@ def test_a_candidate_returning_something_other_than_curated_is_rejected(strategy
             return {returned}
     """)
     with pytest.raises(CurationFailed, match=f"strategy failed: TypeError: curate returned .*{kind}"):
-        curate(s, [SAMPLE_CORPUS], tmp_path / "out", executor=ProcessExecutor())
+        curate_files(s, [SAMPLE_CORPUS], tmp_path / "out", executor=ProcessExecutor())
     assert not (tmp_path / "out").exists()
 
 
@@ -185,7 +186,7 @@ def test_a_hostile_output_through_curate_is_a_rejected_candidate_not_a_crash(str
             return honest(raw)
     """)
     with pytest.raises(CurationFailed, match=r"sft.jsonl:\d+: not JSON \(nested deeper than 64 levels\)"):
-        curate(s, [SAMPLE_CORPUS], tmp_path / "out", executor=ProcessExecutor())
+        curate_files(s, [SAMPLE_CORPUS], tmp_path / "out", executor=ProcessExecutor())
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("strategy")) == []
 
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from evolver import cli
-from sandbox.workspace import Workspace
+from workspace.repository import Workspace
 
 from conftest import SEED_STRATEGY
 

@@ -2,7 +2,7 @@
 no deprecation warnings from the libraries underneath."""
 import io
 
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
 from sandbox.strategy_files import strategy_files

@@ -8,7 +8,7 @@ import tracemalloc
 import pytest
 
 from base.errors import UserError
-from sandbox.corpus import Corpus, file_sha256, iter_lines, load_corpus, write_corpus
+from corpora import Corpus, file_sha256, iter_lines, load_corpus, write_corpus
 from sandbox.schemas import canonical_json, check_raw
 
 TOOLS = [{"type": "function", "function": {
@@ -48,7 +48,7 @@ def canon(record) -> str:
 
 def expect_error(path, fmt="auto", **kw) -> str:
     """The refusal without the hint every invalid-record refusal ends with (tested on its own)."""
-    from sandbox.corpus.loader import SKIP_HINT
+    from corpora.loader import SKIP_HINT
 
     with pytest.raises(UserError) as info:
         load_corpus(path, fmt=fmt, **kw)
@@ -554,7 +554,7 @@ def test_an_image_part_is_refused_in_one_line_naming_the_fix(tmp_path):
 def test_non_finite_numbers_and_lone_surrogates_are_one_line_each(tmp_path):
     """A number that overflows to infinity and a lone surrogate escape cannot be written back as
     canonical UTF-8 JSON: file:line and the reason, or skipped like any bad line."""
-    from sandbox.corpus import load_corpus as load
+    from corpora import load_corpus as load
 
     good = '{"id":"a","messages":[{"role":"user","content":"add 2 and 3"},{"role":"assistant","content":"5"}]}'
     cases = {"inf.jsonl": (good.replace('"5"', '"5","x":1e999'), "the number 1e999 overflows to infinity"),

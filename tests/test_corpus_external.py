@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from base.errors import UserError
-from sandbox.corpus import corpus_kind, corpus_sha256, holdout, load_corpus
+from corpora import corpus_kind, corpus_sha256, holdout, load_corpus
 from sandbox.schemas import check_raw
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import pytest
 from base.errors import UserError
 from curation_strategies import toolkit as tk
 from evolver import cli
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 
 
 def _adp(i: int, **extra) -> dict:

@@ -6,14 +6,15 @@ import sys
 import pytest
 
 from evolver import cli
-from sandbox.curate import CurationFailed, curate
+from sandbox.curate import CurationFailed
+from conftest import curate_files
 from sandbox.process_executor import ProcessExecutor
 
 from conftest import SEED_STRATEGY
 
 
 def curated(strategy_dir, corpus, out, **kw):
-    return curate(strategy_dir, [corpus], out, executor=ProcessExecutor(), **kw)
+    return curate_files(strategy_dir, [corpus], out, executor=ProcessExecutor(), **kw)
 
 
 def test_seed_strategy_artifacts_manifest_and_profile(sample_corpus, tmp_path):

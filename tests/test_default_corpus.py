@@ -10,7 +10,7 @@ from benchmarks.bfcl import corpus_builder
 from evolver import cli
 from evolver import run_cli
 from evolver.config import RunConfig
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
 from sandbox.strategy_files import strategy_files
@@ -55,7 +55,7 @@ def test_the_default_run_trains_every_record_rho0_curates(tmp_path, monkeypatch)
     assert path.endswith(f"bfcl-single-wild-seed0-max{budget['sft_examples']}/corpus.jsonl")
     corpus = load_corpus([path])
     curated = execute(strategy_files(SEED_STRATEGY), corpus, tmp_path / "rho0", executor=ProcessExecutor(), budget=budget).manifest
-    examples = curated["artifacts"]["sft.jsonl"]["count"]
+    examples = curated.counts()["sft.jsonl"]
     assert 0 < examples <= budget["sft_examples"]
     profile = get_profile("cpu-small")
     seen = sft_steps(RECIPE, profile, examples) * profile.sft_batch_size * profile.sft_grad_accum

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import CurationFailed, execute, make_executor
 from sandbox.docker_executor import DockerExecutor, docker_client
 from sandbox.executor import Limits
-from sandbox.workspace import strategy_files
+from workspace.repository import strategy_files
 
 
 @pytest.fixture(scope="module")

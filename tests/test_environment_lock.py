@@ -136,11 +136,11 @@ def test_a_curation_records_the_lock_and_replay_says_when_the_environment_differ
     import json
 
     from evolver import cli
-    from sandbox.curate import curate
+    from conftest import curate_files
     from sandbox.process_executor import ProcessExecutor
     from conftest import SEED_STRATEGY
 
-    out = curate(SEED_STRATEGY, [sample_corpus], tmp_path / "out", executor=ProcessExecutor()).out_dir
+    out = curate_files(SEED_STRATEGY, [sample_corpus], tmp_path / "out", executor=ProcessExecutor()).out_dir
     recorded = json.loads((out / "execution.json").read_text())["environment"]
     assert recorded == lock.environment_record()
     assert cli.main(["replay", str(out), "--sandbox", "process"]) == 0

@@ -5,7 +5,7 @@ import pytest
 from base.errors import UserError
 from benchmarks import registry
 from benchmarks.environment import Environment, GoldRow
-from sandbox.corpus import corpus_kind
+from corpora import corpus_kind
 
 
 def test_every_registered_environment_implements_the_protocol_under_its_own_name():

@@ -7,9 +7,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from evolver.cli import main
-from sandbox.curate import curate
+from conftest import curate_files
 from sandbox.process_executor import ProcessExecutor
-from sandbox import chat_format as cf
+from formats import chat_format as cf
 from trainer.export import export_verl
 from trainer.recipe import RECIPE
 
@@ -21,7 +21,7 @@ AGENTREFINE = "curation_strategies/agentrefine"
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory, sample_corpus):
     out = tmp_path_factory.mktemp("curated") / "artifacts"
-    curate(AGENTREFINE, [sample_corpus], out, executor=ProcessExecutor())
+    curate_files(AGENTREFINE, [sample_corpus], out, executor=ProcessExecutor())
     return out
 
 

@@ -2,16 +2,18 @@
 those inside functions included, parsed with `ast` and checked against these rules —
 
 - `base/` (the ground floor) imports no project package;
-- nothing below the loop (`sandbox/`, `trainer/`, `benchmarks/`, `curation_strategies/`, `base/`)
-  imports `evolver/`;
-- `sandbox/` and `trainer/` reach environment knowledge only through the seam
+- nothing below the loop (`sandbox/`, `corpora/`, `formats/`, `workspace/`, `trainer/`, `benchmarks/`,
+  `curation_strategies/`, `base/`) imports `evolver/`, and nothing but `bench/`'s scripts imports `bench/`;
+- `sandbox/`, `corpora/`, `formats/`, `workspace/` and `trainer/` reach environment knowledge only through the seam
   (`benchmarks.environment`, `benchmarks.registry`, `benchmarks.base`), never an environment's modules;
 - no module imports a private (underscore) name of another unit — a unit is a top-level package,
   and each environment's folder under `benchmarks/` is a unit of its own — by `from m import _x`
   or by `m._x` on an imported module;
-- between packages, arrows go down the floors (`FLOORS`): base < sandbox and curation_strategies
-  (the code the sandbox runs) < trainer < benchmarks < evolver; the one way up is into the
-  environment seam, which is how the floors below reach what an environment knows;
+- between packages, arrows go down the floors (`FLOORS`): base < sandbox, corpora (reading users'
+  corpora), formats (the chat format), workspace (a run's strategy repository) and
+  curation_strategies (the code the sandbox runs) < trainer < benchmarks < evolver < bench (the
+  measurement scripts); the one way up is into the environment seam, which is how the floors
+  below reach what an environment knows;
 - no import cycle between modules.
 
 The rules are tested on small made-up trees first, so a checker that found nothing could not pass.
@@ -23,11 +25,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("base", "sandbox", "trainer", "benchmarks", "curation_strategies", "evolver")
-BELOW_LOOP = ("base", "sandbox", "trainer", "benchmarks", "curation_strategies")
+PACKAGES = ("base", "sandbox", "corpora", "formats", "workspace", "trainer", "benchmarks", "curation_strategies",
+            "evolver", "bench")
+BELOW_LOOP = ("base", "sandbox", "corpora", "formats", "workspace", "trainer", "benchmarks", "curation_strategies")
+BELOW_SEAM = ("sandbox", "corpora", "formats", "workspace", "trainer")   # environment knowledge only through the seam
 SEAM = ("benchmarks.base", "benchmarks.environment", "benchmarks.registry")
 ENVIRONMENT_HOME = "benchmarks"   # each sub-package of it is an environment's folder: a unit
-FLOORS = {"base": 0, "sandbox": 1, "curation_strategies": 1, "trainer": 2, "benchmarks": 3, "evolver": 4}
+FLOORS = {"base": 0, "sandbox": 1, "corpora": 1, "formats": 1, "workspace": 1, "curation_strategies": 1, "trainer": 2,
+          "benchmarks": 3, "evolver": 4, "bench": 5}
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -139,7 +144,7 @@ def breaches(root: Path) -> list[str]:
                 problems.append(f"{where}:{line}: base imports {target}")
             elif floor in BELOW_LOOP and to == "evolver":
                 problems.append(f"{where}:{line}: {floor} (below the loop) imports {target}")
-            elif floor in ("sandbox", "trainer") and to == ENVIRONMENT_HOME and target not in SEAM:
+            elif floor in BELOW_SEAM and to == ENVIRONMENT_HOME and target not in SEAM:
                 problems.append(f"{where}:{line}: {floor} imports {target}, not the environment seam")
             elif FLOORS[to] > FLOORS[floor] and target not in SEAM:
                 problems.append(f"{where}:{line}: {floor} imports {target}, a floor above it")
@@ -173,6 +178,9 @@ def test_each_rule_is_caught_on_a_made_up_tree(tmp_path):
         "curation_strategies/b.py": "from . import a\n",                                     # a cycle
         "sandbox/exchange.py": "def row():\n    from trainer.chat_format import render\n",     # a floor up
         "trainer/chat_format.py": "def render():\n    pass\n",
+        "corpora/loader.py": "from benchmarks.bfcl.backends import Episode\n",             # past the seam
+        "evolver/cli.py": "def main():\n    import bench.throughput\n",                     # a floor up: bench
+        "bench/throughput.py": "",
     })
     found = "\n".join(breaches(root))
     assert "base/files.py:2: base imports sandbox.curate" in found
@@ -182,7 +190,9 @@ def test_each_rule_is_caught_on_a_made_up_tree(tmp_path):
     assert "benchmarks/replay/calls.py:2: imports the private name _x of benchmarks.bfcl.backends" in found
     assert "import cycle: curation_strategies.a -> curation_strategies.b" in found
     assert "sandbox/exchange.py:2: sandbox imports trainer.chat_format, a floor above it" in found
-    assert len(breaches(root)) == 7
+    assert "corpora/loader.py:1: corpora imports benchmarks.bfcl.backends, not the environment seam" in found
+    assert "evolver/cli.py:2: evolver imports bench.throughput, a floor above it" in found
+    assert len(breaches(root)) == 9
 
 
 def test_what_the_rules_allow_passes_on_a_made_up_tree(tmp_path):
@@ -196,6 +206,9 @@ def test_what_the_rules_allow_passes_on_a_made_up_tree(tmp_path):
         "trainer/rewards.py": "from benchmarks.registry import x\nfrom sandbox import leakage\n",    # the seam; down
         "curation_strategies/toolkit.py": "from sandbox import leakage\n",              # the same floor
         "sandbox/runtime.py": "def load():\n    import curation_strategies.toolkit\n",
+        "corpora/loader.py": "from sandbox import leakage\nfrom benchmarks import registry\n",    # same floor; the seam
+        "sandbox/curate.py": "from corpora import loader\n",                            # the same floor
+        "bench/throughput.py": "from evolver import loop\nfrom sandbox import leakage\n",   # the top floor: down
     })
     assert breaches(root) == []
 

@@ -13,11 +13,11 @@ from benchmarks.bfcl.single_turn import gold_calls
 from benchmarks.bfcl.single_turn_data import answers, entries
 from curation_strategies import toolkit as tk
 from sandbox.checker import CandidateRejected
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import CurationFailed, execute
 from sandbox.leakage import check_leakage
 from sandbox.process_executor import ProcessExecutor
-from sandbox.workspace import strategy_files
+from workspace.repository import strategy_files
 
 DEV_MT = f"multi_turn_base_{splits.multi_turn_split('dev')[0]}"
 TEST_MT = f"multi_turn_base_{splits.multi_turn_split('test')[0]}"

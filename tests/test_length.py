@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from trainer import models
 from trainer.data import rl_rows
 from trainer.length import length_report, profile_length_report

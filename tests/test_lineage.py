@@ -18,7 +18,7 @@ from curation_strategies import toolkit as tk
 from evolver import cli
 from evolver.config import RunConfig
 from evolver.lineage import outcome_deltas
-from evolver.candidate import curate
+from evolver.candidate import curate_candidate
 from evolver.context import RunContext
 from evolver.decision import decide
 from evolver.diagnosis_stage import diagnose_best
@@ -30,7 +30,7 @@ from evolver.proposers.offline import OfflineProposer, with_outcomes
 from evolver.proposers.operators import compose
 from evolver.report import write_report
 from evolver.store import RunStore
-from sandbox.corpus import corpus_sha256, load_corpus
+from corpora import corpus_sha256, load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
 
@@ -141,12 +141,12 @@ def run(tmp_path_factory, corpus_file):
                        sandbox="process", tasks=2, epochs=3, proposer="offline")
     store = RunStore.create(root / "run", config.to_json())
     ep = RunContext(store)
-    curation = ep.stage(0, "curate", lambda: curate(ep, 0))
+    curation = ep.stage(0, "curate", lambda: curate_candidate(ep, 0))
     evaluated(store, 0, [(FIXED, False, "ast_checker:wrong_count"), (BROKEN, True)])
     ep.stage(0, "decide", lambda: decide(ep, 0, curation, [Evaluation(P=0.5)], []))
     ep.stage(0, "diagnose", lambda: diagnose_best(ep, 0))
     proposal = ep.stage(0, "propose", lambda: propose(ep, 0))
-    curation = ep.stage(1, "curate", lambda: curate(ep, 1))
+    curation = ep.stage(1, "curate", lambda: curate_candidate(ep, 1))
     evaluated(store, 1, [(FIXED, True), (BROKEN, False, "ast_checker:wrong_func_name")])
     decision = ep.stage(1, "decide", lambda: decide(ep, 1, curation, [Evaluation(P=1.0)], proposal.edits))
     assert decision.accepted, decision

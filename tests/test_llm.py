@@ -106,7 +106,7 @@ def test_a_calls_own_temperature_and_seed_are_part_of_its_request_and_record(llm
         assert [(b["temperature"], b.get("seed")) for b in bodies] == [(0.0, None), (0.7, 1), (0.7, 2)]
     else:   # the Anthropic API takes no sampling parameter: it samples as it does by default
         assert not any("temperature" in b or "seed" in b for b in bodies)
-    replay = make_llm(llm_server, tmp_path, provider, mode="replay")
+    replay = make_llm(llm_server, tmp_path, provider, mode="offline")
     assert replay.complete(CHAT, purpose="agent", temperature=0.7, seed=1).text == "sampled"
     with pytest.raises(LLMUnavailable, match="not in the record"):
         replay.complete(CHAT, purpose="agent", temperature=0.7, seed=3)
@@ -140,7 +140,7 @@ def test_a_replay_only_run_reproduces_replies_and_usage_without_the_network(llm_
     monkeypatch.delenv("CANARY_KEY")
     monkeypatch.setattr(openai, "OpenAI", no_client)
 
-    replay = make_llm(llm_server, tmp_path, mode="replay")
+    replay = make_llm(llm_server, tmp_path, mode="offline")
     replies = [replay.complete(CHAT, purpose="diagnose"), replay.complete([USER], purpose="agent:memory"),
                replay.complete(CHAT, purpose="diagnose")]
 
@@ -152,11 +152,17 @@ def test_a_replay_only_run_reproduces_replies_and_usage_without_the_network(llm_
     assert replay.usage()["replayed"] == 3 and len(llm_server.requests) == served == 3
 
 
-def test_a_replay_only_miss_raises_llm_unavailable(tmp_path, monkeypatch):
+def test_an_offline_miss_raises_llm_unavailable(tmp_path, monkeypatch):
     monkeypatch.setattr(openai, "OpenAI", no_client)
-    llm = LLM(LLMConfig("openai", "gpt-4o", base_url="http://127.0.0.1:9/v1", mode="replay"), tmp_path)
-    with pytest.raises(LLMUnavailable, match=r"not in the record \(replay-only run\)"):
+    llm = LLM(LLMConfig("openai", "gpt-4o", base_url="http://127.0.0.1:9/v1", mode="offline"), tmp_path)
+    with pytest.raises(LLMUnavailable, match=r"not in the record \(offline run\)"):
         llm.complete(CHAT, purpose="diagnose")
+
+
+def test_the_old_spelling_replay_of_the_offline_mode_still_reads_as_offline():
+    # a run.json or config file written before the rename ("replay" now means re-executing a curation)
+    assert LLMConfig("openai", "gpt-4o", mode="replay").mode == "offline"
+    assert LLMConfig.from_mapping({"provider": "openai", "model": "gpt-4o", "mode": "replay"}).mode == "offline"
 
 
 def test_identical_requests_get_numbered_records(llm_server, tmp_path, canary):
@@ -334,7 +340,7 @@ def test_a_local_server_needs_no_key(llm_server, tmp_path, monkeypatch):
     ({"api_key_env": CANARY}, "the NAME of an environment variable"),
     ({"provider": "cohere"}, "provider must be one of openai, anthropic"),
     ({"model": ""}, "model must be a non-empty string"),
-    ({"mode": "offline"}, "mode must be one of live, record, replay"),
+    ({"mode": "sometimes"}, "mode must be one of live, record, offline, replay"),
     ({"max_tokens": 0}, "max_tokens must be at least 1, not 0"),
     ({"temperature": True}, "temperature must be a number"),
     ({"budget_usd": -1}, "budget_usd must be a finite number > 0, not -1"),

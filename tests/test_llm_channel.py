@@ -1,6 +1,6 @@
 """ctx.llm: the candidate's requests cross a unix socket the host serves; the host's LLM layer
 (evolver/llm.py, on a scripted server here) answers with its record/replay; budgets are the
-host's; the manifest names the records the execution used, and a replay-only re-execution with
+host's; the manifest names the records the execution used, and a offline re-execution with
 the server gone is byte-identical."""
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from llm_server import llm_server  # noqa: F401  (the fixture)
 
 from evolver.llm import LLM, LLMConfig
 from evolver.stages import channel_answer
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import CurationFailed, execute
 from sandbox.docker_executor import DockerExecutor, docker_client
 from sandbox.executor import Limits
 from sandbox.llm_channel import LLMBudget
-from sandbox.workspace import strategy_files
+from workspace.repository import strategy_files
 from conftest import read_artifact
 
 CANARY = "sk-canary-channel-7"
@@ -93,11 +93,11 @@ def test_replay_from_the_records_is_byte_identical_without_the_server(llm_server
     assert [m["content"].split(" (")[0] for m in memory] == ["Check the airport first.", "Check the card first.",
                                                              "Check the budget first."]
     assert read_artifact(first.out_dir / "sft.jsonl")[0]["meta"]["tags"] == ["no-key"]
-    assert first.manifest["llm_record_sha256"] and first.execution["llm"]["requests"] == 3
+    assert first.manifest.llm_record_sha256 and first.execution["llm"]["requests"] == 3
 
     llm_server.stop()
     replayed = execute(files, corpus, tmp_path / "replayed", executor=docker,
-                       llm=answer_with(make_llm(llm_server, tmp_path / "llm", mode="replay")))
+                       llm=answer_with(make_llm(llm_server, tmp_path / "llm", mode="offline")))
     assert len(llm_server.requests) == 3   # no new request
     for name in ARTIFACTS:
         assert (replayed.out_dir / name).read_bytes() == (first.out_dir / name).read_bytes(), name
@@ -119,7 +119,7 @@ def test_flooding_the_channel_fails_the_candidate_on_the_budget(docker, sample_c
 
 def test_a_failing_llm_fails_the_candidate_and_malformed_requests_are_refused(docker, sample_corpus, tmp_path):
     def answer(request):
-        raise RuntimeError("LLM request 3f2a-0.json (curate) is not in the record (replay-only run)")
+        raise RuntimeError("LLM request 3f2a-0.json (curate) is not in the record (offline run)")
 
     with pytest.raises(CurationFailed) as info:
         execute(strategy(tmp_path, FLOOD), load_corpus([str(sample_corpus)]), tmp_path / "out", executor=docker,
@@ -134,7 +134,7 @@ def curate(raw, ctx):
     return ctx.toolkit.Curated(sft=[ctx.toolkit.sft_record(raw[0])])
 '''
     result = execute(strategy(tmp_path, code), load_corpus([str(sample_corpus)]), tmp_path / "out", executor=docker)
-    assert result.manifest["llm_record_sha256"] is None and result.execution["llm"] is None
+    assert result.manifest.llm_record_sha256 is None and result.execution["llm"] is None
 
 
 def test_the_channel_checks_each_request(tmp_path):

@@ -291,8 +291,8 @@ def test_end_to_end_over_http_then_a_replay_only_rerun_makes_no_request(real, tm
     assert [(m["family"], m["count"]) for m in points] == [
         ("llm:confused-city-name-airport", 2), ("bad_arguments", 1), ("tool_error_not_recovered", 1)]
     assert llm.usage()["by_purpose"]["diagnose"]["calls"] == 3
-    # a fresh diagnosis cache, the LLM in replay-only mode over the same record: no request at all
-    replay = http_llm(llm_server, tmp_path, monkeypatch, mode="replay")
+    # a fresh diagnosis cache, the LLM in offline mode over the same record: no request at all
+    replay = http_llm(llm_server, tmp_path, monkeypatch, mode="offline")
     points2, stats2 = llm_diagnose(real[:3], replay, tmp_path / "cache2")
     assert points2 == points and stats2["calls"] == 3 and stats2["cached"] == 0
     assert len(llm_server.requests) == 3 and replay.usage()["replayed"] == 3

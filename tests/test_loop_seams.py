@@ -9,7 +9,7 @@ import pytest
 
 from evolver import candidate, cli, evaluation, loop
 from evolver.config import RunConfig
-from evolver.candidate import curate
+from evolver.candidate import curate_candidate
 from evolver.context import RunContext
 from evolver.propose import propose
 from evolver.stages import train_epoch
@@ -17,7 +17,7 @@ from evolver.proposers import PROPOSERS
 from evolver.proposers.brief import Outcome
 from evolver.store import RunStore
 from sandbox import executor as executor_mod
-from sandbox.corpus import corpus_sha256, load_corpus
+from corpora import corpus_sha256, load_corpus
 from sandbox.curate import execute
 from sandbox.replay import replay
 
@@ -74,7 +74,7 @@ def new_run(tmp_path, **changes) -> RunStore:
 
 def evaluated(ep: RunContext, epoch: int, P: float = 0.5) -> None:
     """Epoch `epoch` decided and diagnosed as if trained and evaluated (no training in this test)."""
-    curation = ep.stage(epoch, "curate", lambda: curate(ep, epoch))
+    curation = ep.stage(epoch, "curate", lambda: curate_candidate(ep, epoch))
     ep.store.stage(epoch, "decide", lambda: {"epoch": epoch, "accepted": True, "P": P, "C": curation.C,
                                              "J": P - 0.3 * curation.C, "commit": curation.commit, "edits": [],
                                              "reason": "test"})
@@ -102,7 +102,7 @@ def test_a_candidate_is_curated_once_on_the_inputs_it_is_committed_and_replayed_
     sha = ep.ws.resolve("epoch-1")
     assert ep.ws.files(sha)["inputs/failed_points.json"] == (json.dumps(POINTS, sort_keys=True, separators=(",", ":"))
                                                               + "\n").encode()
-    curation = ep.stage(1, "curate", lambda: curate(ep, 1))
+    curation = ep.stage(1, "curate", lambda: curate_candidate(ep, 1))
     assert len(counted) == 2 and curation.commit == sha     # the dry run's artifacts are the epoch's
     artifacts = ep.store.epoch_dir(1) / "artifacts"
     memory = [json.loads(line) for line in (artifacts / "memory.jsonl").read_text().splitlines()]
@@ -127,7 +127,7 @@ def test_lost_dry_run_artifacts_are_curated_again_from_the_commit(tmp_path, monk
     ep.stage(0, "propose", lambda: propose(ep, 0))
     kept = (ep.store.epoch_dir(1) / "artifacts" / "memory.jsonl").read_bytes()
     (ep.store.epoch_dir(1) / "artifacts" / "manifest.json").unlink()
-    curate(ep, 1)
+    curate_candidate(ep, 1)
     assert len(counted) == 3 and (ep.store.epoch_dir(1) / "artifacts" / "memory.jsonl").read_bytes() == kept
 
 
@@ -140,7 +140,7 @@ def test_an_executor_is_one_module_and_one_registry_line(tmp_path, monkeypatch, 
     made = executor_mod.make_executor("inline")
     result = execute({"strategy.py": READS_INPUTS, "inputs/failed_points.json": json.dumps(POINTS).encode()},
                      load_corpus([str(sample_corpus)]), tmp_path / "out", executor=made)
-    assert result.execution["execution"]["executor"] == "inline" and result.manifest["artifacts"]["memory.jsonl"]["count"] == 1
+    assert result.execution["execution"]["executor"] == "inline" and result.manifest.counts()["memory.jsonl"] == 1
     assert RunConfig(sandbox="inline").sandbox == "inline"
     assert "inline" in cli.build_parser().parse_args(["curate", "--sandbox", "inline"]).sandbox
     sys.modules.pop("inline_executor", None)
@@ -190,7 +190,7 @@ def test_replay_reeval_names_a_changed_memory_retrieval_rule(tmp_path, capsys, m
     ep = RunContext(new_run(tmp_path, epochs=1))
     files = {**ep.ws.files("epoch-0"), "strategy.py": compose({"tool_signatures": {"only_called": False}}).encode()}
     ep.ws.tag_epoch(1, ep.ws.commit_candidate(1, files, "memory: every tool's signature"))
-    ep.stage(1, "curate", lambda: curate(ep, 1))
+    ep.stage(1, "curate", lambda: curate_candidate(ep, 1))
     # recorded under the rule before: every hint the request matches, whether its tool is offered or not
     keep = memory_mod.MemoryIndex.retrieve
     with monkeypatch.context() as m:
@@ -223,30 +223,30 @@ def test_k_candidates_are_ranked_by_the_proxy_and_only_the_best_is_committed(tmp
     assert proposals["rungs"][0]["survivors"] == [result.chosen]
     chosen_edits = scored[result.chosen][0]
     assert tuple(result.edits) == chosen_edits and ep.ws.resolve("epoch-1") == result.candidate
-    assert ep.stage(1, "curate", lambda: curate(ep, 1)).commit == result.candidate   # no new execution
+    assert ep.stage(1, "curate", lambda: curate_candidate(ep, 1)).commit == result.candidate   # no new execution
     assert len(counted) == 1 + result.dry_runs
 
 
 def test_an_ablated_resource_is_not_charged_in_c(tmp_path):
     """C and Cost_train count what the recipe consumes in the run: an all-ablated run charges 0,
     a run without RL data its SFT turns only; the curated figures stay beside them."""
-    full = curate(RunContext(new_run(tmp_path / "full")), 0)
-    none = curate(RunContext(new_run(tmp_path / "none", ablations=("no-memory", "no-rl", "no-sft"))), 0)
+    full = curate_candidate(RunContext(new_run(tmp_path / "full")), 0)
+    none = curate_candidate(RunContext(new_run(tmp_path / "none", ablations=("no-memory", "no-rl", "no-sft"))), 0)
     assert none.C == 0 and none.cost_train == 0
     assert none.curated == {"C": full.C, "cost_train": full.cost_train} and full.cost_train > 0
     sft_only = RunContext(new_run(tmp_path / "sft", ablations=("no-rl",)))
-    curation = curate(sft_only, 0)
+    curation = curate_candidate(sft_only, 0)
     profile = json.loads((sft_only.store.epoch_dir(0) / "artifacts" / "profile.json").read_text())
     assert curation.cost_train == profile["sft"]["turns"] < full.cost_train
     assert 0 < curation.C < full.C
-    assert curate(RunContext(new_run(tmp_path / "mem", ablations=("no-memory",))), 0).curated is None
+    assert curate_candidate(RunContext(new_run(tmp_path / "mem", ablations=("no-memory",))), 0).curated is None
 
 
 def test_resume_refuses_a_curated_epochs_artifact_deleted_or_edited(tmp_path):
     from base.errors import UserError
 
     ep = RunContext(new_run(tmp_path))
-    ep.stage(0, "curate", lambda: curate(ep, 0))
+    ep.stage(0, "curate", lambda: curate_candidate(ep, 0))
     artifacts = ep.store.epoch_dir(0) / "artifacts"
     RunContext(RunStore.open(ep.store.root))                       # intact: opens
     sft = artifacts / "sft.jsonl"

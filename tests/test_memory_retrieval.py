@@ -5,7 +5,7 @@ import pytest
 
 from benchmarks import memory as mem
 from base.errors import UserError
-from sandbox import chat_format as cf
+from formats import chat_format as cf
 
 RECORDS = [
     {"id": "m1", "key": "book a flight ticket to another city", "content": "Check the airport codes first."},

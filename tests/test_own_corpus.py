@@ -11,8 +11,8 @@ import pytest
 from base.errors import UserError
 from evolver import cli, run_cli
 from evolver.config import merge_options
-from sandbox.corpus import load_corpus
-from sandbox.corpus.split import DEFAULT_SPLIT, partition
+from corpora import load_corpus
+from corpora.split import DEFAULT_SPLIT, partition
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "examples" / "corpora" / "glaive-toolcall-40.json"   # in the checkout: a user has it too

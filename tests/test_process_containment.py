@@ -18,7 +18,7 @@ import pytest
 
 from base.errors import RunFailed
 from sandbox import process_executor
-from sandbox.curate import curate
+from conftest import curate_files
 from sandbox.executor import CurationJob
 from sandbox.mount_table import writable_mounts
 from sandbox.process_executor import ProcessExecutor, probe_bwrap
@@ -39,7 +39,7 @@ def needs_bwrap(test):
 
 
 def verdicts(strategy_dir, tmp_path, executor=None) -> dict:
-    result = curate(strategy_dir, [SAMPLE_CORPUS], tmp_path / "out", executor=executor or ProcessExecutor())
+    result = curate_files(strategy_dir, [SAMPLE_CORPUS], tmp_path / "out", executor=executor or ProcessExecutor())
     rows = [json.loads(line) for line in (result.out_dir / "memory.jsonl").read_text().splitlines()]
     return {row["key"]: row["content"] for row in rows}
 

@@ -5,10 +5,10 @@ import time
 import pytest
 
 from sandbox.curate import CurationFailed, execute
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.executor import Limits
 from sandbox.process_executor import ProcessExecutor, probe_isolation
-from sandbox.workspace import strategy_files
+from workspace.repository import strategy_files
 
 
 def run(strategy_dir, corpus_path, out, **limits):

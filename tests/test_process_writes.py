@@ -12,7 +12,7 @@ import pytest
 
 from evolver import cli
 from sandbox import process_executor
-from sandbox.curate import curate
+from conftest import curate_files
 from sandbox.docker_executor import DockerExecutor, docker_client
 from sandbox.process_executor import ProcessExecutor, probe_bwrap
 
@@ -97,7 +97,7 @@ def test_no_spelling_opens_a_running_containers_layer_or_a_host_file_for_writing
     """))
     for executor in (ProcessExecutor(), ProcessExecutor(trusted=True)):   # generated, and the user's own
         out = tmp_path / f"out-{id(executor)}"
-        result = curate(s, [SAMPLE_CORPUS], out, executor=executor)
+        result = curate_files(s, [SAMPLE_CORPUS], out, executor=executor)
         verdicts = {r["key"]: r["content"] for r in map(json.loads, (result.out_dir / "memory.jsonl").read_text().splitlines())}
         assert len(verdicts) > 40
         assert "wrote" not in verdicts.values(), {k: v for k, v in verdicts.items() if v == "wrote"}

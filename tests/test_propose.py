@@ -10,10 +10,10 @@ import pytest
 from evolver.proposers.brief import Brief, Verdict
 from evolver.proposers.offline import EFFICIENCY, REMEDIES, TEMPLATE, OfflineProposer
 from evolver.proposers.operators import BY_NAME, OPERATORS, compose, read_genome
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
-from sandbox.workspace import strategy_files
+from workspace.repository import strategy_files
 
 from conftest import SEED_STRATEGY, read_artifact
 
@@ -44,7 +44,7 @@ def curate(files, corpus, out):
 
 
 def hashes(result):
-    return {name: a["sha256"] for name, a in result.manifest["artifacts"].items() if name != "profile.json"}
+    return result.manifest.hashes()
 
 
 def records(path):
@@ -68,7 +68,7 @@ def test_the_template_is_the_empty_composition_and_curates_exactly_like_the_seed
     planned = curate(strategy_files(TEMPLATE.parent), corpus, tmp_path / "planned")
     for name in ("sft.jsonl", "rl.jsonl", "memory.jsonl"):
         assert records(seed.out_dir / name) == records(planned.out_dir / name), name
-    assert seed.manifest["cost_train"] == planned.manifest["cost_train"]
+    assert seed.manifest.cost_train == planned.manifest.cost_train
 
 
 def test_generated_strategies_for_several_diagnoses_run_in_the_sandbox_and_pass_the_checker(sample_corpus, tmp_path):
@@ -216,7 +216,7 @@ def test_efficiency_is_conditioned_on_the_diagnosis_and_shrinks_cost(sample_corp
     focus = {"cd"}
     genome = {"focus_prune": {"keep_share": 0.25, "categories": (), "tools": tuple(focus)}}
     pruned = curate({**files, "strategy.py": compose(genome).encode()}, corpus, tmp_path / "pruned")
-    assert pruned.manifest["cost_train"] < rho0.manifest["cost_train"]
+    assert pruned.manifest.cost_train < rho0.manifest.cost_train
     kept = {r["id"] for r in records(pruned.out_dir / "sft.jsonl")}
     for raw in (json.loads(line) for line in sample_corpus.read_text().splitlines()):
         if any(c["function"]["name"] in focus for m in raw["messages"] for c in m.get("tool_calls") or ()):
@@ -267,7 +267,7 @@ def test_a_missing_skill_is_answered_with_data_that_adds_it(tmp_path):
     unwanted calls on irrelevance tasks → irrelevance items: the composed strategy runs in the
     sandbox on real BFCL single-turn records and its SFT data holds items ρ0's does not."""
     from benchmarks.bfcl import corpus_builder
-    from sandbox.corpus import write_corpus
+    from corpora import write_corpus
 
     raws, _, _ = corpus_builder.build("bfcl-single", "wild", 0)
     path = tmp_path / "single.jsonl"

@@ -9,10 +9,10 @@ from benchmarks.quality import rows as rows_mod
 from benchmarks.quality.cells import Cells, Setting
 from base.errors import UserError
 from base.files import atomic_json
-from sandbox.corpus import corpus_sha256, load_corpus
+from corpora import corpus_sha256, load_corpus
 from sandbox.process_executor import ProcessExecutor
 from sandbox.strategy_files import strategy_files
-from sandbox.workspace import Workspace
+from workspace.repository import Workspace
 
 pytestmark = pytest.mark.usefixtures("trained_once")   # the rows' tiny trainings, each trained once
 

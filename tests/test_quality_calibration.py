@@ -9,7 +9,7 @@ from conftest import bench_quality
 
 from benchmarks.quality import CALIBRATION, calibration
 from benchmarks.quality.poison import KINDS, poison
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 
 pytestmark = pytest.mark.usefixtures("trained_once")   # the rows' tiny trainings, each trained once
 

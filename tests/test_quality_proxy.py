@@ -12,16 +12,20 @@ from benchmarks.quality import rows as rows_mod
 from benchmarks.quality.cells import Cells, Setting
 from evolver.config import RunConfig
 from base.files import atomic_json, read_json
-from sandbox.corpus import corpus_sha256
+from corpora import corpus_sha256
 from sandbox.process_executor import ProcessExecutor
-from sandbox.workspace import Workspace
+from workspace.repository import Workspace
 
 pytestmark = pytest.mark.usefixtures("trained_once")   # the rows' tiny trainings, each trained once
 
 
 def test_the_benchmarks_proxy_is_the_one_the_loop_ranks_candidates_by():
+    import evolver.evaluation as loop_evaluation
+    from benchmarks import stages
+
     cfg = RunConfig()
     assert (proxy.SFT_STEPS_PER_UNIT, proxy.TASKS_PER_UNIT, proxy.LAMBDA) == (cfg.proxy_sft_steps, cfg.proxy_tasks, cfg.lam)
+    assert proxy.proxy_specs is loop_evaluation.proxy_specs is stages.proxy_specs   # one definition of the proxy
 
 
 def test_agreement_counts_pairs_and_ranks_and_says_when_a_correlation_cannot_be_told():

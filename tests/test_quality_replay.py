@@ -11,8 +11,8 @@ from base.errors import UserError
 from benchmarks.quality import calibration
 from benchmarks.quality import rows as rows_mod
 from evolver.cli import main
-from sandbox.corpus import corpus_sha256, load_corpus, write_corpus
-from sandbox.corpus.split import partition
+from corpora import corpus_sha256, load_corpus, write_corpus
+from corpora.split import partition
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "external"
 GLAIVE = EXTERNAL / "llamafactory-glaive_toolcall_en_demo.json"   # LLaMA-Factory's ShareGPT tool-call demo

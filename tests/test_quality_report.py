@@ -3,6 +3,7 @@ table rows, pending rows, the seed spread and the margin it implies, the minimal
 difference."""
 import pytest
 
+from base import paired
 from benchmarks.quality import stats, table
 from benchmarks.quality.cells import Row, Setting
 
@@ -111,7 +112,7 @@ def test_the_spread_is_the_sd_of_p_between_seeds_and_sets_the_acceptance_margin(
     alone = table.summarize(ROWS[:1], {"rho0-wild": CELLS["rho0-wild"]}, Setting(tasks=40, seeds=(0, 1)), n_tasks=40)
     lone = table.spread(alone)
     assert lone["seed_effect"] is None and lone["rows"]["rho0-wild"]["margin_for_seeds"][2] == pytest.approx(
-        stats.acceptance_margin(0.0707107, 2, 0.9), abs=1e-6)
+        paired.acceptance_margin(0.0707107, 2, 0.9), abs=1e-6)
     assert "not measured" in table.spread_text(lone, alone)
 
 

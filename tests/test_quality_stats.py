@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from base import paired
 from benchmarks.quality import stats
 
 
@@ -115,8 +116,8 @@ def test_the_seed_effect_shared_by_rows_is_measured_by_an_analysis_of_variance()
 
 
 def test_a_shared_seed_effect_lowers_the_margin_and_the_minimal_detectable_difference():
-    assert stats.acceptance_margin(0.02, 1, 0.9, shared=0.0) == stats.acceptance_margin(0.02, 1, 0.9)
-    assert stats.acceptance_margin(0.02, 1, 0.9, shared=0.75) == pytest.approx(stats.acceptance_margin(0.02, 1, 0.9) / 2)
+    assert paired.acceptance_margin(0.02, 1, 0.9, shared=0.0) == paired.acceptance_margin(0.02, 1, 0.9)
+    assert paired.acceptance_margin(0.02, 1, 0.9, shared=0.75) == pytest.approx(paired.acceptance_margin(0.02, 1, 0.9) / 2)
     assert stats.minimal_detectable_difference(60, 2, seed_sd=0.03, shared=1.0) == pytest.approx(
         stats.minimal_detectable_difference(60, 2))
 
@@ -163,8 +164,8 @@ def test_the_spread_and_the_acceptance_margin_it_implies():
     spread = stats.seed_spread([0.20, 0.25, 0.30])
     assert spread["sd"] == pytest.approx(0.05) and spread["range"] == pytest.approx(0.10)
     # z_.9 · 0.03 · sqrt(2 / 2) = 1.28155 · 0.03
-    assert stats.acceptance_margin(0.03, 2, 0.9) == pytest.approx(0.0384465470, abs=1e-9)
-    assert stats.acceptance_margin(0.03, 1, 0.9) == pytest.approx(0.0384465470 * math.sqrt(2), abs=1e-9)
+    assert paired.acceptance_margin(0.03, 2, 0.9) == pytest.approx(0.0384465470, abs=1e-9)
+    assert paired.acceptance_margin(0.03, 1, 0.9) == pytest.approx(0.0384465470 * math.sqrt(2), abs=1e-9)
     with pytest.raises(ValueError):
         stats.seed_spread([0.2])
 

@@ -15,7 +15,7 @@ import pytest
 from evolver import cli, run_cli
 from base.errors import UserError
 from evolver.store import RunStore
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 
 pytestmark = pytest.mark.timeout(2400)   # three one-epoch runs with the tiny model; minutes under load
 

@@ -11,7 +11,7 @@ import pytest
 
 from evolver import cli
 from evolver.diagnose import rejected_lesson
-from evolver.candidate import curate
+from evolver.candidate import curate_candidate
 from evolver.context import RunContext
 from evolver.diagnosis_stage import diagnose_best
 from evolver.propose import propose
@@ -19,7 +19,7 @@ from evolver.proposers.agent import AgentProposer, template
 from evolver.proposers.brief import Brief
 from evolver.proposers.offline import lessons_of
 from evolver.store import RunStore
-from sandbox.workspace import Workspace
+from workspace.repository import Workspace
 
 from conftest import SAMPLE_CORPUS
 from test_loop_seams import new_run
@@ -39,7 +39,7 @@ def write_evaluation(ep: RunContext, epoch: int, outcomes: dict, kind: str = "ev
 
 
 def decided(ep: RunContext, epoch: int, accepted: bool, edits=(), P: float = 0.5) -> dict:
-    curation = ep.stage(epoch, "curate", lambda: curate(ep, epoch))
+    curation = ep.stage(epoch, "curate", lambda: curate_candidate(ep, epoch))
     return ep.store.stage(epoch, "decide", lambda: {"epoch": epoch, "accepted": accepted, "P": P, "C": curation.C,
                                                     "J": P - 0.3 * curation.C, "commit": curation.commit,
                                                     "edits": list(edits), "reason": "test"})

@@ -4,7 +4,7 @@ folder hashes as the journal recorded; otherwise it names the file that cannot b
 import pytest
 
 from evolver import cli
-from evolver.candidate import curate
+from evolver.candidate import curate_candidate
 from evolver.context import RunContext
 from evolver.store import RunStore
 
@@ -16,7 +16,7 @@ def curated(tmp_path):
     """A run whose epoch 0 was curated by the loop's own stage (process sandbox), and its files' bytes."""
     ep = RunContext(new_run(tmp_path))
     artifacts = ep.store.epoch_dir(0) / "artifacts"
-    ep.stage(0, "curate", lambda: curate(ep, 0), [artifacts])   # as evolver.loop records it
+    ep.stage(0, "curate", lambda: curate_candidate(ep, 0), [artifacts])   # as evolver.loop records it
     return ep.store.root, artifacts, {p: p.read_bytes() for p in artifacts.rglob("*") if p.is_file()}
 
 

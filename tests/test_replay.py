@@ -5,7 +5,7 @@ import pytest
 
 from evolver import cli
 from base.errors import UserError
-from sandbox.curate import curate
+from conftest import curate_files
 from sandbox.process_executor import ProcessExecutor
 from sandbox.replay import replay
 
@@ -13,7 +13,7 @@ from conftest import SEED_STRATEGY
 
 
 def curated(strategy_dir, corpus, out, **kw):
-    return curate(strategy_dir, [corpus], out, executor=ProcessExecutor(), **kw).out_dir
+    return curate_files(strategy_dir, [corpus], out, executor=ProcessExecutor(), **kw).out_dir
 
 
 def test_seed_strategy_replays_byte_for_byte(sample_corpus, tmp_path):
@@ -112,11 +112,11 @@ def test_a_manifest_lacking_fields_is_one_sentence(sample_corpus, tmp_path, caps
     import json as _json
 
     from evolver import cli
-    from sandbox.curate import curate
+    from conftest import curate_files
     from sandbox.process_executor import ProcessExecutor
     from conftest import SEED_STRATEGY
 
-    out = curate(SEED_STRATEGY, [sample_corpus], tmp_path / "out", executor=ProcessExecutor()).out_dir
+    out = curate_files(SEED_STRATEGY, [sample_corpus], tmp_path / "out", executor=ProcessExecutor()).out_dir
     manifest = _json.loads((out / "manifest.json").read_text())
     del manifest["strategy"]["files_sha256"]
     (out / "manifest.json").write_text(_json.dumps(manifest))

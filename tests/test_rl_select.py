@@ -80,7 +80,7 @@ def test_an_epoch_whose_grpo_groups_scored_alike_is_diagnosed_and_remedied():
     from evolver.diagnose import grpo_point
     from evolver.proposers.offline import OfflineProposer, motives
     from conftest import SEED_STRATEGY
-    from sandbox.workspace import strategy_files
+    from workspace.repository import strategy_files
 
     quiet = {"grpo": {"groups": 16, "zero_variance_groups": 4}}
     flat = {"grpo": {"groups": 8, "zero_variance_groups": 8}}

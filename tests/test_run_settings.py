@@ -136,7 +136,7 @@ SET_BY_THE_RUN = {
     "corpus_sha256": "the corpus's bytes at launch",
     "tools_sha256": "the --tools file's bytes at launch",
     "split": "nothing: the loop evaluates on dev, never on test",
-    "holdout": "a corpus without an environment: its dev and test parts (--dev-ids, --test-ids; sandbox.corpus.split)",
+    "holdout": "a corpus without an environment: its dev and test parts (--dev-ids, --test-ids; corpora.split)",
     "eval_steps": "--benchmark and --metric (single-turn tasks skip the step pass unless P is step_accuracy)",
     "llm": "--model and the LLM options, LLMConfig's fields",
     "agent": "the --agent-* options, AgentLimits' fields",

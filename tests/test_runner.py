@@ -10,7 +10,7 @@ from benchmarks.base import StepItem, Task, Verdict
 from benchmarks.registry import get_benchmark
 from benchmarks.policies.scripted import OraclePolicy, ScriptedPolicy, SilentPolicy, conversation_key
 from sandbox.schemas import canonical_json, check_raw
-from sandbox import chat_format as cf
+from formats import chat_format as cf
 
 TOOLS = [{"type": "function", "function": {"name": "add", "description": "Add to the counter.",
                                            "parameters": {"type": "object", "properties": {"n": {"type": "integer"}},

@@ -9,7 +9,7 @@ import pytest
 from benchmarks import runner
 from benchmarks.policies.openai_compat import TOOL_RESULT_PREFIX, OpenAIPolicy, chat_messages
 from base.errors import UserError
-from sandbox import chat_format as cf
+from formats import chat_format as cf
 
 from test_runner import TOOLS, CounterBenchmark
 

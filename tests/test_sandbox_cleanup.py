@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from docker.errors import NotFound
 
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import CurationFailed, execute
 from sandbox.docker_executor import OWNER_LABEL, DockerExecutor, docker_client, owner_id
 from sandbox.executor import Limits

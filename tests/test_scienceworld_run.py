@@ -9,7 +9,7 @@ from evolver import cli
 from evolver.config import RunConfig
 from evolver.loop import run_epochs
 from evolver.store import RunStore
-from sandbox.corpus import corpus_sha256
+from corpora import corpus_sha256
 
 from conftest import TINY_MAX_NEW_TOKENS
 

@@ -11,10 +11,10 @@ os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "cu
 import pytest  # noqa: E402
 
 from benchmarks.registry import get_benchmark  # noqa: E402
-from benchmarks.runner import run_episodes, sampled_episodes  # noqa: E402
+from benchmarks.runner import run_episodes  # noqa: E402
 from evolver.diagnose import diagnose  # noqa: E402
 from evolver.signals import SignalParams, action_patterns, boundary, forgetting, rare, signals, summarize  # noqa: E402
-from sandbox import chat_format as cf  # noqa: E402
+from formats import chat_format as cf  # noqa: E402
 
 
 def trajectory(task, success, calls=(), seed_sample=0):
@@ -111,9 +111,8 @@ def test_sampled_rollouts_are_seeded_apart_from_the_greedy_run():
     policy = SeededCoin([{"name": n, "arguments": a} for n, a in bench.gold(tasks[0].id)])
     greedy = run_episodes(bench, tasks[:1], policy)
     assert greedy[0]["outcome"]["success"]
-    one = sampled_episodes(bench, tasks[:1], policy, samples=8, temperature=0.9, seed=5)
+    # the loop's boundary rollouts: evaluate_to_dir(samples=K, temperature=T) → runner.run_episodes
+    one = run_episodes(bench, tasks[:1], policy, samples=8, temperature=0.9, seed=5)
     assert [t["meta"]["sample"] for t in one] == list(range(8))
-    assert one == sampled_episodes(bench, tasks[:1], policy, samples=8, temperature=0.9, seed=5)
+    assert one == run_episodes(bench, tasks[:1], policy, samples=8, temperature=0.9, seed=5)
     assert boundary(one) == [tasks[0].id]          # 8 coin flips: both outcomes (fixed by the seed)
-    with pytest.raises(ValueError):
-        sampled_episodes(bench, tasks, policy, samples=4, temperature=0.0)

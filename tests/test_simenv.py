@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bfcl import splits
-from sandbox.corpus import load_corpus
+from corpora import load_corpus
 from sandbox.curate import execute
 from sandbox.executor import Limits
 from sandbox.leakage import gold_index
 from sandbox.simenv.environment import EnvBudgetExceeded, EnvError, Environment
 from sandbox.simenv.export import prepare
-from sandbox.workspace import strategy_files
+from workspace.repository import strategy_files
 from conftest import read_artifact
 
 DEV_TASK = {"benchmark": "bfcl_multi_turn", "task_id": "multi_turn_base_2", "variant": "base"}
@@ -158,4 +158,4 @@ def test_a_hostile_strategy_finds_no_dev_or_test_task_in_the_container(tmp_path,
     assert control in meta["found"] and f"{control} in /job/env/scenarios.json" in meta["found"]
     first = corpus.records[0]
     assert meta["observations"] == [m["content"] for m in first["messages"] if m["role"] == "tool"]
-    assert result.manifest["env_sha256"] and result.execution["env"]["bfcl_multi_turn"] == 33
+    assert result.manifest.env_sha256 and result.execution["env"]["bfcl_multi_turn"] == 33

@@ -54,7 +54,7 @@ def test_the_journal_forms_are_the_ones_the_stages_always_wrote():
 
 
 def test_the_environment_says_what_a_strategy_sees_and_how_a_dev_task_scores(sample_corpus):
-    from sandbox.corpus import load_corpus
+    from corpora import load_corpus
 
     corpus = load_corpus([str(sample_corpus)])
     bfcl, replay = registry.get("bfcl-single"), registry.get("replay")

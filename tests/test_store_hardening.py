@@ -15,7 +15,7 @@ from conftest import ROOT
 def test_a_corrupt_line_in_the_middle_of_the_journal_is_refused_naming_it(tmp_path, capsys):
     from conftest import SAMPLE_CORPUS
     from evolver.config import RunConfig
-    from sandbox.corpus import corpus_sha256
+    from corpora import corpus_sha256
 
     corpus = (str(SAMPLE_CORPUS),)
     config = RunConfig(corpus=corpus, corpus_sha256=corpus_sha256(list(corpus)), profile="test", base="tiny-random")
@@ -124,7 +124,7 @@ def test_a_second_resume_refuses_at_once_while_another_process_writes(tmp_path, 
 import sys, time
 from evolver.config import RunConfig
 from evolver.store import RunStore
-from sandbox.corpus import corpus_sha256
+from corpora import corpus_sha256
 corpus = ({str(SAMPLE_CORPUS)!r},)
 cfg = RunConfig(corpus=corpus, corpus_sha256=corpus_sha256(list(corpus)), profile="test", base="tiny-random")
 RunStore.create({str(root)!r}, cfg.to_json())

@@ -247,7 +247,7 @@ TAU_BENCH = ROOT / "tests" / "fixtures" / "external" / "tau-bench-gpt-4o-airline
 
 
 def test_agentrefine_keeps_trajectories_that_end_on_a_user_or_tool_message():
-    from sandbox.corpus import load_corpus
+    from corpora import load_corpus
 
     fireact = load_corpus(EXTERNAL / "fireact-hotpotqa-gpt_format.jsonl").records
     assert all(r["messages"][-1]["role"] == "user" for r in fireact)   # "Observation: Episode finished"
@@ -259,7 +259,7 @@ def test_agentrefine_keeps_trajectories_that_end_on_a_user_or_tool_message():
 
 
 def test_memory_error_templates_replace_argument_values_only_as_whole_tokens():
-    from sandbox.corpus import load_corpus
+    from corpora import load_corpus
 
     tau = load_corpus(TAU_BENCH).records
     templates = {m["content"] for m in tk.error_constraints(tau)}

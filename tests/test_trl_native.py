@@ -9,9 +9,9 @@ import pyarrow.json
 import pytest
 from datasets import load_dataset
 
-from sandbox.curate import curate
+from conftest import curate_files
 from sandbox.process_executor import ProcessExecutor
-from sandbox import chat_format as cf
+from formats import chat_format as cf
 from sandbox import exchange
 from trainer import data, models, rewards, trl_patches
 
@@ -39,7 +39,7 @@ def wild(tmp_path_factory):
 def refined(sample_corpus, tmp_path_factory):
     """AgentRefine on the multi-turn sample corpus: SFT records with weight-0 turns, memory records."""
     out = tmp_path_factory.mktemp("refined") / "O"
-    curate(ROOT / "curation_strategies" / "agentrefine", [sample_corpus], out, executor=ProcessExecutor())
+    curate_files(ROOT / "curation_strategies" / "agentrefine", [sample_corpus], out, executor=ProcessExecutor())
     return out
 
 

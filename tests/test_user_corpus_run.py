@@ -7,8 +7,8 @@ import pytest
 
 from evolver import cli
 from evolver.store import RunStore
-from sandbox.corpus import load_corpus
-from sandbox.corpus.split import DEFAULT_SPLIT, partition
+from corpora import load_corpus
+from corpora.split import DEFAULT_SPLIT, partition
 from sandbox.exchange import from_file
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "external"

@@ -9,7 +9,7 @@ import pytest
 
 from base.errors import UserError
 from sandbox.strategy_files import MAX_FILE_BYTES, inputs_files, strategy_files
-from sandbox.workspace import Workspace
+from workspace.repository import Workspace
 
 SEED = '''"""Seed strategy: keep successful trajectories as SFT records."""
 from helper import is_success

@@ -1,6 +1,6 @@
 """SFT and RL records as training examples.
 
-SFT: a record is rendered and tokenized by the tokenizer's chat template (sandbox.chat_format) as
+SFT: a record is rendered and tokenized by the tokenizer's chat template (formats.chat_format) as
 a whole; a token is trained (label = its id) when the template's assistant mask marks it — the
 weight-1 assistant turns' bodies and their `<|im_end|>` — else its label is -100 (the labels
 TRL's `assistant_only_loss=True` computes from the file). Weight-0 turns, user and tool turns and the system prompt
@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 from base.errors import UserError
 from base.files import iter_jsonl
 from sandbox.schemas import check_rl, check_sft
-from sandbox import chat_format as cf
+from formats import chat_format as cf
 from sandbox import exchange
 
 IGNORE = -100
@@ -51,16 +51,16 @@ def read_records(path: str | Path | None, kind: str) -> list[dict]:
 
 @dataclass
 class SFTStats:
+    """What `sft_examples` made of the SFT records (the training summary's `data.sft`)."""
     records: int = 0
-    examples: int = 0
-    tokens: int = 0
-    trained_tokens: int = 0
-    truncated: int = 0
-    dropped_untrained: int = 0
-    trained_turns: int = 0
-    masked_turns: int = 0
-    with_hints: int = 0
-    """Examples whose system prompt got memory hints (trainer.memory.hints; 0 without a bank)."""
+    examples: int = 0               # records that kept a trained token after the cut at max_length
+    tokens: int = 0                 # of the examples, as trained (after the cut)
+    trained_tokens: int = 0         # of those, the ones with a label (weight-1 assistant turns)
+    truncated: int = 0              # records longer than max_length (their end is lost)
+    dropped_untrained: int = 0      # records left with no trained token after the cut
+    trained_turns: int = 0          # weight-1 assistant turns over all records
+    masked_turns: int = 0           # weight-0 assistant turns (in context, not trained)
+    with_hints: int = 0             # examples given memory hints (trainer.memory.hints; 0 without a bank)
 
 
 def sft_example(record: Mapping, tokenizer, max_length: int, style: str = cf.DEFAULT_STYLE) -> dict:
@@ -108,12 +108,13 @@ def sft_examples(records: Sequence[Mapping], tokenizer, max_length: int,
 
 @dataclass
 class RLStats:
+    """What `rl_rows` made of the RL records (the training summary's `data.rl`)."""
     records: int = 0
-    prompts: int = 0
-    shortened: int = 0
-    dropped_too_long: int = 0
-    prompt_tokens: int = 0
-    rewards: dict = field(default_factory=dict)
+    prompts: int = 0                # prompts that fit max_prompt_length (after shortening)
+    shortened: int = 0              # prompts that lost old messages to fit
+    dropped_too_long: int = 0       # prompts that cannot fit at all
+    prompt_tokens: int = 0          # of the prompts kept
+    rewards: dict = field(default_factory=dict)   # reward name → prompts judged by it
 
 
 def fit_prompt(messages: Sequence[Mapping], tools: Sequence[Mapping], tokenizer, max_tokens: int,

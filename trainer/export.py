@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from base.errors import UserError
-from sandbox import chat_format as cf
+from formats import chat_format as cf
 from trainer import data
 from trainer.recipe import RECIPE, get_profile
 

@@ -21,7 +21,7 @@ from trainer import lora_dropout, trl_patches
 from trainer.launch import vllm_args
 from trainer.metrics import MetricsLog, console
 from trainer.recipe import Profile, Recipe
-from trainer.sft import common_args, lora_config
+from trainer.sft import common_args, lora_config, optimiser_args
 from trainer.tracking import trl_report_to
 
 ZERO_VARIANCE_WARNING = 0.8
@@ -95,14 +95,8 @@ def grpo_config(recipe: Recipe, profile: Profile, steps: int, out_dir: Path, see
         raise ValueError("prompts × generations per step must divide evenly over processes × micro batch")
     accum = profile.grpo_prompts_per_step * profile.num_generations // (profile.grpo_micro_batch * world_size)
     return GRPOConfig(
-        output_dir=str(out_dir),
-        learning_rate=profile.grpo_lr(recipe),
-        lr_scheduler_type=recipe.grpo_lr_scheduler,
-        warmup_steps=recipe.grpo_warmup_ratio,  # a ratio (below 1)
-        max_steps=steps,
-        max_grad_norm=recipe.max_grad_norm,
-        weight_decay=recipe.weight_decay,
-        optim=recipe.optimizer,
+        **optimiser_args(recipe, out_dir, profile.grpo_lr(recipe), recipe.grpo_lr_scheduler, recipe.grpo_warmup_ratio,
+                         steps, recipe.max_grad_norm),
         beta=recipe.kl_beta,
         epsilon=recipe.ratio_clip,
         epsilon_high=recipe.ratio_clip,

@@ -18,7 +18,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Mapping, Sequence
 
-from sandbox import chat_format as cf
+from formats import chat_format as cf
 from sandbox import exchange
 from trainer.data import IGNORE, sft_example
 

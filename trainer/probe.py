@@ -13,7 +13,7 @@ import json
 import sys
 import time
 
-from sandbox import chat_format as cf
+from formats import chat_format as cf
 
 
 def probe(base: str, adapter: str | None, rl_path: str, *, limit: int | None = None, max_new_tokens: int = 128,

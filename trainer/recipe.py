@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Mapping
 
 from base.errors import UserError
 
@@ -33,7 +34,9 @@ class Recipe:
     """Paper silent: every linear layer of the transformer blocks (the LM head excluded)."""
 
     sft_learning_rate: float = 2.5e-5
+    """The paper's SFT learning rate (a small base's profile scales it: `Profile.sft_lr`)."""
     sft_warmup_ratio: float = 0.03
+    """Of the SFT steps, the share spent warming the learning rate up (the paper's)."""
     sft_lr_scheduler: str = "cosine"
     sft_max_steps: int = 140
     sft_epochs: float = 2.0
@@ -193,6 +196,18 @@ def get_profile(name: str) -> Profile:
         return PROFILES[name]
     except KeyError:
         raise UserError(f"unknown recipe profile {name!r} (one of {', '.join(PROFILES)})") from None
+
+
+KEYED_WHEN_CHANGED = {"grpo_generation": "trl", "sft_memory_hints": False}
+"""Profile fields added after trainings were first cached and adopted by key (`bench quality`), with
+the behaviour every training had before them: a key holds such a field only when it differs, so a
+profile that keeps the old behaviour (cpu-small, paper) keeps its keys, cached cells and adoptions."""
+
+
+def profile_key(profile: Mapping) -> dict:
+    """A profile's fields (dataclasses.asdict, or a training request's `profile`) as a cache key
+    holds them: those of `KEYED_WHEN_CHANGED` left out where at their old behaviour."""
+    return {k: v for k, v in profile.items() if k not in KEYED_WHEN_CHANGED or v != KEYED_WHEN_CHANGED[k]}
 
 
 def curation_budget(profile: Profile, recipe: Recipe = RECIPE) -> dict:

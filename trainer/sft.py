@@ -32,6 +32,14 @@ def common_args(profile: Profile, seed: int, use_cpu: bool, progress: bool) -> d
                 dataloader_num_workers=0, disable_tqdm=not progress, remove_unused_columns=False)
 
 
+def optimiser_args(recipe: Recipe, out_dir: Path, lr: float, scheduler: str, warmup_ratio: float, steps: int,
+                   max_grad_norm: float) -> dict:
+    """What an SFT and a GRPO config of the recipe set alike: the output folder and the optimiser's schedule."""
+    return dict(output_dir=str(out_dir), learning_rate=lr, lr_scheduler_type=scheduler,
+                warmup_steps=warmup_ratio,  # transformers 5: a float below 1 is a ratio
+                max_steps=steps, max_grad_norm=max_grad_norm, weight_decay=recipe.weight_decay, optim=recipe.optimizer)
+
+
 def sft_steps(recipe: Recipe, profile: Profile, n_examples: int, world_size: int = 1) -> int:
     per_step = profile.sft_batch_size * profile.sft_grad_accum * world_size
     return max(1, min(profile.sft_max_steps, math.ceil(recipe.sft_epochs * n_examples / per_step)))
@@ -42,14 +50,8 @@ def sft_config(recipe: Recipe, profile: Profile, steps: int, out_dir: Path, seed
     from trl import SFTConfig
 
     return SFTConfig(
-        output_dir=str(out_dir),
-        learning_rate=profile.sft_lr(recipe),
-        lr_scheduler_type=recipe.sft_lr_scheduler,
-        warmup_steps=recipe.sft_warmup_ratio,  # transformers 5: a float below 1 is a ratio
-        max_steps=steps,
-        max_grad_norm=recipe.sft_max_grad_norm,
-        weight_decay=recipe.weight_decay,
-        optim=recipe.optimizer,
+        **optimiser_args(recipe, out_dir, profile.sft_lr(recipe), recipe.sft_lr_scheduler, recipe.sft_warmup_ratio,
+                         steps, recipe.sft_max_grad_norm),
         per_device_train_batch_size=profile.sft_batch_size,
         gradient_accumulation_steps=profile.sft_grad_accum,
         max_length=profile.max_length,

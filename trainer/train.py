@@ -16,6 +16,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from base.errors import RunFailed, UserError
 from base.files import is_empty_or_missing
 from trainer.progress import RELAYED_TO_TERMINAL
@@ -28,6 +30,44 @@ from trainer.worker import USER_ERROR_PREFIX
 from trainer.tracking import DEFAULT_REPORT_TO, check_report_to
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class TrainSpec(BaseModel):
+    """How the fixed recipe trains a curation, besides its data and seed: what every training of
+    the project (the loop's seeds, `bench quality`'s cells, the proxy of k candidates) is given, so
+    they train alike (benchmarks.stages.train_on). `evolver.config.RunConfig.train_spec` and the
+    quality bench's `Cells.train_spec` build one; each field is declared here once."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    base: str | None = None
+    """The base model π_base: a registry name, a local model directory or a hub id (None: the profile's)."""
+    profile: str = "cpu-small"
+    """The recipe's budgets (trainer.recipe.PROFILES); the method never changes."""
+    budget: dict = Field(default_factory=dict)
+    """Overrides of single budgets of the profile (sft_max_steps, max_length, max_prompt_length, …)."""
+    report_to: str = DEFAULT_REPORT_TO
+    """Trackers for TRL (trainer.tracking.REPORT_TO, comma-separated, or "none")."""
+    launcher: str = ""
+    """How the training child starts: "" (a plain child process), "accelerate" or a command prefix."""
+    accelerate_config: str = ""
+    """The accelerate config file for launcher "accelerate"."""
+
+    @property
+    def resolved(self):
+        """The profile with this spec's budget overrides (UserError on an unknown budget)."""
+        try:
+            return get_profile(self.profile).replace(**self.budget)
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"bad budget override: {exc}") from None
+
+    @property
+    def threads(self) -> int | None:
+        """The CPU threads the profile pins: training's, and the evaluation's of what it trains."""
+        return self.resolved.threads
+
+    def with_budget(self, **changes) -> "TrainSpec":
+        """A copy whose budget overrides also hold `changes` (the proxy's short SFT)."""
+        return self.model_copy(update={"budget": {**self.budget, **changes}})
 
 
 def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, base: str | None = None,
@@ -45,12 +85,7 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
     (trainer.launch.launcher_prefix). `report_to`: trackers for TRL (trainer.tracking.REPORT_TO,
     comma-separated or a list; "none"). `memory`: the curated memory bank, read only when the
     profile's `sft_memory_hints` puts hints into the SFT prompts."""
-    prof = get_profile(profile)
-    if budget:
-        try:
-            prof = prof.replace(**budget)
-        except (TypeError, ValueError) as exc:
-            raise UserError(f"bad budget override: {exc}") from None
+    prof = TrainSpec(profile=profile, budget=budget).resolved
     check_name(base or prof.base)
     trackers = check_report_to(report_to)
     prefix = launcher_prefix(launcher, accelerate_config)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Mapping
 
-from sandbox import chat_format as cf
+from formats import chat_format as cf
 from trainer import rewards
 
 

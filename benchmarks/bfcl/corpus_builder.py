@@ -58,7 +58,7 @@ from benchmarks.bfcl.corpus_size import keep_tasks, sized_tasks
 from benchmarks.bfcl.splits import SPLITS_PATH, bfcl_eval_version
 from base.errors import UserError
 from base.files import atomic_write, sha256_file
-from sandbox.corpus import write_corpus
+from corpora import write_corpus
 from sandbox.schemas import canonical_json
 
 SETTINGS = ("labeled", "wild")

@@ -86,6 +86,21 @@ class _BFCL(Episodes):
     def category_of(self, task_id: str) -> str:
         return category_of(task_id)
 
+    # what each BFCL setting names: its benchmark class and its leakage rows (imported when asked for)
+    benchmark_class: str = ""
+    leakage_rows_of: str = ""
+
+    def benchmark(self, **options: Any):
+        import importlib
+
+        module, name = self.benchmark_class.split(":")
+        return getattr(importlib.import_module(module), name)(**options)
+
+    def leakage_rows(self):
+        from benchmarks.bfcl import leakage
+
+        return getattr(leakage, self.leakage_rows_of)()
+
 
 class MultiTurnEnvironment(_BFCL):
     """BFCL-V4 multi-turn: stateful backends, per-turn checks, the `state_match` reward."""
@@ -93,16 +108,8 @@ class MultiTurnEnvironment(_BFCL):
     name = "bfcl"
     env_tag = "bfcl_multi_turn"
     single_step = False
-
-    def benchmark(self, **options: Any):
-        from benchmarks.bfcl.multi_turn import MultiTurnBenchmark
-
-        return MultiTurnBenchmark(**options)
-
-    def leakage_rows(self):
-        from benchmarks.bfcl import leakage
-
-        return leakage.multi_turn_rows()
+    benchmark_class = "benchmarks.bfcl.multi_turn:MultiTurnBenchmark"
+    leakage_rows_of = "multi_turn_rows"
 
     def rebuilds(self, env: Mapping) -> bool:
         return "task_id" in env   # else state_match falls back to tool_call_match
@@ -137,13 +144,5 @@ class SingleTurnEnvironment(_BFCL):
     name = "bfcl-single"
     env_tag = "bfcl_single_turn"
     single_step = True
-
-    def benchmark(self, **options: Any):
-        from benchmarks.bfcl.single_turn import SingleTurnBenchmark
-
-        return SingleTurnBenchmark(**options)
-
-    def leakage_rows(self):
-        from benchmarks.bfcl import leakage
-
-        return leakage.single_turn_rows()
+    benchmark_class = "benchmarks.bfcl.single_turn:SingleTurnBenchmark"
+    leakage_rows_of = "single_turn_rows"

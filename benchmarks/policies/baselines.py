@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from typing import Mapping, Sequence
 
 from benchmarks.policies.scripted import ScriptedPolicy
-from sandbox import chat_format as cf
+from formats import chat_format as cf
 
 
 def _arguments(raw) -> dict | None:

@@ -1,6 +1,6 @@
 """A local `transformers` policy: base model + optional LoRA adapter, batched with left padding.
 
-Prompts are rendered by `sandbox.chat_format` through `trainer.data.fit_prompt` (the function
+Prompts are rendered by `formats.chat_format` through `trainer.data.fit_prompt` (the function
 training uses for RL prompts: a conversation too long for `max_prompt_tokens` loses its oldest
 turns after the first user message; one that cannot fit at all gets an empty answer, counted in
 `stats["prompts_too_long"]`). An adapter is merged into the base weights once at load (one matrix
@@ -21,7 +21,8 @@ import os
 import time
 from typing import Sequence
 
-from sandbox import chat_format as cf
+from benchmarks.policies.limits import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PROMPT_TOKENS
+from formats import chat_format as cf
 
 # OpenMP threads that spin while they wait are many times slower when the cores are shared with
 # other work (measured here: 2 threads, greedy decoding of SmolLM2-135M, 45 s active vs 6.5 s
@@ -29,9 +30,6 @@ from sandbox import chat_format as cf
 # a value the user set wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-DEFAULT_BATCH_SIZE = 32   # measured: greedy decoding of 60 dev tasks 1.8× faster than 8 on 2 cores
-DEFAULT_MAX_NEW_TOKENS = 128
-DEFAULT_MAX_PROMPT_TOKENS = 4096
 MAX_DEFAULT_THREADS = 16
 
 

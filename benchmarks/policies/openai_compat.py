@@ -1,6 +1,6 @@
 """A policy behind an OpenAI-compatible HTTP endpoint (vLLM server, llama.cpp server, hosted APIs).
 
-Two request shapes, both built from `sandbox.chat_format`:
+Two request shapes, both built from `formats.chat_format`:
 
 - `api="completions"` (default; vLLM and llama.cpp serve it): the prompt is exactly
   `chat_format.render_prompt(messages, tools)` — the text a local policy gets — sent to
@@ -25,10 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Mapping, Sequence
 
 from base.errors import UserError
-from sandbox import chat_format as cf
+from benchmarks.policies.limits import DEFAULT_MAX_NEW_TOKENS
+from formats import chat_format as cf
 
 APIS = ("completions", "chat")
-DEFAULT_MAX_NEW_TOKENS = 128
 TOOL_RESULT_PREFIX = "Tool result:\n"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
-from sandbox import chat_format as cf
+from formats import chat_format as cf
 
 CLOSING_REPLY = "Done."
 

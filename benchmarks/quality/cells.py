@@ -31,8 +31,9 @@ from base.errors import UserError
 from benchmarks import memory as memory_mod
 from benchmarks.registry import DEFAULT as DEFAULT_BENCHMARK
 from base.files import atomic_json, read_json, read_jsonl, sha256_files
-from benchmarks.stages import evaluate_on, steps_pass, train_on, used
-from sandbox.corpus import load_corpus
+from benchmarks.policies.limits import DEFAULT_BATCH_SIZE
+from benchmarks.stages import EvalSpec, TrainSpec, evaluate_on, train_on, used
+from corpora import load_corpus
 from sandbox.curate import execute, runtime_sha256
 from sandbox.executor import Limits
 
@@ -53,7 +54,7 @@ class Setting:
     """The base model (None: the profile's)."""
     seeds: tuple[int, ...] = (0, 1)
     metric: str = "task_success"
-    batch_size: int = 32
+    batch_size: int = DEFAULT_BATCH_SIZE
     curation_seed: int = 0
     curation_timeout_s: float = Limits.timeout_s
     budget: dict = field(default_factory=dict)
@@ -118,17 +119,19 @@ class Cells:
         that curated this cache's rows: they are reused and nothing is curated here (a training
         machine without the sandbox; `executor` may then be None)."""
         from benchmarks.registry import get_benchmark
-        from trainer.recipe import get_profile
         from trainer.models import check_name
 
         self.root, self.setting, self.executor = Path(root), setting, executor
-        prof = get_profile(setting.profile)
-        try:
-            prof = prof.replace(**setting.budget)
-        except (TypeError, ValueError) as exc:
-            raise UserError(f"bad budget override: {exc}") from None
+        prof = TrainSpec(profile=setting.profile, budget=dict(setting.budget)).resolved
         self.base = setting.base or prof.base
         check_name(self.base)
+        self.train_spec = TrainSpec(base=self.base, profile=setting.profile, budget=dict(setting.budget))
+        """How every row of this setting is trained: as the loop trains (benchmarks.stages.train_on)."""
+        self.eval_spec = EvalSpec(benchmark=setting.benchmark, metric=setting.metric, tasks=setting.tasks,
+                                  batch_size=setting.batch_size, threads=self.train_spec.threads,
+                                  corpus=tuple(setting.corpus), corpus_tools=setting.tools)
+        """How every cell is evaluated: as the loop evaluates (benchmarks.stages.evaluate_on), on the
+        profile's pinned threads, with the policies' decoding budget."""
         from trainer.recipe import curation_budget
 
         self.curation_budget = curation_budget(prof)   # ctx.budget, as the loop gives its candidates
@@ -151,18 +154,13 @@ class Cells:
             return {"corpus": list(self.setting.corpus), "tools": self.setting.tools}
         return {"allow_test": True} if self.setting.split == "test" else {}
 
-    def evaluation_options(self) -> dict:
-        """The same for benchmarks.evaluate.evaluate_to_dir."""
-        if self.setting.corpus:
-            return {"corpus": list(self.setting.corpus), "corpus_tools": self.setting.tools}
-        return {"allow_test": self.setting.split == "test"}
-
     def recipe_of(self, budget: dict) -> dict:
         """What decides a training's bytes besides its data and seed: recipe, profile with `budget`, base."""
-        from trainer.recipe import RECIPE, get_profile
+        from trainer.recipe import RECIPE, get_profile, profile_key
 
         return {"recipe": dataclasses.asdict(RECIPE),
-                "profile": dataclasses.asdict(get_profile(self.setting.profile).replace(**budget)), "base": self.base}
+                "profile": profile_key(dataclasses.asdict(get_profile(self.setting.profile).replace(**budget))),
+                "base": self.base}
 
     def adopt(self, run: Path) -> int:
         """Offer a finished run's trainings as this cache's: an epoch's `train-s<seed>` whose
@@ -170,13 +168,16 @@ class Cells:
         recipe, and whose SFT and RL files hash as a row's do, is that row's training (the fixed
         recipe is deterministic on its inputs), so the benchmark does not train it again.
         Returns how many trainings the run offers."""
+        from trainer.recipe import profile_key
+
         offered = 0
         for request_path in sorted(Path(run).glob("epochs/*/train-s*/request.json")):
             train_dir = request_path.parent
             request, summary = read_json(request_path), train_dir / "summary.json"
             if not (train_dir / "adapter").is_dir() or not summary.is_file():
                 continue
-            recipe = {"recipe": read_json(summary)["recipe"], "profile": request["profile"], "base": request["base"]}
+            recipe = {"recipe": read_json(summary)["recipe"], "profile": profile_key(request["profile"]),
+                      "base": request["base"]}
             if recipe != self._recipe:
                 continue
             hashes = {kind: request[kind] and consumed_sha256(Path(request[kind])) for kind in ("sft", "rl")}
@@ -252,11 +253,10 @@ class Cells:
 
         def evaluate(tmp: Path) -> None:
             s = self.setting
-            doc = evaluate_on(s.benchmark, s.split, tmp / "eval", base=self.base, adapter=adapter,
-                              memory=used["memory"] and used["memory"][0], seed=seed, tasks=s.tasks, metric=s.metric,
-                              batch_size=s.batch_size, steps=steps_pass(s.benchmark, s.metric),
-                              **self.evaluation_options())
-            if doc["tasks"] != [t.id for t in self.tasks]:
+            doc = evaluate_on(self.eval_spec, s.split, tmp / "eval", base=self.base, adapter=adapter,
+                              memory=used["memory"] and used["memory"][0], seed=seed,
+                              allow_test=s.split == "test" and not s.corpus)
+            if doc.tasks != [t.id for t in self.tasks]:
                 raise RuntimeError("the evaluation chose other tasks than the cell's key names")
             # call_f1 (replay): a held-out record's own call F1, as the loop scores it; else success
             outcome = "reward" if s.metric == "call_f1" else "success"
@@ -264,13 +264,13 @@ class Cells:
                       for t in read_jsonl(tmp / "eval" / "trajectories.jsonl")}
             trained = Path(adapter).parent / "summary.json" if adapter else None
             sft = (read_json(trained).get("sft") or {}) if trained and trained.is_file() else {}
-            atomic_json(tmp / "cell.json", {"key": key, "seed": seed, "P": doc["P"], "metric": s.metric,
+            atomic_json(tmp / "cell.json", {"key": key, "seed": seed, "P": doc.P, "metric": s.metric,
                                             "training": self.training_key(row, seed), "adapter": adapter,
                                             "scores": scores, "category": self.category,
-                                            "call_rate": doc["metrics"].get("call_rate"),
-                                            "format_error_rate": doc["metrics"].get("format_error_rate"),
+                                            "call_rate": doc.metrics.get("call_rate"),
+                                            "format_error_rate": doc.metrics.get("format_error_rate"),
                                             "sft_loss_last": sft.get("loss_last"),
-                                            "eval_wall_s": doc["timing"].get("episodes_s")})
+                                            "eval_wall_s": doc.timing.get("episodes_s")})
 
         return read_json(_whole(self.root / "cells" / key, evaluate) / "cell.json")
 
@@ -288,7 +288,8 @@ class Cells:
             from benchmarks.gold_likelihood import gold_log_likelihood
 
             bench = get_benchmark(self.setting.benchmark, **self.benchmark_options())
-            policy = build_policy(base=self.base, adapter=cell["adapter"], batch_size=self.setting.batch_size)
+            policy = build_policy(base=self.base, adapter=cell["adapter"], batch_size=self.eval_spec.batch_size,
+                                  threads=self.eval_spec.threads)
             atomic_json(path, gold_log_likelihood(policy.model, policy.tokenizer, runner.step_items(bench, self.tasks),
                                                   self.category, policy.style))
         return read_json(path)
@@ -305,11 +306,7 @@ class Cells:
         if not (out / "adapter").is_dir():
             files = {kind: paths and paths[0] for kind, paths in self.inputs(row).items()}
 
-            def run(tmp: Path) -> None:
-                train_on(files, tmp, base=self.base, profile=self.setting.profile, seed=seed,
-                         budget=self.setting.budget)
-
-            _whole(out, run)
+            _whole(out, lambda tmp: train_on(self.train_spec, files, tmp, seed))
         return str(out / "adapter")
 
 

@@ -70,7 +70,7 @@ def _units(text: str) -> list[int]:
 def setting_of(args):
     from benchmarks import registry
     from benchmarks.quality.cells import Setting
-    from sandbox.corpus import corpus_sha256
+    from corpora import corpus_sha256
 
     if args.seeds < 1 or (args.tasks is not None and args.tasks < 1):
         raise UserError("--seeds and --tasks must be at least 1")

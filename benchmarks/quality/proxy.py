@@ -17,11 +17,10 @@ from statistics import fmean
 
 from base.files import atomic_json, read_json, read_jsonl
 from base.objective import LAMBDA, objective
+from benchmarks.stages import PROXY_SFT_STEPS, PROXY_TASKS, evaluate_on, proxy_specs, train_on
 
-SFT_STEPS_PER_UNIT = 10
-"""= evolver.config.RunConfig.proxy_sft_steps's default (a test holds them equal)."""
-TASKS_PER_UNIT = 10
-"""= evolver.config.RunConfig.proxy_tasks's default."""
+SFT_STEPS_PER_UNIT = PROXY_SFT_STEPS
+TASKS_PER_UNIT = PROXY_TASKS
 
 
 def proxy_score(cells, row, units: int, seed: int = 0, compute: bool = True) -> dict:
@@ -30,31 +29,26 @@ def proxy_score(cells, row, units: int, seed: int = 0, compute: bool = True) -> 
     from benchmarks.quality.cells import _key, _whole
 
     used = cells.inputs(row)
-    steps, n_tasks = SFT_STEPS_PER_UNIT * units, TASKS_PER_UNIT * units
+    # the loop's proxy (evolver.evaluation.proxy_scores): SFT only, then a small balanced dev subset
+    train, evaluation = proxy_specs(cells.train_spec, cells.eval_spec.model_copy(update={"tasks": None}), units)
+    steps, n_tasks = train.budget["sft_max_steps"], evaluation.tasks
     c = float(read_json(cells.curation(row) / "manifest.json")["C"])
     if used["sft"] is None:
         return {"P": None, "C": c, "J": None, "tasks": n_tasks, "sft_steps": steps, "why": "no SFT records"}
-    budget = {**cells.setting.budget, "sft_max_steps": steps}
     memory = used["memory"]
-    key = _key({"recipe": cells.recipe_of(budget), "sft": used["sft"][1], "seed": seed, "memory": memory and memory[1],
-                "benchmark": cells.setting.benchmark, "split": "dev", "tasks": n_tasks, "metric": cells.setting.metric,
-                "batch_size": cells.setting.batch_size})
+    key = _key({"recipe": cells.recipe_of(train.budget), "sft": used["sft"][1], "seed": seed,
+                "memory": memory and memory[1], "benchmark": evaluation.benchmark, "split": "dev", "tasks": n_tasks,
+                "metric": evaluation.metric, "batch_size": evaluation.batch_size})
     out = cells.root / "proxies" / key
     if not (out / "proxy.json").is_file() and not compute:
         return {"P": None, "C": c, "J": None, "tasks": n_tasks, "sft_steps": steps, "why": "not computed yet"}
     if not (out / "proxy.json").is_file():
         def make(tmp: Path) -> None:
-            from benchmarks.stages import evaluate_on, train_on
-
-            # the loop's proxy (evolver.evaluation.proxy_scores): SFT only, then a small dev subset
-            train_on({"sft": used["sft"][0], "rl": None}, tmp / "train", base=cells.base, profile=cells.setting.profile,
-                     seed=seed, budget=budget, report_to="none")
-            s = cells.setting
-            doc = evaluate_on(s.benchmark, "dev", tmp / "eval", base=cells.base, adapter=str(tmp / "train" / "adapter"),
-                              memory=memory and memory[0], seed=seed, tasks=n_tasks, metric=s.metric,
-                              batch_size=s.batch_size, steps=False)
+            train_on(train, {"sft": used["sft"][0], "rl": None}, tmp / "train", seed)
+            doc = evaluate_on(evaluation, "dev", tmp / "eval", base=cells.base, adapter=str(tmp / "train" / "adapter"),
+                              memory=memory and memory[0], seed=seed)
             solved = sum(t["outcome"]["success"] for t in read_jsonl(tmp / "eval" / "trajectories.jsonl"))
-            atomic_json(tmp / "proxy.json", {"key": key, "P": doc["P"], "solved": solved, "tasks": len(doc["tasks"]),
+            atomic_json(tmp / "proxy.json", {"key": key, "P": doc.P, "solved": solved, "tasks": len(doc.tasks),
                                              "sft_steps": steps, "seed": seed})
 
         _whole(out, make)

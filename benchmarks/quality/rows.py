@@ -12,7 +12,7 @@ from pathlib import Path
 
 from base.errors import UserError
 from base.files import read_json
-from sandbox.corpus import corpus_sha256, load_corpus, write_corpus
+from corpora import corpus_sha256, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT
 
 from benchmarks.quality import ROWS
@@ -35,9 +35,9 @@ def replay_train_dir(corpus: tuple[str, ...], tools: str | None, cache: Path) ->
     """A user's corpus as the loop's strategies see it with the replay benchmark: its train part
     (the held-out dev part is the tasks and, with the test part, never reaches a strategy), written
     once under the cache by the corpus's hash and the split, as the rows' wild corpus."""
-    from sandbox.corpus.split import train_part
+    from corpora.split import train_part
 
-    # "-dt": the content-ranked dev + test split (sandbox.corpus.split.DEFAULT_SPLIT); a cache made under the
+    # "-dt": the content-ranked dev + test split (corpora.split.DEFAULT_SPLIT); a cache made under the
     # earlier dev-only split has another name and is not taken for it
     out = Path(cache) / "corpora" / f"replay-{corpus_sha256(list(corpus))[:16]}-dt"
     if not (out / "corpus.jsonl").is_file():
@@ -146,7 +146,7 @@ def run_row(run: Path, wild: Path, source_sha256: str | None = None) -> Row:
     """The final strategy of a finished run (its journal's `final` result, files from git), on
     the wild corpus, trained and evaluated with the run's own ablations; a run with ablations is
     a Table 2 row."""
-    from sandbox.workspace import Workspace
+    from workspace.repository import Workspace
 
     run = Path(run)
     if not (run / "run.json").is_file():
@@ -166,7 +166,7 @@ def run_row(run: Path, wild: Path, source_sha256: str | None = None) -> Row:
 def run_epoch_rows(run: Path, wild: Path, source_sha256: str | None = None) -> list[Row]:
     """Every evolved candidate a run evaluated (epochs 1 on, accepted or rolled back), each a
     row `run:NAME@E`: the candidates the loop compared, to rank again (`--proxy`)."""
-    from sandbox.workspace import Workspace
+    from workspace.repository import Workspace
 
     run = Path(run)
     if sorted(_run_config(run, wild, source_sha256).get("ablations", [])):

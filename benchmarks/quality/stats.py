@@ -171,14 +171,6 @@ def seed_spread(per_seed: Sequence[float]) -> dict:
             "sd": float(np.std(values, ddof=1)), "range": max(values) - min(values)}
 
 
-def acceptance_margin(seed_sd: float, seeds: int, confidence: float = 0.9, shared: float = 0.0) -> float:
-    """The margin on ΔP above which a candidate beats the best by more than training noise with
-    one-sided `confidence`, both scored with the same `seeds` seeds on the same tasks:
-    z_confidence · seed_sd · sqrt(2 · (1 − shared) / seeds), `shared` the share of the seed
-    variance that rows trained at the same seed share (`seed_effect`; 0: independent draws)."""
-    return NormalDist().inv_cdf(confidence) * seed_sd * math.sqrt(2 * (1 - shared) / seeds)
-
-
 def seed_effect(per_row: dict[str, Sequence[float]], permutations: int = 10_000, seed: int = 0) -> dict | None:
     """How much of the training seed's effect on P the rows share: a two-way analysis of variance
     of P over rows × seeds (one value per cell, rows with the most common seed count ≥ 2). The

@@ -10,6 +10,7 @@ from statistics import fmean
 
 from base.files import atomic_json, atomic_write
 
+from base import paired
 from benchmarks.quality import stats
 from benchmarks.quality.cells import Row, Setting
 
@@ -282,7 +283,7 @@ def spread(doc: dict, seeds_options: tuple[int, ...] = (1, 2, 3, 4), confidence:
         if r.get("pending") or len(r["per_seed_P"]) < 2:
             continue
         sp = stats.seed_spread(r["per_seed_P"])
-        rows[r["id"]] = {**sp, "margin_for_seeds": {s: stats.acceptance_margin(sp["sd"], s, confidence, shared)
+        rows[r["id"]] = {**sp, "margin_for_seeds": {s: paired.acceptance_margin(sp["sd"], s, confidence, shared)
                                                     for s in seeds_options}}
     return {"confidence": confidence, "rows": rows, "pooled_sd": doc["seed_sd"], "seed_effect": effect,
             "shared": shared}

@@ -1,8 +1,8 @@
 """The trajectory-replay dev benchmark, for user corpora that come without an environment (paper §5.1).
 
 `get_benchmark("replay", corpus=PATH, split=SPEC)` loads a raw corpus (any format
-`sandbox.corpus.load_corpus` reads) and holds out a dev tenth and a test tenth of it with
-`sandbox.corpus.split.partition` (by the records' content, copies of one task kept on one side, or
+`corpora.load_corpus` reads) and holds out a dev tenth and a test tenth of it with
+`corpora.split.partition` (by the records' content, copies of one task kept on one side, or
 the ids the user chose; the loop's train part is the same function).
 
 `train_ids` is what a loop may curate; `dev_ids` the held-out dev part, which `tasks("dev")` hands
@@ -33,7 +33,7 @@ from benchmarks.replay import scoring as replay_scoring
 from benchmarks.base import SPLITS, StepItem, Task, Verdict
 from benchmarks.replay.scoring import normalize_arguments, same_calls
 from base.errors import UserError
-from sandbox.corpus.split import DEFAULT_SHARE, group_key, judgeable, partition, split_ids
+from corpora.split import DEFAULT_SHARE, group_key, judgeable, partition, split_ids
 
 NAME = "replay"
 DEFAULT_HOLDOUT = DEFAULT_SHARE
@@ -70,7 +70,7 @@ class ReplayBenchmark:
 
     def __init__(self, corpus, split=None, fmt: str = "auto", include_failed: bool = False, allow_test: bool = False,
                  on_error: str = "abort", tools=None):
-        from sandbox.corpus import load_corpus
+        from corpora import load_corpus
 
         if corpus is None:
             raise UserError("the replay benchmark needs a corpus (--corpus FILE)")

@@ -55,8 +55,8 @@ class ReplayEnvironment:
 
     def train_view(self, corpus: Any, split: Mapping | None = None) -> Any:
         """The train part the strategy may see: the held-out dev and test parts never reach it
-        (`split`: the run's recorded spec, sandbox.corpus.split)."""
-        from sandbox.corpus import train_part
+        (`split`: the run's recorded spec, corpora.split)."""
+        from corpora import train_part
 
         return train_part(corpus, split)
 

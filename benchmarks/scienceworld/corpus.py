@@ -213,7 +213,7 @@ def build(setting: str, seed: int = 0, *, limit: int | None = None, categories=N
 
 def write(out: Path, setting: str, seed: int = 0, **options) -> dict:
     """Build and write the corpus into directory `out`; the build info (plus wall time, not written)."""
-    from sandbox.corpus.loader import write_corpus
+    from corpora.loader import write_corpus
 
     out = Path(out)
     if out.exists() and not out.is_dir():

@@ -14,7 +14,10 @@ from base.files import atomic_json
 
 @dataclass(frozen=True)
 class StageJob:
-    """One training or evaluation: `call(**kwargs, out=out)` of an importable function."""
+    """One training or evaluation: `call(**kwargs, out=out)` of an importable function. Its result
+    is a stage result's journal form (evolver/results.py: `Training.journal()`, `Evaluation.journal()`),
+    plain JSON so that a cluster carries it and `EpochJobs.land` records it as it is; the reader
+    types it again with the stage class's `from_journal`."""
 
     key: str
     """Unique within a batch: `train-s0`, `evaluate-s1`, `proxy-2-train`."""

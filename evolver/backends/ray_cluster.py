@@ -130,7 +130,7 @@ def run_job(spec: dict, objects) -> tuple[Any, str, bytes | str | None]:
 def inputs_digest(corpus: list[str], tools: str | None) -> str:
     """The sha256 of a corpus (and its --tools file) as read on this node, or why it cannot be read."""
     from base.files import sha256_path
-    from sandbox.corpus import corpus_sha256
+    from corpora import corpus_sha256
 
     try:
         return corpus_sha256(corpus) + (":" + sha256_path(Path(tools)) if tools else "")

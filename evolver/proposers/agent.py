@@ -34,6 +34,8 @@ from base.errors import RunFailed
 from evolver.llm import BudgetExceeded, LLMError
 from evolver.proposers.agent_limits import AgentLimits
 from evolver.proposers.brief import Brief, Outcome, Verdict
+from evolver.proposers.operators import read_genome
+from evolver.proposers.protected import won_lines
 from sandbox.executor import CommandRunner, Limits
 from sandbox.schemas import canonical_json
 
@@ -378,13 +380,20 @@ class AgentProposer:
                                    "curation_hint": p.get("curation_hint", "")} for p in brief.failed_points],
                 "signals": _signal_lines(brief.signals), "score": dict(brief.score) if brief.score else None,
                 "rejected": brief.history, "lessons": _lesson_lines(brief.rejected), "previous_error": error or "",
-                "validate_command": VALIDATE, "outcomes": outcome_lines(brief.outcomes)}
+                "validate_command": VALIDATE, "outcomes": outcome_lines(brief.outcomes),
+                "won": won_lines(brief.outcomes, _genome(brief.files))}
 
     @staticmethod
     def _message(phase: str, summary: str, files: Mapping[str, bytes], parent: Mapping[str, bytes]) -> str:
         changed = sorted(k for k in set(files) | {k for k in parent if _is_strategy_file(k)} if files.get(k) != parent.get(k))
         first = next((line.strip() for line in summary.splitlines() if line.strip()), "the code agent's revision")
         return f"{phase}: {first[:100]}\n\nFiles: {', '.join(changed)}\n\n{summary[:4000]}".rstrip() + "\n"
+
+
+def _genome(files: Mapping[str, bytes]) -> dict | None:
+    """The best strategy's operator settings when it is a composed strategy, else None."""
+    source = files.get("strategy.py")
+    return read_genome(source.decode("utf-8", errors="replace")) if source is not None else None
 
 
 def _ids(items) -> str:

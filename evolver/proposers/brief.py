@@ -16,7 +16,7 @@ class Brief:
     lam: float
     rejected_edits: Sequence[str]    # edits of rolled-back epochs (offline proposer)
     history: Sequence[Mapping]       # rolled-back attempts: epoch, summary, diff, P, C, J (code agent)
-    corpus: Any                      # sandbox.corpus.Corpus: the strategy's view of the raw corpus
+    corpus: Any                      # corpora.Corpus: the strategy's view of the raw corpus
     seed: int
     score: Mapping | None = None     # the best strategy's dev score s_e: {"P", "C", "J", "epoch"}
     budget: Mapping | None = None    # ctx.budget: what the recipe trains on (trainer.recipe.curation_budget)

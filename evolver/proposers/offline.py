@@ -13,6 +13,12 @@ Parameter choices are ordered by an RNG seeded with the run's seed and the paren
 a run is deterministic; edits of rolled-back epochs (`brief.rejected_edits`) are not proposed
 again; the commit message explains every edit.
 
+What was won is kept (evolver/proposers/protected.py): a setting an accepted edit introduced and
+the best still holds — the edit fixed dev tasks (`brief.outcomes`) — is not retuned, removed or
+put back in either phase unless the diagnosis names that operator or those tasks; the commit
+message says what was kept. The combined revisions come first (the top motives' first edits
+together, then each pair), so k candidates try remedies together before one at a time.
+
 Rolled-back candidates also teach (`brief.rejected`, inputs/rejected.json): an operator that a
 rolled-back candidate added or retuned is not proposed again with any parameters when that
 candidate broke more dev tasks the best policy solves than it fixed (CoEvolve's forgetting against
@@ -32,6 +38,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 from benchmarks import registry
 from evolver.proposers.brief import Brief, Outcome, Verdict
 from evolver.proposers.operators import BY_NAME, FOCUS, compose, read_genome
+from evolver.proposers.protected import Guard, named, won_settings
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "curation_strategies" / "planned" / "strategy.py"
 MAX_EDITS = 3           # edits one effectiveness revision combines
@@ -259,10 +266,10 @@ class OfflineProposer:
         signals = with_outcomes(brief.signals, brief.outcomes)   # what the last accepted edit broke is a motive
         category_of = categorizer(brief.benchmark)
         stream = (self.effectiveness(brief.files, brief.failed_points, signals, brief.rejected_edits, brief.seed, known,
-                                     net_effect(brief.outcomes), brief.rejected, category_of)
+                                     net_effect(brief.outcomes), brief.rejected, category_of, brief.outcomes)
                   if phase == "effectiveness" else
                   self.efficiency(brief.files, brief.profile, brief.lam, brief.failed_points, signals,
-                                  brief.rejected_edits, known, brief.rejected, category_of))
+                                  brief.rejected_edits, known, brief.rejected, category_of, brief.outcomes))
         found, attempts = [], []
         for revision in stream:
             verdict = validate(revision.files)
@@ -280,12 +287,16 @@ class OfflineProposer:
     def effectiveness(self, files: Mapping[str, bytes], failed_points: Sequence[Mapping], signals: Mapping,
                       rejected: Sequence[str] = (), seed: int = 0, known: Mapping | None = None,
                       net: Mapping[str, int] | None = None, lessons: Sequence[Mapping] = (),
-                      category_of: Callable[[str], str] | None = None) -> Iterator[Revision]:
-        """A combined revision over the top motives first, then every single edit, motive by motive.
+                      category_of: Callable[[str], str] | None = None,
+                      outcomes: Sequence[Mapping] = ()) -> Iterator[Revision]:
+        """Combined revisions over the top motives first (all of their first edits, then each pair),
+        then every single edit, motive by motive.
         A diagnosed harm (HARMS) ranks first and bans the operators its remedies remove.
         Remedies whose operator's evaluated edits broke more dev tasks than they fixed (`net`, from
         the outcome deltas) are tried after the others; operators of a net-harmful rolled-back
-        candidate (`lessons`, inputs/rejected.json) are not proposed again."""
+        candidate (`lessons`, inputs/rejected.json) are not proposed again; a setting an accepted
+        edit introduced (`outcomes`, evolver/proposers/protected.py) is not changed unless the
+        diagnosis names it."""
         genome, note = self._parent(files)
         banned, _, learned = lessons_of(lessons)
         note += learned
@@ -295,10 +306,14 @@ class OfflineProposer:
         harms = [m for m, _ in ranked if m in HARMS]
         banned = banned | {r[1:] for m in harms for r in REMEDIES[m]}
         ranked = [mc for mc in ranked if mc[0] in harms] + [mc for mc in ranked if mc[0] not in harms]
+        won = won_settings(genome, outcomes)
+        guard = Guard(won, frozenset(named(won, failed_points, signals, {r[1:] for m in harms for r in REMEDIES[m]})))
+        note += guard.note()
         # per motive, per remedy: its applicable settings
         net = net or {}
         options = {m: [[e for e in _edits(remedy, m, focus_of(m, failed_points, signals, known, category_of), rng)
-                        if e.key not in rejected and (e.params is None or e.op not in banned) and e.apply(genome) != genome]
+                        if e.key not in rejected and (e.params is None or e.op not in banned) and e.apply(genome) != genome
+                        and guard.allows(e.op)]
                        for remedy in sorted(REMEDIES[m], key=lambda r: net.get(r[1:], 0) < 0)]
                    for m, _ in ranked}
         combined: list[Edit] = []
@@ -310,7 +325,7 @@ class OfflineProposer:
         depth = max((len(settings) for m in options for settings in options[m]), default=0)
         singles = [[settings[d]] for d in range(depth) for m, _ in ranked for settings in options[m] if d < len(settings)]
         seen: set = set()
-        plans = ([combined] if len(combined) > 1 else []) + singles
+        plans = combinations(combined) + singles
         for edits in plans:
             revision = self._revision(files, genome, edits, "effectiveness", note, failed_points, signals, seen)
             if revision is not None:
@@ -318,15 +333,19 @@ class OfflineProposer:
 
     def efficiency(self, files: Mapping[str, bytes], profile: Mapping, lam: float, failed_points: Sequence[Mapping] = (),
                    signals: Mapping | None = None, rejected: Sequence[str] = (), known: Mapping | None = None,
-                   lessons: Sequence[Mapping] = (), category_of: Callable[[str], str] | None = None) -> Iterator[Revision]:
+                   lessons: Sequence[Mapping] = (), category_of: Callable[[str], str] | None = None,
+                   outcomes: Sequence[Mapping] = ()) -> Iterator[Revision]:
         """Single pruning edits, mildest first; focus_prune keeps what the diagnosis points at and
-        what rolled-back candidates broke."""
+        what rolled-back candidates broke; a setting an accepted edit introduced is not changed
+        unless the diagnosis names it."""
         if lam <= 0:
             return
         signals = signals or {}
         genome, note = self._parent(files)
         banned, broken, learned = lessons_of(lessons)
-        note += learned
+        won = won_settings(genome, outcomes)
+        guard = Guard(won, frozenset(named(won, failed_points, signals)))
+        note += learned + guard.note()
         category_of = category_of or categorizer(None)
         parts = [focus_of(m, failed_points, signals, known, category_of) for m, _ in motives(failed_points, signals)]
         focus = narrowed({c for f in parts for c in f["categories"]} | {category_of(t) for t in broken},
@@ -336,7 +355,7 @@ class OfflineProposer:
         seen: set = set()
         for remedy in EFFICIENCY:
             for edit in _edits(remedy, "efficiency", focus, None):
-                if edit.key in rejected or edit.op in banned or edit.apply(genome) == genome:
+                if edit.key in rejected or edit.op in banned or edit.apply(genome) == genome or not guard.allows(edit.op):
                     continue
                 revision = self._revision(files, genome, [edit], "efficiency", note + cost, failed_points, signals, seen)
                 if revision is not None:
@@ -369,6 +388,15 @@ class OfflineProposer:
         new_files = {k: v for k, v in files.items() if not k.startswith("inputs/")}
         new_files["strategy.py"] = source.encode("utf-8")
         return Revision(new_files, f"{title}\n\n{note}" + "\n".join(lines) + "\n", tuple(edits))
+
+
+def combinations(firsts: Sequence[Edit]) -> list[list[Edit]]:
+    """The combined plans of the top motives' first edits: all of them, then each pair (in motive
+    order), so k candidates try remedies together before one at a time; [] for fewer than two."""
+    if len(firsts) < 2:
+        return []
+    pairs = [list(p) for p in itertools.combinations(firsts, 2)] if len(firsts) > 2 else []
+    return [list(firsts)] + pairs
 
 
 def _motivation(motive: str, failed_points: Sequence[Mapping], signals: Mapping) -> str:

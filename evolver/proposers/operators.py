@@ -14,7 +14,6 @@ parameters), the values each tunable parameter may take, and a line of why. Para
 from __future__ import annotations
 
 import ast
-import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -263,7 +262,3 @@ def read_genome(source: str) -> dict[str, dict] | None:
     except (KeyError, ValueError, IndexError):
         return None
 
-
-def space_size() -> int:
-    """How many distinct genomes the operator table spans, one fixed focus per focused operator."""
-    return math.prod(1 + math.prod(len(v) for v in o.domain.values()) for o in OPERATORS)

@@ -11,7 +11,7 @@ from sandbox.schemas import canonical_json
 
 
 # meta key naming where a record's tool schemas came from when its file had none:
-# "calls" (its own calls), "catalogue" (its source's calls), "file" (--tools); sandbox.corpus.catalogue
+# "calls" (its own calls), "catalogue" (its source's calls), "file" (--tools); corpora.catalogue
 TOOLS_SOURCE = "tools_source"
 
 
@@ -45,7 +45,7 @@ def record_id(obj: dict, default_id: str) -> str:
 
 
 # Quirks a whole published format shares, normalised on load and counted here for one line on stderr
-# (sandbox.corpus.loader sets a Counter per load_corpus call; None: not counted).
+# (corpora.loader sets a Counter per load_corpus call; None: not counted).
 QUIRKS: contextvars.ContextVar[Counter | None] = contextvars.ContextVar("corpus_quirks", default=None)
 NULL_PARAMETERS = "tool schemas with \"parameters\": null read as a tool without parameters (an empty object schema)"
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}

@@ -1,7 +1,7 @@
 """Every git command of the strategy workspace, hardened: hooks off (`core.hooksPath` is /dev/null
 in the repository's config and on every command line), the user's global and system config
 ignored, no inherited GIT_* variable, a fixed identity, and the repository named explicitly, so a
-missing .git never falls through to a parent repository. sandbox/workspace.py runs git through
+missing .git never falls through to a parent repository. workspace/repository.py runs git through
 `run_git` and gives gitpython the same environment (`git_env`).
 """
 from __future__ import annotations

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from base.errors import UserError
-from sandbox.corpus.common import TOOLS_SOURCE as SOURCE_KEY
-from sandbox.corpus.common import BadRecord, ToolSynth, parsed_args, tools_from
+from corpora.common import TOOLS_SOURCE as SOURCE_KEY
+from corpora.common import BadRecord, ToolSynth, parsed_args, tools_from
 
 
 def inferred(record: Mapping) -> bool:

@@ -1,6 +1,6 @@
 """`load_corpus`: files in, valid canonical raw records out, every refusal named.
 
-Each JSON value of each file (see `sandbox.corpus.reading`) becomes one canonical raw record
+Each JSON value of each file (see `corpora.reading`) becomes one canonical raw record
 (DESIGN.md "Formats"), checked with `sandbox.schemas.check_raw`. A bad value is named as
 `path:line: reason` (an array element as `path:line [i]: reason`); by default the first one
 aborts with a `UserError`, with `on_error="skip"` the bad ones are collected instead, each with
@@ -17,14 +17,14 @@ from typing import Any, Iterable, Mapping
 
 from base.errors import UserError
 from base.files import atomic_write
-from sandbox.corpus.adp import convert_adp
-from sandbox.corpus.catalogue import ToolsFile, apply_catalogue, inferred, notice, read_tools_file, with_file_tools
-from sandbox.corpus.common import QUIRKS, BadRecord, json_type
-from sandbox.corpus.openai import (canonical_unchanged, convert_openai, convert_swe_agent,
+from corpora.adp import convert_adp
+from corpora.catalogue import ToolsFile, apply_catalogue, inferred, notice, read_tools_file, with_file_tools
+from corpora.common import QUIRKS, BadRecord, json_type
+from corpora.openai import (canonical_unchanged, convert_openai, convert_swe_agent,
                                    convert_tau_bench, convert_toolbench)
-from sandbox.corpus.reading import (DEFAULT_MAX_LINE_BYTES, CorpusFile, Unit, corpus_files,
+from corpora.reading import (DEFAULT_MAX_LINE_BYTES, CorpusFile, Unit, corpus_files,
                                     file_sha256, units)
-from sandbox.corpus.sharegpt import convert_sharegpt
+from corpora.sharegpt import convert_sharegpt
 from sandbox.schemas import canonical_json, check_raw
 
 FORMATS = ("canonical", "sharegpt", "adp", "tau-bench", "toolbench", "swe-agent")
@@ -56,10 +56,10 @@ class Corpus:
     paths: tuple[str, ...]     # the files read (a folder given stands for its files)
     format: str                # one of FORMATS, or "mixed"
     skipped_lines: tuple[SkippedLine, ...] = ()   # on_error="skip": what was left out, and why
-    holdout: dict | None = None  # {"seed", "share"}: the dev tenth was taken out (sandbox.corpus.split.train_part)
+    holdout: dict | None = None  # {"seed", "share"}: the dev tenth was taken out (corpora.split.train_part)
     inputs: tuple[str, ...] = ()  # the paths as given (a folder stays a folder): what a replay loads again
     tools_file: ToolsFile | None = None   # --tools: the real schemas of records that carry none
-    tool_lists: dict | None = None        # per source: the catalogue built from its calls (sandbox.corpus.catalogue)
+    tool_lists: dict | None = None        # per source: the catalogue built from its calls (corpora.catalogue)
     from_tools_file: int = 0              # records that took the --tools schemas
     quirks: tuple[tuple[str, int], ...] = ()   # format quirks normalised on load (common.QUIRKS): (what, how many)
 
@@ -212,12 +212,12 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
     """Load corpus files (or folders of them) into canonical raw records, in file order.
 
     Records without tool schemas get their source's catalogue, or with `tools` (a path, or a
-    `ToolsFile`) the schemas of that file (sandbox.corpus.catalogue).
+    `ToolsFile`) the schemas of that file (corpora.catalogue).
 
     `sha256` is the sha256 of the file's bytes for one file; for several, the sha256 of the
     lines `f"{name}\\0{file_sha}\\n"` in order, `name` being the basename (a folder's files:
     `folder/relative path`). Ids must be unique across files, except ADP's (see
-    `sandbox.corpus.adp`), which are qualified by their file.
+    `corpora.adp`), which are qualified by their file.
     """
     if fmt == "openai":
         fmt = "canonical"

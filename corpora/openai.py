@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.corpus.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, json_type, parsed_args,
+from corpora.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, json_type, parsed_args,
                                    published_outcome, record_id, tools_from)
 from sandbox.schemas import ROLES, canonical_json
 
@@ -222,7 +222,7 @@ def convert_openai(obj: dict, default_id: str) -> dict:
             raise BadRecord(f"meta: must be an object, not {json_type(meta)}")
         meta = dict(meta)
         if inferred:
-            meta[TOOLS_SOURCE] = "calls"   # sandbox.corpus.catalogue: one catalogue per source after loading
+            meta[TOOLS_SOURCE] = "calls"   # corpora.catalogue: one catalogue per source after loading
         for key, value in (("extra", extra), ("message_extra", extras)):
             if not value:
                 continue

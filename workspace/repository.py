@@ -12,7 +12,7 @@ reset, reflogs and unreachable objects never expire.
 Trust: a candidate arrives as a mapping of files (path → bytes) that the host has read; only
 strategy files are committed (sandbox/strategy_files.py: `.git*` names, other paths and oversized
 files are refused with one sentence naming the path). Hooks never run: `core.hooksPath` is
-/dev/null in the repo config *and* on every git command line (sandbox/git_calls.py), and commits go
+/dev/null in the repo config *and* on every git command line (workspace/git_calls.py), and commits go
 through gitpython's `IndexFile.commit(skip_hooks=True)`. Git runs with the user's global and system
 config ignored and a fixed identity, so a machine without a git identity works and a hostile
 ~/.gitconfig (hooks, signing, commit encoding) changes nothing.
@@ -43,7 +43,7 @@ from gitdb.base import IStream
 
 from base.errors import RunFailed, UserError
 from base.files import is_empty_or_missing
-from sandbox.git_calls import EMAIL, NAME, REPO_CONFIG, git_env, run_git
+from workspace.git_calls import EMAIL, NAME, REPO_CONFIG, git_env, run_git
 from sandbox.strategy_files import check_files, check_tree_path, inputs_files, strategy_files
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sandbox.corpus.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, as_list, first_user_text,
+from corpora.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, as_list, first_user_text,
                                    json_type, parsed_args, published_outcome, record_id, tools_from,
                                    unanswered_outcome)
 from sandbox.schemas import canonical_json
@@ -86,7 +86,7 @@ def convert_sharegpt(obj: dict, default_id: str) -> dict:
     if extra:
         meta["extra"] = extra
     if not given and synth.props:
-        meta[TOOLS_SOURCE] = "calls"   # sandbox.corpus.catalogue: one catalogue per source after loading
+        meta[TOOLS_SOURCE] = "calls"   # corpora.catalogue: one catalogue per source after loading
     return {"id": rid, "source": source, "task": first_user_text(messages),
             "tools": given or synth.tools(), "messages": messages,
             "outcome": published_outcome(obj) or unanswered_outcome(), "meta": meta}

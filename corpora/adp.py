@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from sandbox.corpus.common import (TOOLS_SOURCE, BadRecord, ToolSynth, first_user_text, json_type,
+from corpora.common import (TOOLS_SOURCE, BadRecord, ToolSynth, first_user_text, json_type,
                                    published_outcome, record_id, tools_from, unanswered_outcome)
 from sandbox.schemas import canonical_json
 
@@ -185,7 +185,7 @@ def convert_adp(obj: dict, default_id: str, scope: str = "") -> dict:
         meta["extra"] = extra
     source = details.get("dataset") if isinstance(details.get("dataset"), str) else "adp"
     if not given and synth.props:
-        meta[TOOLS_SOURCE] = "calls"   # sandbox.corpus.catalogue: one catalogue per source after loading
+        meta[TOOLS_SOURCE] = "calls"   # corpora.catalogue: one catalogue per source after loading
     return {"id": rid, "source": source, "task": first_user_text(messages),
             "tools": given or synth.tools(), "messages": messages,
             "outcome": published_outcome(obj, details) or unanswered_outcome(), "meta": meta}

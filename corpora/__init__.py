@@ -8,11 +8,11 @@
 - `loader`: `load_corpus`, which names every refused value as `path:line: reason`;
 - `split`: the deterministic 9:1 dev hold-out and the benchmark a corpus implies.
 """
-from sandbox.corpus.adp import code_tool_name
-from sandbox.corpus.loader import (FORMATS, Corpus, SkippedLine, convert_record, corpus_sha256,
+from corpora.adp import code_tool_name
+from corpora.loader import (FORMATS, Corpus, SkippedLine, convert_record, corpus_sha256,
                                    detect_format, load_corpus, write_corpus)
-from sandbox.corpus.reading import DEFAULT_MAX_LINE_BYTES, file_sha256, iter_lines
-from sandbox.corpus.split import corpus_kind, holdout, split_ids, train_part
+from corpora.reading import DEFAULT_MAX_LINE_BYTES, file_sha256, iter_lines
+from corpora.split import corpus_kind, holdout, split_ids, train_part
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "FORMATS", "Corpus", "SkippedLine", "code_tool_name",
            "convert_record", "corpus_kind", "corpus_sha256", "detect_format", "file_sha256",
