@@ -279,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)   # the command as given (a raw result records it)
     try:
         reaped = reap_leftovers()   # what a curateevo process killed with SIGKILL left (containers, job folders)
         if reaped:

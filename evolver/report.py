@@ -16,6 +16,7 @@ from pathlib import Path
 from base.files import atomic_write
 from evolver.tables import STAGE_COLUMNS, dev_scope, epoch_rows, failed_stages, log_table, stage_table
 from evolver.config import RunConfig
+from evolver import report_sections
 from evolver.diagnose import FAMILY_PREFIXES
 from evolver.store import RunStore
 from evolver.trace import outcome_table
@@ -220,9 +221,10 @@ def _html_table(columns, body, kind: str) -> str:
     return f'<table class="{kind}"><tr>{head}</tr>{rows}</table>'
 
 
-def _epoch_table(store) -> str:
-    """The `log` table as an HTML table, its notes (footnotes, dev size, warnings) once, under it."""
+def _epoch_table(store, rows) -> str:
+    """The `log` table as an HTML table, its notes (footnotes, dev size, warnings, why a figure is "—") once, under it."""
     columns, body, notes = log_table(store)
+    notes += report_sections.missing_notes(store, rows)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
     return _html_table(columns, body, "epochs") + (f'<ul class="notes">{notes}</ul>' if notes else "")
 
@@ -368,7 +370,21 @@ def _test_readings(store: RunStore) -> str:
                     f"P = {e.get('P')} ({html.escape(str(e.get('time', '')))})</li>" for n, e in enumerate(readings, 1))
     warn = (f"<p><b>The test split was read {len(readings)} times</b> (`test --again`): only the first reading is "
             "a held-out result.</p>") if len(readings) > 1 else ""
-    return f"<h2>Test split</h2>{warn}<ul>{items}</ul>"
+    return f"<h2>Test split</h2>{warn}<ul>{items}</ul>{_versus_rho0(store)}"
+
+
+def _versus_rho0(store: RunStore) -> str:
+    """The last reading's answer to "did evolution help?": ρ0 and the final strategy, paired (evolver/tested.py)."""
+    from evolver import tested
+
+    doc = tested.read(store.root)
+    if doc is None:
+        return "<p><i>This reading did not pair the final strategy with ρ0 (tested before `test` did).</i></p>"
+    columns = [(name, -1 if i == 0 else 1) for i, name in enumerate(tested.HEADER)]
+    seeds = f"{doc['seeds']} training seeds, paired over tasks × seeds" if doc["seeds"] > 1 else "one training seed, paired over tasks"
+    return (f"<p>Did evolution help? The final strategy (epoch {doc['epoch']}) against ρ0 (epoch 0, no curation) on "
+            f"the test split, P in %, 95% intervals, {seeds} ({html.escape(doc['how'])}):</p>"
+            + _html_table(columns, tested.rows(doc), "versus"))
 
 
 def write_report(run: Path) -> Path:
@@ -398,10 +414,11 @@ img{{display:block;max-width:100%;margin:1em 0}}pre{{background:#f6f6f6;padding:
 pre.diff{{white-space:pre-wrap;overflow-wrap:anywhere}}.add{{color:#116611;background:#e6ffec}}.del{{color:#a11;background:#ffebe9}}
 .hunk{{color:#0550ae}}.file{{font-weight:bold}}table{{border-collapse:collapse;margin:.5em 0}}
 td,th{{border:1px solid #ddd;padding:3px 8px;font-size:13px}}th{{background:#f3f3f3}}td.n{{text-align:right;font-variant-numeric:tabular-nums}}
-ul.notes{{font-size:13px;color:#555}}</style>
+ul.notes{{font-size:13px;color:#555}}table.answers td{{vertical-align:top;max-width:420px;overflow-wrap:anywhere}}</style>
 <h1>Run {html.escape(store.root.name)}</h1>
 {_header(store, rows)}
-{_epoch_table(store)}
+{_epoch_table(store, rows)}
+{report_sections.corpus_section(store, rows)}
 {images}
 {_missing_plots(store, rows, plots)}
 <h2>Time and LLM usage per stage</h2>
@@ -411,9 +428,11 @@ ul.notes{{font-size:13px;color:#555}}</style>
 {_curation_costs(rows)}
 {_test_readings(store)}
 {_category_table(store, rows)}
+{report_sections.per_tool_section(store, rows)}
 {outcome_table(store)}
 {_revisions(store, rows)}
 {_failures(store, rows)}
+{report_sections.failed_answers_section(store, rows)}
 """
     atomic_write(out / "index.html", page)
     return out / "index.html"

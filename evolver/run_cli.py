@@ -14,6 +14,7 @@ from evolver.config import (RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values,
 from base.errors import UserError, positive_int
 from base.files import is_empty_or_missing, read_json, read_jsonl, sha256_bytes, sha256_file
 from benchmarks import registry
+from benchmarks.evaluate import EvalResult
 from evolver.store import RunStore, half_made, taken
 from evolver.launch import check_run_lengths, dev_check, dev_note, read_ids
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages
@@ -322,9 +323,9 @@ def run_config(store: RunStore) -> RunConfig:
 
 
 def cmd_test(args) -> int:
-    """The final strategy (its adapter + memory) on the test split, once, recorded in RUN/test/."""
+    """The final strategy (its adapter + memory) and ρ0 (epoch 0's) on the test split, once, paired
+    (evolver/tested.py), recorded in RUN/test/ (ρ0's evaluation in RUN/test/rho0/)."""
     from benchmarks.evaluate import format_metrics
-    from benchmarks.stages import evaluate_on
 
     store = RunStore.open(Path(args.run))
     final = [e["result"] for e in store.journal.events() if e.get("stage") == "final" and e["event"] == "stage_done"]
@@ -344,26 +345,57 @@ def cmd_test(args) -> int:
             shutil.rmtree(stale)
     cfg, epoch = run_config(store), final[-1]["epoch"]
     seed = cfg.seeds[0]
-    adapter, memory = chosen(store, final[-1], seed)
-    corpus = registry.get(cfg.benchmark).dev_corpus(cfg.corpus)   # a replay run: the test part of its own corpus
-    if corpus is not None:
-        if not cfg.holdout:
-            raise UserError(f"{args.run} was started before a user corpus got a test part (its run.json has no "
-                            "holdout): its records outside the dev tenth were all curated; start a new run to test")
-        if corpus_sha256(list(corpus)) != cfg.corpus_sha256:
-            raise UserError(f"the corpus of {args.run} changed since the run started; its test part cannot be "
-                            "rebuilt; nothing was run")
-    spec = cfg.eval_spec.model_copy(update={"tasks": args.tasks})   # the whole test split unless --tasks
-    doc = evaluate_on(spec, "test", partial, base=cfg.base, adapter=adapter, memory=memory, seed=seed, progress=True,
-                      allow_test=True)
+    from evolver import tested
+
+    if args.seeds:   # both as two rows of `bench quality`, through its cells
+        scores, rho0, category = tested.cells_scores(store, cfg, args.seeds, args.cache, args.tasks, cfg.sandbox)
+        partial.mkdir(parents=True)
+        doc = None
+    else:
+        doc, scores, category = _read_test(store, cfg, final[-1], seed, args.tasks, partial)
+        rho0 = scores if epoch == 0 else \
+            _read_test(store, cfg, {"epoch": 0, "commit": store.done(0, "curate")["result"]["commit"]}, seed,
+                       args.tasks, partial / "rho0")[1]   # ρ0: epoch 0's adapter and memory
+    comparison = tested.compare(scores, rho0, category)
+    how = f"bench quality's cells in {args.cache}" if args.seeds else "the run's adapters"
+    kept = tested.record(partial, comparison, epoch, how)
     if out.exists():   # --again: the earlier reading's files give way; the journal keeps every reading
         shutil.rmtree(out)
     os.replace(partial, out)
-    store.journal.append({"event": "tested", "epoch": epoch, "P": doc.P, "metric": doc.metric,
-                          "reading": len(readings) + 1})
-    print(f"final strategy (epoch {epoch}) on the test split:")
-    print(format_metrics(doc.doc, out))
+    P = doc.P if doc is not None else comparison["final"]["value"]   # the metric's own P (call_f1 pools the calls)
+    store.journal.append({"event": "tested", "epoch": epoch, "P": P, "metric": cfg.metric,
+                          "reading": len(readings) + 1, **kept})
+    if doc is not None:
+        print(f"final strategy (epoch {epoch}) on the test split:")
+        print(format_metrics(doc.doc, out))
+    print(("\n" if doc is not None else "") + tested.text(comparison, cfg.metric, epoch))
+    if epoch == 0:
+        print("the final strategy is ρ0 itself: evolution accepted no candidate")
     return 0
+
+
+def _read_test(store: RunStore, cfg: RunConfig, final: dict, seed: int, tasks: int | None,
+               out: Path) -> tuple[EvalResult, dict, dict]:
+    """One epoch's strategy (its adapter + memory, as the run recorded them) on the test split into
+    `out`, evaluated as the run evaluates (its EvalSpec, through benchmarks.stages.evaluate_on; the
+    whole test split unless `tasks`): the evaluation's result, task id → [score] and task id → category."""
+    from benchmarks.stages import evaluate_on
+    from evolver.tested import scores_of
+
+    adapter, memory = chosen(store, final, seed)
+    corpus = registry.get(cfg.benchmark).dev_corpus(cfg.corpus)   # a replay run: the test part of its own corpus
+    if corpus is not None:
+        if not cfg.holdout:
+            raise UserError(f"{store.root} was started before a user corpus got a test part (its run.json has no "
+                            "holdout): its records outside the dev tenth were all curated; start a new run to test")
+        if corpus_sha256(list(corpus)) != cfg.corpus_sha256:
+            raise UserError(f"the corpus of {store.root} changed since the run started; its test part cannot be "
+                            "rebuilt; nothing was run")
+    spec = cfg.eval_spec.model_copy(update={"tasks": tasks})   # the whole test split unless --tasks
+    doc = evaluate_on(spec, "test", out, base=cfg.base, adapter=adapter, memory=memory, seed=seed, progress=True,
+                      allow_test=True)
+    scores, category = scores_of(out / "trajectories.jsonl", doc.metric)
+    return doc, {t: [v] for t, v in scores.items()}, category
 
 
 def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path | None]:
@@ -410,4 +442,9 @@ def add_cli(sub) -> None:
             p.add_argument("--tasks", type=positive_int, help="N test tasks balanced over the categories (default: the whole test split)")
             p.add_argument("--again", action="store_true", help="read the test split once more (journaled; the report "
                                                                 "lists every reading)")
+            p.add_argument("--seeds", type=positive_int, help="score the final strategy and ρ0 with training seeds "
+                           "0..N-1 as `bench quality` scores rows (its cells: the run's trainings adopted, the missing "
+                           "seeds trained) and pair them over tasks × seeds")
+            p.add_argument("--cache", type=Path, default=PROJECT_ROOT / "runs" / "bench-quality",
+                           help="--seeds: the bench quality cache its cells go to (default runs/bench-quality)")
         p.set_defaults(func=func)

@@ -31,7 +31,7 @@ from base.errors import UserError
 from benchmarks import memory as memory_mod
 from benchmarks.registry import DEFAULT as DEFAULT_BENCHMARK
 from base.files import atomic_json, read_json, read_jsonl, sha256_files
-from benchmarks.policies.limits import DEFAULT_BATCH_SIZE
+from benchmarks.policies.limits import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS
 from benchmarks.stages import EvalSpec, TrainSpec, evaluate_on, train_on, used
 from corpora import load_corpus
 from sandbox.curate import execute, runtime_sha256
@@ -66,6 +66,9 @@ class Setting:
     """replay: the corpus's tool schemas (`--tools`), as the run that curated it loaded them."""
     corpus_sha256: str | None = None
     """replay: the corpus's hash (part of every cell's key and of the calibration's setting)."""
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    """What a policy decodes per model turn at most (EvalSpec.max_new_tokens): a run's own when
+    `curateevo test --seeds` scores its strategies; part of a cell's key when not the default."""
 
 
 @dataclass(frozen=True)
@@ -129,9 +132,10 @@ class Cells:
         """How every row of this setting is trained: as the loop trains (benchmarks.stages.train_on)."""
         self.eval_spec = EvalSpec(benchmark=setting.benchmark, metric=setting.metric, tasks=setting.tasks,
                                   batch_size=setting.batch_size, threads=self.train_spec.threads,
+                                  max_new_tokens=setting.max_new_tokens,
                                   corpus=tuple(setting.corpus), corpus_tools=setting.tools)
         """How every cell is evaluated: as the loop evaluates (benchmarks.stages.evaluate_on), on the
-        profile's pinned threads, with the policies' decoding budget."""
+        profile's pinned threads, with the setting's decoding budget (the policies' default unless a run's)."""
         from trainer.recipe import curation_budget
 
         self.curation_budget = curation_budget(prof)   # ctx.budget, as the loop gives its candidates
@@ -234,7 +238,9 @@ class Cells:
                      "benchmark": self.setting.benchmark, "split": self.setting.split,
                      "tasks": [t.id for t in self.tasks], "metric": self.setting.metric,
                      "batch_size": self.setting.batch_size, "seed": seed,
-                     **({"corpus": self.setting.corpus_sha256} if self.setting.corpus else {})})
+                     **({"corpus": self.setting.corpus_sha256} if self.setting.corpus else {}),
+                     **({"max_new_tokens": self.setting.max_new_tokens}
+                        if self.setting.max_new_tokens != DEFAULT_MAX_NEW_TOKENS else {})})
 
     def cached(self, row: Row, seed: int) -> dict | None:
         path = self.root / "cells" / self.cell_key(row, seed) / "cell.json"

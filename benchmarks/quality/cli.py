@@ -24,6 +24,7 @@ from sandbox.executor import PROJECT_ROOT, make_executor
 from benchmarks.quality import CALIBRATION, ROWS, TABLE1
 
 CACHE = PROJECT_ROOT / "runs" / "bench-quality"
+RESULTS = PROJECT_ROOT / "bench" / "results"
 
 
 
@@ -102,7 +103,7 @@ def setting_of(args):
 
 def cmd_bench_quality(args) -> int:
     from benchmarks.quality import rows as rows_mod
-    from benchmarks.quality import table
+    from benchmarks.quality import strategy_rows, table
     from benchmarks.quality.cells import Cells
     from benchmarks.quality.stats import minimal_detectable_difference
     def say(text: str) -> None:
@@ -110,6 +111,8 @@ def cmd_bench_quality(args) -> int:
             print(text, file=sys.stderr, flush=True)
 
     setting = setting_of(args)
+    if args.calibrate and args.strategy:
+        raise UserError("--calibrate trains its own rows (" + ", ".join(CALIBRATION) + "); give --strategy without it")
     if args.calibrate and args.rows and not set(args.rows.split(",")) <= set(CALIBRATION):
         raise UserError("--calibrate trains its own rows (" + ", ".join(CALIBRATION) + "); --rows may pick among them")
     replay_dir = rows_mod.replay_train_dir(setting.corpus, setting.tools, args.cache) if setting.corpus else None
@@ -135,14 +138,20 @@ def cmd_bench_quality(args) -> int:
     wild_dir = replay_dir or args.wild or rows_mod.default_corpus_dir(args.benchmark, "wild", max_records=sized)
     labeled_dir = args.labeled or (rows_mod.default_corpus_dir(args.benchmark, "labeled", max_records=sized)
                                    if "rho0-labeled" in which and not replay_dir else None)
+    if args.strategy and "rho0-wild" not in which:   # each strategy is paired against ρ0
+        which = ("rho0-wild", *which)
     rows = rows_mod.table_rows(which, wild_dir, labeled_dir, args.run or [], args.cache, args.ablate, args.run_epochs,
                                source_sha256=setting.corpus_sha256)
+    if args.strategy:
+        rows += strategy_rows.strategy_rows(args.strategy, next(r for r in rows if r.id == "rho0-wild").corpus)
     adopted = sum(cells.adopt(run) for run in args.run or [])
     if adopted:
         say(f"{adopted} training(s) of the given runs match this recipe: a cell with the same data and seed reuses them")
 
     say(f"curating {len(rows)} rows (cached by strategy × corpus × sandbox runtime {cells.runtime}) …"
         if cells.curate_here else f"reusing the curations of {len(rows)} rows made under runtime {cells.runtime} …")
+    if args.strategy:   # judged as a candidate's dry run is, before any row trains
+        strategy_rows.curate(cells, [r for r in rows if r.id.startswith(strategy_rows.PREFIX)], args.strategy)
     for row in rows:
         cells.inputs(row)
     missing = [(row, s) for s in setting.seeds for row in rows if cells.cached(row, s) is None]   # seed-major: a stopped bench leaves paired seeds
@@ -188,8 +197,14 @@ def cmd_bench_quality(args) -> int:
     out = args.out or Path(args.cache) / f"report-{setting.split}"
     if args.spread:
         doc["spread"] = table.spread(doc)
+    best = strategy_rows.add_vs_best(doc, {r: table.row_scores(c) for r, c in results.items() if c}) \
+        if args.strategy else None
     paths = table.write(doc, Path(out))
     print(table.markdown(doc))
+    if args.strategy:
+        print(strategy_rows.markdown(doc, best))
+        print(f"raw result: {strategy_rows.write_raw(doc, rows, getattr(args, 'argv', []), args.results)} "
+              "(`bench/leaderboard.py` makes it a row of docs/leaderboard.md)")
     if args.calibrate:
         from benchmarks.quality import calibration
 
@@ -231,6 +246,12 @@ def add_cli(sub) -> None:
     p.add_argument("--labeled", type=Path, help="labeled corpus directory (default: runs/corpora/BENCHMARK-labeled-seed0-maxN, "
                                                   "the wild one's tasks)")
     p.add_argument("--run", type=Path, nargs="+", help="finished run directories: their final strategies are rows")
+    p.add_argument("--strategy", type=Path, nargs="+", metavar="DIR",
+                   help="strategy directories (strategy.py, helper modules, inputs/): each a row `strategy:NAME`, "
+                        "executed in the sandbox and scored under the same recipe, seeds and tasks, paired against "
+                        "ρ0 and the best other row, and written to a raw result file in --results")
+    p.add_argument("--results", type=Path, default=RESULTS, help="where --strategy's raw result JSON goes "
+                                                                  "(default bench/results)")
     p.add_argument("--rows", help=f"comma-separated rows among {','.join(ROWS)} (default: {','.join(TABLE1)}; "
                                   "with --spread: rho0-wild)")
     p.add_argument("--ablate", metavar="ROW", help="Table 2 for this row (rho0-wild, agentrefine, oracle, "

@@ -1,0 +1,144 @@
+"""Did evolution help? The final strategy against ρ0 on the test split, paired task by task.
+
+`curateevo test RUN` reads the test split for the run's final strategy and for ρ0 (epoch 0, no
+curation: its adapter and memory are in the run already) and compares them here: each one's P with
+its interval, the paired difference final − ρ0 with its interval, overall and per category, by the
+quality benchmark's statistics (benchmarks/quality/stats.py on base/paired.py's crossed paired
+bootstrap). `test --seeds N` scores both as `bench quality` scores rows — its cells, seeds 0..N−1,
+the run's own trainings adopted — and pairs them the same way (`cells_scores`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from base.errors import UserError
+from base.files import atomic_json, read_json, read_jsonl
+from benchmarks.evaluate import EvalSpec
+
+FILE = "versus-rho0.json"
+"""RUN/test/FILE: the comparison of the last reading (the report shows it)."""
+
+
+def scores_of(trajectories: Path, metric: str) -> tuple[dict[str, float], dict[str, str]]:
+    """task id → its score in one evaluation (call_f1: the held-out record's own call F1, else
+    success), and task id → category, from the evaluation's trajectories.jsonl."""
+    outcome = "reward" if metric == "call_f1" else "success"
+    rows = read_jsonl(trajectories)
+    return ({t["meta"]["task_id"]: float(t["outcome"][outcome]) for t in rows},
+            {t["meta"]["task_id"]: t["meta"]["category"] for t in rows})
+
+
+def compare(final: dict, rho0: dict, category: dict[str, str]) -> dict:
+    """Both rows' P with a 95% interval and the paired difference final − ρ0, overall and per
+    category. `final`, `rho0`: task id → per-seed scores (the same seeds); `category`: task → category."""
+    from benchmarks.quality import stats
+
+    def block(tasks: list[str]) -> dict:
+        a, b = ({t: s[t] for t in tasks} for s in (final, rho0))
+        return {"tasks": len(tasks), "final": stats.mean_interval(a).to_json(), "rho0": stats.mean_interval(b).to_json(),
+                "difference": stats.paired_difference(a, b)}
+
+    tasks = sorted(set(final) & set(rho0))
+    if not tasks:
+        raise UserError("the final strategy and ρ0 scored no test task in common; nothing can be paired")
+    by_cat: dict[str, list[str]] = {}
+    for t in tasks:
+        by_cat.setdefault(category.get(t, "?"), []).append(t)
+    return {**block(tasks), "seeds": len(next(iter(final.values()))),
+            "per_category": {c: block(ts) for c, ts in sorted(by_cat.items())}}
+
+
+DECODING = ("metric", "max_new_tokens", "max_prompt_tokens", "memory_k", "threads", "batch_size")
+"""What an evaluation's scores depend on besides the policy, the tasks and the seed (EvalSpec's fields)."""
+
+
+def same_evaluation(run: EvalSpec, bench: EvalSpec) -> None:
+    """UserError unless `bench quality`'s cells (`bench`) evaluate as the run did (`run`, its
+    EvalSpec): the same metric, decoding budget, memory retrieval, threads, batches and step pass,
+    so `test --seeds` pairs what the run and `test` would score."""
+    differ = [f"{f} {getattr(bench, f)} (the run: {getattr(run, f)})" for f in DECODING
+              if getattr(run, f) != getattr(bench, f)]
+    if run.step_pass() != bench.step_pass():
+        differ.append(f"step items {'scored' if bench.step_pass() else 'not scored'} (the run: the other way)")
+    if differ:
+        raise UserError("--seeds scores the test split through `bench quality`'s cells, which evaluate with "
+                        + "; ".join(differ) + ": test this run without --seeds")
+
+
+def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
+                 sandbox: str) -> tuple[dict, dict, dict]:
+    """The final strategy and ρ0 as two rows of `bench quality` (benchmarks/quality/cells.py) on the
+    test split with seeds 0..seeds−1, the run's own trainings adopted where they match: every
+    missing seed of both is trained and evaluated there, cached in `cache` like any cell. Returns
+    the final row's and ρ0's task → per-seed scores and task → category."""
+    from benchmarks import registry
+    from benchmarks.quality.cells import Cells, Row, Setting
+    from benchmarks.quality.rows import run_row
+    from benchmarks.quality.table import row_scores
+    from sandbox.executor import make_executor
+    from workspace.repository import Workspace
+
+    if not registry.get(cfg.benchmark).executable or len(cfg.corpus) != 1:
+        raise UserError(f"--seeds scores the test split as `bench quality` does, which takes a benchmark with an "
+                        f"environment and one corpus file; this run evolved on {cfg.benchmark} with "
+                        f"{len(cfg.corpus)} corpus file(s): test it without --seeds")
+    setting = Setting(benchmark=cfg.benchmark, split="test", tasks=tasks, profile=cfg.profile, base=cfg.base,
+                      seeds=tuple(range(seeds)), metric=cfg.metric, batch_size=cfg.batch_size,
+                      curation_seed=cfg.seed, curation_timeout_s=cfg.curation_timeout_s, budget=cfg.budget_overrides,
+                      max_new_tokens=cfg.max_new_tokens)
+    cells = Cells(cache, setting, make_executor(sandbox))
+    same_evaluation(cfg.eval_spec, cells.eval_spec)   # the cells decode as the run and `test` do
+    cells.adopt(store.root)
+    wild = Path(cfg.corpus[0])
+    evolved = run_row(store.root, wild)
+    first = store.done(0, "curate")["result"]["commit"]
+    rho0 = Row(id="rho0-wild", label="ρ0 (epoch 0 of the run)", corpus=wild, ablations=evolved.ablations,
+               files=Workspace.open(store.root / "strategy").files(first))
+    got = {row.id: [cells.cell(row, s) for s in setting.seeds] for row in (evolved, rho0)}
+    return row_scores(got[evolved.id]), row_scores(got[rho0.id]), dict(cells.category)
+
+
+def record(out: Path, doc: dict, epoch: int, how: str) -> dict:
+    """Write the comparison to OUT/FILE; returns what the journal's `tested` event keeps of it."""
+    atomic_json(out / FILE, {"epoch": epoch, "how": how, **doc})
+    d = doc["difference"]
+    return {"P_rho0": doc["rho0"]["value"], "difference": {k: d[k] for k in ("value", "low", "high")},
+            "seeds": doc["seeds"]}
+
+
+def read(run_root: Path) -> dict | None:
+    """The last reading's comparison, when the run was tested so."""
+    path = Path(run_root) / "test" / FILE
+    return read_json(path) if path.is_file() else None
+
+
+def _ci(e: dict, signed: bool = False) -> str:
+    f = (lambda x: f"{100 * x:+.1f}") if signed else (lambda x: f"{100 * x:.1f}")
+    return f"{f(e['value'])} [{f(e['low'])}, {f(e['high'])}]"
+
+
+def rows(doc: dict) -> list[list[str]]:
+    """The comparison as table rows: scope, tasks, ρ0, final, final − ρ0 (points, 95% intervals)."""
+    out = [["all", str(doc["tasks"]), _ci(doc["rho0"]), _ci(doc["final"]), _ci(doc["difference"], signed=True)]]
+    return out + [[c, str(b["tasks"]), _ci(b["rho0"]), _ci(b["final"]), _ci(b["difference"], signed=True)]
+                  for c, b in doc["per_category"].items()]
+
+
+HEADER = ["category", "tasks", "ρ0 P [95% CI]", "final P [95% CI]", "final − ρ0 [95% CI]"]
+
+
+def text(doc: dict, metric: str, epoch: int) -> str:
+    """The comparison as `test` prints it, with a one-line verdict."""
+    body = [HEADER] + rows(doc)
+    widths = [max(len(r[i]) for r in body) for i in range(len(HEADER))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
+    d = doc["difference"]
+    verdict = ("evolution helped: the final strategy is above ρ0 beyond the interval" if d["low"] > 0 else
+               "evolution hurt: the final strategy is below ρ0 beyond the interval" if d["high"] < 0 else
+               "not resolved: the interval of the difference includes 0")
+    seeds = f"{doc['seeds']} training seed(s), paired over tasks × seeds" if doc["seeds"] > 1 else "one training seed, paired over tasks"
+    unit = (f"{metric} in %" if metric != "call_f1" else
+            "call_f1 in %, each held-out record's own, averaged over the records (the unit the pairing resamples; "
+            "the pooled call_f1 above counts every call alike)")
+    return (f"final strategy (epoch {epoch}) against ρ0 (epoch 0, no curation) on the test split: {unit}, "
+            f"{seeds}\n" + "\n".join(lines) + f"\n{verdict}.")
