@@ -246,28 +246,35 @@ def run_grpo(source, tokenizer, rows, reward_names, profile, steps, place, out, 
 
     device, dtype = place
     _memory_reset(device)
-    generation: list[float] = []
+    generation: list[tuple[int, float]] = []
+    tokens: list[tuple[int, int]] = []   # completion tokens sampled, per step
 
     class TimedGRPO(RecipeGRPOTrainer):
         def _generate_and_score_completions(self, inputs):
             start = clock._now()
             result = super()._generate_and_score_completions(inputs)
             generation.append((len(clock.steps), clock._now() - start))
+            tokens.append((len(clock.steps), int(result["completion_mask"].sum())))
             return result
 
     clock = StepClock(device)
     trainer = TimedGRPO(model=models.load_model(source, dtype=dtype), reward_funcs=trl_reward_functions(reward_names),
                         args=grpo_config(RECIPE, profile, steps, out / "grpo", seed, device == "cpu"),
                         train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                        peft_config=lora_config(RECIPE), advantage_clip=RECIPE.advantage_clip, callbacks=[clock])
+                        peft_config=lora_config(RECIPE), advantage_clip=RECIPE.advantage_clip, callbacks=[clock],
+                        generation=profile.grpo_generation)
     _quiet(trainer).train()
     per_step = [sum(s for k, s in generation if k == i) for i in range(len(clock.steps))]
     first = 1 if len(clock.steps) > 1 else 0
     step_s = [s for s, _ in clock.steps[first:]]
     gen_s = per_step[first:]
     n = len(step_s)
-    result = {"steps": len(clock.steps), "measured_steps": n,
-              "completions_per_step": profile.grpo_prompts_per_step * profile.num_generations,
+    per = profile.grpo_prompts_per_step * profile.num_generations
+    generated = sum(t for k, t in tokens if k >= first)   # completion tokens sampled in the measured steps
+    result = {"steps": len(clock.steps), "measured_steps": n, "generation": profile.grpo_generation,
+              "completions_per_step": per, "prompts_per_step": profile.grpo_prompts_per_step,
+              "generated_tokens_per_step": round(generated / n, 1),
+              "generated_tokens_per_s": round(generated / sum(gen_s), 2) if sum(gen_s) else None,
               "max_completion_length": profile.max_completion_length,
               "step_s": round(sum(step_s) / n, 4), "generation_s": round(sum(gen_s) / n, 4),
               "update_s": round((sum(step_s) - sum(gen_s)) / n, 4), "peak_memory_mb": _peak_memory_mb(device)}
@@ -277,7 +284,7 @@ def run_grpo(source, tokenizer, rows, reward_names, profile, steps, place, out, 
 
 def measure(profile_name: str = "test", base: str | None = None, sft_records=None, rl_records=None, *,
             sft_steps: int | None = None, grpo_steps: int | None = None, seed: int = 0, baseline: bool = True,
-            grpo: bool = True, torch_compile: str | None = None, **budget) -> dict:
+            grpo: bool = True, torch_compile: str | None = None, sft: bool = True, **budget) -> dict:
     """Run the three measurements; `budget` overrides fields of the profile (as `train --set`);
     `torch_compile` (one of TORCH_COMPILE) compiles the recipe's SFT model."""
     if torch_compile not in (None, *TORCH_COMPILE):
@@ -308,9 +315,9 @@ def measure(profile_name: str = "test", base: str | None = None, sft_records=Non
     mean_length = sum(len(e["input_ids"]) for e in examples) / len(examples)
     meta_model = _meta_model(source)
     flops_token = flops_per_token(meta_model, mean_length)
-    peak, peak_source = peak_flops(device, compute, threads)
+    peak, peak_source = peak_flops(device, compute, threads) if sft else (None, "not probed (no SFT run)")
     other = {}
-    if device == "cpu":   # both CPU peaks, so a figure can be read against either
+    if device == "cpu" and sft:   # both CPU peaks, so a figure can be read against either
         for name in ("float32", "bfloat16"):
             other[name] = peak if name == compute else cpu_matmul_probe(threads, dtype=name)
     result = {"profile": profile.name, "base": base, "device": device, "device_name": devices.device_name(device),
@@ -326,14 +333,16 @@ def measure(profile_name: str = "test", base: str | None = None, sft_records=Non
             result["baseline"] = run_baseline(source, tokenizer, sft_records, profile, sft_steps, place, out, seed,
                                               flops_token, peak)
             _say("baseline", result["baseline"])
-        result["sft"] = run_recipe_sft(source, tokenizer, examples, profile, sft_steps, place, out, seed,
-                                       flops_token, peak, torch_compile)
-        _say("sft", result["sft"])
-        if baseline and result["baseline"]["tokens_per_s"] and result["sft"]["tokens_per_s"]:
+        if sft:
+            result["sft"] = run_recipe_sft(source, tokenizer, examples, profile, sft_steps, place, out, seed,
+                                           flops_token, peak, torch_compile)
+            _say("sft", result["sft"])
+        if baseline and sft and result["baseline"]["tokens_per_s"] and result["sft"]["tokens_per_s"]:
             result["sft_vs_baseline"] = round(result["sft"]["tokens_per_s"] / result["baseline"]["tokens_per_s"], 3)
         if grpo and rows:
             result["grpo"] = run_grpo(source, tokenizer, rows, sorted(rl_stats.rewards), profile, grpo_steps, place,
                                       out, seed)
+            _say("grpo", result["grpo"])
     return result
 
 
@@ -378,7 +387,8 @@ def format_result(r: dict) -> str:
         g = r["grpo"]
         lines.append(f"{'recipe GRPO':<26} {g['step_s']} s/step = generation {g['generation_s']} s + update "
                      f"{g['update_s']} s ({g['completions_per_step']} completions of ≤ {g['max_completion_length']} "
-                     f"tokens; peak memory {g['peak_memory_mb']:.0f} MB)")
+                     f"tokens, generation {g.get('generation')}: {g.get('generated_tokens_per_s')} generated tokens/s; "
+                     f"peak memory {g['peak_memory_mb']:.0f} MB)")
     return "\n".join(lines)
 
 
@@ -393,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grpo-steps", type=int, help="default: the profile's grpo_max_steps")
     p.add_argument("--no-baseline", action="store_true")
     p.add_argument("--no-grpo", action="store_true")
+    p.add_argument("--no-sft", action="store_true", help="skip the recipe's SFT run (e.g. to time GRPO alone)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="override a profile budget")
     p.add_argument("--out", type=Path, help="write the result as JSON here")
@@ -416,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     result = measure(args.profile, args.base, data.read_records(args.sft, "sft") if args.sft else default_sft,
                      data.read_records(args.rl, "rl") if args.rl else default_rl, sft_steps=args.sft_steps,
                      grpo_steps=args.grpo_steps, seed=args.seed, baseline=not args.no_baseline, grpo=not args.no_grpo,
-                     torch_compile=args.torch_compile, **parse_budget(args.set))
+                     torch_compile=args.torch_compile, sft=not args.no_sft, **parse_budget(args.set))
     print(format_result(result))
     if args.out:
         args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

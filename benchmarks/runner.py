@@ -130,8 +130,8 @@ class _EpisodeState:
         self.steps = 0
         new = [_user_message(m) for m in turn]
         if self.turn == 0 and self.memory is not None:
-            hits = self.memory.retrieve(memory_mod.query_of(new),
-                                        offered=[_tool_name(t) for t in self.episode.offered_tools()])
+            hits = memory_mod.hints(self.memory, new, list(self.episode.offered_tools()),
+                                    own={"meta": {"task_id": self.task.id}})
             self.memory_ids = [h["id"] for h in hits]
             new = memory_mod.inject(new, hits)
         self.messages.extend(new)
@@ -261,8 +261,8 @@ def run_steps(benchmark: Benchmark, tasks: Sequence[Task], policy, *, batch_size
             messages = [dict(m) for m in item.messages]
             if memory is not None:
                 if item.task_id not in hits_cache:
-                    hits_cache[item.task_id] = memory.retrieve(memory_mod.query_of(messages),
-                                                               offered=[_tool_name(t) for t in item.tools])
+                    hits_cache[item.task_id] = memory_mod.hints(memory, messages, item.tools,
+                                                                own={"meta": {"task_id": item.task_id}})
                 messages = memory_mod.inject(messages, hits_cache[item.task_id])
             prompts.append((messages, list(item.tools)))
         texts = policy.generate(prompts, n=samples, temperature=temperature,

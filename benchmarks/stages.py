@@ -85,13 +85,15 @@ def train_on(spec: TrainSpec, files: dict, out: Path, seed: int, *, echo: IO[str
              progress: bool = False) -> dict:
     """The fixed recipe (trainer.train.train, in a child process) on `files`' SFT and RL records
     (either may be None), as `spec` says, after the length check (`check_lengths`, said to `echo`
-    or stderr). Returns the training's summary, with `length` (the length report) added."""
+    or stderr); `files`' memory bank goes with it (read only when the profile's `sft_memory_hints`
+    puts hints into the SFT prompts). Returns the training's summary, with `length` (the length report) added."""
     from trainer.train import train
 
     length = check_lengths(spec, files["sft"], files["rl"], echo or sys.stderr)
     summary = train(files["sft"], files["rl"], out, base=spec.base, profile=spec.profile, seed=seed,
                     report_to=spec.report_to, launcher=spec.launcher or None,
-                    accelerate_config=spec.accelerate_config or None, echo=echo, progress=progress, **spec.budget)
+                    accelerate_config=spec.accelerate_config or None, echo=echo, progress=progress,
+                    memory=files.get("memory"), **spec.budget)
     return {**summary, "length": length.to_json()}
 
 

@@ -238,16 +238,39 @@ def outcome_point(profile: Mapping | None) -> dict | None:
             "family": TRAINED_FAILURES, "task_ids": [], "count": kept, "source": "profile"}
 
 
+# A point read from the diagnosed epoch's trainings: GRPO groups whose completions all scored alike
+# have zero advantage, so when most did, the RL data taught nothing (trainer/grpo.py counts them).
+RL_NO_SIGNAL = "rl_no_signal"
+RL_NO_SIGNAL_SHARE = 0.8   # trainer.grpo's warning threshold
+RL_NO_SIGNAL_MIN_GROUPS = 16   # a share over fewer groups says little (cpu-small's one group per training)
+
+
+def grpo_point(trainings: Sequence[Mapping]) -> dict | None:
+    """The failed point `rl_no_signal` when, over the epoch's trainings (their summaries), more than
+    RL_NO_SIGNAL_SHARE of at least RL_NO_SIGNAL_MIN_GROUPS GRPO groups had zero reward variance;
+    None otherwise."""
+    grpo = [t["grpo"] for t in trainings if (t or {}).get("grpo") and t["grpo"].get("groups")]
+    groups, zero = sum(g["groups"] for g in grpo), sum(g["zero_variance_groups"] for g in grpo)
+    if groups < RL_NO_SIGNAL_MIN_GROUPS or zero / groups <= RL_NO_SIGNAL_SHARE:
+        return None
+    return {"failed_point": "GRPO groups whose completions all scored alike: the RL data taught nothing",
+            "evidence": f"{zero} of {groups} GRPO groups had zero reward variance over {len(grpo)} training(s)",
+            "curation_hint": "give RL the steps near the policy's boundary (tasks neither always nor never solved) "
+                             "whose reference is right",
+            "family": RL_NO_SIGNAL, "task_ids": [], "count": zero, "source": "training"}
+
+
 def diagnose(trajectories: Sequence[Mapping], *, history: Sequence[Mapping] = (), sampled: Sequence[Mapping] = (),
-             params=None, profile: Mapping | None = None) -> tuple[list, dict]:
+             params=None, profile: Mapping | None = None, trainings: Sequence[Mapping] = ()) -> tuple[list, dict]:
     """(failed_points, signals) for one evaluation: `trajectories` are the greedy evaluation of
     the diagnosed epoch, `history` the `signals.summarize` of the evaluated epochs before it
     (oldest first), `sampled` its K sampled rollouts per task (may be empty: no boundary signal),
-    `profile` its curated profile (recorded outcomes it trains on become `trained_failures`)."""
+    `profile` its curated profile (recorded outcomes it trains on become `trained_failures`),
+    `trainings` its trainings' summaries (GRPO groups without signal become `rl_no_signal`)."""
     points = failed_points(trajectories)
-    point = outcome_point(profile)
-    if point is not None:   # after the trajectories' points: family_counts counts those alone
-        points.append(point)
+    for point in (outcome_point(profile), grpo_point(trainings)):
+        if point is not None:   # after the trajectories' points: family_counts counts those alone
+            points.append(point)
     found = sig.signals(sig.summarize(trajectories), history, sampled, params or sig.SignalParams())
     return points, {"families": family_counts(points), **found}
 

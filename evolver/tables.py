@@ -41,6 +41,10 @@ def epoch_rows(store: RunStore) -> list[dict]:
             seen = ((result.get("summary") or {}).get("sft") or {}).get("epochs_seen")
             if seen is not None:
                 row.setdefault("sft_epochs_seen", []).append(seen)
+            grpo = (result.get("summary") or {}).get("grpo") or {}
+            if grpo.get("groups"):   # GRPO groups over the seeds, and those whose completions all scored alike
+                row["grpo_groups"] = row.get("grpo_groups", 0) + grpo["groups"]
+                row["grpo_zero_variance"] = row.get("grpo_zero_variance", 0) + grpo["zero_variance_groups"]
             if result.get("trained") is not None:   # after ablations and length limits (seeds train the same data)
                 row["trained"] = result["trained"]
         elif stage["stage"] == "decide":
@@ -95,7 +99,7 @@ def trained_counts(row: dict) -> tuple[str, bool]:
 
 
 LOG_COLUMNS = (("epoch", 5), ("P", 7), ("gold LL", 8), ("C", 7), ("J", 8), ("Cost_train", 10), ("SFT/RL/mem", 14),
-               ("SFT seen", 8), ("cur s/1K", 8), ("decision", -9), ("time", 7))
+               ("SFT seen", 8), ("RL 0-var", 8), ("cur s/1K", 8), ("decision", -9), ("time", 7))
 """The epoch table's columns and their text widths (negative: left-aligned)."""
 LLM_COLUMNS = (("LLM tokens", 10), ("USD", 8))
 
@@ -124,9 +128,14 @@ def log_table(store: RunStore) -> tuple[list[tuple[str, int]], list[list[str]], 
         cur = (r.get("curation") or {}).get("seconds_per_1k_turns")   # curation wall time per 1K retained turns
         cells = [str(r["epoch"]), f(r.get("P"), 4), f(r.get("gold_ll"), 3), f(r.get("C"), 4), f(r.get("J"), 4),
                  str(r.get("cost_train")) if r.get("cost_train") is not None else "—", counts,
-                 f"{sum(seen) / len(seen):.2f}×" if seen else "—", f"{cur:.3f}" if cur is not None else "—",
+                 f"{sum(seen) / len(seen):.2f}×" if seen else "—",
+                 f"{r['grpo_zero_variance']}/{r['grpo_groups']}" if r.get("grpo_groups") else "—",
+                 f"{cur:.3f}" if cur is not None else "—",
                  decision, f"{sum(r['seconds'].values()):.0f}s"]
         body.append(cells + ([str(r["tokens"]), f"{r['usd']:.4f}"] if llm else []))
+    if any(r.get("grpo_groups") for r in rows):
+        notes.append("RL 0-var: GRPO groups (over the seeds' trainings) whose completions all scored alike, of all "
+                     "groups; such a group has zero advantage and teaches nothing")
     if any(r.get("c_only") for r in rows):
         notes.append("C only: accepted on a lower C alone with P unchanged (a cheaper curation, not a better policy)")
     notes += dev_notes(store, rows)

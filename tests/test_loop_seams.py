@@ -194,7 +194,7 @@ def test_replay_reeval_names_a_changed_memory_retrieval_rule(tmp_path, capsys, m
     # recorded under the rule before: every hint the request matches, whether its tool is offered or not
     keep = memory_mod.MemoryIndex.retrieve
     with monkeypatch.context() as m:
-        m.setattr(memory_mod.MemoryIndex, "retrieve", lambda self, query, k=None, offered=None: keep(self, query, k))
+        m.setattr(memory_mod.MemoryIndex, "retrieve", lambda self, query, k=None, offered=None, exclude=frozenset(): keep(self, query, k))
         m.setattr(memory_mod, "RETRIEVAL", "bm25s")
         evaluate_epoch(ep.cfg, ep.store.epoch_dir(1) / "artifacts", ep.store.epoch_dir(1) / "eval-s0", 0, None)
     recorded = read_jsonl(ep.store.epoch_dir(1) / "eval-s0" / "trajectories.jsonl")
@@ -203,7 +203,7 @@ def test_replay_reeval_names_a_changed_memory_retrieval_rule(tmp_path, capsys, m
     assert cli.main(["replay", str(ep.store.root), "--epoch", "1", "--reeval", "--sandbox", "process"]) == 1
     out = capsys.readouterr().out
     assert "reeval seed 0" in out and "DIFFER" in out
-    assert "the record retrieved its memory by 'bm25s', this replay by 'bm25s, offered tools only'" in out
+    assert "the record retrieved its memory by 'bm25s', this replay by 'bm25s, offered tools only, own task and origins excluded'" in out
 
 
 def test_k_candidates_are_ranked_by_the_proxy_and_only_the_best_is_committed(tmp_path, monkeypatch, counted):

@@ -76,3 +76,79 @@ def test_a_hint_about_a_tool_the_task_does_not_offer_is_not_retrieved():
     assert [h["id"] for h in index.retrieve(query, offered=["area"])] == ["sig-area", "fact"]
     assert [h["id"] for h in index.retrieve(query, offered=[])] == ["fact"]
 
+
+
+# --- one retrieval at both ends: hints in the SFT prompts as at evaluation ---------------------
+
+ADD_TOOL = [{"type": "function", "function": {"name": "add", "description": "Add to the counter.",
+                                               "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}}]
+BANK = [{"id": "own", "key": "task add numbers counter", "content": "From this very trajectory.",
+         "meta": {"origin": ["raw-7"]}},
+        {"id": "same-task", "key": "task add numbers", "content": "From another attempt at the same task.",
+         "meta": {"env": {"task_id": "train_3"}}},
+        {"id": "general", "key": "add numbers", "content": "Call add once per number.", "meta": {"tool": "add"}},
+        {"id": "other-tool", "key": "task add numbers", "content": "mul(n) multiplies.", "meta": {"tool": "mul"}}]
+SFT = {"id": "raw-7", "tools": ADD_TOOL,
+       "messages": [{"role": "user", "content": "task 0: add 1"},
+                    {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
+                        "name": "add", "arguments": "{\"n\": 1}"}}]}],
+       "meta": {"origin": ["raw-7"], "env": {"benchmark": "counter", "task_id": "train_3", "variant": "c"}}}
+
+
+def test_a_train_record_never_retrieves_its_own_record_or_task():
+    index = mem.MemoryIndex(BANK, k=4)
+    assert {h["id"] for h in mem.hints(index, SFT["messages"], ADD_TOOL)} == {"own", "same-task", "general"}
+    assert [h["id"] for h in mem.hints(index, SFT["messages"], ADD_TOOL, own=SFT)] == ["general"]
+    assert mem.provenance(SFT) == {"origin:raw-7", "task:train_3"}
+    assert mem.provenance({"id": "x"}) == frozenset()
+
+
+def test_training_and_evaluation_retrieve_by_the_same_function(monkeypatch):
+    """The SFT example of a conversation gets the hint block evaluation gives the same conversation,
+    both through trainer.memory.hints (benchmarks.memory re-exports that one function)."""
+    import trainer.memory
+    from test_runner import CounterBenchmark, Recording, solver
+    from benchmarks import runner
+    from trainer import data, models
+
+    assert mem.hints is trainer.memory.hints and mem.MemoryIndex is trainer.memory.MemoryIndex
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(args[1][0]["content"])
+        return hints(*args, **kwargs)
+
+    hints = trainer.memory.hints
+    monkeypatch.setattr(trainer.memory, "hints", spy)
+    monkeypatch.setattr(mem, "hints", spy)
+    index = mem.MemoryIndex(BANK, k=4)
+    bench = CounterBenchmark(n_tasks=1, turns=1)   # its dev task t0 asks "task 0: add 1", offering `add`
+    policy = Recording(solver)
+    record = runner.run_episodes(bench, bench.tasks("dev"), policy, memory=index)[0]
+    tokenizer = models.load_tokenizer(models.resolve(models.TINY))
+    examples, stats = data.sft_examples([SFT], tokenizer, 4096, memory=index)
+    assert calls == ["task 0: add 1", "task 0: add 1"]   # evaluation, then training: one function
+    assert set(record["meta"]["memory"]) == {"own", "same-task", "general"}   # the dev task is neither's task
+    text = tokenizer.decode(examples[0]["input_ids"])
+    assert mem.hint_block([BANK[2]]) in text and "this very trajectory" not in text and "mul(n)" not in text
+    assert stats.with_hints == 1
+    assert mem.hint_block([BANK[2]]) not in tokenizer.decode(data.sft_examples([SFT], tokenizer, 4096)[0][0]["input_ids"])
+
+
+def test_a_bank_record_of_the_evaluated_task_is_never_its_hint():
+    """At evaluation the task's own id is excluded as a train record's is: a bank record naming a dev
+    task (which the host's leakage guard keeps out of every bank, tests/test_leakage.py) never
+    comes back for it."""
+    from test_runner import CounterBenchmark, Recording, solver
+    from benchmarks import runner
+
+    bench = CounterBenchmark(n_tasks=1, turns=1)
+    index = mem.MemoryIndex([{"id": "dev-t0", "key": "task add", "content": "Answer: add 1.",
+                              "meta": {"env": {"task_id": "t0"}}},
+                             {"id": "general", "key": "add numbers", "content": "Call add once per number."}])
+    policy = Recording(solver)
+    record = runner.run_episodes(bench, bench.tasks("dev"), policy, memory=index)[0]
+    steps_policy = Recording(solver)
+    runner.run_steps(bench, bench.tasks("dev"), steps_policy, memory=index)
+    assert record["meta"]["memory"] == ["general"]
+    assert all("Answer: add 1." not in p for batch in policy.batches + steps_policy.batches for p in batch)

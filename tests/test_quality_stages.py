@@ -77,3 +77,40 @@ def test_the_files_a_stage_reads_follow_the_ablations_and_skip_empty_files(tmp_p
     (tmp_path / "rl.jsonl").write_text("\n")
     assert stages.used(tmp_path) == {"sft": tmp_path / "sft.jsonl", "rl": None, "memory": None}
     assert stages.used(tmp_path, ("no-sft",))["sft"] is None
+
+
+def test_a_profile_at_the_old_behaviour_keeps_the_training_key_main_computed(tmp_path):
+    """The profile fields added for issue 59 (grpo_generation, sft_memory_hints) enter a training
+    key only when they differ from the behaviour before them, so cpu-small's (and paper's) cached
+    cells and adopted runs still match; a profile that changes one of them gets a key of its own."""
+    from trainer.recipe import KEYED_WHEN_CHANGED, RECIPE, get_profile
+
+    def main_recipe(profile: str, budget: dict) -> dict:   # main's recipe_of: the Profile without the new fields
+        fields = dataclasses.asdict(get_profile(profile).replace(**budget))
+        return {"recipe": dataclasses.asdict(RECIPE), "base": None,
+                "profile": {k: v for k, v in fields.items() if k not in KEYED_WHEN_CHANGED}}
+
+    assert get_profile("cpu-small").grpo_generation == "trl" and not get_profile("cpu-small").sft_memory_hints
+    for profile, budget in (("cpu-small", {}), ("paper", {}), ("cpu-small", {"sft_max_steps": 2}),
+                            ("test", {"grpo_generation": "trl"})):
+        cells = Cells(tmp_path / "cache", Setting(tasks=5, profile=profile, seeds=(0,), budget=budget),
+                      ProcessExecutor())
+        assert cells.recipe_of(budget) == {**main_recipe(profile, budget), "base": cells.base}, profile
+    changed = Cells(tmp_path / "cache", Setting(tasks=5, profile="cpu-small", seeds=(0,)), ProcessExecutor())
+    for field, value in (("grpo_generation", "merged"), ("sft_memory_hints", True)):
+        assert changed.recipe_of({field: value})["profile"][field] == value
+        assert changed.recipe_of({field: value}) != changed.recipe_of({})
+    assert "grpo_generation" in Cells(tmp_path / "cache", Setting(tasks=5, profile="test", seeds=(0,)),
+                                      ProcessExecutor()).recipe_of({})["profile"]   # the test profile's merged
+
+
+def test_a_run_trained_before_the_new_profile_fields_is_still_adopted(tmp_path):
+    """adopt() compares a run's request profile as a key holds it: a request written before the
+    fields existed (no grpo_generation, no sft_memory_hints) and one written after, at the old
+    behaviour, are the same training."""
+    from trainer.recipe import get_profile, profile_key
+
+    cells = Cells(tmp_path / "cache", Setting(tasks=5, profile="cpu-small", seeds=(0,)), ProcessExecutor())
+    now = dataclasses.asdict(get_profile("cpu-small"))
+    before = {k: v for k, v in now.items() if k not in ("grpo_generation", "sft_memory_hints")}
+    assert profile_key(now) == profile_key(before) == cells.recipe_of({})["profile"]

@@ -135,7 +135,8 @@ def test_log_status_diff_and_report_read_the_run(reference, capsys):
     # how much of the curated SFT set the recipe trained: the test profile's 6 examples of those that fit
     assert "SFT seen" in out and "cur s/1K" in out
     # per epoch: passes over the curated SFT set, then curation wall seconds per 1K retained turns
-    assert len(re.findall(r" \d+\.\d\d× +\d+\.\d{3} (?:accepted|rejected|C only) ", out)) == 3
+    # SFT seen, RL 0-var (GRPO groups with zero reward variance, of all), curation s/1K, decision
+    assert len(re.findall(r" \d+\.\d\d× +\d+/\d+ +\d+\.\d{3} (?:accepted|rejected|C only) ", out)) == 3
     from evolver.tables import epoch_rows
     for row in epoch_rows(RunStore.open(root)):
         cost = row["curation"]

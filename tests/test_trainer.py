@@ -34,6 +34,15 @@ def test_the_recipe_is_the_papers():
         (5e-6, 0.03, 0.14, 0.05, 1.4, 1.0)
 
 
+def test_paper_keeps_the_papers_grpo_budget_and_generation():
+    paper = get_profile("paper")
+    assert (paper.grpo_max_steps, paper.grpo_prompts_per_step, paper.num_generations, paper.max_completion_length) == \
+        (200, 8, 8, 512)
+    assert (paper.grpo_generation, paper.sft_memory_hints, paper.vllm_mode) == ("trl", False, None)
+    with pytest.raises(ValueError, match="grpo_generation"):
+        paper.replace(grpo_generation="fast")
+
+
 def test_profiles_hold_budgets_and_their_learning_rates_only():
     recipe_fields = {f.name for f in dataclasses.fields(type(RECIPE))}
     # the shared names: a budget under the recipe's cap, and the optimiser's scale for a small base

@@ -65,6 +65,13 @@ def test_the_test_profile_trains_end_to_end_and_the_same_seed_gives_the_same_ada
     assert summary["sft"]["loss_last_10"] == round(sum(losses[-10:]) / len(losses[-10:]), 4)
     assert 0 <= summary["sft"]["padding_share"] < 1   # of the batches' rows × longest row: padding (issue: throughput)
     assert summary["grpo"]["groups"] == 4 and summary["grpo"]["completions"] == 8
+    # what a GRPO training reports: steps, prompts, groups, how many of them carried no signal, how it sampled
+    grpo = summary["grpo"]
+    assert (grpo["steps"], grpo["prompts_seen"], grpo["prompts_per_step"], grpo["num_generations"]) == (2, 4, 2, 2)
+    assert 0 <= grpo["zero_variance_groups"] <= grpo["groups"]
+    assert grpo["zero_variance_share"] == round(grpo["zero_variance_groups"] / grpo["groups"], 4)
+    assert grpo["generation"] == "merged" and grpo["step_generation_s"] > 0 and grpo["generated_tokens_per_s"] > 0
+    assert summary["memory_hints"] is None and summary["data"]["sft"]["with_hints"] == 0
     assert summary["recipe"]["kl_beta"] == 0.14 and summary["profile"]["name"] == "test"
     assert summary["peak_memory_mb"] > 0 and summary["wall_s"] > 0 and summary["seed"] == 7
     assert summary["started"] == "warm"   # forked from the process that imported the libraries (trainer.warm)
@@ -201,3 +208,22 @@ def test_a_warm_training_dies_with_the_process_that_started_it(inputs, tmp_path)
     while marked() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not marked(), "a process of the killed caller's training outlived it"
+
+
+def test_with_hints_on_the_sft_prompts_get_the_evaluations_retrieval_and_the_summary_names_it(inputs, tmp_path):
+    from trainer.memory import RETRIEVAL, MemoryIndex, hints
+
+    sft, _ = inputs
+    records = [json.loads(line) for line in sft.read_text().splitlines()]
+    bank = [{"id": f"hint-{n}", "key": r["messages"][0]["content"] if r["messages"][0]["role"] == "user"
+             else r["messages"][1]["content"], "content": f"Hint number {n}.", "meta": {"origin": [f"elsewhere-{n}"]}}
+            for n, r in enumerate(records)]
+    memory = write_jsonl(tmp_path / "memory.jsonl", bank)
+    expected = sum(bool(hints(MemoryIndex(bank), r["messages"], r["tools"], own=r)) for r in records)
+    assert expected > 0
+    summary = train(sft, None, tmp_path / "on", profile="test", seed=0, memory=memory, sft_memory_hints=True,
+                    report_to="none")
+    assert summary["memory_hints"]["retrieval"] == RETRIEVAL and summary["memory_hints"]["records"] == len(bank)
+    assert summary["data"]["sft"]["with_hints"] == expected
+    off = train(sft, None, tmp_path / "off", profile="test", seed=0, memory=memory, report_to="none")
+    assert off["memory_hints"] is None and off["data"]["sft"]["with_hints"] == 0   # the profile's default: no hints

@@ -60,6 +60,7 @@ class SFTStats:
     dropped_untrained: int = 0      # records left with no trained token after the cut
     trained_turns: int = 0          # weight-1 assistant turns over all records
     masked_turns: int = 0           # weight-0 assistant turns (in context, not trained)
+    with_hints: int = 0             # examples given memory hints (trainer.memory.hints; 0 without a bank)
 
 
 def sft_example(record: Mapping, tokenizer, max_length: int, style: str = cf.DEFAULT_STYLE) -> dict:
@@ -76,11 +77,19 @@ def sft_example(record: Mapping, tokenizer, max_length: int, style: str = cf.DEF
 
 
 def sft_examples(records: Sequence[Mapping], tokenizer, max_length: int,
-                 style: str = cf.DEFAULT_STYLE) -> tuple[list[dict], SFTStats]:
-    """Training examples of SFT records (DESIGN's form or the file rows of sandbox.exchange)."""
+                 style: str = cf.DEFAULT_STYLE, memory=None) -> tuple[list[dict], SFTStats]:
+    """Training examples of SFT records (DESIGN's form or the file rows of sandbox.exchange). With
+    `memory` (a trainer.memory.MemoryIndex), each example's system prompt gets the hints that
+    evaluation's retrieval gives its conversation (`trainer.memory.hints`, never its own record's)."""
     stats = SFTStats(records=len(records))
     out = []
     for index, r in enumerate(map(functools.partial(exchange.from_file, "sft"), records)):
+        if memory is not None:
+            from trainer.memory import hints, inject
+
+            found = hints(memory, r["messages"], r.get("tools") or [], own=r)
+            stats.with_hints += bool(found)
+            r = {**r, "messages": inject(r["messages"], found)}
         weights = r.get("weights") or [1] * sum(m["role"] == "assistant" for m in r["messages"])
         stats.trained_turns += sum(weights)
         stats.masked_turns += len(weights) - sum(weights)

@@ -4,7 +4,9 @@ G completions per prompt, scored by the record's named reward (trainer.rewards);
 normalised per group, then clipped to ±`advantage_clip` (the paper's; TRL has no such option).
 The reference model of the KL term is the SFT model (TRL copies the loaded adapter as "ref").
 A group whose completions all score the same has zero advantage and teaches nothing; their
-share is counted, and the summary warns when it is too high to learn from.
+share is counted, and the summary warns when it is too high to learn from. Rollouts are sampled
+by TRL's `generate`, or (`Profile.grpo_generation = "merged"`) by trainer.rollout: the adapter
+merged into a plain copy, one prefill per prompt shared by its group, the groups batched.
 """
 from __future__ import annotations
 
@@ -28,13 +30,32 @@ ZERO_VARIANCE_WARNING = 0.8
 class RecipeGRPOTrainer(GRPOTrainer):
     """TRL's GRPO plus the recipe's advantage clip and a count of zero-variance groups."""
 
-    def __init__(self, *args, advantage_clip: float, **kwargs):
+    def __init__(self, *args, advantage_clip: float, generation: str = "trl", **kwargs):
         trl_patches.apply()
         super().__init__(*args, **kwargs)
         self.advantage_clip = advantage_clip
+        self.rollouts = None   # trainer.rollout.MergedGenerator for generation "merged" (built at the first rollout)
+        self.merged_generation = generation == "merged" and not (self.use_vllm or self.use_transformers_continuous_batching)
         self.groups = 0
         self.zero_variance_groups = 0
         self.generation_s = 0.0   # rollouts and their rewards; the rest of a step is the update
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        if not self.merged_generation or images or multimodal_fields:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+        import torch
+
+        from trainer.rollout import MergedGenerator
+
+        if self.rollouts is None:
+            self.rollouts = MergedGenerator(torch.bfloat16 if self.args.bf16 else self.model.dtype)
+        self.rollouts.refresh(self.accelerator.unwrap_model(self.model))   # the policy as it is now
+        completions = self.rollouts.generate(prompt_ids, self.generation_config, self._tokenizer.pad_token_id)
+        eos, out = set(self.eos_token_ids), []
+        for row in completions.tolist():   # up to and including the first EOS, as TRL cuts them
+            end = next((i for i, t in enumerate(row) if t in eos), len(row) - 1)
+            out.append(row[:end + 1])
+        return out, None
 
     def _generate_and_score_completions(self, inputs):
         start = time.perf_counter()
@@ -117,7 +138,7 @@ def run_grpo(model, tokenizer, rows: list[dict], reward_names: list[str], recipe
                          tracking=trl_report_to(list(report_to), out_dir, "grpo")),
         train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[log],
         peft_config=None if isinstance(model, PeftModel) else lora_config(recipe),
-        advantage_clip=recipe.advantage_clip)
+        advantage_clip=recipe.advantage_clip, generation=profile.grpo_generation)
     if profile.uniform_dropout:
         lora_dropout.install(trainer.model)
     console(trainer, "grpo", progress)
@@ -130,6 +151,8 @@ def run_grpo(model, tokenizer, rows: list[dict], reward_names: list[str], recipe
     share = trainer.zero_variance_groups / trainer.groups if trainer.groups else None
     summary = {
         "steps": steps, "prompts_seen": steps * profile.grpo_prompts_per_step,
+        "prompts_per_step": profile.grpo_prompts_per_step, "num_generations": profile.num_generations,
+        "generation": "vllm" if trainer.use_vllm else "merged" if trainer.merged_generation else "trl",
         "epochs_seen": round(steps * profile.grpo_prompts_per_step / len(rows), 3),
         "completions": steps * per_step, "completion_tokens": int(round(sum(lengths) * per_step)),
         "reward_first": rewards[0] if rewards else None, "reward_last": rewards[-1] if rewards else None,
@@ -142,6 +165,7 @@ def run_grpo(model, tokenizer, rows: list[dict], reward_names: list[str], recipe
         "wall_s": round(wall, 2), "steps_per_s": round(steps / wall, 4) if wall else None,
         # a step's cost split: generation (rollouts + rewards) and update (log-probs, loss, backward, optimizer)
         "step_generation_s": round(trainer.generation_s / steps, 3), "step_update_s": round((wall - trainer.generation_s) / steps, 3),
+        "generated_tokens_per_s": round(sum(lengths) * per_step / trainer.generation_s, 2) if trainer.generation_s else None,
     }
     return trainer.model, summary
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Mapping
 
 from base.errors import UserError
 
@@ -108,6 +109,15 @@ class Profile:
     (a `trl vllm-serve` process at `vllm_server_url`); None: transformers' generate."""
     vllm_server_url: str | None = None
     """For vllm_mode "server": e.g. http://10.0.0.5:8000 (None: TRL's default, port 8000 on this host)."""
+    grpo_generation: str = "trl"
+    """How GRPO samples its rollouts: "trl" (TRL's `generate` on the training model, adapter unmerged)
+    or "merged" (trainer.rollout: the adapter merged into a plain copy, one prefill per prompt shared
+    by its group, all groups in one batch; the same sampling law, less work). vLLM, when set, wins."""
+    sft_memory_hints: bool = False
+    """Hints in the SFT prompts: each SFT example's system prompt gets the memory hints the curated
+    bank gives it by the evaluation's own retrieval (trainer.memory.hints: never its own record's or
+    task's), so the policy learns to read hints as it will see them at evaluation. Off by default:
+    not yet measured to help at a profile's budget (trainer/README.md)."""
     sft_learning_rate: float | None = None
     """The SFT learning rate for this profile's base and batch (None: the recipe's, the paper's 2.5e-5)."""
     grpo_learning_rate: float | None = None
@@ -128,6 +138,8 @@ class Profile:
             raise ValueError(f"profile {self.name}: grpo_micro_batch must divide prompts × generations")
         if self.precision not in ("auto", "bf16", "fp32") or self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"profile {self.name}: precision is auto|bf16|fp32 and device auto|cpu|cuda")
+        if self.grpo_generation not in ("trl", "merged"):
+            raise ValueError(f"profile {self.name}: grpo_generation is trl or merged")
         if self.vllm_mode not in (None, "colocate", "server"):
             raise ValueError(f"profile {self.name}: vllm_mode is colocate or server")
         for rate in (self.sft_learning_rate, self.grpo_learning_rate):
@@ -170,7 +182,7 @@ PROFILES = {
     "test": Profile(
         name="test", base="tiny-random", sft_max_steps=3, sft_batch_size=2, sft_grad_accum=1,
         max_length=1024, grpo_max_steps=2, grpo_prompts_per_step=2, num_generations=2, grpo_micro_batch=4,
-        max_prompt_length=1536, max_completion_length=12, threads=2, device="cpu"),
+        max_prompt_length=1536, max_completion_length=12, threads=2, device="cpu", grpo_generation="merged"),
 }
 
 
@@ -184,6 +196,18 @@ def get_profile(name: str) -> Profile:
         return PROFILES[name]
     except KeyError:
         raise UserError(f"unknown recipe profile {name!r} (one of {', '.join(PROFILES)})") from None
+
+
+KEYED_WHEN_CHANGED = {"grpo_generation": "trl", "sft_memory_hints": False}
+"""Profile fields added after trainings were first cached and adopted by key (`bench quality`), with
+the behaviour every training had before them: a key holds such a field only when it differs, so a
+profile that keeps the old behaviour (cpu-small, paper) keeps its keys, cached cells and adoptions."""
+
+
+def profile_key(profile: Mapping) -> dict:
+    """A profile's fields (dataclasses.asdict, or a training request's `profile`) as a cache key
+    holds them: those of `KEYED_WHEN_CHANGED` left out where at their old behaviour."""
+    return {k: v for k, v in profile.items() if k not in KEYED_WHEN_CHANGED or v != KEYED_WHEN_CHANGED[k]}
 
 
 def curation_budget(profile: Profile, recipe: Recipe = RECIPE) -> dict:

@@ -74,7 +74,8 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
           profile: str = "cpu-small", seed: int = 0, launcher: str | None = None,
           accelerate_config: str | Path | None = None, progress: bool = False,
           report_to: str | list[str] | None = DEFAULT_REPORT_TO,
-          echo: IO[str] | None = None, timeout: float | None = None, **budget) -> dict:
+          echo: IO[str] | None = None, timeout: float | None = None, memory: str | Path | None = None,
+          **budget) -> dict:
     """Train a LoRA adapter on the SFT then RL records; returns the summary (also OUT/summary.json).
 
     `profile` names the budgets (trainer.recipe.PROFILES); `budget` overrides single fields of it
@@ -82,7 +83,8 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
     receives the child's output as it comes (progress bars with `progress=True`). `launcher`
     ("accelerate" with `accelerate_config`, or a literal command prefix) starts the child
     (trainer.launch.launcher_prefix). `report_to`: trackers for TRL (trainer.tracking.REPORT_TO,
-    comma-separated or a list; "none")."""
+    comma-separated or a list; "none"). `memory`: the curated memory bank, read only when the
+    profile's `sft_memory_hints` puts hints into the SFT prompts."""
     prof = TrainSpec(profile=profile, budget=budget).resolved
     check_name(base or prof.base)
     trackers = check_report_to(report_to)
@@ -97,7 +99,8 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
         raise UserError("nothing to train: give SFT and/or RL records")
     out.mkdir(parents=True, exist_ok=True)
     request = {"sft": _abs(sft), "rl": _abs(rl), "base": base or prof.base, "profile": asdict(prof),
-               "seed": seed, "out": str(out.resolve()), "progress": progress, "report_to": trackers}
+               "seed": seed, "out": str(out.resolve()), "progress": progress, "report_to": trackers,
+               "memory": _abs(memory) if prof.sft_memory_hints and memory else None}
     (out / "request.json").write_text(json.dumps(request, indent=2, sort_keys=True) + "\n")
     command = prefix + ["-m", "trainer.worker", str(out.resolve() / "request.json")]
     rc = _run_child(command, out / "train.log", echo, timeout, warm_start=not launcher)

@@ -82,12 +82,15 @@ def run(request: dict) -> dict:
 
     sft_records = data.read_records(request.get("sft"), "sft")
     rl_records = data.read_records(request.get("rl"), "rl")
-    examples, sft_stats = data.sft_examples(sft_records, tokenizer, profile.max_length)
+    hints = memory_hints(request.get("memory"))
+    examples, sft_stats = data.sft_examples(sft_records, tokenizer, profile.max_length,
+                                            memory=hints[0] if hints else None)
     rows, rl_stats = data.rl_rows(rl_records, tokenizer, profile.max_prompt_length)
     summary: dict = {"base": request["base"], "base_source": source, "seed": seed,
                      "device": device, "device_name": devices.device_name(device), "dtype": dtype, "compute_dtype": compute,
                      "threads": torch.get_num_threads(), "warnings": [],
-                     "data": {"sft": asdict(sft_stats), "rl": asdict(rl_stats)}, **as_dict(RECIPE, profile)}
+                     "data": {"sft": asdict(sft_stats), "rl": asdict(rl_stats)}, **as_dict(RECIPE, profile),
+                     "memory_hints": hints and hints[1]}
     if not examples and not rows:
         raise UserError("nothing to train: no SFT example and no RL prompt survived the length limits")
 
@@ -139,6 +142,19 @@ def run(request: dict) -> dict:
                            "transformers": transformers.__version__, **_versions("trl", "peft"),
                            "lock_sha256": environment_lock.lock_sha256()}
     return summary
+
+
+def memory_hints(path: str | None):
+    """(index, its record in the summary) of the memory bank whose hints go into the SFT prompts, or
+    None: the retrieval rule, the bank's path, hash and size, and k (as evaluation's metrics.json)."""
+    if not path:
+        return None
+    from base.files import sha256_file
+    from trainer.memory import RETRIEVAL, MemoryIndex
+
+    index = MemoryIndex.from_file(path)
+    return index, {"retrieval": RETRIEVAL, "path": path, "sha256": sha256_file(Path(path)), "records": len(index),
+                   "k": index.k}
 
 
 def _versions(*names: str) -> dict:

@@ -160,10 +160,11 @@ class Cells:
 
     def recipe_of(self, budget: dict) -> dict:
         """What decides a training's bytes besides its data and seed: recipe, profile with `budget`, base."""
-        from trainer.recipe import RECIPE, get_profile
+        from trainer.recipe import RECIPE, get_profile, profile_key
 
         return {"recipe": dataclasses.asdict(RECIPE),
-                "profile": dataclasses.asdict(get_profile(self.setting.profile).replace(**budget)), "base": self.base}
+                "profile": profile_key(dataclasses.asdict(get_profile(self.setting.profile).replace(**budget))),
+                "base": self.base}
 
     def adopt(self, run: Path) -> int:
         """Offer a finished run's trainings as this cache's: an epoch's `train-s<seed>` whose
@@ -171,13 +172,16 @@ class Cells:
         recipe, and whose SFT and RL files hash as a row's do, is that row's training (the fixed
         recipe is deterministic on its inputs), so the benchmark does not train it again.
         Returns how many trainings the run offers."""
+        from trainer.recipe import profile_key
+
         offered = 0
         for request_path in sorted(Path(run).glob("epochs/*/train-s*/request.json")):
             train_dir = request_path.parent
             request, summary = read_json(request_path), train_dir / "summary.json"
             if not (train_dir / "adapter").is_dir() or not summary.is_file():
                 continue
-            recipe = {"recipe": read_json(summary)["recipe"], "profile": request["profile"], "base": request["base"]}
+            recipe = {"recipe": read_json(summary)["recipe"], "profile": profile_key(request["profile"]),
+                      "base": request["base"]}
             if recipe != self._recipe:
                 continue
             hashes = {kind: request[kind] and consumed_sha256(Path(request[kind])) for kind in ("sft", "rl")}
@@ -222,8 +226,9 @@ class Cells:
         used = self.inputs(row)
         if used["sft"] is None and used["rl"] is None:
             return None   # nothing to train: the base model is evaluated, as the loop does
+        hints = self._recipe["profile"].get("sft_memory_hints") and used["memory"]   # a bank read at training
         return _key({**self._recipe, "sft": used["sft"] and used["sft"][1], "rl": used["rl"] and used["rl"][1],
-                     "seed": seed})
+                     "seed": seed, **({"memory": hints[1], "retrieval": memory_mod.RETRIEVAL} if hints else {})})
 
     def cell_key(self, row: Row, seed: int) -> str:
         memory = self.inputs(row)["memory"]

@@ -44,7 +44,7 @@ def proxy_score(cells, row, units: int, seed: int = 0, compute: bool = True) -> 
         return {"P": None, "C": c, "J": None, "tasks": n_tasks, "sft_steps": steps, "why": "not computed yet"}
     if not (out / "proxy.json").is_file():
         def make(tmp: Path) -> None:
-            train_on(train, {"sft": used["sft"][0], "rl": None}, tmp / "train", seed)
+            train_on(train, {"sft": used["sft"][0], "rl": None, "memory": memory and memory[0]}, tmp / "train", seed)
             doc = evaluate_on(evaluation, "dev", tmp / "eval", base=cells.base, adapter=str(tmp / "train" / "adapter"),
                               memory=memory and memory[0], seed=seed)
             solved = sum(t["outcome"]["success"] for t in read_jsonl(tmp / "eval" / "trajectories.jsonl"))

@@ -56,9 +56,9 @@ REMEDIES = {
     "wrong_tool": ("+add_distractors", "+tool_signatures", "+task_facts", "+repeat_focus"),
     "wrong_call_count": ("+parallel_variants", "+compose_parallel", "+compose_parallel_multiple", "+repeat_focus",
                          "+drop_redundant"),
-    "bad_arguments": ("+tool_signatures", "+mask_corrected", "+error_constraints"),
+    "bad_arguments": ("+tool_signatures", "+mask_corrected", "+error_constraints", "+rl_successes"),
     "tool_error_not_recovered": ("+error_constraints", "+refinement_synthesis", "+rl_recovery", "+mask_corrected"),
-    "state_mismatch": ("+drop_failed", "+environment_variants", "+rl_focus", "+rl_recovery"),
+    "state_mismatch": ("+drop_failed", "+environment_variants", "+rl_focus", "+rl_recovery", "+rl_successes"),
     "missing_output": ("+drop_failed", "+drop_abandoned"),
     "empty_turn": ("+drop_abandoned", "+repeat_focus"),
     "repeated_call_loop": ("+drop_redundant", "+max_turns"),
@@ -67,15 +67,17 @@ REMEDIES = {
     "step_limit": ("+drop_redundant", "+segment"),
     "unclassified": ("+drop_failed", "+repeat_focus"),
     # from the curated profile (evolver.diagnose.outcome_point): the corpus recorded these trajectories as failures
-    "trained_failures": ("+drop_failed",),
+    "trained_failures": ("+drop_failed", "+rl_successes"),
     # CoEvolve's signals: replay what was forgotten (and undo pruning), more supervision near the
-    # decision boundary, more exposure to rare patterns
+    # decision boundary (RL on the corpus's own boundary tasks too), more exposure to rare patterns
     "forgetting": ("+repeat_focus", "-focus_prune", "-near_dedup", "-max_turns"),
-    "boundary": ("+rl_focus", "+repeat_focus"),
+    "boundary": ("+rl_focus", "+rl_boundary", "+repeat_focus"),
     "rare": ("+repeat_focus", "+rl_focus", "+rebalance", "+task_facts"),
     # the outcome deltas (evolver/lineage.py): tasks the last accepted edit broke get their
     # categories' data repeated back
-    "broken": ("+repeat_focus", "+rl_focus"),
+    "broken": ("+repeat_focus", "+rl_focus", "+rl_boundary"),
+    # from the trainings (evolver.diagnose.grpo_point): most GRPO groups scored alike, so RL taught nothing
+    "rl_no_signal": ("+rl_boundary", "+rl_successes"),
 }
 # Families that name harm done by the parent's own operators: their remedies remove those
 # operators, the revision starts with them, and no other motive may add or retune them (measured:
@@ -173,7 +175,7 @@ def motives(failed_points: Sequence[Mapping], signals: Mapping) -> list[tuple[st
     for p in failed_points:
         if p.get("family") in REMEDIES:
             counts[p["family"]] = counts.get(p["family"], 0) + int(p.get("count", 1))
-            if p.get("source") == "profile":
+            if p.get("source") in ("profile", "training"):   # counted in records or GRPO groups, not dev tasks
                 corpus.add(p["family"])
     for name, n in (signals.get("families") or {}).items():
         if name in REMEDIES and name not in counts:

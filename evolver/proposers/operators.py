@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 SLOTS = ("select", "add", "weights", "emit", "repeat", "rl_steps", "rl_repeat", "rl_after", "memory", "memory_cap",
-         "add_sft", "fit")
+         "add_sft", "fit", "fit_rl")
 FOCUS = ("categories", "tools")
 
 
@@ -32,7 +32,7 @@ class Operator:
 
 
 # Where an operator's code may drop what it is given: the list, and what its ids name (tk.dropped's kind).
-DROPPING_SLOTS = {"select": ("kept", "raw"), "fit": ("out.sft", "sft")}
+DROPPING_SLOTS = {"select": ("kept", "raw"), "fit": ("out.sft", "sft"), "fit_rl": ("out.rl", "rl")}
 
 
 def op(name: str, why: str, domain: Mapping[str, tuple] | None = None, drops: Mapping | None = None,
@@ -89,6 +89,15 @@ OPERATORS = (
                  "    records += [tk.repeated(r, \"rl_focus\", c) for i in steps for c in range(1, {copies})\n"
                  "                if (r := tk.rl_record(trajectory, i, id=f\"{{trajectory['id']}}#step{{i}}-focus{{c}}\",\n"
                  "                                      tags=TAGS + [\"repeat\"])) is not None]"),
+    # which RL records GRPO's few prompts go to (curation_strategies/toolkit/rl_select.py): groups whose
+    # completions all score alike teach nothing, so references that are right and tasks near the boundary
+    op("rl_successes", "RL references only from trajectories not recorded as failures (a failed call as the "
+                       "reference rewards the failure)", {"keep_unknown": (True, False)}, drops={"rl_after": ("records", "rl")},
+       rl_after="records = tk.from_successes(records, kept, keep_unknown={keep_unknown})"),
+    op("rl_boundary", "fill the RL budget with the steps of tasks the corpus both solved and failed (neither always "
+                      "nor never solved) whose reference is a recorded success, then other successes; balanced over "
+                      "categories", {"multiple": (1, 4)},
+       fit_rl="out.rl = tk.fit_rl(out.rl, raw, tk.rl_budget(ctx.budget, {multiple}), ctx.rng(\"rl_boundary\"))"),
     # operators that add data (curation_strategies/toolkit/compose.py, variants.py, synthesis.py):
     # single-turn items composed from the kept ones, each under its own ctx.rng stream
     op("compose_parallel", "add parallel items: two kept single-call items over the same function, joined",
@@ -190,14 +199,14 @@ def curate(raw, ctx):
 {add}    out = tk.Curated()
     out.sft = sft_records(kept, tk)
     out.rl = rl_records(kept, tk, ctx.rng("rl"))
-{add_sft}{fit}    out.memory = memory_records(raw, kept, tk)
+{add_sft}{fit}{fit_rl}    out.memory = memory_records(raw, kept, tk)
     return out
 '''
 DEFAULTS = {  # slot code when no operator fills it
     "emit": "records.append(tk.sft_record(trajectory, weights, tags=TAGS))",
     "rl_steps": "steps = tk.tool_call_steps(trajectory)",
 }
-INDENT = {"select": 4, "add": 4, "add_sft": 4, "fit": 4, "weights": 8, "emit": 8, "repeat": 8, "rl_steps": 8, "rl_repeat": 8, "rl_after": 4,
+INDENT = {"select": 4, "add": 4, "add_sft": 4, "fit": 4, "fit_rl": 4, "weights": 8, "emit": 8, "repeat": 8, "rl_steps": 8, "rl_repeat": 8, "rl_after": 4,
           "memory": 4, "memory_cap": 4}
 
 Genome = Mapping[str, Mapping]   # operator name → its parameters
