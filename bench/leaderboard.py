@@ -129,7 +129,8 @@ def _calibration(d: dict) -> str:
 
 
 def _suite(d: dict) -> str:
-    return f"{_number(d['passed'])} passed, {d['failed']} failed in {_duration(d['wall_s'])} ({_duration(d['with_setup_s'])} with setup)"
+    setup = f" ({_duration(d['with_setup_s'])} with setup)" if "with_setup_s" in d else ""   # a run in a built tree has none
+    return f"{_number(d['passed'])} passed, {d['failed']} failed in {_duration(d['wall_s'])}{setup}"
 
 
 def _run(d: dict) -> str:
