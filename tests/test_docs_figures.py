@@ -71,21 +71,30 @@ def test_the_leaderboard_has_a_row_for_every_raw_file_with_its_date_command_and_
         assert re.fullmatch(r"20\d\d-\d\d-\d\d", date) and command.startswith("`") and commit and result, row
 
 
+def quoted_suite(readme: str) -> tuple[str, str]:
+    """The raw suite file the README quotes and the passed count it quotes from it."""
+    found = re.search(r"<!-- gen raw:(suite-[^:]+\.json):passed\|n -->([\d,]+)<!-- /gen -->", readme)
+    assert found, "the README quotes no suite figure"
+    return found.group(1), found.group(2)
+
+
 def test_the_readme_quotes_the_suite_and_the_default_margin_from_their_sources():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    suite = json.loads((ROOT / "bench" / "results" / "suite-2026-11-29-76f4cae.json").read_text(encoding="utf-8"))
-    assert f"<!-- gen raw:suite-2026-11-29-76f4cae.json:passed|n -->{suite['passed']:,}<!-- /gen -->" in readme
+    name, quoted = quoted_suite(readme)
+    suite = json.loads((ROOT / "bench" / "results" / name).read_text(encoding="utf-8"))
+    assert quoted == f"{suite['passed']:,}"
     assert "<!-- gen margin -->0.030<!-- /gen -->" in readme
     assert "[docs/leaderboard.md](docs/leaderboard.md)" in readme
 
 
 def test_a_figure_changed_in_a_document_fails_the_check_naming_its_line(tree: Path):
-    edit(tree / "README.md", "suite-2026-11-29-76f4cae.json:passed|n -->1,127<", "suite-2026-11-29-76f4cae.json:passed|n -->1,119<")
+    name, quoted = quoted_suite((tree / "README.md").read_text(encoding="utf-8"))
+    edit(tree / "README.md", f"{name}:passed|n -->{quoted}<", f"{name}:passed|n -->1,119<")
     result = check(tree)
     line = next(n for n, text in enumerate((tree / "README.md").read_text().splitlines(), 1) if "1,119" in text)
     assert result.returncode == 1
-    assert lines_of(result) == [f"README.md:{line}: raw:suite-2026-11-29-76f4cae.json:passed|n reads '1,119', "
-                                "its source gives '1,127' (run bench/leaderboard.py)"]
+    assert lines_of(result) == [f"README.md:{line}: raw:{name}:passed|n reads '1,119', "
+                                f"its source gives '{quoted}' (run bench/leaderboard.py)"]
 
 
 def test_a_raw_result_changed_fails_every_document_that_quotes_it(tree: Path):
