@@ -186,7 +186,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     `corpus_split` load and split a replay corpus as the run that curated it did (skipped lines,
     --tools schemas, its dev and test parts: corpora.split). `gold`: also the policy's log-likelihood of
     the tasks' gold calls (benchmarks/gold_likelihood.py; a local transformers policy only)."""
-    from benchmarks import memory as memory_mod
+    from trainer import memory as memory_mod
     from benchmarks import metrics as metrics_mod
     from benchmarks import registry, runner
     from benchmarks.base import check_split

@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from benchmarks import memory as memory_mod
+from trainer import memory as memory_mod
 from benchmarks.base import Benchmark, StepItem, Task
 from benchmarks.policies.local import derive_seed
 from formats import chat_format as cf

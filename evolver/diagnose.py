@@ -41,7 +41,7 @@ per-turn check does — and the trajectory's shape: a tool error naming an unkno
 (`unknown_tool`), a tool error never followed by a success of that tool
 (`tool_error_not_recovered`), the same call REPEATS times in a row (`repeated_call_loop`), a call
 to a tool the task does not offer that a memory hint in the prompt names (`misled_by_memory`: the
-hints the evaluation put after "Hints from earlier experience:", benchmarks/memory.py).
+hints the evaluation put after "Hints from earlier experience:", trainer/memory.py).
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ from collections import Counter, defaultdict
 from typing import Mapping, Sequence
 
 from benchmarks import registry
-from benchmarks.memory import HEADER as HINTS
+from trainer.memory import HEADER as HINTS
 from evolver import signals as sig
 from evolver.signals import calls_of as _calls, task_id_of
 

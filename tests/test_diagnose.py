@@ -170,7 +170,7 @@ def test_failed_points_follow_designs_format_and_signals_join_them(single):
 
 
 def test_a_call_to_a_tool_a_memory_hint_named_and_the_task_does_not_offer_is_misled_by_memory():
-    from benchmarks.memory import HEADER
+    from trainer.memory import HEADER
 
     def trajectory(called, hints):
         system = "You are a helpful assistant." + (f"\n\n{HEADER}\n" + "\n".join(f"- {h}" for h in hints) if hints else "")

@@ -183,7 +183,7 @@ def test_replay_retrain_of_an_agent_run_needs_no_docker_and_no_agent(tmp_path, m
 
 def test_replay_reeval_names_a_changed_memory_retrieval_rule(tmp_path, capsys, monkeypatch):
     from base.files import read_jsonl
-    from benchmarks import memory as memory_mod
+    from trainer import memory as memory_mod
     from evolver.proposers.operators import compose
     from evolver.stages import evaluate_epoch
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from benchmarks import memory as mem
+from trainer import memory as mem
 from base.errors import UserError
 from formats import chat_format as cf
 
@@ -105,13 +105,12 @@ def test_a_train_record_never_retrieves_its_own_record_or_task():
 
 def test_training_and_evaluation_retrieve_by_the_same_function(monkeypatch):
     """The SFT example of a conversation gets the hint block evaluation gives the same conversation,
-    both through trainer.memory.hints (benchmarks.memory re-exports that one function)."""
+    both through trainer.memory.hints."""
     import trainer.memory
     from test_runner import CounterBenchmark, Recording, solver
     from benchmarks import runner
     from trainer import data, models
 
-    assert mem.hints is trainer.memory.hints and mem.MemoryIndex is trainer.memory.MemoryIndex
     calls = []
 
     def spy(*args, **kwargs):

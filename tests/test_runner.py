@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from benchmarks import memory as mem
+from trainer import memory as mem
 from benchmarks import metrics, runner
 from benchmarks.base import StepItem, Task, Verdict
 from benchmarks.registry import get_benchmark

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from base.errors import UserError
-from benchmarks import memory as memory_mod
+from trainer import memory as memory_mod
 from benchmarks.registry import DEFAULT as DEFAULT_BENCHMARK
 from base.files import atomic_json, read_json, read_jsonl, sha256_files
 from benchmarks.policies.limits import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS
