@@ -284,12 +284,12 @@ def default(name: str) -> str:
     if kind == "margin":   # `margin`: a default run's; `margin:60`: the same run at --tasks 60
         from evolver.acceptance import default_margin
         from evolver.config import RunConfig
-        f = {k: v.default for k, v in RunConfig.model_fields.items()}
-        tasks = int(rest) if rest else f["tasks"]
-        return f"{default_margin(f['profile'], f['base'], f['benchmark'], tasks, len(f['seeds']), 'margin')[0]:.3f}"
-    if kind == "run":
-        from evolver.config import RunConfig
-        return _number(RunConfig.model_fields[rest].default)
+        cfg = RunConfig()   # every default, the base the profile's
+        tasks = int(rest) if rest else cfg.tasks
+        return f"{default_margin(cfg.train.profile, cfg.train.base, cfg.benchmark, tasks, len(cfg.seeds), 'margin')[0]:.3f}"
+    if kind == "run":   # a field of RunConfig or of a spec it nests (`run:profile`: TrainSpec's)
+        from evolver.config import default_of
+        return _number(default_of(rest))
     if kind == "profile":
         from trainer.recipe import PROFILES
         profile, _, field = rest.partition(":")

@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Annotated, Any, Iterable, Mapping
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from base.errors import UserError
 from base.files import atomic_write, is_empty_or_missing, sha256_file
@@ -40,8 +40,9 @@ class EvalSpec(BaseModel):
     split and the seed: what the loop, `bench quality`'s cells, the proxy of k candidates,
     `curateevo test` and `curateevo eval` give `benchmarks.stages.evaluate_on`, so the thread
     pinning, the decoding budget and the memory rule are the same wherever a policy is scored.
-    Each field is declared here once; `evolver.config.RunConfig.eval_spec` and the quality
-    bench's `Cells.eval_spec` build one."""
+    Each field is declared here once; `evolver.config.RunConfig.eval` and the quality bench's
+    `Setting.eval` nest one (what the run or the bench sets itself, benchmark to corpus_split, is
+    added when they evaluate: `RunConfig.eval_spec`, `Cells.eval_spec`)."""
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     benchmark: str = DEFAULT_BENCHMARK
@@ -50,9 +51,9 @@ class EvalSpec(BaseModel):
     """P: task_success, turn_pass, step_accuracy or call_f1 (None: the benchmark's first metric)."""
     tasks: int | None = None
     """N tasks of the split, balanced over its categories (None: all)."""
-    batch_size: int = DEFAULT_BATCH_SIZE
+    batch_size: Annotated[int, Field(ge=1)] = DEFAULT_BATCH_SIZE
     """Episodes or step items decoded together (fixed batches by task id keep evaluation deterministic)."""
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    max_new_tokens: Annotated[int, Field(ge=1)] = DEFAULT_MAX_NEW_TOKENS
     """What a policy decodes per model turn at most (a tool call longer than this is cut and fails)."""
     max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS
     """A longer prompt loses its oldest turns (trainer.data.fit_prompt)."""
@@ -145,7 +146,7 @@ def adapter_dir(adapter: str | None) -> str | None:
 def build_policy(*, base: str, adapter: str | None = None, endpoint: str | None = None, api: str = "completions",
                  api_key_env: str = "OPENAI_API_KEY", device: str = "auto", dtype: str = "auto",
                  threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
-                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS, style: str | None = None, concurrency: int = 4):
+                 max_new_tokens: Annotated[int, Field(ge=1)] = DEFAULT_MAX_NEW_TOKENS, max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS, style: str | None = None, concurrency: int = 4):
     from formats import chat_format as cf
 
     style = style or cf.DEFAULT_STYLE

@@ -1,6 +1,7 @@
 """The run's settings, each declared once: a field of `RunConfig` (what `run.json` holds), of a
-component's model it nests (`llm`: evolver/llm.py LLMConfig; `agent`: evolver/proposers/
-agent_limits.py AgentLimits) or of `LaunchOptions` (what only `curateevo run` needs), with its type,
+component's model it nests (`train`: trainer/train.py TrainSpec; `eval`: benchmarks/evaluate.py
+EvalSpec; `llm`: evolver/llm.py LLMConfig; `agent`: evolver/proposers/agent_limits.py AgentLimits)
+or of `LaunchOptions` (what only `curateevo run` needs), with its type,
 range, default and — where it is an option of `run` — a `Flag` with its help text. The options of
 `run` (flags and `--config` file keys alike, `RUN_OPTIONS`) are generated from these declarations
 (evolver/options.py), and the same declarations check a config file, the flags and a `run.json`
@@ -20,7 +21,7 @@ from benchmarks import registry
 from benchmarks.evaluate import EvalSpec, steps_pass
 from benchmarks.stages import PROXY_SFT_STEPS, PROXY_TASKS
 from evolver.llm import LLMConfig
-from evolver.options import Flag, check_choices, check_option, options_of, sentence
+from evolver.options import Flag, Nested, check_choices, check_option, options_of, sentence
 from evolver.proposers.agent_limits import AgentLimits
 from sandbox.executor import Limits
 from trainer.recipe import PROFILE_HELP
@@ -70,6 +71,24 @@ def _profiles() -> tuple[str, ...]:
     return tuple(PROFILES)
 
 
+FLAT = {"base": ("train", "base"), "profile": ("train", "profile"), "report_to": ("train", "report_to"),
+        "launcher": ("train", "launcher"), "accelerate_config": ("train", "accelerate_config"),
+        "train_budget": ("train", "budget"), "batch_size": ("eval", "batch_size"),
+        "max_new_tokens": ("eval", "max_new_tokens"), "eval_steps": ("eval", "steps")}
+"""The keys of a run.json written before the specs were nested → (spec, its field)."""
+FLAT_BUDGET = ("max_length", "max_prompt_length")
+"""Keys of such a run.json that are budget overrides of `train` when not 0 (the profile's)."""
+RUN_SETS = ("benchmark", "metric", "tasks", "threads", "corpus", "corpus_tools", "corpus_on_error", "corpus_split")
+"""The EvalSpec fields the run sets itself when it evaluates (`RunConfig.eval_spec`), never in `eval`."""
+
+
+def _given(spec: Any) -> dict | None:
+    """A nested spec as the keys given (a model: its fields set; None: none; not a mapping: None)."""
+    if isinstance(spec, BaseModel):
+        return spec.model_dump(exclude_unset=True)
+    return dict(spec) if isinstance(spec, Mapping) else {} if spec is None else None
+
+
 class RunConfig(BaseModel):
     """One evolution run, resolved: every value the loop reads, nothing it has to default."""
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, validate_by_name=True, validate_by_alias=True)
@@ -92,11 +111,19 @@ class RunConfig(BaseModel):
     """Every bfcl-single dev task (186); a smaller dev split is evaluated whole. 60 tasks × 1 seed resolve
     ~20 points of P; 186 compared on the same tasks ~7 before the seed spread is counted, ~9–10 with the
     measured dev seed sd of 0.014 (docs/results.md, the calibration at lr 2e-4 and the seed spread)."""
-    base: Annotated[str, Flag("base model (default: the profile's base model)", derived=True)] = "smollm2-135m"
-    """TrainSpec.base, resolved (`resolve`: the profile's base when none is given)."""
-    profile: Annotated[str, Flag("recipe budgets: " + PROFILE_HELP, choices=_profiles)] = \
-        TrainSpec.model_fields["profile"].default
-    """TrainSpec.profile."""
+    train: Annotated[TrainSpec, Nested(
+        base=Flag("base model (default: the profile's base model)", derived=True),
+        profile=Flag("recipe budgets: " + PROFILE_HELP, choices=_profiles),
+        report_to=Flag("trackers for training curves and per-epoch P, C, J (tensorboard, wandb, trackio, mlflow, "
+                       "comma-separated, or none)"),
+        launcher=Flag("trainer launcher: accelerate (with --accelerate-config) or a command prefix such as "
+                      "'torchrun --nproc_per_node 4' (default: a plain child process)", derived=True),
+        accelerate_config=Flag("accelerate config file for --launcher accelerate", derived=True))] = \
+        Field(default_factory=TrainSpec)
+    """How every candidate is trained (trainer/train.py TrainSpec, given to train_on as it is): its
+    base resolved (the profile's when none is given), its budget the profile's overrides
+    (--max-length, --max-prompt-length; the proxy's short SFT). `report_to` also receives the
+    per-epoch P, C, J, decision, per-category P and scale."""
     epochs: Annotated[int, Field(ge=1), Flag("epochs, ρ0's included")] = 3
     lam: Annotated[float, Field(alias="lambda", ge=0), Finite, Flag("λ in J = P − λ·C", name="lambda")] = LAMBDA
     """λ in J = P − λ·C (paper §4.2); json key `lambda` (a Python keyword)."""
@@ -120,12 +147,13 @@ class RunConfig(BaseModel):
     sandbox: Annotated[str, Flag("executor of candidate code", choices=lambda: ("auto", *_executor_names()))] = "auto"
     """Executor of candidate code (sandbox/executor.py registry); auto: Docker, else the process fallback."""
     curation_timeout_s: Annotated[float, Field(gt=0), Finite, Flag("curation wall-clock limit (s)", name="timeout")] = Limits.timeout_s
-    batch_size: Annotated[int, Field(ge=1), Flag("evaluation batch size (greedy rows decoded together)")] = \
-        EvalSpec.model_fields["batch_size"].default
-    """EvalSpec.batch_size."""
-    max_new_tokens: Annotated[int, Field(ge=1), Flag("evaluation: most tokens the agent writes per turn")] = \
-        EvalSpec.model_fields["max_new_tokens"].default
-    """EvalSpec.max_new_tokens."""
+    eval: Annotated[EvalSpec, Nested(
+        batch_size=Flag("evaluation batch size (greedy rows decoded together)"),
+        max_new_tokens=Flag("evaluation: most tokens the agent writes per turn"))] = Field(default_factory=EvalSpec)
+    """How every candidate is evaluated (benchmarks/evaluate.py EvalSpec): the decoding budget, the
+    batches, the step pass (`steps`: set from --benchmark and --metric), the memory rule. What the
+    run sets itself (`RUN_SETS`: its benchmark, metric and tasks, its profile's threads, its corpus)
+    stays out of it and is added when the run evaluates (`eval_spec`)."""
     on_error: Annotated[str, Flag("an invalid corpus line: abort with file:line, or skip and count it",
                                   name="on-bad-line", choices=("abort", "skip"))] = "abort"
     """Every stage that reads the corpus (curation, the replay benchmark's hold-out, resume, replay) loads it this way."""
@@ -139,18 +167,6 @@ class RunConfig(BaseModel):
     """Absolute path, or "": each source's catalogue of the calls it makes (corpora.catalogue)."""
     tools_sha256: str = ""
     """sha256 of that file at launch; `resume` refuses a file that changed."""
-    max_length: Annotated[int, Field(ge=0), Flag("SFT max_length in tokens (0: the profile's)",
-                                                 expected="0 (the profile's) or a positive number of tokens")] = 0
-    """Records beyond it are cut or dropped, and a run where nothing would survive fails before training."""
-    max_prompt_length: Annotated[int, Field(ge=0), Flag("GRPO max_prompt_length in tokens (0: the profile's)",
-                                                        expected="0 (the profile's) or a positive number of tokens")] = 0
-    """Longer prompts lose old messages or are dropped."""
-    report_to: Annotated[str, Flag("trackers for training curves and per-epoch P, C, J (tensorboard, wandb, trackio, "
-                                   "mlflow, comma-separated, or none)")] = TrainSpec.model_fields["report_to"].default
-    """Trackers for training (TRL's report_to) and per-epoch P, C, J, decision, per-category P and scale."""
-    launcher: Annotated[str, Flag("trainer launcher: accelerate (with --accelerate-config) or a command prefix such "
-                                  "as 'torchrun --nproc_per_node 4' (default: a plain child process)", derived=True)] = ""
-    accelerate_config: Annotated[str, Flag("accelerate config file for --launcher accelerate", derived=True)] = ""
     boundary_samples: Annotated[int, Field(ge=0), Flag(
         "K sampled rollouts per dev task for CoEvolve's boundary signal (0: off; costs K× the episodes)")] = 0
     boundary_temperature: Annotated[float, Field(gt=0), Finite, Flag("temperature of those rollouts")] = 0.9
@@ -189,16 +205,46 @@ class RunConfig(BaseModel):
     """The LLM (evolver/llm.py LLMConfig: its options, names of key variables, never keys); None: none."""
     agent: AgentLimits = AgentLimits()
     """The code agent's limits (evolver/proposers/agent_limits.py AgentLimits: the --agent-* options)."""
-    train_budget: Mapping = Field(default_factory=dict)
-    """Overrides of the profile's budgets passed to the trainer (empty: the profile's)."""
-    eval_steps: bool = False
-    """Also score the step-level items (needed by step_accuracy; redundant on single-turn tasks)."""
 
     def __init__(self, **values: Any):
         try:
             super().__init__(**values)
         except ValidationError as exc:
             raise sentence(exc, type(self), values) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nested(cls, data: Any) -> Any:
+        """A run.json written before the specs were nested (their fields flat: `base`, `batch_size`,
+        `train_budget`, `max_length`, …) as the nested `train` and `eval` it means; and `train.base`
+        resolved (the profile's) when none is given."""
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        nested = {key: _given(data.get(key)) for key in ("train", "eval")}
+        if None in nested.values():
+            return data   # not a mapping: pydantic says what it must be
+        for old, (spec, field) in FLAT.items():
+            if old in data:
+                nested[spec][field] = data.pop(old)
+        for old in FLAT_BUDGET:
+            value = data.pop(old, 0)
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+                raise UserError(f"run config: {old} must be 0 (the profile's) or a positive number of tokens, "
+                                f"not {value!r}"[:200])
+            if value:
+                nested["train"]["budget"] = {**nested["train"].get("budget", {}), old: value}
+        if nested["train"].get("base") is None:
+            from trainer.recipe import PROFILES
+
+            profile = PROFILES.get(nested["train"].get("profile", TrainSpec.model_fields["profile"].default))
+            nested["train"]["base"] = profile.base if profile else None   # an unknown profile: check_choices says so
+        for key, spec in (("train", TrainSpec), ("eval", EvalSpec)):   # as strictly as the run's own settings
+            try:
+                nested[key] = spec.model_validate(nested[key], strict=True)
+            except ValidationError as exc:
+                raise sentence(exc, spec, nested[key], within=(key,)) from None
+        return {**data, **nested}
 
     @model_validator(mode="after")
     def _consistent(self) -> "RunConfig":
@@ -208,9 +254,9 @@ class RunConfig(BaseModel):
             (self.split == "dev", "split", "dev (the loop never reads the test split)"),
             (len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds), "seeds", "at least one, no repeats"),
             (self.diagnosis == "rules" or self.llm is not None, "diagnosis", "rules when no LLM is configured"),
-            (all(t in _trackers() for t in self.report_to.split(",")), "report_to",
+            (all(t in _trackers() for t in self.train.report_to.split(",")), "report_to",
              f"comma-separated from {', '.join(_trackers())}"),
-            (self.launcher != "accelerate" or bool(self.accelerate_config), "accelerate_config",
+            (self.train.launcher != "accelerate" or bool(self.train.accelerate_config), "accelerate_config",
              "a config file when launcher is accelerate"),
             (not self.ray_address or self.backend == "ray", "ray_address", "empty unless backend is ray"),
             (not self.storage or self.backend == "ray", "storage", "empty unless backend is ray"),
@@ -219,38 +265,32 @@ class RunConfig(BaseModel):
         ]
         for ok, key, expected in checks:
             if not ok:
-                raise UserError(f"run config: {key} must be {expected}, not {repr(getattr(self, key))[:80]}")
+                value = getattr(self.train if key in TrainSpec.model_fields else self, key)
+                raise UserError(f"run config: {key} must be {expected}, not {repr(value)[:80]}")
+        run_sets = sorted(self.eval.model_fields_set & set(RUN_SETS))
+        if run_sets:
+            raise UserError(f"run config: eval.{run_sets[0]} is the run's own (its benchmark, metric, tasks, profile "
+                            f"and corpus set it); leave it out of eval")
         return self
 
     @property
     def curation_budget(self) -> dict:
         """ctx.budget of the run's candidates: what the full recipe trains on (the profile with the
         run's budget overrides and --max-length; trainer.recipe.curation_budget)."""
-        from trainer.recipe import curation_budget, get_profile
+        from trainer.recipe import curation_budget
 
-        return curation_budget(get_profile(self.profile).replace(**self.budget_overrides))
-
-    @property
-    def budget_overrides(self) -> dict:
-        """The profile's budgets this run changes: train_budget, --max-length, --max-prompt-length."""
-        return {**self.train_budget, **({"max_length": self.max_length} if self.max_length else {}),
-                **({"max_prompt_length": self.max_prompt_length} if self.max_prompt_length else {})}
-
-    @property
-    def train_spec(self) -> TrainSpec:
-        """How the run trains every candidate (benchmarks.stages.train_on)."""
-        return TrainSpec(base=self.base, profile=self.profile, budget=self.budget_overrides, report_to=self.report_to,
-                         launcher=self.launcher, accelerate_config=self.accelerate_config)
+        return curation_budget(self.train.resolved)
 
     @property
     def eval_spec(self) -> EvalSpec:
-        """How the run evaluates every candidate (benchmarks.stages.evaluate_on): on the profile's
-        pinned CPU threads, so any machine of a cluster decodes alike."""
+        """How the run evaluates every candidate (benchmarks.stages.evaluate_on): `eval` with what
+        the run sets itself (`RUN_SETS`), on the profile's pinned CPU threads, so any machine of a
+        cluster decodes alike."""
         corpus = registry.get(self.benchmark).dev_corpus(self.corpus)
-        return EvalSpec(benchmark=self.benchmark, metric=self.metric, tasks=self.tasks, batch_size=self.batch_size,
-                        max_new_tokens=self.max_new_tokens, threads=self.train_spec.threads, steps=self.eval_steps,
-                        corpus=tuple(corpus or ()), corpus_tools=self.tools or None, corpus_on_error=self.on_error,
-                        corpus_split=self.split_spec)
+        return self.eval.model_copy(update={
+            "benchmark": self.benchmark, "metric": self.metric, "tasks": self.tasks, "threads": self.train.threads,
+            "corpus": tuple(corpus or ()), "corpus_tools": self.tools or None, "corpus_on_error": self.on_error,
+            "corpus_split": self.split_spec})
 
     @property
     def split_spec(self) -> dict:
@@ -278,8 +318,8 @@ class RunConfig(BaseModel):
         return {"lambda": self.lam, "n_ref": self.n_ref, "seed": self.seed}
 
     def to_json(self) -> dict:
-        """run.json's object (lists for tuples, `lambda` for lam)."""
-        return self.model_dump(mode="json", by_alias=True)
+        """run.json's object (lists for tuples, `lambda` for lam, the specs nested without `RUN_SETS`)."""
+        return self.model_dump(mode="json", by_alias=True, exclude={"eval": set(RUN_SETS)})
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "run.json") -> "RunConfig":
@@ -287,9 +327,10 @@ class RunConfig(BaseModel):
         if not isinstance(doc, Mapping):
             raise UserError(f"{where}: a run config is a JSON object of settings")
         names = {info.alias or name: name for name, info in cls.model_fields.items()}
+        names.update({old: old for old in (*FLAT, *FLAT_BUDGET)})   # a run.json written before the specs were nested
         unknown = sorted(str(k) for k in doc if k not in names)
         if unknown:
-            raise UserError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(names)}")
+            raise UserError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(i.alias or n for n, i in cls.model_fields.items())}")
         tuples = {name for name, info in cls.model_fields.items() if getattr(info.annotation, "__origin__", None) is tuple}
         values = {names[k]: tuple(v) if names[k] in tuples and isinstance(v, list) else v for k, v in doc.items()}
         try:
@@ -299,13 +340,14 @@ class RunConfig(BaseModel):
 
     def replace(self, **changes) -> "RunConfig":
         """A copy with `changes`, checked like a new config."""
-        return type(self)(**{**self.model_dump(), **changes})
+        return type(self)(**{**self.model_dump(exclude={"eval": set(RUN_SETS)}), **changes})
 
 
 class LaunchOptions(BaseModel):
     """The options of `curateevo run` that are no setting of run.json as such: where the run
-    directory goes, the held-out ids, and another run's LLM record. The LLM's options are its own
-    model's (LLMConfig: `llm`), the code agent's limits likewise (AgentLimits: `agent`)."""
+    directory goes, the held-out ids, another run's LLM record, and the length limits `resolve`
+    folds into the training spec's budget (`train.budget`). The LLM's options are its own model's
+    (LLMConfig: `llm`), the code agent's limits likewise (AgentLimits: `agent`)."""
     name: Annotated[str | None, Flag("run directory name (default: run-<time>)")] = None
     runs_dir: Annotated[str | None, Flag("where run directories go, and the default corpus's cache (RUNS_DIR/corpora) "
                                          "(default: runs/ of the project)")] = None
@@ -314,6 +356,12 @@ class LaunchOptions(BaseModel):
     test_ids: Annotated[str | None, Flag("likewise the ids held out for `curateevo test` (default: another tenth)")] = None
     llm_records: Annotated[str | None, Flag("copy another run's llm/ record into this run first (with --llm-mode "
                                             "offline: rerun it with no network)", group="llm")] = None
+    max_length: Annotated[int, Field(ge=0), Flag("SFT max_length in tokens (0: the profile's)",
+                                                 expected="0 (the profile's) or a positive number of tokens")] = 0
+    """Records beyond it are cut or dropped, and a run where nothing would survive fails before training."""
+    max_prompt_length: Annotated[int, Field(ge=0), Flag("GRPO max_prompt_length in tokens (0: the profile's)",
+                                                        expected="0 (the profile's) or a positive number of tokens")] = 0
+    """Longer prompts lose old messages or are dropped."""
 
 
 class ResumeOptions(BaseModel):
@@ -326,7 +374,7 @@ class ResumeOptions(BaseModel):
     storage: Annotated[str | None, Flag("backend ray: where stages' inputs and outputs travel now (a URI)")] = None
 
 
-RUN_OPTIONS = options_of(RunConfig, LaunchOptions, LLMConfig, AgentLimits)
+RUN_OPTIONS = options_of(RunConfig, LaunchOptions, LLMConfig, AgentLimits)   # TrainSpec's and EvalSpec's through `Nested`
 """The options of `curateevo run`, generated from the declarations above."""
 RESUME_OPTIONS = options_of(ResumeOptions)
 """The options of `curateevo resume`, generated the same way."""
@@ -353,8 +401,11 @@ def flag_values(given: Mapping[str, Any]) -> dict:
 
 
 def default_of(name: str) -> Any:
-    """RunConfig's default of a field."""
-    return RunConfig.model_fields[name].get_default(call_default_factory=True)
+    """RunConfig's default of a field (a nested spec's field: the spec's default)."""
+    for model in (RunConfig, TrainSpec, EvalSpec):
+        if name in model.model_fields:
+            return model.model_fields[name].get_default(call_default_factory=True)
+    raise KeyError(name)
 
 
 def merge_options(given: Mapping[str, Any], from_file: Mapping[str, Any]) -> dict:
@@ -381,18 +432,23 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     base = o["base"] or get_profile(o["profile"]).base
     if o["margin"] is None:
         o["margin"] = default_margin_of(o, base, benchmark)[0]
-    # a setting whose option gives its value as it is needs no line here: a new one cannot keep its default
-    given = {op.field: o[op.dest] for op in RUN_OPTIONS if op.model is RunConfig and not op.flag.derived
-             and op.flag.option_type is None}
+    budget = {k: o[k] for k in FLAT_BUDGET if o[k]}   # 0: the profile's
+    train = TrainSpec(**as_given(TrainSpec, o), base=base, budget=budget, launcher=o["launcher"] or "",
+                      accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "")
+    evaluation = EvalSpec(**as_given(EvalSpec, o), steps=benchmark not in BENCHMARKS or steps_pass(benchmark, metric))
     return RunConfig(
-        **given, corpus=tuple(corpus), corpus_sha256=corpus_sha256, benchmark=benchmark, metric=metric, base=base,
-        margin=o["margin"], seeds=tuple(range(o["seeds"])), proposer=proposer,
-        eval_steps=benchmark not in BENCHMARKS or steps_pass(benchmark, metric),
-        ablations=tuple(sorted(set(o["ablate"]))), llm=llm, tools=str(Path(o["tools"]).resolve()) if o["tools"] else "",
-        diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),
-        launcher=o["launcher"] or "", ray_address=o["ray_address"] or "", storage=o["storage"] or "",
-        accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "",
-        agent=AgentLimits(**given_to(AgentLimits, o)))
+        **as_given(RunConfig, o), corpus=tuple(corpus), corpus_sha256=corpus_sha256, benchmark=benchmark,
+        metric=metric, train=train, eval=evaluation, margin=o["margin"], seeds=tuple(range(o["seeds"])),
+        proposer=proposer, ablations=tuple(sorted(set(o["ablate"]))), llm=llm,
+        tools=str(Path(o["tools"]).resolve()) if o["tools"] else "", diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),
+        ray_address=o["ray_address"] or "", storage=o["storage"] or "", agent=AgentLimits(**given_to(AgentLimits, o)))
+
+
+def as_given(model: type[BaseModel], o: Mapping[str, Any]) -> dict:
+    """The fields of `model` (RunConfig, or a spec it nests) whose option gives its value as it is:
+    `resolve` needs no line for them, so a new one cannot keep its default."""
+    return {op.field: o[op.dest] for op in RUN_OPTIONS if op.model is model and not op.flag.derived
+            and op.flag.option_type is None}
 
 
 def given_to(model: type[BaseModel], o: Mapping[str, Any]) -> dict:

@@ -85,7 +85,7 @@ def track(run: RunContext, decision: Decision, curation: Curation) -> None:
             for name, m in read_json(path)["per_category"].items():
                 if m.get(cfg.metric) is not None:
                     per_category.setdefault(name, []).append(m[cfg.metric])
-    log_epoch_metrics(cfg.report_to, run.store.root, decision.epoch, {
+    log_epoch_metrics(cfg.train.report_to, run.store.root, decision.epoch, {
         "P": decision.P, "C": decision.C, "J": decision.J, "accepted": decision.accepted,
         "P_per_category": {k: fmean(v) for k, v in per_category.items()},
         "scale": {k.split(".")[0]: v for k, v in curation.counts.items()}})

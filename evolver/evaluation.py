@@ -44,11 +44,10 @@ def samples(run: RunContext, epoch: int) -> bool:
 def proxy_scores(run: RunContext, dry, chains: list[list], units: int) -> list[float]:
     """The cheap estimates of candidates' J, submitted to the backend at once: a short SFT on each
     one's dry-run artifacts (no RL) and a small balanced dev subset, both scaled by `units`."""
-    train, evaluation = proxy_specs(run.cfg.train_spec, run.cfg.eval_spec, units, run.cfg.proxy_sft_steps,
+    train, evaluation = proxy_specs(run.cfg.train, run.cfg.eval_spec, units, run.cfg.proxy_sft_steps,
                                     run.cfg.proxy_tasks)
     # the jobs carry the run's config (a backend ships it to its workers): the proxy's, whose specs are those
-    cfg = run.cfg.replace(train_budget={**run.cfg.train_budget, "sft_max_steps": train.budget["sft_max_steps"]},
-                          ablations=tuple(sorted({*run.cfg.ablations, PROXY_ABLATION})))
+    cfg = run.cfg.replace(train=train, ablations=tuple(sorted({*run.cfg.ablations, PROXY_ABLATION})))
     common = {"cfg": cfg, "seed": run.cfg.seeds[0]}
     with tempfile.TemporaryDirectory(prefix=".proxy-", dir=run.store.root) as tmp:
         jobs, costs = [], []

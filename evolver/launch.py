@@ -79,8 +79,10 @@ def check_run_lengths(config: RunConfig, corpus) -> None:
     rl = [] if "no-rl" in config.ablations else [r for t in kept for r in tk.rl_records(t, tk.tool_call_steps(t))]
     if not sft and not rl:
         return   # nothing to train is epoch 0's own verdict ("nothing to train"), not a length limit
-    report = profile_length_report(sft, rl, config.profile, config.max_length or None, config.max_prompt_length or None)
+    budget = config.train.budget
+    report = profile_length_report(sft, rl, config.train.profile, budget.get("max_length") or None,
+                                   budget.get("max_prompt_length") or None)
     if report.survivors == 0:
-        raise UserError(f"nothing would be trained: ρ0 keeps every record whole and, at profile {config.profile}'s "
+        raise UserError(f"nothing would be trained: ρ0 keeps every record whole and, at profile {config.train.profile}'s "
                         f"limits, {report.summary()}; " + (f"a run with {report.advice()}" if report.advice() else
                                                             "curate shorter records") + "; nothing was run")

@@ -2,6 +2,11 @@
 (help text, choices, the option's name) is at the same time a key of the file it is stored in
 and an option of `curateevo run` (flag `--name`, config-file key `name` or `name_with_underscores`).
 
+A setting that is a field of a model the run config nests (RunConfig's `train`, a
+trainer.train.TrainSpec) is declared in that model (type, range, default, docstring) and made an
+option by a `Nested` on the nesting field, which gives each nested field its `Flag`: the model
+below the loop does not know the options of `run`, and nothing is declared twice.
+
 This module turns such declarations into the options argparse is given (`options_of`), checks
 an option's value against its declaration (`check_option`, for flags and config files alike) and
 says a value pydantic refused in one sentence naming the key and what it must be (`sentence`).
@@ -40,6 +45,15 @@ class Flag:
         return self.choices() if callable(self.choices) else self.choices
 
 
+class Nested:
+    """The options of fields of a nested model (RunConfig's `train: TrainSpec`, `eval: EvalSpec`):
+    a `Flag` by nested field name, in the order the options appear; each option's type, range and
+    default are the nested field's own."""
+
+    def __init__(self, **flags: Flag):
+        self.flags = tuple(flags.items())
+
+
 @dataclass(frozen=True)
 class Option:
     """One generated option: what argparse and the config-file reader need, and its declaration."""
@@ -52,7 +66,7 @@ class Option:
     flag: Flag
     annotation: Any                 # the option value's type with its constraints
     field: str = ""                 # the declaring model's field
-    model: type | None = None       # the declaring model (RunConfig, LaunchOptions, …)
+    model: type | None = None       # the declaring model (RunConfig, LaunchOptions, TrainSpec through a Nested, …)
 
     @property
     def adapter(self) -> TypeAdapter:
@@ -73,6 +87,22 @@ def flag_of(info: FieldInfo) -> Flag | None:
     return next((m for m in info.metadata if isinstance(m, Flag)), None)
 
 
+def nested_of(info: FieldInfo) -> Nested | None:
+    return next((m for m in info.metadata if isinstance(m, Nested)), None)
+
+
+def flagged(model: type[BaseModel]):
+    """(model, field name, field, Flag) of every field of `model` with a Flag, in declaration order,
+    a nested model's flagged fields (`Nested`) in the nesting field's place."""
+    for field_name, info in model.model_fields.items():
+        nested = nested_of(info)
+        if nested is not None:
+            sub = sub_model(info)
+            yield from ((sub, name, sub.model_fields[name], flag) for name, flag in nested.flags)
+        elif (flag := flag_of(info)) is not None:
+            yield model, field_name, info, flag
+
+
 def constraints(info: FieldInfo) -> list:
     """The field's constraint metadata (Ge, Gt, allow_inf_nan, …) without the Flag."""
     return [m for m in info.metadata if not isinstance(m, Flag)]
@@ -87,11 +117,8 @@ def declared_type(info: FieldInfo) -> Any:
 def options_of(*models: type[BaseModel]) -> tuple[Option, ...]:
     """The options of every field with a Flag, in declaration order, model after model."""
     out = []
-    for model in models:
-        for field_name, info in model.model_fields.items():
-            flag = flag_of(info)
-            if flag is None:
-                continue
+    for declaring in models:
+        for model, field_name, info, flag in flagged(declaring):
             annotation = flag.option_type or declared_type(info)
             scalar, is_list = _scalar(annotation)
             if scalar not in (int, float, str):   # a switch (bool) would need store_true: not generated yet
@@ -215,11 +242,12 @@ def _range_text(b: dict) -> str:
     return ""
 
 
-def sentence(exc: ValidationError, model: type[BaseModel], data: Mapping, what: str = "run config") -> UserError:
+def sentence(exc: ValidationError, model: type[BaseModel], data: Mapping, what: str = "run config",
+             within: tuple[str, ...] = ()) -> UserError:
     """The first error pydantic found in `data` for `model`, as one sentence naming the key (a
-    sub-model's key as `agent.step_limit`)."""
+    sub-model's key as `agent.step_limit`; `within`: the keys of `data` itself, a nested spec's)."""
     error = exc.errors()[0]
-    loc, keys = list(error["loc"]), []
+    loc, keys = list(error["loc"]), list(within)
     while True:
         name = next((n for n, i in model.model_fields.items() if loc and loc[0] in (n, i.alias)), None)
         if name is None or (error["type"] == "extra_forbidden" and len(loc) == 1):
@@ -255,10 +283,11 @@ def sub_model(info: FieldInfo) -> type[BaseModel] | None:
 def check_choices(config: BaseModel, what: str) -> None:
     """Each field of `config` whose Flag names choices holds one of them (the registries are read
     when a config is checked, not when it is declared); one sentence naming the key otherwise."""
-    for name, info in type(config).model_fields.items():
-        flag = flag_of(info)
-        allowed = flag.allowed() if flag else None
-        value = getattr(config, name)
+    nests = {sub: getattr(config, name) for name, info in type(config).model_fields.items()
+             if nested_of(info) is not None and (sub := sub_model(info)) is not None}
+    for model, name, info, flag in flagged(type(config)):
+        allowed = flag.allowed()
+        value = getattr(nests.get(model, config), name)
         for v in (value if isinstance(value, tuple) else (value,)) if allowed else ():
             if v not in allowed:
                 key = flag.name if isinstance(value, tuple) and flag.name else info.alias or name

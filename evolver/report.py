@@ -309,9 +309,9 @@ def _header(store, rows) -> str:
         staged = sum(r["seconds"] or 0 for r in stage_rows(store))
         wall = (f" · wall time {seconds / 60:.1f} min from the first to the last journal event "
                 f"({staged / 60:.1f} min inside stages; process start-up and the corpus check before epoch 0 are not journaled)")
-    scope = dev_scope(cfg)
+    scope, train = dev_scope(cfg), RunConfig.from_json(cfg).train
     return (f"<p>{cfg['epochs']} epochs · dev benchmark {html.escape(cfg['benchmark'])} ({html.escape(cfg['metric'])}, "
-            f"{scope}) · base {html.escape(cfg['base'])} · profile {html.escape(cfg['profile'])} · "
+            f"{scope}) · base {html.escape(train.base)} · profile {html.escape(train.profile)} · "
             f"λ = {cfg['lambda']} · N_ref = {cfg['n_ref']:g}{wall}</p>")
 
 

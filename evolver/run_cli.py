@@ -156,8 +156,8 @@ def cmd_run(args) -> int:
     store = create_run(options)
     backend = None
     try:   # before epoch 0: the base model's tokenizer, the LLM's key and one answer, the cluster
-        check_report_to(run_config(store).report_to)   # a tracker whose package is missing
-        check_base_model(run_config(store).base)
+        check_report_to(run_config(store).train.report_to)   # a tracker whose package is missing
+        check_base_model(run_config(store).train.base)
         backend = make_backend(run_config(store), store.root)
         backend.prepare(run_config(store))              # a cluster without the GPUs the profile needs
         usage = check_llm(run_config(store), store.root / "llm")
@@ -179,13 +179,13 @@ def cmd_run(args) -> int:
     if options["margin"] is None:
         from evolver.config import default_margin_of
 
-        say("acceptance: " + default_margin_of(options, cfg.base, cfg.benchmark)[1])
+        say("acceptance: " + default_margin_of(options, cfg.train.base, cfg.benchmark)[1])
     # the instrument's calibration of this setting (bench quality --calibrate), a replay run's by its corpus
     from benchmarks.quality.calibration import run_note
     from benchmarks.quality.cli import CACHE
 
     dev_corpus = registry.get(cfg.benchmark).dev_corpus(cfg.corpus)   # a replay run's is its own corpus
-    say(run_note(CACHE, benchmark=cfg.benchmark, profile=cfg.profile, base=cfg.base, tasks=cfg.tasks,
+    say(run_note(CACHE, benchmark=cfg.benchmark, profile=cfg.train.profile, base=cfg.train.base, tasks=cfg.tasks,
                  seeds=len(cfg.seeds), margin=cfg.margin if cfg.acceptance_rule == "margin" else None,
                  corpus=tuple(dev_corpus or ()), corpus_sha256=cfg.corpus_sha256 if dev_corpus is not None else None))
     print(f"run directory: {store.root}")
@@ -224,8 +224,8 @@ def cmd_status(args) -> int:
     cfg = run_config(store)
     last = events[-1] if events else None
     finished = any(e.get("stage") == "final" and e.get("event") == "stage_done" for e in events)
-    print(f"run {store.root.name}: {cfg.epochs} epochs on {cfg.benchmark} ({cfg.metric}), base {cfg.base}, "
-          f"profile {cfg.profile}, λ = {cfg.lam}")
+    print(f"run {store.root.name}: {cfg.epochs} epochs on {cfg.benchmark} ({cfg.metric}), base {cfg.train.base}, "
+          f"profile {cfg.train.profile}, λ = {cfg.lam}")
     where = f"{last['event']} epoch {last.get('epoch')} {last.get('stage')}" if last else ""
     if finished:
         print("finished")
@@ -395,7 +395,7 @@ def _read_test(store: RunStore, cfg: RunConfig, final: dict, seed: int, tasks: i
             raise UserError(f"the corpus of {store.root} changed since the run started; its test part cannot be "
                             "rebuilt; nothing was run")
     spec = cfg.eval_spec.model_copy(update={"tasks": tasks})   # the whole test split unless --tasks
-    doc = evaluate_on(spec, "test", out, base=cfg.base, adapter=adapter, memory=memory, seed=seed, progress=True,
+    doc = evaluate_on(spec, "test", out, base=cfg.train.base, adapter=adapter, memory=memory, seed=seed, progress=True,
                       allow_test=True)
     scores, category = scores_of(out / "trajectories.jsonl", doc.metric)
     return doc, {t: [v] for t, v in scores.items()}, category

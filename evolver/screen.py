@@ -33,7 +33,7 @@ def proxy_setting(cfg, units: int) -> dict:
     """What a proxy cell's score depends on besides the candidate's artifacts: the proxy's specs at
     `units` (benchmarks.stages.proxy_specs, as evolver.evaluation.proxy_scores trains and evaluates
     with them, less how the training child is launched and tracked), the seed, λ and the ablations."""
-    train, evaluation_spec = proxy_specs(cfg.train_spec, cfg.eval_spec, units, cfg.proxy_sft_steps, cfg.proxy_tasks)
+    train, evaluation_spec = proxy_specs(cfg.train, cfg.eval_spec, units, cfg.proxy_sft_steps, cfg.proxy_tasks)
     return {"train": train.model_dump(mode="json", exclude={"report_to", "launcher", "accelerate_config"}),
             "evaluate": evaluation_spec.model_dump(mode="json", exclude={"corpus"}), "corpus": cfg.corpus_sha256,
             "seed": cfg.seeds[0], "lam": cfg.lam, "ablations": sorted({*cfg.ablations, PROXY_ABLATION})}

@@ -22,14 +22,14 @@ def channel_answer(llm):
 
 def trains_nothing(cfg: RunConfig, artifacts: Path) -> str | None:
     """Why the curation in `artifacts` would train nothing in this run (no SFT or RL record left once
-    the ablations and the length limits of `cfg.train_spec` are applied), in one sentence; None when
+    the ablations and the length limits of `cfg.train` are applied), in one sentence; None when
     something trains, or when the run ablates both SFT and RL (memory alone, by design)."""
     if {"no-sft", "no-rl"} <= set(cfg.ablations):
         return None
     files = used(artifacts, cfg.ablations)
     if files["sft"] is None and files["rl"] is None:
         return "it curates no SFT or RL record" + (" (memory alone)" if files["memory"] else "")
-    report = length_report(cfg.train_spec, files["sft"], files["rl"])
+    report = length_report(cfg.train, files["sft"], files["rl"])
     if report.survivors == 0:
         return f"every record is over the length limits: {report.summary()}; {report.advice() or 'curate shorter records'}"
     return None
@@ -40,7 +40,7 @@ def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:
     files = used(artifacts, cfg.ablations)
     if files["sft"] is None and files["rl"] is None:
         return Training(adapter=None, skipped="nothing to train", trained={"sft": 0, "rl": 0}).journal()
-    summary = train_on(cfg.train_spec, files, out, seed, echo=sys.stderr, progress=True)
+    summary = train_on(cfg.train, files, out, seed, echo=sys.stderr, progress=True)
     data = summary.get("data") or {}
     # what training used, after the ablations and the length limits (log and report show these, not the curated counts)
     trained = {"sft": (data.get("sft") or {}).get("examples", 0), "rl": (data.get("rl") or {}).get("prompts", 0)}
@@ -53,7 +53,7 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
     """π_e (+ the epoch's memory unless ablated) on the run's dev tasks (`cfg.eval_spec`): greedy,
     or `samples` rollouts per task at the boundary temperature (episodes only)."""
     temperature = cfg.boundary_temperature if samples > 1 else 0.0
-    doc = evaluate_on(cfg.eval_spec, cfg.split, out, base=cfg.base, adapter=adapter,
+    doc = evaluate_on(cfg.eval_spec, cfg.split, out, base=cfg.train.base, adapter=adapter,
                       memory=used(artifacts, cfg.ablations)["memory"], seed=seed, tasks=tasks, samples=samples,
                       temperature=temperature, progress=True, gold=samples == 1)
     gold = doc.gold   # beside P, never in a strategy's inputs

@@ -14,6 +14,7 @@ from pathlib import Path
 from base.errors import UserError
 from base.files import atomic_json, read_json, read_jsonl
 from benchmarks.evaluate import EvalSpec
+from trainer.train import TrainSpec
 
 FILE = "versus-rho0.json"
 """RUN/test/FILE: the comparison of the last reading (the report shows it)."""
@@ -82,10 +83,10 @@ def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
         raise UserError(f"--seeds scores the test split as `bench quality` does, which takes a benchmark with an "
                         f"environment and one corpus file; this run evolved on {cfg.benchmark} with "
                         f"{len(cfg.corpus)} corpus file(s): test it without --seeds")
-    setting = Setting(benchmark=cfg.benchmark, split="test", tasks=tasks, profile=cfg.profile, base=cfg.base,
-                      seeds=tuple(range(seeds)), metric=cfg.metric, batch_size=cfg.batch_size,
-                      curation_seed=cfg.seed, curation_timeout_s=cfg.curation_timeout_s, budget=cfg.budget_overrides,
-                      max_new_tokens=cfg.max_new_tokens)
+    setting = Setting(benchmark=cfg.benchmark, split="test", tasks=tasks, seeds=tuple(range(seeds)), metric=cfg.metric,
+                      train=TrainSpec(base=cfg.train.base, profile=cfg.train.profile, budget=cfg.train.budget),
+                      eval=EvalSpec(batch_size=cfg.eval.batch_size, max_new_tokens=cfg.eval.max_new_tokens),
+                      curation_seed=cfg.seed, curation_timeout_s=cfg.curation_timeout_s)
     cells = Cells(cache, setting, make_executor(sandbox))
     same_evaluation(cfg.eval_spec, cells.eval_spec)   # the cells decode as the run and `test` do
     cells.adopt(store.root)

@@ -50,7 +50,7 @@ def test_the_default_run_trains_every_record_rho0_curates(tmp_path, monkeypatch)
     args = cli.build_parser().parse_args(["run", "--runs-dir", str(tmp_path / "runs"), "--name", "r"])
     config = RunConfig.from_json(json.loads((run_cli.create_run(run_cli.run_options(args)).root / "run.json").read_text()))
     budget = curation_budget(get_profile("cpu-small"))
-    assert config.profile == "cpu-small" and config.curation_budget == budget
+    assert config.train.profile == "cpu-small" and config.curation_budget == budget
     (path,) = config.corpus
     assert path.endswith(f"bfcl-single-wild-seed0-max{budget['sft_examples']}/corpus.jsonl")
     corpus = load_corpus([path])

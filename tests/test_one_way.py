@@ -24,13 +24,13 @@ def test_one_candidate_through_the_loop_and_through_bench_quality_gives_the_same
 
     wild, labeled = quality_corpora
     row = rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, None)[0]
-    setting = Setting(split="dev", tasks=4, profile="test", base="tiny-random", seeds=(0,))
+    setting = Setting(split="dev", tasks=4, seeds=(0,), train=TrainSpec(profile="test", base="tiny-random"))
     cells = Cells(tmp_path / "cache", setting, ProcessExecutor())
     artifacts = cells.curation(row)                       # the candidate: ρ0's artifacts on the wild corpus
     cell = cells.cell(row, 0)                             # bench quality's path: trained, then evaluated
 
     cfg = RunConfig(corpus=(str(row.corpus),), profile="test", base="tiny-random", tasks=4, sandbox="process")
-    assert cfg.train_spec == cells.train_spec             # one training ...
+    assert cfg.train == cells.train_spec             # one training ...
     assert cfg.eval_spec.model_copy(update={"steps": None, "corpus_split": None}) == cells.eval_spec   # ... one evaluation
     trained = loop.train_epoch(cfg, artifacts, tmp_path / "loop" / "train-s0", 0)
     evaluated = loop.evaluate_epoch(cfg, artifacts, tmp_path / "loop" / "eval-s0", 0, trained["adapter"])
@@ -48,9 +48,9 @@ def test_every_default_of_training_and_evaluation_is_declared_once_in_its_spec()
     import inspect
 
     cfg, spec = RunConfig(), EvalSpec()
-    assert (cfg.batch_size, cfg.max_new_tokens) == (spec.batch_size, spec.max_new_tokens)
-    assert (cfg.profile, cfg.report_to) == (TrainSpec().profile, TrainSpec().report_to)
-    assert Setting().batch_size == spec.batch_size and eval_cli.DEFAULTS == spec
+    assert (cfg.eval.batch_size, cfg.eval.max_new_tokens) == (spec.batch_size, spec.max_new_tokens)
+    assert (cfg.train.profile, cfg.train.report_to) == (TrainSpec().profile, TrainSpec().report_to)
+    assert Setting().eval.batch_size == spec.batch_size and eval_cli.DEFAULTS == spec
     policy = inspect.signature(TransformersPolicy).parameters
     assert (policy["batch_size"].default, policy["max_new_tokens"].default) == (spec.batch_size, spec.max_new_tokens)
     assert (cfg.proxy_sft_steps, cfg.proxy_tasks) == (stages.PROXY_SFT_STEPS, stages.PROXY_TASKS)

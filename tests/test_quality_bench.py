@@ -6,6 +6,7 @@ import pytest
 from conftest import bench_quality
 
 from benchmarks.quality import rows as rows_mod
+from trainer.train import TrainSpec
 from benchmarks.quality.cells import Cells, Setting
 from base.errors import UserError
 from base.files import atomic_json
@@ -56,7 +57,7 @@ def test_table_two_ablates_one_row_and_shares_what_an_ablation_does_not_change(q
     rows = rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, "rho0-wild")
     assert [r.id for r in rows] == ["rho0-wild", "rho0-wild no-sft", "rho0-wild no-rl", "rho0-wild no-memory"]
     assert [r.table for r in rows] == [1, 2, 2, 2]
-    cells = Cells(tmp_path / "cache", Setting(tasks=5, profile="test", seeds=(0,)), ProcessExecutor())
+    cells = Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test")), ProcessExecutor())
     full, no_sft, no_rl, no_memory = rows
     assert cells.inputs(no_sft)["sft"] is None and cells.inputs(no_sft)["rl"] is not None
     assert cells.inputs(no_rl)["rl"] is None and cells.inputs(no_rl)["sft"] is not None
@@ -72,7 +73,7 @@ def test_the_augmenting_strategy_is_a_row_on_request_and_adds_to_what_it_trains_
     wild, labeled = quality_corpora
     rho0, augment = rows_mod.table_rows(("rho0-wild", "augment"), wild, labeled, [], tmp_path, None)
     assert augment.files == strategy_files(rows_mod.AUGMENT) and augment.corpus == rho0.corpus
-    cells = Cells(tmp_path / "cache", Setting(tasks=5, profile="test", seeds=(0,)), ProcessExecutor())
+    cells = Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test")), ProcessExecutor())
     assert cells.training_key(augment, 0) != cells.training_key(rho0, 0)
     tags = [json.loads(json.loads(line)["meta"])["tags"] for line in cells.inputs(augment)["sft"][0].read_text().splitlines()]
     assert any("synthesised" in t for t in tags)
@@ -137,7 +138,7 @@ def test_curations_made_where_the_sandbox_runs_are_reused_where_the_gpu_is(quali
     curations (same keys, executor None) and curates nothing; a row it lacks is one sentence."""
     wild, labeled = quality_corpora
     rho0, oracle = rows_mod.table_rows(("rho0-wild", "oracle"), wild, labeled, [], tmp_path, None)
-    setting = Setting(tasks=5, profile="test", seeds=(0,))
+    setting = Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test"))
     here = Cells(tmp_path / "cache", setting, ProcessExecutor())
     made = here.curation(rho0)
     monkeypatch.setattr("benchmarks.quality.cells.execute", lambda *a, **k: pytest.fail("a reused curation was executed"))

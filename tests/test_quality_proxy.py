@@ -9,6 +9,7 @@ from conftest import bench_quality
 
 from benchmarks.quality import proxy
 from benchmarks.quality import rows as rows_mod
+from trainer.train import TrainSpec
 from benchmarks.quality.cells import Cells, Setting
 from evolver.config import RunConfig
 from base.files import atomic_json, read_json
@@ -106,7 +107,7 @@ def test_a_runs_other_candidates_are_rows_beside_its_final_strategy(quality_corp
 def test_a_runs_training_with_the_same_data_recipe_and_seed_is_reused_not_trained_again(quality_corpora, tmp_path, monkeypatch):
     wild, labeled = quality_corpora
     [row] = rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, None)
-    setting = Setting(tasks=5, profile="test", seeds=(0,))
+    setting = Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test"))
     first = Cells(tmp_path / "a", setting, ProcessExecutor())
     trained = tmp_path / "a" / "trainings" / first.training_key(row, 0)
     first.cell(row, 0)
@@ -130,6 +131,6 @@ def test_a_runs_training_with_the_same_data_recipe_and_seed_is_reused_not_traine
     assert read_json(tmp_path / "b" / "trainings" / key / "adopted.json")["from"].endswith("epochs/0/train-s0")
     assert cell["P"] == first.cached(row, 0)["P"]
     # another profile budget is another recipe: nothing of that run is offered
-    other = Cells(tmp_path / "c", Setting(tasks=5, profile="test", seeds=(0,), budget={"sft_max_steps": 99}),
+    other = Cells(tmp_path / "c", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test", budget={"sft_max_steps": 99})),
                   ProcessExecutor())
     assert other.adopt(run) == 0

@@ -9,6 +9,7 @@ from benchmarks import stages
 from benchmarks.quality import cells as cells_mod
 from benchmarks.quality import proxy as proxy_mod
 from benchmarks.quality import rows as rows_mod
+from trainer.train import TrainSpec
 from benchmarks.quality.cells import Cells, Setting, consumed_sha256
 from sandbox.process_executor import ProcessExecutor
 
@@ -34,13 +35,13 @@ def _old_keys(cells: Cells, row, seed: int) -> tuple[str | None, str]:
         path = art / f"{kind}.jsonl"
         records = sum(1 for line in path.open("rb") if line.strip()) if path.exists() else 0
         used[kind] = (path, consumed_sha256(path)) if f"no-{kind}" not in row.ablations and records > 0 else None
-    recipe = cells.recipe_of(cells.setting.budget)
+    recipe = cells.recipe_of(cells.setting.train.budget)
     training = None if used["sft"] is None and used["rl"] is None else key(
         {**recipe, "sft": used["sft"] and used["sft"][1], "rl": used["rl"] and used["rl"][1], "seed": seed})
     s = cells.setting
     cell = key({"training": training, "base": cells.base, "memory": used["memory"] and used["memory"][1],
                 "benchmark": s.benchmark, "split": s.split, "tasks": [t.id for t in cells.tasks], "metric": s.metric,
-                "batch_size": s.batch_size, "seed": seed})
+                "batch_size": s.eval.batch_size, "seed": seed})
     return training, cell
 
 
@@ -48,8 +49,8 @@ def test_every_cell_keeps_the_key_it_had_before_so_a_filled_cache_still_answers(
     wild, labeled = quality_corpora
     rows = rows_mod.table_rows(("rho0-wild", "oracle"), wild, labeled, [], tmp_path, "rho0-wild")
     rows.append(dataclasses.replace(rows[0], id="rho0-wild no-sft no-rl").ablated("no-rl").ablated("no-sft"))
-    for setting in (Setting(tasks=5, profile="test", seeds=(0,)),
-                    Setting(split="dev", tasks=5, profile="test", seeds=(0, 1), budget={"sft_max_steps": 2})):
+    for setting in (Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test")),
+                    Setting(split="dev", tasks=5, seeds=(0, 1), train=TrainSpec(profile="test", budget={"sft_max_steps": 2}))):
         cells = Cells(tmp_path / "cache", setting, ProcessExecutor())
         for row in rows:
             for seed in setting.seeds:
@@ -60,7 +61,7 @@ def test_every_cell_keeps_the_key_it_had_before_so_a_filled_cache_still_answers(
 def test_a_cell_with_memory_is_keyed_by_the_retrieval_rule_and_one_without_is_not(quality_corpora, tmp_path, monkeypatch):
     wild, labeled = quality_corpora
     row = rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, "rho0-wild")[0]
-    setting = Setting(tasks=5, profile="test", seeds=(0,))
+    setting = Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test"))
     cells = Cells(tmp_path / "cache", setting, ProcessExecutor())
     plain = cells.cell_key(row, 0)
     monkeypatch.setattr(cells_mod.memory_mod, "RETRIEVAL", "another rule")
@@ -93,14 +94,14 @@ def test_a_profile_at_the_old_behaviour_keeps_the_training_key_main_computed(tmp
     assert get_profile("cpu-small").grpo_generation == "trl" and not get_profile("cpu-small").sft_memory_hints
     for profile, budget in (("cpu-small", {}), ("paper", {}), ("cpu-small", {"sft_max_steps": 2}),
                             ("test", {"grpo_generation": "trl"})):
-        cells = Cells(tmp_path / "cache", Setting(tasks=5, profile=profile, seeds=(0,), budget=budget),
+        cells = Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile=profile, budget=budget)),
                       ProcessExecutor())
         assert cells.recipe_of(budget) == {**main_recipe(profile, budget), "base": cells.base}, profile
-    changed = Cells(tmp_path / "cache", Setting(tasks=5, profile="cpu-small", seeds=(0,)), ProcessExecutor())
+    changed = Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="cpu-small")), ProcessExecutor())
     for field, value in (("grpo_generation", "merged"), ("sft_memory_hints", True)):
         assert changed.recipe_of({field: value})["profile"][field] == value
         assert changed.recipe_of({field: value}) != changed.recipe_of({})
-    assert "grpo_generation" in Cells(tmp_path / "cache", Setting(tasks=5, profile="test", seeds=(0,)),
+    assert "grpo_generation" in Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test")),
                                       ProcessExecutor()).recipe_of({})["profile"]   # the test profile's merged
 
 
@@ -110,7 +111,7 @@ def test_a_run_trained_before_the_new_profile_fields_is_still_adopted(tmp_path):
     behaviour, are the same training."""
     from trainer.recipe import get_profile, profile_key
 
-    cells = Cells(tmp_path / "cache", Setting(tasks=5, profile="cpu-small", seeds=(0,)), ProcessExecutor())
+    cells = Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="cpu-small")), ProcessExecutor())
     now = dataclasses.asdict(get_profile("cpu-small"))
     before = {k: v for k, v in now.items() if k not in ("grpo_generation", "sft_memory_hints")}
     assert profile_key(now) == profile_key(before) == cells.recipe_of({})["profile"]

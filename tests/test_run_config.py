@@ -87,7 +87,7 @@ def test_a_runs_dir_that_is_a_file_is_refused(tmp_path, capsys):
 def test_the_profile_names_the_default_base_model(tmp_path):
     args = cli.build_parser().parse_args(["run", "--profile", "test", "--runs-dir", str(tmp_path), "--name", "r",
                                           "--corpus", str(SAMPLE_CORPUS)])
-    assert json.loads((create_run(run_options(args)).root / "run.json").read_text())["base"] == "tiny-random"
+    assert json.loads((create_run(run_options(args)).root / "run.json").read_text())["train"]["base"] == "tiny-random"
 
 
 def test_an_output_place_that_cannot_be_written_is_one_sentence(tmp_path, capsys):

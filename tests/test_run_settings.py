@@ -12,11 +12,13 @@ from pydantic import Field
 from base.errors import UserError
 from base.files import json_text
 from evolver import cli
-from evolver.config import RESUME_OPTIONS, RUN_OPTIONS, LaunchOptions, RunConfig, on_backend
+from evolver.config import FLAT, FLAT_BUDGET, RESUME_OPTIONS, RUN_OPTIONS, LaunchOptions, RunConfig, on_backend
 from evolver.llm import LLMConfig
-from evolver.options import Flag, options_of
+from evolver.options import Flag, flagged, options_of
 from evolver.proposers.agent_limits import AgentLimits
 from evolver.run_cli import create_run, run_options
+from benchmarks.evaluate import EvalSpec
+from trainer.train import TrainSpec
 
 from conftest import SAMPLE_CORPUS
 
@@ -72,7 +74,11 @@ def test_a_config_file_with_a_wrong_type_or_range_is_one_sentence_naming_the_fil
     ({"ablations": "no-sft"}, "ablations (--ablate) must be a list of strings, not str 'no-sft'"),
     ({"ablations": ["no-gold"]}, "ablate must be one of"),
     ({"seeds": 2}, "seeds must be a list of integers, not 2"),
-    ({"eval_steps": 1}, "eval_steps must be true or false, not 1"),
+    ({"eval_steps": 1}, "eval.steps must be true or false or null, not 1"),   # a run.json from before the nesting
+    ({"eval": {"steps": 1}}, "eval.steps must be true or false or null, not 1"),
+    ({"eval": {"batch_size": 0}}, "eval.batch_size must be at least 1, not 0"),
+    ({"eval": {"tasks": 3}}, "eval.tasks is the run's own"),
+    ({"train": {"bogus": 1}}, "unknown setting(s) train.bogus"),
     ({"llm": "gpt"}, "llm must be a mapping or null, not str 'gpt'"),
     ({"agent": []}, "agent must be a mapping, not list []"),
     ({"lambda": -1}, "lambda must be a finite number >= 0, not -1"),
@@ -86,7 +92,9 @@ def test_a_config_file_with_a_wrong_type_or_range_is_one_sentence_naming_the_fil
     ({"llm": {"model": "m", "base_url": "localhost"}}, "llm: base_url must be an http:// or https:// URL"),
 ])
 def test_a_bad_run_json_is_one_sentence_naming_the_key(change, expected):
-    good = json.loads((FIXTURES / "replay-1126.json").read_text())
+    good = json.loads((FIXTURES / "replay-1126.json").read_text())   # written before the specs were nested
+    if {"train", "eval"} & set(change):   # a nested spec: as a run.json written since holds it
+        good = RunConfig.from_json(good).to_json()
     with pytest.raises(UserError) as err:
         RunConfig.from_json({**good, **change}, where="RUN/run.json")
     assert str(err.value).startswith(("RUN/run.json: run config: ", "RUN/run.json: llm: ")) and expected in str(err.value), \
@@ -98,18 +106,32 @@ def test_a_bad_run_json_is_one_sentence_naming_the_key(change, expected):
 BACKEND_DEFAULTS = {"backend": "local", "ray_address": "", "storage": "", "max_new_tokens": 128}
 
 
+def flat(written: dict) -> dict:
+    """A nested run.json's object with the specs' fields flat, as run.json held them before the
+    nesting (evolver.config.FLAT); the EvalSpec fields no run.json held before, at their defaults, left out."""
+    out, nested = dict(written), {"train": dict(written["train"]), "eval": dict(written["eval"])}
+    del out["train"], out["eval"]
+    budget = dict(nested["train"].pop("budget"))
+    out.update({key: budget.pop(key, 0) for key in FLAT_BUDGET})
+    out.update({old: nested[spec].pop(field) for old, (spec, field) in FLAT.items() if field != "budget"},
+               train_budget=budget)
+    assert nested == {"train": {}, "eval": {"max_prompt_tokens": 4096, "memory_k": 3}}
+    return out
+
+
 def test_run_json_of_earlier_runs_reads_back_and_round_trips():
-    # a run made before the settings were declared with pydantic: byte for byte, the stage backend's
-    # and the decoding budget's settings (added later) aside, at their defaults
+    # a run made before the settings were declared with pydantic: byte for byte once flattened
+    # (run.json nests the specs now), the stage backend's and the decoding budget's settings (added
+    # later) aside, at their defaults
     text = (FIXTURES / "replay-1126.json").read_text()
     config = RunConfig.from_json(json.loads(text))
-    written = config.to_json()
+    written = flat(config.to_json())
     assert {k: written.pop(k) for k in BACKEND_DEFAULTS} == BACKEND_DEFAULTS
     assert written.pop("holdout") == {}   # made before the test part: the legacy dev tenth (RunConfig.split_spec)
     assert json_text(written) == text and RunConfig.from_json(config.to_json()) == config
     # an older one, from before max_prompt_length and --tools: its settings as written, the new ones at their defaults
     doc = json.loads((FIXTURES / "default-1125.json").read_text())
-    again = RunConfig.from_json(doc).to_json()
+    again = flat(RunConfig.from_json(doc).to_json())
     # the agent's limits are AgentLimits: a limit newer than the file (candidate_temperature) at its default
     assert again["agent"] == {**doc["agent"], "candidate_temperature": 0.8}
     assert {k: again[k] for k in doc if k != "agent"} == {k: v for k, v in doc.items() if k != "agent"}
@@ -137,26 +159,32 @@ SET_BY_THE_RUN = {
     "tools_sha256": "the --tools file's bytes at launch",
     "split": "nothing: the loop evaluates on dev, never on test",
     "holdout": "a corpus without an environment: its dev and test parts (--dev-ids, --test-ids; corpora.split)",
-    "eval_steps": "--benchmark and --metric (single-turn tasks skip the step pass unless P is step_accuracy)",
     "llm": "--model and the LLM options, LLMConfig's fields",
     "agent": "the --agent-* options, AgentLimits' fields",
-    "train_budget": "the proxy's short SFT only (a run's trainings take the profile's, --max-length, --max-prompt-length)",
+}
+# The fields of the nested specs no option of `run` sets, each with what sets it instead (and
+# evolver.config.RUN_SETS: what the run adds to `eval` when it evaluates, never in run.json).
+SET_IN_THE_SPECS = {
+    "train.budget": "--max-length, --max-prompt-length (their profile's when 0), and the proxy's short SFT",
+    "eval.steps": "--benchmark and --metric (single-turn tasks skip the step pass unless P is step_accuracy)",
+    "eval.max_prompt_tokens": "nothing: the spec's default, as every evaluation of the project",
+    "eval.memory_k": "nothing: the spec's default, as every evaluation of the project",
 }
 # One `run` command line giving every RunConfig option a value other than its default: the field's value.
 EXAMPLES = {
     "corpus": (["--corpus", "c.jsonl"], (str(Path("c.jsonl").resolve()),)),
     "benchmark": (["--benchmark", "bfcl"], "bfcl"), "metric": (["--metric", "step_accuracy"], "step_accuracy"),
-    "tasks": (["--tasks", "7"], 7), "base": (["--base", "tiny-random"], "tiny-random"),
-    "profile": (["--profile", "test"], "test"), "epochs": (["--epochs", "5"], 5), "lam": (["--lambda", "0.5"], 0.5),
+    "tasks": (["--tasks", "7"], 7), "train.base": (["--base", "tiny-random"], "tiny-random"),
+    "train.profile": (["--profile", "test"], "test"), "epochs": (["--epochs", "5"], 5), "lam": (["--lambda", "0.5"], 0.5),
     "n_ref": (["--n-ref", "1000"], 1000.0), "margin": (["--margin", "0.25"], 0.25), "seeds": (["--seeds", "2"], (0, 1)),
     "seed": (["--seed", "3"], 3), "acceptance": (["--acceptance", "margin"], "margin"),
     "ablations": (["--ablate", "no-sft", "no-rl"], ("no-rl", "no-sft")), "sandbox": (["--sandbox", "docker"], "docker"),
-    "curation_timeout_s": (["--timeout", "60"], 60.0), "batch_size": (["--batch-size", "2"], 2),
-    "max_new_tokens": (["--max-new-tokens", "16"], 16),
+    "curation_timeout_s": (["--timeout", "60"], 60.0), "eval.batch_size": (["--batch-size", "2"], 2),
+    "eval.max_new_tokens": (["--max-new-tokens", "16"], 16),
     "on_error": (["--on-bad-line", "skip"], "skip"), "tools": (["--tools", "t.json"], str(Path("t.json").resolve())),
-    "max_length": (["--max-length", "512"], 512), "max_prompt_length": (["--max-prompt-length", "256"], 256),
-    "report_to": (["--report-to", "none"], "none"), "launcher": (["--launcher", "accelerate"], "accelerate"),
-    "accelerate_config": (["--accelerate-config", "a.yaml"], str(Path("a.yaml").resolve())),
+    "train.report_to": (["--report-to", "none"], "none"),
+    "train.launcher": (["--launcher", "accelerate"], "accelerate"),
+    "train.accelerate_config": (["--accelerate-config", "a.yaml"], str(Path("a.yaml").resolve())),
     "boundary_samples": (["--boundary-samples", "4"], 4), "boundary_temperature": (["--boundary-temperature", "0.7"], 0.7),
     "signal_window": (["--signal-window", "5"], 5), "rare_theta": (["--rare-theta", "10"], 10.0),
     "rare_n_min": (["--rare-n-min", "5"], 5), "candidates": (["--candidates", "2"], 2),
@@ -171,30 +199,40 @@ def test_every_run_setting_is_an_option_of_run_and_recorded_in_run_json():
     """A new RunConfig field is an option (and then reaches run.json from it, checked here with
     a value other than its default), or it is named above with what sets it; `resolve` has no
     hand-written line for an option that gives its value as it is, so none keeps its default."""
-    from evolver.config import default_of, resolve
+    from evolver.config import RUN_SETS, resolve
 
-    options = {o.field: o for o in RUN_OPTIONS if o.model is RunConfig}
-    assert set(RunConfig.model_fields) == set(options) | set(SET_BY_THE_RUN) and not set(options) & set(SET_BY_THE_RUN)
+    nested = {"train": TrainSpec, "eval": EvalSpec}
+    models = {RunConfig: "", TrainSpec: "train.", EvalSpec: "eval."}
+    options = {models[o.model] + o.field: o for o in RUN_OPTIONS if o.model in models}
+    assert set(RunConfig.model_fields) == {p.split(".")[0] for p in options} | set(SET_BY_THE_RUN)
+    assert not set(options) & set(SET_BY_THE_RUN)
+    for key, spec in nested.items():   # a spec's field is an option, or set by the run
+        fields = {f"{key}.{f}" for f in spec.model_fields} - {f"eval.{f}" for f in RUN_SETS}
+        assert fields == {p for p in options if p.startswith(f"{key}.")} | {p for p in SET_IN_THE_SPECS
+                                                                             if p.startswith(f"{key}.")}, key
     assert set(EXAMPLES) == set(options)
-    argv = [a for flags, _ in EXAMPLES.values() for a in flags] + ["--model", "m", "--agent-steps", "5"]
+    argv = [a for flags, _ in EXAMPLES.values() for a in flags] + ["--model", "m", "--agent-steps", "5",
+                                                                   "--max-length", "512", "--max-prompt-length", "256"]
     given = run_options(cli.build_parser().parse_args(["run", *argv]))
     config = resolve(given, tuple(str(Path(p).resolve()) for p in given["corpus"]), "abc")
     written = config.to_json()   # what RunStore.create writes to run.json
-    for field, (_, value) in EXAMPLES.items():
-        assert getattr(config, field) == value != default_of(field), field
-        key = RunConfig.model_fields[field].alias or field
-        assert written[key] == (list(value) if isinstance(value, tuple) else value), field
-    assert config.llm.model == "m" and config.eval_steps   # bfcl: multi-turn
+    for path, (_, value) in EXAMPLES.items():
+        within, _, option = path.rpartition(".")
+        model, holder, doc = (nested[within], getattr(config, within), written[within]) if within else \
+            (RunConfig, config, written)
+        assert getattr(holder, option) == value != model.model_fields[option].get_default(call_default_factory=True), path
+        assert doc[model.model_fields[option].alias or option] == (list(value) if isinstance(value, tuple) else value), path
+    assert config.llm.model == "m" and config.eval.steps   # bfcl: multi-turn
     assert config.agent == AgentLimits(step_limit=5) and "command_timeout_s" not in written["agent"]
-    assert (config.corpus_sha256, config.split, config.train_budget) == ("abc", "dev", {})
+    assert config.train.budget == written["train"]["budget"] == {"max_length": 512, "max_prompt_length": 256}
+    assert (config.corpus_sha256, config.split) == ("abc", "dev")
     assert RunConfig.from_json(written) == config
 
 
 def test_every_declared_setting_with_a_flag_is_an_option_and_a_config_key():
     names = {o.name for o in RUN_OPTIONS}
-    flagged = [(n, i) for model in (RunConfig, LaunchOptions, LLMConfig, AgentLimits) for n, i in model.model_fields.items()
-               if any(isinstance(m, Flag) for m in i.metadata)]
-    assert len(names) == len(RUN_OPTIONS) == len(flagged)
+    declared = [f for model in (RunConfig, LaunchOptions, LLMConfig, AgentLimits) for f in flagged(model)]
+    assert len(names) == len(RUN_OPTIONS) == len(declared)
     help_text = cli.build_parser()._subparsers._group_actions[0].choices["run"].format_help()
     for o in RUN_OPTIONS:
         assert f"--{o.name}" in help_text

@@ -35,8 +35,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 class TrainSpec(BaseModel):
     """How the fixed recipe trains a curation, besides its data and seed: what every training of
     the project (the loop's seeds, `bench quality`'s cells, the proxy of k candidates) is given, so
-    they train alike (benchmarks.stages.train_on). `evolver.config.RunConfig.train_spec` and the
-    quality bench's `Cells.train_spec` build one; each field is declared here once."""
+    they train alike (benchmarks.stages.train_on). `evolver.config.RunConfig.train` and the quality
+    bench's `Setting.train` nest one; each field is declared here once."""
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     base: str | None = None

@@ -23,7 +23,7 @@ import json
 import os
 import shutil
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -31,7 +31,7 @@ from base.errors import UserError
 from trainer import memory as memory_mod
 from benchmarks.registry import DEFAULT as DEFAULT_BENCHMARK
 from base.files import atomic_json, read_json, read_jsonl, sha256_files
-from benchmarks.policies.limits import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS
+from benchmarks.policies.limits import DEFAULT_MAX_NEW_TOKENS
 from benchmarks.stages import EvalSpec, TrainSpec, evaluate_on, train_on, used
 from corpora import load_corpus
 from sandbox.curate import execute, runtime_sha256
@@ -42,23 +42,26 @@ ABLATIONS = ("no-sft", "no-rl", "no-memory")
 
 @dataclass(frozen=True)
 class Setting:
-    """What every cell of one benchmark invocation shares."""
+    """What every cell of one benchmark invocation shares: its tasks, seeds and corpus, how each row
+    is trained (`train`, the loop's TrainSpec) and how each cell is evaluated (`eval`, the loop's
+    EvalSpec; the setting's benchmark, metric, tasks and corpus and the profile's threads are added
+    by `Cells.eval_spec`)."""
 
     benchmark: str = DEFAULT_BENCHMARK
     split: str = "test"
     """"test" for the tables (outside any run's loop); "dev" to measure the loop's noise."""
     tasks: int | None = 120
     """N tasks of the split, balanced over its categories (None: all)."""
-    profile: str = "cpu-small"
-    base: str | None = None
-    """The base model (None: the profile's)."""
     seeds: tuple[int, ...] = (0, 1)
     metric: str = "task_success"
-    batch_size: int = DEFAULT_BATCH_SIZE
+    train: TrainSpec = TrainSpec()
+    """The profile, the base (None: the profile's) and the budget overrides, part of the training
+    key; the rest as the loop's trainings take it by default."""
+    eval: EvalSpec = EvalSpec()
+    """The batches and the decoding budget: a run's own when `curateevo test --seeds` scores its
+    strategies; `max_new_tokens` is part of a cell's key when not the default."""
     curation_seed: int = 0
     curation_timeout_s: float = Limits.timeout_s
-    budget: dict = field(default_factory=dict)
-    """Overrides of single profile budgets (trainer.train's `budget`), part of the training key."""
     corpus: tuple[str, ...] = ()
     """A benchmark without an environment (replay): the user's corpus files, whose held-out tenth
     are the tasks; the rows curate the other nine tenths."""
@@ -66,9 +69,14 @@ class Setting:
     """replay: the corpus's tool schemas (`--tools`), as the run that curated it loaded them."""
     corpus_sha256: str | None = None
     """replay: the corpus's hash (part of every cell's key and of the calibration's setting)."""
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
-    """What a policy decodes per model turn at most (EvalSpec.max_new_tokens): a run's own when
-    `curateevo test --seeds` scores its strategies; part of a cell's key when not the default."""
+
+    def to_json(self) -> dict:
+        """The setting as a table's raw result and a calibration record it, flat as it was before the
+        specs were nested (a calibration's key hashes it, `calibration._key`)."""
+        flat = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("train", "eval")}
+        return {**flat, "profile": self.train.profile, "base": self.train.base, "budget": dict(self.train.budget),
+                "batch_size": self.eval.batch_size, "max_new_tokens": self.eval.max_new_tokens,
+                "seeds": list(self.seeds), "corpus": list(self.corpus)}
 
 
 @dataclass(frozen=True)
@@ -125,21 +133,20 @@ class Cells:
         from trainer.models import check_name
 
         self.root, self.setting, self.executor = Path(root), setting, executor
-        prof = TrainSpec(profile=setting.profile, budget=dict(setting.budget)).resolved
-        self.base = setting.base or prof.base
+        prof = setting.train.resolved
+        self.base = setting.train.base or prof.base
         check_name(self.base)
-        self.train_spec = TrainSpec(base=self.base, profile=setting.profile, budget=dict(setting.budget))
+        self.train_spec = setting.train.model_copy(update={"base": self.base})
         """How every row of this setting is trained: as the loop trains (benchmarks.stages.train_on)."""
-        self.eval_spec = EvalSpec(benchmark=setting.benchmark, metric=setting.metric, tasks=setting.tasks,
-                                  batch_size=setting.batch_size, threads=self.train_spec.threads,
-                                  max_new_tokens=setting.max_new_tokens,
-                                  corpus=tuple(setting.corpus), corpus_tools=setting.tools)
+        self.eval_spec = setting.eval.model_copy(update={
+            "benchmark": setting.benchmark, "metric": setting.metric, "tasks": setting.tasks,
+            "threads": self.train_spec.threads, "corpus": tuple(setting.corpus), "corpus_tools": setting.tools})
         """How every cell is evaluated: as the loop evaluates (benchmarks.stages.evaluate_on), on the
         profile's pinned threads, with the setting's decoding budget (the policies' default unless a run's)."""
         from trainer.recipe import curation_budget
 
         self.curation_budget = curation_budget(prof)   # ctx.budget, as the loop gives its candidates
-        self._recipe = self.recipe_of(setting.budget)
+        self._recipe = self.recipe_of(setting.train.budget)
         self._adopted: dict[str, Path] = {}
         bench = get_benchmark(setting.benchmark, **self.benchmark_options())
         self.tasks = bench.tasks(setting.split, limit=setting.tasks)
@@ -163,7 +170,7 @@ class Cells:
         from trainer.recipe import RECIPE, get_profile, profile_key
 
         return {"recipe": dataclasses.asdict(RECIPE),
-                "profile": profile_key(dataclasses.asdict(get_profile(self.setting.profile).replace(**budget))),
+                "profile": profile_key(dataclasses.asdict(get_profile(self.setting.train.profile).replace(**budget))),
                 "base": self.base}
 
     def adopt(self, run: Path) -> int:
@@ -237,10 +244,10 @@ class Cells:
                      **({"retrieval": memory_mod.RETRIEVAL} if memory else {}),
                      "benchmark": self.setting.benchmark, "split": self.setting.split,
                      "tasks": [t.id for t in self.tasks], "metric": self.setting.metric,
-                     "batch_size": self.setting.batch_size, "seed": seed,
+                     "batch_size": self.setting.eval.batch_size, "seed": seed,
                      **({"corpus": self.setting.corpus_sha256} if self.setting.corpus else {}),
-                     **({"max_new_tokens": self.setting.max_new_tokens}
-                        if self.setting.max_new_tokens != DEFAULT_MAX_NEW_TOKENS else {})})
+                     **({"max_new_tokens": self.setting.eval.max_new_tokens}
+                        if self.setting.eval.max_new_tokens != DEFAULT_MAX_NEW_TOKENS else {})})
 
     def cached(self, row: Row, seed: int) -> dict | None:
         path = self.root / "cells" / self.cell_key(row, seed) / "cell.json"

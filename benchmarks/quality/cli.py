@@ -70,7 +70,9 @@ def _units(text: str) -> list[int]:
 
 def setting_of(args):
     from benchmarks import registry
+    from benchmarks.evaluate import EvalSpec
     from benchmarks.quality.cells import Setting
+    from trainer.train import TrainSpec
     from corpora import corpus_sha256
 
     if args.seeds < 1 or (args.tasks is not None and args.tasks < 1):
@@ -94,9 +96,9 @@ def setting_of(args):
     default_tasks = None if not env.executable else 60 if split == "dev" else 120
     tasks = args.tasks if args.tasks is not None else default_tasks
     corpus = tuple(str(c) for c in args.corpus or ())
-    return Setting(benchmark=args.benchmark, split=split, tasks=tasks, profile=args.profile, base=args.base,
-                   seeds=tuple(range(args.seeds)), metric=env.metrics[0], batch_size=args.batch_size,
-                   curation_timeout_s=args.timeout, budget=parse_budget(args.set), corpus=corpus,
+    return Setting(benchmark=args.benchmark, split=split, tasks=tasks, seeds=tuple(range(args.seeds)),
+                   metric=env.metrics[0], train=TrainSpec(profile=args.profile, base=args.base, budget=parse_budget(args.set)),
+                   eval=EvalSpec(batch_size=args.batch_size), curation_timeout_s=args.timeout, corpus=corpus,
                    tools=str(args.tools) if args.tools else None,
                    corpus_sha256=corpus_sha256(list(corpus)) if corpus else None)
 
@@ -160,7 +162,7 @@ def cmd_bench_quality(args) -> int:
         say(f"shard {i}/{n}: {len(missing[i::n])} of the {len(missing)} missing cells")
         missing = missing[i::n]
     say(f"{len(rows) * len(setting.seeds) - len(missing)} cells cached, {len(missing)} to compute "
-        f"({len(cells.tasks)} {setting.split} tasks, profile {setting.profile}, cache {args.cache})")
+        f"({len(cells.tasks)} {setting.split} tasks, profile {setting.train.profile}, cache {args.cache})")
     mdd = minimal_detectable_difference(len(cells.tasks), len(setting.seeds), table.BASE_RATE)
     say(f"with {len(cells.tasks)} tasks × {len(setting.seeds)} seeds, two rows must differ by about "
         f"{100 * mdd:.0f} points of P to be told apart (power 0.8, α 0.05, P near {table.BASE_RATE}, seed spread not counted)")

@@ -1,7 +1,6 @@
 """The quality benchmark's results: one JSON document, a markdown table and a PNG with intervals."""
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import textwrap
@@ -75,7 +74,7 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
     effect = stats.seed_effect({rid: per_seed[rid] for rid in table1}, seed=seed)
     shared = effect["shared"] if effect else 0.0
     return {
-        "setting": {**dataclasses.asdict(setting), "seeds": list(setting.seeds)},
+        "setting": setting.to_json(),
         "tasks": n,
         "interval": "95%: Wilson for one seed, else a crossed bootstrap over tasks × seeds "
                     f"({stats.RESAMPLES} resamples, seed {seed})",

@@ -61,10 +61,10 @@ def needs_of(cfg, gpus_available: bool) -> Needs:
     from trainer.launch import launcher_processes
     from trainer.recipe import get_profile
 
-    profile = get_profile(cfg.profile)
+    profile = get_profile(cfg.train.profile)
     on_gpu = profile.device == "cuda" or (profile.device == "auto" and gpus_available)
     cpus = profile.threads or 1
-    return Needs(train_cpus=cpus, train_gpus=launcher_processes(cfg.launcher) if on_gpu else 0, eval_cpus=cpus,
+    return Needs(train_cpus=cpus, train_gpus=launcher_processes(cfg.train.launcher) if on_gpu else 0, eval_cpus=cpus,
                  eval_gpus=1 if on_gpu else 0, profile=profile.name)
 
 

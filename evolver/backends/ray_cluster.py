@@ -287,7 +287,7 @@ class RayBackend:
         return self.ray
 
     def prepare(self, cfg) -> Needs:
-        key = (cfg.profile, cfg.launcher, cfg.benchmark, tuple(cfg.corpus), cfg.tools)
+        key = (cfg.train.profile, cfg.train.launcher, cfg.benchmark, tuple(cfg.corpus), cfg.tools)
         if self.prepared is not None and self.prepared[0] == key:   # every check below was made for these
             return self.prepared[1]
         ray = self.connect()
