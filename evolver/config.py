@@ -216,8 +216,9 @@ class RunConfig(BaseModel):
     @classmethod
     def _nested(cls, data: Any) -> Any:
         """A run.json written before the specs were nested (their fields flat: `base`, `batch_size`,
-        `train_budget`, `max_length`, …) as the nested `train` and `eval` it means; and `train.base`
-        resolved (the profile's) when none is given."""
+        `train_budget`, `max_length`, …) as the nested `train` and `eval` it means (a flat key wins
+        over the nested field: `replace(profile=…)`); and `train.base` resolved (the profile's) when
+        none is given."""
         if not isinstance(data, Mapping):
             return data
         data = dict(data)
