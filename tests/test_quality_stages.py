@@ -90,18 +90,20 @@ def test_a_profile_at_the_old_behaviour_keeps_the_training_key_main_computed(tmp
         return {"recipe": dataclasses.asdict(RECIPE), "base": None,
                 "profile": {k: v for k, v in fields.items() if k not in KEYED_WHEN_CHANGED}}
 
-    assert get_profile("cpu-small").grpo_generation == "trl" and not get_profile("cpu-small").sft_memory_hints
-    for profile, budget in (("cpu-small", {}), ("paper", {}), ("cpu-small", {"sft_max_steps": 2}),
+    assert get_profile("paper").grpo_generation == "trl" and not get_profile("cpu-small").sft_memory_hints
+    for profile, budget in (("cpu-small", {"grpo_generation": "trl"}), ("paper", {}),
+                            ("cpu-small", {"sft_max_steps": 2, "grpo_generation": "trl"}),
                             ("test", {"grpo_generation": "trl"})):
         cells = Cells(tmp_path / "cache", Setting(tasks=5, profile=profile, seeds=(0,), budget=budget),
                       ProcessExecutor())
         assert cells.recipe_of(budget) == {**main_recipe(profile, budget), "base": cells.base}, profile
-    changed = Cells(tmp_path / "cache", Setting(tasks=5, profile="cpu-small", seeds=(0,)), ProcessExecutor())
+    changed = Cells(tmp_path / "cache", Setting(tasks=5, profile="paper", seeds=(0,)), ProcessExecutor())
     for field, value in (("grpo_generation", "merged"), ("sft_memory_hints", True)):
         assert changed.recipe_of({field: value})["profile"][field] == value
         assert changed.recipe_of({field: value}) != changed.recipe_of({})
-    assert "grpo_generation" in Cells(tmp_path / "cache", Setting(tasks=5, profile="test", seeds=(0,)),
-                                      ProcessExecutor()).recipe_of({})["profile"]   # the test profile's merged
+    for profile in ("test", "cpu-small"):   # their merged rollouts: a key of their own
+        assert Cells(tmp_path / "cache", Setting(tasks=5, profile=profile, seeds=(0,)),
+                     ProcessExecutor()).recipe_of({})["profile"]["grpo_generation"] == "merged"
 
 
 def test_a_run_trained_before_the_new_profile_fields_is_still_adopted(tmp_path):
@@ -110,7 +112,7 @@ def test_a_run_trained_before_the_new_profile_fields_is_still_adopted(tmp_path):
     behaviour, are the same training."""
     from trainer.recipe import get_profile, profile_key
 
-    cells = Cells(tmp_path / "cache", Setting(tasks=5, profile="cpu-small", seeds=(0,)), ProcessExecutor())
-    now = dataclasses.asdict(get_profile("cpu-small"))
+    cells = Cells(tmp_path / "cache", Setting(tasks=5, profile="paper", seeds=(0,)), ProcessExecutor())
+    now = dataclasses.asdict(get_profile("paper"))
     before = {k: v for k, v in now.items() if k not in ("grpo_generation", "sft_memory_hints")}
     assert profile_key(now) == profile_key(before) == cells.recipe_of({})["profile"]
