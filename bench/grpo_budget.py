@@ -6,7 +6,7 @@
 
 A candidate is STEPSxPROMPTSxGENERATIONSxLENGTH (`grpo_max_steps`, `grpo_prompts_per_step`,
 `num_generations`, `max_completion_length`; `grpo_micro_batch` = prompts × generations, one
-pass). For each, `curateevo bench quality --split tune --rows rho0-wild --ablate rho0-wild
+pass). For each, `curateevo bench quality --split tune --rows rho0-wild --ablate rho0-wild:no-rl
 --gold --set …` trains ρ0 on the default wild corpus at the profile with that budget — full and
 without its RL data (the SFT-only training is the same for every candidate) — and scores both on
 bfcl-single's tuning slice (120 train tasks that neither the default corpus, dev nor test holds;
@@ -59,7 +59,7 @@ def run_candidate(profile: str, candidate: str, seeds: int, cache: Path) -> dict
     """One candidate's Table 2 for ρ0 on the slice (cached cells are reused): its quality document."""
     out = cache / "grpo-budget" / f"{profile}-{candidate}"
     cmd = [sys.executable, "-m", "evolver.cli", "bench", "quality", "--split", "tune", "--rows", "rho0-wild",
-           "--ablate", "rho0-wild", "--seeds", str(seeds), "--profile", profile, "--cache", str(cache), "--gold",
+           "--ablate", "rho0-wild:no-rl", "--seeds", str(seeds), "--profile", profile, "--cache", str(cache), "--gold",
            "--out", str(out), "--quiet", "--set", *[f"{k}={v}" for k, v in parse(candidate).items()]]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if done.returncode:
