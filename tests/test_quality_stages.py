@@ -4,6 +4,7 @@ answers (issue 41, item 3)."""
 import dataclasses
 import hashlib
 import json
+from pathlib import Path
 
 from benchmarks import stages
 from benchmarks.quality import cells as cells_mod
@@ -116,3 +117,23 @@ def test_a_run_trained_before_the_new_profile_fields_is_still_adopted(tmp_path):
     now = dataclasses.asdict(get_profile("paper"))
     before = {k: v for k, v in now.items() if k not in ("grpo_generation", "sft_memory_hints")}
     assert profile_key(now) == profile_key(before) == cells.recipe_of({})["profile"]
+
+
+def test_a_cell_whose_sft_stage_the_cache_already_trained_reuses_it_under_its_own_key(quality_corpora, tmp_path):
+    """Two GRPO budgets of one row (a budget sweep): the second training takes the first's SFT
+    stage over (trainer.sft_reuse), and every key stays what it was (the reuse is no input)."""
+    wild, labeled = quality_corpora
+    row = rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, "rho0-wild")[0]
+    first = Cells(tmp_path / "cache", Setting(tasks=5, profile="test", seeds=(0,)), ProcessExecutor())
+    second = Cells(tmp_path / "cache", Setting(tasks=5, profile="test", seeds=(0,),
+                                               budget={"grpo_max_steps": 1, "max_completion_length": 8}),
+                   ProcessExecutor())
+    trained = [cells._trained(row, 0, None) for cells in (first, second)]
+    summaries = [json.loads((Path(adapter).parent / "summary.json").read_text()) for adapter in trained]
+    assert [Path(a).parent.name for a in trained] == [first.training_key(row, 0), second.training_key(row, 0)]
+    assert first.training_key(row, 0) != second.training_key(row, 0)
+    assert "reused_from" not in summaries[0]["sft"]
+    assert summaries[1]["sft"]["reused_from"] == str(Path(trained[0]).parent.resolve())
+    assert summaries[1]["grpo"]["steps"] == 1 and summaries[0]["sft_key"] == summaries[1]["sft_key"]
+    for cells in (first, second):
+        assert (cells.training_key(row, 0), cells.cell_key(row, 0)) == _old_keys(cells, row, 0)

@@ -156,6 +156,13 @@ class Profile:
         return dataclasses.replace(self, **changes)
 
 
+GRPO_ONLY = ("grpo_max_steps", "grpo_prompts_per_step", "num_generations", "grpo_micro_batch", "max_prompt_length",
+             "max_completion_length", "grpo_generation", "grpo_learning_rate", "vllm_mode", "vllm_server_url")
+"""The `Profile` fields only the GRPO stage reads (trainer.grpo, trainer.launch's vLLM options, the RL
+prompts' fit in trainer.data.rl_rows): an SFT stage does not depend on them, so two trainings that
+differ only there share their SFT stage (trainer.sft_reuse.sft_key leaves them out)."""
+
+
 PROFILES = {
     "paper": Profile(
         name="paper", base="Qwen/Qwen3-4B", sft_max_steps=140, sft_batch_size=4, sft_grad_accum=4,
