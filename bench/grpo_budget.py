@@ -6,7 +6,7 @@
 
 A candidate is STEPSxPROMPTSxGENERATIONSxLENGTH (`grpo_max_steps`, `grpo_prompts_per_step`,
 `num_generations`, `max_completion_length`; `grpo_micro_batch` = prompts × generations, one
-pass). For each, `curateevo bench quality --split tune --rows rho0-wild --ablate rho0-wild
+pass). For each, `curateevo bench quality --split tune --rows rho0-wild --ablate rho0-wild:no-rl
 --gold --set …` trains ρ0 on the default wild corpus at the profile with that budget — full and
 without its RL data (the SFT-only training is the same for every candidate) — and scores both on
 bfcl-single's tuning slice (120 train tasks that neither the default corpus, dev nor test holds;
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -58,7 +59,7 @@ def run_candidate(profile: str, candidate: str, seeds: int, cache: Path) -> dict
     """One candidate's Table 2 for ρ0 on the slice (cached cells are reused): its quality document."""
     out = cache / "grpo-budget" / f"{profile}-{candidate}"
     cmd = [sys.executable, "-m", "evolver.cli", "bench", "quality", "--split", "tune", "--rows", "rho0-wild",
-           "--ablate", "rho0-wild", "--seeds", str(seeds), "--profile", profile, "--cache", str(cache), "--gold",
+           "--ablate", "rho0-wild:no-rl", "--seeds", str(seeds), "--profile", profile, "--cache", str(cache), "--gold",
            "--out", str(out), "--quiet", "--set", *[f"{k}={v}" for k, v in parse(candidate).items()]]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if done.returncode:
@@ -129,6 +130,13 @@ def markdown(entries: list[dict], chosen: tuple[str, str]) -> str:
     return "\n".join(lines) + f"\n\nchosen: **{chosen[0]}** ({chosen[1]})\n"
 
 
+def commit() -> str:
+    """The tree's commit, `+changes` when its tracked files differ from it (the row's provenance)."""
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "."], capture_output=True)
+    return head.stdout.strip() + ("+changes" if dirty.returncode else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench/grpo_budget.py", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="cpu-small")
@@ -148,8 +156,13 @@ def main(argv: list[str] | None = None) -> int:
                                  args.grpo_s))
         print(f"{candidate}: {json.dumps(entries[-1])} ({time.time() - started:.0f} s)", flush=True)
         chosen = choose(entries)
-        args.out.write_text(json.dumps({"profile": args.profile, "split": "tune", "seeds": args.seeds,
-                                        "candidates": entries, "chosen": chosen[0], "why": chosen[1]}, indent=2) + "\n")
+        args.out.write_text(json.dumps({
+            "kind": "grpo-budget", "what": f"GRPO budget of {args.profile}, ρ0 wild on the tuning slice",
+            "date": time.strftime("%Y-%m-%d", time.gmtime()), "commit": commit(),
+            "command": "bench/grpo_budget.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "profile": args.profile, "split": "tune", "seeds": args.seeds,
+            "candidates": entries, "chosen": chosen[0], "why": chosen[1]}, indent=2) + "\n")
         args.out.with_suffix(".md").write_text(markdown(entries, chosen))
     print(markdown(entries, choose(entries)))
     return 0

@@ -138,6 +138,14 @@ def _run(d: dict) -> str:
     return f"{_duration(d['wall_s'])} for {len(d['epochs'])} epochs ({epochs})"
 
 
+def _grpo_budget(d: dict) -> str:
+    def one(e: dict) -> str:
+        diff = e.get("full_minus_no_rl")
+        d_rl = f"full − w/o RL {_signed(diff['value'])} [{_signed(diff['low'])}, {_signed(diff['high'])}]" if diff else "–"
+        return f"{e['candidate']}: {d_rl}, zero-variance {e.get('zero_variance_share', '–')}, GRPO {e.get('grpo_wall_s', '–')} s"
+    return f"chosen {d['chosen']} ({d['why']}); " + "; ".join(one(e) for e in d["candidates"])
+
+
 def _identity_meta(d: dict) -> dict:
     return {"command": "bench/loop_identity.py --before TREE, the run: curateevo run " + " ".join(d["run"]),
             "commit": f"{d['before']} → {d['after']}"}
@@ -159,6 +167,7 @@ KINDS = [
          _identity_meta),
     Kind("rank-agreement", lambda d: {"dev_P", "dev_gold_ll", "per_row"} <= d.keys(), _rank, "instrument.md"),
     Kind("calibration", lambda d: {"sees_poison", "verdict"} <= d.keys(), _calibration, "instrument.md"),
+    Kind("grpo-budget", lambda d: {"candidates", "chosen", "why"} <= d.keys(), _grpo_budget, "training.md"),
     Kind("quality", lambda d: {"rows", "setting", "interval"} <= d.keys() and isinstance(d["rows"], list), _quality,
          "quality.md"),
 ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, Sequence
 
 from base.errors import RunFailed
 from benchmarks.evaluate import EvalResult, EvalSpec, steps_pass
@@ -82,18 +82,20 @@ def check_lengths(spec: TrainSpec, sft: Path | None, rl: Path | None, echo: IO[s
 
 
 def train_on(spec: TrainSpec, files: dict, out: Path, seed: int, *, echo: IO[str] | None = None,
-             progress: bool = False) -> dict:
+             progress: bool = False, reuse_sft: Sequence[Path] = ()) -> dict:
     """The fixed recipe (trainer.train.train, in a child process) on `files`' SFT and RL records
     (either may be None), as `spec` says, after the length check (`check_lengths`, said to `echo`
     or stderr); `files`' memory bank goes with it (read only when the profile's `sft_memory_hints`
-    puts hints into the SFT prompts). Returns the training's summary, with `length` (the length report) added."""
+    puts hints into the SFT prompts). `reuse_sft`: finished trainings whose SFT stage this one may
+    take over when it would repeat it (trainer.sft_reuse). Returns the training's summary, with
+    `length` (the length report) added."""
     from trainer.train import train
 
     length = check_lengths(spec, files["sft"], files["rl"], echo or sys.stderr)
     summary = train(files["sft"], files["rl"], out, base=spec.base, profile=spec.profile, seed=seed,
                     report_to=spec.report_to, launcher=spec.launcher or None,
                     accelerate_config=spec.accelerate_config or None, echo=echo, progress=progress,
-                    memory=files.get("memory"), **spec.budget)
+                    memory=files.get("memory"), reuse_sft=reuse_sft, **spec.budget)
     return {**summary, "length": length.to_json()}
 
 

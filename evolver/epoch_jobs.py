@@ -29,9 +29,12 @@ class EpochJobs:
                 adopted[job.key] = result
             return result
 
+        # the run's earlier trainings (every seed): one may hold a training's SFT stage (trainer.sft_reuse)
+        earlier = [str(p) for p in sorted(self.store.root.glob("epochs/*/train-s*"))
+                   if p.parent.name.isdigit() and int(p.parent.name) < epoch]
         for seed in self.cfg.seeds:
             common = {"cfg": self.cfg, "artifacts": folder / "artifacts", "seed": seed}
-            trained = add(self.job(f"train-s{seed}", folder / f"train-s{seed}", epoch, **common))
+            trained = add(self.job(f"train-s{seed}", folder / f"train-s{seed}", epoch, **common, reuse_sft=earlier))
             link = {"after": {"adapter": (f"train-s{seed}", "adapter")}} if trained is None else \
                 {"adapter": trained["adapter"]}
             add(self.job(f"evaluate-s{seed}", folder / f"eval-s{seed}", epoch, **common, **link))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from benchmarks.stages import evaluate_on, length_report, train_on, used
 from evolver.config import RunConfig
@@ -35,12 +36,14 @@ def trains_nothing(cfg: RunConfig, artifacts: Path) -> str | None:
     return None
 
 
-def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int) -> dict:
-    """The fixed recipe on an epoch's artifacts (in a child process), honouring the data ablations."""
+def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, reuse_sft: Sequence[str] = ()) -> dict:
+    """The fixed recipe on an epoch's artifacts (in a child process), honouring the data ablations;
+    `reuse_sft`: the run's earlier trainings, one of which may hold this one's SFT stage (an edit
+    that changed only the RL data: trainer.sft_reuse)."""
     files = used(artifacts, cfg.ablations)
     if files["sft"] is None and files["rl"] is None:
         return Training(adapter=None, skipped="nothing to train", trained={"sft": 0, "rl": 0}).journal()
-    summary = train_on(cfg.train, files, out, seed, echo=sys.stderr, progress=True)
+    summary = train_on(cfg.train, files, out, seed, echo=sys.stderr, progress=True, reuse_sft=reuse_sft)
     data = summary.get("data") or {}
     # what training used, after the ablations and the length limits (log and report show these, not the curated counts)
     trained = {"sft": (data.get("sft") or {}).get("examples", 0), "rl": (data.get("rl") or {}).get("prompts", 0)}

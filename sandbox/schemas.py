@@ -71,67 +71,30 @@ _MESSAGES = {"type": "array", "items": _MESSAGE, "minItems": 1}
 _TOOLS = {"type": "array", "items": _TOOL}
 _META = {"type": "object"}
 
-RAW_SCHEMA = {
-    "type": "object",
-    "required": ["id", "messages"],
-    "additionalProperties": False,
-    "properties": {
-        "id": _ID,
-        "source": {"type": "string"},
-        "task": {"type": "string"},
-        "tools": _TOOLS,
-        "messages": _MESSAGES,
-        "outcome": {
-            "type": ["object", "null"],
-            "properties": {"success": {"type": ["boolean", "null"]}, "reward": {"type": ["number", "null"]}},
-        },
-        "meta": _META,
-    },
-}
-SFT_SCHEMA = {
-    "type": "object",
-    "required": ["id", "messages", "tools"],
-    "additionalProperties": False,
-    "properties": {
-        "id": _ID,
-        "messages": _MESSAGES,
-        "tools": _TOOLS,
-        "weights": {"type": "array", "items": {"enum": [0, 1]}},
-        "meta": _META,
-    },
-}
-RL_SCHEMA = {
-    "type": "object",
-    "required": ["id", "messages", "tools", "reference", "reward"],
-    "additionalProperties": False,
-    "properties": {
-        "id": _ID,
-        "messages": _MESSAGES,
-        "tools": _TOOLS,
-        "reference": {
-            "oneOf": [
-                {"type": "object", "required": ["tool_calls"], "additionalProperties": False,
-                 "properties": {"tool_calls": {"type": "array", "items": _TOOL_CALL, "minItems": 1}}},
-                {"type": "object", "required": ["content"], "additionalProperties": False,
-                 "properties": {"content": {"type": "string"}}},
-            ]
-        },
-        "reward": {"enum": list(REWARDS)},
-        "meta": _META,
-    },
-}
-MEMORY_SCHEMA = {
-    "type": "object",
-    "required": ["id", "key", "content"],
-    "additionalProperties": False,
-    "properties": {
-        "id": _ID,
-        "key": {"type": "string", "minLength": 1},
-        "content": {"type": "string", "minLength": 1},
-        "tags": {"type": "array", "items": {"type": "string"}},
-        "meta": _META,
-    },
-}
+
+def _record(required: list[str], **properties) -> dict:
+    """A record kind's schema: an object of exactly these properties, `id` and `meta` always among them."""
+    return {"type": "object", "required": required, "additionalProperties": False,
+            "properties": {"id": _ID, **properties, "meta": _META}}
+
+
+RAW_SCHEMA = _record(
+    ["id", "messages"], source={"type": "string"}, task={"type": "string"}, tools=_TOOLS, messages=_MESSAGES,
+    outcome={"type": ["object", "null"],
+             "properties": {"success": {"type": ["boolean", "null"]}, "reward": {"type": ["number", "null"]}}})
+SFT_SCHEMA = _record(["id", "messages", "tools"], messages=_MESSAGES, tools=_TOOLS,
+                     weights={"type": "array", "items": {"enum": [0, 1]}})
+RL_SCHEMA = _record(
+    ["id", "messages", "tools", "reference", "reward"], messages=_MESSAGES, tools=_TOOLS,
+    reference={"oneOf": [
+        {"type": "object", "required": ["tool_calls"], "additionalProperties": False,
+         "properties": {"tool_calls": {"type": "array", "items": _TOOL_CALL, "minItems": 1}}},
+        {"type": "object", "required": ["content"], "additionalProperties": False,
+         "properties": {"content": {"type": "string"}}},
+    ]},
+    reward={"enum": list(REWARDS)})
+MEMORY_SCHEMA = _record(["id", "key", "content"], key={"type": "string", "minLength": 1},
+                        content={"type": "string", "minLength": 1}, tags={"type": "array", "items": {"type": "string"}})
 
 SCHEMAS = {"raw": RAW_SCHEMA, "sft": SFT_SCHEMA, "rl": RL_SCHEMA, "memory": MEMORY_SCHEMA}
 

@@ -127,10 +127,11 @@ def trained_once(_trainings_pool):
     def train(sft, rl, out, *, echo=None, timeout=None, **options):
         from base.files import is_empty_or_missing
 
-        # the same training however it was asked for: how progress is shown changes no byte, and an
+        # the same training however it was asked for: how progress is shown and an SFT stage reused
+        # (trainer.sft_reuse: the same bytes, tests/test_sft_reuse.py) change no byte, and an
         # option given at its default value (a run passes them all, `bench quality` none) is no option
         shown = {k: v for k, v in options.items()
-                 if k != "progress" and not (k in defaults and _normal(v) == _normal(defaults[k]))}
+                 if k not in ("progress", "reuse_sft") and not (k in defaults and _normal(v) == _normal(defaults[k]))}
         key = hashlib.sha256(json.dumps({"sft": _sha256(sft), "rl": _sha256(rl), **shown}, sort_keys=True,
                                         default=str).encode()).hexdigest()[:32]
         done = _trainings_pool / key

@@ -299,3 +299,21 @@ def test_the_eta_is_the_finished_epochs_pace_less_what_the_current_epoch_has_spe
     assert ctx.progress(2) == "epoch 2 (3/3, ETA 25 min)"
     ctx.finished(2)
     assert ctx.progress(2) == "epoch 2 (3/3, ETA 0 min)"
+
+
+def test_an_epochs_training_takes_over_an_earlier_epochs_sft_stage_when_it_would_repeat_it(tmp_path):
+    """An edit that leaves the SFT data as it was (here: the same artifacts again) trains no second
+    SFT stage: an epoch's training jobs offer the run's earlier trainings (trainer.sft_reuse)."""
+    store = new_run(tmp_path)
+    ep = RunContext(store)
+    art = store.epoch_dir(0) / "artifacts"
+    execute(ep.ws.files("epoch-0"), load_corpus([str(SAMPLE_CORPUS)]), art, executor=executor_mod.make_executor("process"),
+            commit=ep.ws.resolve("epoch-0"))
+    first = train_epoch(ep.cfg, art, store.epoch_dir(0) / "train-s0", 0)
+    assert [j.kwargs["reuse_sft"] for j in ep.jobs.pending(0, samples=False)[0] if j.key == "train-s0"] == [[]]
+    offered = [j.kwargs["reuse_sft"] for j in ep.jobs.pending(1, samples=False)[0] if j.key == "train-s0"]
+    assert offered == [[str(store.epoch_dir(0) / "train-s0")]]
+    again = train_epoch(ep.cfg, art, store.epoch_dir(1) / "train-s0", 0, reuse_sft=offered[0])
+    assert again["summary"]["sft"] == {**first["summary"]["sft"], "reused_from": str((store.epoch_dir(0) / "train-s0").resolve())}
+    assert (store.epoch_dir(1) / "train-s0" / "adapter" / "adapter_model.safetensors").read_bytes() == \
+        (store.epoch_dir(0) / "train-s0" / "adapter" / "adapter_model.safetensors").read_bytes()

@@ -67,6 +67,8 @@ def test_table_two_ablates_one_row_and_shares_what_an_ablation_does_not_change(q
     assert cells.training_key(full, 1) != keys[full.id]     # a seed is its own cell
     both = no_sft.ablated("no-rl")
     assert cells.training_key(both, 0) is None              # nothing to train: the base model is evaluated
+    some = rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, "rho0-wild:no-rl,no-memory")
+    assert [r.id for r in some] == ["rho0-wild", "rho0-wild no-rl", "rho0-wild no-memory"]   # some of them
 
 
 def test_the_augmenting_strategy_is_a_row_on_request_and_adds_to_what_it_trains_on(quality_corpora, tmp_path):
@@ -103,6 +105,8 @@ def test_what_a_user_gets_wrong_is_one_sentence_before_any_training(quality_corp
     wild, labeled = quality_corpora
     with pytest.raises(UserError, match="no such row"):
         rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, "agentrefine")
+    with pytest.raises(UserError, match="unknown ablation 'no-data'"):
+        rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, "rho0-wild:no-data")
     unfinished = tmp_path / "unfinished"
     Workspace.create(unfinished / "strategy", rows_mod.SEED_STRATEGY, params={})
     atomic_json(unfinished / "run.json", {"corpus_sha256": "x"})

@@ -4,6 +4,7 @@ answers (issue 41, item 3)."""
 import dataclasses
 import hashlib
 import json
+from pathlib import Path
 
 from benchmarks import stages
 from benchmarks.quality import cells as cells_mod
@@ -91,18 +92,20 @@ def test_a_profile_at_the_old_behaviour_keeps_the_training_key_main_computed(tmp
         return {"recipe": dataclasses.asdict(RECIPE), "base": None,
                 "profile": {k: v for k, v in fields.items() if k not in KEYED_WHEN_CHANGED}}
 
-    assert get_profile("cpu-small").grpo_generation == "trl" and not get_profile("cpu-small").sft_memory_hints
-    for profile, budget in (("cpu-small", {}), ("paper", {}), ("cpu-small", {"sft_max_steps": 2}),
+    assert get_profile("paper").grpo_generation == "trl" and not get_profile("cpu-small").sft_memory_hints
+    for profile, budget in (("cpu-small", {"grpo_generation": "trl"}), ("paper", {}),
+                            ("cpu-small", {"sft_max_steps": 2, "grpo_generation": "trl"}),
                             ("test", {"grpo_generation": "trl"})):
         cells = Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile=profile, budget=budget)),
                       ProcessExecutor())
         assert cells.recipe_of(budget) == {**main_recipe(profile, budget), "base": cells.base}, profile
-    changed = Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="cpu-small")), ProcessExecutor())
+    changed = Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="paper")), ProcessExecutor())
     for field, value in (("grpo_generation", "merged"), ("sft_memory_hints", True)):
         assert changed.recipe_of({field: value})["profile"][field] == value
         assert changed.recipe_of({field: value}) != changed.recipe_of({})
-    assert "grpo_generation" in Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test")),
-                                      ProcessExecutor()).recipe_of({})["profile"]   # the test profile's merged
+    for profile in ("test", "cpu-small"):   # their merged rollouts: a key of their own
+        assert Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile=profile)),
+                     ProcessExecutor()).recipe_of({})["profile"]["grpo_generation"] == "merged"
 
 
 def test_a_run_trained_before_the_new_profile_fields_is_still_adopted(tmp_path):
@@ -111,7 +114,26 @@ def test_a_run_trained_before_the_new_profile_fields_is_still_adopted(tmp_path):
     behaviour, are the same training."""
     from trainer.recipe import get_profile, profile_key
 
-    cells = Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="cpu-small")), ProcessExecutor())
-    now = dataclasses.asdict(get_profile("cpu-small"))
+    cells = Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="paper")), ProcessExecutor())
+    now = dataclasses.asdict(get_profile("paper"))
     before = {k: v for k, v in now.items() if k not in ("grpo_generation", "sft_memory_hints")}
     assert profile_key(now) == profile_key(before) == cells.recipe_of({})["profile"]
+
+
+def test_a_cell_whose_sft_stage_the_cache_already_trained_reuses_it_under_its_own_key(quality_corpora, tmp_path):
+    """Two GRPO budgets of one row (a budget sweep): the second training takes the first's SFT
+    stage over (trainer.sft_reuse), and every key stays what it was (the reuse is no input)."""
+    wild, labeled = quality_corpora
+    row = rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, "rho0-wild")[0]
+    first = Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test")), ProcessExecutor())
+    second = Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(
+        profile="test", budget={"grpo_max_steps": 1, "max_completion_length": 8})), ProcessExecutor())
+    trained = [cells._trained(row, 0, None) for cells in (first, second)]
+    summaries = [json.loads((Path(adapter).parent / "summary.json").read_text()) for adapter in trained]
+    assert [Path(a).parent.name for a in trained] == [first.training_key(row, 0), second.training_key(row, 0)]
+    assert first.training_key(row, 0) != second.training_key(row, 0)
+    assert "reused_from" not in summaries[0]["sft"]
+    assert summaries[1]["sft"]["reused_from"] == str(Path(trained[0]).parent.resolve())
+    assert summaries[1]["grpo"]["steps"] == 1 and summaries[0]["sft_key"] == summaries[1]["sft_key"]
+    for cells in (first, second):
+        assert (cells.training_key(row, 0), cells.cell_key(row, 0)) == _old_keys(cells, row, 0)

@@ -156,6 +156,13 @@ class Profile:
         return dataclasses.replace(self, **changes)
 
 
+GRPO_ONLY = ("grpo_max_steps", "grpo_prompts_per_step", "num_generations", "grpo_micro_batch", "max_prompt_length",
+             "max_completion_length", "grpo_generation", "grpo_learning_rate", "vllm_mode", "vllm_server_url")
+"""The `Profile` fields only the GRPO stage reads (trainer.grpo, trainer.launch's vLLM options, the RL
+prompts' fit in trainer.data.rl_rows): an SFT stage does not depend on them, so two trainings that
+differ only there share their SFT stage (trainer.sft_reuse.sft_key leaves them out)."""
+
+
 PROFILES = {
     "paper": Profile(
         name="paper", base="Qwen/Qwen3-4B", sft_max_steps=140, sft_batch_size=4, sft_grad_accum=4,
@@ -178,7 +185,11 @@ PROFILES = {
         # chosen on the tuning slice by bench/lr_sweep.py's written criterion (2026-11-27): at the
         # paper's 2.5e-5 the model barely calls (call rate 0.10-0.43) and clean and poisoned data
         # score alike (+1.7 points, not resolved); at 2e-4 oracle - poisoned is +11.7 [+5.0, +18.3]
-        sft_learning_rate=2e-4),
+        sft_learning_rate=2e-4,
+        # GRPO rollouts on a merged copy, one prefill per prompt, groups batched (trainer/rollout.py):
+        # 2.53x TRL's generate over three RL prompts x G 4 on the quiet 2-core EPYC (2026-11-29,
+        # docs/results/training.md)
+        grpo_generation="merged"),
     "test": Profile(
         name="test", base="tiny-random", sft_max_steps=3, sft_batch_size=2, sft_grad_accum=1,
         max_length=1024, grpo_max_steps=2, grpo_prompts_per_step=2, num_generations=2, grpo_micro_batch=4,

@@ -14,7 +14,7 @@ import signal
 import subprocess
 from dataclasses import asdict
 from pathlib import Path
-from typing import IO
+from typing import IO, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,6 +25,7 @@ from trainer import data
 from trainer.launch import check_vllm, launcher_prefix
 from trainer.models import check_name
 from trainer.recipe import get_profile
+from trainer.sft_reuse import reusable, sft_key
 from trainer import warm
 from trainer.worker import USER_ERROR_PREFIX
 from trainer.tracking import DEFAULT_REPORT_TO, check_report_to
@@ -75,7 +76,7 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
           accelerate_config: str | Path | None = None, progress: bool = False,
           report_to: str | list[str] | None = DEFAULT_REPORT_TO,
           echo: IO[str] | None = None, timeout: float | None = None, memory: str | Path | None = None,
-          **budget) -> dict:
+          reuse_sft: Sequence[str | Path] = (), **budget) -> dict:
     """Train a LoRA adapter on the SFT then RL records; returns the summary (also OUT/summary.json).
 
     `profile` names the budgets (trainer.recipe.PROFILES); `budget` overrides single fields of it
@@ -84,7 +85,9 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
     ("accelerate" with `accelerate_config`, or a literal command prefix) starts the child
     (trainer.launch.launcher_prefix). `report_to`: trackers for TRL (trainer.tracking.REPORT_TO,
     comma-separated or a list; "none"). `memory`: the curated memory bank, read only when the
-    profile's `sft_memory_hints` puts hints into the SFT prompts."""
+    profile's `sft_memory_hints` puts hints into the SFT prompts. `reuse_sft`: finished training
+    directories; the first whose SFT stage this training's would repeat (the same `sft_key`,
+    trainer.sft_reuse) gives its SFT adapter instead of a new SFT stage."""
     prof = TrainSpec(profile=profile, budget=budget).resolved
     check_name(base or prof.base)
     trackers = check_report_to(report_to)
@@ -98,9 +101,13 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
     if not n_sft and not n_rl:
         raise UserError("nothing to train: give SFT and/or RL records")
     out.mkdir(parents=True, exist_ok=True)
+    memory = _abs(memory) if prof.sft_memory_hints and memory else None
+    key = sft_key(sft, base=base or prof.base, seed=seed, profile=prof, memory=memory, launcher=launcher,
+                  accelerate_config=accelerate_config) if n_sft else None
+    reuse = reusable(key, reuse_sft)
     request = {"sft": _abs(sft), "rl": _abs(rl), "base": base or prof.base, "profile": asdict(prof),
                "seed": seed, "out": str(out.resolve()), "progress": progress, "report_to": trackers,
-               "memory": _abs(memory) if prof.sft_memory_hints and memory else None}
+               "memory": memory, "sft_key": key, "reuse_sft": reuse and str(reuse)}
     (out / "request.json").write_text(json.dumps(request, indent=2, sort_keys=True) + "\n")
     command = prefix + ["-m", "trainer.worker", str(out.resolve() / "request.json")]
     rc = _run_child(command, out / "train.log", echo, timeout, warm_start=not launcher)

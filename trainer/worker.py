@@ -2,7 +2,8 @@
 `accelerate launch -m trainer.worker …`). It runs SFT then GRPO and writes, in OUT:
 
     adapter/          the final PEFT adapter (+ tokenizer with the chat template): what evaluation loads
-    sft_adapter/      the adapter after SFT alone
+    sft_adapter/      the adapter after SFT alone (a copy of a finished training's when the request
+                      names one to reuse: trainer.sft_reuse)
     metrics.jsonl     every logged step of both stages ({"stage", "step", ...})
     tensorboard/      TensorBoard event files per stage (TRL's report_to; `--report-to`, default tensorboard)
     summary.json      data used and dropped, steps, tokens, wall time, peak memory, losses, rewards, warnings
@@ -28,6 +29,7 @@ from base.errors import UserError
 from base.files import atomic_write
 from sandbox import environment_lock
 from trainer.recipe import RECIPE, Profile, as_dict
+from trainer.sft_reuse import take_over
 
 
 USER_ERROR_PREFIX = "curateevo-train: error: "
@@ -98,8 +100,14 @@ def run(request: dict) -> dict:
     from trainer.sft import run_sft
 
     set_seed(seed)
-    model = models.load_model(source, dtype=dtype)
-    if examples:
+    reused = request.get("reuse_sft") if examples else None
+    model = None if reused else models.load_model(source, dtype=dtype)
+    if reused:   # the same SFT stage, finished elsewhere (trainer.sft_reuse): its adapter, not a new one
+        print(f"SFT: reused from {reused}", flush=True)
+        if _is_main():
+            summary["sft"] = take_over(Path(reused), out)
+        _barrier()
+    elif examples:
         model, summary["sft"] = run_sft(model, tokenizer, examples, RECIPE, profile, out, seed, use_cpu, progress,
                                         report_to)
         summary["sft"]["peak_memory_mb"] = _peak_memory_mb(device)  # so far: the GRPO stage may raise it
@@ -123,8 +131,11 @@ def run(request: dict) -> dict:
                 f"{share:.0%} of GRPO groups had zero reward variance (every completion scored the same), so "
                 "GRPO had almost nothing to learn from: the RL data is too easy or too hard for this model")
     if _is_main():
-        models.name_base(model, models.base_model_id(request["base"], source))
-        models.save_adapter(model, out / "adapter", selected_adapters=["default"])
+        if model is None:   # the SFT stage reused and no GRPO: the SFT adapter is the final one
+            shutil.copytree(out / "sft_adapter", out / "adapter")
+        else:
+            models.name_base(model, models.base_model_id(request["base"], source))
+            models.save_adapter(model, out / "adapter", selected_adapters=["default"])
         tokenizer.save_pretrained(out / "adapter")
     if not rows:
         summary["warnings"].append("no RL data: the adapter is the SFT adapter")
@@ -138,6 +149,7 @@ def run(request: dict) -> dict:
     # "warm": forked from trainer.warm's forkserver (libraries imported once); "fresh": its own interpreter
     summary["started"] = "warm" if multiprocessing.parent_process() is not None else "fresh"
     summary["wall_s"] = round(time.perf_counter() - start, 2)
+    summary["sft_key"] = request.get("sft_key")
     summary["versions"] = {"python": platform.python_version(), "torch": torch.__version__,
                            "transformers": transformers.__version__, **_versions("trl", "peft"),
                            "lock_sha256": environment_lock.lock_sha256()}

@@ -6,7 +6,9 @@ evaluated on one task subset. Three caches, each keyed by the sha256 of what dec
     CACHE/curations/<key>/   the strategy executed in the sandbox (sandbox.curate.execute):
                              strategy files × corpus bytes × curation seed × runtime
     CACHE/trainings/<key>/   the fixed recipe (benchmarks.stages.train_on, as the loop trains):
-                             SFT and RL artifacts' hashes × recipe × profile × base × seed
+                             SFT and RL artifacts' hashes × recipe × profile × base × seed; a
+                             training whose SFT stage another one here already trained takes
+                             that stage over (trainer.sft_reuse), its key unchanged
     CACHE/cells/<key>/       the evaluation (benchmarks.stages.evaluate_on, as the loop evaluates)
                              with cell.json: training key × memory's hash (and the retrieval
                              rule, with memory) × split × task ids × metric
@@ -319,7 +321,10 @@ class Cells:
         if not (out / "adapter").is_dir():
             files = {kind: paths and paths[0] for kind, paths in self.inputs(row).items()}
 
-            _whole(out, lambda tmp: train_on(self.train_spec, files, tmp, seed))
+            # the cache's finished trainings may hold this one's SFT stage (a sweep of GRPO budgets
+            # trains it once: trainer.sft_reuse); an execution shortcut, no part of any key
+            done = sorted(p for p in out.parent.glob("*") if not p.name.startswith("."))
+            _whole(out, lambda tmp: train_on(self.train_spec, files, tmp, seed, reuse_sft=done))
         return str(out / "adapter")
 
 

@@ -256,8 +256,9 @@ def add_cli(sub) -> None:
                                                                   "(default bench/results)")
     p.add_argument("--rows", help=f"comma-separated rows among {','.join(ROWS)} (default: {','.join(TABLE1)}; "
                                   "with --spread: rho0-wild)")
-    p.add_argument("--ablate", metavar="ROW", help="Table 2 for this row (rho0-wild, agentrefine, oracle, "
-                                                   "rho0-labeled or a run's name): w/o SFT, w/o RL, w/o memory")
+    p.add_argument("--ablate", metavar="ROW[:ABLATIONS]", help="Table 2 for this row (rho0-wild, agentrefine, oracle, "
+                                                   "rho0-labeled or a run's name): w/o SFT, w/o RL, w/o memory; "
+                                                   "ROW:no-rl[,no-memory] for some of them")
     p.add_argument("--seeds", type=positive_int, default=2, help="training seeds per row (default 2)")
     p.add_argument("--tasks", type=positive_int, help="tasks of the split, balanced over its categories (default 120 test, 60 dev)")
     p.add_argument("--split", choices=["test", "dev", "tune"], help="test (default), dev (default with --spread) or tune (bfcl-single's tuning slice: train tasks outside the default corpus, for choosing a profile's learning rates)")

@@ -230,8 +230,14 @@ def table_rows(which: tuple[str, ...], wild_dir: Path, labeled_dir: Path | None,
         else:
             raise UserError(f"unknown row {name!r} (one of {', '.join(ROWS)})")
     if ablate is not None:
-        target = next((r for r in rows if r.id in (ablate, f"run:{ablate}")), None)
+        name, _, only = ablate.partition(":")   # ROW, or ROW:no-rl,no-memory for some of the ablations
+        wanted = tuple(a for a in only.split(",") if a) or ABLATIONS
+        unknown = [a for a in wanted if a not in ABLATIONS]
+        if unknown:
+            raise UserError(f"--ablate {ablate}: unknown ablation {unknown[0]!r} (one of {', '.join(ABLATIONS)}); "
+                            "give ROW or ROW:ABLATION[,ABLATION]")
+        target = next((r for r in rows if r.id in (name, f"run:{name}")), None)
         if target is None:
             raise UserError(f"--ablate {ablate}: no such row (one of {', '.join(r.id for r in rows)})")
-        rows += [target.ablated(a) for a in ABLATIONS if a not in target.ablations]
+        rows += [target.ablated(a) for a in ABLATIONS if a in wanted and a not in target.ablations]
     return rows

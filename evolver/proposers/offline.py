@@ -37,10 +37,9 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 from benchmarks import registry
 from evolver.proposers.brief import Brief, Outcome, Verdict
-from evolver.proposers.operators import BY_NAME, FOCUS, compose, read_genome
+from evolver.proposers.operators import BY_NAME, FOCUS, TEMPLATE, compose, read_genome
 from evolver.proposers.protected import Guard, named, won_settings
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "curation_strategies" / "planned" / "strategy.py"
 MAX_EDITS = 3           # edits one effectiveness revision combines
 SIGNALS = ("forgetting", "boundary", "rare", "broken")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping
 
 SLOTS = ("select", "add", "weights", "emit", "repeat", "rl_steps", "rl_repeat", "rl_after", "memory", "memory_cap",
@@ -152,56 +153,29 @@ OPERATORS = (
 BY_NAME = {o.name: o for o in OPERATORS}
 assert all(set(o.code) <= set(SLOTS) for o in OPERATORS), "operators use known slots"
 
-HEADER = '''"""A curation strategy composed from toolkit operators by the offline proposer
-(evolver/proposers/offline.py). Each block is one operator, opened by its `# op:` line; the
-commit message says why each was added. With no operator it curates exactly like ρ0."""
-
-TAGS = ["seed"]   # ρ0's tag: an operator that changes no record leaves the artifacts' bytes as they were
-
-
-def in_focus(trajectory, tk, categories, tools):
-    """Whether a trajectory is of a diagnosed category (its environment's variant) or calls a
-    diagnosed tool."""
-    env = tk.env_of(trajectory) or {}
-    names = {call["function"]["name"] for m in trajectory["messages"] for call in tk.tool_calls(m)}
-    return env.get("variant") in categories or not names.isdisjoint(tools)
+TEMPLATE = Path(__file__).resolve().parents[2] / "curation_strategies" / "planned" / "strategy.py"
+"""The skeleton: the empty genome's strategy, a file a user can read and run as it is."""
+ANCHORS = (   # where each slot's block goes in the skeleton: (the line, the slots before it, replaced?, after it)
+    ("    return kept\n", "{select}", False, ""),
+    ("        records.append(tk.sft_record(trajectory, weights, tags=TAGS))\n", "{weights}{emit}{repeat}", True, ""),
+    ("        steps = tk.tool_call_steps(trajectory)\n", "{rl_steps}", True, ""),
+    ("{rl_steps}        records.extend(tk.rl_records(trajectory, steps, tags=TAGS))\n", "", False, "{rl_repeat}{rl_after}"),
+    ("    max_tokens = 2000\n", "{memory}", False, "{memory_cap}"),
+    ("    out = tk.Curated()\n", "{add}", False, ""),
+    ("    out.memory = memory_records(raw, kept, tk)\n", "{add_sft}{fit}{fit_rl}", False, ""),
+)
 
 
-def select(raw, tk, rng):
-    """The trajectories worth training on, in corpus order."""
-    kept = [t for t in raw if not tk.is_empty(t)]
-{select}    return kept
+def _skeleton(source: str) -> str:
+    """The skeleton with a `{slot}` where each slot's blocks go (each anchor stands once)."""
+    for line, before, replaced, after in ANCHORS:
+        if source.count(line) != 1:
+            raise ValueError(f"{TEMPLATE}: the line {line.strip()!r} must stand exactly once (a slot's anchor)")
+        source = source.replace(line, before + ("" if replaced else line) + after)
+    return source
 
 
-def sft_records(kept, tk):
-    records = []
-    for trajectory in kept:
-        weights = None
-{weights}{emit}{repeat}    return records
-
-
-def rl_records(kept, tk, rng):
-    records, rest = [], []
-    for trajectory in kept:
-{rl_steps}        records.extend(tk.rl_records(trajectory, steps, tags=TAGS))
-{rl_repeat}{rl_after}    return records
-
-
-def memory_records(raw, kept, tk):
-    memory = []
-{memory}    max_tokens = 2000
-{memory_cap}    return tk.cap_tokens(tk.unique_ids(memory), max_tokens) if memory else []
-
-
-def curate(raw, ctx):
-    tk = ctx.toolkit
-    kept = select(raw, tk, ctx.rng("select"))
-{add}    out = tk.Curated()
-    out.sft = sft_records(kept, tk)
-    out.rl = rl_records(kept, tk, ctx.rng("rl"))
-{add_sft}{fit}{fit_rl}    out.memory = memory_records(raw, kept, tk)
-    return out
-'''
+HEADER = _skeleton(TEMPLATE.read_text())
 DEFAULTS = {  # slot code when no operator fills it
     "emit": "records.append(tk.sft_record(trajectory, weights, tags=TAGS))",
     "rl_steps": "steps = tk.tool_call_steps(trajectory)",
