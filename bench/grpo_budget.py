@@ -68,8 +68,8 @@ def run_candidate(profile: str, candidate: str, seeds: int, cache: Path) -> dict
 
 
 def grpo_summaries(cache: Path, profile: str, candidate: str) -> list[dict]:
-    """The GRPO summaries of the candidate's trainings with RL data in the cache (one per seed): the
-    trainings whose request names this profile with this budget and an RL file."""
+    """The GRPO summaries of the candidate's full trainings in the cache (one per seed): the trainings
+    whose request names this profile with this budget, an SFT file and an RL file (not w/o SFT's)."""
     budget, out, seen = parse(candidate), [], set()
     for cell in sorted((cache / "cells").glob("*/cell.json")):
         adapter = json.loads(cell.read_text()).get("adapter")
@@ -79,7 +79,7 @@ def grpo_summaries(cache: Path, profile: str, candidate: str) -> list[dict]:
         seen.add(folder)
         request = json.loads((folder / "request.json").read_text())
         prof = request.get("profile") or {}
-        if request.get("rl") and prof.get("name") == profile and all(prof.get(k) == v for k, v in budget.items()):
+        if request.get("rl") and request.get("sft") and prof.get("name") == profile and all(prof.get(k) == v for k, v in budget.items()):
             out.append(json.loads((folder / "summary.json").read_text()).get("grpo") or {})
     return [g for g in out if g]
 
