@@ -3,7 +3,7 @@
     text = ctx.llm.complete([{"role": "user", "content": "..."}], max_tokens=256)
 
 The container has no network and no key: each request is one JSON line over the unix socket the
-host mounted, answered by the run's LLM layer (with its budgets and content-addressed records). A refused or
+host mounted, answered by the run's LLM layer (with its budgets and record/replay). A refused or
 failed request raises LLMError; the host then fails the execution whatever the strategy does.
 """
 from __future__ import annotations

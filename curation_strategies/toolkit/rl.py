@@ -1,6 +1,6 @@
 """Step-level RL records (DESIGN "RL record"): the messages before an assistant tool-call turn as
 the prompt, the recorded call as the reference, rewarded by `tool_call_match`, or by
-`state_match` when meta.env lets an environment rebuild the scenario. Plus step selection."""
+`state_match` when meta.env lets an environment replay the scenario. Plus step selection."""
 from __future__ import annotations
 
 import random
