@@ -26,7 +26,7 @@ class Task:
     """One task. Treat it as read-only: its tool schemas may be shared between tasks."""
 
     id: str                   # "multi_turn_base_12", "simple_python_3", ...
-    benchmark: str            # "bfcl" | "bfcl-single" | "replay"
+    benchmark: str            # "bfcl" | "bfcl-single" | "next-call" | "scienceworld"
     category: str             # "base", "miss_func", ..., "simple_python", ...
     tools: list               # OpenAI tool schemas offered at the start
     turns: list               # per user turn: the list of messages the environment adds (role user)
@@ -82,7 +82,7 @@ class Benchmark(Protocol):
 
     def judge_step(self, item: StepItem, calls: list) -> bool: ...
 
-    # A benchmark without an environment (replay) may add `judge_calls(item, calls, format_error)`
+    # A benchmark without an environment (next-call) may add `judge_calls(item, calls, format_error)`
     # -> {verdict, why, tp, fp, fn} (call-by-call scoring, the runner records it per answer) and
     # `episodes(tasks, step_rows)` -> trajectory records of the scored steps (for the diagnosis).
 

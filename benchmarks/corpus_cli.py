@@ -43,7 +43,7 @@ def add_cli(subparsers) -> None:
     sub = p.add_subparsers(dest="corpus_command", required=True, metavar="ACTION")
     b = sub.add_parser("build", help="build a raw corpus from a benchmark's train split")
     builders = _builders()
-    b.add_argument("benchmark", choices=builders, help="whose train split the corpus is built from")
+    b.add_argument("benchmark", type=registry.given, choices=builders, help="whose train split the corpus is built from")
     b.add_argument("--setting", required=True, choices=sorted({s for n in builders for s in registry.get(n).corpus_settings}),
                    help="labeled: executed ground truth; wild: seeded realistic noise, outcomes judged honestly")
     b.add_argument("--out", required=True, type=Path,

@@ -1,7 +1,7 @@
 """The seam between the project and an environment: what an environment implements.
 
 An environment is everything the project knows about one benchmark domain (BFCL single-turn,
-BFCL multi-turn, the trajectory-replay benchmark, …): its tasks and splits, its episodes and
+BFCL multi-turn, the next-call benchmark, …): its tasks and splits, its episodes and
 their official scoring, the scenarios `ctx.env` rebuilds in the sandbox, the leakage index the
 host checks artifacts against, the RL reward that re-executes a scenario, and the failure
 families and task categories the diagnosis and the offline proposer read. The rest of the
@@ -17,7 +17,7 @@ defines it stays cheap. Optional capabilities answer "none" rather than raise:
     env_tag         str | None: `meta.env.benchmark` of its tasks and of the corpus records whose
                     scenario it can rebuild ("bfcl_multi_turn"); None for an environment without one
     executable      bool: its tasks run as episodes an agent acts in; False when the dev set is the
-                    corpus's own held-out tenth, scored step by step (the replay benchmark)
+                    corpus's own held-out tenth, scored step by step (the next-call benchmark)
     metrics         tuple[str, ...]: the P metrics it scores, the default first
     single_step     bool: every task is one step (single-turn), so the step-level pass would score
                     the episodes' answers again: evaluation skips it unless P is step_accuracy
@@ -49,7 +49,7 @@ defines it stays cheap. Optional capabilities answer "none" rather than raise:
         why `reward_episode` would fail on this meta.env, one sentence (checked on the host as the
         artifacts are, sandbox/checker.py); None when it would not or `rebuilds(env)` is False.
     family_prefix   str | None: an error type "<prefix><family>" names a failure family directly (the
-                    replay judge's "replay:"); None when the checker's error types need `checker_rules`
+                    next-call judge's "next-call:"); None when the checker's error types need `checker_rules`
     checker_rules() -> ((error-type regex, family), ...)
         how its official checker's error types map to the diagnosis's failure families; a family
         "a|b" lets the diagnosis choose by the trajectory's shape (evolver/diagnose.py).
@@ -67,7 +67,7 @@ defines it stays cheap. Optional capabilities answer "none" rather than raise:
         --corpus, and no dev spread is measured for it); False when it brings its own tasks.
     task_score(trajectory) -> float
         one evaluated dev task's score, as the paired acceptance rule compares them: the checker's
-        success of an episode, or a held-out record's call F1 (its reward) on replay.
+        success of an episode, or a held-out record's call F1 (its reward) on next-call.
 
 `Episodes` holds the last four, and `executable`, for an environment whose tasks run as episodes.
 

@@ -1,9 +1,9 @@
 """`curateevo eval`: a policy (base model + adapter + memory) on a benchmark's dev tasks (DESIGN: CLI).
 
-    curateevo eval --benchmark bfcl|bfcl-single|replay --base M [--adapter D] [--memory F]
+    curateevo eval --benchmark bfcl|bfcl-single|next-call --base M [--adapter D] [--memory F]
                    --split dev --tasks N --out D [--metric M] [--samples K --temperature T]
 
-prints task_success, turn_pass, step_accuracy, call_f1 (replay), the format-error rate and episodes per minute,
+prints task_success, turn_pass, step_accuracy, call_f1 (next-call), the format-error rate and episodes per minute,
 and writes trajectories, steps and metrics into D (benchmarks/evaluate.py). The test split is
 refused: only `curateevo test` reads it.
 """
@@ -60,15 +60,15 @@ def cmd_eval(args) -> int:
 
 def _most_common_tool(args):
     """The baseline that always calls the most common tool of the corpus's training 90%."""
-    if args.benchmark != "replay" or not args.corpus:
-        raise UserError("--policy most-common-tool is a baseline for --benchmark replay --corpus FILE "
+    if args.benchmark != "next-call" or not args.corpus:
+        raise UserError("--policy most-common-tool is a baseline for --benchmark next-call --corpus FILE "
                         "(it learns its tool from the corpus's training 90%)")
     if args.endpoint or args.adapter:
         raise UserError("--policy most-common-tool runs no model: drop --base-url and --adapter")
     from benchmarks.policies.baselines import MostCommonToolPolicy
-    from benchmarks.replay.benchmark import ReplayBenchmark
+    from benchmarks.next_call.benchmark import NextCallBenchmark
 
-    return MostCommonToolPolicy.from_records(ReplayBenchmark(args.corpus).train_records())
+    return MostCommonToolPolicy.from_records(NextCallBenchmark(args.corpus).train_records())
 
 
 def add_cli(sub) -> None:
@@ -76,11 +76,12 @@ def add_cli(sub) -> None:
     p = sub.add_parser("eval", help="score a policy (base model + adapter + memory) on dev tasks",
                        description="Score a policy on a benchmark's dev tasks; writes trajectories.jsonl, "
                                    "steps.jsonl and metrics.json. The test split is refused.")
-    p.add_argument("--benchmark", default=registry.DEFAULT, choices=registry.names(),
-                   help="bfcl (multi-turn), bfcl-single (single-turn, the CPU default) or replay (a corpus's held-out 10%%)")
-    add_corpus(p, "raw corpus file(s) or folder(s) for --benchmark replay",
-               "replay: JSON file of the real tool schemas for records whose files carry none",
-               "replay corpus (as the run that trained the adapter did)")
+    p.add_argument("--benchmark", default=registry.DEFAULT, type=registry.given, choices=registry.names(),
+                   help="bfcl (multi-turn), bfcl-single (single-turn, the CPU default) or next-call (the agent's next "
+                        "call at each recorded step of a corpus's held-out 10%%; old name: replay)")
+    add_corpus(p, "raw corpus file(s) or folder(s) for --benchmark next-call",
+               "next-call: JSON file of the real tool schemas for records whose files carry none",
+               "next-call corpus (as the run that trained the adapter did)")
     p.add_argument("--base", "--model", dest="base", default="smollm2-135m",
                    help="the model evaluated (as `run --base`): smollm2-135m, tiny-random, a model directory or HF id; "
                         "with --policy openai the served model name (vLLM: the --lora-modules name, so the adapter is "
@@ -94,7 +95,7 @@ def add_cli(sub) -> None:
     p.add_argument("--categories", help="comma-separated categories (e.g. base,miss_func or simple_python,multiple)")
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: runs/eval-<time>)")
     p.add_argument("--metric", choices=METRICS, help="P, the metric the run is judged by "
-                                                     "(default task_success; call_f1 for replay)")
+                                                     "(default task_success; call_f1 for next-call)")
     p.add_argument("--samples", type=positive_int, default=1, help="answers per episode and per step item (default 1)")
     p.add_argument("--temperature", type=nonnegative_number, default=0.0, help="0 = greedy (default)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (with --samples > 1) and the recorded run seed")
@@ -115,7 +116,7 @@ def add_cli(sub) -> None:
     p.add_argument("--threads", type=positive_int, help="torch CPU threads (pinned and recorded; default: the cores, at most 16)")
     p.add_argument("--policy", choices=["local", "openai", "most-common-tool"],
                    help="local (transformers here), openai (a server at --base-url; default iff --base-url is given) "
-                        "or most-common-tool (replay's baseline: always call the corpus's most common offered tool)")
+                        "or most-common-tool (next-call's baseline: always call the corpus's most common offered tool)")
     p.add_argument("--endpoint", "--base-url", dest="endpoint",
                    help="OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1: vLLM, SGLang) instead of a local model")
     p.add_argument("--api", default="completions", choices=["completions", "chat"], help="endpoint API (default completions)")

@@ -4,8 +4,8 @@ to a folder — what `curateevo eval`, the run's evaluate stage and `curateevo t
 `evaluate_to_dir` writes into a new or empty folder, each file atomically:
 
 - `trajectories.jsonl`: one canonical raw record per episode (benchmarks.runner); on a benchmark
-  without an environment (replay), one per held-out record with scored steps: the recorded
-  messages and, per step, the model's answer, its verdict and why (benchmarks/replay/scoring.py);
+  without an environment (next-call), one per held-out record with scored steps: the recorded
+  messages and, per step, the model's answer, its verdict and why (benchmarks/next_call/scoring.py);
 - `steps.jsonl`: one line per step item (gold prefix given, the policy's next action judged);
 - `metrics.json`: P (the chosen metric), all metrics overall and per category, the resolved
   configuration (policy, chat format, runner, memory, task ids) and, apart under `timing`, wall
@@ -46,7 +46,7 @@ class EvalSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     benchmark: str = DEFAULT_BENCHMARK
-    """The environment (benchmarks.registry): bfcl-single, bfcl, replay, …"""
+    """The environment (benchmarks.registry): bfcl-single, bfcl, next-call, …"""
     metric: str | None = None
     """P: task_success, turn_pass, step_accuracy or call_f1 (None: the benchmark's first metric)."""
     tasks: int | None = None
@@ -64,13 +64,13 @@ class EvalSpec(BaseModel):
     memory_k: int = DEFAULT_MEMORY_K
     """Memory records retrieved per task."""
     corpus: tuple[str, ...] = ()
-    """replay: the raw corpus files whose held-out part the tasks are."""
+    """next-call: the raw corpus files whose held-out part the tasks are."""
     corpus_tools: str | None = None
-    """replay: the tool schemas for records whose files carry none (`--tools`)."""
+    """next-call: the tool schemas for records whose files carry none (`--tools`)."""
     corpus_on_error: str = "abort"
-    """replay: an invalid corpus line aborts (file:line) or is skipped and counted."""
+    """next-call: an invalid corpus line aborts (file:line) or is skipped and counted."""
     corpus_split: dict | None = None
-    """replay: the run's dev and test parts (corpora.split; None: the legacy split)."""
+    """next-call: the run's dev and test parts (corpora.split; None: the legacy split)."""
 
     def step_pass(self) -> bool:
         """Whether the step items are scored: `steps`, else `steps_pass` of the benchmark and metric."""
@@ -184,7 +184,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     """Evaluate and write trajectories.jsonl, steps.jsonl and metrics.json into `out`; returns
     the metrics document. `policy` (any benchmarks.policies.Policy) or `policy_options` (the
     keywords of `build_policy`) says what is evaluated. `corpus_on_error`, `corpus_tools` and
-    `corpus_split` load and split a replay corpus as the run that curated it did (skipped lines,
+    `corpus_split` load and split a next-call corpus as the run that curated it did (skipped lines,
     --tools schemas, its dev and test parts: corpora.split). `gold`: also the policy's log-likelihood of
     the tasks' gold calls (benchmarks/gold_likelihood.py; a local transformers policy only)."""
     from trainer import memory as memory_mod
@@ -223,9 +223,9 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     metric = metric or env.metrics[0]   # the environment's default P
     if metric not in METRICS:
         raise UserError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
-    judges_calls = "call_f1" in env.metrics   # its steps are judged call by call (replay), not by a checker
+    judges_calls = "call_f1" in env.metrics   # its steps are judged call by call (next-call), not by a checker
     if metric == "call_f1" and not judges_calls:
-        raise UserError(f"call_f1 is measured on the replay benchmark; {benchmark} is judged by its checker "
+        raise UserError(f"call_f1 is measured on the next-call benchmark; {benchmark} is judged by its checker "
                         "(use --metric task_success, turn_pass or step_accuracy)")
     if metric == "step_accuracy" and judges_calls:
         raise UserError(f"--metric step_accuracy on {benchmark} counts every text step right whatever the model "

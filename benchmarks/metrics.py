@@ -4,9 +4,9 @@
 - `turn_pass`: share of user turns whose check passes, over all turns of all episodes;
 - `step_accuracy`: share of right next actions given the gold prefix (mean over samples), also
   split into items whose gold makes calls and items whose gold is a plain reply;
-- `call_f1`: call-level F1 over the step items of a benchmark that judges calls one by one (replay),
+- `call_f1`: call-level F1 over the step items of a benchmark that judges calls one by one (next-call),
   with `call_precision`, `call_recall`, `no_call_fp_rate` and the counts beside it, and per tool
-  (benchmarks/replay/scoring.py) — P on the replay benchmark;
+  (benchmarks/next_call/scoring.py) — P on the next-call benchmark;
 - `format_error_rate`: share of policy answers that are not parseable (episodes and steps);
 - `call_rate`: share of policy answers that make at least one well-formed call;
 - `episodes_per_minute`, `items_per_minute`: throughput (timing; the only non-deterministic part).
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Mapping, Sequence
 
-from benchmarks.replay import scoring as replay_scoring
+from benchmarks.next_call import scoring as next_call_scoring
 
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
 
@@ -92,7 +92,7 @@ CALL_FIELDS = ("call_f1", "call_precision", "call_recall", "no_call_fp_rate")
 
 def call_block(steps: Sequence[Mapping]) -> dict:
     """The call-level fields of a block: None (and no counts) when no step was judged call by call."""
-    found = replay_scoring.call_metrics(steps)
+    found = next_call_scoring.call_metrics(steps)
     if found is None:
         return dict.fromkeys(CALL_FIELDS)
     return {k: _round(v) if k in CALL_FIELDS else v for k, v in found.items()}
@@ -135,7 +135,7 @@ def summarize(trajectories: Sequence[Mapping], steps: Sequence[Mapping], timing:
     categories = sorted(set(by_cat_t) | set(by_cat_s))
     out = {"metrics": _block(trajectories, steps),
            "per_category": {c: _block(by_cat_t.get(c, []), by_cat_s.get(c, [])) for c in categories}}
-    tools = replay_scoring.per_tool(steps)
+    tools = next_call_scoring.per_tool(steps)
     if tools:
         out["per_tool"] = tools
     if timing is not None:

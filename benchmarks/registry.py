@@ -7,6 +7,8 @@
     by_tag(tag)               the environment whose tasks carry `meta.env.benchmark == tag`, or None
     get_benchmark(name, **o)  get(name).benchmark(**o): its tasks, episodes and scoring
     NO_ENVIRONMENT            the environment a corpus without a known one is evaluated on
+    OLD_NAMES, current(name)  names before issue 61 (`replay`), still read: current() maps a stored one
+    given(name)               a name from a command line: an old one says its new one on stderr
     DEFAULT_CORPUS            the environment whose default corpus a run without one builds
 
 Entries are "module:Class" strings imported on first use, so this module (the seam the sandbox
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
 from typing import Any
 
 from base.errors import UserError
@@ -26,16 +29,33 @@ from benchmarks.environment import Environment
 ENVIRONMENTS = {
     "bfcl": "benchmarks.bfcl.environment:MultiTurnEnvironment",
     "bfcl-single": "benchmarks.bfcl.environment:SingleTurnEnvironment",
-    "replay": "benchmarks.replay.environment:ReplayEnvironment",
+    "next-call": "benchmarks.next_call.environment:NextCallEnvironment",
     "scienceworld": "benchmarks.scienceworld.environment:ScienceWorldEnvironment",
 }
-NO_ENVIRONMENT = "replay"
+NO_ENVIRONMENT = "next-call"
+OLD_NAMES = {"replay": "next-call"}
+"""Benchmarks by their name before issue 61, still read (`--benchmark`, a config file, a run.json, a quality
+bench cell or calibration, the error types of the records it scored): "replay" is re-executing a curation and
+comparing its bytes (`curateevo replay`), not scoring the agent's next call at held-out recorded steps."""
 DEFAULT = "bfcl-single"   # the dev benchmark a run, eval and the quality bench use when none is named
 DEFAULT_CORPUS = "bfcl"   # whose corpus a run builds when its benchmark builds none and no --corpus is given
 
 
 def names() -> list[str]:
     return list(ENVIRONMENTS)
+
+
+def current(name: Any) -> Any:
+    """A stored benchmark name as it is called now (OLD_NAMES); any other value as it is."""
+    return OLD_NAMES.get(name, name) if isinstance(name, str) else name
+
+
+def given(name: str) -> str:
+    """A benchmark named on a command line (argparse's `type`): an old name is read as its new one and
+    says so on stderr, one line."""
+    if name in OLD_NAMES:
+        print(f"note: --benchmark {name} is the old spelling of --benchmark {OLD_NAMES[name]}", file=sys.stderr)
+    return current(name)
 
 
 @functools.cache

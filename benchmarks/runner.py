@@ -26,7 +26,7 @@ feedback φ, format_errors, generations, calls, step_limit_turn, max_steps, memo
 Steps (`step_accuracy`). Every `StepItem` of the tasks (gold prefix, gold next action) is put to
 the policy, `samples` answers each, in fixed groups of `group_size(batch_size)` items in task order; an
 answer is right when it parses and `Benchmark.judge_step` accepts its calls; a benchmark with
-`judge_calls` (replay) also records each answer's verdict, why and call counts.
+`judge_calls` (next-call) also records each answer's verdict, why and call counts.
 
 Sampling seeds derive from (seed, first task id of the group, round) — a rerun with the same
 tasks, policy and options gives the same records.
@@ -254,7 +254,7 @@ def run_steps(benchmark: Benchmark, tasks: Sequence[Task], policy, *, batch_size
     items = list(items)[:limit]
     hits_cache: dict[str, list] = {}
     results: list[dict] = []
-    judge_calls = getattr(benchmark, "judge_calls", None)   # call-by-call counts (replay's call_f1)
+    judge_calls = getattr(benchmark, "judge_calls", None)   # call-by-call counts (next-call's call_f1)
     for chunk in _chunks(items, group_size(batch_size)):
         prompts = []
         for item in chunk:

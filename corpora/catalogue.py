@@ -10,7 +10,7 @@ values seen, an argument optional where some call omits it (`meta.tools_source =
 With `--tools FILE` a user gives the real schemas instead (`read_tools_file`; `meta.tools_source =
 "file"`): a record calling a tool the file does not define is refused like any invalid record.
 Records that carry their own schemas are never touched. The catalogue is built from the whole
-corpus, the replay benchmark's held-out tenth included: it is the tool surface (names, argument
+corpus, the next-call benchmark's held-out tenth included: it is the tool surface (names, argument
 names and types) that every dev prompt lists as well, not a call or an answer of a held-out record.
 """
 from __future__ import annotations

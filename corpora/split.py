@@ -11,7 +11,7 @@ A split is a small mapping ("spec"), recorded in run.json (`holdout`) and in eac
   field, else the first user message), whitespace- and case-folded, else by the sha256 of its
   content without its id.
   Groups are ordered by the sha256 of `"{seed}\\0{group key}"` — the records' content, never
-  their ids or the file's name — those holding a record the replay benchmark can judge (`judgeable`:
+  their ids or the file's name — those holding a record the next-call benchmark can judge (`judgeable`:
   it calls a tool and did not record a failure) before the others, and taken first into the test
   part until it holds `test_share` of the records (at least one when the corpus has three or more),
   then into dev until it holds `share` (at least one when the corpus has two or more). The train
@@ -75,7 +75,7 @@ def group_key(record: Mapping, content: bool = False, by_task: bool = False) -> 
 
 
 def judgeable(record: Mapping) -> bool:
-    """The record gives the replay benchmark something to judge: an assistant turn with tool calls,
+    """The record gives the next-call benchmark something to judge: an assistant turn with tool calls,
     and no recorded failure (a failed trajectory's actions are not ones to copy)."""
     calls = any(m.get("tool_calls") for m in record.get("messages", ()) if m.get("role") == "assistant")
     return calls and (record.get("outcome") or {}).get("success") is not False
@@ -204,7 +204,7 @@ def train_part(corpus, spec: Mapping | None = None, **legacy):
 
 def corpus_kind(records: Sequence[Mapping]) -> str:
     """The benchmark to evaluate a corpus on: the environment's (benchmarks.registry) when every
-    record names the same known one in `meta.env.benchmark`, else the replay benchmark
+    record names the same known one in `meta.env.benchmark`, else the next-call benchmark
     (registry.NO_ENVIRONMENT)."""
     from benchmarks import registry
 

@@ -135,7 +135,7 @@ def default_margin(profile: str, base: str, benchmark: str, tasks: int, seeds: i
     held_out = benchmark in registry.names() and registry.get(benchmark).holds_out_corpus()
     if sd is None and held_out:   # its dev is the corpus's held-out tenth, not `tasks` tasks
         return 0.0, (f"margin 0: no run-to-run spread of P is measured for {profile}, {base} on a corpus's held-out "
-                     "tenth (replay); with --seeds 2 or more the paired bootstrap accepts only a change beyond "
+                     "tenth (next-call); with --seeds 2 or more the paired bootstrap accepts only a change beyond "
                      "the training-seed noise, or give --margin")
     if sd is None:
         return 0.0, (f"margin 0: no run-to-run spread of P is measured for {profile}, {base}, {benchmark}, {tasks} "

@@ -98,15 +98,18 @@ class RunConfig(BaseModel):
     """Raw corpus files, absolute paths (the default: the wild corpus of `benchmark`, train split)."""
     corpus_sha256: str = ""
     """sha256 of the corpus bytes at launch; `resume` refuses a corpus that changed."""
-    benchmark: Annotated[str, Flag("dev benchmark (default: bfcl-single, or replay for a corpus without an "
-                                   "environment)", derived=True, choices=BENCHMARKS)] = registry.DEFAULT
-    """Dev benchmark: bfcl-single (the CPU default), bfcl (multi-turn) or replay (a held-out dev tenth of the corpus; another tenth is its test part)."""
+    benchmark: Annotated[str, Flag("dev benchmark (default: bfcl-single, or next-call for a corpus without an "
+                                   "environment; old name: replay)", derived=True,
+                                   choices=(*BENCHMARKS, *registry.OLD_NAMES))] = registry.DEFAULT
+    """Dev benchmark: bfcl-single (the CPU default), bfcl (multi-turn) or next-call (the agent's next call at each
+    recorded step of a held-out dev tenth of the corpus; another tenth is its test part). "replay", its name
+    before issue 61, reads as next-call (registry.OLD_NAMES)."""
     split: str = "dev"
     """The split the loop evaluates on; the test split is read only by `curateevo test`."""
-    metric: Annotated[str, Flag("P, the dev metric (default: task_success; call_f1 on replay)", derived=True,
+    metric: Annotated[str, Flag("P, the dev metric (default: task_success; call_f1 on next-call)", derived=True,
                                 choices=METRICS)] = "task_success"
-    """P: task_success (official checker), turn_pass or step_accuracy; call_f1 on replay (call-level F1 over
-    the held-out steps, benchmarks/replay/scoring.py)."""
+    """P: task_success (official checker), turn_pass or step_accuracy; call_f1 on next-call (call-level F1 over
+    the held-out steps, benchmarks/next_call/scoring.py)."""
     tasks: Annotated[int, Field(ge=1), Flag("dev tasks evaluated per epoch, balanced over the categories")] = 186
     """Every bfcl-single dev task (186); a smaller dev split is evaluated whole. 60 tasks × 1 seed resolve
     ~20 points of P; 186 compared on the same tasks ~7 before the seed spread is counted, ~9–10 with the
@@ -156,7 +159,7 @@ class RunConfig(BaseModel):
     stays out of it and is added when the run evaluates (`eval_spec`)."""
     on_error: Annotated[str, Flag("an invalid corpus line: abort with file:line, or skip and count it",
                                   name="on-bad-line", choices=("abort", "skip"))] = "abort"
-    """Every stage that reads the corpus (curation, the replay benchmark's hold-out, resume, replay) loads it this way."""
+    """Every stage that reads the corpus (curation, the next-call benchmark's hold-out, resume, replay) loads it this way."""
     holdout: Mapping = Field(default_factory=dict)
     """A corpus without an environment: how its dev and test parts are held out (corpora.split,
     `{"rank": "content", "seed", "share", "test_share"}` and the `dev_ids` / `test_ids` a user chose);
@@ -247,6 +250,14 @@ class RunConfig(BaseModel):
                 raise sentence(exc, spec, nested[key], within=(key,)) from None
         return {**data, **nested}
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_benchmark(cls, data: Any) -> Any:
+        """A benchmark by its old name (registry.OLD_NAMES: a run.json made before issue 61) is read as its new one."""
+        if isinstance(data, Mapping) and data.get("benchmark") in registry.OLD_NAMES:
+            return {**data, "benchmark": registry.current(data["benchmark"])}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> "RunConfig":
         """What one field's type and range cannot say: choices from the registries, and pairs of settings."""
@@ -295,7 +306,7 @@ class RunConfig(BaseModel):
 
     @property
     def split_spec(self) -> dict:
-        """The corpus split the run's replay benchmark and strategies use (corpora.split)."""
+        """The corpus split the run's next-call benchmark and strategies use (corpora.split)."""
         from corpora.split import LEGACY_SPLIT
 
         return dict(self.holdout) if self.holdout else dict(LEGACY_SPLIT)
@@ -427,7 +438,7 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     metrics = registry.get(benchmark).metrics if benchmark in BENCHMARKS else (default_of("metric"),)
     metric = o["metric"] or metrics[0]
     if metric not in metrics and metric in METRICS:
-        raise UserError(f"--metric {metric} on {benchmark}: it scores {', '.join(metrics)}; call_f1 is the replay "
+        raise UserError(f"--metric {metric} on {benchmark}: it scores {', '.join(metrics)}; call_f1 is the next-call "
                         "benchmark's P and only its (step_accuracy there counts every text step right whatever "
                         "the model writes)")
     base = o["base"] or get_profile(o["profile"]).base

@@ -131,7 +131,7 @@ class RunContext:
             before = self.llm.usage()
             result = run()
             after = self.llm.usage()
-            delta = {k: after[k] - before[k] for k in ("calls", "replayed", "prompt_tokens", "completion_tokens", "usd", "wall_s")}
+            delta = {k: after[k] - before[k] for k in ("calls", "from_record", "prompt_tokens", "completion_tokens", "usd", "wall_s")}
             if delta["calls"]:
                 result.llm = {**delta, "usd": round(delta["usd"], 6), "wall_s": round(delta["wall_s"], 3)}
             return result.journal()

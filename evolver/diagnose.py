@@ -29,9 +29,9 @@ the first rule that applies, in this order:
     → `bad_arguments`;
 11. any other failure → `unclassified` (its error type is the evidence).
 
-A replay evaluation (a user's corpus without an environment) writes one record per held-out
+A next-call evaluation (a user's corpus without an environment) writes one record per held-out
 trajectory whose `meta.steps` hold the model's answer at each scored step with its verdict
-(benchmarks/replay/scoring.py): its error type `replay:<family>` names the family of its first
+(benchmarks/next_call/scoring.py): its error type `next-call:<family>` (`replay:<family>` in runs made before issue 61) names the family of its first
 wrong answer directly, every other wrong answer adds its family, and the shape rules are skipped —
 the messages are the corpus's recorded ones, not the agent's.
 
@@ -93,8 +93,10 @@ _RULES = tuple((re.compile(p), f) for p, f in CHECKER_RULES)
 UNKNOWN = re.compile(r"not defined|unknown (tool|function)|not (offered|available)|no such (tool|function)", re.I)
 ERROR = re.compile(r"^\s*(\{\s*\"error\"|error|Error during execution|Traceback)|'error':|\"error\":", re.I)
 REPEATS = 3   # identical consecutive calls that make a loop
-# error-type prefixes that name a family directly (the replay judge's "replay:<family>")
+# error-type prefixes that name a family directly (the next-call judge's "next-call:<family>"), and their
+# spelling in the records of runs made before issue 61 ("replay:<family>": registry.OLD_NAMES)
 FAMILY_PREFIXES = tuple(e.family_prefix for e in registry.environments() if e.family_prefix)
+FAMILY_PREFIXES += tuple(f"{old}:" for old, new in registry.OLD_NAMES.items() if f"{new}:" in FAMILY_PREFIXES)
 
 
 def _signature(call: Mapping) -> str:
@@ -128,7 +130,7 @@ def primary_family(trajectory: Mapping, error_type: str | None = None) -> tuple[
     message = str(fb.get("checker_message") or "")
     evidence = f"{error_type}: {message}".strip(": ")
     named = next((error_type[len(p):] for p in FAMILY_PREFIXES if error_type.startswith(p)), None)
-    if named in FAMILIES:   # a judge that names the family itself (replay)
+    if named in FAMILIES:   # a judge that names the family itself (next-call)
         return named, message or evidence
     if meta.get("format_errors"):
         return "unparseable_call", str(meta["format_errors"][0].get("error"))
@@ -163,7 +165,7 @@ def families(trajectory: Mapping) -> list[tuple[str, str]]:
 
     add(*primary_family(trajectory))
     steps = (trajectory.get("meta") or {}).get("steps")
-    if steps is not None:   # a replayed corpus record: only the model's answers at its steps speak for it
+    if steps is not None:   # a next-call record: only the model's answers at its steps speak for it
         for s in steps:
             if s.get("verdict") in FAMILIES:
                 add(s["verdict"], f"step {s.get('step')}: {s.get('why')}")

@@ -37,7 +37,7 @@ def train_and_evaluate(run: RunContext, epoch: int) -> list[Evaluation]:
 
 def samples(run: RunContext, epoch: int) -> bool:
     """Whether the epoch samples K rollouts per dev task for the boundary signal (only a diagnosis
-    reads them, so the last epoch does not; an environment without episodes, replay, has none)."""
+    reads them, so the last epoch does not; an environment without episodes, next-call, has none)."""
     return run.cfg.boundary_samples > 1 and run.env.executable and epoch + 1 < run.cfg.epochs
 
 

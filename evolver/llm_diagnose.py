@@ -129,9 +129,9 @@ def feedback_text(trajectory: Mapping) -> str:
     if meta.get("feedback"):
         parts.append("checker: " + json.dumps(meta["feedback"], ensure_ascii=False, sort_keys=True, default=str))
     steps = meta.get("steps")
-    if steps is not None:   # a replayed corpus record: the trajectory above is the recorded one
+    if steps is not None:   # a next-call record: the trajectory above is the recorded one
         wrong = [x for x in steps if x.get("verdict") != "right"]
-        parts.append(f"replay of a recorded trajectory: at each of {len(steps)} scored steps the agent was given the "
+        parts.append(f"the next call at each recorded step of a trajectory: at each of {len(steps)} scored steps the agent was given the "
                      f"recorded messages before it and asked for the next one; {len(wrong)} answers were wrong")
         for x in wrong[:5]:
             parts.append(f"step {x.get('step')} (message {x.get('message_index')}): {x.get('verdict')}: {x.get('why')}; "

@@ -47,4 +47,4 @@ def check_llm(config: RunConfig, records: Path) -> dict | None:
         where = llm_config.base_url or f"the {llm_config.provider} API"
         raise UserError(f"the LLM {llm_config.model} at {where} did not answer a one-line request: "
                         f"{' '.join(str(exc).split())[:240]}; nothing was run") from None
-    return {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens, "replayed": reply.replayed}
+    return {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens, "from_record": reply.from_record}

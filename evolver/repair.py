@@ -41,7 +41,7 @@ def _files(folder: Path) -> dict[str, Path]:
 
 
 def _rebuild(store: RunStore, epoch: int, commit: str, into: Path, sandbox: str | None) -> None:
-    """The loop's curate stage again (evolver.candidate.curate_candidate), into `into`, LLM answers replayed."""
+    """The loop's curate stage again (evolver.candidate.curate_candidate), into `into`, LLM answers read from the run's records."""
     from benchmarks import registry
     from evolver.integrity import check_workspace
     from evolver.llm import LLM

@@ -155,7 +155,7 @@ _COUNTS = {
 
 def _category_table(store, rows) -> str:
     """P per category per epoch over all seeds, in the run's metric: passed / n and a 95% Wilson
-    interval (call_f1 with its counts on replay)."""
+    interval (call_f1 with its counts on next-call)."""
     cfg = RunConfig.from_json(store.config)
     title, count, cell = _COUNTS[cfg.metric]
     cells, names = {}, set()
@@ -230,7 +230,7 @@ def _epoch_table(store, rows) -> str:
 
 
 def _failed_label(trajectory: dict) -> str:
-    """A failed task's id; a replayed corpus record's with the verdict of its first wrong answer."""
+    """A failed task's id; a next-call record's with the verdict of its first wrong answer."""
     meta = trajectory["meta"]
     error = str((meta.get("feedback") or {}).get("error_type") or "")
     for prefix in FAMILY_PREFIXES:

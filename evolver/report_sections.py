@@ -90,7 +90,7 @@ def per_tool_section(store: RunStore, rows: list[dict]) -> str:
             tables[r["epoch"]] = read_json(path)["per_tool"]
     if not tables:   # a checker's benchmark scores tasks, not calls by tool
         return (f"<h2>Per tool</h2><p><i>No per-tool table: {_e(cfg.benchmark)} is scored by {_e(cfg.metric)} per task "
-                "and category; call F1 per tool is measured where recorded calls are replayed (a corpus without an "
+                "and category; call F1 per tool is measured where the next call is scored at recorded steps (a corpus without an "
                 "environment).</i></p>")
     tools = sorted({t for table in tables.values() for t in table})
     head = "<th>tool</th><th>recorded calls</th>" + "".join(f"<th>epoch {e}: F1 (right/wrong/missed)</th>"
@@ -156,7 +156,7 @@ def failed_answers_section(store: RunStore, rows: list[dict]) -> str:
         lines = []
         for t in failed:
             meta = t["meta"]
-            if "steps" in meta:   # a replayed record: each wrong answer beside its recorded call
+            if "steps" in meta:   # a next-call record: each wrong answer beside its recorded call
                 for s in meta["steps"]:
                     if s.get("verdict") != "right":
                         answer = "; ".join(_call(c) for c in s.get("calls") or []) or repr(s.get("reply") or "")

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 @dataclass(kw_only=True)
 class StageResult:
     llm: dict | None = None
-    """The LLM usage the stage caused (calls, replayed, tokens, USD, wall time); None without calls."""
+    """The LLM usage the stage caused (calls, from_record, tokens, USD, wall time); None without calls."""
 
     def journal(self) -> dict:
         """The `result` of the stage's `stage_done` event (each stage class writes its own form)."""

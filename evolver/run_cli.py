@@ -66,6 +66,8 @@ def run_options(args) -> dict:
     if options.get("llm_mode") in OLD_MODES:   # the old spelling still works, and says the new one
         print(f"note: --llm-mode {options['llm_mode']} is the old spelling of --llm-mode "
               f"{OLD_MODES[options['llm_mode']]}", file=sys.stderr)
+    if isinstance(options.get("benchmark"), str):   # likewise an old benchmark name (registry.OLD_NAMES)
+        options["benchmark"] = registry.given(options["benchmark"])
     return options
 
 
@@ -180,11 +182,11 @@ def cmd_run(args) -> int:
         from evolver.config import default_margin_of
 
         say("acceptance: " + default_margin_of(options, cfg.train.base, cfg.benchmark)[1])
-    # the instrument's calibration of this setting (bench quality --calibrate), a replay run's by its corpus
+    # the instrument's calibration of this setting (bench quality --calibrate), a next-call run's by its corpus
     from benchmarks.quality.calibration import run_note
     from benchmarks.quality.cli import CACHE
 
-    dev_corpus = registry.get(cfg.benchmark).dev_corpus(cfg.corpus)   # a replay run's is its own corpus
+    dev_corpus = registry.get(cfg.benchmark).dev_corpus(cfg.corpus)   # a next-call run's is its own corpus
     say(run_note(CACHE, benchmark=cfg.benchmark, profile=cfg.train.profile, base=cfg.train.base, tasks=cfg.tasks,
                  seeds=len(cfg.seeds), margin=cfg.margin if cfg.acceptance_rule == "margin" else None,
                  corpus=tuple(dev_corpus or ()), corpus_sha256=cfg.corpus_sha256 if dev_corpus is not None else None))
@@ -386,7 +388,7 @@ def _read_test(store: RunStore, cfg: RunConfig, final: dict, seed: int, tasks: i
     from evolver.tested import scores_of
 
     adapter, memory = chosen(store, final, seed)
-    corpus = registry.get(cfg.benchmark).dev_corpus(cfg.corpus)   # a replay run: the test part of its own corpus
+    corpus = registry.get(cfg.benchmark).dev_corpus(cfg.corpus)   # a next-call run: the test part of its own corpus
     if corpus is not None:
         if not cfg.holdout:
             raise UserError(f"{store.root} was started before a user corpus got a test part (its run.json has no "

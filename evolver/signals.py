@@ -11,7 +11,7 @@ per evaluated epoch.
   (c_p ≥ `min_count`: "low frequency yet recurring across trajectories").
 
 A task's score is its success averaged over the trajectories of that task in one evaluation
-(one per training seed), so s ∈ [0, 1]. A trajectory's action patterns (for a replayed corpus
+(one per training seed), so s ∈ [0, 1]. A trajectory's action patterns (for a next-call
 record, of the model's calls at its scored steps) are its distinct
 consecutive call pairs "a → b"; a trajectory with one call has the pattern "a", one with no call
 "(no call)".
@@ -68,7 +68,7 @@ def _success(trajectory: Mapping) -> bool:
 
 def action_patterns(trajectory: Mapping) -> set[str]:
     steps = (trajectory.get("meta") or {}).get("steps")
-    if steps is not None:   # a replayed corpus record: the model's calls at its steps, not the recorded ones
+    if steps is not None:   # a next-call record: the model's calls at its steps, not the recorded ones
         names = [c["name"] for s in steps for c in s.get("calls") or ()]
     else:
         names = [call["function"]["name"] for _, call, _ in calls_of(trajectory["messages"])]

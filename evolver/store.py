@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from base.errors import UserError, printable
 from base.files import atomic_json, is_empty_or_missing, read_json, sha256_path, writable_parent  # sha256_path: importable from here too
+from benchmarks import registry
 from sandbox import environment_lock
 
 _HELD: dict[str, int] = {}       # run root → fd holding its lock in this process
@@ -215,6 +216,8 @@ class RunStore:
         if not isinstance(config, dict):
             raise UserError(f"{path} holds {type(config).__name__}, not the run's configuration object; "
                             f"restore it from a backup or start a new run")
+        if "benchmark" in config:   # a run made before issue 61 names its benchmark by its old name
+            config["benchmark"] = registry.current(config["benchmark"])
         return config
 
     def writer_active(self) -> bool:

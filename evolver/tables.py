@@ -175,7 +175,7 @@ def dev_size(rows: list[dict]) -> dict | None:
 
 def dev_scope(config: dict) -> str:
     """What the dev set is: `--tasks N` of an executable benchmark, or the corpus's held-out tenth
-    (replay, where --tasks does not apply), or the records `--dev-ids` chose."""
+    (next-call, where --tasks does not apply), or the records `--dev-ids` chose."""
     if not registry.get(config.get("benchmark", registry.DEFAULT)).holds_out_corpus():
         return f"--tasks {config.get('tasks')}"
     chosen = (config.get("holdout") or {}).get("dev_ids")
@@ -190,7 +190,7 @@ def dev_notes(store: RunStore, rows: list[dict]) -> list[str]:
     if dev is None:
         return []
     metric = store.config.get("metric")
-    stepwise = metric in ("step_accuracy", "call_f1")   # the replay metrics score step items, not episodes
+    stepwise = metric in ("step_accuracy", "call_f1")   # the next-call metrics score step items, not episodes
     items = dev["step_items"] if stepwise else dev["episodes"]
     what = "step items" if stepwise else "episodes"
     chosen = dev_scope(store.config)

@@ -7,7 +7,7 @@
 
 `answer(request) -> response` is the caller's: request {"messages": [{"role", "content"}],
 "max_tokens"}, response {"text", "prompt_tokens", "completion_tokens"}; the loop binds it to
-evolver/llm.py (budgets, content-addressed record/replay), so a replay answers from the records
+evolver/llm.py (budgets, content-addressed records read back offline), so a replay answers from the records
 without a network. The candidate sends one JSON line per connection and gets one back; nothing
 else crosses: no key, no URL, no header. Requests and tokens are counted here, on the host; a
 request past the budget is refused and the execution fails even if the strategy catches the error.
@@ -121,7 +121,7 @@ class LLMChannel:
             response = self.answer(request)
             response = {"text": str(response["text"]), "prompt_tokens": int(response["prompt_tokens"]),
                         "completion_tokens": int(response["completion_tokens"])}
-        except Exception as exc:  # the LLM layer's failure (budget, replay miss, provider) fails the candidate
+        except Exception as exc:  # the LLM layer's failure (budget, a reply missing from the records offline, provider) fails the candidate
             return self._fail(f"the host's LLM could not answer: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
         self.tokens += response["prompt_tokens"] + response["completion_tokens"]
         self.exchanges.append({"request": request, "response": response})

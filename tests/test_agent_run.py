@@ -133,7 +133,7 @@ def test_an_agent_run_edits_validates_evaluates_and_decides(provider, request, t
             assert CANARY.encode() not in path.read_bytes(), path
 
 
-def test_a_replay_only_rerun_decides_the_same_with_the_server_gone(openai_run, tmp_path, monkeypatch):
+def test_an_offline_rerun_decides_the_same_with_the_server_gone(openai_run, tmp_path, monkeypatch):
     """The rerun reads the first run's record (no key, no server) and decides and curates the same."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert cli.main(["run", *ARGS, "--provider", "openai", "--base-url", openai_run.url, "--runs-dir", str(tmp_path),

@@ -190,7 +190,7 @@ def test_a_node_that_reads_another_corpus_than_the_driver_is_one_sentence_before
     corpus.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
     digest = ray_cluster.inputs_digest([str(corpus)], None)
     assert len(digest) == 64 and ray_cluster.inputs_digest([str(tmp_path / "gone.jsonl")], None).startswith("unreadable")
-    cfg = RunConfig(corpus=(str(corpus),), corpus_sha256="x", benchmark="replay")
+    cfg = RunConfig(corpus=(str(corpus),), corpus_sha256="x", benchmark="next-call")
     backend = ray_cluster.RayBackend(None)
     backend.check_corpus(_Nodes([None, None]), cfg)                      # both nodes read the driver's bytes
     with pytest.raises(Exception) as err:

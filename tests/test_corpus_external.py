@@ -137,7 +137,7 @@ def test_several_real_sources_load_together_with_unique_ids_and_a_stable_hash():
     assert corpus.format == "mixed" and len(corpus.records) == 72 + 5 + 200 + 3
     assert len({r["id"] for r in corpus.records}) == len(corpus.records)
     assert corpus.sha256 == corpus_sha256(paths) == load_corpus(paths).sha256
-    assert corpus_kind(corpus.records) == "replay"
+    assert corpus_kind(corpus.records) == "next-call"
 
 
 def test_holdout_is_a_deterministic_tenth_that_ignores_record_order():

@@ -1,5 +1,5 @@
 """The environment seam: every registered environment implements the protocol, the registry is the
-one list of benchmarks, and what used to be special cases of "replay" follow from its attributes."""
+one list of benchmarks, and what used to be special cases of "next-call" (named "replay" before issue 61) follow from its attributes."""
 import pytest
 
 from base.errors import UserError
@@ -10,7 +10,7 @@ from corpora import corpus_kind
 
 def test_every_registered_environment_implements_the_protocol_under_its_own_name():
     envs = registry.environments()
-    assert [e.name for e in envs] == registry.names() == ["bfcl", "bfcl-single", "replay", "scienceworld"]
+    assert [e.name for e in envs] == registry.names() == ["bfcl", "bfcl-single", "next-call", "scienceworld"]
     for e in envs:
         assert isinstance(e, Environment), e.name
         assert e.metrics and all(isinstance(m, str) for m in e.metrics)
@@ -19,26 +19,26 @@ def test_every_registered_environment_implements_the_protocol_under_its_own_name
 
 
 def test_an_unknown_name_is_one_sentence_naming_the_known_ones():
-    with pytest.raises(UserError, match=r"unknown benchmark 'nope' \(known: bfcl, bfcl-single, replay, scienceworld\)"):
+    with pytest.raises(UserError, match=r"unknown benchmark 'nope' \(known: bfcl, bfcl-single, next-call, scienceworld\)"):
         registry.get("nope")
 
 
-def test_a_corpus_implies_the_environment_its_records_name_else_the_replay_benchmark():
+def test_a_corpus_implies_the_environment_its_records_name_else_the_next_call_benchmark():
     def rec(i, tag):
         return {"id": str(i), "messages": [], "meta": {"env": {"benchmark": tag, "task_id": f"t{i}"}} if tag else {}}
 
     assert corpus_kind([rec(1, "bfcl_multi_turn"), rec(2, "bfcl_multi_turn")]) == "bfcl"
     assert corpus_kind([rec(1, "bfcl_single_turn")]) == "bfcl-single"
     assert corpus_kind([rec(1, "bfcl_single_turn"), rec(2, "bfcl_multi_turn")]) == registry.NO_ENVIRONMENT
-    assert corpus_kind([rec(1, None)]) == registry.NO_ENVIRONMENT == "replay"
+    assert corpus_kind([rec(1, None)]) == registry.NO_ENVIRONMENT == "next-call"
     assert registry.by_tag("bfcl_multi_turn").name == "bfcl" and registry.by_tag(["x"]) is None
 
 
-def test_replay_has_no_environment_behind_it_and_bfcl_does():
-    replay, multi, single = registry.get("replay"), registry.get("bfcl"), registry.get("bfcl-single")
-    assert not replay.executable and replay.holds_out_corpus() and replay.metrics == ("call_f1",) and replay.export_group is None
-    assert list(replay.leakage_rows()) == [] and replay.checker_rules() == () and replay.corpus_settings == ()
-    assert replay.family_prefix == "replay:" and multi.family_prefix is None
+def test_next_call_has_no_environment_behind_it_and_bfcl_does():
+    next_call, multi, single = registry.get("next-call"), registry.get("bfcl"), registry.get("bfcl-single")
+    assert not next_call.executable and next_call.holds_out_corpus() and next_call.metrics == ("call_f1",) and next_call.export_group is None
+    assert list(next_call.leakage_rows()) == [] and next_call.checker_rules() == () and next_call.corpus_settings == ()
+    assert next_call.family_prefix == "next-call:" and multi.family_prefix is None
     assert multi.executable and single.executable and not multi.holds_out_corpus() and not single.holds_out_corpus()
     assert multi.export_group == single.export_group
     assert multi.rebuilds({"benchmark": "bfcl_multi_turn", "task_id": "multi_turn_base_0"})

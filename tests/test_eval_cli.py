@@ -26,9 +26,9 @@ def test_test_split_is_refused_in_one_line(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--benchmark", "replay"], "needs --corpus"),
+    (["--benchmark", "next-call"], "needs --corpus"),
     (["--samples", "3"], "positive --temperature"),
-    (["--benchmark", "bfcl-single", "--corpus", "x.jsonl"], "--corpus is for --benchmark replay"),
+    (["--benchmark", "bfcl-single", "--corpus", "x.jsonl"], "--corpus is for --benchmark next-call"),
     (["--base", "no/such/model/x"], "unknown base model"),
     (["--adapter", "/nonexistent"], "not a trained adapter"),
 ])
@@ -74,10 +74,10 @@ def test_bfcl_single_with_the_tiny_model(capsys, tmp_path):
     assert {k: v for k, v in again.items() if k != "timing"} == {k: v for k, v in doc.items() if k != "timing"}
 
 
-def test_replay_benchmark_through_the_cli(capsys, tmp_path, sample_corpus):
+def test_next_call_benchmark_through_the_cli(capsys, tmp_path, sample_corpus):
     memory = tmp_path / "memory.jsonl"
     memory.write_text(json.dumps({"id": "m", "key": "flight cost travel", "content": "Use get_flight_cost."}) + "\n")
-    code, out, err = _run(capsys, "--benchmark", "replay", "--corpus", sample_corpus, "--base", "tiny-random",
+    code, out, err = _run(capsys, "--benchmark", "next-call", "--corpus", sample_corpus, "--base", "tiny-random",
                           "--max-new-tokens", "4", "--threads", "2", "--memory", memory, "--out", tmp_path / "r", "--tasks", "2",
                           "--quiet")
     assert code == 0, err
@@ -87,7 +87,7 @@ def test_replay_benchmark_through_the_cli(capsys, tmp_path, sample_corpus):
     assert doc["P"] == doc["metrics"]["call_f1"] and "call_f1" in out
     episodes = [json.loads(line) for line in (tmp_path / "r" / "trajectories.jsonl").read_text().splitlines()]
     assert [e["id"] for e in episodes] == doc["tasks"] and all(e["meta"]["steps"] for e in episodes)
-    code, _, err = _run(capsys, "--benchmark", "replay", "--corpus", sample_corpus, "--base", "tiny-random",
+    code, _, err = _run(capsys, "--benchmark", "next-call", "--corpus", sample_corpus, "--base", "tiny-random",
                         "--metric", "task_success", "--out", tmp_path / "r2")
     assert code == 2 and "no environment" in err
 

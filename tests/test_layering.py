@@ -91,7 +91,7 @@ def imports(name: str, path: Path, known: dict) -> list[tuple[str, str | None, i
 def unit(module: str) -> str:
     parts = module.split(".")
     if parts[0] == ENVIRONMENT_HOME and len(parts) > 2:
-        return ".".join(parts[:2])   # benchmarks.bfcl, benchmarks.replay, …
+        return ".".join(parts[:2])   # benchmarks.bfcl, benchmarks.next_call, …
     return parts[0]
 
 
@@ -171,9 +171,9 @@ def test_each_rule_is_caught_on_a_made_up_tree(tmp_path):
         "trainer/rewards.py": "from benchmarks.bfcl.backends import Episode\n",              # past the seam
         "benchmarks/registry.py": "", "evolver/loop.py": "def run():\n    pass\n",
         "benchmarks/bfcl/__init__.py": "", "benchmarks/bfcl/backends.py": "class Episode: pass\n_x = 1\n",
-        "benchmarks/replay/__init__.py": "",
-        "benchmarks/replay/judge.py": "from benchmarks.bfcl.backends import _x\n",          # private name, other unit
-        "benchmarks/replay/calls.py": "from benchmarks.bfcl import backends\ny = backends._x\n",   # private by attribute
+        "benchmarks/next_call/__init__.py": "",
+        "benchmarks/next_call/judge.py": "from benchmarks.bfcl.backends import _x\n",          # private name, other unit
+        "benchmarks/next_call/calls.py": "from benchmarks.bfcl import backends\ny = backends._x\n",   # private by attribute
         "curation_strategies/a.py": "def h():\n    from curation_strategies import b\n",
         "curation_strategies/b.py": "from . import a\n",                                     # a cycle
         "sandbox/exchange.py": "def row():\n    from trainer.chat_format import render\n",     # a floor up
@@ -186,8 +186,8 @@ def test_each_rule_is_caught_on_a_made_up_tree(tmp_path):
     assert "base/files.py:2: base imports sandbox.curate" in found
     assert "sandbox/curate.py:2: sandbox (below the loop) imports evolver.loop" in found
     assert "trainer/rewards.py:1: trainer imports benchmarks.bfcl.backends, not the environment seam" in found
-    assert "benchmarks/replay/judge.py:1: imports the private name _x of benchmarks.bfcl.backends" in found
-    assert "benchmarks/replay/calls.py:2: imports the private name _x of benchmarks.bfcl.backends" in found
+    assert "benchmarks/next_call/judge.py:1: imports the private name _x of benchmarks.bfcl.backends" in found
+    assert "benchmarks/next_call/calls.py:2: imports the private name _x of benchmarks.bfcl.backends" in found
     assert "import cycle: curation_strategies.a -> curation_strategies.b" in found
     assert "sandbox/exchange.py:2: sandbox imports trainer.chat_format, a floor above it" in found
     assert "corpora/loader.py:1: corpora imports benchmarks.bfcl.backends, not the environment seam" in found

@@ -59,7 +59,7 @@ def test_openai_round_trip_reports_the_servers_usage(llm_server, tmp_path, canar
     llm = make_llm(llm_server, tmp_path)
     reply = llm.complete(CHAT, purpose="diagnose")
 
-    assert (reply.text, reply.prompt_tokens, reply.completion_tokens, reply.replayed) == ("The date argument.", 120, 7, False)
+    assert (reply.text, reply.prompt_tokens, reply.completion_tokens, reply.from_record) == ("The date argument.", 120, 7, False)
     assert reply.usd == pytest.approx((120 * 2.5 + 7 * 10.0) / 1e6)   # gpt-4o's list price
     sent = llm_server.requests[0]
     assert sent.path == "/v1/chat/completions"
@@ -71,7 +71,7 @@ def test_openai_round_trip_reports_the_servers_usage(llm_server, tmp_path, canar
     assert spent(usage) == ({"calls": 1, "prompt_tokens": 120, "completion_tokens": 7, "usd": round(reply.usd, 8)},
                             {"diagnose": {"calls": 1, "prompt_tokens": 120, "completion_tokens": 7,
                                           "usd": round(reply.usd, 8)}})
-    assert usage["replayed"] == 0 and usage["unpriced"] is False
+    assert usage["from_record"] == 0 and usage["unpriced"] is False
 
 
 def test_anthropic_round_trip_lifts_the_system_messages(llm_server, tmp_path, canary):
@@ -92,7 +92,7 @@ def test_anthropic_round_trip_lifts_the_system_messages(llm_server, tmp_path, ca
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_a_calls_own_temperature_and_seed_are_part_of_its_request_and_record(llm_server, tmp_path, canary, provider):
     """The code agent's k candidates sample apart: a call may ask for its own temperature and seed;
-    both key its record (so a replay finds it), and an OpenAI-compatible server receives both."""
+    both key its record (so an offline run finds it), and an OpenAI-compatible server receives both."""
     llm_server.script("plain", "sampled", "sampled again")
     llm = make_llm(llm_server, tmp_path, provider)
     plain = llm.complete(CHAT, purpose="agent")
@@ -106,10 +106,10 @@ def test_a_calls_own_temperature_and_seed_are_part_of_its_request_and_record(llm
         assert [(b["temperature"], b.get("seed")) for b in bodies] == [(0.0, None), (0.7, 1), (0.7, 2)]
     else:   # the Anthropic API takes no sampling parameter: it samples as it does by default
         assert not any("temperature" in b or "seed" in b for b in bodies)
-    replay = make_llm(llm_server, tmp_path, provider, mode="offline")
-    assert replay.complete(CHAT, purpose="agent", temperature=0.7, seed=1).text == "sampled"
+    offline = make_llm(llm_server, tmp_path, provider, mode="offline")
+    assert offline.complete(CHAT, purpose="agent", temperature=0.7, seed=1).text == "sampled"
     with pytest.raises(LLMUnavailable, match="not in the record"):
-        replay.complete(CHAT, purpose="agent", temperature=0.7, seed=3)
+        offline.complete(CHAT, purpose="agent", temperature=0.7, seed=3)
     with pytest.raises(ValueError, match="temperature"):
         llm.complete(CHAT, purpose="agent", temperature=3.0)
 
@@ -129,7 +129,7 @@ def test_openai_reasoning_models_get_max_completion_tokens_and_no_temperature(ll
     assert llm_server.requests[0].body == {"model": "o4-mini", "messages": [USER], "max_completion_tokens": 100}
 
 
-def test_a_replay_only_run_reproduces_replies_and_usage_without_the_network(llm_server, tmp_path, canary,
+def test_an_offline_run_reproduces_replies_and_usage_without_the_network(llm_server, tmp_path, canary,
                                                                             monkeypatch):
     llm_server.script({"text": "first", "usage": (40, 3)}, "second", {"text": "third", "usage": None})
     recorded = make_llm(llm_server, tmp_path)
@@ -140,16 +140,16 @@ def test_a_replay_only_run_reproduces_replies_and_usage_without_the_network(llm_
     monkeypatch.delenv("CANARY_KEY")
     monkeypatch.setattr(openai, "OpenAI", no_client)
 
-    replay = make_llm(llm_server, tmp_path, mode="offline")
-    replies = [replay.complete(CHAT, purpose="diagnose"), replay.complete([USER], purpose="agent:memory"),
-               replay.complete(CHAT, purpose="diagnose")]
+    offline = make_llm(llm_server, tmp_path, mode="offline")
+    replies = [offline.complete(CHAT, purpose="diagnose"), offline.complete([USER], purpose="agent:memory"),
+               offline.complete(CHAT, purpose="diagnose")]
 
     assert [r.text for r in replies] == ["first", "second", "third"]
-    assert all(r.replayed for r in replies) and not any(r.replayed for r in originals)
+    assert all(r.from_record for r in replies) and not any(r.from_record for r in originals)
     assert [(r.record, r.prompt_tokens, r.completion_tokens, r.usd) for r in replies] == \
         [(r.record, r.prompt_tokens, r.completion_tokens, r.usd) for r in originals]
-    assert spent(replay.usage()) == spent(recorded.usage())
-    assert replay.usage()["replayed"] == 3 and len(llm_server.requests) == served == 3
+    assert spent(offline.usage()) == spent(recorded.usage())
+    assert offline.usage()["from_record"] == 3 and len(llm_server.requests) == served == 3
 
 
 def test_an_offline_miss_raises_llm_unavailable(tmp_path, monkeypatch):
@@ -178,10 +178,10 @@ def test_record_mode_reuses_a_record_and_live_mode_calls_again(llm_server, tmp_p
     llm_server.script("recorded", "fresh")
     first = make_llm(llm_server, tmp_path).complete(CHAT, purpose="diagnose")
     again = make_llm(llm_server, tmp_path).complete(CHAT, purpose="diagnose")
-    assert (again.text, again.replayed, len(llm_server.requests)) == ("recorded", True, 1)
+    assert (again.text, again.from_record, len(llm_server.requests)) == ("recorded", True, 1)
 
     live = make_llm(llm_server, tmp_path, mode="live").complete(CHAT, purpose="diagnose")
-    assert (live.text, live.replayed, live.record, len(llm_server.requests)) == ("fresh", False, first.record, 2)
+    assert (live.text, live.from_record, live.record, len(llm_server.requests)) == ("fresh", False, first.record, 2)
     assert read_json(tmp_path / live.record)["response"]["text"] == "fresh"
 
 
@@ -238,7 +238,7 @@ def test_the_token_budget_stops_the_call_that_would_pass_it(llm_server, tmp_path
     assert isinstance(e.value, LLMError) and len(llm_server.requests) == 1
 
 
-def test_the_usd_budget_stops_calls_but_replays_are_free(llm_server, tmp_path, canary):
+def test_the_usd_budget_stops_calls_but_recorded_replies_are_free(llm_server, tmp_path, canary):
     pricing = tmp_path / "pricing.json"
     pricing.write_text(json.dumps({"gpt-4o": {"input": 1000.0, "output": 1000.0}}))
     llm_server.script({"text": "a", "usage": (10, 10)}, "never")
@@ -250,7 +250,7 @@ def test_the_usd_budget_stops_calls_but_replays_are_free(llm_server, tmp_path, c
         llm.complete([USER], purpose="diagnose")
 
     resumed = make_llm(llm_server, tmp_path / "llm", **options)
-    assert resumed.complete(CHAT, purpose="diagnose").replayed   # a replay needs no budget …
+    assert resumed.complete(CHAT, purpose="diagnose").from_record   # a recorded reply needs no budget …
     with pytest.raises(BudgetExceeded):                          # … but it was paid for by this run
         resumed.complete([USER], purpose="diagnose")
     assert len(llm_server.requests) == 1

@@ -1,5 +1,5 @@
 """ctx.llm: the candidate's requests cross a unix socket the host serves; the host's LLM layer
-(evolver/llm.py, on a scripted server here) answers with its record/replay; budgets are the
+(evolver/llm.py, on a scripted server here) answers with its records; budgets are the
 host's; the manifest names the records the execution used, and a offline re-execution with
 the server gone is byte-identical."""
 from __future__ import annotations

@@ -40,7 +40,7 @@ def real(sample_corpus):
 
 
 def reply(text):
-    return Reply(text=text, prompt_tokens=10, completion_tokens=5, usd=0.0, record="r", replayed=False, wall_s=0.0)
+    return Reply(text=text, prompt_tokens=10, completion_tokens=5, usd=0.0, record="r", from_record=False, wall_s=0.0)
 
 
 class ScriptedLLM:
@@ -281,7 +281,7 @@ def http_llm(server, tmp_path, monkeypatch, provider="openai", mode="record", **
                          max_retries=0, **config), tmp_path / "llm")
 
 
-def test_end_to_end_over_http_then_a_replay_only_rerun_makes_no_request(real, tmp_path, monkeypatch, llm_server):
+def test_end_to_end_over_http_then_an_offline_rerun_makes_no_request(real, tmp_path, monkeypatch, llm_server):
     table = [(real[0], "```json\n" + json.dumps([ARGS, CODES]) + "\n```"), (real[1], "Findings: " + json.dumps([CODES2])),
              (real[2], json.dumps(RECOVER))]
     llm_server.script(*[lambda req: next(text for t, text in table if t["task"][:80] in req.messages[0]["content"])] * 3)
@@ -292,10 +292,10 @@ def test_end_to_end_over_http_then_a_replay_only_rerun_makes_no_request(real, tm
         ("llm:confused-city-name-airport", 2), ("bad_arguments", 1), ("tool_error_not_recovered", 1)]
     assert llm.usage()["by_purpose"]["diagnose"]["calls"] == 3
     # a fresh diagnosis cache, the LLM in offline mode over the same record: no request at all
-    replay = http_llm(llm_server, tmp_path, monkeypatch, mode="offline")
-    points2, stats2 = llm_diagnose(real[:3], replay, tmp_path / "cache2")
+    offline = http_llm(llm_server, tmp_path, monkeypatch, mode="offline")
+    points2, stats2 = llm_diagnose(real[:3], offline, tmp_path / "cache2")
     assert points2 == points and stats2["calls"] == 3 and stats2["cached"] == 0
-    assert len(llm_server.requests) == 3 and replay.usage()["replayed"] == 3
+    assert len(llm_server.requests) == 3 and offline.usage()["from_record"] == 3
 
 
 def test_end_to_end_reask_and_a_token_budget_spent_midway(real, tmp_path, monkeypatch, llm_server):

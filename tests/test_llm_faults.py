@@ -37,5 +37,5 @@ def test_a_server_echoing_the_key_gets_it_scrubbed_from_the_record_and_the_reply
     assert CANARY not in reply.text and "[key]" in reply.text and "tok-other-secret-123" not in reply.text
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert files and not any(CANARY.encode() in p.read_bytes() or b"tok-other" in p.read_bytes() for p in files)
-    replayed = make_llm(llm_server, tmp_path / "llm", provider, mode="offline").complete(CHAT, purpose="diagnose")
-    assert replayed.text == reply.text and replayed.replayed
+    offline = make_llm(llm_server, tmp_path / "llm", provider, mode="offline").complete(CHAT, purpose="diagnose")
+    assert offline.text == reply.text and offline.from_record

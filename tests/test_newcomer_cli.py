@@ -80,7 +80,7 @@ def test_a_progress_bar_in_a_log_is_one_line(monkeypatch):
 
 
 def test_an_evaluation_logs_each_bar_once(tmp_path, capsys):
-    assert cli.main(["eval", "--benchmark", "replay", "--corpus", str(SHIPPED), "--base", "tiny-random",
+    assert cli.main(["eval", "--benchmark", "next-call", "--corpus", str(SHIPPED), "--base", "tiny-random",
                      "--tasks", "2", "--batch-size", "2", "--out", str(tmp_path / "e")]) == 0
     err = capsys.readouterr().err
     assert "\r" not in err and sum(line.startswith("steps: ") for line in err.splitlines()) == 1, err

@@ -124,8 +124,8 @@ def test_the_default_margin_is_derived_from_the_measured_seed_spread(monkeypatch
     assert acceptance.default_margin("cpu-small", "smollm2-135m", "bfcl-single", 60, 2, "paired")[0] == 0.0
     margin, why = acceptance.default_margin("paper", "qwen3-4b", "bfcl-single", 60, 1, "margin")
     assert margin == 0.0 and "--spread" in why          # nothing measured there: said, not guessed
-    margin, why = acceptance.default_margin("cpu-small", "smollm2-135m", "replay", 60, 1, "margin")
-    assert margin == 0.0 and "held-out tenth" in why and "60" not in why and "--spread" not in why   # bench quality has no replay
+    margin, why = acceptance.default_margin("cpu-small", "smollm2-135m", "next-call", 60, 1, "margin")
+    assert margin == 0.0 and "held-out tenth" in why and "60" not in why and "--spread" not in why   # bench quality has no next-call
 
 
 def test_a_run_without_margin_gets_the_derived_one_and_an_explicit_margin_wins(tmp_path):

@@ -29,11 +29,11 @@ def _one_error_line(capsys) -> str:
     return err[0]
 
 
-def test_replay_without_a_corpus_is_refused_before_any_work(tmp_path, capsys):
-    assert cli.main(["run", "--benchmark", "replay", "--profile", "test", "--runs-dir", str(tmp_path),
+def test_next_call_without_a_corpus_is_refused_before_any_work(tmp_path, capsys):
+    assert cli.main(["run", "--benchmark", "next-call", "--profile", "test", "--runs-dir", str(tmp_path),
                      "--name", "r"]) == 2
     line = _one_error_line(capsys)
-    assert line.startswith("curateevo: error: --benchmark replay scores held-out records of your own corpus: give "
+    assert line.startswith("curateevo: error: --benchmark next-call scores held-out records of your own corpus: give "
                            "--corpus FILE")
     assert "examples/corpora/glaive-toolcall-40.json" in line and SHIPPED.is_file()   # the example it names exists
     assert list(tmp_path.iterdir()) == []   # no run directory, no corpus built
@@ -182,7 +182,7 @@ def test_three_swe_agent_demos_run_once_the_fix_each_refusal_names_is_applied(tm
 
 @pytest.fixture(scope="module")
 def shipped_run(tmp_path_factory):
-    """A tiny run on the corpus shipped in the repository (replay benchmark, dev and test parts)."""
+    """A tiny run on the corpus shipped in the repository (next-call benchmark, dev and test parts)."""
     runs = tmp_path_factory.mktemp("runs")
     assert cli.main(["run", "--corpus", str(SHIPPED), "--profile", "test", "--base", "tiny-random", "--epochs", "2",
                      "--tasks", "8", "--sandbox", "process", "--batch-size", "4", "--runs-dir", str(runs),
@@ -192,7 +192,7 @@ def shipped_run(tmp_path_factory):
 
 def test_test_scores_the_final_strategy_on_the_test_part_the_loop_never_saw(shipped_run, capsys):
     config = json.loads((shipped_run / "run.json").read_text())
-    assert config["benchmark"] == "replay" and config["holdout"] == DEFAULT_SPLIT
+    assert config["benchmark"] == "next-call" and config["holdout"] == DEFAULT_SPLIT
     records = load_corpus([str(SHIPPED)]).records
     train, dev, test = partition(records, config["holdout"])
     for artifacts in sorted(shipped_run.glob("epochs/*/artifacts")):

@@ -194,7 +194,7 @@ def test_rejected_and_no_op_edits_are_not_proposed_again():
     assert "+tool_signatures(only_called=True)" in again       # a different setting is a different edit
 
 
-def test_forgetting_undoes_pruning_and_replays_the_forgotten_category():
+def test_forgetting_undoes_pruning_and_trains_again_on_the_forgotten_category():
     pruned = compose({"near_dedup": {"threshold": 0.8}})
     files = {**strategy_files(SEED_STRATEGY), "strategy.py": pruned.encode()}
     sig = {"families": {}, "forgetting": ["multi_turn_base_4", "simple_python_2"], "boundary": [], "rare": []}

@@ -84,7 +84,7 @@ def test_on_bad_line_skip_holds_for_evaluation_resume_and_replay(toolbench_run, 
     assert "replay identical" in capsys.readouterr().out
 
 
-def test_a_replay_report_shows_categories_and_says_why_plots_are_missing(toolbench_run):
+def test_a_next_call_report_shows_categories_and_says_why_plots_are_missing(toolbench_run):
     from evolver.report import write_report
 
     with warnings.catch_warnings(record=True) as caught:
@@ -97,7 +97,7 @@ def test_a_replay_report_shows_categories_and_says_why_plots_are_missing(toolben
     assert "<h2>Failed trajectories</h2>" in page and "(missing_call)" in page
     assert "dev: 1 task(s) evaluated per epoch (the held-out tenth of the corpus), 3 step items (3 with a recorded call); P is call_f1 over the step items" in page
     assert "warning: the dev set holds 3 step items" in page and "wall time" in page
-    assert "(call_f1, the held-out tenth of the corpus)" in page and "--tasks" not in page   # replay has no --tasks
+    assert "(call_f1, the held-out tenth of the corpus)" in page and "--tasks" not in page   # next-call has no --tasks
 
 
 def test_the_toolbench_refusal_names_the_switch_that_skips(tmp_path, capsys):

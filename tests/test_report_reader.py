@@ -1,7 +1,7 @@
 """The report a user reads (`curateevo report RUN`): the corpus named by file, hash and record count
 with the held-out sizes, the per-tool table, each failed dev task's answer beside its gold call, and
 why a figure is missing where the table shows "—". A tiny run on the glaive corpus shipped here
-(replay benchmark: dev and test parts held out of the corpus). The page's HTML is checked here; a
+(next-call benchmark: dev and test parts held out of the corpus). The page's HTML is checked here; a
 browser's rendering of it is checked by hand (scripts/report-screenshot.sh, no browser in the suite)."""
 import hashlib
 import html

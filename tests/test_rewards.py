@@ -86,7 +86,7 @@ def test_the_reference_itself_scores_one_on_every_step(trip):
             assert state_match(render_assistant(m), step(trip, i)) == 1.0
 
 
-def test_the_prefix_is_replayed_before_the_calls(trip):
+def test_the_prefix_is_executed_before_the_calls(trip):
     cancel = step(trip, 9)  # the booking exists only because the prefix booked it
     assert state_match(call("cancel_booking", access_token="abc123xyz", booking_id="3426812"), cancel) == 1.0
     assert state_match(call("cancel_booking", access_token="abc123xyz", booking_id="999"), cancel) == 0.0

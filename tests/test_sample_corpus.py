@@ -160,7 +160,7 @@ def _calls_by_turn(rec):
     return turns
 
 
-def test_replaying_a_records_calls_on_fresh_backends_reproduces_its_observations(records, tasks):
+def test_executing_a_records_calls_again_on_fresh_backends_reproduces_its_observations(records, tasks):
     for rec in records:
         task = tasks[rec["meta"]["env"]["task_id"]]
         by_json, by_text = Episode(task), Episode(task)

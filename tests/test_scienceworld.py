@@ -37,7 +37,7 @@ def test_splits_are_disjoint_seeded_draws_from_the_simulators_own_variation_list
 
 
 def test_a_task_type_rebuilt_in_a_fresh_simulator_gives_the_catalogs_entries():
-    """The rebuild draws the same variations with the same texts, and each catalog gold run replays
+    """The rebuild draws the same variations with the same texts, and each catalog gold run, executed again, comes
     to its recorded trace. The gold *route* itself may differ: ScienceWorld's oracle picks among
     equally short paths by Scala set order, which changes between JVM runs (allenai/ScienceWorld#15),
     so a rebuilt gold is only required to complete the task."""

@@ -57,10 +57,10 @@ def test_the_environment_says_what_a_strategy_sees_and_how_a_dev_task_scores(sam
     from corpora import load_corpus
 
     corpus = load_corpus([str(sample_corpus)])
-    bfcl, replay = registry.get("bfcl-single"), registry.get("replay")
+    bfcl, next_call = registry.get("bfcl-single"), registry.get("next-call")
     assert bfcl.train_view(corpus) is corpus and bfcl.dev_corpus(["a.jsonl"]) is None
-    held = replay.train_view(corpus)
+    held = next_call.train_view(corpus)
     assert held.holdout and 0 < len(held.records) < len(corpus.records)   # the dev tenth never reaches the sandbox
-    assert replay.dev_corpus(("a.jsonl",)) == ["a.jsonl"]
+    assert next_call.dev_corpus(("a.jsonl",)) == ["a.jsonl"]
     trajectory = {"outcome": {"success": False, "reward": 0.5}}
-    assert bfcl.task_score(trajectory) == 0.0 and replay.task_score(trajectory) == 0.5
+    assert bfcl.task_score(trajectory) == 0.0 and next_call.task_score(trajectory) == 0.5

@@ -1,4 +1,4 @@
-"""A researcher's own corpus, end to end: a real public file with no environment picks the replay
+"""A researcher's own corpus, end to end: a real public file with no environment picks the next-call
 benchmark, its held-out tenth never reaches a strategy, and the run fails fast on what it cannot do."""
 import json
 from pathlib import Path
@@ -13,7 +13,7 @@ from sandbox.exchange import from_file
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "external"
 GLAIVE = EXTERNAL / "llamafactory-glaive_toolcall_en_demo.json"   # LLaMA-Factory's ShareGPT tool-call demo
-pytestmark = pytest.mark.usefixtures("trained_once")   # its epoch 0 trains what test_quality_replay's ρ0 row trains: once per session
+pytestmark = pytest.mark.usefixtures("trained_once")   # its epoch 0 trains what test_quality_next_call's ρ0 row trains: once per session
 
 
 def test_a_corpus_without_environment_runs_on_its_held_out_tenth(tmp_path, capsys):
@@ -22,10 +22,10 @@ def test_a_corpus_without_environment_runs_on_its_held_out_tenth(tmp_path, capsy
             "--sandbox", "process", "--batch-size", "4", "--runs-dir", str(tmp_path), "--name", "g"]
     assert cli.main(args) == 0
     captured = capsys.readouterr()
-    assert "benchmark: replay (chosen from the corpus: it has no environment" in captured.err
+    assert "benchmark: next-call (chosen from the corpus: it has no environment" in captured.err
     root = tmp_path / "g"
     config = json.loads((root / "run.json").read_text())
-    assert config["benchmark"] == "replay" and config["metric"] == "call_f1" and config["base"] == "tiny-random"
+    assert config["benchmark"] == "next-call" and config["metric"] == "call_f1" and config["base"] == "tiny-random"
     records = load_corpus([str(GLAIVE)]).records
     train_ids, dev_ids, test_ids = partition(records, config["holdout"])
     # a tenth each (a group of copies of one task stays whole, so a part may pass its tenth by one)

@@ -11,7 +11,7 @@ and lies in [UNPARSEABLE, 1]:
   call: 0.5 + 0.5 × token F1 with the reference text. Unparseable output scores UNPARSEABLE.
 - `state_match` (records whose `meta.env` names a scenario its environment rebuilds: BFCL
   multi-turn): the scenario is rebuilt twice (`benchmarks.environment`: reward_episode, literal
-  arguments, fresh instances), the prefix's calls replayed on both, the completion's calls
+  arguments, fresh instances), the prefix's calls executed on both, the completion's calls
   executed on one and the reference's on the other.
   Reward = the share of the reference's outputs that the completion's outputs contain, halved
   when the final states differ — full credit only for what BFCL's turn check accepts. Records
@@ -108,7 +108,7 @@ def tool_call_match(completion: str, record: Mapping) -> float:
 
 
 def _episode(record: Mapping):
-    """Fresh backends for the record's scenario with its prefix's calls replayed."""
+    """Fresh backends for the record's scenario with its prefix's calls executed."""
     env = record["meta"]["env"]
     names = [t["function"]["name"] for t in record.get("tools") or []] or None
     episode = registry.by_tag(env.get("benchmark")).reward_episode(env, names)

@@ -2,7 +2,7 @@
 
 - `MostCommonToolPolicy`: at every step calls the offered tool that the training records call
   most often, with the arguments they give it most often — the "always call the most common
-  tool" floor a replay score (call_f1) must be read against (docs/results.md: Your own corpus).
+  tool" floor a next-call score (call_f1) must be read against (docs/results.md: Your own corpus).
 """
 from __future__ import annotations
 

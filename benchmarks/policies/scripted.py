@@ -2,7 +2,7 @@
 
 - `SilentPolicy`: answers every turn with the same text (default: nothing); no call is made,
   so every task that needs one fails.
-- `OraclePolicy`: replays gold calls, all of a turn's in one assistant message, then closes the
+- `OraclePolicy`: makes the gold calls, all of a turn's in one assistant message, then closes the
   turn with a short reply.
 - `ScriptedPolicy`: any function `(messages, tools) -> text`.
 """
@@ -56,7 +56,7 @@ def _normal_calls(calls: Sequence[Mapping]) -> list[dict]:
 
 
 class OraclePolicy(ScriptedPolicy):
-    """Replays gold calls. `table` maps `conversation_key` at the start of a turn to the turn's
+    """Makes the gold calls. `table` maps `conversation_key` at the start of a turn to the turn's
     gold calls `[{"name", "arguments"}]`; build it with `for_tasks`. At the start of a turn the
     oracle makes all of the turn's calls in one assistant message (Hermes `<tool_call>` blocks
     rendered by the chat format); once they are answered it closes the turn with a short reply.

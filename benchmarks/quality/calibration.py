@@ -24,6 +24,7 @@ import numpy as np
 
 from base.files import atomic_json
 
+from benchmarks import registry
 from benchmarks.quality import stats
 
 PAIRS = (
@@ -37,7 +38,7 @@ PAIRS = (
 
 def _key(setting_doc: dict) -> str:
     fields = {k: setting_doc[k] for k in ("benchmark", "split", "tasks", "profile", "base", "seeds", "budget")}
-    if setting_doc.get("corpus_sha256"):   # replay: a user's corpus is part of the setting
+    if setting_doc.get("corpus_sha256"):   # next-call: a user's corpus is part of the setting
         fields["corpus_sha256"] = setting_doc["corpus_sha256"]
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -147,7 +148,7 @@ def write(cal: dict, cache: Path) -> Path:
 def lookup(cache: Path, *, benchmark: str, profile: str, base: str | None,
            corpus_sha256: str | None = None) -> dict | None:
     """The cached dev calibration of this setting with the most tasks × seeds (None: none yet);
-    `corpus_sha256`: a replay setting's corpus."""
+    `corpus_sha256`: a next-call setting's corpus."""
     found = []
     for path in sorted((Path(cache) / "calibrations").glob("*.json")):
         try:
@@ -155,7 +156,7 @@ def lookup(cache: Path, *, benchmark: str, profile: str, base: str | None,
             s = cal["setting"]
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if (s.get("benchmark"), s.get("profile"), s.get("split")) == (benchmark, profile, "dev") \
+        if (registry.current(s.get("benchmark")), s.get("profile"), s.get("split")) == (benchmark, profile, "dev") \
                 and s.get("base") in (None, base) and not s.get("budget") \
                 and s.get("corpus_sha256") == corpus_sha256:
             found.append(cal)
@@ -165,7 +166,7 @@ def lookup(cache: Path, *, benchmark: str, profile: str, base: str | None,
 def run_note(cache: Path, *, benchmark: str, profile: str, base: str | None, tasks: int, seeds: int,
              margin: float | None, corpus: tuple[str, ...] = (), corpus_sha256: str | None = None) -> str:
     """One sentence for a run's start: its margin against what the instrument of its setting resolves
-    (`corpus`, `corpus_sha256`: a replay run's corpus)."""
+    (`corpus`, `corpus_sha256`: a next-call run's corpus)."""
     cal = lookup(cache, benchmark=benchmark, profile=profile, base=base, corpus_sha256=corpus_sha256)
     if cal is None:
         on = f" --benchmark {benchmark} --corpus {' '.join(corpus)}" if corpus else ""

@@ -31,7 +31,7 @@ from typing import Callable
 
 from base.errors import UserError
 from trainer import memory as memory_mod
-from benchmarks.registry import DEFAULT as DEFAULT_BENCHMARK
+from benchmarks.registry import DEFAULT as DEFAULT_BENCHMARK, OLD_NAMES
 from base.files import atomic_json, read_json, read_jsonl, sha256_files
 from benchmarks.policies.limits import DEFAULT_MAX_NEW_TOKENS
 from benchmarks.stages import EvalSpec, TrainSpec, evaluate_on, train_on, used
@@ -40,6 +40,9 @@ from sandbox.curate import execute, runtime_sha256
 from sandbox.executor import Limits
 
 ABLATIONS = ("no-sft", "no-rl", "no-memory")
+# a cell's key names a renamed benchmark by its name before (registry.OLD_NAMES: next-call was replay), so
+# the cells a cache holds from before the rename are still found
+_KEY_NAMES = {new: old for old, new in OLD_NAMES.items()}
 
 
 @dataclass(frozen=True)
@@ -65,12 +68,12 @@ class Setting:
     curation_seed: int = 0
     curation_timeout_s: float = Limits.timeout_s
     corpus: tuple[str, ...] = ()
-    """A benchmark without an environment (replay): the user's corpus files, whose held-out tenth
+    """A benchmark without an environment (next-call): the user's corpus files, whose held-out tenth
     are the tasks; the rows curate the other nine tenths."""
     tools: str | None = None
-    """replay: the corpus's tool schemas (`--tools`), as the run that curated it loaded them."""
+    """next-call: the corpus's tool schemas (`--tools`), as the run that curated it loaded them."""
     corpus_sha256: str | None = None
-    """replay: the corpus's hash (part of every cell's key and of the calibration's setting)."""
+    """next-call: the corpus's hash (part of every cell's key and of the calibration's setting)."""
 
     def to_json(self) -> dict:
         """The setting as a table's raw result and a calibration record it, flat as it was before the
@@ -244,7 +247,7 @@ class Cells:
         return _key({"training": self.training_key(row, seed), "base": self.base, "memory": memory and memory[1],
                      # the rule hints are retrieved by decides a cell with memory (not one without)
                      **({"retrieval": memory_mod.RETRIEVAL} if memory else {}),
-                     "benchmark": self.setting.benchmark, "split": self.setting.split,
+                     "benchmark": _KEY_NAMES.get(self.setting.benchmark, self.setting.benchmark), "split": self.setting.split,
                      "tasks": [t.id for t in self.tasks], "metric": self.setting.metric,
                      "batch_size": self.setting.eval.batch_size, "seed": seed,
                      **({"corpus": self.setting.corpus_sha256} if self.setting.corpus else {}),
@@ -273,7 +276,7 @@ class Cells:
                               allow_test=s.split == "test" and not s.corpus)
             if doc.tasks != [t.id for t in self.tasks]:
                 raise RuntimeError("the evaluation chose other tasks than the cell's key names")
-            # call_f1 (replay): a held-out record's own call F1, as the loop scores it; else success
+            # call_f1 (next-call): a held-out record's own call F1, as the loop scores it; else success
             outcome = "reward" if s.metric == "call_f1" else "success"
             scores = {t["meta"]["task_id"]: float(t["outcome"][outcome])
                       for t in read_jsonl(tmp / "eval" / "trajectories.jsonl")}

@@ -117,9 +117,9 @@ def cmd_bench_quality(args) -> int:
         raise UserError("--calibrate trains its own rows (" + ", ".join(CALIBRATION) + "); give --strategy without it")
     if args.calibrate and args.rows and not set(args.rows.split(",")) <= set(CALIBRATION):
         raise UserError("--calibrate trains its own rows (" + ", ".join(CALIBRATION) + "); --rows may pick among them")
-    replay_dir = rows_mod.replay_train_dir(setting.corpus, setting.tools, args.cache) if setting.corpus else None
-    labelled = rows_mod.labels_of(replay_dir) is not None if replay_dir else True
-    default = TABLE1 if not replay_dir else ("rho0-wild", "agentrefine", "oracle") if labelled else ("rho0-wild", "agentrefine")
+    held_out_dir = rows_mod.held_out_train_dir(setting.corpus, setting.tools, args.cache) if setting.corpus else None
+    labelled = rows_mod.labels_of(held_out_dir) is not None if held_out_dir else True
+    default = TABLE1 if not held_out_dir else ("rho0-wild", "agentrefine", "oracle") if labelled else ("rho0-wild", "agentrefine")
     which = (tuple(r for r in CALIBRATION if r in args.rows.split(",")) if args.calibrate and args.rows
              else CALIBRATION if args.calibrate else tuple(args.rows.split(",")) if args.rows
              else (("rho0-wild",) if args.spread else default))
@@ -137,9 +137,9 @@ def cmd_bench_quality(args) -> int:
     executor = None if args.curated_runtime else make_executor(args.sandbox, warn=say)
     cells = Cells(args.cache, setting, executor, args.curated_runtime)   # checks base, budget, tasks first
     sized = cells.curation_budget["sft_examples"]   # the default corpus is sized as `run` sizes it
-    wild_dir = replay_dir or args.wild or rows_mod.default_corpus_dir(args.benchmark, "wild", max_records=sized)
+    wild_dir = held_out_dir or args.wild or rows_mod.default_corpus_dir(args.benchmark, "wild", max_records=sized)
     labeled_dir = args.labeled or (rows_mod.default_corpus_dir(args.benchmark, "labeled", max_records=sized)
-                                   if "rho0-labeled" in which and not replay_dir else None)
+                                   if "rho0-labeled" in which and not held_out_dir else None)
     if args.strategy and "rho0-wild" not in which:   # each strategy is paired against ρ0
         which = ("rho0-wild", *which)
     rows = rows_mod.table_rows(which, wild_dir, labeled_dir, args.run or [], args.cache, args.ablate, args.run_epochs,
@@ -181,7 +181,7 @@ def cmd_bench_quality(args) -> int:
     for row in rows:
         got = [cells.cached(row, s) for s in setting.seeds]
         results[row.id] = got if all(got) else []
-    # the tasks each cell scored (replay scores only held-out records with a call step; BFCL every task)
+    # the tasks each cell scored (next-call scores only held-out records with a call step; BFCL every task)
     scored = [len(c["scores"]) for got in results.values() for c in got]
     doc = table.summarize(rows, results, setting, min(scored) if scored else len(cells.tasks))
     golds = {}
@@ -221,7 +221,7 @@ def cmd_bench_quality(args) -> int:
 
 def _with_test_splits() -> list[str]:
     """The environments the quality table can score: those with tasks of their own (a test split) and
-    a default corpus to curate, and replay on a user's corpus."""
+    a default corpus to curate, and next-call on a user's corpus."""
     from benchmarks import registry
 
     return [n for n in registry.names() if registry.get(n).executable and registry.get(n).corpus_settings] \
@@ -237,11 +237,12 @@ def add_cli(sub) -> None:
     p = bsub.add_parser("quality", help="the paper's Tables 1 and 2: does evolved curation beat no curation?",
                         description="Train the fixed recipe on each row's curated data with several seeds and "
                                     "evaluate on a held-out, category-balanced test subset; every cell is cached.")
-    p.add_argument("--benchmark", default=registry.DEFAULT, choices=_with_test_splits(), help="the benchmark whose test split scores every row (replay: "
-                   "the held-out tenth of --corpus)")
-    add_corpus(p, "--benchmark replay: your corpus (files as `run --corpus` takes them); its held-out tenth are the "
+    p.add_argument("--benchmark", default=registry.DEFAULT, type=registry.given, choices=_with_test_splits(),
+                   help="the benchmark whose test split scores every row (next-call: the held-out tenth of --corpus; "
+                        "old name: replay)")
+    add_corpus(p, "--benchmark next-call: your corpus (files as `run --corpus` takes them); its held-out tenth are the "
                "tasks (dev), its other nine tenths what the rows curate",
-               "--benchmark replay: the corpus's tool schemas, as `run --tools`", bad_lines=None)
+               "--benchmark next-call: the corpus's tool schemas, as `run --tools`", bad_lines=None)
     p.add_argument("--wild", type=Path, help="wild corpus directory with noise_labels.json "
                                              "(default: runs/corpora/BENCHMARK-wild-seed0-maxN, sized to the profile's SFT budget N "
                                              "as `run` sizes it, built if missing)")

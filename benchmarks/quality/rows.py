@@ -31,15 +31,15 @@ def default_corpus_dir(benchmark: str, setting: str, seed: int = 0, max_records:
     return registry.get(benchmark).default_corpus(PROJECT_ROOT / "runs" / "corpora", setting, seed, max_records).parent
 
 
-def replay_train_dir(corpus: tuple[str, ...], tools: str | None, cache: Path) -> Path:
-    """A user's corpus as the loop's strategies see it with the replay benchmark: its train part
+def held_out_train_dir(corpus: tuple[str, ...], tools: str | None, cache: Path) -> Path:
+    """A user's corpus as the loop's strategies see it with the next-call benchmark: its train part
     (the held-out dev part is the tasks and, with the test part, never reaches a strategy), written
     once under the cache by the corpus's hash and the split, as the rows' wild corpus."""
     from corpora.split import train_part
 
     # "-tk": the task-ranked dev + test split (corpora.split.DEFAULT_SPLIT); a cache made under an
     # earlier split ("-dt": content-ranked; none: dev only) has another name and is not taken for it
-    out = Path(cache) / "corpora" / f"replay-{corpus_sha256(list(corpus))[:16]}-tk"
+    out = Path(cache) / "corpora" / f"next-call-{corpus_sha256(list(corpus))[:16]}-tk"
     if not (out / "corpus.jsonl").is_file():
         train = train_part(load_corpus(list(corpus), tools=tools))
         out.mkdir(parents=True, exist_ok=True)
@@ -133,7 +133,7 @@ def _stage_results(run: Path, stage: str) -> list[dict]:
 
 def _run_config(run: Path, wild: Path, source_sha256: str | None = None) -> dict:
     """`source_sha256`: the hash of the corpus the run must have evolved on, when `wild` is made
-    from it (replay: its train part); else the hash of `wild` itself."""
+    from it (next-call: its train part); else the hash of `wild` itself."""
     if not (run / "run.json").is_file():
         raise UserError(f"{run} is not a run directory (no run.json)")
     config = read_json(run / "run.json")
@@ -196,7 +196,7 @@ def table_rows(which: tuple[str, ...], wild_dir: Path, labeled_dir: Path | None,
                cache: Path, ablate: str | None, run_epochs: bool = False,
                source_sha256: str | None = None) -> list[Row]:
     """The rows named in `which` (ROWS names), then Table 2 for the row `ablate`; `source_sha256`:
-    the user's corpus that `wild_dir` was made from (replay), which a run's row must have evolved on."""
+    the user's corpus that `wild_dir` was made from (next-call), which a run's row must have evolved on."""
     wild = _corpus_file(wild_dir, "--wild")
     by_outcome = functools.cache(lambda: labels_of(wild_dir) == "success")   # read once, when a labelled row asks
     rows = []

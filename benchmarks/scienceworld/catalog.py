@@ -14,7 +14,7 @@ Each entry: id "<task type>-v<variation>", task type, variation, split, the task
 the first observation (the simulator's "look around" after reset), the gold actions and the gold
 trace (observation and score after each action). The file is canonical JSON, gzip'd with a fixed
 mtime. Rebuilding it with the same ScienceWorld version draws the same variations with the same
-texts, and every stored gold run replays to its stored trace; the gold *route* may differ between
+texts, and every stored gold run, executed again, gives its stored trace; the gold *route* may differ between
 builds, since the simulator's oracle picks among equally short paths by Scala set order, which
 changes between JVM runs (allenai/ScienceWorld#15). The stored file is the reference.
 """

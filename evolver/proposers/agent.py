@@ -104,7 +104,7 @@ class LLMModel:
         chat = [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] in ("system", "user", "assistant")]
         reply = self.llm.complete(chat, purpose=self.purpose, **self.sampling)
         self.calls.append({"record": reply.record, "prompt_tokens": reply.prompt_tokens,
-                           "completion_tokens": reply.completion_tokens, "usd": reply.usd, "replayed": reply.replayed})
+                           "completion_tokens": reply.completion_tokens, "usd": reply.usd, "from_record": reply.from_record})
         extra = {"cost": reply.usd, "record": reply.record}
         try:
             parsed = actions.parse_regex_actions(reply.text, action_regex=ACTION,

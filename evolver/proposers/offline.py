@@ -67,7 +67,7 @@ REMEDIES = {
     "unclassified": ("+drop_failed", "+repeat_focus"),
     # from the curated profile (evolver.diagnose.outcome_point): the corpus recorded these trajectories as failures
     "trained_failures": ("+drop_failed", "+rl_successes"),
-    # CoEvolve's signals: replay what was forgotten (and undo pruning), more supervision near the
+    # CoEvolve's signals: train again on what was forgotten (and undo pruning), more supervision near the
     # decision boundary (RL on the corpus's own boundary tasks too), more exposure to rare patterns
     "forgetting": ("+repeat_focus", "-focus_prune", "-near_dedup", "-max_turns"),
     "boundary": ("+rl_focus", "+rl_boundary", "+repeat_focus"),

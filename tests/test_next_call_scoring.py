@@ -1,4 +1,4 @@
-"""The replay benchmark's P measures tool use: call-level F1 over the held-out steps, a text step
+"""The next-call benchmark's P measures tool use: call-level F1 over the held-out steps, a text step
 counting only through an unwanted call; its evaluation writes episodes the diagnoses read."""
 import json
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import evaluate
-from benchmarks.replay import scoring as rs
+from benchmarks.next_call import scoring as rs
 from benchmarks.registry import get_benchmark
 from benchmarks.metrics import summarize
 from benchmarks.policies.baselines import MostCommonToolPolicy
@@ -78,12 +78,12 @@ def test_call_f1_precision_recall_and_no_call_false_positives_over_hand_made_ste
     assert tools["get_time"]["called"] == 1 and tools["get_time"]["fp"] == 1 and tools["get_time"]["f1"] == 0.0
 
 
-def test_bfcl_keeps_its_checker_and_replay_refuses_the_share_of_right_steps_as_p(sample_corpus, tmp_path):
-    with pytest.raises(UserError, match="call_f1 is measured on the replay benchmark"):
+def test_bfcl_keeps_its_checker_and_next_call_refuses_the_share_of_right_steps_as_p(sample_corpus, tmp_path):
+    with pytest.raises(UserError, match="call_f1 is measured on the next-call benchmark"):
         evaluate.evaluate_to_dir("bfcl-single", "dev", tmp_path / "a", policy=ScriptedPolicy(lambda m, t: ""),
                                  tasks=1, metric="call_f1")
     with pytest.raises(UserError, match="a random model passes it"):
-        evaluate.evaluate_to_dir("replay", "dev", tmp_path / "b", policy=ScriptedPolicy(lambda m, t: ""),
+        evaluate.evaluate_to_dir("next-call", "dev", tmp_path / "b", policy=ScriptedPolicy(lambda m, t: ""),
                                  corpus=str(sample_corpus), metric="step_accuracy")
 
 
@@ -134,11 +134,11 @@ def _misbehaving(dev_ids):
     return answer
 
 
-def test_a_replay_evaluation_writes_episodes_the_diagnosis_turns_into_failure_families(tmp_path):
+def test_a_next_call_evaluation_writes_episodes_the_diagnosis_turns_into_failure_families(tmp_path):
     corpus = _corpus(tmp_path / "c.jsonl")
-    bench = get_benchmark("replay", corpus=str(corpus))
+    bench = get_benchmark("next-call", corpus=str(corpus))
     assert len(bench.dev_ids) >= len(BEHAVIOURS)
-    doc = evaluate.evaluate_to_dir("replay", "dev", tmp_path / "e", corpus=str(corpus),
+    doc = evaluate.evaluate_to_dir("next-call", "dev", tmp_path / "e", corpus=str(corpus),
                                    policy=ScriptedPolicy(_misbehaving(bench.dev_ids)))
     assert doc["metric"] == "call_f1" and doc["P"] == doc["metrics"]["call_f1"] < 0.5
     episodes = [json.loads(line) for line in (tmp_path / "e" / "trajectories.jsonl").read_text().splitlines()]
@@ -155,8 +155,8 @@ def test_a_replay_evaluation_writes_episodes_the_diagnosis_turns_into_failure_fa
     assert "the recorded step answers in text; the model called search" in by_family["unwanted_call"]["evidence"]
     assert "repeated_call_loop" not in signals["families"]      # the recorded calls are not the agent's
     # the LLM diagnosis is shown what the agent wrote at the wrong step, beside the recorded trajectory
-    prompt = render_prompt(next(e for e in episodes if e["meta"]["feedback"]["error_type"] == "replay:missing_call"))
-    assert "I would rather not." in prompt and "replay of a recorded trajectory" in prompt
+    prompt = render_prompt(next(e for e in episodes if e["meta"]["feedback"]["error_type"] == "next-call:missing_call"))
+    assert "I would rather not." in prompt and "the next call at each recorded step of a trajectory" in prompt
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,7 +166,7 @@ def _external_corpora():
     found = []
     for path in sorted(EXTERNAL.glob("*.json*")) + sorted((EXTERNAL / "adp").glob("*.json")):
         try:
-            bench = get_benchmark("replay", corpus=str(path))
+            bench = get_benchmark("next-call", corpus=str(path))
         except UserError:   # no held-out record makes a call: refused, never scored
             continue
         if any(i.gold for t in bench.tasks("dev") for i in bench.step_items(t)):
@@ -180,21 +180,21 @@ def test_a_random_init_model_scores_below_005_on_every_shared_external_corpus(tm
     policy = evaluate.build_policy(base="tiny-random", threads=2)
     scores = {}
     for k, path in enumerate(corpora):
-        doc = evaluate.evaluate_to_dir("replay", "dev", tmp_path / str(k), corpus=str(path), policy=policy)
+        doc = evaluate.evaluate_to_dir("next-call", "dev", tmp_path / str(k), corpus=str(path), policy=policy)
         scores[path.name] = doc["P"]
         assert doc["metric"] == "call_f1" and doc["metrics"]["call_tp"] + doc["metrics"]["call_fn"] > 0
     assert all(p < 0.05 for p in scores.values()), scores
 
 
 def test_the_always_call_the_most_common_tool_baseline_on_the_glaive_demo(tmp_path, capsys):
-    assert cli.main(["eval", "--benchmark", "replay", "--corpus", str(GLAIVE), "--policy", "most-common-tool",
+    assert cli.main(["eval", "--benchmark", "next-call", "--corpus", str(GLAIVE), "--policy", "most-common-tool",
                      "--out", str(tmp_path / "b"), "--quiet"]) == 0
     assert "call_f1" in capsys.readouterr().out
     doc = json.loads((tmp_path / "b" / "metrics.json").read_text())
     m = doc["metrics"]
     assert doc["policy"]["backend"] == "most-common-tool" and m["call_rate"] == 1.0
     assert m["no_call_fp_rate"] == 1.0 and doc["P"] < 0.05      # docs/results.md: Your own corpus
-    policy = MostCommonToolPolicy.from_records(get_benchmark("replay", corpus=str(GLAIVE)).train_records())
+    policy = MostCommonToolPolicy.from_records(get_benchmark("next-call", corpus=str(GLAIVE)).train_records())
     assert policy.counts and all(isinstance(a, dict) for a in policy.arguments.values())
     assert cli.main(["eval", "--benchmark", "bfcl-single", "--policy", "most-common-tool", "--out", str(tmp_path / "x")]) == 2
-    assert "a baseline for --benchmark replay" in capsys.readouterr().err
+    assert "a baseline for --benchmark next-call" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""`bench quality` on a user's corpus (`--benchmark replay --corpus FILE`): the rows curate the
+"""`bench quality` on a user's corpus (`--benchmark next-call --corpus FILE`): the rows curate the
 corpus's nine tenths that are not held out, the cells score the held-out tenth with call_f1 as the
 loop does, and the calibration compares the corpus with its poisoned copy, or the records whose
 outcome is a success with those whose outcome is a failure where the corpus says which."""
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("trained_once")   # the rows' tiny training
 
 
 def bench(cache: Path, *extra: str) -> int:
-    return main(["bench", "quality", "--benchmark", "replay", "--profile", "test", "--sandbox", "process",
+    return main(["bench", "quality", "--benchmark", "next-call", "--profile", "test", "--sandbox", "process",
                  "--batch-size", "4", "--cache", str(cache), *extra])
 
 
@@ -32,7 +32,7 @@ def test_calibration_on_a_users_corpus_compares_it_with_its_poisoned_copy_on_its
     assert "no record carries a success outcome" in captured.err
     records = load_corpus([str(GLAIVE)]).records
     train_ids, dev_ids, test_ids = partition(records)   # the loop's parts: the test part is curated by no row either
-    (train_dir,) = (cache / "corpora").glob("replay-*")
+    (train_dir,) = (cache / "corpora").glob("next-call-*")
     assert sorted(r["id"] for r in load_corpus([str(train_dir / "corpus.jsonl")]).records) == sorted(train_ids)
     doc = json.loads((cache / "report-dev" / "quality.json").read_text())
     assert [r["id"] for r in doc["rows"]] == ["rho0-wild", "poisoned", "augment"]
@@ -52,12 +52,12 @@ def test_calibration_on_a_users_corpus_compares_it_with_its_poisoned_copy_on_its
     assert cal["must_differ"] == ["rho0-wild", "poisoned"] and cal["setting"]["corpus_sha256"] == corpus_sha256([str(GLAIVE)])
     assert "the corpus from its poisoned copy" in cal["verdict"] and cal["verdict"] in captured.out
     assert cal["minimal_detectable_difference"]["value"] > 0.1   # 20 tasks resolve nothing small, even at P = 0
-    note = calibration.run_note(cache, benchmark="replay", profile="test", base="tiny-random", tasks=None, seeds=1,
+    note = calibration.run_note(cache, benchmark="next-call", profile="test", base="tiny-random", tasks=None, seeds=1,
                                 margin=0.0, corpus=(str(GLAIVE),), corpus_sha256=corpus_sha256([str(GLAIVE)]))
     assert note.startswith("instrument (") and "the corpus from its poisoned copy" in note
-    other = calibration.run_note(cache, benchmark="replay", profile="test", base="tiny-random", tasks=None, seeds=1,
+    other = calibration.run_note(cache, benchmark="next-call", profile="test", base="tiny-random", tasks=None, seeds=1,
                                  margin=0.0, corpus=("other.jsonl",), corpus_sha256="0" * 64)
-    assert "no calibration of test" in other and "--benchmark replay --corpus other.jsonl" in other
+    assert "no calibration of test" in other and "--benchmark next-call --corpus other.jsonl" in other
 
 
 def test_records_labelled_by_their_outcome_make_the_oracle_and_its_complement(tmp_path):
@@ -80,16 +80,16 @@ def test_records_labelled_by_their_outcome_make_the_oracle_and_its_complement(tm
 
 
 @pytest.mark.parametrize("extra, says", [
-    ([], "--benchmark replay needs --corpus FILE"),
+    ([], "--benchmark next-call needs --corpus FILE"),
     (["--corpus", str(GLAIVE), "--split", "test"], "has no test split and no --wild/--labeled corpora"),
-    (["--corpus", str(GLAIVE), "--proxy", "1"], "--proxy scores episodes; --benchmark replay has none"),
+    (["--corpus", str(GLAIVE), "--proxy", "1"], "--proxy scores episodes; --benchmark next-call has none"),
 ])
 def test_what_a_user_gets_wrong_on_their_corpus_is_one_sentence_before_any_work(tmp_path, capsys, extra, says):
     assert bench(tmp_path / "c", *extra) == 2
     assert says in capsys.readouterr().err and not (tmp_path / "c").exists()
 
 
-def test_a_corpus_is_for_replay_only(tmp_path, capsys):
+def test_a_corpus_is_for_next_call_only(tmp_path, capsys):
     assert main(["bench", "quality", "--benchmark", "bfcl-single", "--corpus", str(GLAIVE), "--cache",
                  str(tmp_path / "c"), "--quiet"]) == 2
-    assert "--corpus and --tools are for --benchmark replay" in capsys.readouterr().err
+    assert "--corpus and --tools are for --benchmark next-call" in capsys.readouterr().err

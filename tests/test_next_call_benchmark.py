@@ -1,11 +1,11 @@
-"""The trajectory-replay dev benchmark: 9:1 split by id, step items from held-out records,
+"""The next-call benchmark: 9:1 split by id, step items from held-out records,
 next action judged against the recorded one."""
 import json
 from pathlib import Path
 
 import pytest
 
-from benchmarks.replay import benchmark as rb
+from benchmarks.next_call import benchmark as rb
 from benchmarks.registry import get_benchmark
 from base.errors import UserError
 
@@ -104,8 +104,8 @@ def test_arguments_are_compared_after_normalisation():
 def test_benchmark_tasks_step_items_and_judge(tmp_path):
     records = [_record(i, calls=(("search", {"q": f"item {i}"}), ("buy", {"id": i}))) for i in range(20)]
     records[0]["outcome"] = {"success": False, "reward": 0.0}
-    bench = get_benchmark("replay", corpus=str(_write(tmp_path / "c.jsonl", records)))
-    assert bench.name == "replay" and bench.executable is False
+    bench = get_benchmark("next-call", corpus=str(_write(tmp_path / "c.jsonl", records)))
+    assert bench.name == "next-call" and bench.executable is False
     dev = bench.tasks("dev")
     assert [t.id for t in dev] == bench.dev_ids and len(dev) == 2
     assert len(bench.tasks("train")) == 16 and [r["id"] for r in bench.train_records()] == bench.train_ids
@@ -131,14 +131,14 @@ def test_failed_records_give_no_step_items_unless_asked(tmp_path):
     path = _write(tmp_path / "c.jsonl", records)
     with pytest.raises(UserError, match=r"held-out dev part \(1 record\(s\): r00\d\) gives none to judge: 1 recorded a "
                                         r"failed outcome"):
-        get_benchmark("replay", corpus=str(path))   # a hold-out of failures only gives nothing to score
-    bench = get_benchmark("replay", corpus=str(path), include_failed=True)
+        get_benchmark("next-call", corpus=str(path))   # a hold-out of failures only gives nothing to score
+    bench = get_benchmark("next-call", corpus=str(path), include_failed=True)
     assert all(bench.step_items(t) for t in bench.tasks("dev"))
     assert bench.dev["items"] == sum(len(bench.step_items(t)) for t in bench.tasks("dev")) > 0
 
 
 def test_sample_corpus_loads_and_splits(sample_corpus):
-    bench = get_benchmark("replay", corpus=str(sample_corpus))
+    bench = get_benchmark("next-call", corpus=str(sample_corpus))
     assert len(bench.dev_ids) >= 4 and len(bench.train_ids) + len(bench.dev_ids) + len(bench.test_ids) == 45
     items = [i for t in bench.tasks("dev") for i in bench.step_items(t)]
     assert items and all(bench.judge_step(i, i.gold) for i in items)
@@ -155,7 +155,7 @@ def test_a_reply_without_a_call_is_wrong_where_the_recorded_step_calls_a_tool():
 
     split = {**DEFAULT_SPLIT, "dev_ids": ["tau-bench-gpt-4o-airline.sample.json[0]"],
              "test_ids": ["tau-bench-gpt-4o-airline.sample.json[2]"]}
-    bench = get_benchmark("replay", corpus=str(TAU), include_failed=True, split=split)
+    bench = get_benchmark("next-call", corpus=str(TAU), include_failed=True, split=split)
     items = [i for t in bench.tasks("train") + bench.tasks("dev") for i in bench.step_items(t)]
     call_steps = [i for i in items if i.gold]
     assert call_steps and len(call_steps) < len(items)
@@ -168,4 +168,4 @@ def test_a_corpus_whose_actions_are_text_only_is_refused_not_scored_perfect():
     # FireAct's ReAct text ("Action: search[...]"): no step is a tool call, so a model that
     # never calls would score P = 1.0.
     with pytest.raises(UserError, match=r"held-out dev part \(20 record\(s\): .*gives none to judge: 20 make no tool call.*use a corpus with tool calls"):
-        get_benchmark("replay", corpus=str(EXTERNAL / "fireact-hotpotqa-gpt_format.jsonl"))
+        get_benchmark("next-call", corpus=str(EXTERNAL / "fireact-hotpotqa-gpt_format.jsonl"))

@@ -1,6 +1,8 @@
-"""The trajectory-replay dev benchmark, for user corpora that come without an environment (paper §5.1).
+"""The next-call dev benchmark, for user corpora that come without an environment (paper §5.1): at each
+recorded step of a held-out record the agent is given the recorded messages before it, and its next call
+is scored against the recorded one.
 
-`get_benchmark("replay", corpus=PATH, split=SPEC)` loads a raw corpus (any format
+`get_benchmark("next-call", corpus=PATH, split=SPEC)` loads a raw corpus (any format
 `corpora.load_corpus` reads) and holds out a dev tenth and a test tenth of it with
 `corpora.split.partition` (by the records' content, copies of one task kept on one side, or
 the ids the user chose; the loop's train part is the same function).
@@ -22,23 +24,23 @@ must answer instead of calling.
 order: equal tool names and equal arguments after normalisation (JSON-decoded, object key order
 ignored, numbers compared by value, booleans kept apart from numbers, strings exact).
 `judge_calls` scores it call by call for P = `call_f1`, and `episodes` writes the scored held-out
-records for the diagnosis (benchmarks/replay/scoring.py): the old share of right steps, where
+records for the diagnosis (benchmarks/next_call/scoring.py): the old share of right steps, where
 every text step is right for a model that never calls, stays a secondary figure.
 """
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from benchmarks.replay import scoring as replay_scoring
+from benchmarks.next_call import scoring
 from benchmarks.base import SPLITS, StepItem, Task, Verdict
-from benchmarks.replay.scoring import normalize_arguments, same_calls
+from benchmarks.next_call.scoring import normalize_arguments, same_calls
 from base.errors import UserError
 from corpora.split import DEFAULT_SHARE, group_key, judgeable, partition, split_ids
 
-NAME = "replay"
+NAME = "next-call"
 DEFAULT_HOLDOUT = DEFAULT_SHARE
 _group_key = group_key
-__all__ = ["ReplayBenchmark", "normalize_arguments", "same_calls", "split_ids"]
+__all__ = ["NextCallBenchmark", "normalize_arguments", "same_calls", "split_ids"]
 
 
 def _user_turns(messages: Sequence[Mapping]) -> list[list[dict]]:
@@ -61,19 +63,19 @@ def _calls_tools(record: Mapping) -> bool:
     return any(m.get("tool_calls") for m in record["messages"] if m.get("role") == "assistant")
 
 
-class ReplayBenchmark:
-    """Step-level replay of a raw corpus's held-out records (no environment, no episodes)."""
+class NextCallBenchmark:
+    """The next call at each recorded step of a raw corpus's held-out records (no environment, no episodes)."""
 
     name = NAME
     executable = False  # no Episode: only the step items can be scored
-    metric = "call_f1"  # P on this benchmark (benchmarks/replay/scoring.py)
+    metric = "call_f1"  # P on this benchmark (benchmarks/next_call/scoring.py)
 
     def __init__(self, corpus, split=None, fmt: str = "auto", include_failed: bool = False, allow_test: bool = False,
                  on_error: str = "abort", tools=None):
         from corpora import load_corpus
 
         if corpus is None:
-            raise UserError("the replay benchmark needs a corpus (--corpus FILE)")
+            raise UserError("the next-call benchmark needs a corpus (--corpus FILE)")
         # the run's choices at load time hold here too: skipped lines stay skipped, --tools schemas stay given
         loaded = load_corpus(corpus, fmt, on_error=on_error, tools=tools)
         self.corpus_sha256 = loaded.sha256
@@ -110,7 +112,7 @@ class ReplayBenchmark:
                    "use a larger corpus, or one with more such records")
         else:
             fix = "use a corpus of at least 3 records of different tasks, 2 of them with tool calls"
-        return (f"{_shown(corpus)}: the replay benchmark holds records of the corpus out to judge the strategy on (a "
+        return (f"{_shown(corpus)}: the next-call benchmark holds records of the corpus out to judge the strategy on (a "
                 "dev part for the run, a test part for `curateevo test`), each besides the records it curates, and "
                 f"{why}: {fix}")
 
@@ -146,7 +148,7 @@ class ReplayBenchmark:
         return {"records": len(held_ids), "records_with_items": len(counted), "items": len(items),
                 "items_with_calls": sum(1 for it in items if it.gold), "failed_outcome": len(failed),
                 "no_tool_call": len(no_call),
-                "why_none": (f"the replay benchmark judges recorded tool calls, and the held-out {part} part "
+                "why_none": (f"the next-call benchmark judges recorded tool calls, and the held-out {part} part "
                              f"({len(held_ids)} record(s): {held}) gives none to judge: " + "; ".join(why) +
                              f"; {fix}")}
 
@@ -173,7 +175,7 @@ class ReplayBenchmark:
         if split not in SPLITS:
             raise UserError(f"unknown split {split!r} (expected one of {', '.join(SPLITS)})")
         if split == "test" and not self.allow_test:
-            raise UserError("the replay benchmark's test part is read by `curateevo test` only")
+            raise UserError("the next-call benchmark's test part is read by `curateevo test` only")
         if split == "test" and not self.test_ids:
             raise UserError("this corpus split holds no test part (a run started before user corpora had one, "
                             "or a corpus under three records); its dev part is what it was judged on")
@@ -185,10 +187,10 @@ class ReplayBenchmark:
         return tasks[:limit] if limit is not None else tasks
 
     def episode(self, task: Task):
-        raise UserError("the replay benchmark has no environment to run episodes in; it scores the held-out steps")
+        raise UserError("the next-call benchmark has no environment to run episodes in; it scores the held-out steps")
 
     def score(self, task: Task, messages: list) -> Verdict:
-        raise UserError("the replay benchmark has no environment to score episodes; it scores the held-out steps")
+        raise UserError("the next-call benchmark has no environment to score episodes; it scores the held-out steps")
 
     def step_items(self, task: Task) -> list[StepItem]:
         record = self.records[task.id]
@@ -216,11 +218,11 @@ class ReplayBenchmark:
         return same_calls(calls, item.gold)
 
     def judge_calls(self, item: StepItem, calls: list, format_error: str | None) -> dict:
-        """{verdict, why, tp, fp, fn} of one answer at `item` (benchmarks/replay/scoring.py)."""
+        """{verdict, why, tp, fp, fn} of one answer at `item` (benchmarks/next_call/scoring.py)."""
         offered = [(t.get("function") or t).get("name") for t in item.tools]
-        return replay_scoring.judge_calls(item.gold, calls, format_error, offered)
+        return scoring.judge_calls(item.gold, calls, format_error, offered)
 
     def episodes(self, tasks: Sequence[Task], steps: Sequence[Mapping]) -> list[dict]:
-        """The scored held-out records of `tasks` as trajectory records (replay_scoring.episodes)."""
+        """The scored held-out records of `tasks` as trajectory records (scoring.episodes)."""
         items = [i for t in tasks for i in self.step_items(t)]
-        return replay_scoring.episodes(self.records, items, steps, {t.id: t.category for t in tasks})
+        return scoring.episodes(self.records, items, steps, {t.id: t.category for t in tasks})

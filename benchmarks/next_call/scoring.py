@@ -1,6 +1,6 @@
-"""How the replay benchmark scores a next action: call by call, so that only tool use counts.
+"""How the next-call benchmark scores a next action: call by call, so that only tool use counts.
 
-Each held-out step (benchmarks/replay/benchmark.py) is a *call step* (the recorded assistant
+Each held-out step (benchmarks/next_call/benchmark.py) is a *call step* (the recorded assistant
 message makes tool calls) or a *text step* (it answers in text). A model's answer there gets
 
 - **counts** over calls: a call is a *true positive* when the recorded step makes the same call —
@@ -185,7 +185,7 @@ def episodes(records: Mapping[str, Mapping], items: Sequence, steps: Sequence[Ma
     `messages` and `tools`; `outcome` success when every answer was right, reward the record's
     call F1 (1.0 when it neither needed nor made a call); `meta.steps` one entry per answer
     {step, sample, message_index, turn, gold, reply, calls, verdict, why}; `meta.feedback` the
-    first wrong answer's verdict as `error_type` "replay:<verdict>" and its why."""
+    first wrong answer's verdict as `error_type` "next-call:<verdict>" and its why."""
     where = {(i.task_id, i.index): i.meta for i in items}
     by_task: dict[str, list] = defaultdict(list)
     for s in steps:
@@ -203,13 +203,13 @@ def episodes(records: Mapping[str, Mapping], items: Sequence, steps: Sequence[Ma
         wrong = [a for a in answers if a["verdict"] != "right"]
         tp, fp, fn = (sum(r.get(k, 0) for s in rows for r in s["samples"]) for k in ("tp", "fp", "fn"))
         f1 = _scores(tp, fp, fn)["f1"]
-        feedback = {"error_type": f"replay:{wrong[0]['verdict']}", "checker_message": wrong[0]["why"]} if wrong else {}
+        feedback = {"error_type": f"next-call:{wrong[0]['verdict']}", "checker_message": wrong[0]["why"]} if wrong else {}
         first_user = next((m.get("content") for m in record["messages"] if m.get("role") == "user"), "")
         out.append({
-            "id": task_id, "source": record.get("source") or "replay", "task": record.get("task") or first_user or "",
+            "id": task_id, "source": record.get("source") or "next-call", "task": record.get("task") or first_user or "",
             "tools": list(record.get("tools") or []), "messages": list(record["messages"]),
             "outcome": {"success": not wrong, "reward": 1.0 if f1 is None else round(f1, 6)},
-            "meta": {"benchmark": "replay", "task_id": task_id, "category": categories.get(task_id, ""), "sample": 0,
+            "meta": {"benchmark": "next-call", "task_id": task_id, "category": categories.get(task_id, ""), "sample": 0,
                      "steps": answers, "feedback": feedback, "format_errors": [], "turn_pass": [],
                      "generations": len(answers), "calls": sum(len(a["calls"]) for a in answers), "memory": []}})
     return out

@@ -1,8 +1,8 @@
-"""The replay benchmark as an environment (`benchmarks.environment`): a user's corpus without an
+"""The next-call benchmark as an environment (`benchmarks.environment`): a user's corpus without an
 executable environment. Its dev set is the corpus's own held-out tenth, scored step by step with
 call_f1 (no episodes); it has no ctx.env scenarios, no gold tasks of its own for the leakage guard
 (the held-out records never reach the sandbox), and no scenario for the `state_match` reward. Its
-judge names a failure family directly in the error type (`replay:<family>`: `family_prefix`), so
+judge names a failure family directly in the error type (`next-call:<family>`: `family_prefix`), so
 it has no checker rules.
 """
 from __future__ import annotations
@@ -11,26 +11,26 @@ import re
 from typing import Any, Mapping, Sequence
 
 
-class ReplayEnvironment:
-    name = "replay"
+class NextCallEnvironment:
+    name = "next-call"
     env_tag = None
     executable = False
     metrics = ("call_f1",)
     single_step = False
     export_group = None
-    family_prefix = "replay:"   # benchmarks/replay/scoring.py writes the error types
+    family_prefix = "next-call:"   # benchmarks/next_call/scoring.py writes the error types
     corpus_settings = ()
 
     def build_corpus(self, out, setting: str, seed: int, **options: Any) -> dict:
-        raise ValueError("the replay benchmark builds no corpus: it evaluates the one given")
+        raise ValueError("the next-call benchmark builds no corpus: it evaluates the one given")
 
     def default_corpus(self, root, setting: str, seed: int, max_records: int | None):
-        raise ValueError("the replay benchmark builds no corpus: it evaluates the one given")
+        raise ValueError("the next-call benchmark builds no corpus: it evaluates the one given")
 
     def benchmark(self, **options: Any):
-        from benchmarks.replay.benchmark import ReplayBenchmark
+        from benchmarks.next_call.benchmark import NextCallBenchmark
 
-        return ReplayBenchmark(**options)
+        return NextCallBenchmark(**options)
 
     def export_scenarios(self, named: Mapping[str, set]) -> tuple[dict, dict]:
         return {}, {}
@@ -45,7 +45,7 @@ class ReplayEnvironment:
         return False
 
     def reward_episode(self, env: Mapping, functions: list | None) -> Any:
-        raise ValueError("the replay benchmark rebuilds no scenario for a reward")
+        raise ValueError("the next-call benchmark rebuilds no scenario for a reward")
 
     def reward_error(self, env: Mapping) -> str | None:
         return None
