@@ -16,6 +16,7 @@ from evolver.diagnose import primary_family
 from evolver.run_cli import create_run, run_options
 from evolver.store import RunStore
 from sandbox.process_executor import ProcessExecutor
+from trainer.train import TrainSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "examples" / "corpora" / "glaive-toolcall-40.json"
@@ -81,7 +82,8 @@ def test_records_scored_under_the_old_name_keep_their_failure_families():
 
 def test_a_quality_cell_of_next_call_keeps_the_key_it_had_under_the_old_name(tmp_path):
     corpus = (str(SHIPPED),)
-    setting = Setting(benchmark="next-call", split="dev", tasks=None, profile="test", base="tiny-random", seeds=(0,),
+    setting = Setting(benchmark="next-call", split="dev", tasks=None, train=TrainSpec(profile="test", base="tiny-random"),
+                      seeds=(0,),
                       metric="call_f1", corpus=corpus, corpus_sha256=corpus_sha256(list(corpus)))
     cells = Cells(tmp_path / "cache", setting, ProcessExecutor())
     wild = rows_mod.held_out_train_dir(corpus, None, tmp_path / "cache")
