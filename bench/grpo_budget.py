@@ -4,9 +4,9 @@
                                           [--seeds 1] [--epoch-s 930] [--grpo-s 45]
                                           [--out bench/results/grpo-budget-cpu-small.json]
 
-A candidate is STEPSxPROMPTSxGENERATIONSxLENGTH (`grpo_max_steps`, `grpo_prompts_per_step`,
+A candidate is STEPSxPROMPTSxGENERATIONSxLENGTH[@LR] (`grpo_max_steps`, `grpo_prompts_per_step`,
 `num_generations`, `max_completion_length`; `grpo_micro_batch` = prompts × generations, one
-pass). For each, `curateevo bench quality --split tune --rows rho0-wild --ablate rho0-wild:no-rl
+pass; LR the profile's `grpo_learning_rate`, else the recipe's 5e-6, the paper's). For each, `curateevo bench quality --split tune --rows rho0-wild --ablate rho0-wild:no-rl
 --gold --set …` trains ρ0 on the default wild corpus at the profile with that budget — full and
 without its RL data (the SFT-only training is the same for every candidate) — and scores both on
 bfcl-single's tuning slice (120 train tasks that neither the default corpus, dev nor test holds;
@@ -47,12 +47,16 @@ LIMIT_S = 1200
 
 
 def parse(candidate: str) -> dict:
+    """STEPSxPROMPTSxGENERATIONSxLENGTH[@LR] as profile fields (LR: the GRPO learning rate, else the recipe's)."""
+    shape, _, rate = candidate.lower().partition("@")
     try:
-        steps, prompts, generations, length = (int(v) for v in candidate.lower().split("x"))
+        steps, prompts, generations, length = (int(v) for v in shape.split("x"))
+        lr = {"grpo_learning_rate": float(rate)} if rate else {}
     except ValueError:
-        raise SystemExit(f"candidate {candidate!r}: expected STEPSxPROMPTSxGENERATIONSxLENGTH, e.g. 8x2x4x96") from None
+        raise SystemExit(f"candidate {candidate!r}: expected STEPSxPROMPTSxGENERATIONSxLENGTH[@LR], e.g. 8x2x4x96 "
+                         "or 8x1x4x96@4e-5") from None
     return {"grpo_max_steps": steps, "grpo_prompts_per_step": prompts, "num_generations": generations,
-            "max_completion_length": length, "grpo_micro_batch": prompts * generations}
+            "max_completion_length": length, "grpo_micro_batch": prompts * generations, **lr}
 
 
 def run_candidate(profile: str, candidate: str, seeds: int, cache: Path) -> dict:
@@ -70,7 +74,7 @@ def run_candidate(profile: str, candidate: str, seeds: int, cache: Path) -> dict
 def grpo_summaries(cache: Path, profile: str, candidate: str) -> list[dict]:
     """The GRPO summaries of the candidate's full trainings in the cache (one per seed): the trainings
     whose request names this profile with this budget, an SFT file and an RL file (not w/o SFT's)."""
-    budget, out, seen = parse(candidate), [], set()
+    budget, out, seen = {"grpo_learning_rate": None, **parse(candidate)}, [], set()   # no @LR: the recipe's rate
     for cell in sorted((cache / "cells").glob("*/cell.json")):
         adapter = json.loads(cell.read_text()).get("adapter")
         folder = Path(adapter).parent if adapter else None
