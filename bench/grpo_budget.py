@@ -97,9 +97,11 @@ def summarize(candidate: str, doc: dict, grpo: list[dict], epoch_s: float, grpo_
     if no_rl and "vs_rho0_wild" in no_rl:   # (w/o RL) − full: the sign turned
         d = no_rl["vs_rho0_wild"]
         entry["full_minus_no_rl"] = {"value": -d["value"], "low": -d["high"], "high": -d["low"]}
-        if d.get("gold"):
-            g = d["gold"]
+        if no_rl.get("gold_vs_rho0_wild"):   # the gold call's log-likelihood per token, paired the same way
+            g = no_rl["gold_vs_rho0_wild"]
             entry["gold_full_minus_no_rl"] = {"value": -g["value"], "low": -g["high"], "high": -g["low"]}
+    if full and no_rl and full.get("per_task_P") and no_rl.get("per_task_P"):   # tasks whose score RL changed
+        entry["tasks_changed"] = sum(full["per_task_P"][t] != no_rl["per_task_P"].get(t) for t in full["per_task_P"])
     if grpo:
         groups = sum(g["groups"] for g in grpo)
         entry["zero_variance_share"] = round(sum(g["zero_variance_groups"] for g in grpo) / groups, 4) if groups else None
@@ -124,12 +126,12 @@ def choose(entries: list[dict]) -> tuple[str, str]:
 
 def markdown(entries: list[dict], chosen: tuple[str, str]) -> str:
     f = lambda d: "–" if not d else f"{d['value']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"   # noqa: E731
-    lines = ["| steps × prompts × G × length | P full | full − w/o RL | gold LL full − w/o RL | zero-variance share | "
-             "GRPO wall s | projected epoch s |", "|---|---|---|---|---|---|---|"]
+    lines = ["| steps × prompts × G × length [@ GRPO lr] | P full | full − w/o RL | tasks changed | gold LL full − w/o RL | "
+             "zero-variance share | GRPO wall s | projected epoch s |", "|---|---|---|---|---|---|---|---|"]
     for e in entries:
         p = "–" if not e.get("P") else f"{e['P']['value']:.3f}"
         lines.append(f"| {e['candidate']} | {p} | "
-                     f"{f(e.get('full_minus_no_rl'))} | {f(e.get('gold_full_minus_no_rl'))} | "
+                     f"{f(e.get('full_minus_no_rl'))} | {e.get('tasks_changed', '–')} | {f(e.get('gold_full_minus_no_rl'))} | "
                      f"{e.get('zero_variance_share', '–')} | {e.get('grpo_wall_s', '–')} | {e.get('epoch_s_projected', '–')} |")
     return "\n".join(lines) + f"\n\nchosen: **{chosen[0]}** ({chosen[1]})\n"
 
