@@ -125,13 +125,15 @@ def choose(entries: list[dict]) -> tuple[str, str]:
 
 
 def markdown(entries: list[dict], chosen: tuple[str, str]) -> str:
-    f = lambda d: "–" if not d else f"{d['value']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"   # noqa: E731
+    def f(d: dict | None, digits: int = 3) -> str:   # + 0.0: a zero reads +0.000, not -0.000
+        return "–" if not d else "{:+.{n}f} [{:+.{n}f}, {:+.{n}f}]".format(d["value"] + 0.0, d["low"] + 0.0,
+                                                                         d["high"] + 0.0, n=digits)
     lines = ["| steps × prompts × G × length [@ GRPO lr] | P full | full − w/o RL | tasks changed | gold LL full − w/o RL | "
              "zero-variance share | GRPO wall s | projected epoch s |", "|---|---|---|---|---|---|---|---|"]
     for e in entries:
         p = "–" if not e.get("P") else f"{e['P']['value']:.3f}"
         lines.append(f"| {e['candidate']} | {p} | "
-                     f"{f(e.get('full_minus_no_rl'))} | {e.get('tasks_changed', '–')} | {f(e.get('gold_full_minus_no_rl'))} | "
+                     f"{f(e.get('full_minus_no_rl'))} | {e.get('tasks_changed', '–')} | {f(e.get('gold_full_minus_no_rl'), 4)} | "
                      f"{e.get('zero_variance_share', '–')} | {e.get('grpo_wall_s', '–')} | {e.get('epoch_s_projected', '–')} |")
     return "\n".join(lines) + f"\n\nchosen: **{chosen[0]}** ({chosen[1]})\n"
 

@@ -13,6 +13,7 @@ NAME is one of
 - `raw:FILE:PATH|FORMAT`: a value read from bench/results/FILE — PATH walks keys and list items
   (`rows[id=oracle].P`, `runs[0].wall_s`), FORMAT is one of FORMATS (`ci`, `dci`, `pct`, `n`, `dur`, …);
 - `quality:FILE`: a `bench quality` table's rows (P and its interval, each against ρ0 on the wild corpus);
+- `grpo-budget:FILE`: a GRPO-budget sweep's table (bench/grpo_budget.py's own rendering);
 - `table:FILE:PATH`: the list of flat records at PATH (a run's epochs) as a table, a column per key;
 - `run:FIELD`, `profile:NAME:FIELD`, `recipe:FIELD`: a default read from evolver.config.RunConfig,
   trainer.recipe.PROFILES and trainer.recipe.Recipe; `margin` (`margin:TASKS`): the margin a default run
@@ -55,7 +56,7 @@ def _pct(x: float) -> str:
 
 
 def _signed(x: float) -> str:
-    return f"{100 * x:+.1f}"
+    return f"{100 * x + 0.0:+.1f}"   # + 0.0: a zero difference reads +0.0, not -0.0
 
 
 def _duration(seconds: float) -> str:
@@ -320,6 +321,14 @@ def generate(name: str, problems: Problems) -> str:
     if name.startswith("table:"):
         file, _, path = name[6:].partition(":")
         return "\n" + table(file, path) + "\n"
+    if name.startswith("grpo-budget:"):   # bench/grpo_budget.py's own table of its raw file
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("grpo_budget", Path(__file__).with_name("grpo_budget.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        d = load(name[12:])
+        return "\n" + module.markdown(d["candidates"], (d["chosen"], d["why"])) + "\n"
     return default(name)
 
 
