@@ -56,7 +56,7 @@ def test_the_length_refusal_comes_before_the_run_directory_and_its_fix_works(tmp
     assert fix, line
     store = run_cli.create_run(_options(corpus=[str(SHIPPED)], profile="test", sandbox="process", ablate=["no-rl"],
                                         max_length=int(fix.group(1)), runs_dir=str(tmp_path), name="short"))
-    assert json.loads((store.root / "run.json").read_text())["max_length"] == int(fix.group(1))
+    assert json.loads((store.root / "run.json").read_text())["train"]["budget"]["max_length"] == int(fix.group(1))
 
 
 def test_the_split_depends_on_the_records_content_not_the_file_name(tmp_path):

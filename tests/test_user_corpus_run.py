@@ -25,7 +25,7 @@ def test_a_corpus_without_environment_runs_on_its_held_out_tenth(tmp_path, capsy
     assert "benchmark: next-call (chosen from the corpus: it has no environment" in captured.err
     root = tmp_path / "g"
     config = json.loads((root / "run.json").read_text())
-    assert config["benchmark"] == "next-call" and config["metric"] == "call_f1" and config["base"] == "tiny-random"
+    assert config["benchmark"] == "next-call" and config["metric"] == "call_f1" and config["train"]["base"] == "tiny-random"
     records = load_corpus([str(GLAIVE)]).records
     train_ids, dev_ids, test_ids = partition(records, config["holdout"])
     # a tenth each (a group of copies of one task stays whole, so a part may pass its tenth by one)
