@@ -138,13 +138,6 @@ def markdown(entries: list[dict], chosen: tuple[str, str]) -> str:
     return "\n".join(lines) + f"\n\nchosen: **{chosen[0]}** ({chosen[1]})\n"
 
 
-def commit() -> str:
-    """The tree's commit, `+changes` when its tracked files differ from it (the row's provenance)."""
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "."], capture_output=True)
-    return head.stdout.strip() + ("+changes" if dirty.returncode else "")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench/grpo_budget.py", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="cpu-small")
@@ -156,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=ROOT / "runs" / "bench-quality")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "grpo-budget-cpu-small.json")
     args = ap.parse_args(argv)
+    from loop_identity import label   # the tree's commit, `+changes` when its tracked files differ (bench/ is on the path)
+
     entries = []
     for candidate in args.candidates.split(","):
         started = time.time()
@@ -166,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         chosen = choose(entries)
         args.out.write_text(json.dumps({
             "kind": "grpo-budget", "what": f"GRPO budget of {args.profile}, ρ0 wild on the tuning slice",
-            "date": time.strftime("%Y-%m-%d", time.gmtime()), "commit": commit(),
+            "date": time.strftime("%Y-%m-%d", time.gmtime()), "commit": label(ROOT),
             "command": "bench/grpo_budget.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "load_average": [round(x, 2) for x in os.getloadavg()],
             "profile": args.profile, "split": "tune", "seeds": args.seeds,
