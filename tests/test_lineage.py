@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from pathlib import Path
 
 import jinja2
 import pytest
@@ -337,3 +338,23 @@ def test_trace_says_which_sft_records_the_training_budget_reached(tmp_path, caps
         assert cli.main(["trace", str(store.root), "--record", f"sft:{lines[line]}"]) == 0
         out = capsys.readouterr().out.splitlines()
         assert out[3].startswith("  epoch 0: strategy ") and expected in out[3] and "trained (seed 0); " not in out[3], out
+
+
+def test_the_run_epochs_file_lists_each_epoch_with_its_decision_edits_and_what_it_fixed(run, tmp_path):
+    """bench/run_epochs.py: the run's epochs as the leaderboard's `run` kind, read from its files."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_epochs", Path(__file__).parents[1] / "bench" / "run_epochs.py")
+    run_epochs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_epochs)
+    store, edits = run
+    out = tmp_path / "epochs.json"
+    assert run_epochs.main([str(store.root), "--command", "curateevo run", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    first, second = doc["epochs"]
+    assert (first["epoch"], first["accepted"], first["decision"]) == (0, True, "first best")
+    assert second["epoch"] == 1 and second["accepted"] is True and second["edits"] == edits
+    assert (second["fixed"], second["broken"], second["parent"]) == ([FIXED], [BROKEN], 0)
+    assert doc["accepted_revisions"] == 1 and doc["kind"] == "run" and "wall_s" in doc
+    assert run_epochs.main([str(tmp_path), "--command", "x", "--out", str(tmp_path / "no.json")]) == 2
+    assert not (tmp_path / "no.json").exists()
