@@ -8,7 +8,8 @@ the decision (accepted, P, C, J, the reason and the margin it was held to), the 
 it fixed and broke against its parent (`evolver.lineage.outcome_delta`, all seeds), the solved
 tasks per category, the GRPO groups with zero reward variance, and the stages' seconds. The file is
 of the leaderboard's `run` kind (`epochs` and `wall_s`); `accepted_revisions` counts the epochs
-after ρ0 that were accepted (the acceptance rule already holds them to the run's margin).
+after ρ0 that were accepted (the acceptance rule already holds them to the run's margin); `table`
+holds the same epochs as flat rows for a docs table.
 """
 from __future__ import annotations
 
@@ -75,6 +76,16 @@ def epochs_of(store: RunStore) -> list[dict]:
     return out
 
 
+def flat(epochs: list[dict], names: list[str]) -> list[dict]:
+    """The epochs as flat rows for docs (`<!-- gen table:FILE:table -->`): solved per category in
+    `names`' order, fixed/broken as counts, the epoch in minutes."""
+    return [{"epoch": e["epoch"], "edits": ", ".join(e["edits"]) or ("ρ0" if e["epoch"] == 0 else "—"),
+             "P": e["P"], "solved": f"{e['solved']}/{e['tasks']}",
+             "categories": " / ".join(str(e["categories"].get(n, [0])[0]) for n in names),
+             "fixed": len(e["fixed"]), "broken": len(e["broken"]), "J": e["J"], "decision": e["decision"],
+             "epoch_min": round(e["epoch_s"] / 60, 1)} for e in epochs]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", type=Path, help="the run directory")
@@ -97,7 +108,8 @@ def main(argv=None) -> int:
         "commit": args.commit or label(Path(__file__).resolve().parents[1]), "what": args.what, "machine": args.machine,
         "run": str(args.run), "wall_s": round(sum(e["epoch_s"] for e in epochs)),
         "accepted_revisions": sum(1 for e in epochs if e["epoch"] > 0 and e["accepted"]),
-        "epochs": epochs})
+        "categories": " / ".join(names := sorted({n for e in epochs for n in e["categories"]})),
+        "table": flat(epochs, names), "epochs": epochs})
     print(f"wrote {args.out}: {len(epochs)} epochs, "
           f"{sum(1 for e in epochs if e['epoch'] > 0 and e['accepted'])} revisions accepted")
     return 0

@@ -356,5 +356,6 @@ def test_the_run_epochs_file_lists_each_epoch_with_its_decision_edits_and_what_i
     assert second["epoch"] == 1 and second["accepted"] is True and second["edits"] == edits
     assert (second["fixed"], second["broken"], second["parent"]) == ([FIXED], [BROKEN], 0)
     assert doc["accepted_revisions"] == 1 and doc["kind"] == "run" and "wall_s" in doc
+    assert [(r["epoch"], r["fixed"], r["broken"]) for r in doc["table"]] == [(0, 0, 0), (1, 1, 1)]
     assert run_epochs.main([str(tmp_path), "--command", "x", "--out", str(tmp_path / "no.json")]) == 2
     assert not (tmp_path / "no.json").exists()
