@@ -141,6 +141,9 @@ def test_the_key_holds_every_profile_field_but_the_grpo_only_ones(inputs, tmp_pa
     bank, other_bank = write_jsonl(tmp_path / "m1.jsonl", [{"id": "a"}]), write_jsonl(tmp_path / "m2.jsonl", [{"id": "b"}])
     assert sft_key(sft, base=prof.base, seed=SEED, profile=prof, memory=bank) == key
     hinted = prof.replace(sft_memory_hints=True)
+    # hints on without a bank (a w/o-memory ablation) trains the prompts hints off trains: one SFT stage
+    assert sft_key(sft, base=prof.base, seed=SEED, profile=hinted) == key
+    assert sft_key(sft, base=prof.base, seed=SEED, profile=hinted, memory=bank) != key
     assert sft_key(sft, base=prof.base, seed=SEED, profile=hinted, memory=bank) != \
         sft_key(sft, base=prof.base, seed=SEED, profile=hinted, memory=other_bank)
 

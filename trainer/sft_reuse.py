@@ -1,8 +1,9 @@
 """Reusing a finished training's SFT stage: the same SFT inputs train the same SFT adapter.
 
 A training's SFT stage reads only its SFT file, the memory bank (when the profile puts hints into
-the SFT prompts), the base, the seed, the recipe, the profile's fields other than the GRPO-only
-ones (trainer.recipe.GRPO_ONLY), the launcher and the training libraries. `sft_key` hashes exactly
+the SFT prompts; the switch without a bank changes no prompt and is keyed as off),
+the base, the seed, the recipe, the profile's fields other than the GRPO-only ones
+(trainer.recipe.GRPO_ONLY), the launcher and the training libraries. `sft_key` hashes exactly
 those; trainer.train records it in request.json and summary.json (`sft_key`) and, given finished
 trainings as candidates (`reuse_sft`), passes the first whose summary holds the same key to the
 worker, which takes its SFT stage over (`take_over`) instead of training it again and then goes on
@@ -34,7 +35,9 @@ def sft_key(sft: str | Path | None, *, base: str, seed: int, profile: Profile, m
     if sft is None:
         return None
     payload = {"sft": sha256_file(sft), "base": base, "seed": seed, "recipe": dataclasses.asdict(RECIPE),
-               "profile": {k: v for k, v in dataclasses.asdict(profile).items() if k not in GRPO_ONLY},
+               # hints on without a bank change no SFT prompt: keyed as hints off
+               "profile": {**{k: v for k, v in dataclasses.asdict(profile).items() if k not in GRPO_ONLY},
+                           "sft_memory_hints": bool(profile.sft_memory_hints and memory)},
                "memory": sha256_file(memory) if profile.sft_memory_hints and memory else None,
                "launcher": launcher or "",
                "accelerate_config": sha256_file(accelerate_config) if accelerate_config else None,
