@@ -277,17 +277,36 @@ def diagnose(trajectories: Sequence[Mapping], *, history: Sequence[Mapping] = ()
     return points, {"families": family_counts(points), **found}
 
 
+def trade_by_category(trajectories: Sequence[Mapping], fixed: Sequence[str], broke: Sequence[str]) -> dict:
+    """{category: {"fixed": n, "broke": n}} of the tasks a candidate fixed and broke, by the
+    category its evaluated trajectories name (sorted; "" when a trajectory names none)."""
+    category = {task_id_of(t): (t.get("meta") or {}).get("category") or "" for t in trajectories}
+    out: dict = {}
+    for key, tasks in (("fixed", fixed), ("broke", broke)):
+        for task in tasks:
+            out.setdefault(category.get(task, ""), {"fixed": 0, "broke": 0})[key] += 1
+    return dict(sorted(out.items()))
+
+
+def trade_text(by_category: Mapping) -> str:
+    """`irrelevance +9/−2, simple_python +0/−9`: fixed/broken per category, the categories it lost first."""
+    rows = sorted(by_category.items(), key=lambda kv: (kv[1]["fixed"] - kv[1]["broke"], kv[0]))
+    return ", ".join(f"{name or 'uncategorised'} +{c['fixed']}/−{c['broke']}" for name, c in rows)
+
+
 def rejected_lesson(trajectories: Sequence[Mapping], best: Sequence[Mapping], *, sampled: Sequence[Mapping] = (),
                     params=None) -> dict:
     """What a rolled-back candidate's evaluation teaches, against the best policy it lost to
     (`best`: that policy's trajectories): `broke`, CoEvolve's forgetting with the best's
     evaluation as the window (tasks the best solved that the candidate fails); `fixed`, its mirror;
-    `broke_as`, the failure families of the candidate's failures on the broken tasks; `families`
+    `by_category`, the same per task category (what the candidate traded for what); `broke_as`, the
+    failure families of the candidate's failures on the broken tasks; `families`
     of all its failures; `boundary` and `rare`, its own signals (its sampled rollouts)."""
     now, before = sig.summarize(trajectories), sig.summarize(best)
     broke = sig.forgetting(now["scores"], [before["scores"]], window=1)
     on_broken = [t for t in trajectories if task_id_of(t) in set(broke)]
     found = sig.signals(now, [before], sampled, params or sig.SignalParams())
-    return {"broke": broke, "fixed": sig.fixed(now["scores"], before["scores"]),
+    fixed = sig.fixed(now["scores"], before["scores"])
+    return {"broke": broke, "fixed": fixed, "by_category": trade_by_category(trajectories, fixed, broke),
             "broke_as": [{k: p[k] for k in ("family", "task_ids", "count", "evidence")} for p in failed_points(on_broken)],
             "families": family_counts(failed_points(trajectories)), "boundary": found["boundary"], "rare": found["rare"]}

@@ -55,6 +55,24 @@ def test_the_lesson_is_forgetting_against_the_best_and_its_mirror():
     assert rejected_lesson(best, best)["broke"] == [] and rejected_lesson(best, best)["fixed"] == []
 
 
+def test_the_lesson_says_per_category_what_the_candidate_traded_and_both_proposers_read_it():
+    """A candidate that fixes one category and breaks another (evo's epoch 2: irrelevance won, simple
+    lost) is reported per category, in the lesson and in both proposers' texts."""
+    def categorized(outcomes):
+        return [{**t, "meta": {**t["meta"], "category": t["meta"]["task_id"].rsplit("_", 1)[0]}}
+                for t in (trajectory(task, ok) for task, ok in outcomes.items())]
+
+    lesson = {"epoch": 2, "edits": ["+drop_failed()"], "summary": "s", "J": 0.1, "against": {"J": 0.2},
+              **rejected_lesson(categorized(CANDIDATE), categorized(BEST))}
+    assert lesson["by_category"] == {"multiple": {"fixed": 0, "broke": 1}, "simple_python": {"fixed": 1, "broke": 1}}
+    assert "(per category fixed/broken: multiple +0/−1, simple_python +1/−1)" in lessons_of([lesson])[2]
+    from evolver.proposers.agent import _lesson_lines
+    assert _lesson_lines([lesson])[0].endswith("; per category fixed/broken: multiple +0/−1, simple_python +1/−1")
+    # trajectories that name no category: counted under "" and said as such
+    assert rejected_lesson([trajectory(t, ok) for t, ok in CANDIDATE.items()],
+                           [trajectory(t, ok) for t, ok in BEST.items()])["by_category"] == {"": {"fixed": 1, "broke": 2}}
+
+
 def test_the_offline_proposer_does_not_add_again_what_broke_more_than_it_fixed():
     harmful = {"epoch": 2, "edits": ["+repeat_focus(categories=('simple_python',), times=2)", "-segment"],
                "broke": ["simple_python_1", "multiple_3"], "fixed": ["simple_python_2"]}

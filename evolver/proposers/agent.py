@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 from base.errors import RunFailed
 from evolver.llm import BudgetExceeded, LLMError
 from evolver.proposers.agent_limits import AgentLimits
+from evolver.diagnose import trade_text
 from evolver.proposers.brief import Brief, Outcome, Verdict
 from evolver.proposers.operators import read_genome
 from evolver.proposers.protected import won_lines
@@ -411,7 +412,8 @@ def _lesson_lines(lessons) -> list[str]:
         lines.append(f"epoch {x.get('epoch')} — {x.get('summary') or 'no summary'} (J = {x.get('J')} against the best's "
                      f"{against.get('J')}): broke {len(x.get('broke') or ())} task(s) the best solves"
                      + (f" [{_ids(x['broke'])}]" if x.get("broke") else "") + (f", now failing as {how}" if how else "")
-                     + f"; fixed {len(x.get('fixed') or ())}" + (f" [{_ids(x['fixed'])}]" if x.get("fixed") else ""))
+                     + f"; fixed {len(x.get('fixed') or ())}" + (f" [{_ids(x['fixed'])}]" if x.get("fixed") else "")
+                     + (f"; per category fixed/broken: {trade_text(x['by_category'])}" if x.get("by_category") else ""))
     return lines
 
 

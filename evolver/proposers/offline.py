@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
 from benchmarks import registry
+from evolver.diagnose import trade_text
 from evolver.proposers.brief import Brief, Outcome, Verdict
 from evolver.proposers.operators import BY_NAME, FOCUS, TEMPLATE, compose, read_genome
 from evolver.proposers.protected import Guard, named, won_settings
@@ -241,7 +242,9 @@ def lessons_of(rejected: Sequence[Mapping]) -> tuple[set[str], set[str], str]:
         if broke or fixed:
             lines.append(f"- epoch {lesson.get('epoch')} ({', '.join(lesson.get('edits') or ()) or 'no operator edit'}) broke "
                          f"{len(broke)} dev task(s) the best solves ({', '.join(broke[:5])}{' …' if len(broke) > 5 else ''}) "
-                         f"and fixed {len(fixed)}" + (f": {', '.join(ops)} not proposed again." if harmful else "."))
+                         f"and fixed {len(fixed)}"
+                         + (f" (per category fixed/broken: {trade_text(lesson['by_category'])})" if lesson.get("by_category") else "")
+                         + (f": {', '.join(ops)} not proposed again." if harmful else "."))
     note = ("Lessons of rolled-back candidates (inputs/rejected.json):\n" + "\n".join(lines) + "\n\n") if lines else ""
     return banned, broken, note
 
