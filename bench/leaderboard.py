@@ -14,7 +14,8 @@ NAME is one of
   (`rows[id=oracle].P`, `runs[0].wall_s`), FORMAT is one of FORMATS (`ci`, `dci`, `pct`, `n`, `dur`, …);
 - `quality:FILE`: a `bench quality` table's rows (P and its interval, each against ρ0 on the wild corpus);
 - `grpo-budget:FILE`: a GRPO-budget sweep's table (bench/grpo_budget.py's own rendering);
-- `table:FILE:PATH`: the list of flat records at PATH (a run's epochs) as a table, a column per key;
+- `table:FILE:PATH`: the list of flat records at PATH (a run's epochs) as a table, a column per key
+  (`table:FILE:PATH|a,b`: columns a and b, in that order);
 - `run:FIELD`, `profile:NAME:FIELD`, `recipe:FIELD`: a default read from evolver.config.RunConfig,
   trainer.recipe.PROFILES and trainer.recipe.Recipe; `margin` (`margin:TASKS`): the margin a default run
   (at --tasks TASKS) derives, evolver.acceptance.default_margin.
@@ -280,9 +281,11 @@ def quality_table(name: str) -> str:
 
 
 def table(name: str, path: str) -> str:
-    """A list of flat records in a raw file as a table, one column per key, in the records' order."""
+    """A list of flat records in a raw file as a table, one column per key, in the records' order
+    (`PATH|a,b,c`: those columns, in that order)."""
+    path, _, columns = path.partition("|")
     records = walk(load(name), path) if path else load(name)
-    keys = list(dict.fromkeys(k for r in records for k in r))
+    keys = columns.split(",") if columns else list(dict.fromkeys(k for r in records for k in r))
     lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     lines += ["| " + " | ".join(_cell(_number(r.get(k, "—"))) for k in keys) + " |" for r in records]
     return "\n".join(lines)

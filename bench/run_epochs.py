@@ -47,7 +47,8 @@ def decision_text(row: dict) -> str:
         return "not decided"
     if row["epoch"] == 0:
         return "first best"
-    return ("accepted" if row["accepted"] else "rolled back") + (f" ({row['reason']})" if row.get("reason") else "")
+    reason = (row.get("reason") or "").removesuffix("; rolled back")   # the loop's reason may say it already
+    return ("accepted" if row["accepted"] else "rolled back") + (f" ({reason})" if reason else "")
 
 
 def epochs_of(store: RunStore) -> list[dict]:
@@ -80,9 +81,10 @@ def flat(epochs: list[dict], names: list[str]) -> list[dict]:
     """The epochs as flat rows for docs (`<!-- gen table:FILE:table -->`): solved per category in
     `names`' order, fixed/broken as counts, the epoch in minutes."""
     return [{"epoch": e["epoch"], "edits": ", ".join(e["edits"]) or ("ρ0" if e["epoch"] == 0 else "—"),
-             "P": e["P"], "solved": f"{e['solved']}/{e['tasks']}",
+             "solved": f"{e['solved']}/{e['tasks']}",
              "categories": " / ".join(str(e["categories"].get(n, [0])[0]) for n in names),
-             "fixed": len(e["fixed"]), "broken": len(e["broken"]), "J": e["J"], "decision": e["decision"],
+             "fixed": len(e["fixed"]), "broken": len(e["broken"]), "decision": e["decision"],
+             **{k: None if e[k] is None else round(e[k], 4) for k in ("P", "J")},
              "epoch_min": round(e["epoch_s"] / 60, 1)} for e in epochs]
 
 
