@@ -151,3 +151,36 @@ def test_a_bank_record_of_the_evaluated_task_is_never_its_hint():
     runner.run_steps(bench, bench.tasks("dev"), steps_policy, memory=index)
     assert record["meta"]["memory"] == ["general"]
     assert all("Answer: add 1." not in p for batch in policy.batches + steps_policy.batches for p in batch)
+
+
+def test_worked_examples_are_retrieved_for_similar_requests_but_never_a_records_own():
+    """toolkit.worked_examples: one per distinct request of a recorded success (its calls, or that it
+    called none), about no one tool (a task offered other tools may retrieve it), and the one
+    retrieval never gives an SFT record or a task its own example."""
+    from curation_strategies import toolkit as tk
+
+    def raw(i, request, calls, success=True, task=None):
+        msgs = [{"role": "user", "content": request}]
+        msgs += [{"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"c{n}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            for n, (name, args) in enumerate(calls)]}] if calls else [{"role": "assistant", "content": "No tool fits."}]
+        return {"id": f"raw-{i}", "tools": ADD_TOOL, "messages": msgs, "outcome": {"success": success},
+                "meta": {"env": {"benchmark": "counter", "task_id": task or f"train_{i}", "variant": "c"}}}
+
+    raws = [raw(1, "add the numbers 2 and 3 to the counter", [("add", {"n": 2}), ("add", {"n": 3})]),
+            raw(2, "add the number 5 to the counter", [("add", {"n": 5})]),
+            raw(3, "add the numbers 2 and 3 to the counter", [("add", {"n": 9})]),   # the same request again
+            raw(4, "multiply 4 by 7", [("mul", {"n": 4})], success=False),           # not a recorded success
+            raw(5, "what is the weather in Paris", [])]
+    bank = tk.worked_examples(raws)
+    assert [r["meta"]["origin"] for r in bank] == [["raw-1"], ["raw-2"], ["raw-5"]]
+    assert bank[0]["content"] == "Request like: add the numbers 2 and 3 to the counter → add(n=2); add(n=3)"
+    assert bank[2]["content"].endswith("→ no tool fits: answered without calling one")
+    assert all(mem.about_tool(r) is None for r in bank) and tk.worked_examples(raws, limit=1) == bank[:1]
+    index = mem.MemoryIndex(bank, k=3)
+    own = raws[0]
+    other_tools = [{"type": "function", "function": {"name": "sum_up", "parameters": {}}}]
+    got = [h["meta"]["origin"][0] for h in mem.hints(index, own["messages"], other_tools, own=own)]
+    assert "raw-1" not in got and got[0] == "raw-2"   # its own example never; a similar request's, whatever the tools
+    task = {"id": "t", "meta": {"task_id": "train_2"}}   # an evaluated task never retrieves its own task's example
+    assert "raw-2" not in [h["meta"]["origin"][0] for h in mem.hints(index, raws[1]["messages"], ADD_TOOL, own=task)]

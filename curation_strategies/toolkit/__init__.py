@@ -20,7 +20,7 @@ from .filters import (by_outcome, by_tokens, by_turns, drop_abandoned, has_tool_
 from .masking import masked_indices, refinement_weights, trainable
 from .memory import (cap_tokens, error_constraints, error_template, family_of, memory_record,
                      memory_tokens, retrieval_key, task_family_facts, tool_signature,
-                     tool_signature_memories, unique_ids)
+                     tool_signature_memories, unique_ids, worked_examples)
 from .provenance import HOWS, dropped, steps_of
 from .records import Curated, record_meta, repeated, sft_record
 from .rl import clean_steps, recovery_steps, rl_record, rl_records, sample_steps, tool_call_steps

@@ -1,5 +1,6 @@
 """Memory records (CurateEvo App. C: long-tail knowledge goes to retrievable memory, not into
-the weights): tool signatures, constraints mined from tool errors, task-family facts. Keys are
+the weights): tool signatures, constraints mined from tool errors, task-family facts, worked
+examples of similar requests. Keys are
 bags of salient words for BM25 retrieval; cap_tokens bounds the memory's size."""
 from __future__ import annotations
 
@@ -168,6 +169,31 @@ def task_family_facts(raws: Sequence[Mapping], family: Callable[[Mapping], str] 
         records.append(memory_record(retrieval_key(" ".join(tools), " ".join(common)), content,
                                      tags=["task_family"], meta={"family": name, "count": len(group)},
                                      made=step("task_family_facts", "synthesised", min_count=min_count)))
+    return records
+
+
+def worked_examples(raws: Sequence[Mapping], limit: int | None = None, max_calls: int = 3) -> list[dict]:
+    """Worked examples of similar requests (issue 59's alternative to tool facts): per distinct
+    request of a recorded success (`outcome.success`), in corpus order, at most `limit`, what the
+    agent did — its first `max_calls` calls, or that it answered without a call — keyed by the
+    request's words. About no one tool, so a task offered other tools may retrieve one; `meta.origin`
+    and `meta.task_id` name where it came from, so retrieval never gives a record its own example."""
+    records, seen = [], set()
+    for raw in raws:
+        request = task_text(raw)
+        if not (raw.get("outcome") or {}).get("success") or not request or request in seen:
+            continue
+        seen.add(request)
+        calls = [call_signature(c) for m in raw["messages"] for c in tool_calls(m)]
+        did = "; ".join(calls[:max_calls]) + (" …" if len(calls) > max_calls else "") if calls else \
+            "no tool fits: answered without calling one"
+        env = (raw.get("meta") or {}).get("env") or {}
+        meta = {"origin": [raw["id"]], **({"task_id": env["task_id"]} if env.get("task_id") else {})}
+        records.append(memory_record(retrieval_key(request), f"Request like: {_short(request)} → {did}",
+                                     tags=["worked_example"], meta=meta,
+                                     made=step("worked_examples", "synthesised", max_calls=max_calls)))
+        if limit is not None and len(records) >= limit:
+            break
     return records
 
 

@@ -147,6 +147,9 @@ OPERATORS = (
     op("error_constraints", "turn recurring tool errors into constraints in memory", {"min_count": (1, 2)},
        memory="memory += tk.error_constraints(tk.exact_dedup(raw), min_count={min_count})"),
     op("task_facts", "remember task-family facts", memory="memory += tk.task_family_facts(kept)"),
+    op("worked_examples", "remember worked examples: a recorded success's request and its calls, retrieved "
+                          "for similar requests", {"limit": (100, 400)},
+       memory="memory += tk.worked_examples(kept, limit={limit})"),
     op("memory_budget", "a different token budget for memory", {"max_tokens": (500, 1000, 4000)},
        memory_cap="max_tokens = {max_tokens}"),
 )
