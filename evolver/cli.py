@@ -96,8 +96,11 @@ def cmd_curate(args) -> int:
     if corpus_kind(corpus.records) == NO_ENVIRONMENT:   # what `run` would hold out of it; curate reads it whole
         _say(args, f"corpus: curated whole here; a run holds out dev and test parts. {sides_note(sides(corpus.records))}")
     _say(args, f"curating {', '.join(map(str, args.corpus))} with {args.strategy} ({executor.name} sandbox)")
+    from trainer.recipe import curation_budget, get_profile
+
+    # ctx.budget as `run` gives its candidates under this profile, so `curate` makes what a run would
     result = execute(strategy_files(Path(args.strategy)), corpus, Path(out), seed=args.seed,
-                     executor=executor, limits=limits)
+                     executor=executor, limits=limits, budget=curation_budget(get_profile(args.profile)))
     if corpus.skipped_lines:
         atomic_write(Path(result.out_dir) / "skipped.jsonl",
                      "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))
@@ -241,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
                "source, built from the calls the corpus makes)")
     p.add_argument("--format", default="auto", choices=["auto", "openai", *CORPUS_FORMATS],
                    help="corpus format; auto detects it per file")
-    add_profile(p, "recipe profile whose length limits are reported", overrides=None)
+    add_profile(p, "recipe profile: what its recipe trains is the strategy's ctx.budget (as `run` gives it), "
+                   "and its length limits are reported", overrides=None)
     p.add_argument("--max-length", type=positive_int, default=None, help="SFT max_length to report (default: the profile's)")
     p.add_argument("--max-prompt-length", type=positive_int, default=None,
                    help="GRPO max_prompt_length to report (default: the profile's)")

@@ -179,3 +179,16 @@ def test_a_config_files_list_option_given_a_scalar_is_refused(tmp_path, capsys):
     assert cli.main(["run", "--config", str(config), "--runs-dir", str(tmp_path / "runs")]) == 2
     assert "ablate must be a list (e.g. ['no-sft']), not str 'no-sft'" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+def test_curate_gives_the_strategy_the_budget_a_run_gives_it_under_the_profile(tmp_path):
+    """`curate --profile P` passes ctx.budget = trainer.recipe.curation_budget(P), as `run` does, so a
+    strategy that fits its SFT set to the recipe (fit_budget) curates here what it curates in a run."""
+    from trainer.recipe import curation_budget, get_profile
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(json.dumps(good()).encode() + b"\n")
+    for profile in ("test", "cpu-small"):
+        out = tmp_path / profile
+        assert cli.main(["curate", "--corpus", str(corpus), "--out", str(out), "--profile", profile, "--quiet"]) == 0
+        assert json.loads((out / "manifest.json").read_text())["budget"] == curation_budget(get_profile(profile))
