@@ -7,7 +7,8 @@
 A setting that is part of the cache key (`--set sft_memory_hints=true`) makes its own report; this
 pairs a row of one report with a row of another (per-task P of `--gold` reports, the same split
 and seeds), by `benchmarks.quality.stats.paired_difference` — the quality table's own paired
-bootstrap — and counts, per category, the tasks each solved and the tasks that changed.
+bootstrap, over tasks (a report keeps each task's mean over its seeds) — and counts, per category
+(the benchmark's own category rule), the tasks each solved and the tasks that changed.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from base.files import atomic_json  # noqa: E402
 from bench.loop_identity import label  # noqa: E402
 from benchmarks.quality.stats import paired_difference  # noqa: E402
+from evolver.proposers.offline import categorizer  # noqa: E402
 
 
 def row_of(spec: str) -> tuple[dict, dict]:
@@ -40,10 +42,10 @@ def compare(name: str, a_spec: str, b_spec: str) -> dict:
     if (sa["split"], sa["seeds"]) != (sb["split"], sb["seeds"]):
         raise SystemExit(f"{name}: the rows were scored on different splits or seeds ({sa['split']} {sa['seeds']} "
                          f"against {sb['split']} {sb['seeds']}); pair rows of the same setting")
-    seeds = len(sa["seeds"])
-    scores = lambda row: {t: [p] * seeds for t, p in row["per_task_P"].items()}   # noqa: E731 (per-task mean over seeds)
+    # a report keeps each task's mean over its seeds: the pairing is over tasks
+    scores = lambda row: {t: [p] for t, p in row["per_task_P"].items()}   # noqa: E731
     tasks = sorted(a["per_task_P"].keys() & b["per_task_P"].keys())
-    category = lambda t: t.rsplit("_", 1)[0]   # noqa: E731 (BFCL task ids: CATEGORY_N)
+    category = categorizer(sa.get("benchmark"))
     per_category: dict = {}
     for t in tasks:
         c = per_category.setdefault(category(t), {"a": 0.0, "b": 0.0, "tasks": 0, "changed": 0})

@@ -54,6 +54,7 @@ def decision_text(row: dict) -> str:
 def epochs_of(store: RunStore) -> list[dict]:
     cfg = RunConfig.from_json(store.config)
     deltas = {d["epoch"]: d for d in outcome_deltas(store, cfg.seeds)}
+    edits = {d["epoch"]: list(d.get("edits") or ()) for d in decisions(store)}   # the journal, read once
     out = []
     for row in epoch_rows(store):
         e = row["epoch"]
@@ -65,8 +66,7 @@ def epochs_of(store: RunStore) -> list[dict]:
             "P": row.get("P"), "C": row.get("C"), "J": row.get("J"),
             "solved": sum(v[0] for v in per_category.values()), "tasks": sum(v[1] for v in per_category.values()),
             "categories": per_category,
-            "edits": list((delta or {}).get("edits") or next((d.get("edits") or [] for d in decisions(store)
-                                                              if d["epoch"] == e), [])),
+            "edits": edits.get(e, []),
             "parent": (delta or {}).get("parent"),
             "fixed": sorted(r["task"] for r in (delta or {}).get("fixed", [])),
             "broken": sorted(r["task"] for r in (delta or {}).get("broken", [])),

@@ -19,7 +19,7 @@ def module():
 
 def report(path: Path, per_task: dict, split="tune", seeds=(0,)) -> Path:
     p = sum(per_task.values()) / len(per_task)
-    path.write_text(json.dumps({"setting": {"split": split, "seeds": list(seeds)}, "rows": [
+    path.write_text(json.dumps({"setting": {"benchmark": "bfcl-single", "split": split, "seeds": list(seeds)}, "rows": [
         {"id": "run:x", "label": "run x", "P": {"value": p}, "per_task_P": per_task}]}))
     return path
 
