@@ -266,7 +266,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
         from benchmarks.gold_likelihood import gold_log_likelihood
 
         started = time.perf_counter()
-        gold_doc = gold_log_likelihood(policy.model, policy.tokenizer, runner.step_items(bench, task_list),
+        gold_doc = gold_log_likelihood(policy.model, policy.tokenizer, runner.hinted(runner.step_items(bench, task_list), index),
                                        {t.id: t.category for t in task_list}, policy.style)
         gold_doc["seconds"] = round(time.perf_counter() - started, 3)
     describe = policy.describe() if hasattr(policy, "describe") else {"backend": type(policy).__name__}

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from trainer import memory as memory_mod
@@ -238,6 +238,23 @@ def step_items(benchmark: Benchmark, tasks: Sequence[Task]) -> list[StepItem]:
     return [item for task in tasks for item in benchmark.step_items(task)]
 
 
+def hinted(items: Sequence[StepItem], memory: memory_mod.MemoryIndex | None) -> list[StepItem]:
+    """`items` as the policy is shown them: with THE retrieval's hints (trainer.memory.hints, one
+    retrieval per task, never from the task itself) in their prompts; unchanged without a bank.
+    The step pass and the gold-call likelihood both read this, so a bank that changes a prompt
+    changes both."""
+    if memory is None:
+        return list(items)
+    hits: dict[str, list] = {}
+    out = []
+    for item in items:
+        if item.task_id not in hits:
+            hits[item.task_id] = memory_mod.hints(memory, item.messages, item.tools,
+                                                  own={"meta": {"task_id": item.task_id}})
+        out.append(replace(item, messages=memory_mod.inject(item.messages, hits[item.task_id])))
+    return out
+
+
 def run_steps(benchmark: Benchmark, tasks: Sequence[Task], policy, *, batch_size: int = DEFAULT_BATCH_SIZE,
               samples: int = 1, temperature: float = 0.0, seed: int = 0,
               memory: memory_mod.MemoryIndex | None = None, limit: int | None = None,
@@ -251,20 +268,13 @@ def run_steps(benchmark: Benchmark, tasks: Sequence[Task], policy, *, batch_size
     categories = {t.id: t.category for t in tasks}
     if items is None:
         items = step_items(benchmark, tasks)
-    items = list(items)[:limit]
-    hits_cache: dict[str, list] = {}
+    items = hinted(list(items)[:limit], memory)
     results: list[dict] = []
     judge_calls = getattr(benchmark, "judge_calls", None)   # call-by-call counts (next-call's call_f1)
     for chunk in _chunks(items, group_size(batch_size)):
         prompts = []
         for item in chunk:
-            messages = [dict(m) for m in item.messages]
-            if memory is not None:
-                if item.task_id not in hits_cache:
-                    hits_cache[item.task_id] = memory_mod.hints(memory, messages, item.tools,
-                                                                own={"meta": {"task_id": item.task_id}})
-                messages = memory_mod.inject(messages, hits_cache[item.task_id])
-            prompts.append((messages, list(item.tools)))
+            prompts.append(([dict(m) for m in item.messages], list(item.tools)))
         texts = policy.generate(prompts, n=samples, temperature=temperature,
                                 seed=derive_seed(seed, "steps", chunk[0].task_id, chunk[0].index))
         for item, outs in zip(chunk, texts):

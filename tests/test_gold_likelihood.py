@@ -56,3 +56,29 @@ def test_the_signal_per_task_and_category_and_in_the_evaluation(policy, dev, tmp
     metrics = evaluate_to_dir("bfcl-single", "dev", tmp_path / "eval", policy=policy, tasks=10, gold=True)
     assert metrics["gold_log_likelihood"]["per_task"] == pytest.approx(doc["per_task"], abs=1e-4)
     assert "gold_log_likelihood" in json.loads((tmp_path / "eval" / "metrics.json").read_text())
+
+
+def test_the_signal_is_read_on_the_prompts_the_memory_hints_changed(policy, dev, tmp_path):
+    """With a bank the gold calls are scored after the same hints the policy is shown (runner.hinted,
+    THE retrieval): the tasks whose offered tool a record is about move, the others do not."""
+    from trainer import memory as memory_mod
+
+    bench, tasks, items = dev
+    category = {t.id: t.category for t in tasks}
+    scored = [item for item in items if item.gold]
+    tool = scored[0].tools[0]["function"]["name"]
+    query = " ".join(m["content"] for m in scored[0].messages if m.get("role") == "user")
+    bank = tmp_path / "memory.jsonl"
+    bank.write_text(json.dumps({"id": "hint", "key": query, "content": f"Call {tool} with every argument it requires.",
+                                "meta": {"tool": tool}}) + "\n")
+    index = memory_mod.MemoryIndex.from_file(str(bank), 3)
+    shown = runner.hinted(items, index)
+    changed = {a.task_id for a, b in zip(items, shown) if a.messages != b.messages}
+    assert scored[0].task_id in changed and len(changed) < len(tasks)
+    assert runner.hinted(items, None) == list(items)
+    plain = gold_log_likelihood(policy.model, policy.tokenizer, items, category, policy.style)["per_task"]
+    hinted = gold_log_likelihood(policy.model, policy.tokenizer, shown, category, policy.style)["per_task"]
+    assert {t for t in plain if abs(plain[t] - hinted[t]) > 1e-6} == changed & set(plain)
+    metrics = evaluate_to_dir("bfcl-single", "dev", tmp_path / "eval", policy=policy, tasks=10, gold=True,
+                              memory=str(bank), memory_k=3)
+    assert metrics["gold_log_likelihood"]["per_task"] == pytest.approx(hinted, abs=1e-4)

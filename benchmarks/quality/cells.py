@@ -34,7 +34,7 @@ from trainer import memory as memory_mod
 from benchmarks.registry import DEFAULT as DEFAULT_BENCHMARK, OLD_NAMES
 from base.files import atomic_json, read_json, read_jsonl, sha256_files
 from benchmarks.policies.limits import DEFAULT_MAX_NEW_TOKENS
-from benchmarks.stages import EvalSpec, TrainSpec, evaluate_on, train_on, used
+from benchmarks.stages import EvalSpec, TrainSpec, evaluate_on, memory_used, train_on, used
 from corpora import load_corpus
 from sandbox.curate import execute, runtime_sha256
 from sandbox.executor import Limits
@@ -293,12 +293,17 @@ class Cells:
         return read_json(_whole(self.root / "cells" / key, evaluate) / "cell.json")
 
     def gold(self, row: Row, seed: int) -> dict | None:
-        """The cell's gold-call log-likelihood on its tasks (benchmarks/gold_likelihood.py), cached
-        beside cell.json; None while the cell is not computed."""
+        """The cell's gold-call log-likelihood on its tasks (benchmarks/gold_likelihood.py), read on
+        the prompts its evaluation showed the policy (with the row's memory hints), cached beside
+        cell.json; None while the cell is not computed."""
         cell = self.cached(row, seed)
         if cell is None:
             return None
-        path = self.root / "cells" / cell["key"] / "gold.json"
+        memory = self.inputs(row)["memory"]
+        memory = memory_used(memory[0]) if memory else None   # the bank the evaluation retrieved from
+        # gold-memory.json: read with the hints (gold.json of a cell with a bank, written before
+        # 2026-11-29 evening, was read without them and is not used)
+        path = self.root / "cells" / cell["key"] / ("gold-memory.json" if memory else "gold.json")
         if not path.is_file():
             from benchmarks import runner
             from benchmarks.registry import get_benchmark
@@ -308,8 +313,9 @@ class Cells:
             bench = get_benchmark(self.setting.benchmark, **self.benchmark_options())
             policy = build_policy(base=self.base, adapter=cell["adapter"], batch_size=self.eval_spec.batch_size,
                                   threads=self.eval_spec.threads)
-            atomic_json(path, gold_log_likelihood(policy.model, policy.tokenizer, runner.step_items(bench, self.tasks),
-                                                  self.category, policy.style))
+            index = memory_mod.MemoryIndex.from_file(memory, self.eval_spec.memory_k) if memory else None
+            items = runner.hinted(runner.step_items(bench, self.tasks), index)
+            atomic_json(path, gold_log_likelihood(policy.model, policy.tokenizer, items, self.category, policy.style))
         return read_json(path)
 
     def _trained(self, row: Row, seed: int, echo) -> str | None:
