@@ -134,3 +134,48 @@ def test_a_runs_training_with_the_same_data_recipe_and_seed_is_reused_not_traine
     other = Cells(tmp_path / "c", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test", budget={"sft_max_steps": 99})),
                   ProcessExecutor())
     assert other.adopt(run) == 0
+
+
+def test_a_runs_evaluation_of_an_adopted_training_is_the_cell_unless_a_deciding_field_differs(quality_corpora, tmp_path, monkeypatch):
+    """The epoch's `eval-s<seed>` beside an adopted training is read as the cell when it is the
+    cell's evaluation (benchmarks.quality.adopted); a run evaluated otherwise is evaluated again."""
+    wild, labeled = quality_corpora
+    from benchmarks.evaluate import EvalSpec
+    from conftest import TINY_MAX_NEW_TOKENS
+
+    [row] = rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, None)
+    # the decoding budget the tests' tiny policies get anyway, said outright: the run's metrics.json names it
+    setting = Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test"), eval=EvalSpec(max_new_tokens=TINY_MAX_NEW_TOKENS))
+    first = Cells(tmp_path / "a", setting, ProcessExecutor())
+    done = first.cell(row, 0)
+    trained = tmp_path / "a" / "trainings" / first.training_key(row, 0)
+    run = tmp_path / "run"
+    for epoch, batch in (("0", None), ("1", 7)):   # epoch 1: evaluated at another batch size
+        artifacts = run / "epochs" / epoch / "artifacts"
+        shutil.copytree(first.curation(row), artifacts)
+        shutil.copytree(trained, run / "epochs" / epoch / "train-s0")
+        atomic_json(run / "epochs" / epoch / "train-s0" / "request.json",
+                    {**read_json(trained / "request.json"), "sft": str(artifacts / "sft.jsonl"), "rl": str(artifacts / "rl.jsonl")})
+        evaluation = run / "epochs" / epoch / "eval-s0"
+        shutil.copytree(tmp_path / "a" / "cells" / done["key"] / "eval", evaluation)
+        if batch:
+            metrics = read_json(evaluation / "metrics.json")
+            atomic_json(evaluation / "metrics.json", {**metrics, "runner": {**metrics["runner"], "batch_size": batch}})
+
+    def adopted_from(epoch: str):
+        cells = Cells(tmp_path / f"from-{epoch}", setting, ProcessExecutor())
+        only = tmp_path / f"run-{epoch}"
+        (only / "epochs").mkdir(parents=True)
+        shutil.copytree(run / "epochs" / epoch, only / "epochs" / epoch)
+        assert cells.adopt(only) == 1
+        return cells
+
+    monkeypatch.setattr("benchmarks.quality.cells.evaluate_on", lambda *a, **k: pytest.fail("an adopted evaluation was run again"))
+    same = adopted_from("0")
+    cell = same.cell(row, 0)
+    assert cell["scores"] == done["scores"] and cell["P"] == done["P"]
+    assert read_json(tmp_path / "from-0" / "cells" / cell["key"] / "adopted.json")["from"].endswith("epochs/0/eval-s0")
+
+    other = adopted_from("1")
+    with pytest.raises(pytest.fail.Exception, match="an adopted evaluation was run again"):
+        other.cell(row, 0)

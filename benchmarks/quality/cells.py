@@ -34,6 +34,7 @@ from trainer import memory as memory_mod
 from benchmarks.registry import DEFAULT as DEFAULT_BENCHMARK, OLD_NAMES
 from base.files import atomic_json, read_json, read_jsonl, sha256_files
 from benchmarks.policies.limits import DEFAULT_MAX_NEW_TOKENS
+from benchmarks.evaluate import EvalResult
 from benchmarks.stages import EvalSpec, TrainSpec, evaluate_on, memory_used, train_on, used
 from corpora import load_corpus
 from sandbox.curate import execute, runtime_sha256
@@ -153,6 +154,7 @@ class Cells:
         self.curation_budget = curation_budget(prof)   # ctx.budget, as the loop gives its candidates
         self._recipe = self.recipe_of(setting.train.budget)
         self._adopted: dict[str, Path] = {}
+        self._adopted_evals: dict[str, Path] = {}   # training key -> a run's evaluation of that training
         bench = get_benchmark(setting.benchmark, **self.benchmark_options())
         self.tasks = bench.tasks(setting.split, limit=setting.tasks)
         if not self.tasks:
@@ -182,7 +184,9 @@ class Cells:
         """Offer a finished run's trainings as this cache's: an epoch's `train-s<seed>` whose
         request names this profile (with this budget), base and seed, whose summary names this
         recipe, and whose SFT and RL files hash as a row's do, is that row's training (the fixed
-        recipe is deterministic on its inputs), so the benchmark does not train it again.
+        recipe is deterministic on its inputs), so the benchmark does not train it again. The
+        epoch's evaluation of it (`eval-s<seed>`) is offered too: a cell whose evaluation it is
+        (benchmarks.quality.adopted.same_evaluation) is read from it, not evaluated again.
         Returns how many trainings the run offers."""
         from trainer.recipe import profile_key
 
@@ -197,7 +201,11 @@ class Cells:
             if recipe != self._recipe:
                 continue
             hashes = {kind: request[kind] and consumed_sha256(Path(request[kind])) for kind in ("sft", "rl")}
-            self._adopted[_key({**recipe, **hashes, "seed": request["seed"]})] = train_dir
+            key = _key({**recipe, **hashes, "seed": request["seed"]})
+            self._adopted[key] = train_dir
+            evaluation = train_dir.parent / f"eval-s{request['seed']}"
+            if (evaluation / "metrics.json").is_file() and (evaluation / "trajectories.jsonl").is_file():
+                self._adopted_evals[key] = evaluation
             offered += 1
         return offered
 
@@ -268,12 +276,18 @@ class Cells:
         adapter = self._trained(row, seed, echo)
         key = self.cell_key(row, seed)
         used = self.inputs(row)
+        source = self._run_evaluation(row, seed)
 
         def evaluate(tmp: Path) -> None:
             s = self.setting
-            doc = evaluate_on(self.eval_spec, s.split, tmp / "eval", base=self.base, adapter=adapter,
-                              memory=used["memory"] and used["memory"][0], seed=seed,
-                              allow_test=s.split == "test" and not s.corpus)
+            if source is not None:   # the run evaluated this training as this cell would: read, not redone
+                shutil.copytree(source, tmp / "eval")
+                atomic_json(tmp / "adopted.json", {"from": str(source)})
+                doc = EvalResult(read_json(tmp / "eval" / "metrics.json"))
+            else:
+                doc = evaluate_on(self.eval_spec, s.split, tmp / "eval", base=self.base, adapter=adapter,
+                                  memory=used["memory"] and used["memory"][0], seed=seed,
+                                  allow_test=s.split == "test" and not s.corpus)
             if doc.tasks != [t.id for t in self.tasks]:
                 raise RuntimeError("the evaluation chose other tasks than the cell's key names")
             # call_f1 (next-call): a held-out record's own call F1, as the loop scores it; else success
@@ -291,6 +305,20 @@ class Cells:
                                             "eval_wall_s": doc.timing.get("episodes_s")})
 
         return read_json(_whole(self.root / "cells" / key, evaluate) / "cell.json")
+
+    def _run_evaluation(self, row: Row, seed: int) -> Path | None:
+        """A run's evaluation of this cell's adopted training that is this cell's evaluation: the
+        same tasks, split, metric, memory bank, decoding and benchmark version; None otherwise."""
+        source = self._adopted_evals.get(self.training_key(row, seed) or "")
+        if source is None or self.setting.corpus:
+            return None
+        from benchmarks.quality.adopted import expected_evaluation, same_evaluation
+
+        memory = self.inputs(row)["memory"]
+        memory = memory_used(memory[0]) if memory else None
+        expected = expected_evaluation(self.eval_spec, self.setting.split, [t.id for t in self.tasks], self.base,
+                                       seed, memory, self.benchmark_options())
+        return source if same_evaluation(read_json(source / "metrics.json"), expected) is None else None
 
     def gold(self, row: Row, seed: int) -> dict | None:
         """The cell's gold-call log-likelihood on its tasks (benchmarks/gold_likelihood.py), read on
