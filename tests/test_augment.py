@@ -242,3 +242,25 @@ def test_the_augment_strategy_adds_data_and_replays(tmp_path, sample_corpus):
     assert (first.out_dir / "sft.jsonl").read_bytes() == (again.out_dir / "sft.jsonl").read_bytes()
     tags = Counter(t for record in read_artifact(first.out_dir / "sft.jsonl") for t in record["meta"]["tags"])
     assert tags["refinement"] >= 10 and tags["augment"] == len((first.out_dir / "sft.jsonl").read_text().splitlines())
+
+
+def test_argument_variants_are_single_calls_with_the_requests_values_changed_in_the_call_too(single):
+    raws, _ = single
+    items = tk.argument_variants(raws, random.Random(0), 60)
+    assert 0 < len(items) <= 60
+    assert_valid_sft(items)
+    sources = {r["id"]: r for r in raws}
+    for item in items:
+        source = sources[item["meta"]["origin"][0]]
+        assert item["id"] == source["id"] + "#argument-variant" and item["tools"] == source["tools"]
+        assert item["meta"]["category"] == tk.category(source)
+        [call] = item["messages"][1]["tool_calls"]
+        original = json.loads(source["messages"][1]["tool_calls"][0]["function"]["arguments"])
+        variant = json.loads(call["function"]["arguments"])
+        assert call["function"]["name"] == source["messages"][1]["tool_calls"][0]["function"]["name"]
+        changed = [n for n in variant if variant[n] != original[n]]
+        assert changed and all(str(variant[n]) in item["messages"][0]["content"] for n in changed)
+        assert tk.validate_call(call, item["tools"]) is None
+    assert len({i["id"] for i in items}) == len(items)
+    assert canonical_json(items) == canonical_json(tk.argument_variants(raws, random.Random(0), 60))
+    assert canonical_json(items) != canonical_json(tk.argument_variants(raws, random.Random(1), 60))

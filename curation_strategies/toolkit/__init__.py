@@ -29,7 +29,7 @@ from .rl_select import (boundary_tasks, fit_rl, from_successes, outcome_spread, 
 from .segment import DECISION_KINDS, Segment, decision_points, segment
 from .stats import corpus_stats, curated_stats
 from .synthesis import ERROR_KINDS, environment_variants, erroneous_call, llm_refine, refinement_synthesis
-from .variants import argument_variant, parallel_variants
+from .variants import argument_variant, argument_variants, parallel_variants
 from .tokens import count_tokens, message_tokens, trajectory_tokens
 from .trajectory import (assistant_indices, canonical_json, env_of, last_user_before, same_user_turn,
                          step_boundaries, task_text, tool_results, user_indices)

@@ -25,10 +25,11 @@ def category(raw: Mapping) -> str | None:
 
 
 def synthesised(sources: Sequence[Mapping], kind: str, request: str, tools: Sequence[Mapping],
-                answer: Mapping, tags: Sequence[str] = (), made: Mapping | None = None) -> dict:
+                answer: Mapping, tags: Sequence[str] = (), made: Mapping | None = None, suffix: str | None = None) -> dict:
     """A raw-like record made from `sources`: one user request, one assistant answer; stamped as
-    synthesised by `made` (the calling operator's provenance step)."""
-    record = {"id": "+".join(s["id"] for s in sources) + f"#{kind}", "task": request,
+    synthesised by `made` (the calling operator's provenance step). Its id is the sources' ids and
+    `#suffix` (default: `#kind`)."""
+    record = {"id": "+".join(s["id"] for s in sources) + f"#{suffix or kind}", "task": request,
             "messages": [{"role": "user", "content": request}, dict(answer)],
             "tools": [dict(t) for t in copy_tools(tools)],
             "meta": {"origin": [i for s in sources for i in ((s.get("meta") or {}).get("origin") or [s["id"]])],

@@ -13,7 +13,7 @@ import re
 from typing import Mapping, Sequence
 
 from .calls import parse_arguments, validate_call
-from .compose import _answer, join_requests, single_call_items, synthesised
+from .compose import _answer, category, join_requests, single_call_items, synthesised
 from .provenance import step
 
 
@@ -85,4 +85,24 @@ def parallel_variants(raws: Sequence[Mapping], rng: random.Random, limit: int, c
         if len(answers) == calls:
             out.append(synthesised([raw], "parallel", join_requests(requests), [tool], _answer(answers),
                                    tags=["variant"], made=made_by))
+    return out
+
+
+def argument_variants(raws: Sequence[Mapping], rng: random.Random, limit: int) -> list[dict]:
+    """Items like the kept single-call ones with other values: a successful single-call item's
+    request and call with the values its request states changed alike (argument_variant), the
+    same tools offered, the one changed call answered; at most `limit`, sources in a seeded order.
+    More supervision of the step BFCL's argument checker fails most: copying the request's values
+    into the call."""
+    made_by, out = step("argument_variants", "synthesised", limit=limit), []
+    items = single_call_items(raws)
+    for n in rng.sample(range(len(items)), len(items)):
+        if len(out) >= limit:
+            break
+        raw, request, tool, call = items[n]
+        made = argument_variant(request, tool, call, rng)
+        if made is not None:
+            kind = category(raw) or "simple_python"
+            out.append(synthesised([raw], kind, made[0], raw["tools"], _answer([made[1]]), tags=["variant"],
+                                   made=made_by, suffix="argument-variant"))
     return out
