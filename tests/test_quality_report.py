@@ -140,3 +140,14 @@ def test_a_table_with_nothing_computed_yet_is_still_a_well_formed_table():
     rows = [line for line in table.markdown(doc).splitlines() if line.startswith("|")]
     assert len({line.count("|") for line in rows}) == 1
     assert doc["minimal_detectable_difference"]["value"] == pytest.approx(stats.minimal_detectable_difference(40, 2))
+
+
+def test_a_table_2_row_is_paired_with_its_full_row_what_the_component_is_worth(doc):
+    no_memory = doc["rows"][4]
+    # full (ρ0 wild: 8 and 12 of 40) minus w/o memory (6 and 10): +2 tasks a seed, on both seeds
+    assert no_memory["full_minus_this"]["value"] == pytest.approx(0.05)
+    assert 0 <= no_memory["full_minus_this"]["low"] < 0.05 < no_memory["full_minus_this"]["high"]
+    assert all("full_minus_this" not in r for r in doc["rows"][:4])
+    table2 = table.markdown(doc).split("**Table 2 (ablations)**")[1].split("\n\n")[1]
+    assert "| full − row [95% CI] |" in table2
+    assert " | +5.0 [+" in table2.splitlines()[-1] and table2.splitlines()[-2].endswith(" — |")

@@ -64,6 +64,9 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
             entry["vs_rho0_wild"] = compare(row.id, "rho0-wild")
         if oracle is not None and row.id != "oracle" and row.table == 1:
             entry["vs_oracle"] = compare(row.id, "oracle")
+        full = row.id.split(" ")[0] if row.table == 2 and " " in row.id else None
+        if full in scores:   # what the ablated component is worth: the full row minus this one, paired
+            entry["full_minus_this"] = compare(full, row.id)
         if wild is not None and labeled is not None and row.id not in ("rho0-wild", "rho0-labeled"):
             entry["gap_recovered"] = stats.gap_recovered(s, wild, labeled, seed=seed)   # 0 and 1 by definition there
         out_rows.append(entry)
@@ -153,6 +156,14 @@ def add_per_task(doc: dict, cells: dict[str, list[dict]], golds: dict[str, list[
         if wild is not None and mine is not None and entry["id"] != "rho0-wild" and len(next(iter(mine.values()))) == \
                 len(next(iter(wild.values()))):
             entry["gold_vs_rho0_wild"] = stats.paired_difference(mine, wild)
+        full = per_seed_gold.get(entry["id"].split(" ")[0]) if entry["table"] == 2 and " " in entry["id"] else None
+        if full is not None and mine is not None and len(next(iter(mine.values()))) == len(next(iter(full.values()))):
+            entry["gold_full_minus_this"] = stats.paired_difference(full, mine)   # Table 2: what the component moves
+
+
+def _signed(e: dict) -> str:
+    """A paired difference in points, signed: +1.2 [−0.4, +2.9]."""
+    return f"{100 * e['value']:+.1f} [{100 * e['low']:+.1f}, {100 * e['high']:+.1f}]"
 
 
 def _ci(e: dict | None, pct: bool = True) -> str:
@@ -177,8 +188,9 @@ def markdown(doc: dict) -> str:
             ablated = {r["id"].split(" ")[0] for r in rows}
             rows = [r for r in doc["rows"] if r["table"] == 1 and r["id"] in ablated] + rows
         with_oracle = number == 1 and any(r.get("vs_oracle") for r in rows)
+        with_full = number == 2 and any(r.get("full_minus_this") for r in rows)
         header = ["row", "P [95% CI]", *cats, "Δ vs ρ0 wild [95% CI]", "gap recovered [95% CI]",
-                  *(["Δ vs oracle [95% CI]"] if with_oracle else [])]
+                  *(["Δ vs oracle [95% CI]"] if with_oracle else []), *(["full − row [95% CI]"] if with_full else [])]
         lines += [f"**{title}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for r in rows:
             if r.get("pending"):
@@ -192,18 +204,22 @@ def markdown(doc: dict) -> str:
             if shown is None:
                 shown = _ci(gap, pct=False) if gap else ("no gap" if "gap_recovered" in r else "—")
             vs_oracle = (" " + (_ci(r["vs_oracle"]) if r.get("vs_oracle") else "—") + " |") if with_oracle else ""
-            lines.append(f"| {r['label']} | {_ci(r['P'])} | {per_cat}{_ci(vs) if vs else '—'} | {shown} |{vs_oracle}")
+            vs_full = (" " + (_signed(r["full_minus_this"]) if r.get("full_minus_this") else "—") + " |") if with_full else ""
+            lines.append(f"| {r['label']} | {_ci(r['P'])} | {per_cat}{_ci(vs) if vs else '—'} | {shown} |{vs_oracle}{vs_full}")
         lines.append("")
     lines += pairs_markdown(doc)
     gold = [r for r in done if r.get("gold_ll")]
     if gold:   # the continuous signal beside P (--gold)
+        with_full = any(r.get("gold_full_minus_this") for r in gold)
         lines += ["**Gold-call log-likelihood** (nats/token; mean over tasks of the seeds' mean)", "",
-                  "| row | gold LL [95% CI] | Δ vs ρ0 wild, paired [95% CI] |", "|---|---|---|"]
+                  "| row | gold LL [95% CI] | Δ vs ρ0 wild, paired [95% CI] |" + (" full − row, paired [95% CI] |" if with_full else ""),
+                  "|---|---|---|" + ("---|" if with_full else "")]
+
+        def nats(e: dict | None) -> str:
+            return f"{e['value']:+.4f} [{e['low']:+.4f}, {e['high']:+.4f}]" if e else "—"
         for r in gold:
-            vs = r.get("gold_vs_rho0_wild")
-            g = r["gold_ll"]
-            lines.append(f"| {r['label']} | {g['value']:+.4f} [{g['low']:+.4f}, {g['high']:+.4f}] | "
-                         + (f"{vs['value']:+.4f} [{vs['low']:+.4f}, {vs['high']:+.4f}]" if vs else "—") + " |")
+            lines.append(f"| {r['label']} | {nats(r['gold_ll'])} | {nats(r.get('gold_vs_rho0_wild'))} |"
+                         + (f" {nats(r.get('gold_full_minus_this'))} |" if with_full else ""))
         lines.append("")
     lines.append(mdd_sentence(doc))
     if doc.get("proxy"):
