@@ -273,10 +273,14 @@ def render_raw(name: str, spec: str) -> str:
 def quality_table(name: str) -> str:
     d = load(name)
     pairs = {(p["a"], p["b"]): p for p in d.get("pairs", [])}
-    lines = ["| row | P [95% CI] | Δ vs ρ0 wild [95% CI] |", "|---|---|---|"]
+    table2 = any(r.get("full_minus_this") for r in d["rows"])   # Table 2: what each ablated component is worth
+    lines = ["| row | P [95% CI] | Δ vs ρ0 wild [95% CI] |" + (" full − row [95% CI] |" if table2 else ""),
+             "|---|---|---|" + ("---|" if table2 else "")]
     for r in d["rows"]:
         pair = pairs.get((r["id"], "rho0-wild"))
-        lines.append(f"| {_cell(r['label'])} | {FORMATS['ci'](r['P'])} | {FORMATS['dci'](pair) if pair else '—'} |")
+        full = r.get("full_minus_this")
+        lines.append(f"| {_cell(r['label'])} | {FORMATS['ci'](r['P'])} | {FORMATS['dci'](pair) if pair else '—'} |"
+                     + (f" {FORMATS['dci'](full) if full else '—'} |" if table2 else ""))
     return "\n".join(lines)
 
 
