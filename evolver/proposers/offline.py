@@ -56,10 +56,10 @@ REMEDIES = {
     "wrong_tool": ("+add_distractors", "+tool_signatures", "+task_facts", "+repeat_focus"),
     "wrong_call_count": ("+parallel_variants", "+compose_parallel", "+compose_parallel_multiple", "+repeat_focus",
                          "+drop_redundant"),
-    # argument variants: SFT data, the one kind of remedy that reaches the agent at cpu-small (memory
-    # and one GRPO step change no answer there: docs/results/training.md)
-    "bad_arguments": ("+tool_signatures", "+argument_variants", "+mask_corrected", "+error_constraints", "+rl_successes",
-                      "+worked_examples"),
+    # argument variants last: on the tuning slice they cost 8.3 points (irrelevance 21 → 11 of 24,
+    # the calling categories level at 17), docs/search.md
+    "bad_arguments": ("+tool_signatures", "+mask_corrected", "+error_constraints", "+rl_successes", "+worked_examples",
+                      "+argument_variants"),
     "tool_error_not_recovered": ("+error_constraints", "+refinement_synthesis", "+rl_recovery", "+mask_corrected"),
     "state_mismatch": ("+drop_failed", "+environment_variants", "+rl_focus", "+rl_recovery", "+rl_successes"),
     "missing_output": ("+drop_failed", "+drop_abandoned"),
