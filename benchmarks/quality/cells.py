@@ -306,6 +306,11 @@ class Cells:
 
         return read_json(_whole(self.root / "cells" / key, evaluate) / "cell.json")
 
+    def _bank(self, row: Row) -> str | None:
+        """The memory file the row's evaluation retrieves from (None: no bank, or one without records)."""
+        memory = self.inputs(row)["memory"]
+        return memory_used(memory[0]) if memory else None
+
     def _run_evaluation(self, row: Row, seed: int) -> Path | None:
         """A run's evaluation of this cell's adopted training that is this cell's evaluation: the
         same tasks, split, metric, memory bank, decoding and benchmark version; None otherwise."""
@@ -314,8 +319,7 @@ class Cells:
             return None
         from benchmarks.quality.adopted import expected_evaluation, same_evaluation
 
-        memory = self.inputs(row)["memory"]
-        memory = memory_used(memory[0]) if memory else None
+        memory = self._bank(row)
         expected = expected_evaluation(self.eval_spec, self.setting.split, [t.id for t in self.tasks], self.base,
                                        seed, memory, self.benchmark_options())
         return source if same_evaluation(read_json(source / "metrics.json"), expected) is None else None
@@ -327,8 +331,7 @@ class Cells:
         cell = self.cached(row, seed)
         if cell is None:
             return None
-        memory = self.inputs(row)["memory"]
-        memory = memory_used(memory[0]) if memory else None   # the bank the evaluation retrieved from
+        memory = self._bank(row)
         # gold-memory.json: read with the hints (gold.json of a cell with a bank, written before
         # 2026-11-29 evening, was read without them and is not used)
         path = self.root / "cells" / cell["key"] / ("gold-memory.json" if memory else "gold.json")
