@@ -274,13 +274,20 @@ def quality_table(name: str) -> str:
     d = load(name)
     pairs = {(p["a"], p["b"]): p for p in d.get("pairs", [])}
     table2 = any(r.get("full_minus_this") for r in d["rows"])   # Table 2: what each ablated component is worth
-    lines = ["| row | P [95% CI] | Δ vs ρ0 wild [95% CI] |" + (" full − row [95% CI] |" if table2 else ""),
-             "|---|---|---|" + ("---|" if table2 else "")]
+    # where a difference is: the tasks that want a call and those that want none (benchmarks.quality.table.by_kind)
+    kinds = [(key, label) for key, label in (("vs_rho0_wild_by_kind", "Δ vs ρ0 wild"), ("full_minus_this_by_kind", "full − row"))
+             if any(r.get(key) for r in d["rows"])]
+    head = [f"{label}, {kind} tasks" for _, label in kinds for kind in ("calling", "declining")]
+    lines = ["| row | P [95% CI] | Δ vs ρ0 wild [95% CI] |" + (" full − row [95% CI] |" if table2 else "")
+             + "".join(f" {h} |" for h in head),
+             "|---|---|---|" + ("---|" if table2 else "") + "---|" * len(head)]
     for r in d["rows"]:
         pair = pairs.get((r["id"], "rho0-wild"))
         full = r.get("full_minus_this")
+        split = "".join(f" {FORMATS['dci'](r[key][kind]) if r.get(key) else '—'} |"
+                        for key, _ in kinds for kind in ("calling", "declining"))
         lines.append(f"| {_cell(r['label'])} | {FORMATS['ci'](r['P'])} | {FORMATS['dci'](pair) if pair else '—'} |"
-                     + (f" {FORMATS['dci'](full) if full else '—'} |" if table2 else ""))
+                     + (f" {FORMATS['dci'](full) if full else '—'} |" if table2 else "") + split)
     return "\n".join(lines)
 
 

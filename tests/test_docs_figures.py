@@ -167,3 +167,16 @@ def test_a_table_of_flat_records_keeps_their_order_or_the_columns_named(monkeypa
     assert module.table("x.json", "epochs").splitlines()[0] == "| b | a | c |"
     named = module.table("x.json", "epochs|c,a").splitlines()
     assert named[0] == "| c | a |" and named[2:] == ["| — | 1 |", "| 4 | 3 |"]
+
+
+def test_a_quality_table_shows_where_a_difference_is_when_the_raw_file_splits_it(monkeypatch):
+    module = _module()
+    d = {"value": 0.1, "low": 0.05, "high": 0.2}
+    rows = [{"id": "rho0-wild", "label": "ρ0", "P": d},
+            {"id": "x", "label": "x", "P": d, "vs_rho0_wild_by_kind": {"calling": d, "declining": {**d, "value": -0.1}}}]
+    monkeypatch.setattr(module, "load", lambda name: {"rows": rows, "pairs": [{"a": "x", "b": "rho0-wild", **d}]})
+    head, _, wild, x = module.quality_table("x.json").splitlines()
+    assert head.endswith("| Δ vs ρ0 wild, calling tasks | Δ vs ρ0 wild, declining tasks |")
+    assert wild.endswith("| — | — |") and x.endswith("| +10.0 [+5.0, +20.0] | -10.0 [+5.0, +20.0] |")
+    monkeypatch.setattr(module, "load", lambda name: {"rows": rows[:1], "pairs": []})
+    assert module.quality_table("x.json").splitlines()[0] == "| row | P [95% CI] | Δ vs ρ0 wild [95% CI] |"

@@ -151,3 +151,43 @@ def test_a_table_2_row_is_paired_with_its_full_row_what_the_component_is_worth(d
     table2 = table.markdown(doc).split("**Table 2 (ablations)**")[1].split("\n\n")[1]
     assert "| full − row [95% CI] |" in table2
     assert " | +5.0 [+" in table2.splitlines()[-1] and table2.splitlines()[-2].endswith(" — |")
+
+
+def test_a_difference_is_split_into_the_tasks_that_want_a_call_and_those_that_want_none():
+    """A row that declines more and calls worse gains overall: the split shows where (BFCL's
+    irrelevance tasks want no call), for Δ vs ρ0, for full − row and for a strategy's Δ vs the best."""
+    from benchmarks.quality import strategy_rows
+
+    calls_worse = first(4, "simple_python") | first(10, "irrelevance")
+    rows = [ROWS[0], ROWS[1], ROWS[0].ablated("no-memory")]
+    cells = {"rho0-wild": [cell(0, first(8, "simple_python")), cell(1, first(8, "simple_python"))],
+             "oracle": [cell(0, calls_worse), cell(1, calls_worse)],
+             "rho0-wild no-memory": [cell(0, first(8, "simple_python") | first(2, "irrelevance"))] * 2}
+    doc = table.summarize(rows, cells, Setting(tasks=40, seeds=(0, 1)), n_tasks=40)
+    wild, oracle, no_memory = doc["rows"]
+    assert oracle["vs_rho0_wild"]["value"] == pytest.approx(0.15)
+    split = oracle["vs_rho0_wild_by_kind"]
+    assert (split["calling"]["n"], split["declining"]["n"]) == (20, 20)
+    assert split["calling"]["value"] == pytest.approx(-0.2) and split["calling"]["high"] < 0
+    assert split["declining"]["value"] == pytest.approx(0.5) and split["declining"]["low"] > 0
+    assert no_memory["full_minus_this_by_kind"]["calling"]["value"] == pytest.approx(0.0)
+    assert no_memory["full_minus_this_by_kind"]["declining"]["value"] == pytest.approx(-0.1)
+    text = table.markdown(doc)
+    assert "**Calling and declining**" in text and "the 20 tasks that want a call" in text
+    assert "| oracle: ρ0 on the records labelled clean | row − ρ0 wild | -20.0 [" in text
+    scores = {r: table.row_scores(c) for r, c in cells.items()}
+    best = strategy_rows.add_vs_best(doc, scores, CATEGORY)
+    assert best == "oracle" and wild["vs_best_by_kind"]["calling"]["value"] == pytest.approx(0.2)
+    # one kind of task only (another environment's categories): no split, no section
+    only = {t: "simple_python" for t in CATEGORY}
+    assert table.by_kind(scores["oracle"], scores["rho0-wild"], only) is None
+
+
+def test_the_no_call_categories_are_the_ones_the_official_checker_scores_as_declines():
+    from benchmarks.bfcl.single_turn import check_calls
+    from benchmarks.bfcl.single_turn_data import CATEGORIES, NO_CALL
+
+    assert set(NO_CALL) < set(CATEGORIES)
+    for category in NO_CALL:
+        assert check_calls(category, [], None, None)["valid"]
+        assert not check_calls(category, [], [("f", {})], None)["valid"]

@@ -11,6 +11,7 @@ from typing import Mapping, Sequence
 from benchmarks.base import Task
 from benchmarks.bfcl.common import tool_call_message
 from benchmarks.bfcl.corpus_noise import SPLIT, seeded, typo
+from benchmarks.bfcl.single_turn_data import NO_CALL
 
 ST_NOISE = {"clean": 40, "wrong_type": 12, "wrong_value": 12, "missing_required": 10,
             "hallucinated_function": 9, "unparseable_call": 9}
@@ -43,7 +44,7 @@ class SingleTurnBuilder:
 
     def gold_message(self, task: Task, rng: random.Random) -> dict:
         gold = self.bench.gold(task.id)
-        if task.category in ("irrelevance", "live_irrelevance"):
+        if task.category in NO_CALL:
             return {"role": "assistant", "content": rng.choice(REFUSALS)}
         return self.calls_message(gold)
 

@@ -31,7 +31,7 @@ from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_spli
 from benchmarks.bfcl import splits
 from benchmarks.bfcl.backends import CallError, tool_schema
 from benchmarks.bfcl.common import bounded, call_parts, error_observation, short
-from benchmarks.bfcl.single_turn_data import (CATEGORIES, LIVE_CATEGORIES, NO_ANSWER, SINGLE_TURN_CATEGORIES, answers,
+from benchmarks.bfcl.single_turn_data import (CATEGORIES, LIVE_CATEGORIES, NO_ANSWER, NO_CALL, SINGLE_TURN_CATEGORIES, answers,
                                               category_of, entries)
 from benchmarks.bfcl.splits import UNSATISFIABLE
 from base.errors import UserError
@@ -79,7 +79,7 @@ def check_calls(category: str, docs: list, calls: list[tuple[str, dict]] | None,
                 parse_error: str | None = None) -> dict:
     """The official verdict for `calls` (None or [] = no call): {"valid", "error_type", "error"}."""
     made = bool(calls)
-    if category in ("irrelevance", "live_irrelevance"):
+    if category in NO_CALL:
         if made:
             return {"valid": False, "error_type": "irrelevance_error:decoder_success",
                     "error": ["Valid syntax. Successfully decode AST when it should not."]}

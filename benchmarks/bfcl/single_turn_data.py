@@ -14,6 +14,7 @@ LIVE_CATEGORIES = ("live_simple", "live_multiple", "live_parallel", "live_parall
                    "live_irrelevance", "live_relevance")
 CATEGORIES = SINGLE_TURN_CATEGORIES + LIVE_CATEGORIES
 NO_ANSWER = ("irrelevance", "live_irrelevance", "live_relevance")  # no possible_answer file
+NO_CALL = ("irrelevance", "live_irrelevance")   # the right answer is no call: the model must decline
 
 
 def _data():

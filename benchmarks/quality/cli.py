@@ -199,7 +199,7 @@ def cmd_bench_quality(args) -> int:
     out = args.out or Path(args.cache) / f"report-{setting.split}"
     if args.spread:
         doc["spread"] = table.spread(doc)
-    best = strategy_rows.add_vs_best(doc, {r: table.row_scores(c) for r, c in results.items() if c}) \
+    best = strategy_rows.add_vs_best(doc, {r: table.row_scores(c) for r, c in results.items() if c}, cells.category) \
         if args.strategy else None
     paths = table.write(doc, Path(out))
     print(table.markdown(doc))

@@ -18,7 +18,7 @@ from pathlib import Path
 from base.errors import UserError
 from base.files import atomic_json, sha256_files
 
-from benchmarks.quality import stats
+from benchmarks.quality import stats, table
 from benchmarks.quality.cells import Row
 
 PREFIX = "strategy:"
@@ -66,10 +66,11 @@ def strategy_sha256(row: Row) -> str:
     return sha256_files(row.files)
 
 
-def add_vs_best(doc: dict, scores: dict[str, dict]) -> str | None:
+def add_vs_best(doc: dict, scores: dict[str, dict], category: dict | None = None) -> str | None:
     """In place: each computed Table 1 row's paired difference with the best other row (the highest
-    P among them, `vs_best`, naming it); returns the best row's id (None with fewer than two rows).
-    `scores`: row id → its task → per-seed scores (benchmarks.quality.table.row_scores)."""
+    P among them, `vs_best`, naming it; with `category`, task → category, also on the calling and
+    the declining tasks apart, `vs_best_by_kind`); returns the best row's id (None with fewer than two
+    rows). `scores`: row id → its task → per-seed scores (benchmarks.quality.table.row_scores)."""
     done = [r for r in doc["rows"] if not r.get("pending") and r["table"] == 1 and r["id"] in scores]
     if len(done) < 2:
         return None
@@ -77,6 +78,9 @@ def add_vs_best(doc: dict, scores: dict[str, dict]) -> str | None:
     for entry in done:
         other = ranked[1] if entry is ranked[0] else ranked[0]
         entry["vs_best"] = {"row": other["id"], **stats.paired_difference(scores[entry["id"]], scores[other["id"]])}
+        split = table.by_kind(scores[entry["id"]], scores[other["id"]], category) if category else None
+        if split:
+            entry["vs_best_by_kind"] = split
     return ranked[0]["id"]
 
 
@@ -118,6 +122,10 @@ def markdown(doc: dict, best: str | None) -> str:
         if r.get("vs_best"):
             parts.append(f"{_points(r['vs_best'])} vs {r['vs_best']['row']}" + (" (the best other row)" if r["id"] == best
                                                                                  else " (the best row)"))
+            if r.get("vs_best_by_kind"):
+                k = r["vs_best_by_kind"]
+                parts.append(f"of it, on the {k['calling']['n']} calling tasks {_points(k['calling'])}, on the "
+                             f"{k['declining']['n']} declining ones {_points(k['declining'])}")
         lines.append(f"{r['id']}: P {100 * r['P']['value']:.1f}; " + "; ".join(parts))
     return "\n".join(lines)
 

@@ -10,6 +10,7 @@ from statistics import fmean
 from base.files import atomic_json, atomic_write
 
 from base import paired
+from benchmarks.bfcl.single_turn_data import NO_CALL
 from benchmarks.quality import stats
 from benchmarks.quality.cells import Row, Setting
 
@@ -26,6 +27,19 @@ def pooled_seed_sd(per_row: dict[str, list[float]]) -> float | None:
     """The between-seed spread of P pooled over rows (root of the mean per-row variance)."""
     variances = [stats.seed_spread(p)["sd"] ** 2 for p in per_row.values() if len(p) > 1]
     return math.sqrt(fmean(variances)) if variances else None
+
+
+def by_kind(a: dict, b: dict, category: dict, seed: int = 0) -> dict | None:
+    """a − b (task → per-seed scores) paired on the tasks that want a call (`calling`) and on those whose
+    right answer is no call (`declining`: BFCL's irrelevance categories), so a gain made by declining more
+    is not read as a better agent; None when the tasks hold only one kind."""
+    kind = {t: "declining" if category.get(t) in NO_CALL else "calling" for t in a}
+    if len(set(kind.values())) < 2:
+        return None
+    return {k: {"n": sum(v == k for v in kind.values()),
+                **stats.paired_difference({t: v for t, v in a.items() if kind[t] == k},
+                                          {t: v for t, v in b.items() if kind.get(t) == k}, seed=seed)}
+            for k in ("calling", "declining")}
 
 
 def _diagnostics(row_cells: list[dict]) -> dict:
@@ -45,6 +59,8 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
     bar an evolved strategy must match; rows without all their cells are marked pending."""
     scores = {rid: row_scores(c) for rid, c in cells.items() if c}
     compare = functools.cache(lambda a, b: stats.paired_difference(scores[a], scores[b], seed=seed))
+    task_category = {t: c for got in cells.values() for cell in got[:1] for t, c in cell["category"].items()}
+    kinds = functools.cache(lambda a, b: by_kind(scores[a], scores[b], task_category, seed=seed))
     wild, labeled, oracle = scores.get("rho0-wild"), scores.get("rho0-labeled"), scores.get("oracle")
     per_seed = {rid: [c["P"] for c in cells[rid]] for rid in scores}
     out_rows = []
@@ -62,11 +78,15 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
                      **_diagnostics(cells[row.id]))
         if wild is not None and row.id != "rho0-wild":
             entry["vs_rho0_wild"] = compare(row.id, "rho0-wild")
+            if kinds(row.id, "rho0-wild"):
+                entry["vs_rho0_wild_by_kind"] = kinds(row.id, "rho0-wild")
         if oracle is not None and row.id != "oracle" and row.table == 1:
             entry["vs_oracle"] = compare(row.id, "oracle")
         full = row.id.split(" ")[0] if row.table == 2 and " " in row.id else None
         if full in scores:   # what the ablated component is worth: the full row minus this one, paired
             entry["full_minus_this"] = compare(full, row.id)
+            if kinds(full, row.id):
+                entry["full_minus_this_by_kind"] = kinds(full, row.id)
         if wild is not None and labeled is not None and row.id not in ("rho0-wild", "rho0-labeled"):
             entry["gap_recovered"] = stats.gap_recovered(s, wild, labeled, seed=seed)   # 0 and 1 by definition there
         out_rows.append(entry)
@@ -132,6 +152,24 @@ def pairs_markdown(doc: dict) -> list[str]:
     return lines + ["", f"{apart} of {len(pairs)} pairs told apart (each interval on its own); {holm} of them "
                          f"also with Holm's correction for the {len(pairs)} comparisons (family-wise α 0.05, "
                          "two-sided bootstrap p).", ""]
+
+
+def kinds_markdown(doc: dict) -> list[str]:
+    """Each row's difference with ρ0 on the wild corpus, and each Table 2 row's full − row, split into
+    the tasks that want a call and those that want none (`by_kind`); nothing when the tasks hold one kind."""
+    shown = [(r, key, what) for r in doc["rows"] if not r.get("pending")
+             for key, what in (("vs_rho0_wild_by_kind", "row − ρ0 wild"), ("full_minus_this_by_kind", "full − row"))
+             if r.get(key)]
+    if not shown:
+        return []
+    n = shown[0][0][shown[0][1]]
+    lines = [f"**Calling and declining** (points, paired over tasks × seeds, 95% CI; calling: the {n['calling']['n']} "
+             f"tasks that want a call; declining: the {n['declining']['n']} whose right answer is no call)", "",
+             "| row | difference | calling | declining |", "|---|---|---|---|"]
+    for r, key, what in shown:
+        d = r[key]
+        lines.append(f"| {r['label']} | {what} | {_signed(d['calling'])} | {_signed(d['declining'])} |")
+    return lines + [""]
 
 
 def add_per_task(doc: dict, cells: dict[str, list[dict]], golds: dict[str, list[dict | None]]) -> None:
@@ -207,6 +245,7 @@ def markdown(doc: dict) -> str:
             vs_full = (" " + (_signed(r["full_minus_this"]) if r.get("full_minus_this") else "—") + " |") if with_full else ""
             lines.append(f"| {r['label']} | {_ci(r['P'])} | {per_cat}{_ci(vs) if vs else '—'} | {shown} |{vs_oracle}{vs_full}")
         lines.append("")
+    lines += kinds_markdown(doc)
     lines += pairs_markdown(doc)
     gold = [r for r in done if r.get("gold_ll")]
     if gold:   # the continuous signal beside P (--gold)
