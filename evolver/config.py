@@ -19,6 +19,7 @@ from base.errors import UserError
 from base.objective import LAMBDA
 from benchmarks import registry
 from benchmarks.evaluate import EvalSpec, steps_pass
+from benchmarks.policies.limits import LEGACY_MAX_NEW_TOKENS
 from benchmarks.stages import PROXY_SFT_STEPS, PROXY_TASKS
 from evolver.llm import LLMConfig
 from evolver.options import Flag, Nested, check_choices, check_option, options_of, sentence
@@ -345,6 +346,8 @@ class RunConfig(BaseModel):
             raise UserError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(i.alias or n for n, i in cls.model_fields.items())}")
         tuples = {name for name, info in cls.model_fields.items() if getattr(info.annotation, "__origin__", None) is tuple}
         values = {names[k]: tuple(v) if names[k] in tuples and isinstance(v, list) else v for k, v in doc.items()}
+        if "max_new_tokens" not in doc and not (isinstance(doc.get("eval"), Mapping) and "max_new_tokens" in doc["eval"]):
+            values["max_new_tokens"] = LEGACY_MAX_NEW_TOKENS   # what a run that named no budget decoded with
         try:
             return cls(**values)
         except UserError as exc:

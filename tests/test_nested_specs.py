@@ -16,7 +16,7 @@ from evolver.config import FLAT, FLAT_BUDGET, RUN_SETS, RunConfig
 from sandbox.process_executor import ProcessExecutor
 from trainer.train import TrainSpec
 
-# computed on main at abee770, before the nesting
+# computed on main at abee770, before the nesting, when the decoding budget was 128 (the default until 2026-11-29)
 PINNED = {"default": ("cdd2ece79fb6c40fa49243b3", "7744bb19d19c34e457be1b1a"),
           "changed": ("0862e8e1777886e8e5d69fd0", "420b1ccdf05cce2964f7056f")}
 
@@ -24,7 +24,7 @@ PINNED = {"default": ("cdd2ece79fb6c40fa49243b3", "7744bb19d19c34e457be1b1a"),
 def test_a_cells_training_and_cell_keys_are_the_ones_computed_before_the_specs_were_nested(quality_corpora, tmp_path):
     wild, labeled = quality_corpora
     row = rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, None)[0]
-    settings = {"default": Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test")),
+    settings = {"default": Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test"), eval=EvalSpec(max_new_tokens=128)),
                 "changed": Setting(split="dev", tasks=5, seeds=(0,), eval=EvalSpec(batch_size=4, max_new_tokens=64),
                                    train=TrainSpec(profile="test", base="tiny-random", budget={"sft_max_steps": 2}))}
     keys = {}
@@ -32,6 +32,10 @@ def test_a_cells_training_and_cell_keys_are_the_ones_computed_before_the_specs_w
         cells = Cells(tmp_path / "cache", setting, ProcessExecutor())
         keys[name] = (cells.training_key(row, 0), cells.cell_key(row, 0))
     assert keys == PINNED
+    # today's default budget (256) is a cell of its own: a cache filled at 128 never answers for it
+    today = Cells(tmp_path / "cache", Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test")), ProcessExecutor())
+    assert today.setting.eval.max_new_tokens == 256
+    assert today.training_key(row, 0) == PINNED["default"][0] and today.cell_key(row, 0) != PINNED["default"][1]
 
 
 FIXTURES = Path(__file__).parent / "fixtures" / "run_json"
@@ -73,7 +77,7 @@ def test_the_quality_setting_is_written_flat_as_before_so_calibration_keys_hold(
     """A table's raw result and a calibration hold the setting as `dataclasses.asdict` wrote it
     before the nesting (calibration._key hashes it)."""
     setting = Setting(split="dev", tasks=5, seeds=(0, 1), train=TrainSpec(profile="test", budget={"sft_max_steps": 2}),
-                      eval=EvalSpec(batch_size=4))
+                      eval=EvalSpec(batch_size=4, max_new_tokens=128))
     assert setting.to_json() == {
         "benchmark": "bfcl-single", "split": "dev", "tasks": 5, "profile": "test", "base": None, "seeds": [0, 1],
         "metric": "task_success", "batch_size": 4, "curation_seed": 0, "curation_timeout_s": 900.0,

@@ -42,7 +42,9 @@ def _old_keys(cells: Cells, row, seed: int) -> tuple[str | None, str]:
     s = cells.setting
     cell = key({"training": training, "base": cells.base, "memory": used["memory"] and used["memory"][1],
                 "benchmark": s.benchmark, "split": s.split, "tasks": [t.id for t in cells.tasks], "metric": s.metric,
-                "batch_size": s.eval.batch_size, "seed": seed})
+                "batch_size": s.eval.batch_size, "seed": seed,
+                # a budget other than 128 (the default then, not keyed) was keyed, as it still is
+                **({"max_new_tokens": s.eval.max_new_tokens} if s.eval.max_new_tokens != 128 else {})})
     return training, cell
 
 

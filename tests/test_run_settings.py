@@ -290,3 +290,15 @@ def test_the_cluster_options_are_checked_like_every_other_and_resume_moves_only_
     assert on_backend(RunConfig(), {"storage": "s3://b"}) == RunConfig(backend="ray", storage="s3://b")
     with pytest.raises(UserError, match=re.escape("--backend must be one of local, ray, not 'slurm'")):
         on_backend(ray, {"backend": "slurm"})
+
+
+def test_a_run_json_that_names_no_decoding_budget_decoded_with_128_and_a_new_run_with_256():
+    """The budget became 256 on 2026-11-29 (bench/decode_budget.py); a run made before, whose
+    run.json names none, resumes and replays at the 128 it evaluated with."""
+    old = json.loads((FIXTURES / "replay-1126.json").read_text())
+    assert "max_new_tokens" not in old and "max_new_tokens" not in (old.get("eval") or {})
+    assert RunConfig.from_json(old).eval.max_new_tokens == 128
+    written = RunConfig.from_json(old).to_json()
+    assert written["eval"]["max_new_tokens"] == 128 and RunConfig.from_json(written).eval.max_new_tokens == 128
+    assert RunConfig().eval.max_new_tokens == 256
+    assert RunConfig.from_json({**written, "eval": {**written["eval"], "max_new_tokens": 64}}).eval.max_new_tokens == 64

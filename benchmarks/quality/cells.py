@@ -33,7 +33,7 @@ from base.errors import UserError
 from trainer import memory as memory_mod
 from benchmarks.registry import DEFAULT as DEFAULT_BENCHMARK, OLD_NAMES
 from base.files import atomic_json, read_json, read_jsonl, sha256_files
-from benchmarks.policies.limits import DEFAULT_MAX_NEW_TOKENS
+from benchmarks.policies.limits import LEGACY_MAX_NEW_TOKENS
 from benchmarks.evaluate import EvalResult
 from benchmarks.stages import EvalSpec, TrainSpec, evaluate_on, memory_used, train_on, used
 from corpora import load_corpus
@@ -65,7 +65,7 @@ class Setting:
     key; the rest as the loop's trainings take it by default."""
     eval: EvalSpec = EvalSpec()
     """The batches and the decoding budget: a run's own when `curateevo test --seeds` scores its
-    strategies; `max_new_tokens` is part of a cell's key when not the default."""
+    strategies; `max_new_tokens` is part of a cell's key when not 128 (the default until 2026-11-29)."""
     curation_seed: int = 0
     curation_timeout_s: float = Limits.timeout_s
     corpus: tuple[str, ...] = ()
@@ -259,8 +259,9 @@ class Cells:
                      "tasks": [t.id for t in self.tasks], "metric": self.setting.metric,
                      "batch_size": self.setting.eval.batch_size, "seed": seed,
                      **({"corpus": self.setting.corpus_sha256} if self.setting.corpus else {}),
+                     # keyed when not the budget every cell was made with before it was part of the key
                      **({"max_new_tokens": self.setting.eval.max_new_tokens}
-                        if self.setting.eval.max_new_tokens != DEFAULT_MAX_NEW_TOKENS else {})})
+                        if self.setting.eval.max_new_tokens != LEGACY_MAX_NEW_TOKENS else {})})
 
     def cached(self, row: Row, seed: int) -> dict | None:
         path = self.root / "cells" / self.cell_key(row, seed) / "cell.json"
