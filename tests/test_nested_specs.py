@@ -123,3 +123,16 @@ def test_an_old_run_resumes_and_replays_to_what_an_uninterrupted_run_gives(tmp_p
     whole, resumed = fingerprint(tmp_path / "whole"), fingerprint(tmp_path / "old")
     assert resumed[:2] == whole[:2] and len(resumed[0]) == 2
     assert cli.main(["replay", str(tmp_path / "old"), "--epoch", "0", "--sandbox", "process"]) == 0
+
+
+def test_the_quality_bench_evaluates_at_the_decoding_budget_it_is_given_so_an_older_table_is_reported_again():
+    import argparse
+
+    from benchmarks.quality import cli as quality_cli
+
+    sub = argparse.ArgumentParser().add_subparsers(dest="command")
+    quality_cli.add_cli(sub)
+    parser = sub.choices["bench"]
+    assert quality_cli.setting_of(parser.parse_args(["quality"])).eval.max_new_tokens == 256
+    older = quality_cli.setting_of(parser.parse_args(["quality", "--max-new-tokens", "128"]))
+    assert older.eval.max_new_tokens == 128 and older.to_json()["max_new_tokens"] == 128

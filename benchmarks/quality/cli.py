@@ -21,6 +21,7 @@ from trainer.options import add_profile
 from trainer.cli import parse_budget
 from sandbox.executor import PROJECT_ROOT, make_executor
 
+from benchmarks.policies.limits import DEFAULT_MAX_NEW_TOKENS, LEGACY_MAX_NEW_TOKENS
 from benchmarks.quality import CALIBRATION, ROWS, TABLE1
 
 CACHE = PROJECT_ROOT / "runs" / "bench-quality"
@@ -98,7 +99,8 @@ def setting_of(args):
     corpus = tuple(str(c) for c in args.corpus or ())
     return Setting(benchmark=args.benchmark, split=split, tasks=tasks, seeds=tuple(range(args.seeds)),
                    metric=env.metrics[0], train=TrainSpec(profile=args.profile, base=args.base, budget=parse_budget(args.set)),
-                   eval=EvalSpec(batch_size=args.batch_size), curation_timeout_s=args.timeout, corpus=corpus,
+                   eval=EvalSpec(batch_size=args.batch_size, max_new_tokens=args.max_new_tokens),
+                   curation_timeout_s=args.timeout, corpus=corpus,
                    tools=str(args.tools) if args.tools else None,
                    corpus_sha256=corpus_sha256(list(corpus)) if corpus else None)
 
@@ -266,6 +268,9 @@ def add_cli(sub) -> None:
     add_profile(p, overrides="the profile (part of the cache key)")
     p.add_argument("--base", help="base model (default: the profile's)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="evaluation batch size (default 32)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=DEFAULT_MAX_NEW_TOKENS,
+                   help=f"tokens the policy writes per turn at most (default {DEFAULT_MAX_NEW_TOKENS}; the tables made "
+                        f"before 2026-11-29 evening used {LEGACY_MAX_NEW_TOKENS})")
     add_sandbox(p, "the strategies")
     p.add_argument("--curated-runtime", metavar="SHA256", type=_sha256,
                    help="reuse curations made on another machine, whose sandbox runtime hash (printed there) this is, "
