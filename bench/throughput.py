@@ -82,7 +82,8 @@ def peak_flops(device: str, dtype: str, threads: int) -> tuple[float | None, str
     """(FLOP/s, where the figure comes from); `dtype` is the compute dtype."""
     if device == "cpu":
         kind = "bf16" if dtype == "bfloat16" else "fp32"
-        return cpu_matmul_probe(threads, dtype=dtype), f"measured {kind} matmul (2048², this CPU, these threads)"
+        rate, size = cpu_matmul_rate(threads, dtype=dtype)
+        return rate, f"measured {kind} matmul ({size}², this CPU, these threads)"
     name = devices.device_name(device)
     if dtype != "bfloat16":
         return None, f"{name}: no peak listed for {dtype}"
@@ -93,16 +94,33 @@ def peak_flops(device: str, dtype: str, threads: int) -> tuple[float | None, str
 
 
 def cpu_matmul_probe(threads: int, size: int = 2048, seconds: float = 1.0, dtype: str = "float32") -> float:
+    """This CPU's matmul rate in FLOP/s on `threads` threads (cpu_matmul_rate, the rate alone)."""
+    return cpu_matmul_rate(threads, size, seconds, dtype)[0]
+
+
+def cpu_matmul_rate(threads: int, size: int = 2048, seconds: float = 1.0, dtype: str = "float32") -> tuple[float, int]:
+    """(FLOP/s, the matrix side used): square products repeated for `seconds`. The side halves from
+    `size` (to 256 at least) until one product is expected to take at most half of `seconds`,
+    judged by one 256² product: a CPU without bf16 units emulates a 2048² bf16 product in over a
+    minute (AMD EPYC, AVX2 only: 74 s on one thread), which the probe would otherwise spend twice."""
     import torch
 
     torch.set_num_threads(threads)
-    a, b = torch.randn(size, size, dtype=getattr(torch, dtype)), torch.randn(size, size, dtype=getattr(torch, dtype))
+    kind = getattr(torch, dtype)
+    small = torch.randn(256, 256, dtype=kind)
+    small @ small  # warm-up: the first product also starts the thread pool
+    start = time.perf_counter()
+    small @ small
+    per_256 = time.perf_counter() - start
+    while size > 256 and per_256 * (size / 256) ** 3 > seconds / 2:
+        size //= 2
+    a, b = torch.randn(size, size, dtype=kind), torch.randn(size, size, dtype=kind)
     a @ b  # warm-up
     n, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         a @ b
         n += 1
-    return 2 * size ** 3 * n / (time.perf_counter() - start)
+    return 2 * size ** 3 * n / (time.perf_counter() - start), size
 
 
 def linear_weights(model) -> int:

@@ -3,6 +3,7 @@ command, vLLM options reaching TRL's config, evaluation through an OpenAI-compat
 Qwen3-4B's architecture from its config, and the throughput benchmark on a tiny model."""
 import json
 import sys
+import time
 
 import pytest
 
@@ -164,6 +165,19 @@ def test_throughput_bench_on_the_tiny_model():
     g = r["grpo"]
     assert g["steps"] == 2 and g["completions_per_step"] == 4 and g["generation_s"] > 0 and g["update_s"] > 0
     assert g["generation_s"] + g["update_s"] == pytest.approx(g["step_s"], abs=2e-4)
+
+
+def test_the_cpu_matmul_probe_shrinks_its_product_to_its_time_and_still_measures_a_rate():
+    # a product that would take far longer than the probe's time (on an AVX2-only CPU a 2048² bf16
+    # product took 74 s) is measured on a smaller side, so the probe takes about its time
+    from bench.throughput import cpu_matmul_rate
+
+    start = time.perf_counter()
+    rate, size = cpu_matmul_rate(1, size=8192, seconds=0.05)
+    assert size < 8192 and size >= 256 and rate > 0
+    assert time.perf_counter() - start < 5   # 8192² in fp32 alone takes ~20 s on one thread here
+    rate, size = cpu_matmul_rate(1, size=256, seconds=0.05)
+    assert size == 256 and rate > 0
 
 
 def test_throughput_breakdown_says_where_an_sft_step_goes():
