@@ -21,7 +21,7 @@ layers incl. the LM head; forward 2·N, backward through frozen weights 2·N —
 gradients; causal attention 2·L·d_attn·T forward, twice that backward; T: the mean sequence
 length). Recomputation by gradient checkpointing is not counted (MFU, not hardware utilisation).
 Peaks: bf16 dense tensor-core figures from NVIDIA's datasheets (`PEAKS`); on a CPU the "peak"
-is a measured fp32 matmul rate on the same threads (`cpu_matmul_probe`), so CPU MFU says how
+is a measured fp32 matmul rate on the same threads (`cpu_matmul_rate`), so CPU MFU says how
 close training comes to the best this CPU does on one big matmul.
 
 `--base qwen3-4b-arch` is Qwen3-4B's architecture randomly initialised (trainer.models); the
@@ -91,11 +91,6 @@ def peak_flops(device: str, dtype: str, threads: int) -> tuple[float | None, str
         if key in name:
             return flops, f"{key} bf16 dense datasheet"
     return None, f"{name}: not in the peak table"
-
-
-def cpu_matmul_probe(threads: int, size: int = 2048, seconds: float = 1.0, dtype: str = "float32") -> float:
-    """This CPU's matmul rate in FLOP/s on `threads` threads (cpu_matmul_rate, the rate alone)."""
-    return cpu_matmul_rate(threads, size, seconds, dtype)[0]
 
 
 def cpu_matmul_rate(threads: int, size: int = 2048, seconds: float = 1.0, dtype: str = "float32") -> tuple[float, int]:
@@ -337,7 +332,7 @@ def measure(profile_name: str = "test", base: str | None = None, sft_records=Non
     other = {}
     if device == "cpu" and sft:   # both CPU peaks, so a figure can be read against either
         for name in ("float32", "bfloat16"):
-            other[name] = peak if name == compute else cpu_matmul_probe(threads, dtype=name)
+            other[name] = peak if name == compute else cpu_matmul_rate(threads, dtype=name)[0]
     result = {"profile": profile.name, "base": base, "device": device, "device_name": devices.device_name(device),
               "dtype": dtype, "compute_dtype": compute, "cpu_peaks": other, "threads": threads, "gradient_checkpointing": profile.gradient_checkpointing,
               "batch": f"{profile.sft_batch_size} × {profile.sft_grad_accum} accumulation, ≤ {profile.max_length} tokens",

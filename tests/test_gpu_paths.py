@@ -167,7 +167,7 @@ def test_throughput_bench_on_the_tiny_model():
     assert g["generation_s"] + g["update_s"] == pytest.approx(g["step_s"], abs=2e-4)
 
 
-def test_the_cpu_matmul_probe_shrinks_its_product_to_its_time_and_still_measures_a_rate():
+def test_the_cpu_matmul_rate_shrinks_its_product_to_its_time_and_still_measures_a_rate():
     # a product that would take far longer than the probe's time (on an AVX2-only CPU a 2048² bf16
     # product took 74 s) is measured on a smaller side, so the probe takes about its time
     from bench.throughput import cpu_matmul_rate
