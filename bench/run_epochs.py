@@ -8,8 +8,10 @@ the decision (accepted, P, C, J, the reason and the margin it was held to), the 
 it fixed and broke against its parent (`evolver.lineage.outcome_delta`, all seeds), the solved
 tasks per category, the GRPO groups with zero reward variance, and the stages' seconds. The file is
 of the leaderboard's `run` kind (`epochs` and `wall_s`); `accepted_revisions` counts the epochs
-after ρ0 that were accepted (the acceptance rule already holds them to the run's margin); `table`
-holds the same epochs as flat rows for a docs table.
+after ρ0 that were accepted (the acceptance rule already holds them to the run's margin); `final`
+is the epoch the run ends on — the best dev P, lower C breaking ties (`evolver.objective.final_choice`,
+paper §4.3), which may be an epoch that was rolled back on J; `table` holds the same epochs as flat
+rows for a docs table.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from base.files import atomic_json  # noqa: E402
 from bench.loop_identity import label  # noqa: E402
 from evolver.config import RunConfig  # noqa: E402
 from evolver.lineage import decisions, outcome_deltas  # noqa: E402
+from evolver.objective import final_choice  # noqa: E402
 from evolver.store import RunStore  # noqa: E402
 from evolver.tables import epoch_rows  # noqa: E402
 
@@ -77,6 +80,16 @@ def epochs_of(store: RunStore) -> list[dict]:
     return out
 
 
+def final_of(epochs: list[dict]) -> dict | None:
+    """The epoch the run ends on, by the loop's own rule; None before any epoch is evaluated."""
+    scored = [e for e in epochs if e["P"] is not None and e["C"] is not None]
+    if not scored:
+        return None
+    choice = final_choice(scored)
+    return {"epoch": choice["epoch"], "P": choice["P"], "accepted": choice["accepted"],
+            "rule": "the best dev P, lower C breaking ties, then the earlier epoch (paper §4.3)"}
+
+
 def flat(epochs: list[dict], names: list[str]) -> list[dict]:
     """The epochs as flat rows for docs (`<!-- gen table:FILE:table -->`): solved per category in
     `names`' order, fixed/broken as counts, the epoch in minutes."""
@@ -110,10 +123,12 @@ def main(argv=None) -> int:
         "commit": args.commit or label(Path(__file__).resolve().parents[1]), "what": args.what, "machine": args.machine,
         "run": str(args.run), "wall_s": round(sum(e["epoch_s"] for e in epochs)),
         "accepted_revisions": sum(1 for e in epochs if e["epoch"] > 0 and e["accepted"]),
+        "final": (final := final_of(epochs)),
         "categories": " / ".join(names := sorted({n for e in epochs for n in e["categories"]})),
         "table": flat(epochs, names), "epochs": epochs})
     print(f"wrote {args.out}: {len(epochs)} epochs, "
-          f"{sum(1 for e in epochs if e['epoch'] > 0 and e['accepted'])} revisions accepted")
+          f"{sum(1 for e in epochs if e['epoch'] > 0 and e['accepted'])} revisions accepted, "
+          f"final: {'none yet' if final is None else 'epoch %d' % final['epoch']}")
     return 0
 
 

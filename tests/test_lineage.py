@@ -356,6 +356,11 @@ def test_the_run_epochs_file_lists_each_epoch_with_its_decision_edits_and_what_i
     assert second["epoch"] == 1 and second["accepted"] is True and second["edits"] == edits
     assert (second["fixed"], second["broken"], second["parent"]) == ([FIXED], [BROKEN], 0)
     assert doc["accepted_revisions"] == 1 and doc["kind"] == "run" and "wall_s" in doc
+    assert doc["final"]["epoch"] == 1 and doc["final"]["accepted"] is True   # the best dev P (1.0 over 0.5)
+    # the final is the best dev P even where that epoch was rolled back on J (paper §4.3)
+    rolled = [dict(first, P=0.5, C=0.4), dict(second, P=0.7, C=0.5, accepted=False)]
+    assert run_epochs.final_of(rolled)["epoch"] == 1 and run_epochs.final_of(rolled)["accepted"] is False
+    assert run_epochs.final_of([dict(first, P=None)]) is None
     assert [(r["epoch"], r["fixed"], r["broken"]) for r in doc["table"]] == [(0, 0, 0), (1, 1, 1)]
     assert run_epochs.main([str(tmp_path), "--command", "x", "--out", str(tmp_path / "no.json")]) == 2
     assert not (tmp_path / "no.json").exists()
