@@ -78,9 +78,8 @@ class Benchmark(Protocol):
     def score(self, task: Task, messages: list) -> Verdict:
         """Score the canonical trajectory (messages) the runner produced for `task`."""
 
-    def step_items(self, task: Task) -> list[StepItem]: ...
-
-    def judge_step(self, item: StepItem, calls: list) -> bool: ...
+    # Optional: a benchmark that scores steps (the step_accuracy metric) adds
+    # `step_items(task) -> [StepItem]` and `judge_step(item, calls) -> bool`; one without them has none.
 
     # A benchmark without an environment (next-call) may add `judge_calls(item, calls, format_error)`
     # -> {verdict, why, tp, fp, fn} (call-by-call scoring, the runner records it per answer) and

@@ -1,84 +1,49 @@
-"""The seam between the project and an environment: what an environment implements.
+"""The seam between the project and an environment: two things required, the rest declared.
 
-An environment is everything the project knows about one benchmark domain (BFCL single-turn,
-BFCL multi-turn, the next-call benchmark, …): its tasks and splits, its episodes and
-their official scoring, the scenarios `ctx.env` rebuilds in the sandbox, the leakage index the
-host checks artifacts against, the RL reward that re-executes a scenario, and the failure
-families and task categories the diagnosis and the offline proposer read. The rest of the
-project reaches that knowledge only through this interface and `benchmarks.registry`; nothing
-outside an environment's folder imports its private names. (GEPA's adapter is the model: one
-small interface, the domain behind it.)
+An environment is what the project knows about one benchmark domain (BFCL single-turn, BFCL
+multi-turn, ACEBench, τ²-bench, the next-call benchmark, …). GEPA's adapter is the model: a
+benchmark needs only what it uses. **Required** — two members:
 
-An environment is a class with these attributes and methods; everything heavy (the benchmark's
-data, an evaluation package) is imported inside the methods, so importing the module that
-defines it stays cheap. Optional capabilities answer "none" rather than raise:
+    name              str: the registry name (`--benchmark NAME`), e.g. "acebench"
+    benchmark(**o)    -> benchmarks.base.Benchmark: its tasks per split (each with its category),
+                      an episode per task, and the official scoring of an episode (`tasks`,
+                      `episode`, `score`; `step_items` / `judge_step` only where it scores steps)
 
-    name            str: the registry name (`--benchmark NAME`), e.g. "bfcl"
-    env_tag         str | None: `meta.env.benchmark` of its tasks and of the corpus records whose
-                    scenario it can rebuild ("bfcl_multi_turn"); None for an environment without one
-    executable      bool: its tasks run as episodes an agent acts in; False when the dev set is the
-                    corpus's own held-out tenth, scored step by step (the next-call benchmark)
-    metrics         tuple[str, ...]: the P metrics it scores, the default first
-    single_step     bool: every task is one step (single-turn), so the step-level pass would score
-                    the episodes' answers again: evaluation skips it unless P is step_accuracy
-    export_group    str | None: environments that share one scenario folder (BFCL's two share the
-                    sandbox's ctx.env runtime) name the same group; None: no ctx.env scenarios
-    corpus_settings tuple[str, ...]: the settings of the raw corpus it builds from its train split
-                    ("labeled", "wild"); () when it builds none
+**Optional capabilities** (`CAPABILITIES`) — an environment declares one by defining its members;
+one it does not declare answers with the default below (`Declared`), and a run that needs a
+capability the environment lacks is refused up front in one sentence (`require`):
 
-    benchmark(**options) -> benchmarks.base.Benchmark
-        tasks per split, episodes, official scoring, step items (`benchmarks/base.py`).
-    build_corpus(out, setting, seed, *, categories, limit, progress, max_records) -> info dict
-        write a raw corpus of its train split into `out` (`curateevo corpus build NAME`); the info
-        holds "records", "tasks", "success", "bytes", "seconds", "by_variant" and "file" (its name).
-    default_corpus(root, setting, seed, max_records) -> Path
-        the corpus file of that build, made once under `root` (a run without --corpus).
-    export_scenarios(named: {env_tag: {task_id}}) -> (files {relative path: bytes}, summary dict)
-        the ctx.env scenario folder for the train-split tasks that corpus records name, over every
-        env_tag of its export_group; no dev or test task may appear in it (sandbox/simenv/export.py).
-    leakage_rows() -> iterable of GoldRow; leakage_key() -> bytes
-        the requests and gold calls of its tasks, every split (the host keeps those of dev and
-        test minus what train shares, sandbox/leakage.py); the key changes whenever the rows may.
-    rebuilds(env: meta.env) -> bool
-        whether the `state_match` RL reward rebuilds this record's scenario (else it falls back to
-        `tool_call_match`); False for an environment without one.
-    reward_episode(env: meta.env, functions: [str] | None) -> RewardEpisode
-        the record's scenario rebuilt with fresh state (`rebuilds(env)` holds), offering
-        `functions` (all when None), for the `state_match` reward (trainer/rewards.py).
-    reward_error(env: meta.env) -> str | None
-        why `reward_episode` would fail on this meta.env, one sentence (checked on the host as the
-        artifacts are, sandbox/checker.py); None when it would not or `rebuilds(env)` is False.
-    family_prefix   str | None: an error type "<prefix><family>" names a failure family directly (the
-                    next-call judge's "next-call:"); None when the checker's error types need `checker_rules`
-    checker_rules() -> ((error-type regex, family), ...)
-        how its official checker's error types map to the diagnosis's failure families; a family
-        "a|b" lets the diagnosis choose by the trajectory's shape (evolver/diagnose.py).
-    category_of(task_id: str) -> str
-        the category of one of its tasks, as corpus records name it in `meta.env.variant`.
-    train_view(corpus: corpora.Corpus, split: spec | None) -> Corpus
-        the part of a raw corpus a strategy may see: all of it when the dev tasks are the
-        environment's own, else the corpus less its held-out dev and test parts under the run's
-        split spec (`corpora.train_part`).
-    dev_corpus(paths: [str]) -> [str] | None
-        the corpus files its dev set is drawn from (its `benchmark(corpus=...)`); None when it brings
-        its own dev tasks.
-    holds_out_corpus() -> bool
-        whether its dev and test sets are held-out parts of the run's corpus (a run must then give
-        --corpus, and no dev spread is measured for it); False when it brings its own tasks.
-    task_score(trajectory) -> float
-        one evaluated dev task's score, as the paired acceptance rule compares them: the checker's
-        success of an episode, or a held-out record's call F1 (its reward) on next-call.
+    corpus       corpus_settings (tuple), build_corpus(out, setting, seed, **o) -> info,
+                 default_corpus(root, setting, seed, max_records) -> Path
+                 a raw corpus of its train split (`curateevo corpus build NAME`, a run without --corpus)
+    scenarios    env_tag (str: `meta.env.benchmark` of its tasks and of the records it rebuilds),
+                 export_group (str), export_scenarios(named {env_tag: {task_id}}) -> (files, summary)
+                 the ctx.env scenario folder of the train-split tasks records name (sandbox/simenv)
+    reward       rebuilds(env) -> bool, reward_episode(env, functions) -> RewardEpisode,
+                 reward_error(env) -> str | None: the `state_match` RL reward (trainer/rewards.py)
+    leakage      leakage_rows() -> [GoldRow], leakage_key() -> bytes: its dev/test requests and gold
+                 calls, which the host keeps out of every artifact (sandbox/leakage.py)
+    held_out     train_view(corpus, split) -> corpus, dev_corpus(paths) -> [str] | None,
+                 holds_out_corpus() -> bool, executable = False: its dev and test sets are held-out
+                 parts of the run's corpus (the next-call benchmark), not tasks of its own
+    diagnosis    checker_rules() -> ((regex, family), ...), family_prefix (str | None): how its
+                 checker's error types map to the diagnosis's failure families (evolver/diagnose.py)
 
-`Episodes` holds the last four, and `executable`, for an environment whose tasks run as episodes.
+and plain attributes with defaults: `metrics` (the P metrics it scores, default first; default
+("task_success",)), `single_step` (every task is one step; default False), `prompt_tokens` (the prompt
+cap its tasks need; default 0: the evaluation's own), `category_of(task_id)`
+(default: the id less a trailing number), `task_score(trajectory)` (default: the checker's success).
 
-Adding one: a folder under benchmarks/ with a class implementing the above, and one line in
-`benchmarks/registry.py`.
+Everything heavy (the benchmark's data, an evaluation package) is imported inside the methods, so
+importing the module that defines an environment stays cheap. Adding one: a class with `name` and
+`benchmark`, and one line in `benchmarks/registry.py` (or a `curateevo.environments` entry point).
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Iterable, Mapping, NamedTuple, Protocol, Sequence, runtime_checkable
+import re
+from typing import Any, Iterable, Mapping, NamedTuple, Protocol, runtime_checkable
 
+from base.errors import UserError
 from benchmarks.base import Benchmark
 
 
@@ -105,56 +70,92 @@ class RewardEpisode(Protocol):
 
 @runtime_checkable
 class Environment(Protocol):
+    """What an environment must define: the rest is declared (`CAPABILITIES`)."""
+
     name: str
-    env_tag: str | None
-    executable: bool
-    metrics: tuple
-    single_step: bool
-    export_group: str | None
-    corpus_settings: tuple
-    family_prefix: str | None
 
     def benchmark(self, **options: Any) -> Benchmark: ...
 
-    def build_corpus(self, out: Path, setting: str, seed: int, **options: Any) -> dict: ...
 
-    def default_corpus(self, root: Path, setting: str, seed: int, max_records: int | None) -> Path: ...
-
-    def export_scenarios(self, named: Mapping[str, set]) -> tuple[dict, dict]: ...
-
-    def leakage_rows(self) -> Iterable[GoldRow]: ...
-
-    def leakage_key(self) -> bytes: ...
-
-    def rebuilds(self, env: Mapping) -> bool: ...
-
-    def reward_episode(self, env: Mapping, functions: list | None) -> RewardEpisode: ...
-
-    def reward_error(self, env: Mapping) -> str | None: ...
-
-    def checker_rules(self) -> tuple: ...
-
-    def category_of(self, task_id: str) -> str: ...
-
-    def train_view(self, corpus: Any, split: Mapping | None = None) -> Any: ...
-
-    def dev_corpus(self, paths: Sequence[str]) -> list[str] | None: ...
-
-    def holds_out_corpus(self) -> bool: ...
-
-    def task_score(self, trajectory: Mapping) -> float: ...
+CAPABILITIES: dict[str, tuple[tuple[str, ...], str]] = {
+    "corpus": (("corpus_settings", "build_corpus", "default_corpus"), "builds a raw corpus of its train split"),
+    "scenarios": (("env_tag", "export_group", "export_scenarios"), "rebuilds train-split scenarios for ctx.env"),
+    "reward": (("rebuilds", "reward_episode", "reward_error"), "rebuilds a scenario for the state_match RL reward"),
+    "leakage": (("leakage_rows", "leakage_key"), "lists its dev and test gold answers for the leakage guard"),
+    "held_out": (("train_view", "dev_corpus", "holds_out_corpus"), "holds out parts of the run's corpus as its dev and test sets"),
+    "diagnosis": (("checker_rules",), "maps its checker's error types to failure families"),
+}
+"""capability → (the members that declare it, what it gives), as `require` says it."""
 
 
-class Episodes:
-    """What an environment whose tasks run as episodes answers: its dev tasks are its own (no part
-    of a corpus is held out, none is read to evaluate), and a task scores its checker's success."""
+class Declared:
+    """An environment as the project calls it: the environment's own members where it defines them,
+    the defaults below where it does not (a capability it lacks answers "none"). The registry
+    hands out environments wrapped so; `declares(capability)` says what the environment itself has."""
 
+    env_tag: str | None = None
     executable = True
+    metrics: tuple = ("task_success",)
+    single_step = False
+    export_group: str | None = None
+    corpus_settings: tuple = ()
+    family_prefix: str | None = None
+    prompt_tokens = 0
+    """The prompt cap its tasks need (0: the evaluation's default suffices); `evaluate_on` raises the cap to it."""
+
+    def __init__(self, env: Any):
+        missing = [m for m in ("name", "benchmark") if not hasattr(env, m)]
+        if missing:
+            raise TypeError(f"{type(env).__name__} is no environment: it lacks {' and '.join(missing)} "
+                            "(benchmarks/environment.py)")
+        self.plugged = env
+        self.name = env.name
+        for attr in dir(env):
+            if not attr.startswith("_") and attr not in ("plugged", "declares"):
+                object.__setattr__(self, attr, getattr(env, attr))
+
+    def declares(self, capability: str) -> bool:
+        members, _ = CAPABILITIES[capability]
+        return all(hasattr(self.plugged, m) for m in members)
+
+    def __repr__(self) -> str:
+        return f"<environment {self.name} ({type(self.plugged).__name__})>"
+
+    # the defaults of what the environment does not declare
+    def build_corpus(self, out, setting: str, seed: int, **options: Any) -> dict:
+        raise UserError(lacks(self, "corpus", "`corpus build`"))
+
+    def default_corpus(self, root, setting: str, seed: int, max_records: int | None):
+        raise UserError(lacks(self, "corpus", "a run without --corpus"))
+
+    def export_scenarios(self, named: Mapping[str, set]) -> tuple[dict, dict]:
+        return {}, {}
+
+    def leakage_rows(self) -> Iterable[GoldRow]:
+        return ()
+
+    def leakage_key(self) -> bytes:
+        return b""
+
+    def rebuilds(self, env: Mapping) -> bool:
+        return False
+
+    def reward_episode(self, env: Mapping, functions: list | None) -> RewardEpisode:
+        raise ValueError(lacks(self, "reward", "the state_match reward"))
+
+    def reward_error(self, env: Mapping) -> str | None:
+        return None
+
+    def checker_rules(self) -> tuple:
+        return ()
+
+    def category_of(self, task_id: str) -> str:
+        return re.sub(r"_\d+$", "", task_id)
 
     def train_view(self, corpus: Any, split: Mapping | None = None) -> Any:
         return corpus
 
-    def dev_corpus(self, paths: Sequence[str]) -> list[str] | None:
+    def dev_corpus(self, paths) -> list[str] | None:
         return None
 
     def holds_out_corpus(self) -> bool:
@@ -162,3 +163,16 @@ class Episodes:
 
     def task_score(self, trajectory: Mapping) -> float:
         return float(trajectory["outcome"]["success"])
+
+
+def lacks(env: Any, capability: str, needed_by: str) -> str:
+    """One sentence: `needed_by` needs a capability `env` does not declare."""
+    members, gives = CAPABILITIES[capability]
+    return (f"{needed_by} needs an environment that {gives}; {env.name} does not declare it "
+            f"(it defines none of {', '.join(members)}): choose another --benchmark")
+
+
+def require(env: Declared, capability: str, needed_by: str) -> None:
+    """UserError, before any expensive work, when `env` lacks `capability`."""
+    if not env.declares(capability):
+        raise UserError(lacks(env, capability, needed_by))

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Annotated, Any, Iterable, Mapping
+from typing import Annotated, Any, Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -118,11 +118,39 @@ class EvalResult:
 
 
 def steps_pass(benchmark: str, metric: str | None) -> bool:
-    """Whether evaluation adds the step-level pass: single-turn tasks are one step each, so the
-    step pass would score the same answers again (unless the metric is the steps' own)."""
+    """Whether evaluation adds the step-level pass: never for a benchmark that scores no step items
+    (no step metric); single-turn tasks are one step each, so the step pass would score the same
+    answers again (unless the metric is the steps' own)."""
     from benchmarks import registry
 
-    return not (registry.get(benchmark).single_step and metric != "step_accuracy")
+    env = registry.get(benchmark)
+    if not {"step_accuracy", "call_f1"} & set(env.metrics):   # it scores no step items
+        return False
+    return not (env.single_step and metric != "step_accuracy")
+
+
+def check_prompts_fit(benchmark: str, tasks: Sequence[Any], policy: Any) -> None:
+    """UserError before any decoding when a task's opening prompt does not fit the policy's prompt cap:
+    an answer to a prompt the model never saw is no score. Checked for a local policy (it has the
+    tokenizer); the cap is raised with --max-prompt-tokens up to the model's context."""
+    tokenizer, cap = getattr(policy, "tokenizer", None), getattr(policy, "max_prompt_tokens", None)
+    if tokenizer is None or cap is None:
+        return
+    from trainer.data import fit_prompt
+
+    style = getattr(policy, "style", None) or "compact"
+    longest, over = 0, 0
+    for task in tasks:
+        fitted = fit_prompt(task.turns[0] if task.turns else [], task.tools, tokenizer, 1 << 30, style)
+        n = fitted[1] if fitted else 0
+        longest, over = max(longest, n), over + (n > cap)
+    if over:
+        context = getattr(getattr(getattr(policy, "model", None), "config", None), "max_position_embeddings", None)
+        fix = (f"give --max-prompt-tokens {longest} or more (the model's context is {context} tokens)"
+               if context is None or longest + getattr(policy, "max_new_tokens", 0) <= context else
+               f"the model's context ({context} tokens) cannot hold them with the answer: evaluate a model with a longer one")
+        raise UserError(f"{over} of {len(tasks)} {benchmark} tasks open with a prompt longer than the cap of {cap} tokens "
+                        f"(the longest {longest}); they would be answered unseen: {fix}")
 
 
 def jsonl(records: Iterable[Any]) -> str:
@@ -223,6 +251,9 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     metric = metric or env.metrics[0]   # the environment's default P
     if metric not in METRICS:
         raise UserError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
+    if metric not in env.metrics and metric != "turn_pass":
+        raise UserError(f"{benchmark} does not score {metric} (it scores {', '.join(env.metrics)}): drop --metric")
+    steps = steps and bool({"step_accuracy", "call_f1"} & set(env.metrics))   # a benchmark without step items
     judges_calls = "call_f1" in env.metrics   # its steps are judged call by call (next-call), not by a checker
     if metric == "call_f1" and not judges_calls:
         raise UserError(f"call_f1 is measured on the next-call benchmark; {benchmark} is judged by its checker "
@@ -245,6 +276,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
         index = memory_mod.MemoryIndex.from_file(memory, memory_k)
     if policy is None:
         policy = build_policy(batch_size=batch_size, **(policy_options or {}))
+    check_prompts_fit(benchmark, task_list, policy)
     out.mkdir(parents=True, exist_ok=True)
 
     progress_factory = None

@@ -1,6 +1,7 @@
 """The one registry of environments: name → the class implementing `benchmarks.environment`.
 
-    get(name)                 the environment registered under `name` (UserError when unknown)
+    get(name)                 the environment registered under `name` (UserError when unknown), as the
+                              project calls it: `benchmarks.environment.Declared` over the plug-in
     names()                   every registered name, in registration order
     environments()            every environment, in registration order (the leakage index and the
                               ctx.env export walk them in this order)
@@ -11,9 +12,12 @@
     given(name)               a name from a command line: an old one says its new one on stderr
     DEFAULT_CORPUS            the environment whose default corpus a run without one builds
 
+    register(name, "mod:Cls") one more environment in this process (a test's toy environment)
+
 Entries are "module:Class" strings imported on first use, so this module (the seam the sandbox
 and the trainer import) loads no environment until one is asked for. A new environment is a
-folder under benchmarks/ and one line here.
+folder under benchmarks/ and one line here; a package of its own registers one through the
+`curateevo.environments` entry point group (name = "module:Class"), read once on first use.
 """
 from __future__ import annotations
 
@@ -24,14 +28,17 @@ from typing import Any
 
 from base.errors import UserError
 from benchmarks.base import Benchmark
-from benchmarks.environment import Environment
+from benchmarks.environment import Declared
 
 ENVIRONMENTS = {
     "bfcl": "benchmarks.bfcl.environment:MultiTurnEnvironment",
     "bfcl-single": "benchmarks.bfcl.environment:SingleTurnEnvironment",
     "next-call": "benchmarks.next_call.environment:NextCallEnvironment",
     "scienceworld": "benchmarks.scienceworld.environment:ScienceWorldEnvironment",
+    "acebench": "benchmarks.acebench.environment:ACEBenchEnvironment",
+    "tau2": "benchmarks.tau2.environment:Tau2Environment",
 }
+ENTRY_POINTS = "curateevo.environments"
 NO_ENVIRONMENT = "next-call"
 OLD_NAMES = {"replay": "next-call"}
 """Benchmarks by their name before issue 61, still read (`--benchmark`, a config file, a run.json, a quality
@@ -41,7 +48,23 @@ DEFAULT = "bfcl-single"   # the dev benchmark a run, eval and the quality bench 
 DEFAULT_CORPUS = "bfcl"   # whose corpus a run builds when its benchmark builds none and no --corpus is given
 
 
+@functools.cache
+def _plugins() -> None:
+    """Environments that installed packages register (`curateevo.environments` entry points), once."""
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=ENTRY_POINTS):
+        ENVIRONMENTS.setdefault(point.name, point.value)
+
+
+def register(name: str, spec: str) -> None:
+    """Register the environment "module:Class" under `name` in this process (replacing one of that name)."""
+    ENVIRONMENTS[name] = spec
+    _load.cache_clear()
+
+
 def names() -> list[str]:
+    _plugins()
     return list(ENVIRONMENTS)
 
 
@@ -59,20 +82,20 @@ def given(name: str) -> str:
 
 
 @functools.cache
-def _load(name: str) -> Environment:
+def _load(name: str) -> Declared:
     module, attr = ENVIRONMENTS[name].split(":")
-    return getattr(importlib.import_module(module), attr)()
+    return Declared(getattr(importlib.import_module(module), attr)())
 
 
-def get(name: str) -> Environment:
+def get(name: str) -> Declared:
     """The environment registered under `name`."""
-    if name not in ENVIRONMENTS:
+    if name not in names():
         raise UserError(f"unknown benchmark {name!r} (known: {', '.join(sorted(ENVIRONMENTS))})")
     return _load(name)
 
 
-def environments() -> list[Environment]:
-    return [_load(name) for name in ENVIRONMENTS]
+def environments() -> list[Declared]:
+    return [_load(name) for name in names()]
 
 
 def by_tag(tag: Any) -> Environment | None:

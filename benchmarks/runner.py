@@ -235,6 +235,8 @@ def run_episodes(benchmark: Benchmark, tasks: Sequence[Task], policy, *, max_ste
 
 def step_items(benchmark: Benchmark, tasks: Sequence[Task]) -> list[StepItem]:
     """The step items of `tasks`, in task order."""
+    if not hasattr(benchmark, "step_items"):   # a benchmark that scores no steps (benchmarks/base.py)
+        return []
     return [item for task in tasks for item in benchmark.step_items(task)]
 
 

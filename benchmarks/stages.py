@@ -110,10 +110,13 @@ def evaluate_on(spec: EvalSpec, split: str, out: Path, *, base: str, adapter: st
     (an endpoint, a device; benchmarks.evaluate.build_policy), `options` to evaluate_to_dir's
     (`curateevo eval`'s categories, max_steps, a ready policy, …). Returns the evaluation's typed
     result (its `doc` is metrics.json's object)."""
+    from benchmarks import registry
     from benchmarks.evaluate import evaluate_to_dir
 
+    # an environment whose prompts are long (τ²'s policy) declares the cap they need (`prompt_tokens`)
+    cap = max(spec.max_prompt_tokens, registry.get(spec.benchmark).prompt_tokens)
     policy = {"base": base, "adapter": adapter, "threads": spec.threads, "max_new_tokens": spec.max_new_tokens,
-              "max_prompt_tokens": spec.max_prompt_tokens, **(policy_options or {})}
+              "max_prompt_tokens": cap, **(policy_options or {})}
     corpus = {"corpus": list(spec.corpus), "corpus_tools": spec.corpus_tools, "corpus_on_error": spec.corpus_on_error,
               "corpus_split": spec.corpus_split} if spec.corpus else {}
     return EvalResult(evaluate_to_dir(

@@ -28,7 +28,6 @@ from sandbox.executor import Limits
 from trainer.recipe import PROFILE_HELP
 from trainer.train import TrainSpec
 
-BENCHMARKS = tuple(registry.names())   # the registered environments (benchmarks/registry.py)
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
 ABLATIONS = ("no-effectiveness", "no-efficiency", "no-sft", "no-rl", "no-memory")
 DIAGNOSES = ("rules", "rules+llm")
@@ -101,7 +100,7 @@ class RunConfig(BaseModel):
     """sha256 of the corpus bytes at launch; `resume` refuses a corpus that changed."""
     benchmark: Annotated[str, Flag("dev benchmark (default: bfcl-single, or next-call for a corpus without an "
                                    "environment; old name: replay)", derived=True,
-                                   choices=(*BENCHMARKS, *registry.OLD_NAMES))] = registry.DEFAULT
+                                   choices=lambda: (*registry.names(), *registry.OLD_NAMES))] = registry.DEFAULT
     """Dev benchmark: bfcl-single (the CPU default), bfcl (multi-turn) or next-call (the agent's next call at each
     recorded step of a held-out dev tenth of the corpus; another tenth is its test part). "replay", its name
     before issue 61, reads as next-call (registry.OLD_NAMES)."""
@@ -438,7 +437,7 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     llm = llm_of(o)
     proposer = o["proposer"] or ("agent" if llm else "offline")
     benchmark = o["benchmark"] or corpus_kind or registry.DEFAULT
-    metrics = registry.get(benchmark).metrics if benchmark in BENCHMARKS else (default_of("metric"),)
+    metrics = registry.get(benchmark).metrics if benchmark in registry.names() else (default_of("metric"),)
     metric = o["metric"] or metrics[0]
     if metric not in metrics and metric in METRICS:
         raise UserError(f"--metric {metric} on {benchmark}: it scores {', '.join(metrics)}; call_f1 is the next-call "
@@ -450,7 +449,7 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     budget = {k: o[k] for k in FLAT_BUDGET if o[k]}   # 0: the profile's
     train = TrainSpec(**as_given(TrainSpec, o), base=base, budget=budget, launcher=o["launcher"] or "",
                       accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "")
-    evaluation = EvalSpec(**as_given(EvalSpec, o), steps=benchmark not in BENCHMARKS or steps_pass(benchmark, metric))
+    evaluation = EvalSpec(**as_given(EvalSpec, o), steps=benchmark not in registry.names() or steps_pass(benchmark, metric))
     return RunConfig(
         **as_given(RunConfig, o), corpus=tuple(corpus), corpus_sha256=corpus_sha256, benchmark=benchmark,
         metric=metric, train=train, eval=evaluation, margin=o["margin"], seeds=tuple(range(o["seeds"])),

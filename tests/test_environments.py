@@ -10,7 +10,7 @@ from corpora import corpus_kind
 
 def test_every_registered_environment_implements_the_protocol_under_its_own_name():
     envs = registry.environments()
-    assert [e.name for e in envs] == registry.names() == ["bfcl", "bfcl-single", "next-call", "scienceworld"]
+    assert [e.name for e in envs] == registry.names() == ["bfcl", "bfcl-single", "next-call", "scienceworld", "acebench", "tau2"]
     for e in envs:
         assert isinstance(e, Environment), e.name
         assert e.metrics and all(isinstance(m, str) for m in e.metrics)
@@ -19,7 +19,7 @@ def test_every_registered_environment_implements_the_protocol_under_its_own_name
 
 
 def test_an_unknown_name_is_one_sentence_naming_the_known_ones():
-    with pytest.raises(UserError, match=r"unknown benchmark 'nope' \(known: bfcl, bfcl-single, next-call, scienceworld\)"):
+    with pytest.raises(UserError, match=r"unknown benchmark 'nope' \(known: acebench, bfcl, bfcl-single, next-call, scienceworld, tau2\)"):
         registry.get("nope")
 
 
@@ -36,6 +36,9 @@ def test_a_corpus_implies_the_environment_its_records_name_else_the_next_call_be
 
 def test_next_call_has_no_environment_behind_it_and_bfcl_does():
     next_call, multi, single = registry.get("next-call"), registry.get("bfcl"), registry.get("bfcl-single")
+    assert next_call.declares("held_out") and not multi.declares("held_out") and multi.declares("corpus")
+    assert not next_call.declares("corpus") and not next_call.declares("leakage") and multi.declares("reward")
+    assert not single.declares("reward") and single.declares("leakage") and single.declares("scenarios")
     assert not next_call.executable and next_call.holds_out_corpus() and next_call.metrics == ("call_f1",) and next_call.export_group is None
     assert list(next_call.leakage_rows()) == [] and next_call.checker_rules() == () and next_call.corpus_settings == ()
     assert next_call.family_prefix == "next-call:" and multi.family_prefix is None

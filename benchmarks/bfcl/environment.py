@@ -10,8 +10,6 @@ import functools
 import re
 from typing import Any, Mapping
 
-from benchmarks.environment import Episodes
-
 # BFCL's official checkers' error types → the diagnosis's failure families (evolver/diagnose.py,
 # rules 2–11 of its docstring); first match wins, "a|b" is chosen by the trajectory's shape.
 CHECKER_RULES = (
@@ -42,7 +40,7 @@ def _multi_turn_tasks(category: str) -> dict:
     return load_tasks(category) if category in MULTI_TURN_CATEGORIES else {}
 
 
-class _BFCL(Episodes):
+class _BFCL:
     metrics = ("task_success", "turn_pass", "step_accuracy")
     export_group = "bfcl"
     family_prefix = None
@@ -70,15 +68,6 @@ class _BFCL(Episodes):
         from benchmarks.bfcl import leakage
 
         return leakage.key()
-
-    def rebuilds(self, env: Mapping) -> bool:
-        return False
-
-    def reward_episode(self, env: Mapping, functions: list | None) -> Any:
-        raise ValueError(f"{self.name} rebuilds no scenario for a reward")
-
-    def reward_error(self, env: Mapping) -> str | None:
-        return None
 
     def checker_rules(self) -> tuple:
         return CHECKER_RULES

@@ -1,6 +1,6 @@
 """The next-call benchmark as an environment (`benchmarks.environment`): a user's corpus without an
-executable environment. Its dev set is the corpus's own held-out tenth, scored step by step with
-call_f1 (no episodes); it has no ctx.env scenarios, no gold tasks of its own for the leakage guard
+executable environment. It declares one capability, `held_out`: its dev set is the corpus's own
+held-out tenth, scored step by step with call_f1 (no episodes); it has no ctx.env scenarios, no gold tasks of its own for the leakage guard
 (the held-out records never reach the sandbox), and no scenario for the `state_match` reward. Its
 judge names a failure family directly in the error type (`next-call:<family>`: `family_prefix`), so
 it has no checker rules.
@@ -13,45 +13,15 @@ from typing import Any, Mapping, Sequence
 
 class NextCallEnvironment:
     name = "next-call"
-    env_tag = None
     executable = False
     metrics = ("call_f1",)
     single_step = False
-    export_group = None
     family_prefix = "next-call:"   # benchmarks/next_call/scoring.py writes the error types
-    corpus_settings = ()
-
-    def build_corpus(self, out, setting: str, seed: int, **options: Any) -> dict:
-        raise ValueError("the next-call benchmark builds no corpus: it evaluates the one given")
-
-    def default_corpus(self, root, setting: str, seed: int, max_records: int | None):
-        raise ValueError("the next-call benchmark builds no corpus: it evaluates the one given")
 
     def benchmark(self, **options: Any):
         from benchmarks.next_call.benchmark import NextCallBenchmark
 
         return NextCallBenchmark(**options)
-
-    def export_scenarios(self, named: Mapping[str, set]) -> tuple[dict, dict]:
-        return {}, {}
-
-    def leakage_rows(self):
-        return ()
-
-    def leakage_key(self) -> bytes:
-        return b""
-
-    def rebuilds(self, env: Mapping) -> bool:
-        return False
-
-    def reward_episode(self, env: Mapping, functions: list | None) -> Any:
-        raise ValueError("the next-call benchmark rebuilds no scenario for a reward")
-
-    def reward_error(self, env: Mapping) -> str | None:
-        return None
-
-    def checker_rules(self) -> tuple:
-        return ()
 
     def train_view(self, corpus: Any, split: Mapping | None = None) -> Any:
         """The train part the strategy may see: the held-out dev and test parts never reach it

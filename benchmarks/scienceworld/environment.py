@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from benchmarks.environment import Episodes
 
 ENV_TAG = "scienceworld"
 # The benchmark's error types (benchmark.py: _feedback) → the diagnosis's failure families.
@@ -57,7 +56,7 @@ class RewardEpisode:
             self._sim = None
 
 
-class ScienceWorldEnvironment(Episodes):
+class ScienceWorldEnvironment:
     name = "scienceworld"
     env_tag = ENV_TAG
     metrics = ("task_success", "step_accuracy")
