@@ -139,8 +139,13 @@ def cmd_bench_quality(args) -> int:
     executor = None if args.curated_runtime else make_executor(args.sandbox, warn=say)
     cells = Cells(args.cache, setting, executor, args.curated_runtime)   # checks base, budget, tasks first
     sized = cells.curation_budget["sft_examples"]   # the default corpus is sized as `run` sizes it
-    wild_dir = held_out_dir or args.wild or rows_mod.default_corpus_dir(args.benchmark, "wild", max_records=sized)
-    labeled_dir = args.labeled or (rows_mod.default_corpus_dir(args.benchmark, "labeled", max_records=sized)
+    # a benchmark that builds no corpus (ACEBench, τ²: held-out tests) scores rows curated from the corpus the
+    # default run curates, as `run --benchmark` without --corpus trains on it
+    from benchmarks import registry
+
+    source = args.benchmark if registry.get(args.benchmark).declares("corpus") else registry.DEFAULT
+    wild_dir = held_out_dir or args.wild or rows_mod.default_corpus_dir(source, "wild", max_records=sized)
+    labeled_dir = args.labeled or (rows_mod.default_corpus_dir(source, "labeled", max_records=sized)
                                    if "rho0-labeled" in which and not held_out_dir else None)
     if args.strategy and "rho0-wild" not in which:   # each strategy is paired against ρ0
         which = ("rho0-wild", *which)
@@ -222,11 +227,12 @@ def cmd_bench_quality(args) -> int:
 
 
 def _with_test_splits() -> list[str]:
-    """The environments the quality table can score: those with tasks of their own (a test split) and
-    a default corpus to curate, and next-call on a user's corpus."""
+    """The environments the quality table can score: those with tasks of their own (a test split; one
+    that builds no corpus scores rows curated from the default run's corpus), and next-call on a
+    user's corpus."""
     from benchmarks import registry
 
-    return [n for n in registry.names() if registry.get(n).executable and registry.get(n).corpus_settings] \
+    return [n for n in registry.names() if registry.get(n).executable] \
         + [registry.NO_ENVIRONMENT]   # a user's corpus (--corpus): its held-out tenth are the tasks
 
 

@@ -1,0 +1,185 @@
+"""ACEBench (English) as a benchmark ("acebench"): its normal and special items, one answer each,
+judged by the rules of the official checker (benchmarks/acebench/checker.py), and its agent
+multi-step items where benchmarks/acebench/agent.py can execute them.
+
+A task is one item as ACEBench's own inference asks it: the system prompt of its kind (normal,
+preference, special; the item's `time` or `profile` filled in, the API specifications given as the
+offered tools) and one user message "Conversation history 1..t:" with the item's question. The
+answer is the first assistant message: its tool calls rendered in ACEBench's call syntax
+(`checker.calls_to_text`), or its text when it made none (a special item's right answer is text,
+e.g. "Missing necessary parameters (...)"), scored by `checker.check`.
+
+Splits are drawn by item, never crossing: an item is dev when sha256(id) mod 5 is 0 (about a
+fifth), test otherwise; ACEBench has no train split (it is never curated from). The test split is
+the same whether a run evolved on ACEBench's dev or elsewhere, so every table reads one set. The agent multi-turn items need an LLM user: they are listed as not run (`describe()`), never
+scored 0.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+from typing import Any, Mapping, Sequence
+
+from base.errors import UserError
+from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split
+from benchmarks.bfcl.backends import CallError, tool_schema
+from benchmarks.bfcl.common import bounded, call_parts, error_observation, short
+from formats.chat_format import parse_tool_calls
+
+NAME = "acebench"
+ENV_BENCHMARK = "acebench"
+RECORDED = "The call was recorded (ACEBench judges the calls of one answer, it does not execute them)."
+DEV_MODULUS = 5
+
+
+def split_of(item_id: str) -> str:
+    """dev or test, by the item's id alone (so the split never moves when items are added)."""
+    return "dev" if int(hashlib.sha256(item_id.encode()).hexdigest(), 16) % DEV_MODULUS == 0 else "test"
+
+
+def scored_categories() -> tuple[str, ...]:
+    """The categories scored without an LLM user: normal, special, and agent multi-step when its
+    scenarios run here."""
+    from benchmarks.acebench import data
+
+    return tuple(c for c in data.CATEGORIES if c not in data.NEEDS_USER and (not c.startswith("agent") or _agent()))
+
+
+def _agent():
+    try:
+        from benchmarks.acebench import agent
+    except ImportError:
+        return None
+    return agent
+
+
+def answer_text(messages: Sequence[Mapping], tools: Sequence[Mapping]) -> tuple[str | None, list, bool]:
+    """(the answer as ACEBench's checker reads it, the calls made, whether there was an answer):
+    the first assistant message after the first user message."""
+    from benchmarks.acebench.checker import calls_to_text
+
+    seen_user = False
+    for m in messages:
+        if m.get("role") == "user":
+            seen_user = True
+        elif m.get("role") == "assistant" and seen_user:
+            calls = []
+            for c in m.get("tool_calls") or []:
+                try:
+                    calls.append(call_parts(c))
+                except CallError:
+                    return m.get("content") or "", [], True
+            if not calls:
+                parsed = parse_tool_calls(m.get("content") or "", tools)
+                if not parsed.error and parsed.calls:
+                    calls = [(c.name, dict(c.arguments)) for c in parsed.calls]
+            return (calls_to_text(calls) if calls else (m.get("content") or "")), calls, True
+    return None, [], False
+
+
+class Episode:
+    """One answer: the item's prompt, then calls recorded (not executed) and the task is over."""
+
+    def __init__(self, task: Task):
+        self.task, self._given = task, False
+        self._names = {t["function"]["name"] for t in task.tools}
+
+    def next_turn(self) -> list | None:
+        if self._given:
+            return None
+        self._given = True
+        return copy.deepcopy(self.task.turns[0])
+
+    def offered_tools(self) -> list:
+        return copy.deepcopy(self.task.tools)
+
+    def execute(self, calls: list) -> list:
+        out = []
+        for call in calls if isinstance(calls, (list, tuple)) else [calls]:
+            try:
+                name, _ = call_parts(call)
+                out.append(RECORDED if name in self._names else error_observation(f"name '{short(name, 80)}' is not defined"))
+            except CallError as exc:
+                out.append(error_observation(str(exc)))
+        return out
+
+
+class ACEBenchBenchmark:
+    """`get_benchmark("acebench", allow_test=False, categories=None)`."""
+
+    name = NAME
+
+    def __init__(self, allow_test: bool = False, categories: Sequence[str] | None = None):
+        from benchmarks.acebench import data
+
+        self.allow_test = allow_test
+        known = scored_categories()
+        self.categories = tuple(categories or known)
+        for c in self.categories:
+            if c in data.NEEDS_USER:
+                raise UserError(f"ACEBench {c} needs an LLM user simulator, which this benchmark does not run: "
+                                f"leave it out of --categories")
+            if c not in known:
+                raise UserError(f"unknown ACEBench category {c!r} (one of {', '.join(known)})")
+
+    def describe(self) -> dict:
+        from benchmarks.acebench import data
+
+        return {"name": NAME, "categories": list(self.categories), "source": data.source()["commit"],
+                "not_run": {c: "needs an LLM user" for c in data.NEEDS_USER},
+                "split": f"by item: dev when sha256(id) % {DEV_MODULUS} == 0, else test"}
+
+    def split_ids(self, category: str, split: str) -> list[str]:
+        from benchmarks.acebench import data
+
+        check_split(split, self.allow_test)
+        ids = sorted(data.items(category), key=_natural)
+        return [i for i in ids if split_of(i) == split]
+
+    def tasks(self, split: str, limit: int | None = None, categories=None) -> list[Task]:
+        cats = self.categories if categories is None else tuple(categories)
+        groups = [self.split_ids(c, split) for c in cats]
+        return [self.make_task(tid, split) for tid in balanced_subset(groups, limit)]
+
+    def make_task(self, tid: str, split: str | None = None) -> Task:
+        from benchmarks.acebench import data, prompts
+
+        category = data.category_of(tid)
+        item = data.items(category)[tid]
+        tools = [tool_schema(d) for d in item["function"]]
+        if category.startswith("agent"):
+            return _agent().make_task(tid, item, tools, split)
+        meta = {"env": {"benchmark": ENV_BENCHMARK, "task_id": tid, "variant": category}, "max_steps_per_turn": 1}
+        if split is not None:
+            meta["split"] = split
+        turn = [{"role": "system", "content": prompts.system_prompt(category, item)},
+                {"role": "user", "content": prompts.user_prompt(item)}]
+        return Task(id=tid, benchmark=NAME, category=category, tools=tools, turns=[turn], meta=meta)
+
+    def episode(self, task: Task):
+        if task.category.startswith("agent"):
+            return _agent().episode(task)
+        return Episode(task)
+
+    def score(self, task: Task, messages: list) -> Verdict:
+        from benchmarks.acebench import checker
+
+        if task.category.startswith("agent"):
+            return _agent().score(task, messages)
+        text, calls, answered = answer_text(messages, task.tools)
+        result = checker.check(task.category, task.id, text or "")
+        ok = bool(result["valid"])
+        feedback = {"error_type": None if ok else f"acebench:{task.category}:{result.get('error_type') or 'invalid'}",
+                    "checker_message": None if ok else short("; ".join(map(str, result.get("error") or []))),
+                    "calls": bounded([{"name": n, "arguments": a} for n, a in calls]),
+                    "answer": short(text or ""), "answered": answered}
+        return Verdict(success=ok, reward=1.0 if ok else 0.0, turn_pass=[ok], feedback=feedback)
+
+    def step_items(self, task: Task) -> list[StepItem]:
+        return []
+
+
+def _natural(tid: str) -> tuple:
+    head, _, tail = tid.rpartition("_")
+    parts = [int(p) if p.isdigit() else p for p in tid.split("_")]
+    return tuple((0, p) if isinstance(p, int) else (1, p) for p in parts) if head else (tid,)
