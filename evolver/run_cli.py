@@ -12,7 +12,7 @@ from evolver.backends import InFlight, make_backend, read_in_flight
 from evolver.config import (RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values, llm_of, merge_options, on_backend,
                             option_values, resolve)
 from base.errors import UserError, positive_int
-from base.files import is_empty_or_missing, read_json, read_jsonl, sha256_bytes, sha256_file
+from base.files import atomic_json, is_empty_or_missing, read_json, read_jsonl, sha256_bytes, sha256_file
 from benchmarks import registry
 from benchmarks.evaluate import EvalResult
 from evolver.store import RunStore, half_made, taken
@@ -361,6 +361,12 @@ def cmd_test(args) -> int:
     comparison = tested.compare(scores, rho0, category)
     how = f"bench quality's cells in {args.cache}" if args.seeds else "the run's adapters"
     kept = tested.record(partial, comparison, epoch, how)
+    held, skipped = _held_out(store, cfg, final[-1], epoch, seed, args, partial)
+    if held or skipped:
+        atomic_json(partial / tested.HELD_OUT_FILE, {"epoch": epoch, "how": how, "benchmarks": held, "not_run": skipped})
+        kept["held_out"] = {b: {"P_rho0": d["rho0"]["value"], "P": d["final"]["value"], "tasks": d["tasks"],
+                                "difference": {k: d["difference"][k] for k in ("value", "low", "high")}}
+                            for b, d in held.items()}
     if out.exists():   # --again: the earlier reading's files give way; the journal keeps every reading
         shutil.rmtree(out)
     os.replace(partial, out)
@@ -374,21 +380,58 @@ def cmd_test(args) -> int:
         print(f"final strategy (epoch {epoch}) on the test split:")
         print(format_metrics(doc.doc, out))
     print(("\n" if doc is not None else "") + tested.text(comparison, cfg.metric, epoch))
+    if held or skipped:
+        print("\n" + tested.held_out_text(held, epoch, skipped))
     if epoch == 0:
         print("the final strategy is ρ0 itself: evolution accepted no candidate")
     return 0
 
 
+def _held_out(store: RunStore, cfg: RunConfig, final: dict, epoch: int, seed: int, args,
+              out: Path) -> tuple[dict, dict]:
+    """The final strategy and ρ0 on each held-out benchmark's test split (evolver/tested.py HELD_OUT, or
+    --held-out), paired as on the run's own: {benchmark: comparison}, {benchmark: why it was not run}."""
+    from evolver import tested
+
+    names = tested.held_out_for(cfg.benchmark, getattr(args, "held_out", None))
+    docs, skipped = {}, {}
+    rho0_choice = {"epoch": 0, "commit": store.done(0, "curate")["result"]["commit"]}
+    for name in names:
+        print(f"held-out benchmark {name}: the final strategy and ρ0 on its test split", file=sys.stderr, flush=True)
+        try:
+            if args.seeds:
+                scores, rho0, category = tested.cells_scores(store, cfg, args.seeds, args.cache, args.tasks,
+                                                             cfg.sandbox, benchmark=name)
+            else:
+                _, scores, category = _read_test(store, cfg, final, seed, args.tasks, out / "held-out" / name / "final",
+                                                 benchmark=name)
+                rho0 = scores if epoch == 0 else _read_test(store, cfg, rho0_choice, seed, args.tasks,
+                                                            out / "held-out" / name / "rho0", benchmark=name)[1]
+        except UserError as exc:   # a benchmark that cannot run here (its package, a prompt cap): said, not scored 0
+            skipped[name] = str(exc)
+            continue
+        docs[name] = tested.compare(scores, rho0, category)
+    return docs, skipped
+
+
 def _read_test(store: RunStore, cfg: RunConfig, final: dict, seed: int, tasks: int | None,
-               out: Path) -> tuple[EvalResult, dict, dict]:
+               out: Path, benchmark: str | None = None) -> tuple[EvalResult, dict, dict]:
     """One epoch's strategy (its adapter + memory, as the run recorded them) on the test split into
     `out`, evaluated as the run evaluates (its EvalSpec, through benchmarks.stages.evaluate_on; the
     whole test split unless `tasks`): the evaluation's result, task id → [score] and task id → category."""
     from benchmarks.stages import evaluate_on
     from evolver.tested import scores_of
 
+    from evolver.tested import held_out_spec
+
     adapter, memory = chosen(store, final, seed)
     corpus = registry.get(cfg.benchmark).dev_corpus(cfg.corpus)   # a next-call run: the test part of its own corpus
+    if benchmark is not None and benchmark != cfg.benchmark:   # a held-out benchmark: its own test split
+        spec = held_out_spec(cfg.eval_spec, benchmark, tasks)
+        doc = evaluate_on(spec, "test", out, base=cfg.train.base, adapter=adapter, memory=memory, seed=seed,
+                          progress=True, allow_test=True)
+        scores, category = scores_of(out / "trajectories.jsonl", doc.metric)
+        return doc, {t: [v] for t, v in scores.items()}, category
     if corpus is not None:
         if not cfg.holdout:
             raise UserError(f"{store.root} was started before a user corpus got a test part (its run.json has no "
@@ -447,6 +490,9 @@ def add_cli(sub) -> None:
             p.add_argument("--tasks", type=positive_int, help="N test tasks balanced over the categories (default: the whole test split)")
             p.add_argument("--again", action="store_true", help="read the test split once more (journaled; the report "
                                                                 "lists every reading)")
+            p.add_argument("--held-out", dest="held_out", metavar="B1,B2|none",
+                           help="held-out benchmarks scored beside the run's own test split (default: every one of "
+                                "bfcl-single, acebench, tau2 the run did not evolve on; `none`: only its own)")
             p.add_argument("--seeds", type=positive_int, help="score the final strategy and ρ0 with training seeds "
                            "0..N-1 as `bench quality` scores rows (its cells: the run's trainings adopted, the missing "
                            "seeds trained) and pair them over tasks × seeds")

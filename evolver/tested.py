@@ -18,6 +18,61 @@ from trainer.train import TrainSpec
 
 FILE = "versus-rho0.json"
 """RUN/test/FILE: the comparison of the last reading (the report shows it)."""
+HELD_OUT_FILE = "held-out.json"
+"""RUN/test/HELD_OUT_FILE: the comparison on each held-out benchmark (the paper's Table 1 for the run)."""
+HELD_OUT = ("bfcl-single", "acebench", "tau2")
+"""The paper's held-out benchmarks (§4, Table 1: BFCL, ACEBench, τ²-bench): `test` scores the run on each
+one it did not evolve on, beside its own test split."""
+
+
+def held_out_for(benchmark: str, named: str | None) -> list[str]:
+    """The held-out benchmarks `test` scores for a run that evolved on `benchmark`: `named` (a comma list,
+    "none" for none), else every one of HELD_OUT but its own; UserError for an unknown name."""
+    from benchmarks import registry
+
+    if named is not None:
+        chosen = [] if named.strip() == "none" else [n.strip() for n in named.split(",") if n.strip()]
+        for name in chosen:
+            registry.get(name)   # UserError naming the known ones
+        return [n for n in chosen if n != benchmark]
+    return [n for n in HELD_OUT if n != benchmark]
+
+
+def held_out_spec(spec: EvalSpec, benchmark: str, tasks: int | None) -> EvalSpec:
+    """The run's evaluation (decoding budget, batches, memory rule, threads) on another benchmark's test
+    split: its own default metric, no step pass, no corpus of the run's."""
+    from benchmarks import registry
+
+    return spec.model_copy(update={"benchmark": benchmark, "metric": registry.get(benchmark).metrics[0], "tasks": tasks,
+                                   "steps": False,
+                                   "corpus": (), "corpus_tools": None, "corpus_split": None})
+
+
+def held_out_rows(docs: dict[str, dict]) -> list[list[str]]:
+    """One row per held-out benchmark: benchmark, tasks, ρ0, final, final − ρ0."""
+    return [[name, str(d["tasks"]), _ci(d["rho0"]), _ci(d["final"]), _ci(d["difference"], signed=True)]
+            for name, d in docs.items()]
+
+
+def held_out_text(docs: dict[str, dict], epoch: int, skipped: dict[str, str]) -> str:
+    """The paper's Table 1 for the run: each held-out benchmark's test split, then its categories."""
+    if not docs and not skipped:
+        return ""
+    lines = [f"held-out benchmarks (the run never read them): final strategy (epoch {epoch}) against ρ0, "
+             "task_success in %"]
+    header = ["benchmark", "tasks", "ρ0 P [95% CI]", "final P [95% CI]", "final − ρ0 [95% CI]"]
+    body = [header] + held_out_rows(docs)
+    widths = [max(len(r[i]) for r in body) for i in range(len(header))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
+    for name, why in skipped.items():
+        lines.append(f"{name}: not run ({why})")
+    for name, d in docs.items():
+        lines.append(f"\n{name} by category:")
+        rows = [HEADER] + [[c, str(b["tasks"]), _ci(b["rho0"]), _ci(b["final"]), _ci(b["difference"], signed=True)]
+                           for c, b in d["per_category"].items()]
+        w = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+        lines += ["  ".join(c.ljust(x) for c, x in zip(r, w)) for r in rows]
+    return "\n".join(lines)
 
 
 def scores_of(trajectories: Path, metric: str) -> tuple[dict[str, float], dict[str, str]]:
@@ -53,13 +108,13 @@ DECODING = ("metric", "max_new_tokens", "max_prompt_tokens", "memory_k", "thread
 """What an evaluation's scores depend on besides the policy, the tasks and the seed (EvalSpec's fields)."""
 
 
-def same_evaluation(run: EvalSpec, bench: EvalSpec) -> None:
+def same_evaluation(run: EvalSpec, bench: EvalSpec, steps: bool = True) -> None:
     """UserError unless `bench quality`'s cells (`bench`) evaluate as the run did (`run`, its
     EvalSpec): the same metric, decoding budget, memory retrieval, threads, batches and step pass,
     so `test --seeds` pairs what the run and `test` would score."""
     differ = [f"{f} {getattr(bench, f)} (the run: {getattr(run, f)})" for f in DECODING
               if getattr(run, f) != getattr(bench, f)]
-    if run.step_pass() != bench.step_pass():
+    if steps and run.step_pass() != bench.step_pass():
         differ.append(f"step items {'scored' if bench.step_pass() else 'not scored'} (the run: the other way)")
     if differ:
         raise UserError("--seeds scores the test split through `bench quality`'s cells, which evaluate with "
@@ -67,7 +122,7 @@ def same_evaluation(run: EvalSpec, bench: EvalSpec) -> None:
 
 
 def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
-                 sandbox: str) -> tuple[dict, dict, dict]:
+                 sandbox: str, benchmark: str | None = None) -> tuple[dict, dict, dict]:
     """The final strategy and ρ0 as two rows of `bench quality` (benchmarks/quality/cells.py) on the
     test split with seeds 0..seeds−1, the run's own trainings adopted where they match: every
     missing seed of both is trained and evaluated there, cached in `cache` like any cell. Returns
@@ -83,12 +138,15 @@ def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
         raise UserError(f"--seeds scores the test split as `bench quality` does, which takes a benchmark with an "
                         f"environment and one corpus file; this run evolved on {cfg.benchmark} with "
                         f"{len(cfg.corpus)} corpus file(s): test it without --seeds")
-    setting = Setting(benchmark=cfg.benchmark, split="test", tasks=tasks, seeds=tuple(range(seeds)), metric=cfg.metric,
+    held_out = benchmark is not None and benchmark != cfg.benchmark
+    setting = Setting(benchmark=benchmark or cfg.benchmark, split="test", tasks=tasks, seeds=tuple(range(seeds)),
+                      metric=registry.get(benchmark).metrics[0] if held_out else cfg.metric,
                       train=TrainSpec(base=cfg.train.base, profile=cfg.train.profile, budget=cfg.train.budget),
                       eval=EvalSpec(batch_size=cfg.eval.batch_size, max_new_tokens=cfg.eval.max_new_tokens),
                       curation_seed=cfg.seed, curation_timeout_s=cfg.curation_timeout_s)
     cells = Cells(cache, setting, make_executor(sandbox))
-    same_evaluation(cfg.eval_spec, cells.eval_spec)   # the cells decode as the run and `test` do
+    same_evaluation(held_out_spec(cfg.eval_spec, setting.benchmark, tasks) if held_out else cfg.eval_spec,
+                    cells.eval_spec, steps=not held_out)   # the cells decode as the run and `test` do (P alike)
     cells.adopt(store.root)
     wild = Path(cfg.corpus[0])
     evolved = run_row(store.root, wild)

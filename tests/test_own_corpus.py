@@ -203,7 +203,7 @@ def test_test_scores_the_final_strategy_on_the_test_part_the_loop_never_saw(ship
     evaluated = json.loads((shipped_run / "epochs" / "0" / "eval-s0" / "metrics.json").read_text())
     assert set(evaluated["tasks"]) <= set(dev)
     capsys.readouterr()
-    assert cli.main(["test", str(shipped_run)]) == 0
+    assert cli.main(["test", str(shipped_run), "--held-out", "none"]) == 0
     out = capsys.readouterr().out
     assert "on the test split" in out
     tested = json.loads((shipped_run / "test" / "metrics.json").read_text())

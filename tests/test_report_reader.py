@@ -97,6 +97,6 @@ def test_test_seeds_on_a_corpus_without_environment_is_one_sentence(glaive_run, 
     err = capsys.readouterr().err
     assert "--seeds scores the test split as `bench quality` does" in err and err.count("\n") == 1
     assert not (root / "test").exists() and not (tmp_path / "cache").exists()
-    assert cli.main(["test", str(root)]) == 0                   # without --seeds: ρ0 and the final strategy, paired
+    assert cli.main(["test", str(root), "--held-out", "none"]) == 0                   # without --seeds: ρ0 and the final strategy, paired
     assert "each held-out record's own, averaged over the records" in capsys.readouterr().out
     assert "Did evolution help?" in _page(root) and "`curateevo test` read" in _page(root)

@@ -163,19 +163,19 @@ def test_the_final_strategy_is_tested_once(reference, capsys):
     (root / "test").mkdir()
     (root / "test.partial").mkdir()
     (root / "test.partial" / "trajectories.jsonl").write_text("{}\n")
-    assert cli.main(["test", str(root), "--tasks", "2"]) == 0
+    assert cli.main(["test", str(root), "--tasks", "2", "--held-out", "none"]) == 0
     assert "test split" in capsys.readouterr().out
     assert not (root / "test.partial").exists()
     assert {"metrics.json", "trajectories.jsonl"} <= {p.name for p in (root / "test").iterdir()}
     metrics = json.loads((root / "test" / "metrics.json").read_text())
     assert metrics["split"] == "test" and len(metrics["tasks"]) == 2
-    assert cli.main(["test", str(root), "--tasks", "2"]) == 2   # the test split is read once per run
+    assert cli.main(["test", str(root), "--tasks", "2", "--held-out", "none"]) == 2   # the test split is read once per run
     assert "read once" in capsys.readouterr().err
     import shutil
     shutil.rmtree(root / "test")                                 # the journal is the record, not the files
-    assert cli.main(["test", str(root), "--tasks", "2"]) == 2
+    assert cli.main(["test", str(root), "--tasks", "2", "--held-out", "none"]) == 2
     assert "was read for" in capsys.readouterr().err and not (root / "test").exists()
-    assert cli.main(["test", str(root), "--tasks", "2", "--again"]) == 0   # a user who knows: journaled, reported
+    assert cli.main(["test", str(root), "--tasks", "2", "--again", "--held-out", "none"]) == 0   # a user who knows: journaled, reported
     readings = [e for e in RunStore.open(root).journal.events() if e.get("event") == "tested"]
     assert [e["reading"] for e in readings] == [1, 2]
     assert cli.main(["report", str(root)]) == 0
@@ -193,7 +193,7 @@ def test_a_run_whose_workspace_or_adapter_was_changed_is_refused(reference, tmp_
              if e.get("stage") == "final" and e["event"] == "stage_done"][-1]
     adapter = root / "epochs" / str(final["epoch"]) / "train-s0" / "adapter"
     shutil.rmtree(adapter)
-    assert cli.main(["test", str(root), "--tasks", "2"]) == 2
+    assert cli.main(["test", str(root), "--tasks", "2", "--held-out", "none"]) == 2
     err = capsys.readouterr().err
     assert "adapter of epoch" in err and "evaluate something else" in err and err.count("\n") == 1
     assert not (root / "test").exists() and not (root / "test.partial").exists()

@@ -34,10 +34,28 @@ def _final_epoch(root) -> int:
             if e.get("stage") == "final" and e["event"] == "stage_done"][-1]["epoch"]
 
 
+def test_test_scores_the_paper_s_held_out_benchmarks_with_rho0_beside_the_final(finished, tmp_path, capsys):
+    root = _copy(finished, tmp_path)
+    capsys.readouterr()
+    assert cli.main(["test", str(root), "--tasks", "3", "--held-out", "acebench,tau2,bfcl-single"]) == 0
+    out = capsys.readouterr().out
+    assert "held-out benchmarks (the run never read them)" in out and "\nacebench by category:" in out
+    held = json.loads((root / "test" / tested.HELD_OUT_FILE).read_text())
+    assert set(held["benchmarks"]) | set(held["not_run"]) == {"acebench", "tau2"}   # bfcl-single is the run's own
+    assert "acebench" in held["benchmarks"] and held["benchmarks"]["acebench"]["tasks"] == 3
+    for name, doc in held["benchmarks"].items():
+        assert f"\n{name} " in out and doc["rho0"]["value"] is not None and doc["final"]["value"] is not None
+        final = json.loads((root / "test" / "held-out" / name / "final" / "metrics.json").read_text())
+        assert final["benchmark"] == name and final["split"] == "test" and len(final["tasks"]) == 3
+    tested_event = [e for e in RunStore.open(root).journal.events() if e.get("event") == "tested"][-1]
+    assert set(tested_event["held_out"]) == set(held["benchmarks"])
+    assert tested.held_out_for("bfcl-single", None) == ["acebench", "tau2"] and tested.held_out_for("x", "none") == []
+
+
 def test_test_prints_rho0_the_final_strategy_and_their_paired_difference_per_category(finished, tmp_path, capsys):
     root = _copy(finished, tmp_path)
     capsys.readouterr()
-    assert cli.main(["test", str(root), "--tasks", "5"]) == 0
+    assert cli.main(["test", str(root), "--tasks", "5", "--held-out", "none"]) == 0
     out = capsys.readouterr().out
     assert "against ρ0 (epoch 0, no curation) on the test split" in out
     assert "ρ0 P [95% CI]" in out and "final P [95% CI]" in out and "final − ρ0 [95% CI]" in out
@@ -106,7 +124,7 @@ def test_seeds_evaluates_as_the_run_did_or_is_one_sentence():
 def test_seeds_trains_the_missing_seeds_of_both_as_bench_quality_cells_and_adopts_the_runs(finished, tmp_path, capsys):
     root, cache = _copy(finished, tmp_path), tmp_path / "cache"
     capsys.readouterr()
-    assert cli.main(["test", str(root), "--tasks", "3", "--seeds", "2", "--cache", str(cache)]) == 0
+    assert cli.main(["test", str(root), "--tasks", "3", "--seeds", "2", "--cache", str(cache), "--held-out", "none"]) == 0
     out = capsys.readouterr().out
     assert "2 training seed(s), paired over tasks × seeds" in out and "final − ρ0" in out
     doc = tested.read(root)

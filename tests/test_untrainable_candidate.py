@@ -99,7 +99,7 @@ def test_log_report_and_test_say_plainly_when_the_chosen_strategy_trains_nothing
     assert cli.main(["report", str(tmp_path / "r")]) == 0
     assert html.escape(said) in (tmp_path / "r" / "report" / "index.html").read_text()
     capsys.readouterr()
-    assert cli.main(["test", str(tmp_path / "r"), "--tasks", "2"]) == 0
+    assert cli.main(["test", str(tmp_path / "r"), "--tasks", "2", "--held-out", "none"]) == 0
     assert f"warning: {said}" in capsys.readouterr().out
 
 
