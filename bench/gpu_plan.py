@@ -5,7 +5,8 @@
     b. the same rows at the second profile (cpu-small) moved to the plan's device;
     c. throughput (bench/throughput.py): the profile's SFT beside TRL's defaults, and GRPO steps
        split into generation and update, tokens/s and MFU against the card's bf16 peak;
-    d. an evolution run (`curateevo run`, resumed when it exists), then `curateevo test` on it.
+    d. an evolution run (`curateevo run`, resumed when it exists), then `curateevo test` on it: BFCL
+       test and the held-out ACEBench and τ² telecom (solo) test splits, the final beside ρ0.
 
 Every unit calls the command that owns it (`curateevo bench quality`, `throughput.measure`,
 `curateevo run|resume|test`) in this process; their caches keep every finished cell. A ledger
@@ -57,6 +58,10 @@ class PlanConfig:
     test_tasks: int = 120
     max_new_tokens: int | None = None
     """The evolution run's decoding budget per turn (None: `run`'s default)."""
+    held_out: str | None = None
+    """`test --held-out`: the held-out benchmarks scored beside BFCL test (None: `test`'s default, every one
+    of the paper's — ACEBench and τ² telecom solo for a run that evolves on bfcl-single — so the unit prints
+    the paper's three-benchmark Table 1 for the run)."""
     run_sandbox: str = "auto"
     """The evolution run's executor (the GPU machine may have none: the unit then fails in one sentence)."""
     wild: dict = field(default_factory=dict)
@@ -166,7 +171,8 @@ class Plan:
     def _test(self) -> dict:
         from evolver.cli import main
 
-        return {"printed": _call(main, ["test", str(self._run_dir()), "--tasks", str(self.cfg.test_tasks)])}
+        return {"printed": _call(main, ["test", str(self._run_dir()), "--tasks", str(self.cfg.test_tasks),
+                                        *(["--held-out", self.cfg.held_out] if self.cfg.held_out else [])])}
 
     # ------------------------------------------------------------------ the ledger
 

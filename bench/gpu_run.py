@@ -50,7 +50,7 @@ def plan_config(args) -> PlanConfig:
                       throughput_sft_steps=args.throughput_sft_steps, throughput_grpo_steps=args.throughput_grpo_steps,
                       throughput_short=args.throughput_short,
                       epochs=args.epochs, run_tasks=args.run_tasks, test_tasks=args.test_tasks,
-                      max_new_tokens=args.max_new_tokens, run_sandbox=args.run_sandbox)
+                      max_new_tokens=args.max_new_tokens, held_out=args.held_out, run_sandbox=args.run_sandbox)
 
 
 def curate(cfg: PlanConfig, cache: Path, wild: Path | None, sandbox: str) -> tuple[dict, str]:
@@ -262,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--run-tasks", type=int, default=60)
     k.add_argument("--test-tasks", type=int, default=120)
     k.add_argument("--max-new-tokens", type=int, help="the evolution run's decoding budget per turn (default: run's)")
+    k.add_argument("--held-out", help="`test --held-out` for the run (default: ACEBench and τ² telecom solo beside BFCL "
+                                      "test, the paper's Table 1; `none`: BFCL test alone)")
     k.add_argument("--run-sandbox", default="auto", help="the evolution run's executor there")
     k.add_argument("--wild", type=Path, help="the wild corpus folder (default: bfcl-single's, sized per profile)")
     k.add_argument("--sandbox", default="auto", help="executor of the curations here")
