@@ -129,10 +129,11 @@ def steps_pass(benchmark: str, metric: str | None) -> bool:
     return not (env.single_step and metric != "step_accuracy")
 
 
-def check_prompts_fit(benchmark: str, tasks: Sequence[Any], policy: Any) -> None:
-    """UserError before any decoding when a task's opening prompt does not fit the policy's prompt cap:
-    an answer to a prompt the model never saw is no score. Checked for a local policy (it has the
-    tokenizer); the cap is raised with --max-prompt-tokens up to the model's context."""
+def check_prompts_fit(benchmark: str, prompts: Sequence[tuple[list, list]], policy: Any) -> None:
+    """UserError before any decoding when a prompt (messages, tools) cannot fit the policy's prompt cap
+    even with its oldest turns dropped: an answer to a prompt the model never saw is no score. Checked
+    for a local policy (it has the tokenizer); the fix names the cap that fits, or says the model's
+    context cannot hold it."""
     tokenizer, cap = getattr(policy, "tokenizer", None), getattr(policy, "max_prompt_tokens", None)
     if tokenizer is None or cap is None:
         return
@@ -140,16 +141,16 @@ def check_prompts_fit(benchmark: str, tasks: Sequence[Any], policy: Any) -> None
 
     style = getattr(policy, "style", None) or "compact"
     longest, over = 0, 0
-    for task in tasks:
-        fitted = fit_prompt(task.turns[0] if task.turns else [], task.tools, tokenizer, 1 << 30, style)
-        n = fitted[1] if fitted else 0
-        longest, over = max(longest, n), over + (n > cap)
+    for messages, tools in prompts:
+        if fit_prompt(messages, tools, tokenizer, cap, style) is None:
+            over += 1
+            longest = max(longest, fit_prompt(messages, tools, tokenizer, 1 << 30, style)[1])
     if over:
         context = getattr(getattr(getattr(policy, "model", None), "config", None), "max_position_embeddings", None)
         fix = (f"give --max-prompt-tokens {longest} or more (the model's context is {context} tokens)"
                if context is None or longest + getattr(policy, "max_new_tokens", 0) <= context else
                f"the model's context ({context} tokens) cannot hold them with the answer: evaluate a model with a longer one")
-        raise UserError(f"{over} of {len(tasks)} {benchmark} tasks open with a prompt longer than the cap of {cap} tokens "
+        raise UserError(f"{over} of {len(prompts)} {benchmark} prompts do not fit the prompt cap of {cap} tokens "
                         f"(the longest {longest}); they would be answered unseen: {fix}")
 
 
@@ -276,7 +277,10 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
         index = memory_mod.MemoryIndex.from_file(memory, memory_k)
     if policy is None:
         policy = build_policy(batch_size=batch_size, **(policy_options or {}))
-    check_prompts_fit(benchmark, task_list, policy)
+    from benchmarks.runner import step_items as items_of
+
+    check_prompts_fit(benchmark, [(t.turns[0] if t.turns else [], t.tools) for t in task_list] if episodes else
+                      [(i.messages, i.tools) for i in items_of(bench, task_list)], policy)
     out.mkdir(parents=True, exist_ok=True)
 
     progress_factory = None

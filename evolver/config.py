@@ -152,7 +152,9 @@ class RunConfig(BaseModel):
     curation_timeout_s: Annotated[float, Field(gt=0), Finite, Flag("curation wall-clock limit (s)", name="timeout")] = Limits.timeout_s
     eval: Annotated[EvalSpec, Nested(
         batch_size=Flag("evaluation batch size (greedy rows decoded together)"),
-        max_new_tokens=Flag("evaluation: most tokens the agent writes per turn"))] = Field(default_factory=EvalSpec)
+        max_new_tokens=Flag("evaluation: most tokens the agent writes per turn"),
+        max_prompt_tokens=Flag("evaluation: most prompt tokens per turn (a longer conversation loses its oldest "
+                               "turns; a prompt that cannot fit is refused before the run starts)"))] = Field(default_factory=EvalSpec)
     """How every candidate is evaluated (benchmarks/evaluate.py EvalSpec): the decoding budget, the
     batches, the step pass (`steps`: set from --benchmark and --metric), the memory rule. What the
     run sets itself (`RUN_SETS`: its benchmark, metric and tasks, its profile's threads, its corpus)

@@ -62,6 +62,39 @@ def dev_note(dev: dict, tasks: int) -> str:
     return text + (f"\nwarning: {warning}" if warning else "") + (f"\n{sides_note(dev['sides'])}" if "sides" in dev else "")
 
 
+def check_run_prompts(config: RunConfig) -> None:
+    """Every dev prompt the run's evaluation will show its base model fits the run's prompt cap (as
+    `evaluate_on` raises it for the benchmark), checked with the base's tokenizer before the run
+    directory exists: UserError naming the cap that fits (benchmarks.evaluate.check_prompts_fit)."""
+    from types import SimpleNamespace
+
+    from benchmarks.evaluate import check_prompts_fit
+    from benchmarks.registry import get_benchmark
+    from benchmarks.runner import step_items
+    from trainer.models import load_tokenizer, resolve
+
+    spec = config.eval_spec
+    env = registry.get(config.benchmark)
+    options = ({"corpus": list(spec.corpus), "on_error": spec.corpus_on_error, "tools": spec.corpus_tools,
+                "split": spec.corpus_split} if spec.corpus else {})
+    bench = get_benchmark(config.benchmark, **options)
+    tasks = bench.tasks(config.split, limit=config.tasks)
+    prompts = ([(t.turns[0] if t.turns else [], t.tools) for t in tasks] if env.executable else
+               [(i.messages, i.tools) for i in step_items(bench, tasks)])
+    source = resolve(config.train.base or config.train.resolved.base)
+    context = None
+    try:
+        from transformers import AutoConfig
+
+        context = getattr(AutoConfig.from_pretrained(source), "max_position_embeddings", None)
+    except (OSError, ValueError):
+        pass
+    policy = SimpleNamespace(tokenizer=load_tokenizer(source), max_prompt_tokens=max(spec.max_prompt_tokens, env.prompt_tokens),
+                             max_new_tokens=spec.max_new_tokens, style=None,
+                             model=SimpleNamespace(config=SimpleNamespace(max_position_embeddings=context)))
+    check_prompts_fit(config.benchmark, prompts, policy)
+
+
 def check_run_lengths(config: RunConfig, corpus) -> None:
     """ρ0 trains every trajectory as it is (curation_strategies/seed): its records are made here on
     the host, from the part of `corpus` a strategy sees, and measured as epoch 0's training will

@@ -16,7 +16,7 @@ from base.files import atomic_json, is_empty_or_missing, read_json, read_jsonl, 
 from benchmarks import registry
 from benchmarks.evaluate import EvalResult
 from evolver.store import RunStore, half_made, taken
-from evolver.launch import check_run_lengths, dev_check, dev_note, read_ids
+from evolver.launch import check_run_lengths, check_run_prompts, dev_check, dev_note, read_ids
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages, untrained_choice
 from corpora import corpus_kind, corpus_sha256, load_corpus
 from sandbox.executor import PROJECT_ROOT
@@ -121,6 +121,7 @@ def create_run(options: dict) -> RunStore:
             shutil.copytree(options["llm_records"], folder / "llm", ignore=shutil.ignore_patterns("diagnosis-cache"))
 
     check_run_lengths(config, loaded)
+    check_run_prompts(config)   # every dev prompt fits the evaluation's prompt cap, or one sentence now
     store = RunStore.create(runs_dir / name, config.to_json(), fill)   # the loop creates the strategy workspace from ρ0
     if loaded is not None:
         corpus_notes(store, loaded)

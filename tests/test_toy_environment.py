@@ -92,3 +92,12 @@ def test_eval_and_a_tiny_run_go_through_the_toy_environment(toy, tmp_path, capsy
                      "--max-new-tokens", str(TINY_MAX_NEW_TOKENS)]) == 0
     metrics = json.loads((tmp_path / "runs" / "r" / "epochs" / "0" / "eval-s0" / "metrics.json").read_text())
     assert metrics["benchmark"] == "toy" and metrics["tasks"] == ["add_0_0", "add_1_1", "add_2_0"]
+
+
+def test_a_run_whose_dev_prompts_cannot_fit_the_cap_is_refused_before_its_directory_exists(tmp_path, capsys):
+    corpus = ROOT / "examples" / "corpora" / "glaive-toolcall-40.json"
+    code = cli.main(["run", "--benchmark", "bfcl-single", "--corpus", str(corpus), "--profile", "test", "--base", "tiny-random",
+                     "--max-prompt-tokens", "40", "--runs-dir", str(tmp_path / "runs"), "--name", "r"])
+    err = capsys.readouterr().err
+    assert code == 2 and "prompts do not fit the prompt cap of 40 tokens" in err and "give --max-prompt-tokens" in err
+    assert not (tmp_path / "runs" / "r").exists()
