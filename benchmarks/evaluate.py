@@ -384,6 +384,10 @@ def format_metrics(doc: dict, out: Path | None = None) -> str:
     policy = t.get("policy") or {}
     if policy.get("generate_s"):
         rows.append(("decoding", decoding_figures(policy)))
+    if policy.get("prompts_too_long") or policy.get("prompts_shortened"):   # openings always fit (check_prompts_fit)
+        rows.append(("unseen", f"{policy.get('prompts_too_long', 0)} later prompt(s) of {policy.get('prompts', 0)} could "
+                               f"not fit {pol.get('max_prompt_tokens')} tokens (answered empty: not the model's answers); "
+                               f"{policy.get('prompts_shortened', 0)} lost their oldest turns to fit"))
     p = doc["P"]
     rows.append(("P", f"{'n/a' if p is None else f'{p:.4f}'} ({doc['metric']})"))
     width = max(len(k) for k, _ in rows)
