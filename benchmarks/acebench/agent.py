@@ -46,6 +46,7 @@ from typing import Any, Mapping, Sequence
 from base.errors import UserError
 from benchmarks.acebench.scenarios.phone import CLASSES
 from benchmarks.base import Task, Verdict
+from benchmarks.episodes import OneTurn
 from benchmarks.bfcl.backends import CallError
 from benchmarks.bfcl.common import bounded, call_parts, error_observation, short
 
@@ -172,21 +173,12 @@ def _item(tid: str) -> dict:
     return item
 
 
-class Episode:
+class Episode(OneTurn):
     """The item's question once; each assistant step's calls run on the item's scenario instances."""
 
     def __init__(self, task: Task):
-        self.task, self._given = task, False
+        super().__init__(task)
         self.world = World(_item(task.id))
-
-    def next_turn(self) -> list | None:
-        if self._given:
-            return None
-        self._given = True
-        return copy.deepcopy(self.task.turns[0])
-
-    def offered_tools(self) -> list:
-        return copy.deepcopy(self.task.tools)
 
     def execute(self, calls: list) -> list:
         calls = calls if isinstance(calls, (list, tuple)) else [calls]

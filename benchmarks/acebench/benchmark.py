@@ -16,14 +16,14 @@ scored 0.
 """
 from __future__ import annotations
 
-import copy
 import hashlib
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from base.errors import UserError
 from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split
+from benchmarks.episodes import Recorded
 from benchmarks.bfcl.backends import CallError, tool_schema
-from benchmarks.bfcl.common import bounded, call_parts, error_observation, short
+from benchmarks.bfcl.common import bounded, call_parts, short
 from formats.chat_format import parse_tool_calls
 
 NAME = "acebench"
@@ -77,31 +77,10 @@ def answer_text(messages: Sequence[Mapping], tools: Sequence[Mapping]) -> tuple[
     return None, [], False
 
 
-class Episode:
+class Episode(Recorded):
     """One answer: the item's prompt, then calls recorded (not executed) and the task is over."""
 
-    def __init__(self, task: Task):
-        self.task, self._given = task, False
-        self._names = {t["function"]["name"] for t in task.tools}
-
-    def next_turn(self) -> list | None:
-        if self._given:
-            return None
-        self._given = True
-        return copy.deepcopy(self.task.turns[0])
-
-    def offered_tools(self) -> list:
-        return copy.deepcopy(self.task.tools)
-
-    def execute(self, calls: list) -> list:
-        out = []
-        for call in calls if isinstance(calls, (list, tuple)) else [calls]:
-            try:
-                name, _ = call_parts(call)
-                out.append(RECORDED if name in self._names else error_observation(f"name '{short(name, 80)}' is not defined"))
-            except CallError as exc:
-                out.append(error_observation(str(exc)))
-        return out
+    recorded = RECORDED
 
 
 class ACEBenchBenchmark:

@@ -28,9 +28,10 @@ import types
 from typing import Any, Mapping, Sequence
 
 from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split
+from benchmarks.episodes import Recorded
 from benchmarks.bfcl import splits
 from benchmarks.bfcl.backends import CallError, tool_schema
-from benchmarks.bfcl.common import bounded, call_parts, error_observation, short
+from benchmarks.bfcl.common import bounded, call_parts, short
 from benchmarks.bfcl.single_turn_data import (CATEGORIES, LIVE_CATEGORIES, NO_ANSWER, NO_CALL, SINGLE_TURN_CATEGORIES, answers,
                                               category_of, entries)
 from benchmarks.bfcl.splits import UNSATISFIABLE
@@ -170,33 +171,8 @@ def assistant_calls(messages: Sequence[Mapping], tools: Sequence[Mapping]) -> tu
     return None, None, False
 
 
-class SingleTurnEpisode:
-    def __init__(self, task: Task):
-        self.task = task
-        self._given = False
-        self._names = {t["function"]["name"] for t in task.tools}
-        self.calls: list[tuple[Any, str]] = []
-
-    def next_turn(self) -> list | None:
-        if self._given:
-            return None
-        self._given = True
-        return copy.deepcopy(self.task.turns[0])
-
-    def offered_tools(self) -> list:
-        return copy.deepcopy(self.task.tools)
-
-    def execute(self, calls: list) -> list:
-        out = []
-        for call in (calls if isinstance(calls, (list, tuple)) else [calls]):
-            try:
-                name, _ = call_parts(call)
-                obs = RECORDED if name in self._names else error_observation(f"name '{short(name, 80)}' is not defined")
-            except CallError as exc:
-                obs = error_observation(str(exc))
-            self.calls.append((call, obs))
-            out.append(obs)
-        return out
+class SingleTurnEpisode(Recorded):
+    recorded = RECORDED
 
 
 class SingleTurnBenchmark:
