@@ -76,6 +76,30 @@ def choose_compute(requested: str = "auto", precision: str = "auto") -> tuple[st
     return device, dtype, compute_dtype(device, dtype, precision, cpu_bf16=device == "cpu" and cpu_has_bf16())
 
 
+ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+"""The CPU flags that decide how a training's matmuls run here (bf16 emulated, or on bf16 units)."""
+
+
+def machine(precision: str = "auto") -> dict:
+    """What a measurement's raw result names of the machine it ran on: the CPU (or GPU) model, its cores,
+    the ISA flags that decide the kernels, whether bf16 units are there, and the dtypes a profile of
+    `precision` trains in here (the same default scores differently on different CPUs)."""
+    import os
+
+    import torch
+
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = set(next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), []))
+    except OSError:
+        pass
+    device, dtype, compute = choose_compute("auto", precision)
+    return {"device": device_name(device), "cpu": device_name("cpu"), "cores": len(os.sched_getaffinity(0)),
+            "isa": [f for f in ISA_FLAGS if f in flags], "bf16_units": cpu_has_bf16(), "precision": precision,
+            "weights_dtype": dtype, "compute_dtype": compute, "torch": torch.__version__}
+
+
 def device_name(device: str) -> str:
     """The accelerator's marketing name ("NVIDIA H100 80GB HBM3") or the CPU model."""
     if device == "cuda":

@@ -96,8 +96,11 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
     seed_sd = pooled_seed_sd(per_seed)
     effect = stats.seed_effect({rid: per_seed[rid] for rid in table1}, seed=seed)
     shared = effect["shared"] if effect else 0.0
+    from trainer.devices import machine
+
     return {
         "setting": setting.to_json(),
+        "machine": machine(setting.train.resolved.precision),
         "tasks": n,
         "interval": "95%: Wilson for one seed, else a crossed bootstrap over tasks × seeds "
                     f"({stats.RESAMPLES} resamples, seed {seed})",
