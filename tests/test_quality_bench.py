@@ -155,3 +155,17 @@ def test_curations_made_where_the_sandbox_runs_are_reused_where_the_gpu_is(quali
     other = Cells(tmp_path / "cache", setting, None, curated_runtime="0" * 64)
     with pytest.raises(UserError, match="row 'rho0-wild' has no curation made under runtime 000000000000"):
         other.curation(rho0)
+
+
+def test_a_setting_may_score_some_categories_and_names_them_only_then(tmp_path):
+    from benchmarks.quality.cells import Cells, Setting
+    from sandbox.process_executor import ProcessExecutor
+    from trainer.train import TrainSpec
+
+    plain = Setting(benchmark="acebench", tasks=6, seeds=(0,), train=TrainSpec(profile="test"))
+    assert "categories" not in plain.to_json()   # a setting made before the option keeps its key
+    chosen = Setting(benchmark="acebench", tasks=6, seeds=(0,), train=TrainSpec(profile="test"),
+                     categories=("special_irrelevant", "normal_atom_bool"))
+    assert chosen.to_json()["categories"] == ("special_irrelevant", "normal_atom_bool")
+    cells = Cells(tmp_path / "cache", chosen, ProcessExecutor())
+    assert {t.category for t in cells.tasks} == {"special_irrelevant", "normal_atom_bool"} and len(cells.tasks) == 6

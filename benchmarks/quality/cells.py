@@ -58,6 +58,8 @@ class Setting:
     """"test" for the tables (outside any run's loop); "dev" to measure the loop's noise."""
     tasks: int | None = 120
     """N tasks of the split, balanced over its categories (None: all)."""
+    categories: tuple[str, ...] = ()
+    """Only these categories of the benchmark (): all of them); the cells' keys name their tasks."""
     seeds: tuple[int, ...] = (0, 1)
     metric: str = "task_success"
     train: TrainSpec = TrainSpec()
@@ -79,7 +81,8 @@ class Setting:
     def to_json(self) -> dict:
         """The setting as a table's raw result and a calibration record it, flat as it was before the
         specs were nested (a calibration's key hashes it, `calibration._key`)."""
-        flat = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("train", "eval")}
+        flat = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("train", "eval")
+                and not (f.name == "categories" and not self.categories)}   # named only when chosen: older keys hold
         return {**flat, "profile": self.train.profile, "base": self.train.base, "budget": dict(self.train.budget),
                 "batch_size": self.eval.batch_size, "max_new_tokens": self.eval.max_new_tokens,
                 "seeds": list(self.seeds), "corpus": list(self.corpus)}
@@ -156,7 +159,7 @@ class Cells:
         self._adopted: dict[str, Path] = {}
         self._adopted_evals: dict[str, Path] = {}   # training key -> a run's evaluation of that training
         bench = get_benchmark(setting.benchmark, **self.benchmark_options())
-        self.tasks = bench.tasks(setting.split, limit=setting.tasks)
+        self.tasks = bench.tasks(setting.split, limit=setting.tasks, categories=setting.categories or None)
         if not self.tasks:
             raise UserError(f"{setting.benchmark} has no {setting.split} tasks")
         self.category = {t.id: t.category for t in self.tasks}
@@ -288,7 +291,7 @@ class Cells:
             else:
                 doc = evaluate_on(self.eval_spec, s.split, tmp / "eval", base=self.base, adapter=adapter,
                                   memory=used["memory"] and used["memory"][0], seed=seed,
-                                  allow_test=s.split == "test" and not s.corpus)
+                                  allow_test=s.split == "test" and not s.corpus, categories=list(s.categories) or None)
             if doc.tasks != [t.id for t in self.tasks]:
                 raise RuntimeError("the evaluation chose other tasks than the cell's key names")
             # call_f1 (next-call): a held-out record's own call F1, as the loop scores it; else success

@@ -98,6 +98,7 @@ def setting_of(args):
     tasks = args.tasks if args.tasks is not None else default_tasks
     corpus = tuple(str(c) for c in args.corpus or ())
     return Setting(benchmark=args.benchmark, split=split, tasks=tasks, seeds=tuple(range(args.seeds)),
+                   categories=tuple(c for c in (args.categories or "").split(",") if c),
                    metric=env.metrics[0], train=TrainSpec(profile=args.profile, base=args.base, budget=parse_budget(args.set)),
                    eval=EvalSpec(batch_size=args.batch_size, max_new_tokens=args.max_new_tokens),
                    curation_timeout_s=args.timeout, corpus=corpus,
@@ -270,6 +271,7 @@ def add_cli(sub) -> None:
                                                    "ROW:no-rl[,no-memory] for some of them")
     p.add_argument("--seeds", type=positive_int, default=2, help="training seeds per row (default 2)")
     p.add_argument("--tasks", type=positive_int, help="tasks of the split, balanced over its categories (default 120 test, 60 dev)")
+    p.add_argument("--categories", help="comma-separated categories of the benchmark to score (default: all of them)")
     p.add_argument("--split", choices=["test", "dev", "tune"], help="test (default), dev (default with --spread) or tune (bfcl-single's tuning slice: train tasks outside the default corpus, for choosing a profile's learning rates)")
     add_profile(p, overrides="the profile (part of the cache key)")
     p.add_argument("--base", help="base model (default: the profile's)")
