@@ -27,21 +27,24 @@ FP32_PEAK_GFLOPS = 180.0
 """The 2-core fp32 matmul peak of these EPYCs (shared/FIELD-NOTES.md: ~82–93 GFLOP/s a core)."""
 
 
-def cost(cache: Path, report: dict) -> dict:
-    """Each row's evaluation cost, read from its cells' metrics.json."""
-    out = {}
-    for row in report["rows"]:
-        for key in row.get("cells", []) if isinstance(row.get("cells"), list) else []:
-            metrics = cache / "cells" / key / "eval" / "metrics.json"
-            if metrics.is_file():
-                t = json.loads(metrics.read_text())["timing"]
-                pol = t.get("policy") or {}
-                tokens = pol.get("prompt_tokens", 0) + pol.get("padded_row_steps", 0)
-                seconds = pol.get("generate_s") or t.get("episodes_s")
-                out[row["id"]] = {"episodes_s": t.get("episodes_s"), "prompt_tokens": pol.get("prompt_tokens"),
-                                  "generated_tokens": pol.get("generated_tokens"), "prompts": pol.get("prompts"),
-                                  "fp32_peak_share": round(2 * PARAMS * tokens / seconds / 1e9 / FP32_PEAK_GFLOPS, 4)
-                                  if seconds else None}
+def cost(cache: Path, report: dict) -> list[dict]:
+    """The evaluation cost of every cell of this benchmark and task set in the cache (its metrics.json):
+    wall seconds, prompts, prompt and generated tokens, and the share of the fp32 peak its decoding
+    reached (2 × parameters × tokens pushed through the model, padding included, over the seconds)."""
+    setting = report["setting"]
+    out = []
+    for metrics in sorted((cache / "cells").glob("*/eval/metrics.json")):
+        doc = json.loads(metrics.read_text())
+        if doc.get("benchmark") != setting["benchmark"] or len(doc.get("tasks", [])) != report["tasks"]:
+            continue
+        t, pol = doc["timing"], doc["timing"].get("policy") or {}
+        pushed = pol.get("prompt_tokens", 0) + pol.get("padded_row_steps", 0)
+        seconds = pol.get("generate_s") or 0
+        out.append({"cell": metrics.parent.parent.name, "P": doc["P"], "adapter": (doc["policy"].get("adapter") or "").split("/")[-2:-1],
+                    "episodes_s": t.get("episodes_s"), "prompts": pol.get("prompts"), "prompt_tokens": pol.get("prompt_tokens"),
+                    "generated_tokens": pol.get("generated_tokens"), "padded_row_steps": pol.get("padded_row_steps"),
+                    "call_rate_by_category": {c: m.get("call_rate") for c, m in sorted(doc["per_category"].items())},
+                    "fp32_peak_share": round(2 * PARAMS * pushed / seconds / 1e9 / FP32_PEAK_GFLOPS, 4) if seconds else None})
     return out
 
 

@@ -97,7 +97,7 @@ def first_run(quality_corpora, tmp_path_factory) -> FirstRun:
     packed = _run("pack", "--profile", "test", "--base", "tiny-random", "--device", "cpu", "--rows", "oracle",
                   "--tasks", "2", "--second-profile", "test", "--throughput-base",
                   "tiny-random", "--throughput-sft-steps", "1", "--throughput-grpo-steps", "1", "--throughput-short", "--epochs", "1",
-                  "--run-tasks", "2", "--test-tasks", "2", "--max-new-tokens", "4", "--run-sandbox", "process",
+                  "--run-tasks", "2", "--test-tasks", "2", "--held-out", "acebench", "--max-new-tokens", "4", "--run-sandbox", "process",
                   "--wild", str(wild), "--sandbox", "process", "--lock", str(lock), "--wheels", "demo-tool,demo-model",
                   "--wheelhouse", str(house), "--model-wheel", "demo-model", "--room-bytes", str(2 * 2**20),
                   "--work", str(tmp_path / "pack"), "--out", str(carry_dir))
@@ -146,6 +146,8 @@ def test_a_later_command_finishes_the_plan_a_stopped_one_loses_its_unit_and_a_ze
     assert status == {"calibration/oracle": "cached", **dict.fromkeys(
         ["calibration/report", "cpu-small/oracle", "cpu-small/report", "throughput/tiny-random", "evolution/run",
          "evolution/test"], "done")}, doc
+    printed = doc["ledger"][next(k for k in doc["ledger"] if k.startswith("evolution/test@"))]["result"]["printed"]
+    assert "held-out benchmarks" in printed and "acebench" in printed   # the paper's Table 1 for the run
     (cell,) = doc["ledger"][next(k for k in doc["ledger"] if k.startswith("calibration/oracle@"))]["result"]["cells"]
     assert cell["grpo"]["step_generation_s"] > 0 and cell["grpo"]["step_update_s"] > 0
     assert "recipe GRPO" in (tmp_path / "out2" / "summary.md").read_text()
