@@ -31,7 +31,8 @@ capability the environment lacks is refused up front in one sentence (`require`)
 
 and plain attributes with defaults: `metrics` (the P metrics it scores, default first; default
 ("task_success",)), `single_step` (every task is one step; default False), `prompt_tokens` (the prompt
-cap its tasks need; default 0: the evaluation's own), `category_of(task_id)`
+cap its tasks need; default 0: the evaluation's own), `declining` (its categories whose right answer is
+no call; default none), `category_of(task_id)`
 (default: the id less a trailing number), `task_score(trajectory)` (default: the checker's success).
 
 Everything heavy (the benchmark's data, an evaluation package) is imported inside the methods, so
@@ -102,6 +103,9 @@ class Declared:
     family_prefix: str | None = None
     prompt_tokens = 0
     """The prompt cap its tasks need (0: the evaluation's default suffices); `evaluate_on` raises the cap to it."""
+    declining: tuple = ()
+    """Its categories whose right answer is no call (a decline, or a text naming the request's flaw): the
+    quality tables pair them apart, so a gain made by declining more is not read as a better agent."""
 
     def __init__(self, env: Any):
         missing = [m for m in ("name", "benchmark") if not hasattr(env, m)]

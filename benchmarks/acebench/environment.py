@@ -26,6 +26,7 @@ class ACEBenchEnvironment:
     name = "acebench"
     metrics = ("task_success",)
     single_step = True   # an answer is one assistant message (agent multi-step items aside)
+    declining = ("special_incomplete", "special_error_param", "special_irrelevant")   # a text naming the flaw, no call
 
     def benchmark(self, **options: Any):
         from benchmarks.acebench.benchmark import ACEBenchBenchmark

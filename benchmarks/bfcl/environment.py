@@ -10,6 +10,8 @@ import functools
 import re
 from typing import Any, Mapping
 
+from benchmarks.bfcl.single_turn_data import NO_CALL
+
 # BFCL's official checkers' error types → the diagnosis's failure families (evolver/diagnose.py,
 # rules 2–11 of its docstring); first match wins, "a|b" is chosen by the trajectory's shape.
 CHECKER_RULES = (
@@ -42,6 +44,7 @@ def _multi_turn_tasks(category: str) -> dict:
 
 class _BFCL:
     metrics = ("task_success", "turn_pass", "step_accuracy")
+    declining = NO_CALL   # the right answer is no call
     export_group = "bfcl"
     family_prefix = None
     corpus_settings = ("labeled", "wild")

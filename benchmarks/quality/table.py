@@ -10,7 +10,6 @@ from statistics import fmean
 from base.files import atomic_json, atomic_write
 
 from base import paired
-from benchmarks.bfcl.single_turn_data import NO_CALL
 from benchmarks.quality import stats
 from benchmarks.quality.cells import Row, Setting
 
@@ -29,11 +28,19 @@ def pooled_seed_sd(per_row: dict[str, list[float]]) -> float | None:
     return math.sqrt(fmean(variances)) if variances else None
 
 
+def declining() -> set[str]:
+    """The categories whose right answer is no call, over every environment (`declining`: BFCL's irrelevance,
+    ACEBench's special items); category names do not collide between benchmarks."""
+    from benchmarks import registry
+
+    return {c for e in registry.environments() for c in e.declining}
+
+
 def by_kind(a: dict, b: dict, category: dict, seed: int = 0) -> dict | None:
     """a − b (task → per-seed scores) paired on the tasks that want a call (`calling`) and on those whose
-    right answer is no call (`declining`: BFCL's irrelevance categories), so a gain made by declining more
+    right answer is no call (`declining()`: BFCL's irrelevance categories, ACEBench's special items), so a gain made by declining more
     is not read as a better agent; None when the tasks hold only one kind."""
-    kind = {t: "declining" if category.get(t) in NO_CALL else "calling" for t in a}
+    kind = {t: "declining" if category.get(t) in declining() else "calling" for t in a}
     if len(set(kind.values())) < 2:
         return None
     return {k: {"n": sum(v == k for v in kind.values()),
