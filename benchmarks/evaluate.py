@@ -252,8 +252,6 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     metric = metric or env.metrics[0]   # the environment's default P
     if metric not in METRICS:
         raise UserError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
-    if metric not in env.metrics and metric != "turn_pass":
-        raise UserError(f"{benchmark} does not score {metric} (it scores {', '.join(env.metrics)}): drop --metric")
     steps = steps and bool({"step_accuracy", "call_f1"} & set(env.metrics))   # a benchmark without step items
     judges_calls = "call_f1" in env.metrics   # its steps are judged call by call (next-call), not by a checker
     if metric == "call_f1" and not judges_calls:
@@ -265,6 +263,8 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     if metric in ("task_success", "turn_pass") and not episodes:
         raise UserError(f"{metric} needs episodes" + ("" if executable else f"; {benchmark} has no environment "
                                                                                "and measures step_accuracy only"))
+    if metric not in env.metrics and metric != "turn_pass":   # e.g. step_accuracy where there are no step items
+        raise UserError(f"{benchmark} does not score {metric} (it scores {', '.join(env.metrics)}): drop --metric")
     if metric in ("step_accuracy", "call_f1") and not steps:
         raise UserError(f"{metric} needs the step items (drop --no-steps)")
     if not episodes and not steps:

@@ -85,7 +85,7 @@ def test_a_config_file_with_a_wrong_type_or_range_is_one_sentence_naming_the_fil
     ({"curation_timeout_s": 0}, "curation_timeout_s (--timeout) must be a finite number > 0, not 0"),
     ({"proxy_tasks": 0}, "proxy_tasks must be at least 1, not 0"),
     ({"split": "test"}, "split must be dev (the loop never reads the test split)"),
-    ({"benchmark": "bfcl-v9"}, "benchmark must be one of bfcl, bfcl-single, next-call, scienceworld, replay, not 'bfcl-v9'"),
+    ({"benchmark": "bfcl-v9"}, "benchmark must be one of bfcl, bfcl-single, next-call, scienceworld, acebench, tau2, replay, not 'bfcl-v9'"),
     ({"report_to": "tensorboard,nope"}, "report_to must be comma-separated from"),
     ({"agent": {"candidate_temperature": 3}}, "agent.candidate_temperature (--agent-temperature) must be a finite number "
                                               "in [0, 2], not 3"),
@@ -183,6 +183,7 @@ EXAMPLES = {
     "ablations": (["--ablate", "no-sft", "no-rl"], ("no-rl", "no-sft")), "sandbox": (["--sandbox", "docker"], "docker"),
     "curation_timeout_s": (["--timeout", "60"], 60.0), "eval.batch_size": (["--batch-size", "2"], 2),
     "eval.max_new_tokens": (["--max-new-tokens", "16"], 16),
+    "eval.max_prompt_tokens": (["--max-prompt-tokens", "2048"], 2048),
     "on_error": (["--on-bad-line", "skip"], "skip"), "tools": (["--tools", "t.json"], str(Path("t.json").resolve())),
     "train.report_to": (["--report-to", "none"], "none"),
     "train.launcher": (["--launcher", "accelerate"], "accelerate"),
