@@ -117,38 +117,46 @@ class EvalResult:
         return self.doc["timing"]
 
 
+def scores_steps(env: Any) -> bool:
+    """Whether an environment scores step items (a step metric among its metrics)."""
+    return bool({"step_accuracy", "call_f1"} & set(env.metrics))
+
+
 def steps_pass(benchmark: str, metric: str | None) -> bool:
-    """Whether evaluation adds the step-level pass: never for a benchmark that scores no step items
-    (no step metric); single-turn tasks are one step each, so the step pass would score the same
-    answers again (unless the metric is the steps' own)."""
+    """Whether evaluation adds the step-level pass: never for a benchmark that scores no step items;
+    single-turn tasks are one step each, so the step pass would score the same answers again (unless
+    the metric is the steps' own)."""
     from benchmarks import registry
 
     env = registry.get(benchmark)
-    if not {"step_accuracy", "call_f1"} & set(env.metrics):   # it scores no step items
-        return False
-    return not (env.single_step and metric != "step_accuracy")
+    return scores_steps(env) and not (env.single_step and metric != "step_accuracy")
 
 
-def check_prompts_fit(benchmark: str, prompts: Sequence[tuple[list, list]], policy: Any) -> None:
-    """UserError before any decoding when a prompt (messages, tools) cannot fit the policy's prompt cap
-    even with its oldest turns dropped: an answer to a prompt the model never saw is no score. Checked
-    for a local policy (it has the tokenizer); the fix names the cap that fits, or says the model's
-    context cannot hold it."""
-    tokenizer, cap = getattr(policy, "tokenizer", None), getattr(policy, "max_prompt_tokens", None)
-    if tokenizer is None or cap is None:
-        return
+def opening_prompts(bench: Any, tasks: Sequence[Any], episodes: bool) -> list[tuple[list, list]]:
+    """The (messages, tools) an evaluation shows first: each episode's opening turn, or each step item."""
+    from benchmarks.runner import step_items
+
+    if episodes:
+        return [(t.turns[0] if t.turns else [], t.tools) for t in tasks]
+    return [(i.messages, i.tools) for i in step_items(bench, tasks)]
+
+
+def check_prompts_fit(benchmark: str, prompts: Sequence[tuple[list, list]], tokenizer: Any, cap: int, *,
+                      style: str | None = None, context: int | None = None, max_new_tokens: int = 0) -> None:
+    """UserError before any decoding when a prompt (messages, tools) cannot fit `cap` tokens even with its
+    oldest turns dropped: an answer to a prompt the model never saw is no score. The fix names the cap
+    that fits, or says the model's `context` cannot hold it with the answer."""
     from trainer.data import fit_prompt
 
-    style = getattr(policy, "style", None) or "compact"
+    style = style or "compact"
     longest, over = 0, 0
     for messages, tools in prompts:
         if fit_prompt(messages, tools, tokenizer, cap, style) is None:
             over += 1
             longest = max(longest, fit_prompt(messages, tools, tokenizer, 1 << 30, style)[1])
     if over:
-        context = getattr(getattr(getattr(policy, "model", None), "config", None), "max_position_embeddings", None)
         fix = (f"give --max-prompt-tokens {longest} or more (the model's context is {context} tokens)"
-               if context is None or longest + getattr(policy, "max_new_tokens", 0) <= context else
+               if context is None or longest + max_new_tokens <= context else
                f"the model's context ({context} tokens) cannot hold them with the answer: evaluate a model with a longer one")
         raise UserError(f"{over} of {len(prompts)} {benchmark} prompts do not fit the prompt cap of {cap} tokens "
                         f"(the longest {longest}); they would be answered unseen: {fix}")
@@ -252,7 +260,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     metric = metric or env.metrics[0]   # the environment's default P
     if metric not in METRICS:
         raise UserError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
-    steps = steps and bool({"step_accuracy", "call_f1"} & set(env.metrics))   # a benchmark without step items
+    steps = steps and scores_steps(env)   # a benchmark without step items has no step pass
     judges_calls = "call_f1" in env.metrics   # its steps are judged call by call (next-call), not by a checker
     if metric == "call_f1" and not judges_calls:
         raise UserError(f"call_f1 is measured on the next-call benchmark; {benchmark} is judged by its checker "
@@ -277,10 +285,10 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
         index = memory_mod.MemoryIndex.from_file(memory, memory_k)
     if policy is None:
         policy = build_policy(batch_size=batch_size, **(policy_options or {}))
-    from benchmarks.runner import step_items as items_of
-
-    check_prompts_fit(benchmark, [(t.turns[0] if t.turns else [], t.tools) for t in task_list] if episodes else
-                      [(i.messages, i.tools) for i in items_of(bench, task_list)], policy)
+    if getattr(policy, "tokenizer", None) is not None:   # a local policy: its prompts are checked against its cap
+        check_prompts_fit(benchmark, opening_prompts(bench, task_list, episodes), policy.tokenizer,
+                          policy.max_prompt_tokens, style=policy.style, max_new_tokens=policy.max_new_tokens,
+                          context=getattr(getattr(policy.model, "config", None), "max_position_embeddings", None))
     out.mkdir(parents=True, exist_ok=True)
 
     progress_factory = None

@@ -99,6 +99,14 @@ def train_on(spec: TrainSpec, files: dict, out: Path, seed: int, *, echo: IO[str
     return {**summary, "length": length.to_json()}
 
 
+def prompt_cap(spec: EvalSpec) -> int:
+    """The prompt cap an evaluation decodes with: the spec's, raised to what the benchmark's prompts need
+    (an environment's `prompt_tokens`: τ²'s policy is long)."""
+    from benchmarks import registry
+
+    return max(spec.max_prompt_tokens, registry.get(spec.benchmark).prompt_tokens)
+
+
 def evaluate_on(spec: EvalSpec, split: str, out: Path, *, base: str, adapter: str | None, memory: Path | None,
                 seed: int, tasks: int | None = None, samples: int = 1, temperature: float = 0.0, gold: bool = False,
                 progress: bool = False, allow_test: bool = False, policy_options: dict | None = None,
@@ -110,13 +118,10 @@ def evaluate_on(spec: EvalSpec, split: str, out: Path, *, base: str, adapter: st
     (an endpoint, a device; benchmarks.evaluate.build_policy), `options` to evaluate_to_dir's
     (`curateevo eval`'s categories, max_steps, a ready policy, …). Returns the evaluation's typed
     result (its `doc` is metrics.json's object)."""
-    from benchmarks import registry
     from benchmarks.evaluate import evaluate_to_dir
 
-    # an environment whose prompts are long (τ²'s policy) declares the cap they need (`prompt_tokens`)
-    cap = max(spec.max_prompt_tokens, registry.get(spec.benchmark).prompt_tokens)
     policy = {"base": base, "adapter": adapter, "threads": spec.threads, "max_new_tokens": spec.max_new_tokens,
-              "max_prompt_tokens": cap, **(policy_options or {})}
+              "max_prompt_tokens": prompt_cap(spec), **(policy_options or {})}
     corpus = {"corpus": list(spec.corpus), "corpus_tools": spec.corpus_tools, "corpus_on_error": spec.corpus_on_error,
               "corpus_split": spec.corpus_split} if spec.corpus else {}
     return EvalResult(evaluate_to_dir(

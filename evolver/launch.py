@@ -66,21 +66,16 @@ def check_run_prompts(config: RunConfig) -> None:
     """Every dev prompt the run's evaluation will show its base model fits the run's prompt cap (as
     `evaluate_on` raises it for the benchmark), checked with the base's tokenizer before the run
     directory exists: UserError naming the cap that fits (benchmarks.evaluate.check_prompts_fit)."""
-    from types import SimpleNamespace
-
-    from benchmarks.evaluate import check_prompts_fit
+    from benchmarks.evaluate import check_prompts_fit, opening_prompts
     from benchmarks.registry import get_benchmark
-    from benchmarks.runner import step_items
+    from benchmarks.stages import prompt_cap
     from trainer.models import load_tokenizer, resolve
 
     spec = config.eval_spec
-    env = registry.get(config.benchmark)
     options = ({"corpus": list(spec.corpus), "on_error": spec.corpus_on_error, "tools": spec.corpus_tools,
                 "split": spec.corpus_split} if spec.corpus else {})
     bench = get_benchmark(config.benchmark, **options)
-    tasks = bench.tasks(config.split, limit=config.tasks)
-    prompts = ([(t.turns[0] if t.turns else [], t.tools) for t in tasks] if env.executable else
-               [(i.messages, i.tools) for i in step_items(bench, tasks)])
+    prompts = opening_prompts(bench, bench.tasks(config.split, limit=config.tasks), registry.get(config.benchmark).executable)
     source = resolve(config.train.base or config.train.resolved.base)
     context = None
     try:
@@ -89,10 +84,8 @@ def check_run_prompts(config: RunConfig) -> None:
         context = getattr(AutoConfig.from_pretrained(source), "max_position_embeddings", None)
     except (OSError, ValueError):
         pass
-    policy = SimpleNamespace(tokenizer=load_tokenizer(source), max_prompt_tokens=max(spec.max_prompt_tokens, env.prompt_tokens),
-                             max_new_tokens=spec.max_new_tokens, style=None,
-                             model=SimpleNamespace(config=SimpleNamespace(max_position_embeddings=context)))
-    check_prompts_fit(config.benchmark, prompts, policy)
+    check_prompts_fit(config.benchmark, prompts, load_tokenizer(source), prompt_cap(spec), context=context,
+                      max_new_tokens=spec.max_new_tokens)
 
 
 def check_run_lengths(config: RunConfig, corpus) -> None:

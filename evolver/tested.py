@@ -50,8 +50,7 @@ def held_out_spec(spec: EvalSpec, benchmark: str, tasks: int | None) -> EvalSpec
 
 def held_out_rows(docs: dict[str, dict]) -> list[list[str]]:
     """One row per held-out benchmark: benchmark, tasks, ρ0, final, final − ρ0."""
-    return [[name, str(d["tasks"]), _ci(d["rho0"]), _ci(d["final"]), _ci(d["difference"], signed=True)]
-            for name, d in docs.items()]
+    return [[name, *rows(d)[0][1:]] for name, d in docs.items()]
 
 
 def held_out_text(docs: dict[str, dict], epoch: int, skipped: dict[str, str]) -> str:
@@ -60,18 +59,12 @@ def held_out_text(docs: dict[str, dict], epoch: int, skipped: dict[str, str]) ->
         return ""
     lines = [f"held-out benchmarks (the run never read them): final strategy (epoch {epoch}) against ρ0, "
              "task_success in %"]
-    header = ["benchmark", "tasks", "ρ0 P [95% CI]", "final P [95% CI]", "final − ρ0 [95% CI]"]
-    body = [header] + held_out_rows(docs)
-    widths = [max(len(r[i]) for r in body) for i in range(len(header))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
+    lines += aligned([["benchmark", *HEADER[1:]]] + held_out_rows(docs))
     for name, why in skipped.items():
         lines.append(f"{name}: not run ({why})")
     for name, d in docs.items():
         lines.append(f"\n{name} by category:")
-        rows = [HEADER] + [[c, str(b["tasks"]), _ci(b["rho0"]), _ci(b["final"]), _ci(b["difference"], signed=True)]
-                           for c, b in d["per_category"].items()]
-        w = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
-        lines += ["  ".join(c.ljust(x) for c, x in zip(r, w)) for r in rows]
+        lines += aligned([HEADER] + rows(d)[1:])
     return "\n".join(lines)
 
 
@@ -186,11 +179,15 @@ def rows(doc: dict) -> list[list[str]]:
 HEADER = ["category", "tasks", "ρ0 P [95% CI]", "final P [95% CI]", "final − ρ0 [95% CI]"]
 
 
+def aligned(body: list[list[str]]) -> list[str]:
+    """Table rows as lines, each column padded to its widest cell."""
+    widths = [max(len(r[i]) for r in body) for i in range(len(body[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
+
+
 def text(doc: dict, metric: str, epoch: int) -> str:
     """The comparison as `test` prints it, with a one-line verdict."""
-    body = [HEADER] + rows(doc)
-    widths = [max(len(r[i]) for r in body) for i in range(len(HEADER))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
+    lines = aligned([HEADER] + rows(doc))
     d = doc["difference"]
     verdict = ("evolution helped: the final strategy is above ρ0 beyond the interval" if d["low"] > 0 else
                "evolution hurt: the final strategy is below ρ0 beyond the interval" if d["high"] < 0 else
