@@ -159,6 +159,5 @@ class ACEBenchBenchmark:
 
 
 def _natural(tid: str) -> tuple:
-    head, _, tail = tid.rpartition("_")
-    parts = [int(p) if p.isdigit() else p for p in tid.split("_")]
-    return tuple((0, p) if isinstance(p, int) else (1, p) for p in parts) if head else (tid,)
+    """Ids in natural order: "x_2" before "x_10" (numeric parts compare as numbers)."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in tid.split("_"))
