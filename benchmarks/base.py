@@ -63,6 +63,10 @@ class Episode(Protocol):
         """calls [{"name", "arguments"(JSON str)}] -> one observation string per call; never
         raises; unknown or ill-formed calls give error observations."""
 
+    # Optional, for an episode whose user is simulated (τ² airline/retail, ACEBench agent multi-turn):
+    # `hear(text)` gets the assistant's text that ended a turn (the next turn answers it), and
+    # `closing` (a list of messages) holds the user's last words once `next_turn()` returned None.
+
 
 @runtime_checkable
 class Benchmark(Protocol):

@@ -32,7 +32,8 @@ capability the environment lacks is refused up front in one sentence (`require`)
 and plain attributes with defaults: `metrics` (the P metrics it scores, default first; default
 ("task_success",)), `single_step` (every task is one step; default False), `prompt_tokens` (the prompt
 cap its tasks need; default 0: the evaluation's own), `declining` (its categories whose right answer is
-no call; default none), `category_of(task_id)`
+no call; default none), `user_simulated` (its `benchmark()` takes `user`, the endpoint of an LLM playing
+the user, benchmarks/user_sim.py; default False), `category_of(task_id)`
 (default: the id less a trailing number), `task_score(trajectory)` (default: the checker's success).
 
 Everything heavy (the benchmark's data, an evaluation package) is imported inside the methods, so
@@ -103,6 +104,8 @@ class Declared:
     family_prefix: str | None = None
     prompt_tokens = 0
     """The prompt cap its tasks need (0: the evaluation's default suffices); `evaluate_on` raises the cap to it."""
+    user_simulated = False
+    """Its benchmark takes `user=` (benchmarks.user_sim.UserEndpoint): some tasks need an LLM playing the user."""
     declining: tuple = ()
     """Its categories whose right answer is no call (a decline, or a text naming the request's flaw): the
     quality tables pair them apart, so a gain made by declining more is not read as a better agent."""

@@ -39,6 +39,9 @@ def cmd_eval(args) -> int:
                     corpus_tools=args.tools, corpus_on_error=args.on_bad_line)
     policy_options = dict(endpoint=args.endpoint, api=args.api, api_key_env=args.api_key_env, device=args.device,
                           dtype=args.dtype, style=args.chat_style, concurrency=args.concurrency)
+    from benchmarks.user_sim import from_args
+
+    user = from_args(args)   # the simulated user's server answers, before any decoding
     policy = None
     if args.policy == "most-common-tool":
         policy = _most_common_tool(args)
@@ -50,7 +53,7 @@ def cmd_eval(args) -> int:
     doc = evaluate_on(spec, args.split, out, base=args.base, adapter=args.adapter, memory=args.memory,
                       seed=args.seed, samples=args.samples, temperature=args.temperature, progress=not args.quiet,
                       policy_options=policy_options, categories=categories, max_steps=args.max_steps,
-                      episodes=not args.no_episodes, step_limit=args.step_limit, policy=policy)
+                      episodes=not args.no_episodes, step_limit=args.step_limit, policy=policy, user=user)
     if args.json:
         print(json.dumps(doc.doc, indent=2, sort_keys=True))
     else:
@@ -76,6 +79,9 @@ def add_cli(sub) -> None:
     p = sub.add_parser("eval", help="score a policy (base model + adapter + memory) on dev tasks",
                        description="Score a policy on a benchmark's dev tasks; writes trajectories.jsonl, "
                                    "steps.jsonl and metrics.json. The test split is refused.")
+    from benchmarks.user_sim import add_flags
+
+    add_flags(p)
     p.add_argument("--benchmark", default=registry.DEFAULT, type=registry.given, choices=registry.names(),
                    help="bfcl (multi-turn), bfcl-single (single-turn, the CPU default) or next-call (the agent's next "
                         "call at each recorded step of a corpus's held-out 10%%; old name: replay)")

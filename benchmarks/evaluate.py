@@ -217,13 +217,16 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
                     memory: str | None = None, memory_k: int = DEFAULT_MEMORY_K, samples: int = 1, temperature: float = 0.0,
                     seed: int = 0, batch_size: int = DEFAULT_BATCH_SIZE, max_steps: int | None = None, episodes: bool = True,
                     steps: bool = True, step_limit: int | None = None, allow_test: bool = False,
-                    progress: bool = False, policy_options: dict | None = None, gold: bool = False) -> dict:
+                    progress: bool = False, policy_options: dict | None = None, gold: bool = False,
+                    user=None) -> dict:
     """Evaluate and write trajectories.jsonl, steps.jsonl and metrics.json into `out`; returns
     the metrics document. `policy` (any benchmarks.policies.Policy) or `policy_options` (the
     keywords of `build_policy`) says what is evaluated. `corpus_on_error`, `corpus_tools` and
     `corpus_split` load and split a next-call corpus as the run that curated it did (skipped lines,
     --tools schemas, its dev and test parts: corpora.split). `gold`: also the policy's log-likelihood of
-    the tasks' gold calls (benchmarks/gold_likelihood.py; a local transformers policy only)."""
+    the tasks' gold calls (benchmarks/gold_likelihood.py; a local transformers policy only). `user`
+    (benchmarks.user_sim.UserEndpoint) plays the user where the benchmark simulates one (τ² airline and
+    retail, ACEBench agent multi-turn); other benchmarks ignore it."""
     from trainer import memory as memory_mod
     from benchmarks import metrics as metrics_mod
     from benchmarks import registry, runner
@@ -255,6 +258,9 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
         options.update(corpus=corpus, on_error=corpus_on_error, tools=corpus_tools, split=corpus_split)
     elif corpus:
         raise UserError(f"--corpus is for --benchmark {registry.NO_ENVIRONMENT}; {benchmark} brings its own tasks")
+    user = user if env.user_simulated else None
+    if user is not None:
+        options["user"] = user
     bench = get_benchmark(benchmark, **options)
     episodes = episodes and executable
     metric = metric or env.metrics[0]   # the environment's default P
@@ -319,6 +325,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
         "benchmark": benchmark,
         "benchmark_config": bench.describe() if hasattr(bench, "describe") else {},
         "split": split,
+        **({"user": user.record()} if user is not None else {}),
         "categories": sorted(categories) if categories else None,
         "tasks": [t.id for t in task_list],
         "metric": metric,

@@ -7,11 +7,14 @@ each round asks the policy once for the next assistant turn of every unfinished 
 group, in group order; the policy decodes them `batch_size` at a time (a local policy sorts them
 by prompt length first, benchmarks/policies/local.py). A turn:
 
-1. the environment adds the next user messages (`Episode.next_turn()`; None ends the task);
+1. the environment adds the next user messages (`Episode.next_turn()`; None ends the task, after
+   the messages of its `closing`, if it has one: a simulated user's last words, never answered);
 2. the policy answers; `formats.chat_format.parse_tool_calls` reads its calls;
 3. calls → `Episode.execute` → one tool message per call, and the policy goes again; a reply
    without calls ends the turn; an unparseable answer is a *format error*: it is kept as the
-   assistant's text, nothing runs, and the turn ends (BFCL's inference loop does the same);
+   assistant's text, nothing runs, and the turn ends (BFCL's inference loop does the same); an
+   episode with a simulated user hears the text that ended the turn (`Episode.hear`) and answers it
+   in its next turn;
 4. after `max_steps` answers with calls in one turn the episode ends there, as BFCL's inference
    loop force-terminates it (recorded in `meta.step_limit_turn`; the checker then fails the
    task). `max_steps` defaults to the task's `meta.max_steps_per_turn` (BFCL multi-turn 20,
@@ -124,6 +127,7 @@ class _EpisodeState:
     def _next_turn(self) -> None:
         turn = self.episode.next_turn()
         if turn is None:
+            self.messages.extend(_user_message(m) for m in getattr(self.episode, "closing", None) or [])
             self.done = True
             return
         self.turn += 1
@@ -151,11 +155,11 @@ class _EpisodeState:
             self.format_errors.append({"turn": self.turn, "step": self.steps, "error": error,
                                        "text": text[:MAX_RECORDED_TEXT]})
             self.messages.append({"role": "assistant", "content": text})
-            self._next_turn()
+            self._hear(text)
             return
         if tool_calls is None:
             self.messages.append({"role": "assistant", "content": parsed.content})
-            self._next_turn()
+            self._hear(parsed.content)
             return
         for c in tool_calls:
             c["id"] = f"call_{self.turn}_{self.steps}_{c['id'].rsplit('_', 1)[1]}"
@@ -172,6 +176,13 @@ class _EpisodeState:
             # BFCL's inference loop force-terminates the task here: no later turn is given.
             self.step_limit_turn = self.turn
             self.done = True
+
+    def _hear(self, text: str) -> None:
+        """The turn ended on `text`: a simulated user hears it, then the next turn starts."""
+        hear = getattr(self.episode, "hear", None)
+        if hear is not None:
+            hear(text or "")
+        self._next_turn()
 
     def record(self) -> dict:
         task = self.task

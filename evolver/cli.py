@@ -18,6 +18,7 @@ from sandbox import image as sandbox_image
 from benchmarks import corpus_cli
 from trainer import cli as trainer_cli
 from trainer import export as trainer_export
+from trainer import serve as trainer_serve
 from benchmarks import eval_cli
 from benchmarks.quality import cli as quality_cli
 from corpora import FORMATS as CORPUS_FORMATS
@@ -283,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     corpus_cli.add_cli(sub)  # curateevo corpus build
     trainer_cli.add_cli(sub)  # curateevo train
     trainer_export.add_cli(sub)  # curateevo export verl
+    trainer_serve.add_cli(sub)  # curateevo serve (a local OpenAI-compatible server: transformers serve)
     eval_cli.add_cli(sub)  # curateevo eval
     quality_cli.add_cli(sub)  # curateevo bench quality
     return parser

@@ -394,7 +394,10 @@ def _held_out(store: RunStore, cfg: RunConfig, final: dict, epoch: int, seed: in
     --held-out), paired as on the run's own: {benchmark: comparison}, {benchmark: why it was not run}."""
     from evolver import tested
 
+    from benchmarks.user_sim import FLAGS, from_args
+
     names = tested.held_out_for(cfg.benchmark, getattr(args, "held_out", None))
+    user = from_args(args) if names else None   # its server answers before the first evaluation
     docs, skipped = {}, {}
     rho0_choice = {"epoch": 0, "commit": store.done(0, "curate")["result"]["commit"]}
     for name in names:
@@ -402,21 +405,23 @@ def _held_out(store: RunStore, cfg: RunConfig, final: dict, epoch: int, seed: in
         try:
             if args.seeds:
                 scores, rho0, category = tested.cells_scores(store, cfg, args.seeds, args.cache, args.tasks,
-                                                             cfg.sandbox, benchmark=name)
+                                                             cfg.sandbox, benchmark=name, user=user)
             else:
                 _, scores, category = _read_test(store, cfg, final, seed, args.tasks, out / "held-out" / name / "final",
-                                                 benchmark=name)
+                                                 benchmark=name, user=user)
                 rho0 = scores if epoch == 0 else _read_test(store, cfg, rho0_choice, seed, args.tasks,
-                                                            out / "held-out" / name / "rho0", benchmark=name)[1]
+                                                            out / "held-out" / name / "rho0", benchmark=name, user=user)[1]
         except UserError as exc:   # a benchmark that cannot run here (its package, a prompt cap): said, not scored 0
             skipped[name] = str(exc)
             continue
         docs[name] = tested.compare(scores, rho0, category)
+        if user is None and registry.get(name).user_simulated:
+            skipped[f"{name}, its user-simulated tasks"] = f"they need an LLM playing the user: give {FLAGS}"
     return docs, skipped
 
 
 def _read_test(store: RunStore, cfg: RunConfig, final: dict, seed: int, tasks: int | None,
-               out: Path, benchmark: str | None = None) -> tuple[EvalResult, dict, dict]:
+               out: Path, benchmark: str | None = None, user=None) -> tuple[EvalResult, dict, dict]:
     """One epoch's strategy (its adapter + memory, as the run recorded them) on the test split into
     `out`, evaluated as the run evaluates (its EvalSpec, through benchmarks.stages.evaluate_on; the
     whole test split unless `tasks`): the evaluation's result, task id → [score] and task id → category."""
@@ -430,7 +435,7 @@ def _read_test(store: RunStore, cfg: RunConfig, final: dict, seed: int, tasks: i
     if benchmark is not None and benchmark != cfg.benchmark:   # a held-out benchmark: its own test split
         spec = held_out_spec(cfg.eval_spec, benchmark, tasks)
         doc = evaluate_on(spec, "test", out, base=cfg.train.base, adapter=adapter, memory=memory, seed=seed,
-                          progress=True, allow_test=True)
+                          progress=True, allow_test=True, user=user)
         scores, category = scores_of(out / "trajectories.jsonl", doc.metric)
         return doc, {t: [v] for t, v in scores.items()}, category
     if corpus is not None:
@@ -499,4 +504,7 @@ def add_cli(sub) -> None:
                            "seeds trained) and pair them over tasks × seeds")
             p.add_argument("--cache", type=Path, default=PROJECT_ROOT / "runs" / "bench-quality",
                            help="--seeds: the bench quality cache its cells go to (default runs/bench-quality)")
+            from benchmarks.user_sim import add_flags
+
+            add_flags(p)   # τ² airline/retail and ACEBench agent multi-turn are held out only with a simulated user
         p.set_defaults(func=func)

@@ -115,7 +115,7 @@ def same_evaluation(run: EvalSpec, bench: EvalSpec, steps: bool = True) -> None:
 
 
 def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
-                 sandbox: str, benchmark: str | None = None) -> tuple[dict, dict, dict]:
+                 sandbox: str, benchmark: str | None = None, user=None) -> tuple[dict, dict, dict]:
     """The final strategy and ρ0 as two rows of `bench quality` (benchmarks/quality/cells.py) on the
     test split with seeds 0..seeds−1, the run's own trainings adopted where they match: every
     missing seed of both is trained and evaluated there, cached in `cache` like any cell. Returns
@@ -136,7 +136,8 @@ def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
                       metric=registry.get(benchmark).metrics[0] if held_out else cfg.metric,
                       train=TrainSpec(base=cfg.train.base, profile=cfg.train.profile, budget=cfg.train.budget),
                       eval=EvalSpec(batch_size=cfg.eval.batch_size, max_new_tokens=cfg.eval.max_new_tokens),
-                      curation_seed=cfg.seed, curation_timeout_s=cfg.curation_timeout_s)
+                      curation_seed=cfg.seed, curation_timeout_s=cfg.curation_timeout_s,
+                      user=(user.model, user.base_url, user.api_key_env, user.max_tokens) if user and held_out else None)
     cells = Cells(cache, setting, make_executor(sandbox))
     same_evaluation(held_out_spec(cfg.eval_spec, setting.benchmark, tasks) if held_out else cfg.eval_spec,
                     cells.eval_spec, steps=not held_out)   # the cells decode as the run and `test` do (P alike)

@@ -83,7 +83,7 @@ def test_user_simulated_domains_are_refused():
     with pytest.raises(UserError) as err:
         Tau2Benchmark(domains=("airline",))
     assert str(err.value) == f"tau2 airline needs an LLM user simulator: give {USER_FLAGS}"
-    assert USER_FLAGS == "--tau2-user-model MODEL --tau2-user-base-url URL"
+    assert USER_FLAGS == "--user-model MODEL --user-base-url URL"
     with pytest.raises(UserError, match="retail"):
         Tau2Benchmark(domains=("telecom", "retail"))
     with pytest.raises(UserError, match="unknown tau2 domain"):

@@ -77,12 +77,16 @@ class Setting:
     """next-call: the corpus's tool schemas (`--tools`), as the run that curated it loaded them."""
     corpus_sha256: str | None = None
     """next-call: the corpus's hash (part of every cell's key and of the calibration's setting)."""
+    user: tuple[str, str, str, int] | None = None
+    """The simulated user's endpoint (model, base URL, key variable, max tokens; benchmarks/user_sim.py)
+    where the benchmark has user-simulated tasks (τ² airline/retail): its model and URL key the cells."""
 
     def to_json(self) -> dict:
         """The setting as a table's raw result and a calibration record it, flat as it was before the
         specs were nested (a calibration's key hashes it, `calibration._key`)."""
         flat = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("train", "eval")
-                and not (f.name == "categories" and not self.categories)}   # named only when chosen: older keys hold
+                and not (f.name == "categories" and not self.categories) and not (f.name == "user" and not self.user)}
+        # categories and user are named only when chosen: older keys hold
         return {**flat, "profile": self.train.profile, "base": self.train.base, "budget": dict(self.train.budget),
                 "batch_size": self.eval.batch_size, "max_new_tokens": self.eval.max_new_tokens,
                 "seeds": list(self.seeds), "corpus": list(self.corpus)}
@@ -173,7 +177,19 @@ class Cells:
         """The options that build this setting's benchmark (benchmarks.registry.get_benchmark)."""
         if self.setting.corpus:
             return {"corpus": list(self.setting.corpus), "tools": self.setting.tools}
-        return {"allow_test": True} if self.setting.split == "test" else {}
+        return {**({"allow_test": True} if self.setting.split == "test" else {}),
+                **({"user": self.user} if self.user is not None else {})}
+
+    @property
+    def user(self):
+        """The simulated user (benchmarks.user_sim.UserEndpoint) where the setting names one and the
+        benchmark takes one."""
+        from benchmarks import registry
+        from benchmarks.user_sim import UserEndpoint
+
+        if not self.setting.user or not registry.get(self.setting.benchmark).user_simulated:
+            return None
+        return UserEndpoint(*self.setting.user)
 
     def recipe_of(self, budget: dict) -> dict:
         """What decides a training's bytes besides its data and seed: recipe, profile with `budget`, base."""
@@ -262,6 +278,7 @@ class Cells:
                      "tasks": [t.id for t in self.tasks], "metric": self.setting.metric,
                      "batch_size": self.setting.eval.batch_size, "seed": seed,
                      **({"corpus": self.setting.corpus_sha256} if self.setting.corpus else {}),
+                     **({"user": self.user.record()} if self.user is not None else {}),
                      # keyed when not the budget every cell was made with before it was part of the key
                      **({"max_new_tokens": self.setting.eval.max_new_tokens}
                         if self.setting.eval.max_new_tokens != LEGACY_MAX_NEW_TOKENS else {})})
@@ -291,7 +308,8 @@ class Cells:
             else:
                 doc = evaluate_on(self.eval_spec, s.split, tmp / "eval", base=self.base, adapter=adapter,
                                   memory=used["memory"] and used["memory"][0], seed=seed,
-                                  allow_test=s.split == "test" and not s.corpus, categories=list(s.categories) or None)
+                                  allow_test=s.split == "test" and not s.corpus, categories=list(s.categories) or None,
+                                  user=self.user)
             if doc.tasks != [t.id for t in self.tasks]:
                 raise RuntimeError("the evaluation chose other tasks than the cell's key names")
             # call_f1 (next-call): a held-out record's own call F1, as the loop scores it; else success

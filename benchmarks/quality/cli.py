@@ -97,13 +97,17 @@ def setting_of(args):
     default_tasks = None if not env.executable else 60 if split == "dev" else 120
     tasks = args.tasks if args.tasks is not None else default_tasks
     corpus = tuple(str(c) for c in args.corpus or ())
+    from benchmarks.user_sim import from_args
+
+    user = from_args(args) if env.user_simulated else None   # its server answers before any cell is computed
     return Setting(benchmark=args.benchmark, split=split, tasks=tasks, seeds=tuple(range(args.seeds)),
                    categories=tuple(c for c in (args.categories or "").split(",") if c),
                    metric=env.metrics[0], train=TrainSpec(profile=args.profile, base=args.base, budget=parse_budget(args.set)),
                    eval=EvalSpec(batch_size=args.batch_size, max_new_tokens=args.max_new_tokens),
                    curation_timeout_s=args.timeout, corpus=corpus,
                    tools=str(args.tools) if args.tools else None,
-                   corpus_sha256=corpus_sha256(list(corpus)) if corpus else None)
+                   corpus_sha256=corpus_sha256(list(corpus)) if corpus else None,
+                   user=(user.model, user.base_url, user.api_key_env, user.max_tokens) if user else None)
 
 
 def cmd_bench_quality(args) -> int:
@@ -249,6 +253,9 @@ def add_cli(sub) -> None:
     p.add_argument("--benchmark", default=registry.DEFAULT, type=registry.given, choices=_with_test_splits(),
                    help="the benchmark whose test split scores every row (next-call: the held-out tenth of --corpus; "
                         "old name: replay)")
+    from benchmarks.user_sim import add_flags
+
+    add_flags(p)
     add_corpus(p, "--benchmark next-call: your corpus (files as `run --corpus` takes them); its held-out tenth are the "
                "tasks (dev), its other nine tenths what the rows curate",
                "--benchmark next-call: the corpus's tool schemas, as `run --tools`", bad_lines=None)

@@ -2,19 +2,22 @@
 
 - Domains: `telecom` (default) and `mock`, the two the package runs in solo mode (no user
   simulator: `--agent llm_agent_solo --user dummy_user`). `airline` and `retail` need an LLM user
-  simulator; without `user_endpoint` asking for them is a UserError naming the flags, and the
-  user-simulated run is not implemented yet.
+  simulator (conversation.py: the package's `UserSimulator` over the endpoint `user` names,
+  benchmarks/user_sim.py); with a `user` and no `domains` named, all three of telecom, airline and
+  retail run; without one, asking for airline or retail is a UserError naming the flags.
 - Splits: our `test` is the package's `test` split, our `dev` its `train` split, our `train` is
   empty. `mock` has no train/test split: its tasks (package split "base") are dev only. Only the
   tasks the package's solo agent accepts (`LLMSoloAgent.check_valid_task`) are offered.
 - Task: id `tau2-<domain>-<package task id>`; category `telecom-<issue type>` (the id's
-  "[mobile_data_issue]…" prefix) or the domain; tools = the solo agent's tools as OpenAI schemas
+  "[mobile_data_issue]…" prefix) or the domain. With a simulated user: the package's `LLMAgent`
+  system prompt and its first message, then the user's (generated when the episode starts), the
+  agent tools; otherwise tools = the solo agent's tools as OpenAI schemas
   (agent tools, the user's device tools, `done`); one turn = the package's solo system prompt,
   its instructions + policy as the system message and its `<ticket>` block as the user message
   (package.prompt_messages). The telecom solo policy is ~22,800 characters and is not shortened.
 - Episode: episode.py (the package's environment; `done` ends the task).
 - Score: scoring.py (the package's `evaluate_simulation`, EvaluationType.ALL, solo mode).
-- Step items: the gold actions (the task's `evaluation_criteria.actions`) run in order on the
+- Step items (solo domains only): the gold actions (the task's `evaluation_criteria.actions`) run in order on the
   package's environment; item j is the gold prefix before action j, then a last item whose gold
   action is `done`. An answer is right when it is one call that the package's
   `Action.compare_with_tool_call` accepts (for `done`: a `done` call).
@@ -29,32 +32,33 @@ from base.errors import UserError
 from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split
 from benchmarks.tau2 import package as pkg
 from benchmarks.tau2 import scoring
+from benchmarks.tau2.conversation import Tau2Conversation
 from benchmarks.tau2.episode import Tau2Episode, call_arguments
+from benchmarks.user_sim import FLAGS as USER_FLAGS
 
 NAME = "tau2"
 MAX_STEPS_PER_TURN = 30
 """Answers with calls per episode. The package allows 200 orchestrator steps (~100 answers); 30 is
 ~2.5× the longest gold action list (12) plus `done`, and bounds a small model's loops."""
-USER_FLAGS = "--tau2-user-model MODEL --tau2-user-base-url URL"
 
 
 class Tau2Benchmark:
     name = NAME
 
-    def __init__(self, allow_test: bool = False, domains: Sequence[str] = ("telecom",), user_endpoint=None):
+    def __init__(self, allow_test: bool = False, domains: Sequence[str] | None = None, user=None):
+        if domains is None:
+            domains = ("telecom",) + (pkg.USER_DOMAINS if user is not None else ())
         domains = tuple(domains)
         for d in domains:
             if d in pkg.USER_DOMAINS:
-                if user_endpoint is None:
+                if user is None:
                     raise UserError(f"tau2 {d} needs an LLM user simulator: give {USER_FLAGS}")
-                raise UserError(f"tau2 {d} with a user simulator is not supported yet (solo domains: "
-                                f"{', '.join(pkg.SOLO_DOMAINS)})")
-            if d not in pkg.SOLO_DOMAINS:
+            elif d not in pkg.SOLO_DOMAINS:
                 raise UserError(f"unknown tau2 domain {d!r} (expected one of "
                                 f"{', '.join(pkg.SOLO_DOMAINS + pkg.USER_DOMAINS)})")
         if not domains:
             raise UserError("tau2: give at least one domain")
-        self.allow_test, self.domains, self.user_endpoint = allow_test, domains, user_endpoint
+        self.allow_test, self.domains, self.user = allow_test, domains, user
         self._tasks: dict[str, Task] = {}
 
     # ------------------------------------------------------------------ tasks
@@ -90,9 +94,12 @@ class Tau2Benchmark:
         if tid not in self._tasks:
             meta = {"env": {"benchmark": NAME, "task_id": package_id, "variant": domain}, "split": split,
                     "max_steps_per_turn": MAX_STEPS_PER_TURN}
+            simulated = domain in pkg.USER_DOMAINS
+            if simulated:
+                meta["env"]["user"] = self.user.record() if self.user is not None else None
+            turns = [pkg.first_messages(domain) if simulated else pkg.prompt_messages(domain, package_id)]
             self._tasks[tid] = Task(id=tid, benchmark=NAME, category=self.category(domain, package_id),
-                                    tools=pkg.tool_schemas(domain, package_id),
-                                    turns=[pkg.prompt_messages(domain, package_id)], meta=meta)
+                                    tools=pkg.tool_schemas(domain, package_id), turns=turns, meta=meta)
         return self._tasks[tid]
 
     @staticmethod
@@ -104,6 +111,10 @@ class Tau2Benchmark:
 
     def episode(self, task: Task) -> Tau2Episode:
         domain, ptask = self._locate(task)
+        if domain in pkg.USER_DOMAINS:
+            if self.user is None:
+                raise UserError(f"tau2 {domain} needs an LLM user simulator: give {USER_FLAGS}")
+            return Tau2Conversation(domain, ptask, copy.deepcopy(task.turns), task.tools, self.user)
         return Tau2Episode(domain, ptask, copy.deepcopy(task.turns), task.tools)
 
     def score(self, task: Task, messages: list) -> Verdict:
@@ -123,8 +134,10 @@ class Tau2Benchmark:
                [{"name": pkg.STOP_TOOL, "arguments": "{}"}]
 
     def run_calls(self, task: Task, answers: Sequence[Sequence[Mapping]]) -> list[dict]:
-        """The canonical trajectory of `answers` (each a list of calls) run through an episode."""
-        ep = self.episode(task)
+        """The canonical trajectory of `answers` (each a list of calls) run through an episode (with a
+        simulated user: its opening turn and the calls alone, no user asked)."""
+        domain, ptask = self._locate(task)
+        ep = Tau2Episode(domain, ptask, copy.deepcopy(task.turns), task.tools)
         messages = [dict(m) for m in ep.next_turn() or []]
         for step, calls in enumerate(answers):
             tool_calls = [{"id": f"call_0_{step}_{k}", "type": "function",
@@ -138,6 +151,8 @@ class Tau2Benchmark:
         return self.run_calls(task, [[c] for c in self.gold_calls(task)])
 
     def step_items(self, task: Task) -> list[StepItem]:
+        if task.meta["env"]["variant"] in pkg.USER_DOMAINS:
+            return []   # a gold prefix would need the user's side of the conversation
         calls = self.gold_calls(task)
         messages = self.gold_messages(task)
         n_turn = len(task.turns[0])

@@ -13,6 +13,7 @@ class Tau2Environment:
     name = "tau2"
     metrics = ("task_success", "step_accuracy")
     single_step = False
+    user_simulated = True   # airline and retail run with `user` (benchmarks/user_sim.py)
     prompt_tokens = 7680
     """The telecom solo prompt (instructions, the ~23,000-character policy, the ticket, the tools) is
     7,328–7,362 tokens in the compact chat format (SmolLM2's tokenizer): the cap that lets every task be

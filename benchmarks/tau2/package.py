@@ -12,7 +12,9 @@ retrying a download, and the package's loguru logging is switched off (it logs e
 response at DEBUG).
 
 Solo mode (no user simulator) is what the package offers for `telecom` and `mock`: the agent gets
-the agent tools, the user's device tools (as its own) and `done`, and may only call tools.
+the agent tools, the user's device tools (as its own) and `done`, and may only call tools. In
+`airline` and `retail` (USER_DOMAINS) an LLM plays the user (the package's `UserSimulator`) and the
+agent is the package's `LLMAgent`: its system prompt, the agent tools, text answers to the user.
 """
 from __future__ import annotations
 
@@ -57,16 +59,19 @@ def domain_module(domain: str) -> Any:
 
 
 def new_environment(domain: str) -> Any:
-    """A fresh solo-mode environment of `domain`, as `tau2.run` builds it for the solo agent."""
-    return tau2().registry.registry.get_env_constructor(domain)(solo_mode=True)
+    """A fresh environment of `domain` as `tau2.run` builds it: solo mode for the solo domains."""
+    constructor = tau2().registry.registry.get_env_constructor(domain)
+    return constructor() if domain in USER_DOMAINS else constructor(solo_mode=True)
 
 
 @functools.lru_cache(maxsize=None)
 def package_tasks(domain: str, package_split: str) -> tuple:
     """The package's tasks of one split that its solo agent accepts (`LLMSoloAgent.check_valid_task`,
     the filter `tau2.run` applies in solo mode) and that a solo run can pass (`solo_passable`), in
-    the package's order."""
+    the package's order. A user-simulated domain's tasks are all of the split's (as `tau2 run` takes them)."""
     tasks = domain_module(domain).get_tasks(package_split)
+    if domain in USER_DOMAINS:
+        return tuple(tasks)
     solo = tau2().llm_agent.LLMSoloAgent
     return tuple(t for t in tasks if solo.check_valid_task(t) and solo_passable(t))
 
@@ -114,10 +119,43 @@ def _tool_schemas(domain: str) -> tuple:
     return tuple(t.openai_schema for t in _domain_agent(domain).tools)
 
 
+@functools.lru_cache(maxsize=None)
+def _conversation_agent(domain: str) -> Any:
+    """The package's `LLMAgent` of a user-simulated domain, as `tau2.run` builds it (no LLM attached)."""
+    env = new_environment(domain)
+    return tau2().llm_agent.LLMAgent(tools=env.get_tools(), domain_policy=env.get_policy())
+
+
 def tool_schemas(domain: str, task_id: str) -> list[dict]:
-    """OpenAI function schemas of the solo agent's tools (agent tools, user tools, `done`); the
-    same dicts for every task of a domain (treat them as read-only)."""
+    """OpenAI function schemas of the agent's tools (solo: agent tools, user tools, `done`; with a
+    user: the agent tools); the same dicts for every task of a domain (treat them as read-only)."""
+    if domain in USER_DOMAINS:
+        return [t.openai_schema for t in _conversation_agent(domain).tools]
     return list(_tool_schemas(domain))
+
+
+def first_messages(domain: str) -> list[dict]:
+    """A user-simulated task's opening: the package's `LLMAgent` system prompt (instructions and
+    policy) and the orchestrator's first agent message (`DEFAULT_FIRST_AGENT_MESSAGE`)."""
+    greeting = importlib.import_module("tau2.orchestrator.orchestrator").DEFAULT_FIRST_AGENT_MESSAGE.content
+    return [{"role": "system", "content": _conversation_agent(domain).system_prompt},
+            {"role": "assistant", "content": greeting}]
+
+
+def user_simulator(task: Any, endpoint: Any) -> Any:
+    """The package's `UserSimulator` for `task` (its user scenario as instructions, no user tools in
+    airline and retail), talking to `endpoint` (benchmarks.user_sim.UserEndpoint) through litellm."""
+    module = importlib.import_module("tau2.user.user_simulator")
+    try:   # as tau2.run: the domain's user tools where it has them (airline and retail have none)
+        user_tools = new_environment(domain_of(task)).get_user_tools()
+    except Exception:
+        user_tools = None
+    return module.UserSimulator(tools=user_tools, instructions=str(task.user_scenario),
+                                llm=endpoint.litellm_model, llm_args=endpoint.litellm_args())
+
+
+def domain_of(task: Any) -> str:
+    return task.user_scenario.instructions.domain
 
 
 def prompt_messages(domain: str, task_id: str) -> list[dict]:

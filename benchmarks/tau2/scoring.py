@@ -15,8 +15,13 @@ objects the way the package's orchestrator would have produced them for the same
   `MAX_ERRORS` tool errors end it as TOO_MANY_ERRORS; a trajectory that just stops after tool
   results (the runner's step limit) ends as MAX_STEPS. Only AGENT_STOP can earn a reward.
 
+With a simulated user (airline, retail; conversation.py) the user's messages become `UserMessage`s
+and the agent's text answers stay in the conversation: a user message with a stop token ends it as
+USER_STOP, a failed user call as USER_ERROR, running out of user turns as MAX_STEPS; only
+USER_STOP can earn a reward there, and `done` is no tool of those domains.
+
 Then `tau2.evaluator.evaluator.evaluate_simulation(simulation, task, EvaluationType.ALL,
-solo_mode=True, domain)` — `tau2 run`'s default evaluation — gives the reward; success is reward
+solo_mode, domain)` — `tau2 run`'s default evaluation — gives the reward; success is reward
 1.0. A call whose arguments are not a JSON object (the package has no way to hold one) makes the
 trajectory a scored failure with that reason, as does any exception inside the evaluator.
 """
@@ -27,6 +32,7 @@ from typing import Any, Mapping, Sequence
 
 from benchmarks.base import Verdict
 from benchmarks.tau2 import package as pkg
+from benchmarks.tau2.conversation import is_stop, user_error
 from benchmarks.tau2.episode import call_arguments
 
 
@@ -45,7 +51,8 @@ def package_trajectory(domain: str, task: Any, messages: Sequence[Mapping]) -> t
     """(package messages, termination reason value, facts) for a canonical trajectory; raises
     ValueError with the reason for a call the package cannot represent."""
     t = pkg.tau2()
-    Assistant, ToolCall = t.message.AssistantMessage, t.message.ToolCall
+    solo = domain not in pkg.USER_DOMAINS
+    Assistant, ToolCall, User = t.message.AssistantMessage, t.message.ToolCall, t.message.UserMessage
     reason = t.simulation.TerminationReason
     stop_token = t.llm_agent.LLMSoloAgent.STOP_TOKEN
     env = pkg.new_environment(domain)
@@ -56,11 +63,26 @@ def package_trajectory(domain: str, task: Any, messages: Sequence[Mapping]) -> t
                 if isinstance(m, Mapping) and m.get("role") == "tool"}
     facts = {"tool_errors": 0, "calls": 0, "observation_mismatches": 0}
     ended = None
+    failed_user = None if solo else user_error(messages)
     for m in messages:
-        if not isinstance(m, Mapping) or m.get("role") != "assistant":
+        role = m.get("role") if isinstance(m, Mapping) else None
+        if not solo and role == "user":
+            text = m.get("content") if isinstance(m.get("content"), str) else ""
+            if failed_user is not None and m is messages[-1]:
+                ended = reason.USER_ERROR
+                break
+            trajectory.append(User(role="user", content=text))
+            if is_stop(text):
+                ended = reason.USER_STOP
+                break
+            continue
+        if role != "assistant":
             continue
         content = m.get("content") if isinstance(m.get("content"), str) and m.get("content") else None
         calls = m.get("tool_calls") or []
+        if not calls and not solo:
+            trajectory.append(Assistant(role="assistant", content=content or ""))
+            continue
         if not calls:
             trajectory.append(Assistant(role="assistant", content=content or ""))
             ended = reason.AGENT_STOP if content and stop_token in content else reason.AGENT_ERROR
@@ -73,7 +95,7 @@ def package_trajectory(domain: str, task: Any, messages: Sequence[Mapping]) -> t
                 raise ValueError(f"call {k + 1} of assistant answer {facts['calls'] + 1}: "
                                  f"{why or 'the call has no function name'}")
             parsed.append((call.get("id") if isinstance(call, Mapping) else None, name, args))
-        if any(name == pkg.STOP_TOOL for _, name, _ in parsed):
+        if solo and any(name == pkg.STOP_TOOL for _, name, _ in parsed):
             trajectory.append(Assistant(role="assistant", content=stop_token))
             ended = reason.AGENT_STOP
             break
@@ -93,6 +115,8 @@ def package_trajectory(domain: str, task: Any, messages: Sequence[Mapping]) -> t
             break
     if ended is None:
         ended = reason.MAX_STEPS if len(trajectory) else reason.AGENT_ERROR
+    if failed_user is not None:
+        facts["user_error"] = failed_user
     for i, msg in enumerate(trajectory):
         msg.turn_idx = i
     return trajectory, ended.value, facts
@@ -106,7 +130,7 @@ def evaluate(domain: str, task: Any, trajectory: list, termination: str) -> Any:
                                      duration=0.0, termination_reason=termination, messages=trajectory)
     ev = t.evaluator
     return ev.evaluate_simulation(simulation=sim, task=task, evaluation_type=ev.EvaluationType.ALL,
-                                  solo_mode=True, domain=domain)
+                                  solo_mode=domain not in pkg.USER_DOMAINS, domain=domain)
 
 
 def reward_feedback(info: Any) -> dict:
@@ -122,6 +146,7 @@ def reward_feedback(info: Any) -> dict:
                               "arguments": c.env_assertion.arguments, "assert_value": c.env_assertion.assert_value,
                               "met": c.met, "message": c.env_assertion.message}
                              for c in info.env_assertions or []]
+    out["communicate_checks"] = [{"info": c.info, "met": c.met} for c in info.communicate_checks or []]
     out["action_checks"] = [{"name": c.action.name, "arguments": c.action.arguments, "match": c.action_match}
                             for c in info.action_checks or []]
     if info.info:
@@ -130,7 +155,7 @@ def reward_feedback(info: Any) -> dict:
 
 
 def error_type(termination: str, feedback: Mapping) -> str:
-    if termination != "agent_stop":
+    if termination not in ("agent_stop", "user_stop"):
         return f"tau2:{termination}"
     if any(not c["met"] for c in feedback.get("env_assertions", [])):
         return "tau2:env_assertion_failed"
@@ -138,6 +163,8 @@ def error_type(termination: str, feedback: Mapping) -> str:
         return "tau2:action_missing"
     if feedback.get("db_match") is False:
         return "tau2:db_mismatch"
+    if any(not c.get("met", True) for c in feedback.get("communicate_checks", [])):
+        return "tau2:info_not_communicated"
     return "tau2:reward_below_1"
 
 
