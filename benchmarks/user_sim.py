@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 from base.errors import UserError
 
@@ -26,6 +27,8 @@ NO_KEY = "EMPTY"
 """Sent as the key when the variable is unset: local servers ignore it, OpenAI's SDK needs one."""
 SEED = 0
 TIMEOUT_S = 120.0
+USER_ERROR = "###USER-ERROR###"
+"""Starts the closing message that stands for a user call that failed (the episode ended there)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,19 @@ class UserEndpoint:
         if served and self.model not in served:
             raise UserError(f"the server at {self.base_url} does not serve --user-model {self.model!r} "
                             f"(it serves: {', '.join(served[:8])})")
+
+
+def failed(exc: BaseException) -> list[dict]:
+    """The closing of an episode whose user call failed: one user message with the reason."""
+    return [{"role": "user", "content": f"{USER_ERROR} {type(exc).__name__}: {exc}"[:2000]}]
+
+
+def user_error(messages: Sequence[Mapping]) -> str | None:
+    """Why the simulated user failed, when a trajectory ends on a `failed` closing; else None."""
+    last = messages[-1] if messages else None
+    if isinstance(last, Mapping) and last.get("role") == "user" and str(last.get("content", "")).startswith(USER_ERROR):
+        return str(last["content"])[len(USER_ERROR):].strip()
+    return None
 
 
 def endpoint(model: str | None, base_url: str | None, api_key_env: str | None = None,

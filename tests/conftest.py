@@ -207,3 +207,22 @@ def curate_files(strategy, corpus_paths, out_dir, *, corpus_format: str = "auto"
 
     corpus = load_corpus([str(p) for p in corpus_paths], fmt=corpus_format, on_error=on_error)
     return execute(strategy_files(Path(strategy)), corpus, Path(out_dir), **kwargs)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def model_server():
+    """A real OpenAI-compatible server on this machine (`curateevo serve`'s `transformers serve` over the
+    embedded SmolLM2-135M, one CPU thread): (base URL, the model name it serves). Started once per worker."""
+    from trainer import serve
+
+    proc, url, model = serve.start(port=free_port(), threads=1)
+    yield url, model
+    serve.stop(proc)

@@ -73,22 +73,36 @@ USER_PROMPT = "Below is the list of APIs you can call (in JSON format): {functio
 UNPARSED = "Please do not ask me any questions, use the known conditions to solve the problem"
 
 
-def _check_classes(tid: str, item: Mapping) -> None:
-    missing = [c for c in item.get("involved_classes") or [] if c not in CLASSES]
+def check_classes(tid: str, item: Mapping, classes: Mapping[str, type] | None = None) -> None:
+    """UserError when the item names a scenario class not implemented here (`classes`, default CLASSES)."""
+    classes = classes or CLASSES
+    missing = [c for c in item.get("involved_classes") or [] if c not in classes]
     if missing or not item.get("involved_classes"):
         raise UserError(f"ACEBench {tid}: its scenario classes {missing or '(none)'} are not implemented here "
-                        f"(only {', '.join(CLASSES)})")
+                        f"(only {', '.join(classes)})")
+
+
+def rendered(result: Any) -> str:
+    """A method's return value as the official execution shows it: a string as is, a dict as JSON."""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, dict):
+        try:
+            return json.dumps(result)
+        except (TypeError, ValueError):
+            return str(result)
+    return str(result)
 
 
 class World:
     """The item's scenario instances; `step(calls)` runs one agent step."""
 
-    def __init__(self, item: Mapping):
+    def __init__(self, item: Mapping, classes: Mapping[str, type] | None = None):
         config = item.get("initial_config") or {}
         self.instances: dict[str, Any] = {}
         self.methods: dict[str, list] = {}
         for name in item["involved_classes"]:
-            inst = CLASSES[name]()
+            inst = (classes or CLASSES)[name]()
             inst._load_scenario(copy.deepcopy(config.get(name, {})))
             inst._load_scenario(copy.deepcopy(config.get("BaseApi", {})))
             self.instances[name] = inst
@@ -117,14 +131,7 @@ class World:
                 result = method(**args)
         except Exception as exc:  # noqa: BLE001 - the official execution reports any exception
             return error_observation(str(exc))
-        if isinstance(result, str):
-            return result
-        if isinstance(result, dict):
-            try:
-                return json.dumps(result)
-            except (TypeError, ValueError):
-                return str(result)
-        return str(result)
+        return rendered(result)
 
     def state(self) -> list[dict]:
         """The saved attributes of each class, as the official result file holds them."""
@@ -154,7 +161,7 @@ def render(calls: Sequence[tuple[str, Mapping]]) -> str:
 
 
 def make_task(tid: str, item: Mapping, tools: list, split: str | None) -> Task:
-    _check_classes(tid, item)
+    check_classes(tid, item)
     meta = {"env": {"benchmark": "acebench", "task_id": tid, "variant": CATEGORY}, "max_steps_per_turn": MAX_STEPS}
     if split is not None:
         meta["split"] = split
@@ -169,7 +176,7 @@ def _item(tid: str) -> dict:
     item = data.items(CATEGORY).get(tid)
     if item is None:
         raise UserError(f"{tid} is not an ACEBench {CATEGORY} item")
-    _check_classes(tid, item)
+    check_classes(tid, item)
     return item
 
 

@@ -11,8 +11,11 @@ e.g. "Missing necessary parameters (...)"), scored by `checker.check`.
 
 Splits are drawn by item, never crossing: an item is dev when sha256(id) mod 5 is 0 (about a
 fifth), test otherwise; ACEBench has no train split (it is never curated from). The test split is
-the same whether a run evolved on ACEBench's dev or elsewhere, so every table reads one set. The agent multi-turn items need an LLM user: they are listed as not run (`describe()`), never
-scored 0.
+the same whether a run evolved on ACEBench's dev or elsewhere, so every table reads one set. The agent
+multi-turn items need an LLM playing the user (`user`, a benchmarks.user_sim.UserEndpoint): with one
+they are offered (by default with the rest) and run as conversations (benchmarks/acebench/
+conversation.py, scored by multiturn.py); without one, asking for them is a UserError naming the flags,
+and `describe()` lists them as not run, never scored 0.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_spli
 from benchmarks.episodes import Recorded
 from benchmarks.bfcl.backends import CallError, tool_schema
 from benchmarks.bfcl.common import bounded, call_parts, short
+from benchmarks.user_sim import FLAGS as USER_FLAGS
 from formats.chat_format import parse_tool_calls
 
 NAME = "acebench"
@@ -84,29 +88,33 @@ class Episode(Recorded):
 
 
 class ACEBenchBenchmark:
-    """`get_benchmark("acebench", allow_test=False, categories=None)`."""
+    """`get_benchmark("acebench", allow_test=False, categories=None, user=None)`."""
 
     name = NAME
 
-    def __init__(self, allow_test: bool = False, categories: Sequence[str] | None = None):
+    def __init__(self, allow_test: bool = False, categories: Sequence[str] | None = None, user=None):
         from benchmarks.acebench import data
 
-        self.allow_test = allow_test
+        self.allow_test, self.user = allow_test, user
         known = scored_categories()
+        if user is not None:
+            known = tuple(c for c in data.CATEGORIES if c in known or c in data.NEEDS_USER)
         self.categories = tuple(categories or known)
         for c in self.categories:
-            if c in data.NEEDS_USER:
-                raise UserError(f"ACEBench {c} needs an LLM user simulator, which this benchmark does not run: "
-                                f"leave it out of --categories")
+            if c in data.NEEDS_USER and user is None:
+                raise UserError(f"ACEBench {c} needs an LLM user simulator: give {USER_FLAGS}")
             if c not in known:
                 raise UserError(f"unknown ACEBench category {c!r} (one of {', '.join(known)})")
 
     def describe(self) -> dict:
         from benchmarks.acebench import data
 
-        return {"name": NAME, "categories": list(self.categories), "source": data.source()["commit"],
-                "not_run": {c: "needs an LLM user" for c in data.NEEDS_USER},
-                "split": f"by item: dev when sha256(id) % {DEV_MODULUS} == 0, else test"}
+        doc = {"name": NAME, "categories": list(self.categories), "source": data.source()["commit"],
+               "not_run": {c: "needs an LLM user" for c in data.NEEDS_USER if self.user is None},
+               "split": f"by item: dev when sha256(id) % {DEV_MODULUS} == 0, else test"}
+        if self.user is not None:
+            doc["user"] = self.user.record()
+        return doc
 
     def split_ids(self, category: str, split: str) -> list[str]:
         from benchmarks.acebench import data
@@ -126,6 +134,10 @@ class ACEBenchBenchmark:
         category = data.category_of(tid)
         item = data.items(category)[tid]
         tools = [tool_schema(d) for d in item["function"]]
+        if category in data.NEEDS_USER:
+            from benchmarks.acebench import multiturn
+
+            return multiturn.make_task(tid, item, tools, split, self.user)
         if category.startswith("agent"):
             return _agent().make_task(tid, item, tools, split)
         meta = {"env": {"benchmark": ENV_BENCHMARK, "task_id": tid, "variant": category}, "max_steps_per_turn": 1}
@@ -136,13 +148,25 @@ class ACEBenchBenchmark:
         return Task(id=tid, benchmark=NAME, category=category, tools=tools, turns=[turn], meta=meta)
 
     def episode(self, task: Task):
+        from benchmarks.acebench import data
+
+        if task.category in data.NEEDS_USER:
+            from benchmarks.acebench.conversation import Conversation
+
+            if self.user is None:
+                raise UserError(f"ACEBench {task.category} needs an LLM user simulator: give {USER_FLAGS}")
+            return Conversation(task, self.user)
         if task.category.startswith("agent"):
             return _agent().episode(task)
         return Episode(task)
 
     def score(self, task: Task, messages: list) -> Verdict:
-        from benchmarks.acebench import checker
+        from benchmarks.acebench import checker, data
 
+        if task.category in data.NEEDS_USER:
+            from benchmarks.acebench import multiturn
+
+            return multiturn.score(task, messages)
         if task.category.startswith("agent"):
             return _agent().score(task, messages)
         text, calls, answered = answer_text(messages, task.tools)

@@ -9,6 +9,8 @@ Layout under benchmarks/acebench/data/ (override with `set_root` in tests):
                                         "mile_stone") = data_all/data_en/possible_answer/
   LICENSE.md                            ACEBench's licence, verbatim
   prompts_en.json                       the English prompt templates of model_inference/prompt_en.py
+  prompts_multi_turn_en.json            the English prompts of the agent_multi_turn conversation (the
+                                        agent's, the simulated user's; SOURCE.json "derived" says where)
   SOURCE.json                           {"repository", "commit", "license", "files": {path: sha256}}
 
 Every file's sha256 is checked against SOURCE.json the first time anything is read; a missing or
@@ -42,7 +44,7 @@ def set_root(path: Path | str | None) -> None:
     """Read the data from `path` (None: the shipped copy); forgets everything loaded."""
     global _root
     _root = _DEFAULT_ROOT if path is None else Path(path)
-    for f in (source, _verified, items, _answers, _index, prompts):
+    for f in (source, _verified, items, _answers, _index, prompts, multi_turn_prompts):
         f.cache_clear()
 
 
@@ -140,3 +142,11 @@ def prompts() -> dict[str, str]:
     """ACEBench's English inference prompt templates, by their names in prompt_en.py."""
     _verified()
     return json.loads((_root / "prompts_en.json").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=None)
+def multi_turn_prompts() -> dict[str, str]:
+    """ACEBench's English agent_multi_turn prompts (the agent's system and user templates, the travel and
+    phone rules appended to the agent's, the user simulator's system prompts and opening line), by name."""
+    _verified()
+    return json.loads((_root / "prompts_multi_turn_en.json").read_text(encoding="utf-8"))

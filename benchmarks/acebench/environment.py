@@ -25,7 +25,8 @@ CHECKER_RULES = (
 class ACEBenchEnvironment:
     name = "acebench"
     metrics = ("task_success",)
-    single_step = True   # an answer is one assistant message (agent multi-step items aside)
+    single_step = True   # an answer is one assistant message (the agent items aside)
+    user_simulated = True   # agent_multi_turn runs with `user` (benchmarks/user_sim.py), is not run without
     declining = ("special_incomplete", "special_error_param", "special_irrelevant")   # a text naming the flaw, no call
 
     def benchmark(self, **options: Any):

@@ -17,16 +17,15 @@ reason the trajectory keeps (`user_error`), not a crash.
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping, Sequence
+from typing import Any
 
+from benchmarks import user_sim
 from benchmarks.tau2 import package as pkg
 from benchmarks.tau2.episode import Tau2Episode
 
 MAX_USER_TURNS = 15
 """User messages per task: airline's and retail's gold conversations take 3–10; the package's own
 bound is 100 orchestrator steps (agent, user and tool messages together)."""
-USER_ERROR = "###USER-ERROR###"
-"""Marks a closing message that stands for a user call that failed (never a stop token)."""
 
 
 class Tau2Conversation(Tau2Episode):
@@ -57,7 +56,7 @@ class Tau2Conversation(Tau2Episode):
             text = reply.content or ""
         except Exception as exc:   # the endpoint failed: a scored failure with its reason, not a crash
             self.over = "the simulated user failed"
-            self.closing = [{"role": "user", "content": f"{USER_ERROR} {type(exc).__name__}: {exc}"[:2000]}]
+            self.closing = user_sim.failed(exc)
             return None
         self.user_turns += 1
         message = {"role": "user", "content": text}
@@ -73,11 +72,3 @@ def is_stop(text: str) -> bool:
     from tau2.user.base import OUT_OF_SCOPE, STOP, TRANSFER
 
     return any(token in (text or "") for token in (STOP, TRANSFER, OUT_OF_SCOPE))
-
-
-def user_error(messages: Sequence[Mapping]) -> str | None:
-    """Why the simulated user failed, when the trajectory ends on such a closing message."""
-    last = messages[-1] if messages else None
-    if isinstance(last, Mapping) and last.get("role") == "user" and str(last.get("content", "")).startswith(USER_ERROR):
-        return str(last["content"])[len(USER_ERROR):].strip()
-    return None

@@ -32,7 +32,8 @@ from typing import Any, Mapping, Sequence
 
 from benchmarks.base import Verdict
 from benchmarks.tau2 import package as pkg
-from benchmarks.tau2.conversation import is_stop, user_error
+from benchmarks.tau2.conversation import is_stop
+from benchmarks.user_sim import user_error
 from benchmarks.tau2.episode import call_arguments
 
 

@@ -1,3 +1,3 @@
-"""ACEBench's agent scenarios (English), reimplemented: the phone platform classes the 20 English
-agent_multi_step items involve (`phone`). Travel is used by no English multi-step item and is not
-implemented."""
+"""ACEBench's agent scenarios (English), reimplemented: the phone platform classes the agent_multi_step
+and agent_multi_turn items involve (`phone`; the official multi-step and multi-turn copies are
+identical), and the airline desk ten agent_multi_turn items involve (`travel`)."""
