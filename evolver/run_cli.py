@@ -341,6 +341,9 @@ def cmd_test(args) -> int:
                         "it is read once per run: `curateevo test RUN --again` reads it again and says so in the report")
     if (out / "metrics.json").exists() and not readings:
         raise UserError(f"{out} exists: the test split is read once per run")
+    from benchmarks.user_sim import from_args
+
+    user = from_args(args)   # the simulated user's server answers (one sentence if not) before anything is read
     # an interrupted test showed no result: its partial output is cleared and the test runs again
     partial = store.root / "test.partial"
     for stale in (out, partial):
@@ -362,7 +365,7 @@ def cmd_test(args) -> int:
     comparison = tested.compare(scores, rho0, category)
     how = f"bench quality's cells in {args.cache}" if args.seeds else "the run's adapters"
     kept = tested.record(partial, comparison, epoch, how)
-    held, skipped = _held_out(store, cfg, final[-1], epoch, seed, args, partial)
+    held, skipped = _held_out(store, cfg, final[-1], epoch, seed, args, partial, user)
     if held or skipped:
         atomic_json(partial / tested.HELD_OUT_FILE, {"epoch": epoch, "how": how, "benchmarks": held, "not_run": skipped})
         kept["held_out"] = {b: {"P_rho0": d["rho0"]["value"], "P": d["final"]["value"], "tasks": d["tasks"],
@@ -389,15 +392,14 @@ def cmd_test(args) -> int:
 
 
 def _held_out(store: RunStore, cfg: RunConfig, final: dict, epoch: int, seed: int, args,
-              out: Path) -> tuple[dict, dict]:
+              out: Path, user=None) -> tuple[dict, dict]:
     """The final strategy and ρ0 on each held-out benchmark's test split (evolver/tested.py HELD_OUT, or
     --held-out), paired as on the run's own: {benchmark: comparison}, {benchmark: why it was not run}."""
     from evolver import tested
 
-    from benchmarks.user_sim import FLAGS, from_args
+    from benchmarks.user_sim import FLAGS
 
     names = tested.held_out_for(cfg.benchmark, getattr(args, "held_out", None))
-    user = from_args(args) if names else None   # its server answers before the first evaluation
     docs, skipped = {}, {}
     rho0_choice = {"epoch": 0, "commit": store.done(0, "curate")["result"]["commit"]}
     for name in names:

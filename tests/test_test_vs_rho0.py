@@ -140,3 +140,23 @@ def test_seeds_trains_the_missing_seeds_of_both_as_bench_quality_cells_and_adopt
     assert adopted == sorted({str(root / "epochs" / str(e) / "train-s0") for e in (0, epoch)})
     if epoch:   # the printed P are the cells' (each row's mean over its two seeds)
         assert sum(c["P"] for c in cells) / 4 == pytest.approx((doc["final"]["value"] + doc["rho0"]["value"]) / 2)
+
+
+def test_test_scores_the_user_simulated_tasks_when_an_endpoint_plays_the_user(finished, tmp_path, capsys, model_server):
+    """`test --user-model --user-base-url`: τ²'s airline and retail join its held-out table, the user played
+    by a real local server; the endpoint (never a key) is in the evaluation's metrics."""
+    url, model = model_server
+    root = _copy(finished, tmp_path)
+    capsys.readouterr()
+    assert cli.main(["test", str(root), "--tasks", "2", "--held-out", "tau2", "--user-model", model,
+                     "--user-base-url", url, "--user-max-tokens", "8"]) == 0
+    held = json.loads((root / "test" / tested.HELD_OUT_FILE).read_text())
+    assert not [n for n in held["not_run"] if n.startswith("tau2")]
+    final = json.loads((root / "test" / "held-out" / "tau2" / "final" / "metrics.json").read_text())
+    assert {t.split("-")[1] for t in final["tasks"]} == {"airline", "retail"}   # the first two categories
+    assert final["user"] == {"model": model, "base_url": url, "max_tokens": 8}
+    readings = len([e for e in RunStore.open(root).journal.events() if e.get("event") == "tested"])
+    assert cli.main(["test", str(root), "--again", "--held-out", "tau2", "--user-model", "nope",
+                     "--user-base-url", url]) != 0   # refused before anything is evaluated
+    assert "does not serve --user-model 'nope'" in capsys.readouterr().err
+    assert len([e for e in RunStore.open(root).journal.events() if e.get("event") == "tested"]) == readings
