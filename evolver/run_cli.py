@@ -71,6 +71,18 @@ def run_options(args) -> dict:
     return options
 
 
+def agent_sandbox_answers() -> None:
+    """UserError unless the Docker executor, where the code agent's commands run, answers here."""
+    from base.errors import RunFailed
+    from sandbox.executor import executor_class
+
+    try:
+        executor_class("docker")()
+    except RunFailed as exc:
+        raise UserError(f"the code agent's commands run in the Docker sandbox, and {exc}; or evolve without the "
+                        "agent: --proposer offline") from None
+
+
 def create_run(options: dict) -> RunStore:
     """A new run directory with its resolved run.json; everything a user can get wrong is
     checked here, before the corpus is built and before the directory exists."""
@@ -81,8 +93,10 @@ def create_run(options: dict) -> RunStore:
     if runs_dir.exists() and not runs_dir.is_dir():
         raise UserError(f"--runs-dir {runs_dir} exists and is not a directory")
     llm = llm_of(options)
-    if llm is not None and options["sandbox"] == "process" and (options["proposer"] or "agent") == "agent":
-        raise UserError("the code agent's commands run in the Docker sandbox only: use --sandbox docker or auto")
+    if llm is not None and (options["proposer"] or "agent") == "agent":
+        if options["sandbox"] == "process":
+            raise UserError("the code agent's commands run in the Docker sandbox only: use --sandbox docker or auto")
+        agent_sandbox_answers()   # said now, not after epoch 0's curation, training and diagnosis
     if options["llm_records"] and not Path(options["llm_records"]).is_dir():
         raise UserError(f"--llm-records {options['llm_records']}: no such directory (a run's llm/ folder)")
     probe = resolve(options, (), "")   # every value checked before any corpus is read or built

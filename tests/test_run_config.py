@@ -52,6 +52,22 @@ def test_the_agent_needs_a_model_and_the_docker_sandbox(tmp_path, capsys):
     assert "Docker sandbox only" in capsys.readouterr().err
 
 
+def test_the_agent_without_a_docker_engine_is_refused_before_epoch_0(tmp_path, capsys, monkeypatch):
+    from base.errors import RunFailed
+    from sandbox import executor
+
+    class NoEngine:
+        def __init__(self):
+            raise RunFailed("no Docker engine answers (connection refused); run `bash scripts/setup.sh` as root")
+
+    real = executor.executor_class
+    monkeypatch.setattr(executor, "executor_class", lambda name: NoEngine if name == "docker" else real(name))
+    assert cli.main(["run", "--model", "m", "--corpus", str(SAMPLE_CORPUS), "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert "the code agent's commands run in the Docker sandbox, and no Docker engine answers" in err
+    assert "--proposer offline" in err and err.count("\n") == 1 and not (tmp_path / "runs").exists()
+
+
 def test_run_json_is_type_checked_when_read_back(tmp_path):
     good = RunConfig(corpus=("/c.jsonl",), corpus_sha256="x").to_json()
     assert RunConfig.from_json(good) == RunConfig(corpus=("/c.jsonl",), corpus_sha256="x")
