@@ -70,24 +70,11 @@ class UserEndpoint:
 
     def check(self) -> None:
         """Raise UserError in one sentence unless the server answers and serves `model`."""
-        import openai
+        from base.servers import check_server
 
-        try:
-            served = [m.id for m in self.client().with_options(max_retries=0, timeout=15.0).models.list()]
-        except openai.APIConnectionError:
-            raise UserError(f"no server answers at --user-base-url {self.base_url}: start one "
-                            "(`curateevo serve` serves the embedded model) or fix the URL") from None
-        except openai.AuthenticationError:
-            raise UserError(f"the server at {self.base_url} refused the key in ${self.api_key_env}: "
-                            "set that variable (or --user-api-key-env NAME) to a key it accepts") from None
-        except openai.NotFoundError:
-            raise UserError(f"{self.base_url}/models is not found: the base URL of an OpenAI-compatible "
-                            "server usually ends in /v1") from None
-        except openai.APIError as exc:
-            raise UserError(f"the server at {self.base_url} answered {type(exc).__name__}: {exc}") from None
-        if served and self.model not in served:
-            raise UserError(f"the server at {self.base_url} does not serve --user-model {self.model!r} "
-                            f"(it serves: {', '.join(served[:8])})")
+        check_server(self.base_url, self.api_key, self.model, url_flag="--user-base-url", model_flag="--user-model",
+                     key_env=self.api_key_env, start_hint="start one (`curateevo serve` serves the embedded model) "
+                                                          "or fix the URL")
 
 
 def failed(exc: BaseException) -> list[dict]:

@@ -44,6 +44,14 @@ def check_llm(config: RunConfig, records: Path) -> dict | None:
     try:
         reply = LLM(llm_config, records).complete(PROBE, purpose="preflight", max_tokens=8)
     except LLMError as exc:
+        if llm_config.provider == "openai" and llm_config.base_url:   # why, in one sentence, where the server says
+            from base.servers import check_server
+            from evolver.llm import NO_KEY
+
+            check_server(llm_config.base_url, os.environ.get(llm_config.key_env) or NO_KEY, llm_config.model,
+                         url_flag="--base-url", model_flag="--model", key_env=llm_config.key_env,
+                         start_hint="start one (`curateevo serve` serves the embedded model here) or fix the URL; "
+                                    "nothing was run")
         where = llm_config.base_url or f"the {llm_config.provider} API"
         raise UserError(f"the LLM {llm_config.model} at {where} did not answer a one-line request: "
                         f"{' '.join(str(exc).split())[:240]}; nothing was run") from None

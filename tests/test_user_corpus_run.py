@@ -75,8 +75,20 @@ def test_an_endpoint_that_does_not_answer_fails_before_epoch_0(tmp_path, capsys,
                      "--corpus", str(sample_corpus), "--profile", "test", "--runs-dir", str(tmp_path), "--name", "e",
                      "--config", str(_config(tmp_path, "llm-mode: live\n"))]) == 2
     err = capsys.readouterr().err
-    assert "did not answer a one-line request" in err and "nothing was run" in err and err.count("\n") == 1
-    assert not (tmp_path / "e").exists()
+    assert "no server answers at --base-url http://127.0.0.1:9/v1: start one" in err and "nothing was run" in err
+    assert err.count("\n") == 1 and not (tmp_path / "e").exists()
+
+
+def test_a_real_server_that_does_not_serve_the_model_is_one_sentence(tmp_path, capsys, model_server, sample_corpus):
+    url, model = model_server   # transformers serve over the embedded model, a real OpenAI-compatible server
+    for args, said in ((["--model", "nope", "--base-url", url], f"does not serve --model 'nope' (it serves: {model})"),
+                       (["--model", model, "--base-url", url.removesuffix("/v1") + "/v9"], "/models is not found")):
+        assert cli.main(["run", *args, "--proposer", "offline", "--corpus", str(sample_corpus), "--profile", "test",
+                         "--runs-dir", str(tmp_path), "--name", "e",
+                         "--config", str(_config(tmp_path, "llm-mode: live\n"))]) == 2
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1, err
+        assert not (tmp_path / "e").exists()
 
 
 def _config(tmp_path, text):
