@@ -40,14 +40,14 @@ class ACEBenchEnvironment:
         return data.category_of(task_id)
 
     def leakage_rows(self):
-        """Every scored item is dev or test (ACEBench has no train split): its question and, for a
-        normal item, its gold calls."""
+        """Every item is dev or test (ACEBench has no train split): its question and, for a normal item,
+        its gold calls; an agent multi-turn item's question is the simulated user's instruction."""
         from benchmarks.acebench import data
         from benchmarks.acebench.benchmark import scored_categories, split_of
         from benchmarks.environment import GoldRow
         from sandbox.leakage import call_key
 
-        for category in scored_categories():
+        for category in (*scored_categories(), *data.NEEDS_USER):
             for tid, item in sorted(data.items(category).items()):
                 calls = tuple(call_key(n, a) for n, a in gold_calls(data.answer(tid)["ground_truth"], item["function"])) if category.startswith("normal") else ()
                 yield GoldRow(split_of(tid), tid, [item["question"]] if isinstance(item.get("question"), str) else [],
