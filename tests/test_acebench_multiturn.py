@@ -293,3 +293,10 @@ def test_a_conversation_with_a_real_user_server(model_server, monkeypatch):
     assert record["meta"]["feedback"]["steps"] == ["[get_flight_details(origin='Beijing', destination='Shanghai')]"]
     assert record["meta"]["env"]["user"] == {"model": model, "base_url": url, "max_tokens": 16}
     assert "sk-never-recorded" not in json.dumps(record)
+
+
+def test_the_leakage_guard_knows_the_multi_turn_items():
+    from benchmarks import registry
+
+    rows = {r.task_id: r for r in registry.get("acebench").leakage_rows() if r.task_id.startswith(CAT)}
+    assert len(rows) == 30 and all(r.texts == [data.items(CAT)[t]["question"]] for t, r in rows.items())
