@@ -170,13 +170,14 @@ def make_task(tid: str, item: Mapping, tools: list, split: str | None) -> Task:
     return Task(id=tid, benchmark="acebench", category=CATEGORY, tools=tools, turns=[turn], meta=meta)
 
 
-def _item(tid: str) -> dict:
+def item_of(tid: str, category: str = CATEGORY, classes: Mapping[str, type] | None = None) -> dict:
+    """The item `tid` of an agent category, its scenario classes checked; UserError if it is none."""
     from benchmarks.acebench import data
 
-    item = data.items(CATEGORY).get(tid)
+    item = data.items(category).get(tid)
     if item is None:
-        raise UserError(f"{tid} is not an ACEBench {CATEGORY} item")
-    check_classes(tid, item)
+        raise UserError(f"{tid} is not an ACEBench {category} item")
+    check_classes(tid, item, classes)
     return item
 
 
@@ -185,7 +186,7 @@ class Episode(OneTurn):
 
     def __init__(self, task: Task):
         super().__init__(task)
-        self.world = World(_item(task.id))
+        self.world = World(item_of(task.id))
 
     def execute(self, calls: list) -> list:
         calls = calls if isinstance(calls, (list, tuple)) else [calls]
@@ -386,7 +387,7 @@ def replay(item: Mapping, messages: Sequence[Mapping]) -> tuple[World, list, lis
 def score(task: Task, messages: list) -> Verdict:
     from benchmarks.acebench import data
 
-    item = _item(task.id)
+    item = item_of(task.id)
     answer = data.answer(task.id)
     world, steps, observations = replay(item, messages)
     reason, errors = end_state_errors(world.state(), answer["ground_truth"])

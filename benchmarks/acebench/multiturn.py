@@ -49,7 +49,6 @@ import math
 import re
 from typing import Any, Mapping, Sequence
 
-from base.errors import UserError
 from benchmarks.acebench import agent
 from benchmarks.acebench.scenarios import phone, travel
 from benchmarks.base import Task, Verdict
@@ -106,13 +105,7 @@ def make_task(tid: str, item: Mapping, tools: list, split: str | None, user: Any
 
 
 def item_of(tid: str) -> dict:
-    from benchmarks.acebench import data
-
-    item = data.items(CATEGORY).get(tid)
-    if item is None:
-        raise UserError(f"{tid} is not an ACEBench {CATEGORY} item")
-    check_classes(tid, item)
-    return item
+    return agent.item_of(tid, CATEGORY, CLASSES)
 
 
 # ---------------------------------------------------------------------------------------- reading
