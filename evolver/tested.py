@@ -9,6 +9,8 @@ the run's own trainings adopted — and pairs them the same way (`cells_scores`)
 """
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 from base.errors import UserError
@@ -137,7 +139,7 @@ def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
                       train=TrainSpec(base=cfg.train.base, profile=cfg.train.profile, budget=cfg.train.budget),
                       eval=EvalSpec(batch_size=cfg.eval.batch_size, max_new_tokens=cfg.eval.max_new_tokens),
                       curation_seed=cfg.seed, curation_timeout_s=cfg.curation_timeout_s,
-                      user=(user.model, user.base_url, user.api_key_env, user.max_tokens) if user and held_out else None)
+                      user=dataclasses.astuple(user) if user and held_out else None)
     cells = Cells(cache, setting, make_executor(sandbox))
     same_evaluation(held_out_spec(cfg.eval_spec, setting.benchmark, tasks) if held_out else cfg.eval_spec,
                     cells.eval_spec, steps=not held_out)   # the cells decode as the run and `test` do (P alike)

@@ -64,8 +64,6 @@ def wait_ready(url: str, proc: subprocess.Popen | None = None, timeout: float = 
 def start(base: str = "smollm2-135m", port: int = DEFAULT_PORT, host: str = "localhost",
           threads: int | None = None, log: Path | None = None) -> tuple[subprocess.Popen, str, str]:
     """(process, base URL, served model name): `transformers serve` started and answering."""
-    from trainer.models import resolve
-
     argv, env = command(base, port, host, threads)
     out = open(log, "ab") if log else subprocess.DEVNULL
     proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -75,7 +73,7 @@ def start(base: str = "smollm2-135m", port: int = DEFAULT_PORT, host: str = "loc
     except BaseException:
         stop(proc)
         raise
-    return proc, url, resolve(base)
+    return proc, url, argv[2]   # the server names the model by its directory
 
 
 def stop(proc: subprocess.Popen) -> None:

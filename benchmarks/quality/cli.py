@@ -9,6 +9,8 @@ on the dev subset the loop uses.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import argparse
 import contextlib
 import fcntl
@@ -107,7 +109,7 @@ def setting_of(args):
                    curation_timeout_s=args.timeout, corpus=corpus,
                    tools=str(args.tools) if args.tools else None,
                    corpus_sha256=corpus_sha256(list(corpus)) if corpus else None,
-                   user=(user.model, user.base_url, user.api_key_env, user.max_tokens) if user else None)
+                   user=dataclasses.astuple(user) if user else None)
 
 
 def cmd_bench_quality(args) -> int:
