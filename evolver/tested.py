@@ -10,7 +10,6 @@ the run's own trainings adopted — and pairs them the same way (`cells_scores`)
 from __future__ import annotations
 
 import dataclasses
-
 from pathlib import Path
 
 from base.errors import UserError

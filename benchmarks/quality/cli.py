@@ -9,9 +9,8 @@ on the dev subset the loop uses.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import argparse
+import dataclasses
 import contextlib
 import fcntl
 import sys
