@@ -5,7 +5,7 @@ drives turn by turn, and scores the canonical trajectory the runner produced (`V
 `step_accuracy` it also hands out `StepItem`s (a gold prefix and the gold next action) and
 judges a policy's next action against the gold one.
 
-An environment (`benchmarks/environment.py`) builds its benchmark; `benchmarks.registry.get_benchmark(name,
+An environment (`base/environment.py`) builds its benchmark; `base.registry.get_benchmark(name,
 **options)` builds the one registered under `name`.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ learning rates are chosen (never on dev or test). Only benchmarks that define on
 class Task:
     """One task. Treat it as read-only: its tool schemas may be shared between tasks."""
 
-    id: str                   # "multi_turn_base_12", "simple_python_3", ...
+    id: str                   # the benchmark's own task id (BFCL: its category and number)
     benchmark: str            # "bfcl" | "bfcl-single" | "next-call" | "scienceworld"
     category: str             # "base", "miss_func", ..., "simple_python", ...
     tools: list               # OpenAI tool schemas offered at the start

@@ -7,10 +7,10 @@ bytes the host checks are the same few lists. `FieldReader` parses a record's to
 with the standard decoder and hands out one parsed object for a field whose text it has seen
 before; such objects are registered as shared, and `@shared` functions of them (their encoding,
 their schema verdict, their nesting depth) run once per object. `record_bytes` encodes a record
-field by field with the host's codec (sandbox.codec), so a shared field is spliced in, byte for
+field by field with the host's codec (base.codec), so a shared field is spliced in, byte for
 byte what `canonical_json` writes.
 
-Only objects the host parsed (with sandbox.codec.STANDARD: floats as ParsedFloat) and never
+Only objects the host parsed (with base.codec.STANDARD: floats as ParsedFloat) and never
 changes are registered, and what `@shared` functions make of them: a function of anything else is
 computed as usual (a strategy's own lists may change between calls).
 """
@@ -22,7 +22,7 @@ from collections import OrderedDict
 from json.decoder import WHITESPACE, scanstring
 from typing import Any, Callable
 
-from sandbox import codec
+from base import codec
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 SHARED_MAX = 256         # shared objects remembered (with what was computed of them)
@@ -39,7 +39,7 @@ _REGISTRY: OrderedDict[int, tuple[Any, dict]] = OrderedDict()   # id → (object
 
 def share(obj: Any) -> Any:
     """Register `obj` as shared: the caller promises it is not changed while it is used, and that
-    it was read by sandbox.codec.STANDARD (or made of what was: the codec writes its floats)."""
+    it was read by base.codec.STANDARD (or made of what was: the codec writes its floats)."""
     entry = _REGISTRY.get(id(obj))
     if entry is None or entry[0] is not obj:
         _REGISTRY[id(obj)] = (obj, {})
@@ -90,7 +90,7 @@ REPEATED = ("messages", "reference")   # what a record and its file row (and its
 
 
 def record_bytes(record: dict, texts: dict | None = None) -> bytes:
-    """`canonical_json(record)` in UTF-8 for a dict sandbox.codec.STANDARD read (its floats), its
+    """`canonical_json(record)` in UTF-8 for a dict base.codec.STANDARD read (its floats), its
     shared fields encoded once: the encoder writes an object as its sorted `"key":value` pairs, so
     field by field gives the same bytes. `texts` ({} per record) remembers the bytes of its
     REPEATED values by object, for the next encoding of the same record (its digest, then its

@@ -14,7 +14,7 @@ encodes only what it read this way and the strings, booleans and lists it adds: 
 its own (msgspec would write it in its form, and no hook would see it).
 
 Reading stays json's: msgspec reads no faster here, where the records' tool lists, most of their
-bytes, are parsed once per trajectory anyway (sandbox.canonical.FieldReader).
+bytes, are parsed once per trajectory anyway (base.canonical.FieldReader).
 """
 from __future__ import annotations
 

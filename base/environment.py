@@ -5,7 +5,7 @@ multi-turn, ACEBench, τ²-bench, the next-call benchmark, …). GEPA's adapter 
 benchmark needs only what it uses. **Required** — two members:
 
     name              str: the registry name (`--benchmark NAME`), e.g. "acebench"
-    benchmark(**o)    -> benchmarks.base.Benchmark: its tasks per split (each with its category),
+    benchmark(**o)    -> base.benchmark.Benchmark: its tasks per split (each with its category),
                       an episode per task, and the official scoring of an episode (`tasks`,
                       `episode`, `score`; `step_items` / `judge_step` only where it scores steps)
 
@@ -33,12 +33,12 @@ and plain attributes with defaults: `metrics` (the P metrics it scores, default 
 ("task_success",)), `single_step` (every task is one step; default False), `prompt_tokens` (the prompt
 cap its tasks need; default 0: the evaluation's own), `declining` (its categories whose right answer is
 no call; default none), `user_simulated` (its `benchmark()` takes `user`, the endpoint of an LLM playing
-the user, benchmarks/user_sim.py; default False), `category_of(task_id)`
+the user, environments/user_sim.py; default False), `category_of(task_id)`
 (default: the id less a trailing number), `task_score(trajectory)` (default: the checker's success).
 
 Everything heavy (the benchmark's data, an evaluation package) is imported inside the methods, so
 importing the module that defines an environment stays cheap. Adding one: a class with `name` and
-`benchmark`, and one line in `benchmarks/registry.py` (or a `curateevo.environments` entry point).
+`benchmark`, and one line in `base/registry.py` (or a `curateevo.environments` entry point).
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ import re
 from typing import Any, Iterable, Mapping, NamedTuple, Protocol, runtime_checkable
 
 from base.errors import UserError
-from benchmarks.base import Benchmark
+from base.benchmark import Benchmark
 
 
 class GoldRow(NamedTuple):
@@ -105,7 +105,7 @@ class Declared:
     prompt_tokens = 0
     """The prompt cap its tasks need (0: the evaluation's default suffices); `evaluate_on` raises the cap to it."""
     user_simulated = False
-    """Its benchmark takes `user=` (benchmarks.user_sim.UserEndpoint): some tasks need an LLM playing the user."""
+    """Its benchmark takes `user=` (environments.user_sim.UserEndpoint): some tasks need an LLM playing the user."""
     declining: tuple = ()
     """Its categories whose right answer is no call (a decline, or a text naming the request's flaw): the
     quality tables pair them apart, so a gain made by declining more is not read as a better agent."""
@@ -114,7 +114,7 @@ class Declared:
         missing = [m for m in ("name", "benchmark") if not hasattr(env, m)]
         if missing:
             raise TypeError(f"{type(env).__name__} is no environment: it lacks {' and '.join(missing)} "
-                            "(benchmarks/environment.py)")
+                            "(base/environment.py)")
         self.plugged = env
         self.name = env.name
         for attr in dir(env):

@@ -1,6 +1,6 @@
 """The paired comparison of two rows scored on the same tasks with the same number of seeds: the
 one routine by which the loop's noise-aware acceptance (evolver/acceptance.py `PairedBootstrap`)
-and the quality table (benchmarks/quality/stats.py `paired_difference`) judge whether a
+and the quality table (experiments/quality/stats.py `paired_difference`) judge whether a
 difference is beyond noise.
 
 A row's scores are `task id → per-seed scores` (seeds in the same order for every task). The
@@ -98,7 +98,7 @@ def acceptance_margin(seed_sd: float, seeds: int, confidence: float = 0.9, share
     """The margin on ΔP above which a candidate beats the best by more than training noise with
     one-sided `confidence`, both scored with the same `seeds` seeds on the same tasks:
     z_confidence · seed_sd · sqrt(2 · (1 − shared) / seeds), `shared` the share of the seed
-    variance that rows trained at the same seed share (benchmarks.quality.stats.seed_effect; 0:
+    variance that rows trained at the same seed share (experiments.quality.stats.seed_effect; 0:
     independent draws). The loop's default margin (evolver.acceptance.default_margin) and the
     quality bench's spread report both use it."""
     import math

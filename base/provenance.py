@@ -22,7 +22,7 @@ DROP_KINDS = ("raw", "sft", "rl", "memory")   # what a dropped id names: a raw t
 
 def digest(record: Mapping, encode: Callable[[dict], bytes] | None = None) -> str:
     """The hash a stamp carries: the record in canonical JSON with the stamp's own `sha` left out
-    (`encode` writes those same bytes, UTF-8: the checker's sandbox.canonical.record_bytes)."""
+    (`encode` writes those same bytes, UTF-8: the checker's base.canonical.record_bytes)."""
     meta = record.get("meta")
     stamp = meta.get(KEY) if isinstance(meta, Mapping) else None
     if isinstance(stamp, Mapping) and "sha" in stamp:

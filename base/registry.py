@@ -1,7 +1,7 @@
-"""The one registry of environments: name → the class implementing `benchmarks.environment`.
+"""The one registry of environments: name → the class implementing `base.environment`.
 
     get(name)                 the environment registered under `name` (UserError when unknown), as the
-                              project calls it: `benchmarks.environment.Declared` over the plug-in
+                              project calls it: `base.environment.Declared` over the plug-in
     names()                   every registered name, in registration order
     environments()            every environment, in registration order (the leakage index and the
                               ctx.env export walk them in this order)
@@ -16,7 +16,7 @@
 
 Entries are "module:Class" strings imported on first use, so this module (the seam the sandbox
 and the trainer import) loads no environment until one is asked for. A new environment is a
-folder under benchmarks/ and one line here; a package of its own registers one through the
+folder under environments/ and one line here; a package of its own registers one through the
 `curateevo.environments` entry point group (name = "module:Class"), read once on first use.
 """
 from __future__ import annotations
@@ -27,16 +27,16 @@ import sys
 from typing import Any
 
 from base.errors import UserError
-from benchmarks.base import Benchmark
-from benchmarks.environment import Declared
+from base.benchmark import Benchmark
+from base.environment import Declared
 
 ENVIRONMENTS = {
-    "bfcl": "benchmarks.bfcl.environment:MultiTurnEnvironment",
-    "bfcl-single": "benchmarks.bfcl.environment:SingleTurnEnvironment",
-    "next-call": "benchmarks.next_call.environment:NextCallEnvironment",
-    "scienceworld": "benchmarks.scienceworld.environment:ScienceWorldEnvironment",
-    "acebench": "benchmarks.acebench.environment:ACEBenchEnvironment",
-    "tau2": "benchmarks.tau2.environment:Tau2Environment",
+    "bfcl": "environments.bfcl.environment:MultiTurnEnvironment",
+    "bfcl-single": "environments.bfcl.environment:SingleTurnEnvironment",
+    "next-call": "environments.next_call.environment:NextCallEnvironment",
+    "scienceworld": "environments.scienceworld.environment:ScienceWorldEnvironment",
+    "acebench": "environments.acebench.environment:ACEBenchEnvironment",
+    "tau2": "environments.tau2.environment:Tau2Environment",
 }
 ENTRY_POINTS = "curateevo.environments"
 NO_ENVIRONMENT = "next-call"

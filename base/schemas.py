@@ -15,7 +15,7 @@ import jsonschema
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from sandbox.canonical import canonical_json, shared
+from base.canonical import canonical_json, shared
 
 ROLES = ("system", "user", "assistant", "tool")
 REWARDS = ("tool_call_match", "state_match")

@@ -31,7 +31,7 @@ from sandbox.runtime import Context, load_strategy  # noqa: E402
 from sandbox.strategy_files import strategy_files  # noqa: E402
 
 SEED = ROOT / "curation_strategies" / "seed"
-SAMPLE = ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"
+SAMPLE = ROOT / "environments" / "data" / "sample_corpus.jsonl"
 
 
 def scaled_corpus(copies: int, folder: Path) -> Path:

@@ -3,12 +3,12 @@
     .venv/bin/python bench/decode_budget.py --run runs/search-e5 [--epochs 0,4] [--budgets 128,256] \
         [--dir runs/decode-budget] [--out bench/results/decode-budget-cpu-small-DATE.json]
 
-The default budget (benchmarks/policies/limits.py) cuts an answer longer than it, and a cut call
+The default budget (environments/policies/limits.py) cuts an answer longer than it, and a cut call
 fails. How many answers need more is read off data no dev or test task is in: the gold answers
 of bfcl-single's tuning slice and the assistant turns of the run's corpus, tokenized as the
 policy writes them (formats.chat_format). For each epoch's seed-0 adapter and memory bank of
 `--run`, each budget is evaluated on the tuning slice as `curateevo eval --split tune` does
-(benchmarks.stages.evaluate_on, the loop's evaluation; an evaluation already in `--dir` is read,
+(experiments.train_eval.evaluate_on, the loop's evaluation; an evaluation already in `--dir` is read,
 not redone), and the table gives P per category, the answers that ran to the budget, the decoding
 time and the paired difference in P with the first budget.
 
@@ -41,8 +41,8 @@ def over(values: list[int], budgets: list[int]) -> dict:
 
 def gold_lengths(budgets: list[int], corpus: list[Path], tokenizer) -> dict:
     """How many tuning-slice gold answers (per category) and corpus assistant turns exceed each budget."""
-    from benchmarks.bfcl.common import tool_call_message
-    from benchmarks.bfcl.single_turn import SingleTurnBenchmark
+    from environments.bfcl.common import tool_call_message
+    from environments.bfcl.single_turn import SingleTurnBenchmark
     from base.files import read_jsonl
     from formats.chat_format import render_assistant
 
@@ -63,8 +63,8 @@ def evaluation(run: Path, epoch: int, budget: int, folder: Path) -> Path:
     """The epoch's seed-0 adapter with its bank on the tuning slice at `budget` (made once)."""
     out = folder / f"e{epoch}-n{budget}"
     if not (out / "metrics.json").is_file():
-        from benchmarks.evaluate import EvalSpec
-        from benchmarks.stages import evaluate_on
+        from environments.evaluate import EvalSpec
+        from experiments.train_eval import evaluate_on
 
         e = run / "epochs" / str(epoch)
         evaluate_on(EvalSpec(max_new_tokens=budget, tasks=120), "tune", out, base="smollm2-135m",
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", type=Path, default=ROOT / "runs" / "decode-budget", help="where the evaluations go (reused)")
     p.add_argument("--out", type=Path)
     a = p.parse_args(argv)
-    from benchmarks.quality import stats
+    from experiments.quality import stats
     from trainer.models import load_tokenizer, resolve
 
     tokenizer = load_tokenizer(resolve("smollm2-135m"))

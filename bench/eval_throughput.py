@@ -4,7 +4,7 @@
         [--configs float32:32,bfloat16:32] [--rounds 2] [--gold] [--out result.json]
 
 Evaluates one trained adapter on the default `bfcl-single` dev tasks as the loop does
-(benchmarks.evaluate.evaluate_to_dir: the adapter merged, greedy decoding sorted by prompt length,
+(environments.evaluate.evaluate_to_dir: the adapter merged, greedy decoding sorted by prompt length,
 a row leaving its batch at the stop marker), once per config (`DTYPE:BATCH`), the configs
 interleaved over `--rounds` so that load drifts hit them alike. Per run: tasks/s, prompt tokens/s
 and generated tokens/s (both over the decoding time, prefill included), the share of prompt
@@ -46,7 +46,7 @@ def figures(metrics: dict, wall: float) -> dict:
 
 def measure(adapter: str, tasks: int, configs: list[tuple[str, int]], rounds: int, gold: bool,
             threads: int | None = None, base: str = "smollm2-135m") -> dict:
-    from benchmarks.evaluate import build_policy, evaluate_to_dir
+    from environments.evaluate import build_policy, evaluate_to_dir
 
     runs = []
     with tempfile.TemporaryDirectory(prefix="eval-throughput-") as tmp:

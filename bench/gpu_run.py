@@ -59,8 +59,8 @@ def curate(cfg: PlanConfig, cache: Path, wild: Path | None, sandbox: str) -> tup
     import contextlib
     import io
 
-    from benchmarks import registry
-    from benchmarks.quality.rows import default_corpus_dir
+    from base import registry
+    from experiments.quality.rows import default_corpus_dir
     from evolver.cli import main
     from gpu_plan import quality_argv
     from sandbox.curate import runtime_sha256

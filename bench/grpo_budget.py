@@ -10,7 +10,7 @@ pass; LR the profile's `grpo_learning_rate`, else the recipe's 5e-6, the paper's
 --gold --set …` trains ρ0 on the default wild corpus at the profile with that budget — full and
 without its RL data (the SFT-only training is the same for every candidate) — and scores both on
 bfcl-single's tuning slice (120 train tasks that neither the default corpus, dev nor test holds;
-benchmarks/bfcl/splits.py `tuning_slice`). Cells are cached under runs/bench-quality/, so a
+environments/bfcl/splits.py `tuning_slice`). Cells are cached under runs/bench-quality/, so a
 stopped run continues where it stopped; after each candidate the table is rewritten to `--out`
 and its `.md` sibling. Dev and test tasks are never read here.
 

@@ -274,7 +274,7 @@ def quality_table(name: str) -> str:
     d = load(name)
     pairs = {(p["a"], p["b"]): p for p in d.get("pairs", [])}
     table2 = any(r.get("full_minus_this") for r in d["rows"])   # Table 2: what each ablated component is worth
-    # where a difference is: the tasks that want a call and those that want none (benchmarks.quality.table.by_kind)
+    # where a difference is: the tasks that want a call and those that want none (experiments.quality.table.by_kind)
     kinds = [(key, label) for key, label in (("vs_rho0_wild_by_kind", "Δ vs ρ0 wild"), ("full_minus_this_by_kind", "full − row"))
              if any(r.get(key) for r in d["rows"])]
     head = [f"{label}, {kind} tasks" for _, label in kinds for kind in ("calling", "declining")]

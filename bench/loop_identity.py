@@ -128,7 +128,7 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     corpus = args.out / "sample_corpus.jsonl"
     if not corpus.exists():
-        shutil.copyfile(ROOT / "benchmarks" / "data" / "sample_corpus.jsonl", corpus)
+        shutil.copyfile(ROOT / "environments" / "data" / "sample_corpus.jsonl", corpus)
     flags = args.flags or RUN
     prints = {}
     for side, rev in (("before", args.before), ("after", args.after)):

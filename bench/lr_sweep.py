@@ -6,7 +6,7 @@
 For each SFT learning rate, `curateevo bench quality --calibrate --split tune --rows
 oracle,poisoned,rho0-wild --set sft_learning_rate=R` trains the three calibration rows at the
 profile and scores them on bfcl-single's tuning slice (120 train tasks that neither the default
-corpus, dev nor test holds: benchmarks/bfcl/splits.py `tuning_slice`). Every cell is cached under
+corpus, dev nor test holds: environments/bfcl/splits.py `tuning_slice`). Every cell is cached under
 runs/bench-quality/, so a stopped sweep continues where it stopped; after each rate the table is
 rewritten to `--out` (JSON) and its `.md` sibling.
 

@@ -6,7 +6,7 @@
 
 A setting that is part of the cache key (`--set sft_memory_hints=true`) makes its own report; this
 pairs a row of one report with a row of another (per-task P of `--gold` reports, the same split
-and seeds), by `benchmarks.quality.stats.paired_difference` — the quality table's own paired
+and seeds), by `experiments.quality.stats.paired_difference` — the quality table's own paired
 bootstrap, over tasks (a report keeps each task's mean over its seeds) — and counts, per category
 (the benchmark's own category rule), the tasks each solved and the tasks that changed.
 """
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from base.files import atomic_json  # noqa: E402
 from bench.loop_identity import label  # noqa: E402
-from benchmarks.quality.stats import paired_difference  # noqa: E402
+from experiments.quality.stats import paired_difference  # noqa: E402
 from evolver.proposers.offline import categorizer  # noqa: E402
 
 

@@ -85,7 +85,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json", type=Path, help="write the numbers here too")
     args = ap.parse_args()
-    from sandbox.provenance import settle
+    from base.provenance import settle
     stamping.settle = settle
     raw = tuple(json.loads(line) for line in args.corpus.open(encoding="utf-8"))
     work = Path(tempfile.mkdtemp(prefix="curateevo-provenance-"))

@@ -11,7 +11,7 @@ candidate they ran) is trained once per seed and read twice:
 `curateevo bench quality --split dev --gold` (dev P and gold LL, per task) and
 `curateevo bench quality --split test --gold` (test P, per task) — the trainings are shared,
 every cell is cached under runs/bench-quality/, so a stopped measurement continues where it
-stopped. benchmarks/quality/rank.py then computes Spearman's ρ of each dev reading against test P
+stopped. experiments/quality/rank.py then computes Spearman's ρ of each dev reading against test P
 with a bootstrap interval over the tasks of both splits, and says whether gold LL ranks at
 ρ ≥ 0.8 where dev P does not. Test tasks are read here only to score rows, never to choose one.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.quality import rank  # noqa: E402
+from experiments.quality import rank  # noqa: E402
 
 ROWS = "rho0-wild,agentrefine,oracle,rho0-labeled,augment,noisy,poisoned"
 

@@ -28,7 +28,7 @@ def evolution(backend: list[str], runs: Path, name: str, args) -> float:
     argv = [sys.executable, "-m", "evolver.cli", "run", "--profile", args.profile, "--epochs", str(args.epochs),
             "--candidates", str(args.candidates), "--seeds", str(args.seeds), "--tasks", str(args.tasks),
             "--sandbox", "process", "--benchmark", "bfcl-single", "--margin", "0.001", "--batch-size", "2",
-            "--corpus", str(ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"), "--runs-dir", str(runs),
+            "--corpus", str(ROOT / "environments" / "data" / "sample_corpus.jsonl"), "--runs-dir", str(runs),
             "--name", name, *(["--base", "tiny-random"] if args.profile == "test" else []), *backend]
     t0 = time.monotonic()
     subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.quality.rank import RANKS_WELL, spearman  # noqa: E402
+from experiments.quality.rank import RANKS_WELL, spearman  # noqa: E402
 from rank_agreement import add_rows  # noqa: E402  (bench/, beside this script)
 MIN_CANDIDATES = 8
 """The issue's floor: fewer candidates give an interval too wide to read."""

@@ -52,7 +52,7 @@ from trainer import data, devices, models  # noqa: E402
 from trainer.cli import parse_budget  # noqa: E402
 from trainer.recipe import RECIPE, get_profile  # noqa: E402
 
-SAMPLE = ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"
+SAMPLE = ROOT / "environments" / "data" / "sample_corpus.jsonl"
 # bf16 dense tensor-core peaks (FLOP/s), NVIDIA datasheets; matched against the device name.
 PEAKS = [("H200", 989e12), ("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H100", 989e12),
          ("A100", 312e12), ("L40S", 362e12), ("A10G", 70e12)]

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from corpora.common import (TOOLS_SOURCE, BadRecord, ToolSynth, first_user_text, json_type,
                                    published_outcome, record_id, tools_from, unanswered_outcome)
-from sandbox.schemas import canonical_json
+from base.schemas import canonical_json
 
 _ADP_KEYS = frozenset(("id", "content", "details", "schema_version", "available_apis",
                        "available_custom_tools", "available_code_languages", "tools"))

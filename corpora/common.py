@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from typing import Any, Mapping
 
-from sandbox.schemas import canonical_json
+from base.schemas import canonical_json
 
 
 # meta key naming where a record's tool schemas came from when its file had none:

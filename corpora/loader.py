@@ -1,7 +1,7 @@
 """`load_corpus`: files in, valid canonical raw records out, every refusal named.
 
 Each JSON value of each file (see `corpora.reading`) becomes one canonical raw record
-(DESIGN.md "Formats"), checked with `sandbox.schemas.check_raw`. A bad value is named as
+(DESIGN.md "Formats"), checked with `base.schemas.check_raw`. A bad value is named as
 `path:line: reason` (an array element as `path:line [i]: reason`); by default the first one
 aborts with a `UserError`, with `on_error="skip"` the bad ones are collected instead, each with
 its reason (`Corpus.skipped_lines`).
@@ -26,7 +26,7 @@ from corpora.reading import (DEFAULT_MAX_LINE_BYTES, CorpusFile, Unit, corpus_fi
                                     file_sha256, units)
 from corpora.sharegpt import convert_sharegpt
 from corpora.tau2 import is_results, simulations
-from sandbox.schemas import canonical_json, check_raw
+from base.schemas import canonical_json, check_raw
 
 FORMATS = ("canonical", "sharegpt", "adp", "tau-bench", "tau2-bench", "toolbench", "swe-agent")
 

@@ -39,7 +39,7 @@ from typing import Any
 
 from corpora.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, json_type, parsed_args,
                             published_outcome, record_id, result_envelopes, tools_from)
-from sandbox.schemas import ROLES, canonical_json, orphan_result
+from base.schemas import ROLES, canonical_json, orphan_result
 
 CANONICAL_KEYS = frozenset(("id", "source", "task", "tools", "messages", "outcome", "meta"))
 _MESSAGE_KEYS = frozenset(("role", "content", "tool_calls", "tool_call_id", "name"))

@@ -7,7 +7,7 @@ from typing import Any
 from corpora.common import (TOOLS_SOURCE, BadRecord, ToolSynth, arguments_json, as_list, first_user_text,
                             json_type, note_quirk, parsed_args, published_outcome, record_id,
                             result_envelopes, tools_from, unanswered_outcome)
-from sandbox.schemas import canonical_json
+from base.schemas import canonical_json
 
 SHARED_OBSERVATION = ("ShareGPT observations answering several parallel calls at once, kept whole as the first "
                       "call's result (the others stay unanswered)")

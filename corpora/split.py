@@ -203,10 +203,10 @@ def train_part(corpus, spec: Mapping | None = None, **legacy):
 
 
 def corpus_kind(records: Sequence[Mapping]) -> str:
-    """The benchmark to evaluate a corpus on: the environment's (benchmarks.registry) when every
+    """The benchmark to evaluate a corpus on: the environment's (base.registry) when every
     record names the same known one in `meta.env.benchmark`, else the next-call benchmark
     (registry.NO_ENVIRONMENT)."""
-    from benchmarks import registry
+    from base import registry
 
     kinds = {((r.get("meta") or {}).get("env") or {}).get("benchmark") for r in records}
     if len(kinds) == 1:

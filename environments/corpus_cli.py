@@ -1,13 +1,13 @@
 """`curateevo corpus build NAME --setting labeled|wild --out D [--seed N] [--max-records N]`: the default
-raw corpora, from an environment's train split only (`benchmarks.environment`: build_corpus; every
-registered environment with `corpus_settings`, BFCL's in benchmarks/bfcl/corpus_builder.py)."""
+raw corpora, from an environment's train split only (`base.environment`: build_corpus; every
+registered environment with `corpus_settings`, BFCL's in environments/bfcl/corpus_builder.py)."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
 from base.errors import UserError, positive_int
-from benchmarks import registry
+from base import registry
 
 
 def _builders() -> list[str]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from benchmarks.base import Task
-from benchmarks.bfcl.common import CallError, call_parts, error_observation, short
+from base.benchmark import Task
+from environments.bfcl.common import CallError, call_parts, error_observation, short
 
 
 class OneTurn:

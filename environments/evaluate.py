@@ -3,9 +3,9 @@ to a folder — what `curateevo eval`, the run's evaluate stage and `curateevo t
 
 `evaluate_to_dir` writes into a new or empty folder, each file atomically:
 
-- `trajectories.jsonl`: one canonical raw record per episode (benchmarks.runner); on a benchmark
+- `trajectories.jsonl`: one canonical raw record per episode (environments.runner); on a benchmark
   without an environment (next-call), one per held-out record with scored steps: the recorded
-  messages and, per step, the model's answer, its verdict and why (benchmarks/next_call/scoring.py);
+  messages and, per step, the model's answer, its verdict and why (environments/next_call/scoring.py);
 - `steps.jsonl`: one line per step item (gold prefix given, the policy's next action judged);
 - `metrics.json`: P (the chosen metric), all metrics overall and per category, the resolved
   configuration (policy, chat format, runner, memory, task ids) and, apart under `timing`, wall
@@ -28,8 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from base.errors import UserError
 from base.files import atomic_write, is_empty_or_missing, sha256_file
-from benchmarks.policies.limits import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PROMPT_TOKENS
-from benchmarks.registry import DEFAULT as DEFAULT_BENCHMARK
+from environments.policies.limits import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PROMPT_TOKENS
+from base.registry import DEFAULT as DEFAULT_BENCHMARK
 
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
 DEFAULT_MEMORY_K = 3
@@ -38,7 +38,7 @@ DEFAULT_MEMORY_K = 3
 class EvalSpec(BaseModel):
     """How a trained policy is evaluated, besides what is evaluated (base, adapter, memory), the
     split and the seed: what the loop, `bench quality`'s cells, the proxy of k candidates,
-    `curateevo test` and `curateevo eval` give `benchmarks.stages.evaluate_on`, so the thread
+    `curateevo test` and `curateevo eval` give `experiments.train_eval.evaluate_on`, so the thread
     pinning, the decoding budget and the memory rule are the same wherever a policy is scored.
     Each field is declared here once; `evolver.config.RunConfig.eval` and the quality bench's
     `Setting.eval` nest one (what the run or the bench sets itself, benchmark to corpus_split, is
@@ -46,7 +46,7 @@ class EvalSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     benchmark: str = DEFAULT_BENCHMARK
-    """The environment (benchmarks.registry): bfcl-single, bfcl, next-call, …"""
+    """The environment (base.registry): bfcl-single, bfcl, next-call, …"""
     metric: str | None = None
     """P: task_success, turn_pass, step_accuracy or call_f1 (None: the benchmark's first metric)."""
     tasks: int | None = None
@@ -79,7 +79,7 @@ class EvalSpec(BaseModel):
 
 @dataclass(frozen=True)
 class EvalResult:
-    """What an evaluation returns (benchmarks.stages.evaluate_on): its `metrics.json` document
+    """What an evaluation returns (experiments.train_eval.evaluate_on): its `metrics.json` document
     (`doc`, exactly as written) and the fields its readers take from it. Contract: `tasks` lists
     the evaluated task ids in evaluation order, one per episode (each task once; `samples` > 1
     rolls each out several times); `per_category` maps each category of those tasks to the same
@@ -126,7 +126,7 @@ def steps_pass(benchmark: str, metric: str | None) -> bool:
     """Whether evaluation adds the step-level pass: never for a benchmark that scores no step items;
     single-turn tasks are one step each, so the step pass would score the same answers again (unless
     the metric is the steps' own)."""
-    from benchmarks import registry
+    from base import registry
 
     env = registry.get(benchmark)
     return scores_steps(env) and not (env.single_step and metric != "step_accuracy")
@@ -134,7 +134,7 @@ def steps_pass(benchmark: str, metric: str | None) -> bool:
 
 def opening_prompts(bench: Any, tasks: Sequence[Any], episodes: bool) -> list[tuple[list, list]]:
     """The (messages, tools) an evaluation shows first: each episode's opening turn, or each step item."""
-    from benchmarks.runner import step_items
+    from environments.runner import step_items
 
     if episodes:
         return [(t.turns[0] if t.turns else [], t.tools) for t in tasks]
@@ -163,7 +163,7 @@ def check_prompts_fit(benchmark: str, prompts: Sequence[tuple[list, list]], toke
 
 
 def jsonl(records: Iterable[Any]) -> str:
-    from sandbox.schemas import canonical_json
+    from base.schemas import canonical_json
 
     return "".join(canonical_json(r) + "\n" for r in records)
 
@@ -190,11 +190,11 @@ def build_policy(*, base: str, adapter: str | None = None, endpoint: str | None 
     if endpoint:
         if adapter:
             raise UserError("--adapter is for local models; an endpoint serves its own weights")
-        from benchmarks.policies.openai_compat import OpenAIPolicy
+        from environments.policies.openai_compat import OpenAIPolicy
 
         return OpenAIPolicy(endpoint, base, api=api, api_key_env=api_key_env, max_new_tokens=max_new_tokens,
                             style=style, concurrency=concurrency)
-    from benchmarks.policies.local import TransformersPolicy
+    from environments.policies.local import TransformersPolicy
 
     if device == "cuda":
         import torch
@@ -220,18 +220,19 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
                     progress: bool = False, policy_options: dict | None = None, gold: bool = False,
                     user=None) -> dict:
     """Evaluate and write trajectories.jsonl, steps.jsonl and metrics.json into `out`; returns
-    the metrics document. `policy` (any benchmarks.policies.Policy) or `policy_options` (the
+    the metrics document. `policy` (any environments.policies.Policy) or `policy_options` (the
     keywords of `build_policy`) says what is evaluated. `corpus_on_error`, `corpus_tools` and
     `corpus_split` load and split a next-call corpus as the run that curated it did (skipped lines,
     --tools schemas, its dev and test parts: corpora.split). `gold`: also the policy's log-likelihood of
-    the tasks' gold calls (benchmarks/gold_likelihood.py; a local transformers policy only). `user`
-    (benchmarks.user_sim.UserEndpoint) plays the user where the benchmark simulates one (τ² airline and
+    the tasks' gold calls (environments/gold_likelihood.py; a local transformers policy only). `user`
+    (environments.user_sim.UserEndpoint) plays the user where the benchmark simulates one (τ² airline and
     retail, ACEBench agent multi-turn); other benchmarks ignore it."""
     from trainer import memory as memory_mod
-    from benchmarks import metrics as metrics_mod
-    from benchmarks import registry, runner
-    from benchmarks.base import check_split
-    from benchmarks.registry import get_benchmark
+    from environments import metrics as metrics_mod
+    from base import registry
+    from environments import runner
+    from base.benchmark import check_split
+    from base.registry import get_benchmark
     from formats import chat_format as cf
 
     if split == "test" and not allow_test:
@@ -313,7 +314,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
         trajectories = bench.episodes(task_list, result.steps)
     gold_doc = None
     if gold and getattr(policy, "model", None) is not None:
-        from benchmarks.gold_likelihood import gold_log_likelihood
+        from environments.gold_likelihood import gold_log_likelihood
 
         started = time.perf_counter()
         gold_doc = gold_log_likelihood(policy.model, policy.tokenizer, runner.hinted(runner.step_items(bench, task_list), index),

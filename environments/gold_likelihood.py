@@ -1,6 +1,6 @@
 """A low-variance dev signal beside P: the trained policy's log-likelihood of the dev tasks' gold calls.
 
-For every step item with a known gold call (benchmarks.base.StepItem; irrelevance items, whose
+For every step item with a known gold call (base.benchmark.StepItem; irrelevance items, whose
 gold is "no call", and items without ground truth are left out), the gold assistant message is
 rendered after the item's prefix with the training chat format (trainer.data.sft_example: the
 same tokens and assistant mask the recipe trains on, only the gold turn weighted), and the

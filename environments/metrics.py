@@ -6,7 +6,7 @@
   split into items whose gold makes calls and items whose gold is a plain reply;
 - `call_f1`: call-level F1 over the step items of a benchmark that judges calls one by one (next-call),
   with `call_precision`, `call_recall`, `no_call_fp_rate` and the counts beside it, and per tool
-  (benchmarks/next_call/scoring.py) — P on the next-call benchmark;
+  (environments/next_call/scoring.py) — P on the next-call benchmark;
 - `format_error_rate`: share of policy answers that are not parseable (episodes and steps);
 - `call_rate`: share of policy answers that make at least one well-formed call;
 - `episodes_per_minute`, `items_per_minute`: throughput (timing; the only non-deterministic part).
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Mapping, Sequence
 
-from benchmarks.next_call import scoring as next_call_scoring
+from environments.next_call import scoring as next_call_scoring
 
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
 

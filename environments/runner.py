@@ -5,7 +5,7 @@ Episodes. Each (task, sample) is one episode. Episodes run in fixed groups of `g
 depends on the task ids alone, never on timing. Inside a group the episodes advance in lockstep:
 each round asks the policy once for the next assistant turn of every unfinished episode of the
 group, in group order; the policy decodes them `batch_size` at a time (a local policy sorts them
-by prompt length first, benchmarks/policies/local.py). A turn:
+by prompt length first, environments/policies/local.py). A turn:
 
 1. the environment adds the next user messages (`Episode.next_turn()`; None ends the task, after
    the messages of its `closing`, if it has one: a simulated user's last words, never answered);
@@ -42,8 +42,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from trainer import memory as memory_mod
-from benchmarks.base import Benchmark, StepItem, Task
-from benchmarks.policies.local import derive_seed
+from base.benchmark import Benchmark, StepItem, Task
+from environments.policies.local import derive_seed
 from formats import chat_format as cf
 
 DEFAULT_MAX_STEPS = 20  # BFCL's MAXIMUM_STEP_LIMIT per user turn
@@ -246,7 +246,7 @@ def run_episodes(benchmark: Benchmark, tasks: Sequence[Task], policy, *, max_ste
 
 def step_items(benchmark: Benchmark, tasks: Sequence[Task]) -> list[StepItem]:
     """The step items of `tasks`, in task order."""
-    if not hasattr(benchmark, "step_items"):   # a benchmark that scores no steps (benchmarks/base.py)
+    if not hasattr(benchmark, "step_items"):   # a benchmark that scores no steps (base/benchmark.py)
         return []
     return [item for task in tasks for item in benchmark.step_items(task)]
 

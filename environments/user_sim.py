@@ -70,7 +70,7 @@ class UserEndpoint:
 
     def check(self) -> None:
         """Raise UserError in one sentence unless the server answers and serves `model`."""
-        from benchmarks.servers import check_server
+        from environments.servers import check_server
 
         check_server(self.base_url, self.api_key, self.model, url_flag="--user-base-url", model_flag="--user-model",
                      key_env=self.api_key_env, start_hint="start one (`curateevo serve` serves the embedded model) "

@@ -14,7 +14,7 @@ import numpy as np
 
 from base.objective import objective
 from base.paired import RESAMPLES, acceptance_margin, paired_difference
-from benchmarks import registry
+from base import registry
 
 
 @dataclass(frozen=True)

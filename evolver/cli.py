@@ -15,18 +15,18 @@ from trainer.options import add_profile
 from base.files import atomic_write, read_json
 from evolver import repair, report, run_cli, trace
 from sandbox import image as sandbox_image
-from benchmarks import corpus_cli
+from environments import corpus_cli
 from trainer import cli as trainer_cli
 from trainer import export as trainer_export
 from trainer import serve as trainer_serve
-from benchmarks import eval_cli
-from benchmarks.quality import cli as quality_cli
+from experiments import eval_cli
+from experiments.quality import cli as quality_cli
 from corpora import FORMATS as CORPUS_FORMATS
 from sandbox.executor import PROJECT_ROOT, Limits
 from sandbox.leftovers import reap_leftovers, start_ticks
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
-SAMPLE_CORPUS = PROJECT_ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"
+SAMPLE_CORPUS = PROJECT_ROOT / "environments" / "data" / "sample_corpus.jsonl"
 _IMPORTED = time.monotonic()
 
 
@@ -72,7 +72,7 @@ def process_seconds() -> float:
 
 
 def cmd_curate(args) -> int:
-    from benchmarks.registry import NO_ENVIRONMENT
+    from base.registry import NO_ENVIRONMENT
     from corpora import corpus_kind, load_corpus
     from corpora.split import sides, sides_note
     from sandbox.curate import execute
@@ -240,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("curate", help="execute one strategy once and show its profile")
     p.add_argument("--strategy", type=Path, default=SEED_STRATEGY, help="strategy.py or its directory (default: seed ρ0)")
     add_corpus(p, "raw corpus file(s) or folder(s), any format `run` reads (default: the bundled sample, "
-                  "benchmarks/data/sample_corpus.jsonl)",
+                  "environments/data/sample_corpus.jsonl)",
                "JSON file of the real tool schemas for records whose files carry none (default: one catalogue per "
                "source, built from the calls the corpus makes)")
     p.add_argument("--format", default="auto", choices=["auto", "openai", *CORPUS_FORMATS],

@@ -1,5 +1,5 @@
 """The run's settings, each declared once: a field of `RunConfig` (what `run.json` holds), of a
-component's model it nests (`train`: trainer/train.py TrainSpec; `eval`: benchmarks/evaluate.py
+component's model it nests (`train`: trainer/train.py TrainSpec; `eval`: environments/evaluate.py
 EvalSpec; `llm`: evolver/llm.py LLMConfig; `agent`: evolver/proposers/agent_limits.py AgentLimits)
 or of `LaunchOptions` (what only `curateevo run` needs), with its type,
 range, default and — where it is an option of `run` — a `Flag` with its help text. The options of
@@ -17,10 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from base.errors import UserError
 from base.objective import LAMBDA
-from benchmarks import registry
-from benchmarks.evaluate import EvalSpec, steps_pass
-from benchmarks.policies.limits import LEGACY_MAX_NEW_TOKENS
-from benchmarks.stages import PROXY_SFT_STEPS, PROXY_TASKS
+from base import registry
+from environments.evaluate import EvalSpec, steps_pass
+from environments.policies.limits import LEGACY_MAX_NEW_TOKENS
+from experiments.train_eval import PROXY_SFT_STEPS, PROXY_TASKS
 from evolver.llm import LLMConfig
 from evolver.options import Flag, Nested, check_choices, check_option, options_of, sentence
 from evolver.proposers.agent_limits import AgentLimits
@@ -109,7 +109,7 @@ class RunConfig(BaseModel):
     metric: Annotated[str, Flag("P, the dev metric (default: task_success; call_f1 on next-call)", derived=True,
                                 choices=METRICS)] = "task_success"
     """P: task_success (official checker), turn_pass or step_accuracy; call_f1 on next-call (call-level F1 over
-    the held-out steps, benchmarks/next_call/scoring.py)."""
+    the held-out steps, environments/next_call/scoring.py)."""
     tasks: Annotated[int, Field(ge=1), Flag("dev tasks evaluated per epoch, balanced over the categories")] = 186
     """Every bfcl-single dev task (186); a smaller dev split is evaluated whole. 60 tasks × 1 seed resolve
     ~20 points of P; 186 compared on the same tasks ~7 before the seed spread is counted, ~9–10 with the
@@ -155,7 +155,7 @@ class RunConfig(BaseModel):
         max_new_tokens=Flag("evaluation: most tokens the agent writes per turn"),
         max_prompt_tokens=Flag("evaluation: most prompt tokens per turn (a longer conversation loses its oldest "
                                "turns; a prompt that cannot fit is refused before the run starts)"))] = Field(default_factory=EvalSpec)
-    """How every candidate is evaluated (benchmarks/evaluate.py EvalSpec): the decoding budget, the
+    """How every candidate is evaluated (environments/evaluate.py EvalSpec): the decoding budget, the
     batches, the step pass (`steps`: set from --benchmark and --metric), the memory rule. What the
     run sets itself (`RUN_SETS`: its benchmark, metric and tasks, its profile's threads, its corpus)
     stays out of it and is added when the run evaluates (`eval_spec`)."""
@@ -297,7 +297,7 @@ class RunConfig(BaseModel):
 
     @property
     def eval_spec(self) -> EvalSpec:
-        """How the run evaluates every candidate (benchmarks.stages.evaluate_on): `eval` with what
+        """How the run evaluates every candidate (experiments.train_eval.evaluate_on): `eval` with what
         the run sets itself (`RUN_SETS`), on the profile's pinned CPU threads, so any machine of a
         cluster decodes alike."""
         corpus = registry.get(self.benchmark).dev_corpus(self.corpus)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from base.files import read_jsonl
-from benchmarks import registry
+from base import registry
 from evolver.acceptance import make_rule
 from evolver.backends import make_backend
 from evolver.config import RunConfig

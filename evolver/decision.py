@@ -47,7 +47,7 @@ def judged(run: RunContext, epoch: int, curation: Curation, evaluations: list[Ev
     if cheaper:   # said so wherever the decision is shown (commit message, log, report)
         decision.c_only, decision.reason = True, f"{decision.reason}; {cheaper}"
     gold = [e.gold_ll for e in evaluations if e.gold_ll is not None]
-    if gold:   # the low-variance signal beside P (benchmarks/gold_likelihood.py); not part of J
+    if gold:   # the low-variance signal beside P (environments/gold_likelihood.py); not part of J
         decision.gold_ll = round(fmean(gold), 6)
     return decision
 

@@ -2,7 +2,7 @@
 checker's verdict first and the trajectory's shape second. No LLM needed.
 
 Input: evaluated trajectories (canonical records with `outcome` and `meta.feedback`,
-`meta.format_errors`, `meta.step_limit_turn`, `meta.turn_pass`, as benchmarks/runner.py writes
+`meta.format_errors`, `meta.step_limit_turn`, `meta.turn_pass`, as environments/runner.py writes
 them). Output: DESIGN's `failed_points.json`; `signals.json` adds CoEvolve's signals
 (evolver/signals.py) to the family counts made here.
 
@@ -31,7 +31,7 @@ the first rule that applies, in this order:
 
 A next-call evaluation (a user's corpus without an environment) writes one record per held-out
 trajectory whose `meta.steps` hold the model's answer at each scored step with its verdict
-(benchmarks/next_call/scoring.py): its error type `next-call:<family>` (`replay:<family>` in runs made before issue 61) names the family of its first
+(environments/next_call/scoring.py): its error type `next-call:<family>` (`replay:<family>` in runs made before issue 61) names the family of its first
 wrong answer directly, every other wrong answer adds its family, and the shape rules are skipped —
 the messages are the corpus's recorded ones, not the agent's.
 
@@ -50,7 +50,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Mapping, Sequence
 
-from benchmarks import registry
+from base import registry
 from trainer.memory import HEADER as HINTS
 from evolver import signals as sig
 from evolver.signals import calls_of as _calls, task_id_of
@@ -86,8 +86,8 @@ FAMILIES = {
     "unclassified": ("the checker failed the task for a reason no rule names", "drop failed trajectories"),
 }
 # The checker rules 2–11 of the module docstring: (error-type pattern, family), first match wins. Each
-# environment maps its official checker's error types (`benchmarks.environment`: checker_rules;
-# BFCL's in benchmarks/bfcl/environment.py); taken in registry order, each rule once.
+# environment maps its official checker's error types (`base.environment`: checker_rules;
+# BFCL's in environments/bfcl/environment.py); taken in registry order, each rule once.
 CHECKER_RULES = tuple(dict.fromkeys(rule for e in registry.environments() for rule in e.checker_rules()))
 _RULES = tuple((re.compile(p), f) for p, f in CHECKER_RULES)
 UNKNOWN = re.compile(r"not defined|unknown (tool|function)|not (offered|available)|no such (tool|function)", re.I)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from base.errors import UserError
-from benchmarks import registry
+from base import registry
 from evolver.config import RunConfig
 
 
@@ -33,7 +33,7 @@ def read_ids(path: str, option: str) -> list[str]:
 def dev_check(config: RunConfig) -> dict:
     """The next-call benchmark's held-out dev and test parts, built as evaluation will build them: UserError now, before
     any work, when it gives nothing to judge; else what it gives (NextCallBenchmark.dev_size)."""
-    from benchmarks.next_call.benchmark import NextCallBenchmark
+    from environments.next_call.benchmark import NextCallBenchmark
 
     bench = NextCallBenchmark(list(config.corpus), split=config.split_spec, on_error=config.on_error,
                             tools=config.tools or None)
@@ -46,7 +46,7 @@ def dev_check(config: RunConfig) -> dict:
 
 def dev_note(dev: dict, tasks: int) -> str:
     """The real dev size, and a warning when it cannot tell strategies apart."""
-    from benchmarks.metrics import resolution_warning
+    from environments.metrics import resolution_warning
     from corpora.split import sides_note
 
     used = min(tasks, dev["records"])
@@ -65,10 +65,10 @@ def dev_note(dev: dict, tasks: int) -> str:
 def check_run_prompts(config: RunConfig) -> None:
     """Every dev prompt the run's evaluation will show its base model fits the run's prompt cap (as
     `evaluate_on` raises it for the benchmark), checked with the base's tokenizer before the run
-    directory exists: UserError naming the cap that fits (benchmarks.evaluate.check_prompts_fit)."""
-    from benchmarks.evaluate import check_prompts_fit, opening_prompts
-    from benchmarks.registry import get_benchmark
-    from benchmarks.stages import prompt_cap
+    directory exists: UserError naming the cap that fits (environments.evaluate.check_prompts_fit)."""
+    from environments.evaluate import check_prompts_fit, opening_prompts
+    from base.registry import get_benchmark
+    from experiments.train_eval import prompt_cap
     from trainer.models import load_tokenizer, resolve
 
     spec = config.eval_spec
@@ -91,7 +91,7 @@ def check_run_prompts(config: RunConfig) -> None:
 def check_run_lengths(config: RunConfig, corpus) -> None:
     """ρ0 trains every trajectory as it is (curation_strategies/seed): its records are made here on
     the host, from the part of `corpus` a strategy sees, and measured as epoch 0's training will
-    measure them (benchmarks.stages.check_lengths); UserError, before the run directory exists, when
+    measure them (experiments.train_eval.check_lengths); UserError, before the run directory exists, when
     none would be trained, naming the limits that would keep them. `corpus` None (the project's
     default corpus, sized to the profile) is not measured."""
     if corpus is None:

@@ -25,7 +25,7 @@ from evolver.diagnose import families
 from base.files import read_jsonl
 from evolver.proposers.offline import categorizer
 from evolver.store import RunStore
-from sandbox.provenance import DROPPED
+from base.provenance import DROPPED
 
 BUILDERS = ("sft_record", "rl_record", "memory_record")   # a record's plain making, not an operator's choice
 KINDS = ("sft", "rl", "memory")

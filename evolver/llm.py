@@ -33,7 +33,7 @@ from base.errors import RunFailed, UserError, printable
 from base.files import atomic_json, read_json
 from evolver.llm_providers import ProviderFailure, call_anthropic, call_openai
 from evolver.options import Flag, check_choices, sentence
-from sandbox.schemas import canonical_json
+from base.schemas import canonical_json
 
 PROVIDERS = ("openai", "anthropic")
 MODES = ("live", "record", "offline")

@@ -45,7 +45,7 @@ def check_llm(config: RunConfig, records: Path) -> dict | None:
         reply = LLM(llm_config, records).complete(PROBE, purpose="preflight", max_tokens=8)
     except LLMError as exc:
         if llm_config.provider == "openai" and llm_config.base_url:   # why, in one sentence, where the server says
-            from benchmarks.servers import check_server
+            from environments.servers import check_server
             from evolver.llm import NO_KEY
 
             check_server(llm_config.base_url, os.environ.get(llm_config.key_env) or NO_KEY, llm_config.model,

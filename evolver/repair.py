@@ -42,7 +42,7 @@ def _files(folder: Path) -> dict[str, Path]:
 
 def _rebuild(store: RunStore, epoch: int, commit: str, into: Path, sandbox: str | None) -> None:
     """The loop's curate stage again (evolver.candidate.curate_candidate), into `into`, LLM answers read from the run's records."""
-    from benchmarks import registry
+    from base import registry
     from evolver.integrity import check_workspace
     from evolver.llm import LLM
     from evolver.run_cli import run_config

@@ -126,7 +126,7 @@ def _training_plot(store, rows, plt):
 
 
 def _wilson_cell(k: int, n: int) -> str:
-    from benchmarks.quality.stats import wilson_interval
+    from experiments.quality.stats import wilson_interval
 
     if not n:
         return "—"

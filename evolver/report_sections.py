@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from base.files import read_json, read_jsonl
-from benchmarks import registry
+from base import registry
 from evolver.config import RunConfig
 from evolver.store import RunStore
 from evolver.tables import dev_size
@@ -131,8 +131,8 @@ def _answer(trajectory: dict) -> str:
 
 def _gold_of(cfg: RunConfig, task_ids: list[str]) -> dict[str, str]:
     """An environment's dev tasks' gold calls, as the benchmark's step items state them."""
-    from benchmarks import runner
-    from benchmarks.registry import get_benchmark
+    from environments import runner
+    from base.registry import get_benchmark
 
     bench = get_benchmark(cfg.benchmark)
     wanted = set(task_ids)

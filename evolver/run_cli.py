@@ -13,8 +13,8 @@ from evolver.config import (RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values,
                             option_values, resolve)
 from base.errors import UserError, positive_int
 from base.files import atomic_json, is_empty_or_missing, read_json, read_jsonl, sha256_bytes, sha256_file
-from benchmarks import registry
-from benchmarks.evaluate import EvalResult
+from base import registry
+from environments.evaluate import EvalResult
 from evolver.store import RunStore, half_made, taken
 from evolver.launch import check_run_lengths, check_run_prompts, dev_check, dev_note, read_ids
 from evolver.tables import epoch_rows, failed_stages, format_log, format_stages, untrained_choice
@@ -198,8 +198,8 @@ def cmd_run(args) -> int:
 
         say("acceptance: " + default_margin_of(options, cfg.train.base, cfg.benchmark)[1])
     # the instrument's calibration of this setting (bench quality --calibrate), a next-call run's by its corpus
-    from benchmarks.quality.calibration import run_note
-    from benchmarks.quality.cli import CACHE
+    from experiments.quality.calibration import run_note
+    from experiments.quality import CACHE
 
     dev_corpus = registry.get(cfg.benchmark).dev_corpus(cfg.corpus)   # a next-call run's is its own corpus
     say(run_note(CACHE, benchmark=cfg.benchmark, profile=cfg.train.profile, base=cfg.train.base, tasks=cfg.tasks,
@@ -342,7 +342,7 @@ def run_config(store: RunStore) -> RunConfig:
 def cmd_test(args) -> int:
     """The final strategy (its adapter + memory) and ρ0 (epoch 0's) on the test split, once, paired
     (evolver/tested.py), recorded in RUN/test/ (ρ0's evaluation in RUN/test/rho0/)."""
-    from benchmarks.evaluate import format_metrics
+    from environments.evaluate import format_metrics
 
     store = RunStore.open(Path(args.run))
     final = [e["result"] for e in store.journal.events() if e.get("stage") == "final" and e["event"] == "stage_done"]
@@ -355,7 +355,7 @@ def cmd_test(args) -> int:
                         "it is read once per run: `curateevo test RUN --again` reads it again and says so in the report")
     if (out / "metrics.json").exists() and not readings:
         raise UserError(f"{out} exists: the test split is read once per run")
-    from benchmarks.user_sim import from_args
+    from environments.user_sim import from_args
 
     user = from_args(args)   # the simulated user's server answers (one sentence if not) before anything is read
     # an interrupted test showed no result: its partial output is cleared and the test runs again
@@ -411,7 +411,7 @@ def _held_out(store: RunStore, cfg: RunConfig, final: dict, epoch: int, seed: in
     --held-out), paired as on the run's own: {benchmark: comparison}, {benchmark: why it was not run}."""
     from evolver import tested
 
-    from benchmarks.user_sim import FLAGS
+    from environments.user_sim import FLAGS
 
     names = tested.held_out_for(cfg.benchmark, getattr(args, "held_out", None))
     docs, skipped = {}, {}
@@ -439,9 +439,9 @@ def _held_out(store: RunStore, cfg: RunConfig, final: dict, epoch: int, seed: in
 def _read_test(store: RunStore, cfg: RunConfig, final: dict, seed: int, tasks: int | None,
                out: Path, benchmark: str | None = None, user=None) -> tuple[EvalResult, dict, dict]:
     """One epoch's strategy (its adapter + memory, as the run recorded them) on the test split into
-    `out`, evaluated as the run evaluates (its EvalSpec, through benchmarks.stages.evaluate_on; the
+    `out`, evaluated as the run evaluates (its EvalSpec, through experiments.train_eval.evaluate_on; the
     whole test split unless `tasks`): the evaluation's result, task id → [score] and task id → category."""
-    from benchmarks.stages import evaluate_on
+    from experiments.train_eval import evaluate_on
     from evolver.tested import scores_of
 
     from evolver.tested import held_out_spec
@@ -484,7 +484,7 @@ def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path | 
     if trained is None:
         raise UserError(f"the adapter of epoch {epoch} (train-s{seed}), the run's choice, is missing or changed; "
                         f"testing now would evaluate something else; {fix}")
-    from benchmarks.stages import used
+    from experiments.train_eval import used
 
     # the memory rule of every evaluation: the epoch's memory file unless ablated (evaluate_on skips an empty one)
     memory = used(store.epoch_dir(epoch) / "artifacts", run_config(store).ablations)["memory"]
@@ -520,7 +520,7 @@ def add_cli(sub) -> None:
                            "seeds trained) and pair them over tasks × seeds")
             p.add_argument("--cache", type=Path, default=PROJECT_ROOT / "runs" / "bench-quality",
                            help="--seeds: the bench quality cache its cells go to (default runs/bench-quality)")
-            from benchmarks.user_sim import add_flags
+            from environments.user_sim import add_flags
 
             add_flags(p)   # τ² airline/retail and ACEBench agent multi-turn are held out only with a simulated user
         p.set_defaults(func=func)

@@ -1,7 +1,7 @@
 """The screen: k candidates of an epoch ranked cheaply, so the full recipe goes to the best (issue 60).
 
 A multi-fidelity screen: successive halving (evolver.selection) over the loop's proxy
-(evolver.evaluation.proxy_scores with the one proxy definition, benchmarks.stages.proxy_specs: a
+(evolver.evaluation.proxy_scores with the one proxy definition, experiments.train_eval.proxy_specs: a
 short SFT on a candidate's dry-run artifacts and a small balanced dev subset, both scaled by the
 rung's units, J = P − λ·C). Every candidate gets the cheapest rung, the better half twice the
 units, until one remains.
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from base.files import atomic_json, read_json
-from benchmarks.stages import PROXY_ABLATION, proxy_specs
+from experiments.train_eval import PROXY_ABLATION, proxy_specs
 from evolver import evaluation
 from evolver.candidate import artifact_hashes
 from evolver.context import RunContext
@@ -31,7 +31,7 @@ from evolver.selection import Selection, select
 
 def proxy_setting(cfg, units: int) -> dict:
     """What a proxy cell's score depends on besides the candidate's artifacts: the proxy's specs at
-    `units` (benchmarks.stages.proxy_specs, as evolver.evaluation.proxy_scores trains and evaluates
+    `units` (experiments.train_eval.proxy_specs, as evolver.evaluation.proxy_scores trains and evaluates
     with them, less how the training child is launched and tracked), the seed, λ and the ablations."""
     train, evaluation_spec = proxy_specs(cfg.train, cfg.eval_spec, units, cfg.proxy_sft_steps, cfg.proxy_tasks)
     return {"train": train.model_dump(mode="json", exclude={"report_to", "launcher", "accelerate_config"}),

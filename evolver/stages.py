@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from benchmarks.stages import evaluate_on, length_report, train_on, used
+from experiments.train_eval import evaluate_on, length_report, train_on, used
 from evolver.config import RunConfig
 from evolver.results import Evaluation, Training
 

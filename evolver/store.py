@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from base.errors import UserError, printable
 from base.files import atomic_json, is_empty_or_missing, read_json, sha256_path, writable_parent  # sha256_path: importable from here too
-from benchmarks import registry
+from base import registry
 from sandbox import environment_lock
 
 _HELD: dict[str, int] = {}       # run root → fd holding its lock in this process

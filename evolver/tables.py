@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 
 from base.files import read_json
-from benchmarks import registry
+from base import registry
 from evolver.store import RunStore
 
 
@@ -184,7 +184,7 @@ def dev_scope(config: dict) -> str:
 
 def dev_notes(store: RunStore, rows: list[dict]) -> list[str]:
     """The real dev size, and a warning when it is too small to tell strategies apart."""
-    from benchmarks.metrics import resolution_warning
+    from environments.metrics import resolution_warning
 
     dev = dev_size(rows)
     if dev is None:

@@ -3,7 +3,7 @@
 `curateevo test RUN` reads the test split for the run's final strategy and for ρ0 (epoch 0, no
 curation: its adapter and memory are in the run already) and compares them here: each one's P with
 its interval, the paired difference final − ρ0 with its interval, overall and per category, by the
-quality benchmark's statistics (benchmarks/quality/stats.py on base/paired.py's crossed paired
+quality benchmark's statistics (experiments/quality/stats.py on base/paired.py's crossed paired
 bootstrap). `test --seeds N` scores both as `bench quality` scores rows — its cells, seeds 0..N−1,
 the run's own trainings adopted — and pairs them the same way (`cells_scores`).
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from base.errors import UserError
 from base.files import atomic_json, read_json, read_jsonl
-from benchmarks.evaluate import EvalSpec
+from environments.evaluate import EvalSpec
 from trainer.train import TrainSpec
 
 FILE = "versus-rho0.json"
@@ -29,7 +29,7 @@ one it did not evolve on, beside its own test split."""
 def held_out_for(benchmark: str, named: str | None) -> list[str]:
     """The held-out benchmarks `test` scores for a run that evolved on `benchmark`: `named` (a comma list,
     "none" for none), else every one of HELD_OUT but its own; UserError for an unknown name."""
-    from benchmarks import registry
+    from base import registry
 
     if named is not None:
         chosen = [] if named.strip() == "none" else [n.strip() for n in named.split(",") if n.strip()]
@@ -42,7 +42,7 @@ def held_out_for(benchmark: str, named: str | None) -> list[str]:
 def held_out_spec(spec: EvalSpec, benchmark: str, tasks: int | None) -> EvalSpec:
     """The run's evaluation (decoding budget, batches, memory rule, threads) on another benchmark's test
     split: its own default metric, no step pass, no corpus of the run's."""
-    from benchmarks import registry
+    from base import registry
 
     return spec.model_copy(update={"benchmark": benchmark, "metric": registry.get(benchmark).metrics[0], "tasks": tasks,
                                    "steps": False,
@@ -81,7 +81,7 @@ def scores_of(trajectories: Path, metric: str) -> tuple[dict[str, float], dict[s
 def compare(final: dict, rho0: dict, category: dict[str, str]) -> dict:
     """Both rows' P with a 95% interval and the paired difference final − ρ0, overall and per
     category. `final`, `rho0`: task id → per-seed scores (the same seeds); `category`: task → category."""
-    from benchmarks.quality import stats
+    from experiments.quality import stats
 
     def block(tasks: list[str]) -> dict:
         a, b = ({t: s[t] for t in tasks} for s in (final, rho0))
@@ -117,14 +117,14 @@ def same_evaluation(run: EvalSpec, bench: EvalSpec, steps: bool = True) -> None:
 
 def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
                  sandbox: str, benchmark: str | None = None, user=None) -> tuple[dict, dict, dict]:
-    """The final strategy and ρ0 as two rows of `bench quality` (benchmarks/quality/cells.py) on the
+    """The final strategy and ρ0 as two rows of `bench quality` (experiments/quality/cells.py) on the
     test split with seeds 0..seeds−1, the run's own trainings adopted where they match: every
     missing seed of both is trained and evaluated there, cached in `cache` like any cell. Returns
     the final row's and ρ0's task → per-seed scores and task → category."""
-    from benchmarks import registry
-    from benchmarks.quality.cells import Cells, Row, Setting
-    from benchmarks.quality.rows import run_row
-    from benchmarks.quality.table import row_scores
+    from base import registry
+    from experiments.quality.cells import Cells, Row, Setting
+    from experiments.quality.rows import run_row
+    from experiments.quality.table import row_scores
     from sandbox.executor import make_executor
     from workspace.repository import Workspace
 

@@ -4,7 +4,7 @@
                    --split dev --tasks N --out D [--metric M] [--samples K --temperature T]
 
 prints task_success, turn_pass, step_accuracy, call_f1 (next-call), the format-error rate and episodes per minute,
-and writes trajectories, steps and metrics into D (benchmarks/evaluate.py). The test split is
+and writes trajectories, steps and metrics into D (environments/evaluate.py). The test split is
 refused: only `curateevo test` reads it.
 """
 from __future__ import annotations
@@ -15,11 +15,11 @@ from pathlib import Path
 
 from base.errors import UserError, nonnegative_number, positive_int
 from sandbox.options import add_corpus
-from benchmarks import registry
-from benchmarks.evaluate import METRICS, EvalSpec, adapter_dir, format_metrics
-from benchmarks.stages import evaluate_on
+from base import registry
+from environments.evaluate import METRICS, EvalSpec, adapter_dir, format_metrics
+from experiments.train_eval import evaluate_on
 
-DEFAULTS = EvalSpec()   # the defaults of every evaluation, declared once (benchmarks.evaluate.EvalSpec)
+DEFAULTS = EvalSpec()   # the defaults of every evaluation, declared once (environments.evaluate.EvalSpec)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +39,7 @@ def cmd_eval(args) -> int:
                     corpus_tools=args.tools, corpus_on_error=args.on_bad_line)
     policy_options = dict(endpoint=args.endpoint, api=args.api, api_key_env=args.api_key_env, device=args.device,
                           dtype=args.dtype, style=args.chat_style, concurrency=args.concurrency)
-    from benchmarks.user_sim import from_args
+    from environments.user_sim import from_args
 
     user = from_args(args)   # the simulated user's server answers, before any decoding
     policy = None
@@ -68,8 +68,8 @@ def _most_common_tool(args):
                         "(it learns its tool from the corpus's training 90%)")
     if args.endpoint or args.adapter:
         raise UserError("--policy most-common-tool runs no model: drop --base-url and --adapter")
-    from benchmarks.policies.baselines import MostCommonToolPolicy
-    from benchmarks.next_call.benchmark import NextCallBenchmark
+    from environments.policies.baselines import MostCommonToolPolicy
+    from environments.next_call.benchmark import NextCallBenchmark
 
     return MostCommonToolPolicy.from_records(NextCallBenchmark(args.corpus).train_records())
 
@@ -79,7 +79,7 @@ def add_cli(sub) -> None:
     p = sub.add_parser("eval", help="score a policy (base model + adapter + memory) on dev tasks",
                        description="Score a policy on a benchmark's dev tasks; writes trajectories.jsonl, "
                                    "steps.jsonl and metrics.json. The test split is refused.")
-    from benchmarks.user_sim import add_flags
+    from environments.user_sim import add_flags
 
     add_flags(p)
     p.add_argument("--benchmark", default=registry.DEFAULT, type=registry.given, choices=registry.names(),

@@ -2,12 +2,12 @@
 
 Which artifact files a stage reads (the ablations), the fixed recipe's training on them
 (`train_on`, with a `trainer.train.TrainSpec`) and the trained policy's evaluation with the
-curation's memory (`evaluate_on`, with a `benchmarks.evaluate.EvalSpec`). Every training and
+curation's memory (`evaluate_on`, with an `environments.evaluate.EvalSpec`). Every training and
 evaluation of the project goes through these two: the loop's stages (`evolver.stages`), its proxy
-of k candidates, the quality benchmark's cells and its proxy (`benchmarks/quality/`), `curateevo
+of k candidates, the quality benchmark's cells and its proxy (`experiments/quality/`), `curateevo
 test` and `curateevo eval`, so the length check, the thread pinning, the memory rule and the
-decoding budget are the same wherever a curation is trained or scored. They sit on the benchmarks
-floor so that the bench, below the loop, can call them too.
+decoding budget are the same wherever a curation is trained or scored. They sit on the experiments
+floor, above the environments and below the loop, so that the quality bench can call them too.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Sequence
 
 from base.errors import RunFailed
-from benchmarks.evaluate import EvalResult, EvalSpec, steps_pass
+from environments.evaluate import EvalResult, EvalSpec, steps_pass
 from trainer.train import TrainSpec
 
 KINDS = ("sft", "rl", "memory")
@@ -102,7 +102,7 @@ def train_on(spec: TrainSpec, files: dict, out: Path, seed: int, *, echo: IO[str
 def prompt_cap(spec: EvalSpec) -> int:
     """The prompt cap an evaluation decodes with: the spec's, raised to what the benchmark's prompts need
     (an environment's `prompt_tokens`: τ²'s policy is long)."""
-    from benchmarks import registry
+    from base import registry
 
     return max(spec.max_prompt_tokens, registry.get(spec.benchmark).prompt_tokens)
 
@@ -112,13 +112,13 @@ def evaluate_on(spec: EvalSpec, split: str, out: Path, *, base: str, adapter: st
                 progress: bool = False, allow_test: bool = False, policy_options: dict | None = None,
                 **options) -> EvalResult:
     """The policy (base + adapter; the base alone without one), retrieving from `memory` when that
-    file holds a record, on the benchmark's `split` (benchmarks.evaluate.evaluate_to_dir into
+    file holds a record, on the benchmark's `split` (environments.evaluate.evaluate_to_dir into
     `out`), as `spec` says; `tasks` overrides the spec's (a proxy's subset). Greedy, or `samples`
     rollouts per task at `temperature` (episodes only). `policy_options` adds to the local policy's
-    (an endpoint, a device; benchmarks.evaluate.build_policy), `options` to evaluate_to_dir's
+    (an endpoint, a device; environments.evaluate.build_policy), `options` to evaluate_to_dir's
     (`curateevo eval`'s categories, max_steps, a ready policy, …). Returns the evaluation's typed
     result (its `doc` is metrics.json's object)."""
-    from benchmarks.evaluate import evaluate_to_dir
+    from environments.evaluate import evaluate_to_dir
 
     policy = {"base": base, "adapter": adapter, "threads": spec.threads, "max_new_tokens": spec.max_new_tokens,
               "max_prompt_tokens": prompt_cap(spec), **(policy_options or {})}

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from sandbox.canonical import shared
+from base.canonical import shared
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"

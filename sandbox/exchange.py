@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from typing import Mapping
 
-from sandbox.canonical import Joined, canonical_json, shared, shared_json
+from base.canonical import Joined, canonical_json, shared, shared_json
 
 ENCODED = ("tools", "meta")
 DERIVED = ("tool_list", "prompt")
@@ -52,7 +52,7 @@ def to_file(kind: str, record: Mapping) -> dict:
         from formats.chat_format import tools_in_system   # transformers' renderer: loaded when an RL row is made
 
         # tools_in_system(messages, tools), past its first message the record's own messages: the
-        # checker cuts its text from the messages' (sandbox.canonical.Joined), not encoding them again
+        # checker cuts its text from the messages' (base.canonical.Joined), not encoding them again
         messages = record["messages"]
         row["prompt"] = Joined(tools_in_system(messages[:1], record.get("tools")), messages, 1)
     return row
@@ -62,7 +62,7 @@ def to_file(kind: str, record: Mapping) -> dict:
 def _tool_list(tools: list) -> list:
     """`tool_list` of `tools` (the rows of one trajectory's RL records share it when the checker
     shares the tools: made once, not encoded again tool by tool). Made of the tools' own values,
-    so the codec writes it as it writes them (sandbox.canonical)."""
+    so the codec writes it as it writes them (base.canonical)."""
     return [{**t, "function": {**t["function"], "parameters": canonical_json(t["function"]["parameters"])}}
             if "parameters" in t.get("function", {}) else t for t in tools]
 

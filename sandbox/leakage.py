@@ -3,8 +3,8 @@ or test task's gold call sequence or user request verbatim.
 
     check_record(kind, record)   # on each checked record: checker.CandidateRejected naming the record and the task
 
-The tasks come from the environments (`benchmarks.environment`: `leakage_rows`); what counts, as
-BFCL-V4 fills it in (benchmarks/bfcl/leakage.py):
+The tasks come from the environments (`base.environment`: `leakage_rows`); what counts, as
+BFCL-V4 fills it in (environments/bfcl/leakage.py):
 - a user request: the text of a user message of a dev/test task (multi-turn: every turn's;
   single-turn: the question), equal to a user message of an SFT or RL record, or found inside a
   memory record's key or content;
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from base.files import cache_root
 from sandbox.checker import CandidateRejected
-from sandbox.schemas import canonical_json
+from base.schemas import canonical_json
 
 MIN_MEMORY_TEXT = 40   # shorter requests are not looked for inside memory text
 
@@ -58,7 +58,7 @@ def gold_index() -> _Index:
     """Dev and test requests and gold calls of every registered environment (`leakage_rows`),
     minus what train tasks share: loaded once per process, and cached on disk under a key of this
     module's source and the environments' `leakage_key` (building it reads every task file)."""
-    from benchmarks import registry
+    from base import registry
 
     source = Path(__file__).read_bytes() + b"".join(e.leakage_key() for e in registry.environments())
     cached = _cache_dir() / f"gold-index-{hashlib.sha256(source).hexdigest()[:16]}.json"
@@ -89,7 +89,7 @@ def _cache_dir() -> Path:
 
 
 def _build_index() -> _Index:
-    from benchmarks import registry
+    from base import registry
 
     rows = [tuple(row) for e in registry.environments() for row in e.leakage_rows()]   # (split, tid, texts, calls, multi)
     train_texts = {t for split, _, texts, _, _ in rows if split == "train" for t in texts}

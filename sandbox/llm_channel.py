@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from sandbox.llm_client import read_line
-from sandbox.schemas import canonical_json
+from base.schemas import canonical_json
 
 SOCKET_NAME = "llm.sock"
 ROLES = ("system", "user", "assistant")

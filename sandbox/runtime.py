@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-from sandbox.provenance import DROPPED
+from base.provenance import DROPPED
 from sandbox.text import printable
 
 STRATEGY_FAILED = 3

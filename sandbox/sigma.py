@@ -13,7 +13,7 @@ import math
 from collections import Counter
 from typing import Iterable, Mapping, Sequence
 
-from sandbox.schemas import ARTIFACT_KINDS, turn_cost
+from base.schemas import ARTIFACT_KINDS, turn_cost
 
 N_REF = 1e5
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Mapping
 
 from base.errors import UserError
-from sandbox.schemas import canonical_json
+from base.schemas import canonical_json
 
 MAX_FILE_BYTES = 1 << 20  # one strategy module
 MAX_INPUT_BYTES = 16 << 20  # one inputs/*.json (a profile can be large)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE_CORPUS = ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"
+SAMPLE_CORPUS = ROOT / "environments" / "data" / "sample_corpus.jsonl"
 SEED_STRATEGY = ROOT / "curation_strategies" / "seed"
 
 
@@ -66,12 +66,12 @@ suite's evaluation time) while no test reads past the first tokens of its gibber
 
 @pytest.fixture(autouse=True, scope="session")
 def tiny_model_generation_cap():
-    """Every policy the product builds in this process (`benchmarks.evaluate.build_policy`: the run's
+    """Every policy the product builds in this process (`environments.evaluate.build_policy`: the run's
     evaluate stage, `bench quality`'s cells, `eval`) on the tiny random model decodes at most
     TINY_MAX_NEW_TOKENS new tokens unless the test asks for another number than the product's
     default. Runs started as child processes get it as `--max-new-tokens` (TINY_RUN_ARGS)."""
-    from benchmarks import evaluate
-    from benchmarks.policies.limits import DEFAULT_MAX_NEW_TOKENS
+    from environments import evaluate
+    from environments.policies.limits import DEFAULT_MAX_NEW_TOKENS
 
     real = evaluate.build_policy
 
@@ -181,7 +181,7 @@ def read_artifact(path: Path) -> list[dict]:
 def quality_corpora(tmp_path_factory) -> tuple[Path, Path]:
     """Tiny real corpora for the quality benchmark: the wild and labeled corpora of the first 40
     bfcl-single train tasks."""
-    from benchmarks.bfcl import corpus_builder
+    from environments.bfcl import corpus_builder
 
     root = tmp_path_factory.mktemp("corpora")
     corpus_builder.write(root / "wild", "bfcl-single", "wild", 0, limit=40)

@@ -1,4 +1,4 @@
-"""ACEBench agent_multi_step: our scenarios and scoring (benchmarks/acebench/agent.py) give the
+"""ACEBench agent_multi_step: our scenarios and scoring (environments/acebench/agent.py) give the
 official end-state verdict and process accuracy on every call sequence of
 tests/fixtures/acebench/agent_official.jsonl (pinned by running the official code:
 tests/fixtures/acebench/agent_README.md); every item is solvable through Episode + score; bad
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from base.errors import UserError
-from benchmarks.acebench import agent, data
-from benchmarks.acebench.benchmark import ACEBenchBenchmark, scored_categories
-from benchmarks.base import Task
+from environments.acebench import agent, data
+from environments.acebench.benchmark import ACEBenchBenchmark, scored_categories
+from base.benchmark import Task
 
 FIXTURE = Path(__file__).parent / "fixtures" / "acebench" / "agent_official.jsonl"
 CAT = "agent_multi_step"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from base.errors import UserError
-from benchmarks.acebench import checker, data
+from environments.acebench import checker, data
 
 FIXTURE = Path(__file__).parent / "fixtures" / "acebench" / "official_verdicts.jsonl"
 COUNTS = {"normal_atom_bool": 50, "normal_atom_enum": 50, "normal_atom_number": 50, "normal_atom_list": 50,

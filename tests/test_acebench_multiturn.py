@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 
 from base.errors import UserError
-from benchmarks import runner
-from benchmarks.acebench import data, multiturn
-from benchmarks.acebench.agent import rendered
-from benchmarks.acebench.benchmark import ACEBenchBenchmark
-from benchmarks.acebench.conversation import Conversation
-from benchmarks.acebench.multiturn import EXECUTION
-from benchmarks.acebench.scenarios.travel import Travel
-from benchmarks.policies.scripted import ScriptedPolicy
-from benchmarks.user_sim import FLAGS, USER_ERROR, UserEndpoint
+from environments import runner
+from environments.acebench import data, multiturn
+from environments.acebench.agent import rendered
+from environments.acebench.benchmark import ACEBenchBenchmark
+from environments.acebench.conversation import Conversation
+from environments.acebench.multiturn import EXECUTION
+from environments.acebench.scenarios.travel import Travel
+from environments.policies.scripted import ScriptedPolicy
+from environments.user_sim import FLAGS, USER_ERROR, UserEndpoint
 from formats import chat_format as cf
 
 FIXTURES = Path(__file__).parent / "fixtures" / "acebench"
@@ -235,7 +235,7 @@ def test_without_a_user_the_category_is_refused_and_nothing_else_changes():
     system = task.turns[0][0]["content"]
     assert len(task.turns) == 1 and len(task.turns[0]) == 1 and "airline agent" in system and "mobile assistant" not in system
     assert task.meta["max_steps_per_turn"] == 20 and task.meta["env"]["user"]["model"] == "scripted-user"
-    from benchmarks.acebench.environment import ACEBenchEnvironment
+    from environments.acebench.environment import ACEBenchEnvironment
 
     assert ACEBenchEnvironment.user_simulated is True
 
@@ -296,7 +296,7 @@ def test_a_conversation_with_a_real_user_server(model_server, monkeypatch):
 
 
 def test_the_leakage_guard_knows_the_multi_turn_items():
-    from benchmarks import registry
+    from base import registry
 
     rows = {r.task_id: r for r in registry.get("acebench").leakage_rows() if r.task_id.startswith(CAT)}
     assert len(rows) == 30 and all(r.texts == [data.items(CAT)[t]["question"]] for t, r in rows.items())

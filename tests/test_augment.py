@@ -9,12 +9,12 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.bfcl import corpus_builder
+from environments.bfcl import corpus_builder
 from curation_strategies import toolkit as tk
 from corpora import load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
-from sandbox.schemas import canonical_json, check_sft
+from base.schemas import canonical_json, check_sft
 from sandbox.simenv.environment import Environment
 from sandbox.simenv.export import prepare
 from workspace.repository import strategy_files

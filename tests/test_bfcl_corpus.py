@@ -10,15 +10,15 @@ os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "cu
 
 import pytest  # noqa: E402
 
-from benchmarks.registry import get_benchmark  # noqa: E402
-from benchmarks.bfcl import corpus_builder as cb  # noqa: E402
-from benchmarks.bfcl import multi_turn as mt  # noqa: E402
-from benchmarks.bfcl import single_turn as st  # noqa: E402
-from benchmarks.bfcl import splits  # noqa: E402
-from benchmarks.bfcl.splits import SPLIT_ORDER_TASKS as SAMPLE_TASKS  # noqa: E402  (the sample the splits were cut with)
+from base.registry import get_benchmark  # noqa: E402
+from environments.bfcl import corpus_builder as cb  # noqa: E402
+from environments.bfcl import multi_turn as mt  # noqa: E402
+from environments.bfcl import single_turn as st  # noqa: E402
+from environments.bfcl import splits  # noqa: E402
+from environments.bfcl.splits import SPLIT_ORDER_TASKS as SAMPLE_TASKS  # noqa: E402  (the sample the splits were cut with)
 from evolver.cli import main as cli_main  # noqa: E402
 from corpora import load_corpus  # noqa: E402
-from sandbox.schemas import check_raw  # noqa: E402
+from base.schemas import check_raw  # noqa: E402
 
 MT_LIMIT = 10   # train tasks per multi-turn build in these tests (base first, then the others)
 ST_LIMIT = 60

@@ -15,11 +15,11 @@ os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "cu
 
 import pytest  # noqa: E402
 
-from benchmarks.base import Benchmark, Episode, Task, Verdict  # noqa: E402
-from benchmarks.registry import get_benchmark  # noqa: E402
-from benchmarks.bfcl import multi_turn as mt  # noqa: E402
-from benchmarks.bfcl.backends import ERROR_PREFIX, format_call, parse_call  # noqa: E402
-from benchmarks.bfcl.common import closing_reply, tool_call_message  # noqa: E402
+from base.benchmark import Benchmark, Episode, Task, Verdict  # noqa: E402
+from base.registry import get_benchmark  # noqa: E402
+from environments.bfcl import multi_turn as mt  # noqa: E402
+from environments.bfcl.backends import ERROR_PREFIX, format_call, parse_call  # noqa: E402
+from environments.bfcl.common import closing_reply, tool_call_message  # noqa: E402
 from base.errors import UserError  # noqa: E402
 
 SCENARIOS = range(0, 200, 13)  # 16 scenarios over every domain

@@ -10,12 +10,12 @@ os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "cu
 
 import pytest  # noqa: E402
 
-from benchmarks.base import Benchmark, Episode  # noqa: E402
-from benchmarks.registry import get_benchmark  # noqa: E402
-from benchmarks.bfcl import single_turn as st  # noqa: E402
-from benchmarks.bfcl.single_turn_data import load_category  # noqa: E402
-from benchmarks.bfcl.common import tool_call_message  # noqa: E402
-from benchmarks.bfcl.splits import UNSATISFIABLE  # noqa: E402
+from base.benchmark import Benchmark, Episode  # noqa: E402
+from base.registry import get_benchmark  # noqa: E402
+from environments.bfcl import single_turn as st  # noqa: E402
+from environments.bfcl.single_turn_data import load_category  # noqa: E402
+from environments.bfcl.common import tool_call_message  # noqa: E402
+from environments.bfcl.splits import UNSATISFIABLE  # noqa: E402
 from base.errors import UserError  # noqa: E402
 
 
@@ -133,7 +133,7 @@ def test_ast_checker_is_loaded_without_the_api_sdks():
 
 
 def test_balanced_subset_takes_a_round_robin_over_the_groups():
-    from benchmarks.base import balanced_subset
+    from base.benchmark import balanced_subset
     groups = [["a1", "a2", "a3", "a4"], ["b1"], ["c1", "c2", "c3"]]
     assert balanced_subset(groups, None) == ["a1", "a2", "a3", "a4", "b1", "c1", "c2", "c3"]
     assert balanced_subset(groups, 2) == ["a1", "b1"]

@@ -1,4 +1,4 @@
-"""sandbox.canonical: the field-by-field reader and encoder give what the plain decoder and
+"""base.canonical: the field-by-field reader and encoder give what the plain decoder and
 `canonical_json` give, byte for byte, on awkward input; a repeated tool list is parsed and
 encoded once; the checker's verdicts do not depend on it."""
 from __future__ import annotations
@@ -8,9 +8,10 @@ import json
 
 import pytest
 
-from sandbox import artifact_records, canonical, checker, codec
-from sandbox.canonical import FieldReader, canonical_json, record_bytes, shared_json
-from sandbox.provenance import digest, settle
+from base import canonical, codec
+from sandbox import artifact_records, checker
+from base.canonical import FieldReader, canonical_json, record_bytes, shared_json
+from base.provenance import digest, settle
 
 DECODER = codec.STANDARD
 
@@ -181,7 +182,7 @@ def test_a_hashing_writer_appends_a_file_between_writes(tmp_path):
 
 
 def test_memoised_argument_verdicts_are_the_verdicts():
-    from sandbox import schemas
+    from base import schemas
 
     tools = [{"type": "function", "function": {"name": "f"}}]
     for arguments, why in (("{}", None), ("[1]", "must be a JSON object, not list"), ("{", "not JSON (Expecting"),

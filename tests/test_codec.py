@@ -1,4 +1,4 @@
-"""sandbox.codec: msgspec writes the bytes canonical_json writes, on every code point, key order,
+"""base.codec: msgspec writes the bytes canonical_json writes, on every code point, key order,
 integers of any size, and floats of every magnitude as json's decoder (STANDARD) read them."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import struct
 
 import pytest
 
-from sandbox import codec
-from sandbox.canonical import canonical_json
+from base import codec
+from base.canonical import canonical_json
 
 
 def _round_trip(text: str) -> bytes:

@@ -9,7 +9,7 @@ import pytest
 
 from base.errors import UserError
 from corpora import Corpus, file_sha256, iter_lines, load_corpus, write_corpus
-from sandbox.schemas import canonical_json, check_raw
+from base.schemas import canonical_json, check_raw
 
 TOOLS = [{"type": "function", "function": {
     "name": "cd", "description": "change directory",
@@ -491,7 +491,7 @@ def _mutants(record):
 
 
 def test_fast_schema_path_gives_exactly_the_reference_verdict(tmp_path):
-    from sandbox.schemas import SCHEMAS, _schema_error, reference_schema_error
+    from base.schemas import SCHEMAS, _schema_error, reference_schema_error
     adp = load_corpus(write_lines(tmp_path / "adp.jsonl", [json.dumps(ADP)])).records[0]
     seeds = [raw("a"), adp, {"id": "m", "messages": [{"role": "user", "content": None}]}]
     messages = raw("a")["messages"]

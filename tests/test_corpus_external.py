@@ -18,7 +18,7 @@ import pytest
 
 from base.errors import UserError
 from corpora import corpus_kind, corpus_sha256, holdout, load_corpus
-from sandbox.schemas import check_raw
+from base.schemas import check_raw
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "fixtures" / "external"

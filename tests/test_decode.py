@@ -1,11 +1,11 @@
-"""Greedy decoding that drops a row from its batch at the stop marker (benchmarks/policies/decode.py)
+"""Greedy decoding that drops a row from its batch at the stop marker (environments/policies/decode.py)
 gives `transformers`' greedy `generate` tokens, at the cost of the rows' own lengths."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from benchmarks.policies.decode import greedy_decode
+from environments.policies.decode import greedy_decode
 from trainer.models import load_policy
 
 PROMPTS = ["<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n",

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.bfcl import corpus_builder
+from environments.bfcl import corpus_builder
 from evolver import cli
 from evolver import run_cli
 from evolver.config import RunConfig

@@ -12,9 +12,9 @@ os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "cu
 
 import pytest  # noqa: E402
 
-from benchmarks.registry import get_benchmark  # noqa: E402
-from benchmarks.policies.scripted import ScriptedPolicy  # noqa: E402
-from benchmarks.runner import run_episodes  # noqa: E402
+from base.registry import get_benchmark  # noqa: E402
+from environments.policies.scripted import ScriptedPolicy  # noqa: E402
+from environments.runner import run_episodes  # noqa: E402
 from evolver.diagnose import FAMILIES, diagnose, families  # noqa: E402
 from evolver.proposers.offline import REMEDIES  # noqa: E402
 from formats import chat_format as cf  # noqa: E402

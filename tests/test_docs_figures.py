@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "leaderboard.py"
 COPIED = ("README.md", "trainer", "docs", "bench", "evolver", "base", "sandbox", "corpora", "formats", "workspace",
-          "benchmarks", "curation_strategies")
+          "environments", "experiments", "curation_strategies")
 
 
 def _module():

@@ -3,8 +3,8 @@ one list of benchmarks, and what used to be special cases of "next-call" (named 
 import pytest
 
 from base.errors import UserError
-from benchmarks import registry
-from benchmarks.environment import Environment, GoldRow
+from base import registry
+from base.environment import Environment, GoldRow
 from corpora import corpus_kind
 
 

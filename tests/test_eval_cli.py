@@ -4,10 +4,11 @@ import json
 
 import pytest
 
-from benchmarks import eval_cli, evaluate
-from benchmarks.policies.scripted import OraclePolicy, SilentPolicy
+from experiments import eval_cli
+from environments import evaluate
+from environments.policies.scripted import OraclePolicy, SilentPolicy
 from evolver.cli import main
-from sandbox.schemas import check_raw
+from base.schemas import check_raw
 
 
 def _run(capsys, *argv):
@@ -93,7 +94,7 @@ def test_next_call_benchmark_through_the_cli(capsys, tmp_path, sample_corpus):
 
 
 def test_evaluate_to_dir_with_an_oracle_on_bfcl(tmp_path):
-    from benchmarks.registry import get_benchmark
+    from base.registry import get_benchmark
 
     bench = get_benchmark("bfcl")
     tasks = bench.tasks("dev", limit=2)

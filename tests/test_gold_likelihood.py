@@ -5,11 +5,11 @@ import math
 
 import pytest
 
-from benchmarks import runner
-from benchmarks.registry import get_benchmark
-from benchmarks.evaluate import evaluate_to_dir
-from benchmarks.gold_likelihood import IGNORE, examples, gold_log_likelihood, token_log_likelihoods
-from benchmarks.policies.local import TransformersPolicy
+from environments import runner
+from base.registry import get_benchmark
+from environments.evaluate import evaluate_to_dir
+from environments.gold_likelihood import IGNORE, examples, gold_log_likelihood, token_log_likelihoods
+from environments.policies.local import TransformersPolicy
 
 
 @pytest.fixture(scope="module")

@@ -23,12 +23,34 @@ from sandbox import image_lock as recipe
 from sandbox.executor import PROJECT_ROOT
 
 # Everything that runs inside the sandbox besides candidate code: the runtime, the toolkit and the
-# shipped strategies.
-IN_SANDBOX = sorted([PROJECT_ROOT / "sandbox" / "runtime.py", PROJECT_ROOT / "sandbox" / "__init__.py",
-                     *(PROJECT_ROOT / "curation_strategies").rglob("*.py"), *(PROJECT_ROOT / "base").rglob("*.py")])
+# shipped strategies, and every module of the project they import (base/ ships whole, but its
+# host-only modules, the msgspec codec among them, are never imported there).
 PROJECT_PACKAGES = {"base", "sandbox", "curation_strategies", "__future__", "strategy"}
 
 
+def _in_sandbox() -> list:
+    todo = [PROJECT_ROOT / "sandbox" / "runtime.py", PROJECT_ROOT / "sandbox" / "__init__.py",
+            *(PROJECT_ROOT / "curation_strategies").rglob("*.py")]
+    seen = set()
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.exists():
+            continue
+        seen.add(path)
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+                     if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+            for name in names:
+                if name.split(".")[0] in PROJECT_PACKAGES - {"__future__", "strategy"}:
+                    parts = name.split(".")
+                    rel = PROJECT_ROOT.joinpath(*parts)
+                    todo += [rel.with_suffix(".py"), *(PROJECT_ROOT.joinpath(*parts[:i], "__init__.py")
+                                                      for i in range(1, len(parts) + 1))]
+    return sorted(seen)
+
+
+IN_SANDBOX = _in_sandbox()
 def third_party_imports() -> dict[str, set[str]]:
     """{top-level module: {files importing it}} for the imports that are neither stdlib nor ours."""
     found: dict[str, set[str]] = {}

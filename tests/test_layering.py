@@ -1,20 +1,23 @@
 """The drawn import structure (DESIGN: the floors) holds: every import of the project's packages,
 those inside functions included, parsed with `ast` and checked against these rules —
 
-- `base/` (the ground floor) imports no project package;
-- nothing below the loop (`sandbox/`, `corpora/`, `formats/`, `workspace/`, `trainer/`, `benchmarks/`,
-  `curation_strategies/`, `base/`) imports `evolver/`, and nothing but `bench/`'s scripts imports `bench/`;
-- `sandbox/`, `corpora/`, `formats/`, `workspace/` and `trainer/` reach environment knowledge only through the seam
-  (`benchmarks.environment`, `benchmarks.registry`, `benchmarks.base`), never an environment's modules;
+- the floors (`FLOORS`), ground up: base (records, canonical encoding, the environment seam) <
+  corpora (reading users' corpora), formats (the chat format), curation_strategies (the code the
+  sandbox runs) < sandbox < trainer, workspace (a run's strategy repository) < environments (the
+  plug-ins, their policies, the runner, `evaluate`) < experiments (`train_on` / `evaluate_on`, the
+  quality bench, `curateevo eval`) < evolver (the loop) < bench (the measurement scripts);
+- an import goes down the floors or stays on its own; the one way up is the registry's declared
+  plug-in point: `base/registry.py` names each environment as a "module:Class" string, imported on
+  first use — those by-name imports are followed too, and must name a module of `environments/`;
+- `base/` imports no other project package (but for that plug-in point);
+- no package cycle: among rooms of one floor, arrows go one way only;
 - no module imports a private (underscore) name of another unit — a unit is a top-level package,
-  and each environment's folder under `benchmarks/` is a unit of its own — by `from m import _x`
+  and each environment's folder under `environments/` is a unit of its own — by `from m import _x`
   or by `m._x` on an imported module;
-- between packages, arrows go down the floors (`FLOORS`): base < sandbox, corpora (reading users'
-  corpora), formats (the chat format), workspace (a run's strategy repository) and
-  curation_strategies (the code the sandbox runs) < trainer < benchmarks < evolver < bench (the
-  measurement scripts); the one way up is into the environment seam, which is how the floors
-  below reach what an environment knows;
-- no import cycle between modules.
+- no import cycle between modules. The registry's by-name imports are followed, not drawn: each
+  must name a class that a module of `environments/` defines (a stale string after a move fails
+  here, not at a user's first run); they are the plug-in point, loaded on first use, so the floors
+  below reach the environments only through `base.registry` and never by an `import` line.
 
 The rules are tested on small made-up trees first, so a checker that found nothing could not pass.
 """
@@ -25,14 +28,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("base", "sandbox", "corpora", "formats", "workspace", "trainer", "benchmarks", "curation_strategies",
-            "evolver", "bench")
-BELOW_LOOP = ("base", "sandbox", "corpora", "formats", "workspace", "trainer", "benchmarks", "curation_strategies")
-BELOW_SEAM = ("sandbox", "corpora", "formats", "workspace", "trainer")   # environment knowledge only through the seam
-SEAM = ("benchmarks.base", "benchmarks.environment", "benchmarks.registry")
-ENVIRONMENT_HOME = "benchmarks"   # each sub-package of it is an environment's folder: a unit
-FLOORS = {"base": 0, "sandbox": 1, "corpora": 1, "formats": 1, "workspace": 1, "curation_strategies": 1, "trainer": 2,
-          "benchmarks": 3, "evolver": 4, "bench": 5}
+FLOORS = {"base": 0, "corpora": 1, "formats": 1, "curation_strategies": 1, "sandbox": 2, "trainer": 3,
+          "workspace": 3, "environments": 4, "experiments": 5, "evolver": 6, "bench": 7}
+PACKAGES = tuple(FLOORS)
+REGISTRY = "base.registry"   # the declared plug-in point: its "module:Class" strings are imports by name
+ENVIRONMENT_HOME = "environments"   # each sub-package of it is an environment's folder: a unit
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -91,7 +91,7 @@ def imports(name: str, path: Path, known: dict) -> list[tuple[str, str | None, i
 def unit(module: str) -> str:
     parts = module.split(".")
     if parts[0] == ENVIRONMENT_HOME and len(parts) > 2:
-        return ".".join(parts[:2])   # benchmarks.bfcl, benchmarks.next_call, …
+        return ".".join(parts[:2])   # environments.bfcl, environments.next_call, …
     return parts[0]
 
 
@@ -127,29 +127,47 @@ def _cycles(graph: dict[str, set]) -> list[list[str]]:
     return out
 
 
+def by_name(name: str, path: Path) -> list[tuple[str, str, int]]:
+    """(module, class, line) of every "module:Class" string in the registry `path`: its imports by name."""
+    if name != REGISTRY:
+        return []
+    return [(*node.value.split(":", 1), node.lineno) for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and node.value.count(":") == 1 and node.value.split(".")[0] in PACKAGES]
+
+
+def defines(path: Path, cls: str) -> bool:
+    return any(isinstance(n, ast.ClassDef) and n.name == cls for n in ast.parse(path.read_text(encoding="utf-8")).body)
+
+
 def breaches(root: Path) -> list[str]:
     """Every rule broken under `root`, one line each (empty when the structure holds)."""
     known = modules(root)
     graph: dict[str, set] = {m: set() for m in known}
+    rooms: dict[str, set] = {pkg: set() for pkg in PACKAGES}
     problems = []
     for name, path in known.items():
         where = f"{path.relative_to(root)}"
         floor = name.split(".")[0]
+        for target, cls, line in by_name(name, path):   # the one declared way up: followed, not drawn
+            if target.split(".")[0] != ENVIRONMENT_HOME:
+                problems.append(f"{where}:{line}: the registry names {target}, outside {ENVIRONMENT_HOME}/")
+            elif target not in known or not defines(known[target], cls):
+                problems.append(f"{where}:{line}: the registry names {target}:{cls}, which the project does not define")
         for target, private, line in imports(name, path, known):
             if target == name:
                 continue
             graph[name].add(target)
             to = target.split(".")[0]
+            if to != floor:
+                rooms[floor].add(to)
             if floor == "base" and to != "base":
                 problems.append(f"{where}:{line}: base imports {target}")
-            elif floor in BELOW_LOOP and to == "evolver":
-                problems.append(f"{where}:{line}: {floor} (below the loop) imports {target}")
-            elif floor in BELOW_SEAM and to == ENVIRONMENT_HOME and target not in SEAM:
-                problems.append(f"{where}:{line}: {floor} imports {target}, not the environment seam")
-            elif FLOORS[to] > FLOORS[floor] and target not in SEAM:
+            elif FLOORS[to] > FLOORS[floor]:
                 problems.append(f"{where}:{line}: {floor} imports {target}, a floor above it")
             if private and unit(target) != unit(name):
                 problems.append(f"{where}:{line}: imports the private name {private} of {target}")
+    problems += [f"package cycle: {' -> '.join(c)}" for c in _cycles(rooms)]
     problems += [f"import cycle: {' -> '.join(c)}" for c in _cycles(graph)]
     return list(dict.fromkeys(problems))   # one line per breach, however often the file repeats it
 
@@ -167,47 +185,65 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 def test_each_rule_is_caught_on_a_made_up_tree(tmp_path):
     root = _tree(tmp_path, {
         "base/files.py": "def f():\n    import sandbox.curate\n",                              # base → project
-        "sandbox/curate.py": "def g():\n    from evolver.loop import run\n",                 # below → loop
-        "trainer/rewards.py": "from benchmarks.bfcl.backends import Episode\n",              # past the seam
-        "benchmarks/registry.py": "", "evolver/loop.py": "def run():\n    pass\n",
-        "benchmarks/bfcl/__init__.py": "", "benchmarks/bfcl/backends.py": "class Episode: pass\n_x = 1\n",
-        "benchmarks/next_call/__init__.py": "",
-        "benchmarks/next_call/judge.py": "from benchmarks.bfcl.backends import _x\n",          # private name, other unit
-        "benchmarks/next_call/calls.py": "from benchmarks.bfcl import backends\ny = backends._x\n",   # private by attribute
+        "sandbox/curate.py": "def g():\n    from evolver.loop import run\n",                 # a floor up: the loop
+        "trainer/rewards.py": "from environments.bfcl.backends import Episode\n",             # a floor up, not the seam
+        "base/registry.py": 'ENVIRONMENTS = {"bfcl": "environments.bfcl.backends:Episode",\n'
+                            '                "x": "evolver.loop:run", "y": "environments.gone:E"}\n',
+        "evolver/loop.py": "def run():\n    pass\n",
+        "environments/bfcl/__init__.py": "", "environments/bfcl/backends.py": "class Episode: pass\n_x = 1\n",
+        "environments/next_call/__init__.py": "",
+        "environments/next_call/judge.py": "from environments.bfcl.backends import _x\n",          # private name, other unit
+        "environments/next_call/calls.py": "from environments.bfcl import backends\ny = backends._x\n",   # private by attribute
         "curation_strategies/a.py": "def h():\n    from curation_strategies import b\n",
-        "curation_strategies/b.py": "from . import a\n",                                     # a cycle
+        "curation_strategies/b.py": "from . import a\n",                                     # a module cycle
         "sandbox/exchange.py": "def row():\n    from trainer.chat_format import render\n",     # a floor up
         "trainer/chat_format.py": "def render():\n    pass\n",
-        "corpora/loader.py": "from benchmarks.bfcl.backends import Episode\n",             # past the seam
+        "corpora/loader.py": "from formats import chat\n",                                    # one floor, both ways:
+        "formats/chat.py": "from corpora import loader as _l\n",                              # a package cycle
         "evolver/cli.py": "def main():\n    import bench.throughput\n",                     # a floor up: bench
         "bench/throughput.py": "",
     })
     found = "\n".join(breaches(root))
     assert "base/files.py:2: base imports sandbox.curate" in found
-    assert "sandbox/curate.py:2: sandbox (below the loop) imports evolver.loop" in found
-    assert "trainer/rewards.py:1: trainer imports benchmarks.bfcl.backends, not the environment seam" in found
-    assert "benchmarks/next_call/judge.py:1: imports the private name _x of benchmarks.bfcl.backends" in found
-    assert "benchmarks/next_call/calls.py:2: imports the private name _x of benchmarks.bfcl.backends" in found
+    assert "sandbox/curate.py:2: sandbox imports evolver.loop, a floor above it" in found
+    assert "trainer/rewards.py:1: trainer imports environments.bfcl.backends, a floor above it" in found
+    assert "base/registry.py:2: the registry names evolver.loop, outside environments/" in found
+    assert "base/registry.py:2: the registry names environments.gone:E, which the project does not define" in found
+    assert "environments/next_call/judge.py:1: imports the private name _x of environments.bfcl.backends" in found
+    assert "environments/next_call/calls.py:2: imports the private name _x of environments.bfcl.backends" in found
     assert "import cycle: curation_strategies.a -> curation_strategies.b" in found
     assert "sandbox/exchange.py:2: sandbox imports trainer.chat_format, a floor above it" in found
-    assert "corpora/loader.py:1: corpora imports benchmarks.bfcl.backends, not the environment seam" in found
+    assert "package cycle: corpora -> formats" in found
+    assert "import cycle: corpora.loader -> formats.chat" in found
     assert "evolver/cli.py:2: evolver imports bench.throughput, a floor above it" in found
-    assert len(breaches(root)) == 9
+    assert len(breaches(root)) == 12
+
+
+def test_a_registered_class_that_moved_away_is_caught(tmp_path):
+    root = _tree(tmp_path, {
+        "base/registry.py": 'ENVIRONMENTS = {"bfcl": "environments.bfcl.environment:BFCL"}\n',
+        "environments/bfcl/__init__.py": "",
+        "environments/bfcl/environment.py": "class SingleTurn:\n    pass\n",
+    })
+    assert breaches(root) == ["base/registry.py:1: the registry names environments.bfcl.environment:BFCL, "
+                              "which the project does not define"]
 
 
 def test_what_the_rules_allow_passes_on_a_made_up_tree(tmp_path):
     root = _tree(tmp_path, {
         "base/files.py": "import json\n",
-        "sandbox/leakage.py": "def f():\n    from benchmarks import registry\n    from base.files import json\n",
-        "benchmarks/registry.py": "from base import files\n",
-        "benchmarks/bfcl/__init__.py": "", "benchmarks/bfcl/backends.py": "_x = 1\n",
-        "benchmarks/bfcl/leakage.py": "from benchmarks.bfcl.backends import _x\nfrom sandbox.leakage import f\n",
-        "evolver/loop.py": "from sandbox import leakage\nfrom benchmarks.bfcl import leakage as bl\n",
-        "trainer/rewards.py": "from benchmarks.registry import x\nfrom sandbox import leakage\n",    # the seam; down
-        "curation_strategies/toolkit.py": "from sandbox import leakage\n",              # the same floor
-        "sandbox/runtime.py": "def load():\n    import curation_strategies.toolkit\n",
-        "corpora/loader.py": "from sandbox import leakage\nfrom benchmarks import registry\n",    # same floor; the seam
-        "sandbox/curate.py": "from corpora import loader\n",                            # the same floor
+        "sandbox/leakage.py": "def f():\n    from base import registry\n    from base.files import json\n",
+        "base/registry.py": 'from base import files\nENVIRONMENTS = {"bfcl": "environments.bfcl.backends:E"}\n',
+        "environments/bfcl/__init__.py": "", "environments/bfcl/backends.py": "_x = 1\nclass E: pass\n",
+        "environments/bfcl/leakage.py": "from environments.bfcl.backends import _x\nfrom sandbox.leakage import f\n",
+        "experiments/train_eval.py": "from environments.bfcl import leakage\n",           # a floor down
+        "evolver/loop.py": "from sandbox import leakage\nfrom environments.bfcl import leakage as bl\n",
+        "trainer/rewards.py": "from base.registry import x\nfrom sandbox import leakage\n",    # the seam; down
+        "curation_strategies/toolkit.py": "from base import files\n",
+        "sandbox/runtime.py": "def load():\n    import curation_strategies.toolkit\n",     # a floor down
+        "corpora/loader.py": "from base import registry\n",                               # the seam
+        "formats/chat.py": "from corpora import loader\n",                                # one floor, one way
+        "sandbox/curate.py": "from corpora import loader\n",
         "bench/throughput.py": "from evolver import loop\nfrom sandbox import leakage\n",   # the top floor: down
     })
     assert breaches(root) == []

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from benchmarks.bfcl import corpus_builder, splits
-from benchmarks.bfcl.backends import Episode, load_ground_truth, load_tasks
-from benchmarks.bfcl.single_turn import gold_calls
-from benchmarks.bfcl.single_turn_data import answers, entries
+from environments.bfcl import corpus_builder, splits
+from environments.bfcl.backends import Episode, load_ground_truth, load_tasks
+from environments.bfcl.single_turn import gold_calls
+from environments.bfcl.single_turn_data import answers, entries
 from curation_strategies import toolkit as tk
 from sandbox.checker import CandidateRejected
 from corpora import load_corpus

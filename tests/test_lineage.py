@@ -14,7 +14,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from benchmarks.bfcl import corpus_builder
+from environments.bfcl import corpus_builder
 from curation_strategies import toolkit as tk
 from evolver import cli
 from evolver.config import RunConfig
@@ -236,9 +236,9 @@ def test_the_diagnosis_and_both_proposers_read_what_the_last_edit_broke(run):
 
 
 def test_lineage_never_changes_what_a_training_or_cell_is_keyed_by(tmp_path):
-    from benchmarks.quality.cells import consumed_sha256
+    from experiments.quality.cells import consumed_sha256
     from base.files import sha256_file
-    from sandbox.schemas import canonical_json
+    from base.schemas import canonical_json
 
     def write(name, metas):
         path = tmp_path / name

@@ -108,7 +108,7 @@ def test_training_and_evaluation_retrieve_by_the_same_function(monkeypatch):
     both through trainer.memory.hints."""
     import trainer.memory
     from test_runner import CounterBenchmark, Recording, solver
-    from benchmarks import runner
+    from environments import runner
     from trainer import data, models
 
     calls = []
@@ -139,7 +139,7 @@ def test_a_bank_record_of_the_evaluated_task_is_never_its_hint():
     task (which the host's leakage guard keeps out of every bank, tests/test_leakage.py) never
     comes back for it."""
     from test_runner import CounterBenchmark, Recording, solver
-    from benchmarks import runner
+    from environments import runner
 
     bench = CounterBenchmark(n_tasks=1, turns=1)
     index = mem.MemoryIndex([{"id": "dev-t0", "key": "task add", "content": "Answer: add 1.",

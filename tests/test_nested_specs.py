@@ -1,5 +1,5 @@
 """RunConfig and the quality bench's Setting nest the training and evaluation specs (issue 61,
-item 1): `cfg.train` is a `trainer.train.TrainSpec`, `cfg.eval` a `benchmarks.evaluate.EvalSpec`.
+item 1): `cfg.train` is a `trainer.train.TrainSpec`, `cfg.eval` an `environments.evaluate.EvalSpec`.
 A run.json written before, with the specs' fields flat, reads back to the same resolved config,
 and the bench's cache keys are the ones computed before the nesting."""
 import json
@@ -9,9 +9,9 @@ import pytest
 
 from base.errors import UserError
 from base.files import json_text, read_json
-from benchmarks.evaluate import EvalSpec
-from benchmarks.quality import rows as rows_mod
-from benchmarks.quality.cells import Cells, Setting
+from environments.evaluate import EvalSpec
+from experiments.quality import rows as rows_mod
+from experiments.quality.cells import Cells, Setting
 from evolver.config import FLAT, FLAT_BUDGET, RUN_SETS, RunConfig
 from sandbox.process_executor import ProcessExecutor
 from trainer.train import TrainSpec
@@ -82,7 +82,7 @@ def test_the_quality_setting_is_written_flat_as_before_so_calibration_keys_hold(
         "benchmark": "bfcl-single", "split": "dev", "tasks": 5, "profile": "test", "base": None, "seeds": [0, 1],
         "metric": "task_success", "batch_size": 4, "curation_seed": 0, "curation_timeout_s": 900.0,
         "budget": {"sft_max_steps": 2}, "corpus": [], "tools": None, "corpus_sha256": None, "max_new_tokens": 128}
-    from benchmarks.quality.calibration import _key
+    from experiments.quality.calibration import _key
 
     assert _key(setting.to_json()) == _key({**setting.to_json(), "corpus": ()})
 
@@ -128,7 +128,7 @@ def test_an_old_run_resumes_and_replays_to_what_an_uninterrupted_run_gives(tmp_p
 def test_the_quality_bench_evaluates_at_the_decoding_budget_it_is_given_so_an_older_table_is_reported_again():
     import argparse
 
-    from benchmarks.quality import cli as quality_cli
+    from experiments.quality import cli as quality_cli
 
     sub = argparse.ArgumentParser().add_subparsers(dest="command")
     quality_cli.add_cli(sub)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.next_call import benchmark as rb
-from benchmarks.registry import get_benchmark
+from environments.next_call import benchmark as rb
+from base.registry import get_benchmark
 from base.errors import UserError
 
 

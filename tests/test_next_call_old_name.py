@@ -6,9 +6,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from benchmarks import registry
-from benchmarks.quality import rows as rows_mod
-from benchmarks.quality.cells import Cells, Setting
+from base import registry
+from experiments.quality import rows as rows_mod
+from experiments.quality.cells import Cells, Setting
 from corpora import corpus_sha256
 from evolver import cli
 from evolver.config import RunConfig

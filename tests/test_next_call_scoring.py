@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import evaluate
-from benchmarks.next_call import scoring as rs
-from benchmarks.registry import get_benchmark
-from benchmarks.metrics import summarize
-from benchmarks.policies.baselines import MostCommonToolPolicy
-from benchmarks.policies.scripted import ScriptedPolicy
+from environments import evaluate
+from environments.next_call import scoring as rs
+from base.registry import get_benchmark
+from environments.metrics import summarize
+from environments.policies.baselines import MostCommonToolPolicy
+from environments.policies.scripted import ScriptedPolicy
 from evolver import cli
 from evolver.diagnose import diagnose
 from base.errors import UserError

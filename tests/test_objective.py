@@ -5,7 +5,7 @@ import pytest
 from evolver.acceptance import ACCEPTANCE, Margin, PairedBootstrap, Scores, make_rule
 from evolver.config import RunConfig
 from base.objective import LAMBDA, objective
-from benchmarks.quality import proxy, stats
+from experiments.quality import proxy, stats
 from evolver.objective import final_choice
 from sandbox.checker import cost_c
 

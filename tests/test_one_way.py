@@ -1,14 +1,14 @@
 """One way to train and one way to evaluate (issue 61, item 1): the loop's stages and every
 `bench quality` cell train with a `TrainSpec` and evaluate with an `EvalSpec` through the same
-`benchmarks.stages.train_on` / `evaluate_on`, so the same candidate gives the same adapter bytes
+`experiments.train_eval.train_on` / `evaluate_on`, so the same candidate gives the same adapter bytes
 and the same per-task results whichever path scores it."""
 import hashlib
 import json
 
-from benchmarks import stages
-from benchmarks.evaluate import EvalSpec
-from benchmarks.quality import rows as rows_mod
-from benchmarks.quality.cells import Cells, Setting
+from experiments import train_eval as stages
+from environments.evaluate import EvalSpec
+from experiments.quality import rows as rows_mod
+from experiments.quality.cells import Cells, Setting
 from evolver.config import RunConfig
 from sandbox.process_executor import ProcessExecutor
 from trainer.train import TrainSpec
@@ -43,8 +43,8 @@ def test_one_candidate_through_the_loop_and_through_bench_quality_gives_the_same
 
 
 def test_every_default_of_training_and_evaluation_is_declared_once_in_its_spec():
-    from benchmarks import eval_cli
-    from benchmarks.policies.local import TransformersPolicy
+    from experiments import eval_cli
+    from environments.policies.local import TransformersPolicy
     import inspect
 
     cfg, spec = RunConfig(), EvalSpec()
@@ -81,7 +81,7 @@ def test_the_typed_manifest_writes_exactly_the_json_a_curation_wrote_and_names_i
     from sandbox.process_executor import ProcessExecutor
     from sandbox.strategy_files import strategy_files
     from conftest import SAMPLE_CORPUS
-    from benchmarks.quality.rows import SEED_STRATEGY
+    from experiments.quality.rows import SEED_STRATEGY
 
     result = execute(strategy_files(SEED_STRATEGY), load_corpus([str(SAMPLE_CORPUS)]), tmp_path / "out",
                      executor=ProcessExecutor())

@@ -266,7 +266,7 @@ def test_a_missing_skill_is_answered_with_data_that_adds_it(tmp_path):
     """Parallel tasks failing on the call count → parallel items made from argument variants;
     unwanted calls on irrelevance tasks → irrelevance items: the composed strategy runs in the
     sandbox on real BFCL single-turn records and its SFT data holds items ρ0's does not."""
-    from benchmarks.bfcl import corpus_builder
+    from environments.bfcl import corpus_builder
     from corpora import write_corpus
 
     raws, _, _ = corpus_builder.build("bfcl-single", "wild", 0)

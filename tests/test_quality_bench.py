@@ -5,9 +5,9 @@ import json
 import pytest
 from conftest import bench_quality
 
-from benchmarks.quality import rows as rows_mod
+from experiments.quality import rows as rows_mod
 from trainer.train import TrainSpec
-from benchmarks.quality.cells import Cells, Setting
+from experiments.quality.cells import Cells, Setting
 from base.errors import UserError
 from base.files import atomic_json
 from corpora import corpus_sha256, load_corpus
@@ -39,7 +39,7 @@ def test_the_benchmark_fills_its_table_then_answers_from_the_cache_without_train
         raise AssertionError("a cached cell was computed again")
 
     monkeypatch.setattr("trainer.train.train", no_work)
-    monkeypatch.setattr("benchmarks.evaluate.evaluate_to_dir", no_work)
+    monkeypatch.setattr("environments.evaluate.evaluate_to_dir", no_work)
     assert bench_quality(quality_corpora, cache, "--rows", "rho0-wild,rho0-labeled", "--seeds", "1") == 0
     assert json.loads((cache / "report-test" / "quality.json").read_text()) == doc
 
@@ -145,8 +145,8 @@ def test_curations_made_where_the_sandbox_runs_are_reused_where_the_gpu_is(quali
     setting = Setting(tasks=5, seeds=(0,), train=TrainSpec(profile="test"))
     here = Cells(tmp_path / "cache", setting, ProcessExecutor())
     made = here.curation(rho0)
-    monkeypatch.setattr("benchmarks.quality.cells.execute", lambda *a, **k: pytest.fail("a reused curation was executed"))
-    monkeypatch.setattr("benchmarks.quality.cells.runtime_sha256", lambda: pytest.fail("the GPU machine hashed its own runtime"))
+    monkeypatch.setattr("experiments.quality.cells.execute", lambda *a, **k: pytest.fail("a reused curation was executed"))
+    monkeypatch.setattr("experiments.quality.cells.runtime_sha256", lambda: pytest.fail("the GPU machine hashed its own runtime"))
     there = Cells(tmp_path / "cache", setting, None, curated_runtime=here.runtime)
     assert not there.curate_here and there.curation(rho0) == made
     assert there.training_key(rho0, 0) == here.training_key(rho0, 0)
@@ -158,7 +158,7 @@ def test_curations_made_where_the_sandbox_runs_are_reused_where_the_gpu_is(quali
 
 
 def test_a_setting_may_score_some_categories_and_names_them_only_then(tmp_path):
-    from benchmarks.quality.cells import Cells, Setting
+    from experiments.quality.cells import Cells, Setting
     from sandbox.process_executor import ProcessExecutor
     from trainer.train import TrainSpec
 

@@ -7,8 +7,8 @@ import shutil
 import pytest
 from conftest import bench_quality
 
-from benchmarks.quality import CALIBRATION, calibration
-from benchmarks.quality.poison import KINDS, poison
+from experiments.quality import CALIBRATION, calibration
+from experiments.quality.poison import KINDS, poison
 from corpora import load_corpus
 
 pytestmark = pytest.mark.usefixtures("trained_once")   # the rows' tiny trainings, each trained once

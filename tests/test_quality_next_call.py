@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from base.errors import UserError
-from benchmarks.quality import calibration
-from benchmarks.quality import rows as rows_mod
+from experiments.quality import calibration
+from experiments.quality import rows as rows_mod
 from evolver.cli import main
 from corpora import corpus_sha256, load_corpus, write_corpus
 from corpora.split import partition

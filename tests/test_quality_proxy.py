@@ -7,10 +7,10 @@ import shutil
 import pytest
 from conftest import bench_quality
 
-from benchmarks.quality import proxy
-from benchmarks.quality import rows as rows_mod
+from experiments.quality import proxy
+from experiments.quality import rows as rows_mod
 from trainer.train import TrainSpec
-from benchmarks.quality.cells import Cells, Setting
+from experiments.quality.cells import Cells, Setting
 from evolver.config import RunConfig
 from base.files import atomic_json, read_json
 from corpora import corpus_sha256
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("trained_once")   # the rows' tiny training
 
 def test_the_benchmarks_proxy_is_the_one_the_loop_ranks_candidates_by():
     import evolver.evaluation as loop_evaluation
-    from benchmarks import stages
+    from experiments import train_eval as stages
 
     cfg = RunConfig()
     assert (proxy.SFT_STEPS_PER_UNIT, proxy.TASKS_PER_UNIT, proxy.LAMBDA) == (cfg.proxy_sft_steps, cfg.proxy_tasks, cfg.lam)
@@ -68,7 +68,7 @@ def test_the_proxy_column_scores_each_row_once_and_answers_again_from_its_cache(
         raise AssertionError("a cached proxy was computed again")
 
     monkeypatch.setattr("trainer.train.train", no_work)
-    monkeypatch.setattr("benchmarks.evaluate.evaluate_to_dir", no_work)
+    monkeypatch.setattr("environments.evaluate.evaluate_to_dir", no_work)
     assert bench_quality(quality_corpora, cache, "--rows", "rho0-wild,rho0-labeled,oracle", "--seeds", "1", "--proxy", "1") == 0
     assert json.loads((cache / "report-test" / "quality.json").read_text())["proxy"] == doc
     assert bench_quality(quality_corpora, cache, "--rows", "rho0-wild,rho0-labeled,oracle", "--seeds", "1", "--proxy", "1,2",
@@ -138,9 +138,9 @@ def test_a_runs_training_with_the_same_data_recipe_and_seed_is_reused_not_traine
 
 def test_a_runs_evaluation_of_an_adopted_training_is_the_cell_unless_a_deciding_field_differs(quality_corpora, tmp_path, monkeypatch):
     """The epoch's `eval-s<seed>` beside an adopted training is read as the cell when it is the
-    cell's evaluation (benchmarks.quality.adopted); a run evaluated otherwise is evaluated again."""
+    cell's evaluation (experiments.quality.adopted); a run evaluated otherwise is evaluated again."""
     wild, labeled = quality_corpora
-    from benchmarks.evaluate import EvalSpec
+    from environments.evaluate import EvalSpec
     from conftest import TINY_MAX_NEW_TOKENS
 
     [row] = rows_mod.table_rows(("rho0-wild",), wild, labeled, [], tmp_path, None)
@@ -170,7 +170,7 @@ def test_a_runs_evaluation_of_an_adopted_training_is_the_cell_unless_a_deciding_
         assert cells.adopt(only) == 1
         return cells
 
-    monkeypatch.setattr("benchmarks.quality.cells.evaluate_on", lambda *a, **k: pytest.fail("an adopted evaluation was run again"))
+    monkeypatch.setattr("experiments.quality.cells.evaluate_on", lambda *a, **k: pytest.fail("an adopted evaluation was run again"))
     same = adopted_from("0")
     cell = same.cell(row, 0)
     assert cell["scores"] == done["scores"] and cell["P"] == done["P"]

@@ -1,11 +1,11 @@
-"""The quality benchmark's report from cells (the cell.json format of benchmarks/quality/cells.py):
+"""The quality benchmark's report from cells (the cell.json format of experiments/quality/cells.py):
 table rows, pending rows, the seed spread and the margin it implies, the minimal detectable
 difference."""
 import pytest
 
 from base import paired
-from benchmarks.quality import stats, table
-from benchmarks.quality.cells import Row, Setting
+from experiments.quality import stats, table
+from experiments.quality.cells import Row, Setting
 
 CATEGORY = {**{f"simple_python_{i}": "simple_python" for i in range(20)},
             **{f"irrelevance_{i}": "irrelevance" for i in range(20)}}
@@ -156,7 +156,7 @@ def test_a_table_2_row_is_paired_with_its_full_row_what_the_component_is_worth(d
 def test_a_difference_is_split_into_the_tasks_that_want_a_call_and_those_that_want_none():
     """A row that declines more and calls worse gains overall: the split shows where (BFCL's
     irrelevance tasks want no call), for Δ vs ρ0, for full − row and for a strategy's Δ vs the best."""
-    from benchmarks.quality import strategy_rows
+    from experiments.quality import strategy_rows
 
     calls_worse = first(4, "simple_python") | first(10, "irrelevance")
     rows = [ROWS[0], ROWS[1], ROWS[0].ablated("no-memory")]
@@ -184,8 +184,8 @@ def test_a_difference_is_split_into_the_tasks_that_want_a_call_and_those_that_wa
 
 
 def test_the_no_call_categories_are_the_ones_the_official_checker_scores_as_declines():
-    from benchmarks.bfcl.single_turn import check_calls
-    from benchmarks.bfcl.single_turn_data import CATEGORIES, NO_CALL
+    from environments.bfcl.single_turn import check_calls
+    from environments.bfcl.single_turn_data import CATEGORIES, NO_CALL
 
     assert set(NO_CALL) < set(CATEGORIES)
     for category in NO_CALL:

@@ -1,4 +1,4 @@
-"""The quality bench trains and evaluates through the loop's stage functions (benchmarks/stages.py),
+"""The quality bench trains and evaluates through the loop's stage functions (experiments/train_eval.py),
 and its cells keep the keys they had when it ran its own pipeline, so a cache filled before still
 answers (issue 41, item 3)."""
 import dataclasses
@@ -6,12 +6,12 @@ import hashlib
 import json
 from pathlib import Path
 
-from benchmarks import stages
-from benchmarks.quality import cells as cells_mod
-from benchmarks.quality import proxy as proxy_mod
-from benchmarks.quality import rows as rows_mod
+from experiments import train_eval as stages
+from experiments.quality import cells as cells_mod
+from experiments.quality import proxy as proxy_mod
+from experiments.quality import rows as rows_mod
 from trainer.train import TrainSpec
-from benchmarks.quality.cells import Cells, Setting, consumed_sha256
+from experiments.quality.cells import Cells, Setting, consumed_sha256
 from sandbox.process_executor import ProcessExecutor
 
 
@@ -26,7 +26,7 @@ def test_the_bench_and_the_loop_call_one_training_and_one_evaluation():
 
 
 def _old_keys(cells: Cells, row, seed: int) -> tuple[str | None, str]:
-    """A row's training and cell keys as the bench computed them before it used benchmarks.stages
+    """A row's training and cell keys as the bench computed them before it used experiments.train_eval
     (its own file selection: a kind is used unless ablated or without a non-blank line)."""
     def key(payload):
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]

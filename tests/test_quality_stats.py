@@ -5,7 +5,7 @@ import math
 import pytest
 
 from base import paired
-from benchmarks.quality import stats
+from experiments.quality import stats
 
 
 def binary(successes: int, n: int, seeds: int = 1, prefix: str = "t") -> dict:

@@ -55,9 +55,9 @@ def test_a_strategy_directory_is_a_row_paired_with_rho0_and_the_best_and_a_secon
         raise AssertionError("a cached cell was computed again")
 
     monkeypatch.setattr("trainer.train.train", no_work)
-    monkeypatch.setattr("benchmarks.evaluate.evaluate_to_dir", no_work)
+    monkeypatch.setattr("environments.evaluate.evaluate_to_dir", no_work)
     monkeypatch.setattr("sandbox.curate.execute", no_work)
-    monkeypatch.setattr("benchmarks.quality.cells.execute", no_work)
+    monkeypatch.setattr("experiments.quality.cells.execute", no_work)
     assert bench_quality(quality_corpora, cache, *argv) == 0           # the second call: every cell from the cache
     assert json.loads((cache / "report-test" / "quality.json").read_text()) == doc
     assert sorted(p.name for p in (cache / "cells").iterdir()) == cells

@@ -1,9 +1,9 @@
-"""The rank agreement of a dev reading with test P (benchmarks/quality/rank.py, bench/rank_agreement.py):
+"""The rank agreement of a dev reading with test P (experiments/quality/rank.py, bench/rank_agreement.py):
 Spearman's ρ with a bootstrap interval over tasks, the verdict against the issue's 0.8 bar, and
 `bench quality --gold` writing the per-task scores it resamples (test_quality_calibration)."""
 import random
 
-from benchmarks.quality import rank
+from experiments.quality import rank
 
 
 def doc(rows: dict[str, tuple[list[float], list[float] | None]]) -> dict:

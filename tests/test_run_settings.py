@@ -17,7 +17,7 @@ from evolver.llm import LLMConfig
 from evolver.options import Flag, flagged, options_of
 from evolver.proposers.agent_limits import AgentLimits
 from evolver.run_cli import create_run, run_options
-from benchmarks.evaluate import EvalSpec
+from environments.evaluate import EvalSpec
 from trainer.train import TrainSpec
 
 from conftest import SAMPLE_CORPUS

@@ -5,11 +5,11 @@ import json
 import pytest
 
 from trainer import memory as mem
-from benchmarks import metrics, runner
-from benchmarks.base import StepItem, Task, Verdict
-from benchmarks.registry import get_benchmark
-from benchmarks.policies.scripted import OraclePolicy, ScriptedPolicy, SilentPolicy, conversation_key
-from sandbox.schemas import canonical_json, check_raw
+from environments import metrics, runner
+from base.benchmark import StepItem, Task, Verdict
+from base.registry import get_benchmark
+from environments.policies.scripted import OraclePolicy, ScriptedPolicy, SilentPolicy, conversation_key
+from base.schemas import canonical_json, check_raw
 from formats import chat_format as cf
 
 TOOLS = [{"type": "function", "function": {"name": "add", "description": "Add to the counter.",

@@ -6,8 +6,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from benchmarks import runner
-from benchmarks.policies.openai_compat import TOOL_RESULT_PREFIX, OpenAIPolicy, chat_messages
+from environments import runner
+from environments.policies.openai_compat import TOOL_RESULT_PREFIX, OpenAIPolicy, chat_messages
 from base.errors import UserError
 from formats import chat_format as cf
 
@@ -141,7 +141,7 @@ def test_endpoint_errors_are_one_line_user_errors():
 
 @pytest.fixture(scope="module")
 def tiny():
-    from benchmarks.policies.local import TransformersPolicy
+    from environments.policies.local import TransformersPolicy
 
     return TransformersPolicy("tiny-random", threads=2, batch_size=2, max_new_tokens=6)
 
@@ -183,7 +183,7 @@ def test_local_prompt_that_cannot_fit_gets_an_empty_answer(tiny):
 def test_local_base_plus_lora_adapter(tmp_path):
     from peft import LoraConfig, get_peft_model
 
-    from benchmarks.policies.local import TransformersPolicy
+    from environments.policies.local import TransformersPolicy
     from trainer.models import load_policy
 
     model, _ = load_policy("tiny-random")

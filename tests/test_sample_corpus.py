@@ -10,9 +10,9 @@ os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "cu
 
 import pytest  # noqa: E402
 
-from benchmarks.bfcl import sample_corpus as sc  # noqa: E402
-from benchmarks.bfcl import backends  # noqa: E402
-from benchmarks.bfcl.backends import (  # noqa: E402
+from environments.bfcl import sample_corpus as sc  # noqa: E402
+from environments.bfcl import backends  # noqa: E402
+from environments.bfcl.backends import (  # noqa: E402
     ERROR_PREFIX,
     CallError,
     Episode,
@@ -22,12 +22,12 @@ from benchmarks.bfcl.backends import (  # noqa: E402
     parse_call,
     tool_schemas,
 )
-from benchmarks.bfcl.splits import SPLIT_ORDER_TASKS, multi_turn_split  # noqa: E402
-from sandbox.schemas import check_raw  # noqa: E402
+from environments.bfcl.splits import SPLIT_ORDER_TASKS, multi_turn_split  # noqa: E402
+from base.schemas import check_raw  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"
-LABELS = ROOT / "benchmarks" / "data" / "sample_corpus.labels.json"
+CORPUS = ROOT / "environments" / "data" / "sample_corpus.jsonl"
+LABELS = ROOT / "environments" / "data" / "sample_corpus.labels.json"
 
 
 @pytest.fixture(scope="module")
@@ -350,7 +350,7 @@ def test_tool_schemas_are_openai_function_schemas(tasks):
             "y": {"description": "anything"}}, "required": ["x"]}}}
 
 
-@pytest.mark.parametrize("module", ["benchmarks/bfcl/backends.py", "sandbox/simenv/calls.py", "sandbox/simenv/episode.py"])
+@pytest.mark.parametrize("module", ["environments/bfcl/backends.py", "sandbox/simenv/calls.py", "sandbox/simenv/episode.py"])
 def test_backends_module_never_evaluates_text(module):
     import ast
 

@@ -1,4 +1,4 @@
-"""ScienceWorld, the second environment (benchmarks/scienceworld/): its splits, its official
+"""ScienceWorld, the second environment (environments/scienceworld/): its splits, its official
 score, its corpus, its ctx.env scenarios and its leakage rows — run on the real simulator (the
 `scienceworld` wheel's Java program), so each test that steps it costs seconds."""
 import copy
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from benchmarks.scienceworld import actions as act
-from benchmarks.scienceworld import benchmark as bm
-from benchmarks.scienceworld import catalog, corpus, scenarios
+from environments.scienceworld import actions as act
+from environments.scienceworld import benchmark as bm
+from environments.scienceworld import catalog, corpus, scenarios
 from base.errors import UserError
 
 
@@ -41,7 +41,7 @@ def test_a_task_type_rebuilt_in_a_fresh_simulator_gives_the_catalogs_entries():
     to its recorded trace. The gold *route* itself may differ: ScienceWorld's oracle picks among
     equally short paths by Scala set order, which changes between JVM runs (allenai/ScienceWorld#15),
     so a rebuilt gold is only required to complete the task."""
-    from benchmarks.scienceworld.simulator import Simulator
+    from environments.scienceworld.simulator import Simulator
 
     task = _shortest("train")["task"]
     entries, notes, lists = catalog._task_type(task)
@@ -195,7 +195,7 @@ def test_the_leakage_guard_refuses_a_dev_tasks_text_and_gold_run_and_passes_trai
 
 
 def test_the_diagnosis_reads_scienceworld_verdicts_as_failure_families():
-    from benchmarks import registry
+    from base import registry
     from evolver.diagnose import primary_family
 
     environment = registry.get("scienceworld")

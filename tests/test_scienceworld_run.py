@@ -4,7 +4,7 @@ The step items are not scored (eval_steps off): P is task success, and on this C
 of a ScienceWorld gold run costs a generation over a long prompt."""
 import json
 
-from benchmarks.scienceworld import catalog, corpus
+from environments.scienceworld import catalog, corpus
 from evolver import cli
 from evolver.config import RunConfig
 from evolver.loop import run_epochs

@@ -10,8 +10,8 @@ os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path(tempfile.gettempdir()) / "cu
 
 import pytest  # noqa: E402
 
-from benchmarks.registry import get_benchmark  # noqa: E402
-from benchmarks.runner import run_episodes  # noqa: E402
+from base.registry import get_benchmark  # noqa: E402
+from environments.runner import run_episodes  # noqa: E402
 from evolver.diagnose import diagnose  # noqa: E402
 from evolver.signals import SignalParams, action_patterns, boundary, forgetting, rare, signals, summarize  # noqa: E402
 from formats import chat_format as cf  # noqa: E402

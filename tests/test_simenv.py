@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bfcl import splits
+from environments.bfcl import splits
 from corpora import load_corpus
 from sandbox.curate import execute
 from sandbox.executor import Limits

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import registry
+from base import registry
 from evolver.results import Curation, Decision, Diagnosis, Evaluation, Final, Proposal, Training, result_type
 
 # journal results as runs before the typed results wrote them (shapes of evolver/loop.py at 3354f4e)

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from curation_strategies import toolkit as tk
-from sandbox.schemas import canonical_json, check_raw, turn_cost
+from base.schemas import canonical_json, check_raw, turn_cost
 from test_toolkit import (CITIES, assert_valid, cd_recovery, corpus, list_files, missing_param, read_notes,
                           weather)
 
 ROOT = Path(__file__).resolve().parents[1]
 STRATEGIES = {name: ROOT / "curation_strategies" / name / "strategy.py" for name in ("seed", "agentrefine")}
-BUNDLED = ROOT / "benchmarks" / "data" / "sample_corpus.jsonl"
+BUNDLED = ROOT / "environments" / "data" / "sample_corpus.jsonl"
 BUNDLED_LABELS = BUNDLED.with_suffix(".labels.json")
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from base.errors import UserError
-from benchmarks.base import Benchmark, Episode
-from benchmarks.tau2.benchmark import USER_FLAGS, Tau2Benchmark
+from base.benchmark import Benchmark, Episode
+from environments.tau2.benchmark import USER_FLAGS, Tau2Benchmark
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tau2" / "trajectories.json"
 

@@ -25,7 +25,7 @@ from base.errors import UserError
 from corpora import load_corpus
 from corpora.split import partition
 from corpora.tau2 import USER_TOOL_CALLS
-from sandbox.schemas import check_raw
+from base.schemas import check_raw
 
 TAU2 = Path(__file__).resolve().parent / "fixtures" / "external" / "tau2-bench"
 TELECOM = TAU2 / "telecom-default-gpt-4.1.excerpt.json"

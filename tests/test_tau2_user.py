@@ -1,6 +1,6 @@
 """τ²-bench airline and retail with a simulated user: the package's `UserSimulator` over a real local
 OpenAI-compatible server (`transformers serve` over the embedded SmolLM2-135M, trainer/serve.py), the
-package's non-solo evaluator, and the sentences a wrong endpoint gets (benchmarks/user_sim.py)."""
+package's non-solo evaluator, and the sentences a wrong endpoint gets (environments/user_sim.py)."""
 from __future__ import annotations
 
 import json
@@ -8,11 +8,11 @@ import json
 import pytest
 
 from base.errors import UserError
-from benchmarks import runner
-from benchmarks.policies.scripted import ScriptedPolicy
-from benchmarks.tau2 import package as pkg
-from benchmarks.tau2.benchmark import Tau2Benchmark
-from benchmarks.user_sim import FLAGS, USER_ERROR, UserEndpoint, endpoint
+from environments import runner
+from environments.policies.scripted import ScriptedPolicy
+from environments.tau2 import package as pkg
+from environments.tau2.benchmark import Tau2Benchmark
+from environments.user_sim import FLAGS, USER_ERROR, UserEndpoint, endpoint
 from conftest import free_port
 
 

@@ -88,7 +88,7 @@ def test_test_prints_rho0_the_final_strategy_and_their_paired_difference_per_cat
     # the page a user reads of a run on an environment: the test size read, no per-tool table and why, gold calls
     assert "test split, never read by the loop; `curateevo test` read 5 of them" in page
     assert "No per-tool table: bfcl-single is scored by task_success per task" in page
-    from benchmarks.registry import get_benchmark
+    from base.registry import get_benchmark
 
     bench = get_benchmark("bfcl-single")
     failed = [t["meta"]["task_id"] for line in (root / "epochs" / "0" / "eval-s0" / "trajectories.jsonl").open()
@@ -115,7 +115,7 @@ def test_the_comparison_pairs_tasks_and_says_per_category_what_moved():
 
 def test_seeds_evaluates_as_the_run_did_or_is_one_sentence():
     from base.errors import UserError
-    from benchmarks.evaluate import EvalSpec
+    from environments.evaluate import EvalSpec
 
     run = EvalSpec(benchmark="bfcl-single", metric="task_success", max_new_tokens=64, threads=2)
     tested.same_evaluation(run, run.model_copy(update={"tasks": 3}))   # the tasks are test's own

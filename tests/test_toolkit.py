@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from curation_strategies import toolkit as tk
-from sandbox.schemas import check_memory, check_raw, check_rl, check_sft
+from base.schemas import check_memory, check_raw, check_rl, check_sft
 
 TOOLKIT_DIR = Path(tk.__file__).parent
 
@@ -549,7 +549,7 @@ ALLOWED_IMPORTS = {"__future__", "collections", "copy", "dataclasses", "functool
                    "random", "re", "sys", "typing", "datasketch", "numpy", "tiktoken"}
 # the one definition of a provenance stamp's digest, shared with the host's checker: stdlib only
 # (test below), and mounted beside the toolkit in both executors
-SHARED_WITH_HOST = {"sandbox.provenance"}
+SHARED_WITH_HOST = {"base.provenance"}
 
 
 def test_toolkit_imports_only_stdlib_datasketch_numpy_and_tiktoken_and_no_clock_or_global_random():
@@ -569,7 +569,7 @@ def test_toolkit_imports_only_stdlib_datasketch_numpy_and_tiktoken_and_no_clock_
 
 
 def test_the_provenance_digest_the_toolkit_shares_with_the_host_imports_only_the_stdlib():
-    tree = ast.parse((TOOLKIT_DIR.parents[1] / "sandbox" / "provenance.py").read_text())
+    tree = ast.parse((TOOLKIT_DIR.parents[1] / "base" / "provenance.py").read_text())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert names <= {"__future__", "collections.abc", "hashlib", "json", "typing"}

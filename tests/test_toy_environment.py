@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from base.errors import UserError
-from benchmarks import registry
-from benchmarks.base import Task, Verdict
-from benchmarks.environment import require
+from base import registry
+from base.benchmark import Task, Verdict
+from base.environment import require
 from conftest import ROOT, TINY_MAX_NEW_TOKENS
 from evolver import cli
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from base.errors import UserError
-from benchmarks.bfcl import splits
-from benchmarks.registry import get_benchmark
+from environments.bfcl import splits
+from base.registry import get_benchmark
 from trainer.recipe import curation_budget, get_profile
 
 TRAINED = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance")
 
 
 def test_the_tuning_slice_is_train_tasks_outside_dev_test_and_the_default_corpus():
-    from benchmarks.bfcl.corpus_builder import build
+    from environments.bfcl.corpus_builder import build
 
     bench = get_benchmark("bfcl-single", allow_test=True)
     tune = {t.id for t in bench.tasks("tune")}

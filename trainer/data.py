@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 
 from base.errors import UserError
 from base.files import iter_jsonl
-from sandbox.schemas import check_rl, check_sft
+from base.schemas import check_rl, check_sft
 from formats import chat_format as cf
 from sandbox import exchange
 

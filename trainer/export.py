@@ -55,7 +55,7 @@ def verl_messages(messages: Sequence[Mapping], tools: Sequence[Mapping]) -> list
 
 
 def rl_rows(records: Sequence[Mapping]) -> list[dict]:
-    from sandbox.schemas import canonical_json
+    from base.schemas import canonical_json
 
     return [{"data_source": f"curateevo/{r['reward']}", "prompt": verl_messages(r["messages"], r["tools"]),
              "ability": ABILITY,

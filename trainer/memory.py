@@ -1,6 +1,6 @@
 """Memory hints: the top-k memory records by BM25 over their `key`, given to the agent in its
 system prompt — one retrieval, `hints(index, messages, tools, own)`, used at evaluation
-(benchmarks.runner, for each task) and at training (trainer.data, for each SFT example when the
+(environments.runner, for each task) and at training (trainer.data, for each SFT example when the
 recipe trains with hints), so the policy reads hints in training as it will at evaluation.
 
 A memory record is `{"id", "key", "content", "tags"?, "meta"?}` (DESIGN: Formats). The index is
@@ -48,7 +48,7 @@ def _tokens(texts: Sequence[str]) -> list[list[str]]:
 
 def read_memory(path: str | Path) -> list[dict]:
     """Memory records from a JSONL file, checked against the memory schema (`file:line: reason`)."""
-    from sandbox.schemas import check_memory
+    from base.schemas import check_memory
 
     records, seen = [], set()
     for lineno, row in iter_jsonl(path, "memory"):

@@ -4,7 +4,7 @@
 renders each step's prefix with the chat format, decodes greedily (temperature 0, as evaluation
 does), and reports how many turns hold a parseable tool call, how many call the reference's
 functions, and the mean of each step's own reward. It is a smoke test of the recipe, not the dev
-benchmark (benchmarks/ owns that).
+benchmark (environments/ owns that).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ and lies in [UNPARSEABLE, 1]:
   and extra calls both cost. A reference answer in text (`{"content": …}`) is matched by making no
   call: 0.5 + 0.5 × token F1 with the reference text. Unparseable output scores UNPARSEABLE.
 - `state_match` (records whose `meta.env` names a scenario its environment rebuilds: BFCL
-  multi-turn): the scenario is rebuilt twice (`benchmarks.environment`: reward_episode, literal
+  multi-turn): the scenario is rebuilt twice (`base.environment`: reward_episode, literal
   arguments, fresh instances), the prefix's calls executed on both, the completion's calls
   executed on one and the reference's on the other.
   Reward = the share of the reference's outputs that the completion's outputs contain, halved
@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from typing import Any, Callable, Mapping, Sequence
 
-from benchmarks import registry
+from base import registry
 from formats.chat_format import ToolCall, parse_tool_calls
 
 UNPARSEABLE = -0.5

@@ -36,7 +36,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 class TrainSpec(BaseModel):
     """How the fixed recipe trains a curation, besides its data and seed: what every training of
     the project (the loop's seeds, `bench quality`'s cells, the proxy of k candidates) is given, so
-    they train alike (benchmarks.stages.train_on). `evolver.config.RunConfig.train` and the quality
+    they train alike (experiments.train_eval.train_on). `evolver.config.RunConfig.train` and the quality
     bench's `Setting.train` nest one; each field is declared here once."""
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -137,7 +137,7 @@ def child_env() -> dict:
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     # idle OpenMP threads sleep instead of spinning: on shared cores spinning costs several times the
-    # time (benchmarks/policies/local.py, which sets it for evaluation); read once, when torch loads
+    # time (environments/policies/local.py, which sets it for evaluation); read once, when torch loads
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     # str hashes fixed: PEFT writes "all-linear"'s target modules from a set, so their order in
     # adapter_config.json (and the adapter's hash) would otherwise change from process to process

@@ -3,7 +3,7 @@
 Every toolkit operator that makes or changes a record stamps it: `meta.provenance` becomes
 `{"steps": [...], "sha": DIGEST}`, one step per operator in order (`{"op", "how", "params"}`,
 `how` one of HOWS), and DIGEST a hash of the whole record as the last operator left it (the
-steps included). The raw ids stay in `meta.origin`. The host (sandbox/provenance.py) checks the
+steps included). The raw ids stay in `meta.origin`. The host (base/provenance.py) checks the
 digest against the record the strategy wrote: a record changed after its last stamp, or never
 stamped, ends with a `custom` step, so a strategy cannot alter a record, or claim another
 operator made it, without it showing. A step is only what the toolkit saw: a filter that drops
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from sandbox.provenance import CUSTOM, DROP_KINDS, HOWS, KEY, digest, steps_of
+from base.provenance import CUSTOM, DROP_KINDS, HOWS, KEY, digest, steps_of
 
 __all__ = ["CUSTOM", "DROP_KINDS", "HOWS", "KEY", "Traced", "carry", "digest", "dropped", "drops", "stamp", "step",
            "steps_of", "traced"]

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 
 def canonical_json(obj: Any) -> str:
-    """Sorted keys, compact, UTF-8 text: the same form the host writes (sandbox.schemas)."""
+    """Sorted keys, compact, UTF-8 text: the same form the host writes (base.schemas)."""
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 

@@ -4,10 +4,10 @@ and agent_eval_process, `model_eval/checker.py` agent_checker), reimplemented, n
 
 The task: ACEBench's multi-step agent system prompt, and one user message with the conversation
 history "user:<question>" (the API list is the offered tools, as for the normal items,
-`benchmarks/acebench/prompts.py`). At most 20 agent steps: the official loop runs 40 messages,
+`environments/acebench/prompts.py`). At most 20 agent steps: the official loop runs 40 messages,
 agent and execution in turn.
 
-Execution (`World`): fresh instances of the item's `involved_classes` (benchmarks/acebench/
+Execution (`World`): fresh instances of the item's `involved_classes` (environments/acebench/
 scenarios/phone.py), each loaded with the item's config of its class and then with its BaseApi
 config (so only the latter counts, as officially); a call runs on every instance that has a public
 method of that name (turn_on_wifi on all of them), by keyword; an exception is an observation
@@ -44,11 +44,11 @@ import operator
 from typing import Any, Mapping, Sequence
 
 from base.errors import UserError
-from benchmarks.acebench.scenarios.phone import CLASSES
-from benchmarks.base import Task, Verdict
-from benchmarks.episodes import OneTurn
-from benchmarks.bfcl.backends import CallError
-from benchmarks.bfcl.common import bounded, call_parts, error_observation, short
+from environments.acebench.scenarios.phone import CLASSES
+from base.benchmark import Task, Verdict
+from environments.episodes import OneTurn
+from environments.bfcl.backends import CallError
+from environments.bfcl.common import bounded, call_parts, error_observation, short
 
 CATEGORY = "agent_multi_step"
 MAX_STEPS = 20
@@ -172,7 +172,7 @@ def make_task(tid: str, item: Mapping, tools: list, split: str | None) -> Task:
 
 def item_of(tid: str, category: str = CATEGORY, classes: Mapping[str, type] | None = None) -> dict:
     """The item `tid` of an agent category, its scenario classes checked; UserError if it is none."""
-    from benchmarks.acebench import data
+    from environments.acebench import data
 
     item = data.items(category).get(tid)
     if item is None:
@@ -385,7 +385,7 @@ def replay(item: Mapping, messages: Sequence[Mapping]) -> tuple[World, list, lis
 
 
 def score(task: Task, messages: list) -> Verdict:
-    from benchmarks.acebench import data
+    from environments.acebench import data
 
     item = item_of(task.id)
     answer = data.answer(task.id)

@@ -1,6 +1,6 @@
 """ACEBench (English) as a benchmark ("acebench"): its normal and special items, one answer each,
-judged by the rules of the official checker (benchmarks/acebench/checker.py), and its agent
-multi-step items where benchmarks/acebench/agent.py can execute them.
+judged by the rules of the official checker (environments/acebench/checker.py), and its agent
+multi-step items where environments/acebench/agent.py can execute them.
 
 A task is one item as ACEBench's own inference asks it: the system prompt of its kind (normal,
 preference, special; the item's `time` or `profile` filled in, the API specifications given as the
@@ -12,8 +12,8 @@ e.g. "Missing necessary parameters (...)"), scored by `checker.check`.
 Splits are drawn by item, never crossing: an item is dev when sha256(id) mod 5 is 0 (about a
 fifth), test otherwise; ACEBench has no train split (it is never curated from). The test split is
 the same whether a run evolved on ACEBench's dev or elsewhere, so every table reads one set. The agent
-multi-turn items need an LLM playing the user (`user`, a benchmarks.user_sim.UserEndpoint): with one
-they are offered (by default with the rest) and run as conversations (benchmarks/acebench/
+multi-turn items need an LLM playing the user (`user`, an environments.user_sim.UserEndpoint): with one
+they are offered (by default with the rest) and run as conversations (environments/acebench/
 conversation.py, scored by multiturn.py); without one, asking for them is a UserError naming the flags,
 and `describe()` lists them as not run, never scored 0.
 """
@@ -23,11 +23,11 @@ import hashlib
 from typing import Mapping, Sequence
 
 from base.errors import UserError
-from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split
-from benchmarks.episodes import Recorded
-from benchmarks.bfcl.backends import CallError, tool_schema
-from benchmarks.bfcl.common import bounded, call_parts, short
-from benchmarks.user_sim import FLAGS as USER_FLAGS
+from base.benchmark import StepItem, Task, Verdict, balanced_subset, check_split
+from environments.episodes import Recorded
+from environments.bfcl.backends import CallError, tool_schema
+from environments.bfcl.common import bounded, call_parts, short
+from environments.user_sim import FLAGS as USER_FLAGS
 from formats.chat_format import parse_tool_calls
 
 NAME = "acebench"
@@ -44,14 +44,14 @@ def split_of(item_id: str) -> str:
 def scored_categories() -> tuple[str, ...]:
     """The categories scored without an LLM user: normal, special, and agent multi-step when its
     scenarios run here."""
-    from benchmarks.acebench import data
+    from environments.acebench import data
 
     return tuple(c for c in data.CATEGORIES if c not in data.NEEDS_USER and (not c.startswith("agent") or _agent()))
 
 
 def _agent():
     try:
-        from benchmarks.acebench import agent
+        from environments.acebench import agent
     except ImportError:
         return None
     return agent
@@ -60,7 +60,7 @@ def _agent():
 def answer_text(messages: Sequence[Mapping], tools: Sequence[Mapping]) -> tuple[str | None, list, bool]:
     """(the answer as ACEBench's checker reads it, the calls made, whether there was an answer):
     the first assistant message after the first user message."""
-    from benchmarks.acebench.checker import calls_to_text
+    from environments.acebench.checker import calls_to_text
 
     seen_user = False
     for m in messages:
@@ -93,7 +93,7 @@ class ACEBenchBenchmark:
     name = NAME
 
     def __init__(self, allow_test: bool = False, categories: Sequence[str] | None = None, user=None):
-        from benchmarks.acebench import data
+        from environments.acebench import data
 
         self.allow_test, self.user = allow_test, user
         known = scored_categories()
@@ -107,7 +107,7 @@ class ACEBenchBenchmark:
                 raise UserError(f"unknown ACEBench category {c!r} (one of {', '.join(known)})")
 
     def describe(self) -> dict:
-        from benchmarks.acebench import data
+        from environments.acebench import data
 
         doc = {"name": NAME, "categories": list(self.categories), "source": data.source()["commit"],
                "not_run": {c: "needs an LLM user" for c in data.NEEDS_USER if self.user is None},
@@ -117,7 +117,7 @@ class ACEBenchBenchmark:
         return doc
 
     def split_ids(self, category: str, split: str) -> list[str]:
-        from benchmarks.acebench import data
+        from environments.acebench import data
 
         check_split(split, self.allow_test)
         ids = sorted(data.items(category), key=_natural)
@@ -129,13 +129,13 @@ class ACEBenchBenchmark:
         return [self.make_task(tid, split) for tid in balanced_subset(groups, limit)]
 
     def make_task(self, tid: str, split: str | None = None) -> Task:
-        from benchmarks.acebench import data, prompts
+        from environments.acebench import data, prompts
 
         category = data.category_of(tid)
         item = data.items(category)[tid]
         tools = [tool_schema(d) for d in item["function"]]
         if category in data.NEEDS_USER:
-            from benchmarks.acebench import multiturn
+            from environments.acebench import multiturn
 
             return multiturn.make_task(tid, item, tools, split, self.user)
         if category.startswith("agent"):
@@ -148,10 +148,10 @@ class ACEBenchBenchmark:
         return Task(id=tid, benchmark=NAME, category=category, tools=tools, turns=[turn], meta=meta)
 
     def episode(self, task: Task):
-        from benchmarks.acebench import data
+        from environments.acebench import data
 
         if task.category in data.NEEDS_USER:
-            from benchmarks.acebench.conversation import Conversation
+            from environments.acebench.conversation import Conversation
 
             if self.user is None:
                 raise UserError(f"ACEBench {task.category} needs an LLM user simulator: give {USER_FLAGS}")
@@ -161,10 +161,10 @@ class ACEBenchBenchmark:
         return Episode(task)
 
     def score(self, task: Task, messages: list) -> Verdict:
-        from benchmarks.acebench import checker, data
+        from environments.acebench import checker, data
 
         if task.category in data.NEEDS_USER:
-            from benchmarks.acebench import multiturn
+            from environments.acebench import multiturn
 
             return multiturn.score(task, messages)
         if task.category.startswith("agent"):

@@ -30,7 +30,7 @@ import operator
 import re
 from collections import Counter
 
-from benchmarks.acebench import data
+from environments.acebench import data
 
 _PROMPT_NAMES = {"SYSTEM_PROMPT_NORMAL": "SYSTEM_PROMPT_FOR_NORMAL_DATA_EN",
                  "SYSTEM_PROMPT_PREFERENCE": "SYSTEM_PROMPT_FOR_PREFERENCE_DATA_EN",

@@ -1,6 +1,6 @@
 """An ACEBench agent_multi_turn episode with a simulated user: the official user role
 (`model_inference/multi_turn/APIModel_user.py` APIUSER, github ACEBench/ACEBench e6db74b, MIT) played by
-the endpoint the user named (benchmarks/user_sim.py), and the official loop's rules (multiturn.Loop)
+the endpoint the user named (environments/user_sim.py), and the official loop's rules (multiturn.Loop)
 for the agent's messages, reimplemented, not copied.
 
 As the official loop runs it: the user model gets its system prompt — SYSTEM_PROMPT_BASE_EN when the item
@@ -22,15 +22,15 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping
 
-from benchmarks import user_sim
-from benchmarks.acebench import multiturn
-from benchmarks.acebench.multiturn import EXECUTION
-from benchmarks.base import Task
+from environments import user_sim
+from environments.acebench import multiturn
+from environments.acebench.multiturn import EXECUTION
+from base.benchmark import Task
 
 
 
 def user_system_prompt(item: Mapping) -> str:
-    from benchmarks.acebench import data
+    from environments.acebench import data
 
     p = data.multi_turn_prompts()
     template = p["SYSTEM_PROMPT_BASE_EN"] if "BaseApi" in item["involved_classes"] else p["SYSTEM_PROMPT_TRAVEL_EN"]
@@ -49,7 +49,7 @@ class Conversation:
     """The item's world and the simulated user (see the module docstring)."""
 
     def __init__(self, task: Task, endpoint: Any):
-        from benchmarks.acebench import data
+        from environments.acebench import data
 
         self.task, self.endpoint = task, endpoint
         self.item = multiturn.item_of(task.id)

@@ -1,7 +1,7 @@
 """ACEBench's English data, shipped as published (github ACEBench/ACEBench, MIT, the commit in
 data/SOURCE.json).
 
-Layout under benchmarks/acebench/data/ (override with `set_root` in tests):
+Layout under environments/acebench/data/ (override with `set_root` in tests):
   data_en/data_<category>.json          the items, one JSON object a line ({"id", "question",
                                         "function", and "time" / "profile" / "initial_config" ...})
                                         = the repository's data_all/data_en/
@@ -37,7 +37,7 @@ NEEDS_USER = ("agent_multi_turn",)  # scored only with an LLM playing the user
 
 _DEFAULT_ROOT = Path(__file__).resolve().parent / "data"
 _root = _DEFAULT_ROOT
-_FIX = "reinstall the project or restore it with `git checkout -- benchmarks/acebench/data`"
+_FIX = "reinstall the project or restore it with `git checkout -- environments/acebench/data`"
 
 
 def set_root(path: Path | str | None) -> None:

@@ -1,4 +1,4 @@
-"""ACEBench as an environment (`benchmarks.environment`), on the narrow seam: its benchmark, and two
+"""ACEBench as an environment (`base.environment`), on the narrow seam: its benchmark, and two
 declared capabilities — `leakage` (every item's request and gold calls, so the host keeps them out
 of any artifact) and `diagnosis` (its checker's error types as failure families). It builds no
 corpus and rebuilds no scenario: nothing is ever curated from ACEBench, which is a held-out test
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 # the checker's error types, as the benchmark writes them ("acebench:<category>:<type>",
-# benchmarks/acebench/checker.py) → the diagnosis's failure families; the first match wins
+# environments/acebench/checker.py) → the diagnosis's failure families; the first match wins
 CHECKER_RULES = (
     (r"^acebench:special_irrelevant:", "unwanted_call"),
     (r"^acebench:special_", "missing_output"),   # the request's flaw was not pointed out
@@ -26,25 +26,25 @@ class ACEBenchEnvironment:
     name = "acebench"
     metrics = ("task_success",)
     single_step = True   # an answer is one assistant message (the agent items aside)
-    user_simulated = True   # agent_multi_turn runs with `user` (benchmarks/user_sim.py), is not run without
+    user_simulated = True   # agent_multi_turn runs with `user` (environments/user_sim.py), is not run without
     declining = ("special_incomplete", "special_error_param", "special_irrelevant")   # a text naming the flaw, no call
 
     def benchmark(self, **options: Any):
-        from benchmarks.acebench.benchmark import ACEBenchBenchmark
+        from environments.acebench.benchmark import ACEBenchBenchmark
 
         return ACEBenchBenchmark(**options)
 
     def category_of(self, task_id: str) -> str:
-        from benchmarks.acebench import data
+        from environments.acebench import data
 
         return data.category_of(task_id)
 
     def leakage_rows(self):
         """Every item is dev or test (ACEBench has no train split): its question and, for a normal item,
         its gold calls; an agent multi-turn item's question is the simulated user's instruction."""
-        from benchmarks.acebench import data
-        from benchmarks.acebench.benchmark import scored_categories, split_of
-        from benchmarks.environment import GoldRow
+        from environments.acebench import data
+        from environments.acebench.benchmark import scored_categories, split_of
+        from base.environment import GoldRow
         from sandbox.leakage import call_key
 
         for category in (*scored_categories(), *data.NEEDS_USER):
@@ -54,7 +54,7 @@ class ACEBenchEnvironment:
                               calls, False)
 
     def leakage_key(self) -> bytes:
-        from benchmarks.acebench import data
+        from environments.acebench import data
 
         return Path(__file__).read_bytes() + (data.root() / "SOURCE.json").read_bytes()
 

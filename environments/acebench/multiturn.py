@@ -49,11 +49,11 @@ import math
 import re
 from typing import Any, Mapping, Sequence
 
-from benchmarks.acebench import agent
-from benchmarks.acebench.scenarios import phone, travel
-from benchmarks.base import Task, Verdict
-from benchmarks.bfcl.backends import CallError
-from benchmarks.bfcl.common import bounded, call_parts
+from environments.acebench import agent
+from environments.acebench.scenarios import phone, travel
+from base.benchmark import Task, Verdict
+from environments.bfcl.backends import CallError
+from environments.bfcl.common import bounded, call_parts
 
 EXECUTION = "execution"
 """The name of a user-role message that shows an execution result (a text answer sent to execution)."""
@@ -78,7 +78,7 @@ def check_classes(tid: str, item: Mapping) -> None:
 
 
 def system_prompt(item: Mapping) -> str:
-    from benchmarks.acebench import data
+    from environments.acebench import data
 
     p = data.multi_turn_prompts()
     classes = item.get("involved_classes") or []
@@ -87,7 +87,7 @@ def system_prompt(item: Mapping) -> str:
 
 
 def opening_prompt(opening: str) -> str:
-    from benchmarks.acebench import data
+    from environments.acebench import data
 
     template = data.multi_turn_prompts()["MULTI_TURN_AGENT_PROMPT_USER_EN"]
     return template.format(functions="", history=f"user:{opening}\n")
@@ -264,7 +264,7 @@ def replay(item: Mapping, messages: Sequence[Mapping]) -> Loop:
     """The official loop over a trajectory's messages, on fresh instances: the first user message is
     the opening; a later user message is a reply (a message named "execution" is an execution shown
     as a user turn, and a USER_ERROR closing is no reply); tool messages are skipped."""
-    from benchmarks.user_sim import USER_ERROR
+    from environments.user_sim import USER_ERROR
 
     loop = Loop(World(item))
     opened = False
@@ -285,8 +285,8 @@ def replay(item: Mapping, messages: Sequence[Mapping]) -> Loop:
 
 
 def score(task: Task, messages: list) -> Verdict:
-    from benchmarks.acebench import data
-    from benchmarks.user_sim import user_error
+    from environments.acebench import data
+    from environments.user_sim import user_error
 
     answer = data.answer(task.id)
     loop = replay(item_of(task.id), messages)

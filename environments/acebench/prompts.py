@@ -16,7 +16,7 @@ NAMES = {"normal": "SYSTEM_PROMPT_FOR_NORMAL_DATA_EN", "preference": "SYSTEM_PRO
 
 
 def _prompts() -> dict:
-    from benchmarks.acebench import data
+    from environments.acebench import data
 
     return {k: data.prompts()[v] for k, v in NAMES.items()}
 

@@ -1,6 +1,6 @@
 """BFCL-V4 (bfcl-eval): the environments "bfcl" (multi-turn) and "bfcl-single" (environment.py), safe
 backends, task data, tool schemas, scenario export, leakage rows, corpus builders."""
-from benchmarks.bfcl.backends import (
+from environments.bfcl.backends import (
     CallError,
     Episode,
     format_call,

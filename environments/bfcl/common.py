@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
-from benchmarks.bfcl.backends import ERROR_PREFIX, CallError
+from environments.bfcl.backends import ERROR_PREFIX, CallError
 
 MAX_NAME_CHARS = 200
 FEEDBACK_CHARS = 400

@@ -14,7 +14,7 @@ Multi-turn (`bfcl`, source `bfcl_multi_turn`): one record per train task of ever
 (`base`, `miss_func`, `miss_param`, `long_context`; `--variants` narrows it).
 
 - labeled: the ground-truth calls executed one per assistant message on the task's own fresh
-  backends (benchmarks.bfcl.multi_turn), the real observations as tool messages, and a short
+  backends (environments.bfcl.multi_turn), the real observations as tool messages, and a short
   assistant reply closing each user turn (for a turn with no gold call, a request for the missing
   detail, or a plain "cannot" when the function is missing). `tools` is every function the task
   offers at some point (for `miss_func` the revealed one too: a record has one tool list), and
@@ -50,16 +50,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from benchmarks.registry import get_benchmark
-from benchmarks.bfcl.corpus_multi_turn import MultiTurnBuilder
-from benchmarks.bfcl.corpus_noise import SPLIT, build_records
-from benchmarks.bfcl.corpus_single_turn import SingleTurnBuilder
-from benchmarks.bfcl.corpus_size import keep_tasks, sized_tasks
-from benchmarks.bfcl.splits import SPLITS_PATH, bfcl_eval_version
+from base.registry import get_benchmark
+from environments.bfcl.corpus_multi_turn import MultiTurnBuilder
+from environments.bfcl.corpus_noise import SPLIT, build_records
+from environments.bfcl.corpus_single_turn import SingleTurnBuilder
+from environments.bfcl.corpus_size import keep_tasks, sized_tasks
+from environments.bfcl.splits import SPLITS_PATH, bfcl_eval_version
 from base.errors import UserError
 from base.files import atomic_write, sha256_file
 from corpora import write_corpus
-from sandbox.schemas import canonical_json
+from base.schemas import canonical_json
 
 SETTINGS = ("labeled", "wild")
 BENCHMARKS = ("bfcl", "bfcl-single")

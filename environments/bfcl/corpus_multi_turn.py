@@ -1,6 +1,6 @@
 """The multi-turn BFCL corpus builder (`bfcl`, source `bfcl_multi_turn`): a trajectory is a plan
 of gold calls per turn, written by executing it on the task's own fresh backends; wild noise is
-found by real execution (benchmarks/bfcl/corpus_builder.py describes the kinds)."""
+found by real execution (environments/bfcl/corpus_builder.py describes the kinds)."""
 from __future__ import annotations
 
 import copy
@@ -9,9 +9,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from benchmarks.base import Task
-from benchmarks.bfcl.common import OPENERS, closing_reply, is_error, tool_call_message
-from benchmarks.bfcl.corpus_noise import SPLIT, seeded, typo
+from base.benchmark import Task
+from environments.bfcl.common import OPENERS, closing_reply, is_error, tool_call_message
+from environments.bfcl.corpus_noise import SPLIT, seeded, typo
 
 # wild noise mix (weights of the kind of each task's record); a kind a task cannot take falls
 # through to the next feasible one in this order, then to clean
@@ -241,7 +241,7 @@ class MultiTurnBuilder:
             return None
         raise ValueError(kind)
 
-    # -- corpora (benchmarks.bfcl.corpus_noise.Builder)
+    # -- corpora (environments.bfcl.corpus_noise.Builder)
 
     progress_every, unit = 50, "tasks"
 

@@ -1,15 +1,15 @@
 """What the wild corpora of both BFCL builders share: seeded draws, opaque ids, the noise kind of a
 record (a kind a task cannot take falls through to the next feasible one, then to clean), the
 duplicate copies, the final check of every record, and the loop that builds a corpus from a
-builder (benchmarks/bfcl/corpus_multi_turn.py, corpus_single_turn.py)."""
+builder (environments/bfcl/corpus_multi_turn.py, corpus_single_turn.py)."""
 from __future__ import annotations
 
 import copy
 import random
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from benchmarks.base import Task
-from sandbox.schemas import check_raw
+from base.benchmark import Task
+from base.schemas import check_raw
 
 SPLIT = "train"
 SECOND_RECORD = 0.3      # chance that a task gets a second, independently drawn record

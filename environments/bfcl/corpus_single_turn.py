@@ -1,6 +1,6 @@
 """The single-turn BFCL corpus builder (`bfcl-single`, source `bfcl_single_turn`): the user request
 and one assistant message with the gold calls or a refusal, or a seeded wrong answer, each judged
-by the official `ast_checker` (benchmarks/bfcl/corpus_builder.py describes the kinds)."""
+by the official `ast_checker` (environments/bfcl/corpus_builder.py describes the kinds)."""
 from __future__ import annotations
 
 import copy
@@ -8,10 +8,10 @@ import json
 import random
 from typing import Mapping, Sequence
 
-from benchmarks.base import Task
-from benchmarks.bfcl.common import tool_call_message
-from benchmarks.bfcl.corpus_noise import SPLIT, seeded, typo
-from benchmarks.bfcl.single_turn_data import NO_CALL
+from base.benchmark import Task
+from environments.bfcl.common import tool_call_message
+from environments.bfcl.corpus_noise import SPLIT, seeded, typo
+from environments.bfcl.single_turn_data import NO_CALL
 
 ST_NOISE = {"clean": 40, "wrong_type": 12, "wrong_value": 12, "missing_required": 10,
             "hallucinated_function": 9, "unparseable_call": 9}
@@ -116,7 +116,7 @@ class SingleTurnBuilder:
             return self.calls_message(calls), {"detail": f"{name}: {key}={value!r} given as {wrong!r}"}
         return None
 
-    # -- corpora (benchmarks.bfcl.corpus_noise.Builder)
+    # -- corpora (environments.bfcl.corpus_noise.Builder)
 
     progress_every, unit = 200, "items"
 

@@ -1,6 +1,6 @@
-"""BFCL-V4 as environments (`benchmarks.environment`): multi-turn ("bfcl") and single-turn
-("bfcl-single"). Both share the ctx.env scenario folder (benchmarks/bfcl/scenarios.py), the
-leakage rows of this folder (benchmarks/bfcl/leakage.py) and the official checkers' error types;
+"""BFCL-V4 as environments (`base.environment`): multi-turn ("bfcl") and single-turn
+("bfcl-single"). Both share the ctx.env scenario folder (environments/bfcl/scenarios.py), the
+leakage rows of this folder (environments/bfcl/leakage.py) and the official checkers' error types;
 only multi-turn rebuilds a scenario for the `state_match` reward. Everything of bfcl-eval is
 imported inside the methods: importing this module is cheap.
 """
@@ -10,7 +10,7 @@ import functools
 import re
 from typing import Any, Mapping
 
-from benchmarks.bfcl.single_turn_data import NO_CALL
+from environments.bfcl.single_turn_data import NO_CALL
 
 # BFCL's official checkers' error types → the diagnosis's failure families (evolver/diagnose.py,
 # rules 2–11 of its docstring); first match wins, "a|b" is chosen by the trajectory's shape.
@@ -37,7 +37,7 @@ def category_of(task_id: str) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _multi_turn_tasks(category: str) -> dict:
-    from benchmarks.bfcl.backends import MULTI_TURN_CATEGORIES, load_tasks
+    from environments.bfcl.backends import MULTI_TURN_CATEGORIES, load_tasks
 
     return load_tasks(category) if category in MULTI_TURN_CATEGORIES else {}
 
@@ -50,7 +50,7 @@ class _BFCL:
     corpus_settings = ("labeled", "wild")
 
     def build_corpus(self, out, setting: str, seed: int, **options: Any) -> dict:
-        from benchmarks.bfcl import corpus_builder
+        from environments.bfcl import corpus_builder
 
         info = corpus_builder.write(out, self.name, setting, seed, variants=options.get("categories"),
                                     limit=options.get("limit"), progress=options.get("progress"),
@@ -58,17 +58,17 @@ class _BFCL:
         return {**info, "file": corpus_builder.CORPUS_FILE}
 
     def default_corpus(self, root, setting: str, seed: int, max_records: int | None):
-        from benchmarks.bfcl import corpus_builder
+        from environments.bfcl import corpus_builder
 
         return corpus_builder.cached(root, self.name, setting, seed, max_records) / corpus_builder.CORPUS_FILE
 
     def export_scenarios(self, named: Mapping[str, set]) -> tuple[dict, dict]:
-        from benchmarks.bfcl.scenarios import export
+        from environments.bfcl.scenarios import export
 
         return export(named)
 
     def leakage_key(self) -> bytes:
-        from benchmarks.bfcl import leakage
+        from environments.bfcl import leakage
 
         return leakage.key()
 
@@ -89,7 +89,7 @@ class _BFCL:
         return getattr(importlib.import_module(module), name)(**options)
 
     def leakage_rows(self):
-        from benchmarks.bfcl import leakage
+        from environments.bfcl import leakage
 
         return getattr(leakage, self.leakage_rows_of)()
 
@@ -100,7 +100,7 @@ class MultiTurnEnvironment(_BFCL):
     name = "bfcl"
     env_tag = "bfcl_multi_turn"
     single_step = False
-    benchmark_class = "benchmarks.bfcl.multi_turn:MultiTurnBenchmark"
+    benchmark_class = "environments.bfcl.multi_turn:MultiTurnBenchmark"
     leakage_rows_of = "multi_turn_rows"
 
     def rebuilds(self, env: Mapping) -> bool:
@@ -108,7 +108,7 @@ class MultiTurnEnvironment(_BFCL):
 
     def reward_episode(self, env: Mapping, functions: list | None) -> Any:
         """Fresh backends of the task `env` names (KeyError when it names none)."""
-        from benchmarks.bfcl.backends import Episode
+        from environments.bfcl.backends import Episode
 
         return Episode(_multi_turn_tasks("multi_turn_" + env.get("variant", "base"))[env["task_id"]], functions=functions)
 
@@ -136,5 +136,5 @@ class SingleTurnEnvironment(_BFCL):
     name = "bfcl-single"
     env_tag = "bfcl_single_turn"
     single_step = True
-    benchmark_class = "benchmarks.bfcl.single_turn:SingleTurnBenchmark"
+    benchmark_class = "environments.bfcl.single_turn:SingleTurnBenchmark"
     leakage_rows_of = "single_turn_rows"

@@ -13,12 +13,12 @@ import inspect
 from pathlib import Path
 from typing import Iterator
 
-from benchmarks.environment import GoldRow
+from base.environment import GoldRow
 from sandbox.leakage import call_key
 
 
 def _bound(call_str: str, classes: list) -> str:
-    from benchmarks.bfcl.backends import _backend_class, parse_call
+    from environments.bfcl.backends import _backend_class, parse_call
 
     name, args, kwargs = parse_call(call_str)
     if args:   # few ground-truth calls are positional; binding them needs the backend's signature
@@ -37,15 +37,15 @@ def _user_texts(question) -> list[str]:
 
 def key() -> bytes:
     """What the rows depend on: this module's source, the splits file and the bfcl-eval version."""
-    from benchmarks.bfcl import splits
+    from environments.bfcl import splits
 
     return Path(__file__).read_bytes() + splits.SPLITS_PATH.read_bytes() + splits.describe()["bfcl_eval"].encode()
 
 
 def multi_turn_rows() -> Iterator[GoldRow]:
     from base.files import read_jsonl
-    from benchmarks.bfcl import backends, splits
-    from benchmarks.bfcl.multi_turn import VARIANTS, _category_truth, category_of, parse_task_id
+    from environments.bfcl import backends, splits
+    from environments.bfcl.multi_turn import VARIANTS, _category_truth, category_of, parse_task_id
 
     split_of_number = {n: s for s in ("train", "dev", "test") for n in splits.multi_turn_split(s)}
     for variant in VARIANTS:
@@ -58,9 +58,9 @@ def multi_turn_rows() -> Iterator[GoldRow]:
 
 
 def single_turn_rows() -> Iterator[GoldRow]:
-    from benchmarks.bfcl import splits
-    from benchmarks.bfcl.single_turn import gold_calls
-    from benchmarks.bfcl.single_turn_data import answers, entries
+    from environments.bfcl import splits
+    from environments.bfcl.single_turn import gold_calls
+    from environments.bfcl.single_turn_data import answers, entries
 
     doc = splits.load()["bfcl-single"]
     for category in (*splits.SINGLE_TURN_CATEGORIES, *splits.LIVE_CATEGORIES):

@@ -2,12 +2,12 @@
 `long_context` tasks of the installed `bfcl-eval`, run on fresh backends and scored with BFCL's
 own `multi_turn_checker`.
 
-- Episodes: backends built fresh per episode (benchmarks.bfcl.backends.Episode: `ast`-parsed
+- Episodes: backends built fresh per episode (environments.bfcl.backends.Episode: `ast`-parsed
   literal calls dispatched to methods, no `eval`, no module-global instances), so episodes can
   run concurrently. Only offered functions can be called; a `miss_func` task's held-out function
   becomes callable (and is offered) from the turn that reveals it, whose user message is BFCL's
   own ("I have updated some more functions you can choose from. What about now?").
-- Scoring (benchmarks/bfcl/multi_turn_check.py): the trajectory's tool calls, per user turn and
+- Scoring (environments/bfcl/multi_turn_check.py): the trajectory's tool calls, per user turn and
   assistant message, are re-executed by BFCL's `multi_turn_checker` code itself, run with its
   executor replaced by a safe one that builds fresh instances for this one check (the official
   executor `eval`s model text and caches instances forever; shared/FIELD-NOTES.md). The checker's
@@ -33,10 +33,10 @@ import json
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
-from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split
-from benchmarks.bfcl import backends, splits
-from benchmarks.bfcl.backends import Episode as Backends, tool_schema
-from benchmarks.bfcl.common import (
+from base.benchmark import StepItem, Task, Verdict, balanced_subset, check_split
+from environments.bfcl import backends, splits
+from environments.bfcl.backends import Episode as Backends, tool_schema
+from environments.bfcl.common import (
     bounded,
     closing_reply,
     contains_all,
@@ -46,7 +46,7 @@ from benchmarks.bfcl.common import (
     split_turns,
     tool_call_message,
 )
-from benchmarks.bfcl.multi_turn_check import (
+from environments.bfcl.multi_turn_check import (
     INVALID_CALL,
     Schedule,
     TurnRunner,

@@ -2,7 +2,7 @@
 task offers (`Schedule`: miss_func reveals), backends that enforce that offer (`TurnRunner`), a
 trajectory's call as the call string BFCL's checker executes (`as_call_string`), and BFCL's own
 `multi_turn_checker` run on fresh instances (`official_check`) or turn by turn with no early stop
-(`turn_checks`). benchmarks/bfcl/multi_turn.py builds the benchmark's episodes, step items and
+(`turn_checks`). environments/bfcl/multi_turn.py builds the benchmark's episodes, step items and
 verdicts on them.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ import importlib
 import types
 from typing import Any, Mapping
 
-from benchmarks.bfcl.backends import CallError, Episode as Backends, format_call, parse_call
-from benchmarks.bfcl.common import call_parts, error_observation, short
+from environments.bfcl.backends import CallError, Episode as Backends, format_call, parse_call
+from environments.bfcl.common import call_parts, error_observation, short
 
 _CHECKER = importlib.import_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker")
 _EMPTY = importlib.import_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils").is_empty_execute_response

@@ -1,9 +1,9 @@
 """The bundled sample corpus: real multi-turn tool-use trajectories from BFCL-V4.
 
-    python -m benchmarks.bfcl.sample_corpus --out benchmarks/data/sample_corpus.jsonl [--seed 0]
+    python -m environments.bfcl.sample_corpus --out environments/data/sample_corpus.jsonl [--seed 0]
 
 Every record is a `multi_turn_base` ground-truth trajectory executed on fresh, real BFCL
-backends (benchmarks.bfcl.Episode): the observations are what the backends returned. Besides
+backends (environments.bfcl.Episode): the observations are what the backends returned. Besides
 the clean trajectories, a few realistic noisy ones are made by real execution too, seeded:
 
 - wrong_call_recovery: one wrong call (a mistyped value or a missing argument) answered by its
@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from benchmarks.bfcl.backends import (
+from environments.bfcl.backends import (
     ERROR_PREFIX,
     Episode,
     format_call,
@@ -38,17 +38,17 @@ from benchmarks.bfcl.backends import (
     load_tasks,
     tool_schemas,
 )
-from benchmarks.bfcl.common import contains_all
+from environments.bfcl.common import contains_all
 from base.files import atomic_write
-from benchmarks.bfcl.splits import multi_turn_split
-from sandbox.schemas import canonical_json, check_raw
+from environments.bfcl.splits import multi_turn_split
+from base.schemas import canonical_json, check_raw
 
 SOURCE = "bfcl_multi_turn"
 CATEGORY = "multi_turn_base"
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "data" / "sample_corpus.jsonl"
 
 # Base task numbers of the sample, spread over the backend-class combinations, all in the train
-# split (benchmarks/data/splits.json; build_corpus refuses any other): the sample never holds a
+# split (environments/data/splits.json; build_corpus refuses any other): the sample never holds a
 # dev or test scenario. In BFCL the ids are grouped by domain; ids >= 150 are all TravelAPI tasks,
 # alone or with MathAPI, MessageAPI, TicketAPI or TwitterAPI. Tasks 167 and 180 are left out:
 # some of their turns have an empty ground truth.
@@ -329,7 +329,7 @@ def build_corpus(seed: int = 0) -> tuple[list[dict], dict]:
     train = set(multi_turn_split("train"))
     for number in SAMPLE_TASKS:
         if number not in train:
-            raise ValueError(f"sample task {number} is not in the train split (benchmarks/data/splits.json)")
+            raise ValueError(f"sample task {number} is not in the train split (environments/data/splits.json)")
         task_id = f"{CATEGORY}_{number}"
         task = tasks[task_id]
         gt_cache[number] = _gt_turns(task, ground_truth[task_id])
@@ -411,7 +411,7 @@ def labels_path(out: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.bfcl.sample_corpus", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m environments.bfcl.sample_corpus", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="corpus JSONL to write")
     parser.add_argument("--labels", type=Path, default=None, help="noise labels (default: <out stem>.labels.json)")
     parser.add_argument("--seed", type=int, default=0)

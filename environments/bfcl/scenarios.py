@@ -20,9 +20,9 @@ from sandbox.simenv.environment import BACKENDS_DIR, MULTI_TURN, SCENARIOS_FILE,
 
 
 def _multi_turn(task_ids: set[str]) -> tuple[dict, set[str], int, dict]:
-    from benchmarks.bfcl import backends, splits
-    from benchmarks.bfcl.multi_turn import _category_entries, parse_task_id
-    from benchmarks.bfcl.multi_turn_check import Schedule
+    from environments.bfcl import backends, splits
+    from environments.bfcl.multi_turn import _category_entries, parse_task_id
+    from environments.bfcl.multi_turn_check import Schedule
 
     train = set(splits.multi_turn_split("train"))
     scenarios, classes, withheld, tools = {}, set(), 0, {}
@@ -49,9 +49,9 @@ def _multi_turn(task_ids: set[str]) -> tuple[dict, set[str], int, dict]:
 
 
 def _single_turn(task_ids: set[str]) -> tuple[dict, int]:
-    from benchmarks.bfcl import splits
-    from benchmarks.bfcl.backends import tool_schema
-    from benchmarks.bfcl.single_turn_data import entries
+    from environments.bfcl import splits
+    from environments.bfcl.backends import tool_schema
+    from environments.bfcl.single_turn_data import entries
 
     scenarios, withheld = {}, 0
     for tid in sorted(task_ids):
@@ -67,7 +67,7 @@ def _single_turn(task_ids: set[str]) -> tuple[dict, int]:
 def export(named: Mapping[str, set]) -> tuple[dict[str, bytes], dict]:
     """The scenario folder's files (relative path → bytes) of the named train-split tasks, and a
     summary {env tag: scenarios, "withheld": named tasks outside train}."""
-    from benchmarks.bfcl.backends import CLASS_FILE_PATH_MAPPING
+    from environments.bfcl.backends import CLASS_FILE_PATH_MAPPING
 
     multi_ids, single_ids = named.get(MULTI_TURN) or set(), named.get(SINGLE_TURN) or set()
     multi, classes, withheld_multi, tools = _multi_turn(multi_ids) if multi_ids else ({}, set(), 0, {})

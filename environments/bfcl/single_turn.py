@@ -14,7 +14,7 @@ registered model key whose function names keep their dots. An assistant message 
 could not turn into calls is judged as BFCL judges undecodable output.
 
 The four live entries whose ground truth no answer satisfies are excluded
-(`benchmarks.bfcl.splits.UNSATISFIABLE`). The categories' data is read by single_turn_data.py.
+(`environments.bfcl.splits.UNSATISFIABLE`). The categories' data is read by single_turn_data.py.
 """
 from __future__ import annotations
 
@@ -27,14 +27,14 @@ import sys
 import types
 from typing import Any, Mapping, Sequence
 
-from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split
-from benchmarks.episodes import Recorded
-from benchmarks.bfcl import splits
-from benchmarks.bfcl.backends import CallError, tool_schema
-from benchmarks.bfcl.common import bounded, call_parts, short
-from benchmarks.bfcl.single_turn_data import (CATEGORIES, LIVE_CATEGORIES, NO_ANSWER, NO_CALL, SINGLE_TURN_CATEGORIES, answers,
+from base.benchmark import StepItem, Task, Verdict, balanced_subset, check_split
+from environments.episodes import Recorded
+from environments.bfcl import splits
+from environments.bfcl.backends import CallError, tool_schema
+from environments.bfcl.common import bounded, call_parts, short
+from environments.bfcl.single_turn_data import (CATEGORIES, LIVE_CATEGORIES, NO_ANSWER, NO_CALL, SINGLE_TURN_CATEGORIES, answers,
                                               category_of, entries)
-from benchmarks.bfcl.splits import UNSATISFIABLE
+from environments.bfcl.splits import UNSATISFIABLE
 from base.errors import UserError
 from formats.chat_format import parse_tool_calls
 

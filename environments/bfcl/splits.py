@@ -1,7 +1,7 @@
-"""Train / dev / test splits of the BFCL-V4 benchmarks, shipped as benchmarks/data/splits.json.
+"""Train / dev / test splits of the BFCL-V4 benchmarks, shipped as environments/data/splits.json.
 
-    python -m benchmarks.bfcl.splits            # rewrite benchmarks/data/splits.json
-    python -m benchmarks.bfcl.splits --check    # exit 1 if the shipped file is not what this makes
+    python -m environments.bfcl.splits            # rewrite environments/data/splits.json
+    python -m environments.bfcl.splits --check    # exit 1 if the shipped file is not what this makes
 
 Multi-turn ("bfcl"): the unit is the base scenario number 0..199, shared by `multi_turn_base`,
 `miss_func`, `miss_param` and `long_context` (the variants of one scenario are aligned by the
@@ -14,7 +14,7 @@ number's): within a stratum the groups are shuffled with a fixed seed and handed
 the split that is furthest below its share (70/15/15), strata one after another in sorted
 order, so every split gets its share of every combination it can.
 
-The sample corpus (benchmarks/data/sample_corpus.jsonl, built from scenarios 150..199, which are
+The sample corpus (environments/data/sample_corpus.jsonl, built from scenarios 150..199, which are
 all TravelAPI scenarios) cannot lie wholly in train: stratification must give dev and test their
 TravelAPI scenarios too, and only 12 of the 50 travel scenarios are outside the sample. Within a
 stratum the scenarios that are not in the sample are therefore handed to dev/test first (still in
@@ -43,8 +43,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Iterable
 
-from benchmarks.base import SPLITS
-from benchmarks.bfcl.single_turn_data import LIVE_CATEGORIES, SINGLE_TURN_CATEGORIES, load_category
+from base.benchmark import SPLITS
+from environments.bfcl.single_turn_data import LIVE_CATEGORIES, SINGLE_TURN_CATEGORIES, load_category
 from base.errors import UserError
 from base.files import atomic_write, sha256_file
 
@@ -116,7 +116,7 @@ def multi_turn_groups(entries: dict[str, dict]) -> list[list[int]]:
 
 
 def build_multi_turn(seed: int = SEED, sample_tasks: Iterable[int] = ()) -> dict:
-    from benchmarks.bfcl.backends import load_tasks, task_number
+    from environments.bfcl.backends import load_tasks, task_number
 
     entries = load_tasks("multi_turn_base")
     if len(entries) != N_SCENARIOS:
@@ -177,7 +177,7 @@ def build_single_turn(seed: int = SEED) -> dict:
 
 def build(seed: int = SEED) -> dict:
     return {
-        "generator": "python -m benchmarks.bfcl.splits",
+        "generator": "python -m environments.bfcl.splits",
         "seed": seed,
         "shares": {"bfcl": MULTI_TURN_SHARES, "bfcl-single": SINGLE_TURN_SHARES,
                    "bfcl-single live_*": HELD_OUT_SHARES},
@@ -214,7 +214,7 @@ def load(path: str | None = None) -> dict:
     try:
         return json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UserError(f"{p}: splits file missing (python -m benchmarks.bfcl.splits writes it)") from None
+        raise UserError(f"{p}: splits file missing (python -m environments.bfcl.splits writes it)") from None
 
 
 def bfcl_eval_version() -> str:
@@ -243,12 +243,12 @@ TUNE_PER_CATEGORY = 24
 
 def tuning_slice(category: str, path: str | None = None) -> list[str]:
     """The tuning slice of `category` (natural order): its last `TUNE_PER_CATEGORY` train tasks in
-    the order the default corpus draws whole tasks (seed 0, benchmarks/bfcl/corpus_size.py), so a
+    the order the default corpus draws whole tasks (seed 0, environments/bfcl/corpus_size.py), so a
     default corpus sized to a CPU profile's budget never reaches them (the cpu-small corpus takes
     its first ~40 per category; tests/test_tuning_slice.py checks it has none). Categories without
     train tasks (live_*) have none. The train split itself is unchanged: a corpus of the whole
     train split (the `paper` profile's) contains the slice, and `paper` tunes nothing."""
-    from benchmarks.bfcl.corpus_size import draw_key
+    from environments.bfcl.corpus_size import draw_key
 
     train = single_turn_split(category, "train", path)
     tail = sorted(train, key=lambda tid: draw_key(0, tid))[-TUNE_PER_CATEGORY:] if len(train) > 2 * TUNE_PER_CATEGORY else []
@@ -257,7 +257,7 @@ def tuning_slice(category: str, path: str | None = None) -> list[str]:
 
 def single_turn_split(category: str, split: str, path: str | None = None) -> list[str]:
     """The ids of `category` in `split` (natural order); split "tune": `tuning_slice`."""
-    from benchmarks.base import TUNE
+    from base.benchmark import TUNE
 
     if split == TUNE:
         return tuning_slice(category, path)
@@ -270,7 +270,7 @@ def single_turn_split(category: str, split: str, path: str | None = None) -> lis
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.bfcl.splits", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m environments.bfcl.splits", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=SPLITS_PATH)
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")

@@ -24,16 +24,16 @@ must answer instead of calling.
 order: equal tool names and equal arguments after normalisation (JSON-decoded, object key order
 ignored, numbers compared by value, booleans kept apart from numbers, strings exact).
 `judge_calls` scores it call by call for P = `call_f1`, and `episodes` writes the scored held-out
-records for the diagnosis (benchmarks/next_call/scoring.py): the old share of right steps, where
+records for the diagnosis (environments/next_call/scoring.py): the old share of right steps, where
 every text step is right for a model that never calls, stays a secondary figure.
 """
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from benchmarks.next_call import scoring
-from benchmarks.base import SPLITS, StepItem, Task, Verdict
-from benchmarks.next_call.scoring import normalize_arguments, same_calls
+from environments.next_call import scoring
+from base.benchmark import SPLITS, StepItem, Task, Verdict
+from environments.next_call.scoring import normalize_arguments, same_calls
 from base.errors import UserError
 from corpora.split import DEFAULT_SHARE, group_key, judgeable, partition, split_ids
 
@@ -68,7 +68,7 @@ class NextCallBenchmark:
 
     name = NAME
     executable = False  # no Episode: only the step items can be scored
-    metric = "call_f1"  # P on this benchmark (benchmarks/next_call/scoring.py)
+    metric = "call_f1"  # P on this benchmark (environments/next_call/scoring.py)
 
     def __init__(self, corpus, split=None, fmt: str = "auto", include_failed: bool = False, allow_test: bool = False,
                  on_error: str = "abort", tools=None):
@@ -218,7 +218,7 @@ class NextCallBenchmark:
         return same_calls(calls, item.gold)
 
     def judge_calls(self, item: StepItem, calls: list, format_error: str | None) -> dict:
-        """{verdict, why, tp, fp, fn} of one answer at `item` (benchmarks/next_call/scoring.py)."""
+        """{verdict, why, tp, fp, fn} of one answer at `item` (environments/next_call/scoring.py)."""
         offered = [(t.get("function") or t).get("name") for t in item.tools]
         return scoring.judge_calls(item.gold, calls, format_error, offered)
 

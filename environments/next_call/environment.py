@@ -1,4 +1,4 @@
-"""The next-call benchmark as an environment (`benchmarks.environment`): a user's corpus without an
+"""The next-call benchmark as an environment (`base.environment`): a user's corpus without an
 executable environment. It declares one capability, `held_out`: its dev set is the corpus's own
 held-out tenth, scored step by step with call_f1 (no episodes); it has no ctx.env scenarios, no gold tasks of its own for the leakage guard
 (the held-out records never reach the sandbox), and no scenario for the `state_match` reward. Its
@@ -16,10 +16,10 @@ class NextCallEnvironment:
     executable = False
     metrics = ("call_f1",)
     single_step = False
-    family_prefix = "next-call:"   # benchmarks/next_call/scoring.py writes the error types
+    family_prefix = "next-call:"   # environments/next_call/scoring.py writes the error types
 
     def benchmark(self, **options: Any):
-        from benchmarks.next_call.benchmark import NextCallBenchmark
+        from environments.next_call.benchmark import NextCallBenchmark
 
         return NextCallBenchmark(**options)
 

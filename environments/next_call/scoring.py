@@ -1,6 +1,6 @@
 """How the next-call benchmark scores a next action: call by call, so that only tool use counts.
 
-Each held-out step (benchmarks/next_call/benchmark.py) is a *call step* (the recorded assistant
+Each held-out step (environments/next_call/benchmark.py) is a *call step* (the recorded assistant
 message makes tool calls) or a *text step* (it answers in text). A model's answer there gets
 
 - **counts** over calls: a call is a *true positive* when the recorded step makes the same call —

@@ -35,12 +35,12 @@ class Policy(Protocol):
 def __getattr__(name: str):
     # Backends import heavy packages (torch, openai); load them on first use.
     if name == "TransformersPolicy":
-        from benchmarks.policies.local import TransformersPolicy
+        from environments.policies.local import TransformersPolicy
         return TransformersPolicy
     if name == "OpenAIPolicy":
-        from benchmarks.policies.openai_compat import OpenAIPolicy
+        from environments.policies.openai_compat import OpenAIPolicy
         return OpenAIPolicy
     if name in ("ScriptedPolicy", "SilentPolicy", "OraclePolicy"):
-        from benchmarks.policies import scripted
+        from environments.policies import scripted
         return getattr(scripted, name)
     raise AttributeError(name)

@@ -10,7 +10,7 @@ import json
 from collections import Counter, defaultdict
 from typing import Mapping, Sequence
 
-from benchmarks.policies.scripted import ScriptedPolicy
+from environments.policies.scripted import ScriptedPolicy
 from formats import chat_format as cf
 
 

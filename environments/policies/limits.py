@@ -1,4 +1,4 @@
-"""Every policy's decoding budget, declared once: the defaults of `benchmarks.evaluate.EvalSpec`
+"""Every policy's decoding budget, declared once: the defaults of `environments.evaluate.EvalSpec`
 and of the policies' constructors (a module of its own, so the policies and the package that
 loads them need not import each other)."""
 

@@ -6,10 +6,10 @@ turns after the first user message; one that cannot fit at all gets an empty ans
 `stats["prompts_too_long"]`). An adapter is merged into the base weights once at load (one matrix
 product per layer at decoding, not three). Decoding is greedy at temperature 0: a call's prompts
 are sorted by token length and decoded `batch_size` at a time, each row leaving its batch when it
-emits the stop marker (benchmarks/policies/decode.py). A positive temperature samples with
+emits the stop marker (environments/policies/decode.py). A positive temperature samples with
 `transformers`' `generate` in call order, `torch.manual_seed(seed, batch)` set before each batch, so
 a result depends only on the seed and the batch composition, which the caller fixes
-(benchmarks.runner). Thread count and
+(environments.runner). Thread count and
 device are pinned at construction and recorded by `describe()`; device "auto" takes a GPU when
 there is one and dtype "auto" is bfloat16 on a GPU that has it, float32 elsewhere
 (trainer.devices.placement, the rule training uses).
@@ -21,7 +21,7 @@ import os
 import time
 from typing import Sequence
 
-from benchmarks.policies.limits import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PROMPT_TOKENS
+from environments.policies.limits import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PROMPT_TOKENS
 from formats import chat_format as cf
 
 # OpenMP threads that spin while they wait are many times slower when the cores are shared with
@@ -148,7 +148,7 @@ class TransformersPolicy:
         return enc
 
     def _greedy(self, texts: list[tuple[int, str]], lengths: dict[int, int], out: list[list[str]]) -> None:
-        from benchmarks.policies.decode import greedy_decode
+        from environments.policies.decode import greedy_decode
 
         ordered = sorted(texts, key=lambda it: (lengths[it[0]], it[0]))   # stable: ties in call order
         for b in range(0, len(ordered), self.batch_size):

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Mapping, Sequence
 
 from base.errors import UserError
-from benchmarks.policies.limits import DEFAULT_MAX_NEW_TOKENS
+from environments.policies.limits import DEFAULT_MAX_NEW_TOKENS
 from formats import chat_format as cf
 
 APIS = ("completions", "chat")

@@ -29,9 +29,9 @@ from collections import OrderedDict
 from typing import Mapping, Sequence
 
 from base.errors import UserError
-from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split
-from benchmarks.scienceworld import actions as act
-from benchmarks.scienceworld import catalog, simulator
+from base.benchmark import StepItem, Task, Verdict, balanced_subset, check_split
+from environments.scienceworld import actions as act
+from environments.scienceworld import catalog, simulator
 
 NAME = "scienceworld"
 ENV_BENCHMARK = "scienceworld"   # meta.env.benchmark of tasks and corpus records

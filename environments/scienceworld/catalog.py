@@ -1,6 +1,6 @@
 """The ScienceWorld tasks this project uses, their splits and their gold runs, as one data file.
 
-    python -m benchmarks.scienceworld.catalog build      # runs the simulator (minutes), writes data/catalog.json.gz
+    python -m environments.scienceworld.catalog build      # runs the simulator (minutes), writes data/catalog.json.gz
 
 Tasks are (task type × variation) pairs. ScienceWorld itself splits each task type's variations
 into train, dev and test lists that share no variation; per task type we draw, seeded by
@@ -73,7 +73,7 @@ def selection(task: str, lists: dict) -> dict[str, list[int]]:
 
 def _task_type(task: str) -> tuple[list[dict], list[str], dict]:
     """(entries, notes, the simulator's variation lists) for one task type, every split."""
-    from benchmarks.scienceworld.simulator import Simulator
+    from environments.scienceworld.simulator import Simulator
 
     sim = Simulator()
     try:
@@ -99,7 +99,7 @@ def _task_type(task: str) -> tuple[list[dict], list[str], dict]:
 
 def build(out: Path = CATALOG_PATH, workers: int = 2, tasks: list[str] | None = None) -> dict:
     """Run every task type's gold variations in the simulator and write the catalog."""
-    from benchmarks.scienceworld.simulator import Simulator
+    from environments.scienceworld.simulator import Simulator
     import scienceworld
 
     if tasks is None:
@@ -138,7 +138,7 @@ def load() -> dict:
         return json.loads(gzip.decompress(CATALOG_PATH.read_bytes()))
     except OSError as exc:
         raise UserError(f"the ScienceWorld catalog {CATALOG_PATH} cannot be read ({exc}); "
-                        "rebuild it with `python -m benchmarks.scienceworld.catalog build`") from None
+                        "rebuild it with `python -m environments.scienceworld.catalog build`") from None
 
 
 @lru_cache(maxsize=1)
@@ -153,7 +153,7 @@ def split_ids(split: str) -> list[str]:
 
 if __name__ == "__main__":
     if sys.argv[1:2] != ["build"]:
-        print("usage: python -m benchmarks.scienceworld.catalog build [TASK ...]", file=sys.stderr)
+        print("usage: python -m environments.scienceworld.catalog build [TASK ...]", file=sys.stderr)
         raise SystemExit(2)
     d = build(tasks=sys.argv[2:] or None)
     print(f"{len(d['tasks'])} tasks, {len(d['notes'])} notes -> {CATALOG_PATH}")

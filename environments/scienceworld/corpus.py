@@ -1,6 +1,6 @@
 """The ScienceWorld raw corpora, built from the train split only.
 
-    python -m benchmarks.scienceworld.corpus build --setting labeled|wild --out D [--seed N] [--limit N]
+    python -m environments.scienceworld.corpus build --setting labeled|wild --out D [--seed N] [--limit N]
 
 writes `D/corpus.jsonl` (canonical raw records, sorted by id), `D/build.json` (what was built
 from what, with the catalog's and the corpus's sha256) and, for `wild`, `D/noise_labels.json`
@@ -34,9 +34,9 @@ from typing import Callable, Mapping
 
 from base.errors import UserError
 from base.files import atomic_write, sha256_file
-from benchmarks.scienceworld import actions as act
-from benchmarks.scienceworld import catalog
-from benchmarks.scienceworld.benchmark import ENV_BENCHMARK, run_actions
+from environments.scienceworld import actions as act
+from environments.scienceworld import catalog
+from environments.scienceworld.benchmark import ENV_BENCHMARK, run_actions
 
 SETTINGS = ("labeled", "wild")
 CORPUS_FILE, LABELS_FILE, BUILD_FILE = "corpus.jsonl", "noise_labels.json", "build.json"
@@ -194,7 +194,7 @@ def build(setting: str, seed: int = 0, *, limit: int | None = None, categories=N
             labels[new] = {"noise": "exact_duplicate", "task_id": labels[rid]["task_id"], "duplicate_of": rid,
                            "of_noise": labels[rid]["noise"]}
     out = [records[r] for r in sorted(records)]
-    from sandbox.schemas import check_raw
+    from base.schemas import check_raw
 
     for rec in out:
         error = check_raw(rec)
@@ -241,7 +241,7 @@ def cached(root: Path, setting: str = "wild", seed: int = 0, max_records: int | 
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.scienceworld.corpus")
+    p = argparse.ArgumentParser(prog="python -m environments.scienceworld.corpus")
     p.add_argument("command", choices=["build"])
     p.add_argument("--setting", required=True, choices=SETTINGS)
     p.add_argument("--out", required=True, type=Path)

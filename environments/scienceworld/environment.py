@@ -1,4 +1,4 @@
-"""ScienceWorld as an environment (`benchmarks.environment`): the benchmark (benchmark.py), the
+"""ScienceWorld as an environment (`base.environment`): the benchmark (benchmark.py), the
 recorded train scenarios ctx.env gets (scenarios.py), the leakage rows, the `state_match` RL
 reward on the simulator itself, and its checker's error types mapped to the failure families.
 Everything heavy (the catalog, a JVM) is loaded inside the methods: importing this is cheap.
@@ -28,7 +28,7 @@ class RewardEpisode:
     `act` actions, the state is (score, over, last observation)."""
 
     def __init__(self, entry: Mapping):
-        from benchmarks.scienceworld import simulator
+        from environments.scienceworld import simulator
 
         self._pool = simulator
         self._sim = simulator.acquire()
@@ -36,7 +36,7 @@ class RewardEpisode:
         self._state: tuple = (0, False, entry["observation"])
 
     def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> str:
-        from benchmarks.scienceworld import actions as act
+        from environments.scienceworld import actions as act
 
         action = act.action_of({"name": name, "arguments": dict(arguments or {})})
         if action is None:
@@ -66,30 +66,30 @@ class ScienceWorldEnvironment:
     single_step = False    # a task is many actions: the step items are scored beside task success
 
     def benchmark(self, **options: Any):
-        from benchmarks.scienceworld.benchmark import ScienceWorldBenchmark
+        from environments.scienceworld.benchmark import ScienceWorldBenchmark
 
         return ScienceWorldBenchmark(**options)
 
     def build_corpus(self, out, setting: str, seed: int, **options: Any) -> dict:
-        from benchmarks.scienceworld import corpus
+        from environments.scienceworld import corpus
 
         info = corpus.write(out, setting, seed, categories=options.get("categories"), limit=options.get("limit"),
                             progress=options.get("progress"), max_records=options.get("max_records"))
         return {**info, "file": corpus.CORPUS_FILE}
 
     def default_corpus(self, root, setting: str, seed: int, max_records: int | None):
-        from benchmarks.scienceworld import corpus
+        from environments.scienceworld import corpus
 
         return corpus.cached(root, setting, seed, max_records) / corpus.CORPUS_FILE
 
     def export_scenarios(self, named: Mapping[str, set]) -> tuple[dict, dict]:
-        from benchmarks.scienceworld.scenarios import export
+        from environments.scienceworld.scenarios import export
 
         return export(named)
 
     def leakage_rows(self):
-        from benchmarks.environment import GoldRow
-        from benchmarks.scienceworld import actions as act, catalog
+        from base.environment import GoldRow
+        from environments.scienceworld import actions as act, catalog
         from sandbox.leakage import call_key
 
         for tid, entry in sorted(catalog.entries().items()):
@@ -98,7 +98,7 @@ class ScienceWorldEnvironment:
                           tuple(call_key(act.TOOL_NAME, {"action": a}) for a in entry["gold"]), True)
 
     def leakage_key(self) -> bytes:
-        from benchmarks.scienceworld import catalog
+        from environments.scienceworld import catalog
 
         return Path(__file__).read_bytes() + catalog.CATALOG_PATH.read_bytes()
 
@@ -106,7 +106,7 @@ class ScienceWorldEnvironment:
         return env.get("benchmark") == ENV_TAG and "task_id" in env
 
     def reward_episode(self, env: Mapping, functions: list | None) -> RewardEpisode:
-        from benchmarks.scienceworld import catalog
+        from environments.scienceworld import catalog
 
         entry = catalog.entries()[env["task_id"]]
         if entry["split"] != "train":
@@ -116,7 +116,7 @@ class ScienceWorldEnvironment:
     def reward_error(self, env: Mapping) -> str | None:
         if not self.rebuilds(env):
             return None
-        from benchmarks.scienceworld import catalog
+        from environments.scienceworld import catalog
 
         entry = catalog.entries().get(env["task_id"]) if isinstance(env["task_id"], str) else None
         if entry is None or entry["split"] != "train":

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Mapping
 
-from benchmarks.scienceworld import actions as act, catalog
+from environments.scienceworld import actions as act, catalog
 
 SCENARIOS_FILE = "scenarios.json"   # the name and layout the sandbox's ctx.env reads
 
@@ -28,7 +28,7 @@ SCENARIOS_FILE = "scenarios.json"   # the name and layout the sandbox's ctx.env 
 def export(named: Mapping[str, set]) -> tuple[dict, dict]:
     """({relative path: bytes}, {"scienceworld": scenarios, "withheld": n}) for the named tasks;
     ({}, {}) when no record names a ScienceWorld task."""
-    from benchmarks.scienceworld.benchmark import ENV_BENCHMARK
+    from environments.scienceworld.benchmark import ENV_BENCHMARK
 
     ids = set(named.get(ENV_BENCHMARK) or ())
     if not ids:

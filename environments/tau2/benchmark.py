@@ -3,7 +3,7 @@
 - Domains: `telecom` (default) and `mock`, the two the package runs in solo mode (no user
   simulator: `--agent llm_agent_solo --user dummy_user`). `airline` and `retail` need an LLM user
   simulator (conversation.py: the package's `UserSimulator` over the endpoint `user` names,
-  benchmarks/user_sim.py); with a `user` and no `domains` named, all three of telecom, airline and
+  environments/user_sim.py); with a `user` and no `domains` named, all three of telecom, airline and
   retail run; without one, asking for airline or retail is a UserError naming the flags.
 - Splits: our `test` is the package's `test` split, our `dev` its `train` split, our `train` is
   empty. `mock` has no train/test split: its tasks (package split "base") are dev only. Only the
@@ -29,12 +29,12 @@ import json
 from typing import Mapping, Sequence
 
 from base.errors import UserError
-from benchmarks.base import StepItem, Task, Verdict, balanced_subset, check_split
-from benchmarks.tau2 import package as pkg
-from benchmarks.tau2 import scoring
-from benchmarks.tau2.conversation import Tau2Conversation
-from benchmarks.tau2.episode import Tau2Episode, call_arguments
-from benchmarks.user_sim import FLAGS as USER_FLAGS
+from base.benchmark import StepItem, Task, Verdict, balanced_subset, check_split
+from environments.tau2 import package as pkg
+from environments.tau2 import scoring
+from environments.tau2.conversation import Tau2Conversation
+from environments.tau2.episode import Tau2Episode, call_arguments
+from environments.user_sim import FLAGS as USER_FLAGS
 
 NAME = "tau2"
 MAX_STEPS_PER_TURN = 30

@@ -19,9 +19,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from benchmarks import user_sim
-from benchmarks.tau2 import package as pkg
-from benchmarks.tau2.episode import Tau2Episode
+from environments import user_sim
+from environments.tau2 import package as pkg
+from environments.tau2.episode import Tau2Episode
 
 MAX_USER_TURNS = 15
 """User messages per task: airline's and retail's gold conversations take 3–10; the package's own

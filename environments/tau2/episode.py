@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
-from benchmarks.tau2 import package as pkg
+from environments.tau2 import package as pkg
 
 OVER = "The task is over ({why}); this call was not run."
 NOT_RUN_AFTER_DONE = f"Not run: this answer called `{pkg.STOP_TOOL}`, which ends the task."

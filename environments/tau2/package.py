@@ -144,7 +144,7 @@ def first_messages(domain: str) -> list[dict]:
 
 def user_simulator(task: Any, endpoint: Any) -> Any:
     """The package's `UserSimulator` for `task` (its user scenario as instructions, no user tools in
-    airline and retail), talking to `endpoint` (benchmarks.user_sim.UserEndpoint) through litellm."""
+    airline and retail), talking to `endpoint` (environments.user_sim.UserEndpoint) through litellm."""
     module = importlib.import_module("tau2.user.user_simulator")
     try:   # as tau2.run: the domain's user tools where it has them (airline and retail have none)
         user_tools = new_environment(domain_of(task)).get_user_tools()

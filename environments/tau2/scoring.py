@@ -30,11 +30,11 @@ from __future__ import annotations
 import uuid
 from typing import Any, Mapping, Sequence
 
-from benchmarks.base import Verdict
-from benchmarks.tau2 import package as pkg
-from benchmarks.tau2.conversation import is_stop
-from benchmarks.user_sim import user_error
-from benchmarks.tau2.episode import call_arguments
+from base.benchmark import Verdict
+from environments.tau2 import package as pkg
+from environments.tau2.conversation import is_stop
+from environments.user_sim import user_error
+from environments.tau2.episode import call_arguments
 
 
 def failure(why: str, error_type: str, **extra: Any) -> Verdict:

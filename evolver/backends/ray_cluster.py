@@ -313,7 +313,7 @@ class RayBackend:
         """A run without an environment evaluates on its corpus's held-out tenth, which every node
         reads at the driver's paths (with the --tools file): each live node must read the same bytes,
         checked here before any work."""
-        from benchmarks import registry
+        from base import registry
 
         if not registry.get(cfg.benchmark).dev_corpus(cfg.corpus):   # its own dev tasks, or no corpus
             return

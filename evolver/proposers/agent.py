@@ -38,7 +38,7 @@ from evolver.proposers.brief import Brief, Outcome, Verdict
 from evolver.proposers.operators import read_genome
 from evolver.proposers.protected import won_lines
 from sandbox.executor import CommandRunner, Limits
-from sandbox.schemas import canonical_json
+from base.schemas import canonical_json
 
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 ACTION = r"```(?:bash|sh)\s*\n(.*?)\n```"

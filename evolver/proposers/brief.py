@@ -21,7 +21,7 @@ class Brief:
     score: Mapping | None = None     # the best strategy's dev score s_e: {"P", "C", "J", "epoch"}
     budget: Mapping | None = None    # ctx.budget: what the recipe trains on (trainer.recipe.curation_budget)
     outcomes: Sequence[Mapping] = () # per evaluated candidate: tasks fixed / broken, edits, records per operator (evolver/lineage.py)
-    benchmark: str = ""              # the dev benchmark: its environment names the tasks' categories (benchmarks/registry.py)
+    benchmark: str = ""              # the dev benchmark: its environment names the tasks' categories (base/registry.py)
     rejected: Sequence[Mapping] = () # inputs/rejected.json: what candidates rolled back since the best broke and
                                      # fixed (evolver.diagnose.rejected_lesson, with epoch, summary, edits, scores)
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
-from benchmarks import registry
+from base import registry
 from evolver.diagnose import trade_text
 from evolver.proposers.brief import Brief, Outcome, Verdict
 from evolver.proposers.operators import BY_NAME, FOCUS, TEMPLATE, compose, read_genome
@@ -122,7 +122,7 @@ class Revision:
 
 def categorizer(benchmark: str | None) -> Callable[[str], str]:
     """A dev task's category as the corpus names its environment variant, by the benchmark's
-    environment (`benchmarks.environment`: category_of; BFCL: simple_python_3 → simple_python,
+    environment (`base.environment`: category_of; BFCL: simple_python_3 → simple_python,
     multi_turn_base_12 → base); without a benchmark, the id rule of registry.NO_ENVIRONMENT."""
     return registry.get(benchmark or registry.NO_ENVIRONMENT).category_of
 

@@ -1,5 +1,11 @@
 """The quality benchmark (`curateevo bench quality`): does evolved curation beat no curation,
 beyond noise? Rows and cells (rows.py, cells.py), statistics (stats.py), report (table.py)."""
+from pathlib import Path
+
+CACHE = Path(__file__).resolve().parents[2] / "runs" / "bench-quality"
+"""Where cells, curations and trainings are cached (`--cache`'s default; `run` reads the calibration here)."""
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
+"""Where a table's raw result is written (`--out`'s default)."""
 
 TABLE1 = ("rho0-wild", "agentrefine", "runs", "oracle", "rho0-labeled")
 """Table 1's rows, in order (`runs`: the final strategy of each given run)."""
@@ -7,7 +13,7 @@ TABLE1 = ("rho0-wild", "agentrefine", "runs", "oracle", "rho0-labeled")
 ROWS = (*TABLE1, "augment", "noisy", "poisoned")
 """Every row name `--rows` accepts: Table 1's, and the augmenting reference strategy (issue 12),
 which is no row of the paper's table and so not in the default; the calibration's rows: ρ0 on the
-records labelled noisy and on a deliberately corrupted copy (benchmarks/quality/calibration.py)."""
+records labelled noisy and on a deliberately corrupted copy (experiments/quality/calibration.py)."""
 
 CALIBRATION = ("rho0-wild", "oracle", "poisoned", "augment", "noisy")
 """The rows `bench quality --calibrate` trains: rows that must differ if the instrument sees data."""

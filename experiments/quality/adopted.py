@@ -1,7 +1,7 @@
 """Whether a run's evaluation of a training is the evaluation a quality cell would make of it.
 
 A finished run's epochs hold their trainings and the evaluation of each (`epochs/<e>/eval-s<seed>`,
-written by `benchmarks.stages.evaluate_on`, the one evaluation path). `Cells.adopt` reuses such a
+written by `experiments.train_eval.evaluate_on`, the one evaluation path). `Cells.adopt` reuses such a
 training; its evaluation is reused too when everything that decides the per-task results is the
 cell's: the benchmark and its version (splits, checker, excluded tasks), the split, the task ids
 in order, the metric, greedy decoding with the same seed, batch size, decoding budget, threads and
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from base.files import sha256_file
-from benchmarks.evaluate import EvalSpec
+from environments.evaluate import EvalSpec
 from formats import chat_format as cf
 from trainer import memory as memory_mod
 
@@ -36,7 +36,7 @@ def expected_evaluation(spec: EvalSpec, split: str, tasks: Sequence[str], base: 
     import torch
     import transformers
 
-    from benchmarks.registry import get_benchmark
+    from base.registry import get_benchmark
 
     bench = get_benchmark(spec.benchmark, **benchmark_options)
     expected = {

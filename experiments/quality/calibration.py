@@ -24,8 +24,8 @@ import numpy as np
 
 from base.files import atomic_json
 
-from benchmarks import registry
-from benchmarks.quality import stats
+from base import registry
+from experiments.quality import stats
 
 PAIRS = (
     ("oracle", "poisoned", "clean vs poisoned (must differ)"),
@@ -52,7 +52,7 @@ def _gold_scores(golds: list[dict]) -> dict[str, list[float]]:
 def summarize(doc: dict, results: dict[str, list[dict]], golds: dict[str, list[dict]] | None = None) -> dict:
     """The calibration of the quality document `doc` (table.summarize) and its cells; `golds`:
     each row's per-seed gold-call log-likelihoods (Cells.gold), the low-variance signal beside P."""
-    from benchmarks.quality.table import row_scores
+    from experiments.quality.table import row_scores
 
     scores = {rid: row_scores(c) for rid, c in results.items() if c}
     gold = {rid: _gold_scores(g) for rid, g in (golds or {}).items() if g and all(g)}

@@ -5,11 +5,11 @@ evaluated on one task subset. Three caches, each keyed by the sha256 of what dec
 
     CACHE/curations/<key>/   the strategy executed in the sandbox (sandbox.curate.execute):
                              strategy files × corpus bytes × curation seed × runtime
-    CACHE/trainings/<key>/   the fixed recipe (benchmarks.stages.train_on, as the loop trains):
+    CACHE/trainings/<key>/   the fixed recipe (experiments.train_eval.train_on, as the loop trains):
                              SFT and RL artifacts' hashes × recipe × profile × base × seed; a
                              training whose SFT stage another one here already trained takes
                              that stage over (trainer.sft_reuse), its key unchanged
-    CACHE/cells/<key>/       the evaluation (benchmarks.stages.evaluate_on, as the loop evaluates)
+    CACHE/cells/<key>/       the evaluation (experiments.train_eval.evaluate_on, as the loop evaluates)
                              with cell.json: training key × memory's hash (and the retrieval
                              rule, with memory) × split × task ids × metric
 
@@ -31,11 +31,11 @@ from typing import Callable
 
 from base.errors import UserError
 from trainer import memory as memory_mod
-from benchmarks.registry import DEFAULT as DEFAULT_BENCHMARK, OLD_NAMES
+from base.registry import DEFAULT as DEFAULT_BENCHMARK, OLD_NAMES
 from base.files import atomic_json, read_json, read_jsonl, sha256_files
-from benchmarks.policies.limits import LEGACY_MAX_NEW_TOKENS
-from benchmarks.evaluate import EvalResult
-from benchmarks.stages import EvalSpec, TrainSpec, evaluate_on, memory_used, train_on, used
+from environments.policies.limits import LEGACY_MAX_NEW_TOKENS
+from environments.evaluate import EvalResult
+from experiments.train_eval import EvalSpec, TrainSpec, evaluate_on, memory_used, train_on, used
 from corpora import load_corpus
 from sandbox.curate import execute, runtime_sha256
 from sandbox.executor import Limits
@@ -78,7 +78,7 @@ class Setting:
     corpus_sha256: str | None = None
     """next-call: the corpus's hash (part of every cell's key and of the calibration's setting)."""
     user: tuple[str, str, str, int] | None = None
-    """The simulated user's endpoint (model, base URL, key variable, max tokens; benchmarks/user_sim.py)
+    """The simulated user's endpoint (model, base URL, key variable, max tokens; environments/user_sim.py)
     where the benchmark has user-simulated tasks (τ² airline/retail): its model and URL key the cells."""
 
     def to_json(self) -> dict:
@@ -117,11 +117,11 @@ def _key(payload: dict) -> str:
 
 def consumed_sha256(path: Path) -> str:
     """sha256 of an artifact file as training and evaluation read it: each record with its
-    `meta.provenance` left out (lineage, sandbox/provenance.py, never reaches the trainer or the
+    `meta.provenance` left out (lineage, base/provenance.py, never reaches the trainer or the
     retriever), so a file without provenance hashes as its bytes do and lineage leaves every
     cached training and cell valid."""
-    from sandbox.provenance import KEY
-    from sandbox.schemas import canonical_json
+    from base.provenance import KEY
+    from base.schemas import canonical_json
 
     sha = hashlib.sha256()
     with open(path, "rb") as f:
@@ -142,7 +142,7 @@ class Cells:
         """`curated_runtime`: the sandbox runtime hash (sandbox.curate.runtime_sha256) of the machine
         that curated this cache's rows: they are reused and nothing is curated here (a training
         machine without the sandbox; `executor` may then be None)."""
-        from benchmarks.registry import get_benchmark
+        from base.registry import get_benchmark
         from trainer.models import check_name
 
         self.root, self.setting, self.executor = Path(root), setting, executor
@@ -150,11 +150,11 @@ class Cells:
         self.base = setting.train.base or prof.base
         check_name(self.base)
         self.train_spec = setting.train.model_copy(update={"base": self.base})
-        """How every row of this setting is trained: as the loop trains (benchmarks.stages.train_on)."""
+        """How every row of this setting is trained: as the loop trains (experiments.train_eval.train_on)."""
         self.eval_spec = setting.eval.model_copy(update={
             "benchmark": setting.benchmark, "metric": setting.metric, "tasks": setting.tasks,
             "threads": self.train_spec.threads, "corpus": tuple(setting.corpus), "corpus_tools": setting.tools})
-        """How every cell is evaluated: as the loop evaluates (benchmarks.stages.evaluate_on), on the
+        """How every cell is evaluated: as the loop evaluates (experiments.train_eval.evaluate_on), on the
         profile's pinned threads, with the setting's decoding budget (the policies' default unless a run's)."""
         from trainer.recipe import curation_budget
 
@@ -174,7 +174,7 @@ class Cells:
         self._sha: dict[Path, str] = {}                  # an artifact file's consumed hash, read once
 
     def benchmark_options(self) -> dict:
-        """The options that build this setting's benchmark (benchmarks.registry.get_benchmark)."""
+        """The options that build this setting's benchmark (base.registry.get_benchmark)."""
         if self.setting.corpus:
             return {"corpus": list(self.setting.corpus), "tools": self.setting.tools}
         return {**({"allow_test": True} if self.setting.split == "test" else {}),
@@ -182,10 +182,10 @@ class Cells:
 
     @property
     def user(self):
-        """The simulated user (benchmarks.user_sim.UserEndpoint) where the setting names one and the
+        """The simulated user (environments.user_sim.UserEndpoint) where the setting names one and the
         benchmark takes one."""
-        from benchmarks import registry
-        from benchmarks.user_sim import UserEndpoint
+        from base import registry
+        from environments.user_sim import UserEndpoint
 
         if not self.setting.user or not registry.get(self.setting.benchmark).user_simulated:
             return None
@@ -205,7 +205,7 @@ class Cells:
         recipe, and whose SFT and RL files hash as a row's do, is that row's training (the fixed
         recipe is deterministic on its inputs), so the benchmark does not train it again. The
         epoch's evaluation of it (`eval-s<seed>`) is offered too: a cell whose evaluation it is
-        (benchmarks.quality.adopted.same_evaluation) is read from it, not evaluated again.
+        (experiments.quality.adopted.same_evaluation) is read from it, not evaluated again.
         Returns how many trainings the run offers."""
         from trainer.recipe import profile_key
 
@@ -339,7 +339,7 @@ class Cells:
         source = self._adopted_evals.get(self.training_key(row, seed) or "")
         if source is None or self.setting.corpus:
             return None
-        from benchmarks.quality.adopted import expected_evaluation, same_evaluation
+        from experiments.quality.adopted import expected_evaluation, same_evaluation
 
         memory = self._bank(row)
         expected = expected_evaluation(self.eval_spec, self.setting.split, [t.id for t in self.tasks], self.base,
@@ -347,7 +347,7 @@ class Cells:
         return source if same_evaluation(read_json(source / "metrics.json"), expected) is None else None
 
     def gold(self, row: Row, seed: int) -> dict | None:
-        """The cell's gold-call log-likelihood on its tasks (benchmarks/gold_likelihood.py), read on
+        """The cell's gold-call log-likelihood on its tasks (environments/gold_likelihood.py), read on
         the prompts its evaluation showed the policy (with the row's memory hints), cached beside
         cell.json; None while the cell is not computed."""
         cell = self.cached(row, seed)
@@ -358,10 +358,10 @@ class Cells:
         # 2026-11-29 evening, was read without them and is not used)
         path = self.root / "cells" / cell["key"] / ("gold-memory.json" if memory else "gold.json")
         if not path.is_file():
-            from benchmarks import runner
-            from benchmarks.registry import get_benchmark
-            from benchmarks.evaluate import build_policy
-            from benchmarks.gold_likelihood import gold_log_likelihood
+            from environments import runner
+            from base.registry import get_benchmark
+            from environments.evaluate import build_policy
+            from environments.gold_likelihood import gold_log_likelihood
 
             bench = get_benchmark(self.setting.benchmark, **self.benchmark_options())
             policy = build_policy(base=self.base, adapter=cell["adapter"], batch_size=self.eval_spec.batch_size,

@@ -20,14 +20,10 @@ from base.errors import UserError, positive_int
 from sandbox.options import add_corpus, add_sandbox, add_timeout
 from trainer.options import add_profile
 from trainer.cli import parse_budget
-from sandbox.executor import PROJECT_ROOT, make_executor
+from sandbox.executor import make_executor
 
-from benchmarks.policies.limits import DEFAULT_MAX_NEW_TOKENS, LEGACY_MAX_NEW_TOKENS
-from benchmarks.quality import CALIBRATION, ROWS, TABLE1
-
-CACHE = PROJECT_ROOT / "runs" / "bench-quality"
-RESULTS = PROJECT_ROOT / "bench" / "results"
-
+from environments.policies.limits import DEFAULT_MAX_NEW_TOKENS, LEGACY_MAX_NEW_TOKENS
+from experiments.quality import CACHE, CALIBRATION, RESULTS, ROWS, TABLE1
 
 
 @contextlib.contextmanager
@@ -71,9 +67,9 @@ def _units(text: str) -> list[int]:
 
 
 def setting_of(args):
-    from benchmarks import registry
-    from benchmarks.evaluate import EvalSpec
-    from benchmarks.quality.cells import Setting
+    from base import registry
+    from environments.evaluate import EvalSpec
+    from experiments.quality.cells import Setting
     from trainer.train import TrainSpec
     from corpora import corpus_sha256
 
@@ -98,7 +94,7 @@ def setting_of(args):
     default_tasks = None if not env.executable else 60 if split == "dev" else 120
     tasks = args.tasks if args.tasks is not None else default_tasks
     corpus = tuple(str(c) for c in args.corpus or ())
-    from benchmarks.user_sim import from_args
+    from environments.user_sim import from_args
 
     user = from_args(args) if env.user_simulated else None   # its server answers before any cell is computed
     return Setting(benchmark=args.benchmark, split=split, tasks=tasks, seeds=tuple(range(args.seeds)),
@@ -112,10 +108,10 @@ def setting_of(args):
 
 
 def cmd_bench_quality(args) -> int:
-    from benchmarks.quality import rows as rows_mod
-    from benchmarks.quality import strategy_rows, table
-    from benchmarks.quality.cells import Cells
-    from benchmarks.quality.stats import minimal_detectable_difference
+    from experiments.quality import rows as rows_mod
+    from experiments.quality import strategy_rows, table
+    from experiments.quality.cells import Cells
+    from experiments.quality.stats import minimal_detectable_difference
     def say(text: str) -> None:
         if not args.quiet:
             print(text, file=sys.stderr, flush=True)
@@ -147,7 +143,7 @@ def cmd_bench_quality(args) -> int:
     sized = cells.curation_budget["sft_examples"]   # the default corpus is sized as `run` sizes it
     # a benchmark that builds no corpus (ACEBench, τ²: held-out tests) scores rows curated from the corpus the
     # default run curates, as `run --benchmark` without --corpus trains on it
-    from benchmarks import registry
+    from base import registry
 
     source = args.benchmark if registry.get(args.benchmark).declares("corpus") else registry.DEFAULT
     wild_dir = held_out_dir or args.wild or rows_mod.default_corpus_dir(source, "wild", max_records=sized)
@@ -204,7 +200,7 @@ def cmd_bench_quality(args) -> int:
     if args.gold:   # what bench/rank_agreement.py resamples
         table.add_per_task(doc, results, golds)
     if units:
-        from benchmarks.quality import proxy
+        from experiments.quality import proxy
 
         say(f"proxy scores at {', '.join(map(str, units))} unit(s) for the rows with all their cells …")
         with (contextlib.nullcontext() if args.report_only else _only_writer(Path(args.cache))):
@@ -221,7 +217,7 @@ def cmd_bench_quality(args) -> int:
         print(f"raw result: {strategy_rows.write_raw(doc, rows, getattr(args, 'argv', []), args.results)} "
               "(`bench/leaderboard.py` makes it a row of docs/leaderboard.md)")
     if args.calibrate:
-        from benchmarks.quality import calibration
+        from experiments.quality import calibration
 
         cal = calibration.summarize(doc, results, golds)
         print(calibration.markdown(cal))
@@ -236,7 +232,7 @@ def _with_test_splits() -> list[str]:
     """The environments the quality table can score: those with tasks of their own (a test split; one
     that builds no corpus scores rows curated from the default run's corpus), and next-call on a
     user's corpus."""
-    from benchmarks import registry
+    from base import registry
 
     return [n for n in registry.names() if registry.get(n).executable] \
         + [registry.NO_ENVIRONMENT]   # a user's corpus (--corpus): its held-out tenth are the tasks
@@ -244,7 +240,7 @@ def _with_test_splits() -> list[str]:
 
 def add_cli(sub) -> None:
     """Register `curateevo bench quality` on the main parser's subcommands."""
-    from benchmarks import registry
+    from base import registry
 
     bench = sub.add_parser("bench", help="benchmarks of the product itself")
     bsub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
@@ -254,7 +250,7 @@ def add_cli(sub) -> None:
     p.add_argument("--benchmark", default=registry.DEFAULT, type=registry.given, choices=_with_test_splits(),
                    help="the benchmark whose test split scores every row (next-call: the held-out tenth of --corpus; "
                         "old name: replay)")
-    from benchmarks.user_sim import add_flags
+    from environments.user_sim import add_flags
 
     add_flags(p)
     add_corpus(p, "--benchmark next-call: your corpus (files as `run --corpus` takes them); its held-out tenth are the "

@@ -17,7 +17,7 @@ from statistics import fmean
 
 from base.files import atomic_json, read_json, read_jsonl
 from base.objective import LAMBDA, objective
-from benchmarks.stages import PROXY_SFT_STEPS, PROXY_TASKS, evaluate_on, proxy_specs, train_on
+from experiments.train_eval import PROXY_SFT_STEPS, PROXY_TASKS, evaluate_on, proxy_specs, train_on
 
 SFT_STEPS_PER_UNIT = PROXY_SFT_STEPS
 TASKS_PER_UNIT = PROXY_TASKS
@@ -26,7 +26,7 @@ TASKS_PER_UNIT = PROXY_TASKS
 def proxy_score(cells, row, units: int, seed: int = 0, compute: bool = True) -> dict:
     """The row's proxy at `units`: {"P", "C", "J", "tasks", "sft_steps"}, from the cache, else
     computed now (with `compute`; else P and J are None)."""
-    from benchmarks.quality.cells import _key, _whole
+    from experiments.quality.cells import _key, _whole
 
     used = cells.inputs(row)
     # the loop's proxy (evolver.evaluation.proxy_scores): SFT only, then a small balanced dev subset

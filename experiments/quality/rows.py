@@ -15,8 +15,8 @@ from base.files import read_json
 from corpora import corpus_sha256, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT
 
-from benchmarks.quality import ROWS
-from benchmarks.quality.cells import ABLATIONS, Row
+from experiments.quality import ROWS
+from experiments.quality.cells import ABLATIONS, Row
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
 AGENTREFINE = PROJECT_ROOT / "curation_strategies" / "agentrefine"
@@ -26,7 +26,7 @@ AUGMENT = PROJECT_ROOT / "curation_strategies" / "augment"
 def default_corpus_dir(benchmark: str, setting: str, seed: int = 0, max_records: int | None = None) -> Path:
     """The default raw corpus of a benchmark, built once where `curateevo run` builds it (sized to
     the profile's SFT budget as the run sizes it)."""
-    from benchmarks import registry
+    from base import registry
 
     return registry.get(benchmark).default_corpus(PROJECT_ROOT / "runs" / "corpora", setting, seed, max_records).parent
 
@@ -82,9 +82,9 @@ def noisy_corpus(wild_dir: Path, cache: Path) -> Path:
 
 
 def poisoned_corpus(wild_dir: Path, cache: Path, seed: int = 0) -> Path:
-    """A deliberately corrupted copy of the wild corpus (benchmarks/quality/poison.py), cached by
+    """A deliberately corrupted copy of the wild corpus (experiments/quality/poison.py), cached by
     the wild corpus's hash and the seed."""
-    from benchmarks.quality.poison import poison
+    from experiments.quality.poison import poison
 
     wild = _corpus_file(wild_dir, "--wild")
     out = Path(cache) / "corpora" / f"poisoned-{corpus_sha256([str(wild)])[:16]}-seed{seed}.jsonl"

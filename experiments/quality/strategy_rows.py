@@ -18,8 +18,8 @@ from pathlib import Path
 from base.errors import UserError
 from base.files import atomic_json, sha256_files
 
-from benchmarks.quality import stats, table
-from benchmarks.quality.cells import Row
+from experiments.quality import stats, table
+from experiments.quality.cells import Row
 
 PREFIX = "strategy:"
 
@@ -70,7 +70,7 @@ def add_vs_best(doc: dict, scores: dict[str, dict], category: dict | None = None
     """In place: each computed Table 1 row's paired difference with the best other row (the highest
     P among them, `vs_best`, naming it; with `category`, task → category, also on the calling and
     the declining tasks apart, `vs_best_by_kind`); returns the best row's id (None with fewer than two
-    rows). `scores`: row id → its task → per-seed scores (benchmarks.quality.table.row_scores)."""
+    rows). `scores`: row id → its task → per-seed scores (experiments.quality.table.row_scores)."""
     done = [r for r in doc["rows"] if not r.get("pending") and r["table"] == 1 and r["id"] in scores]
     if len(done) < 2:
         return None

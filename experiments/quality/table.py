@@ -10,8 +10,8 @@ from statistics import fmean
 from base.files import atomic_json, atomic_write
 
 from base import paired
-from benchmarks.quality import stats
-from benchmarks.quality.cells import Row, Setting
+from experiments.quality import stats
+from experiments.quality.cells import Row, Setting
 
 BASE_RATE = 0.25
 """P assumed for the minimal detectable difference until ρ0 on the wild corpus is measured."""
@@ -31,7 +31,7 @@ def pooled_seed_sd(per_row: dict[str, list[float]]) -> float | None:
 def declining() -> set[str]:
     """The categories whose right answer is no call, over every environment (`declining`: BFCL's irrelevance,
     ACEBench's special items); category names do not collide between benchmarks."""
-    from benchmarks import registry
+    from base import registry
 
     return {c for e in registry.environments() for c in e.declining}
 
@@ -272,7 +272,7 @@ def markdown(doc: dict) -> str:
         lines.append("")
     lines.append(mdd_sentence(doc))
     if doc.get("proxy"):
-        from benchmarks.quality import proxy
+        from experiments.quality import proxy
 
         lines += ["", proxy.markdown(doc["proxy"], {r["id"]: r["label"] for r in doc["rows"]})]
     return "\n".join(lines) + "\n"

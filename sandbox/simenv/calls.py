@@ -1,6 +1,6 @@
 """Python-syntax call strings, read safely: `ast` parsing, `ast.literal_eval` per argument.
 
-Shared by the benchmark's executor (benchmarks/bfcl/backends.py) and the sandbox's simulated
+Shared by the benchmark's executor (environments/bfcl/backends.py) and the sandbox's simulated
 environment (sandbox/simenv/environment.py), so a strategy's call runs exactly as an evaluated one.
 """
 from __future__ import annotations

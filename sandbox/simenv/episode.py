@@ -4,7 +4,7 @@ The backends are BFCL's own classes (`func_source_code`), built the way BFCL bui
 (`_load_scenario(deepcopy(initial_config[cls]), long_context=...)`; stateless classes as they
 are), nothing cached between episodes. A call is dispatched to the bound public method of the
 instance that owns its name, only when the scenario offers that name; anything else comes back as
-BFCL's error observation and nothing runs. Shared by the benchmark (benchmarks/bfcl/backends.py,
+BFCL's error observation and nothing runs. Shared by the benchmark (environments/bfcl/backends.py,
 which finds the classes in the installed bfcl_eval) and the sandbox's ctx.env (which loads them
 from the mounted scenario folder).
 """

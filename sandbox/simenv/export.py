@@ -2,7 +2,7 @@
 
     files, summary = prepare(corpus.records, job_root / "env")   # {} when the corpus names no scenario
 
-Each environment that has ctx.env scenarios (`benchmarks.environment`: `export_group`,
+Each environment that has ctx.env scenarios (`base.environment`: `export_group`,
 `export_scenarios`) writes those of the *train-split* tasks the records' `meta.env` name;
 environments of one export group (BFCL's two) share one folder and are asked together. Questions,
 ground truth and every dev or test scenario stay outside: a record that names a dev or test task
@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 
 def _exporting():
     """{export group: [environments]} of the registered environments with scenarios, in order."""
-    from benchmarks import registry
+    from base import registry
 
     groups: dict[str, list] = {}
     for environment in registry.environments():
