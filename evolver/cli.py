@@ -149,11 +149,12 @@ def cmd_replay(args) -> int:
     _say_environment(args.dir if args.epoch is not None else source)
     report = replay(source, args.out, executor=make_executor(args.sandbox), corpus_paths=args.corpus, llm=llm,
                     tools_path=args.tools)
-    print(report.summary())
+    kept = not (report.identical and args.out is None)   # an identical replay into a temporary folder is removed
+    print(report.summary(kept))
     for name, diff in report.differences.items():
         print(f"  {name}: {diff}")
     same = report.identical
-    if report.identical and args.out is None:
+    if not kept:
         discard(report)
     if args.epoch is not None and (args.retrain or args.reeval):
         same &= run_cli.replay_training(args.dir, args.epoch, retrain=args.retrain, reeval=args.reeval)
