@@ -106,6 +106,9 @@ def cmd_curate(args) -> int:
         atomic_write(Path(result.out_dir) / "skipped.jsonl",
                      "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))
     curated = {kind: read_records(Path(result.out_dir) / f"{kind}.jsonl", kind) for kind in ("sft", "rl")}
+    if not curated["sft"] and not curated["rl"]:   # said even with --quiet: a run would train nothing on this
+        print("curateevo: warning: this strategy would train nothing: it curated no SFT record and no RL record, "
+              "so a run rolls such a candidate back unevaluated", file=sys.stderr)
     try:
         length = profile_length_report(curated["sft"], curated["rl"], args.profile, args.max_length,
                                        args.max_prompt_length)
