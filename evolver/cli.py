@@ -106,6 +106,9 @@ def cmd_curate(args) -> int:
         atomic_write(Path(result.out_dir) / "skipped.jsonl",
                      "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))
     curated = {kind: read_records(Path(result.out_dir) / f"{kind}.jsonl", kind) for kind in ("sft", "rl")}
+    if not curated["sft"] and not curated["rl"]:   # said even with --quiet: a run would train nothing on this
+        print("curateevo: warning: this strategy would train nothing: it curated no SFT record and no RL record, "
+              "so a run rolls such a candidate back unevaluated", file=sys.stderr)
     try:
         length = profile_length_report(curated["sft"], curated["rl"], args.profile, args.max_length,
                                        args.max_prompt_length)
@@ -149,11 +152,12 @@ def cmd_replay(args) -> int:
     _say_environment(args.dir if args.epoch is not None else source)
     report = replay(source, args.out, executor=make_executor(args.sandbox), corpus_paths=args.corpus, llm=llm,
                     tools_path=args.tools)
-    print(report.summary())
+    kept = not (report.identical and args.out is None)   # an identical replay into a temporary folder is removed
+    print(report.summary(kept))
     for name, diff in report.differences.items():
         print(f"  {name}: {diff}")
     same = report.identical
-    if report.identical and args.out is None:
+    if not kept:
         discard(report)
     if args.epoch is not None and (args.retrain or args.reeval):
         same &= run_cli.replay_training(args.dir, args.epoch, retrain=args.retrain, reeval=args.reeval)

@@ -47,6 +47,12 @@ def _acceptance_names() -> tuple[str, ...]:
     return tuple(ACCEPTANCE)
 
 
+def _final_rules() -> tuple[str, ...]:
+    from evolver.objective import FINAL_RULES
+
+    return tuple(FINAL_RULES)
+
+
 def _proposer_names() -> tuple[str, ...]:
     from evolver.proposers import PROPOSERS
 
@@ -145,6 +151,12 @@ class RunConfig(BaseModel):
     acceptance: Annotated[str, Flag("acceptance rule (auto: paired with several seeds, else margin)",
                                     choices=lambda: ("auto", *_acceptance_names()))] = "auto"
     """Acceptance rule (evolver/acceptance.py): margin, paired, or auto (paired with several seeds)."""
+    final_rule: Annotated[str, Flag(
+        "which evaluated epoch the run ends on: accepted-best (the accepted lineage's head, unless a rejected epoch "
+        "beats it beyond the acceptance margin) or paper-best-dev (the best dev P, lower C breaking ties; paper §4.3) "
+        "(default: accepted-best)", derived=True, choices=_final_rules)] = "paper-best-dev"
+    """evolver/final.py. A new run gets accepted-best (`resolve`); a run.json without the key was made
+    when the final was always the paper's best dev P, so it reads as paper-best-dev and resumes so."""
     ablations: Annotated[tuple[str, ...], Flag("paper §5.3 ablations", name="ablate", choices=ABLATIONS,
                                                option_type=list[str], option_default=[])] = ()
     sandbox: Annotated[str, Flag("executor of candidate code", choices=lambda: ("auto", *_executor_names()))] = "auto"
@@ -455,7 +467,7 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     return RunConfig(
         **as_given(RunConfig, o), corpus=tuple(corpus), corpus_sha256=corpus_sha256, benchmark=benchmark,
         metric=metric, train=train, eval=evaluation, margin=o["margin"], seeds=tuple(range(o["seeds"])),
-        proposer=proposer, ablations=tuple(sorted(set(o["ablate"]))), llm=llm,
+        proposer=proposer, final_rule=o["final_rule"] or "accepted-best", ablations=tuple(sorted(set(o["ablate"]))), llm=llm,
         tools=str(Path(o["tools"]).resolve()) if o["tools"] else "", diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),
         ray_address=o["ray_address"] or "", storage=o["storage"] or "", agent=AgentLimits(**given_to(AgentLimits, o)))
 

@@ -15,7 +15,7 @@ from evolver.context import RunContext, say
 from evolver.decision import decide, no_candidate
 from evolver.diagnosis_stage import diagnose_best
 from evolver.evaluation import train_and_evaluate
-from evolver.objective import final_choice
+from evolver.final import choose_final
 from evolver.propose import propose
 from evolver.results import Decision, Final
 from evolver.store import RunStore
@@ -73,6 +73,5 @@ def evaluate_candidate(run: RunContext, epoch: int) -> Decision:
 
 
 def final(run: RunContext) -> Final:
-    """The final strategy: the best dev P among the evaluated epochs, lower C breaking ties."""
-    choice = final_choice([d.journal() for d in run.decisions() if d.P is not None])
-    return Final(epoch=choice["epoch"], commit=choice["commit"], P=choice["P"], C=choice["C"])
+    """The final strategy, by the run's final rule (evolver.final: by default the accepted lineage's head)."""
+    return choose_final(run)

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from base.files import atomic_write
-from evolver.tables import STAGE_COLUMNS, dev_scope, epoch_rows, failed_stages, log_table, stage_table
+from evolver.tables import STAGE_COLUMNS, dev_scope, epoch_rows, failed_stages, final_line, log_table, stage_table
 from evolver.config import RunConfig
 from evolver import report_sections
 from evolver.diagnose import FAMILY_PREFIXES
@@ -407,6 +407,7 @@ def write_report(run: Path) -> Path:
     reasons = "".join(f"<li>epoch {r['epoch']}: {html.escape(r.get('reason') or r.get('failed') or '')}</li>" for r in rows)
     reasons += "".join(f"<li>epoch {f['epoch']} · {html.escape(str(f['stage']))} failed: {html.escape(f['error'])}</li>"
                        for f in failed_stages(store))
+    reasons += f"<li><b>{html.escape(final_line(store))}</b></li>" if final_line(store) else ""
     images = "".join(f'<img src="{name}" alt="{name}">' for name, fig in plots.items() if fig is not None)
     page = f"""<!doctype html><meta charset="utf-8"><title>curateevo run {html.escape(store.root.name)}</title>
 <style>body{{font:15px system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;color:#222}}

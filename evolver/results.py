@@ -175,14 +175,21 @@ class Proposal(StageResult):
 
 @dataclass(kw_only=True)
 class Final(StageResult):
-    """The run's final strategy: the best dev P, lower C breaking ties (paper §4.3)."""
+    """The run's final strategy, chosen by the run's final rule (evolver/final.py)."""
     epoch: int
     commit: str
     P: float
     C: float
+    rule: str | None = None
+    """The final rule that chose it (None: a run finished before the rules had names, by paper-best-dev)."""
+    why: str | None = None
+    """One sentence: why the rule chose this epoch."""
 
     def journal(self) -> dict:
-        return self._with_llm({"epoch": self.epoch, "commit": self.commit, "P": self.P, "C": self.C})
+        body = {"epoch": self.epoch, "commit": self.commit, "P": self.P, "C": self.C}
+        if self.rule is not None:
+            body.update(rule=self.rule, why=self.why)
+        return self._with_llm(body)
 
 
 def result_type(stage: str) -> type[StageResult]:

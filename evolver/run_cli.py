@@ -17,7 +17,7 @@ from base import registry
 from environments.evaluate import EvalResult
 from evolver.store import RunStore, half_made, taken
 from evolver.launch import check_run_lengths, check_run_prompts, dev_check, dev_note, read_ids
-from evolver.tables import epoch_rows, failed_stages, format_log, format_stages, untrained_choice
+from evolver.tables import epoch_rows, failed_stages, final_line, format_log, format_stages, untrained_choice
 from corpora import corpus_kind, corpus_sha256, load_corpus
 from sandbox.executor import PROJECT_ROOT
 
@@ -229,9 +229,9 @@ def cmd_resume(args) -> int:
 def run_and_report(store: RunStore, backend=None) -> int:
     from evolver.loop import run_epochs
 
-    final = run_epochs(store, backend)
+    run_epochs(store, backend)
     print(format_log(store))
-    print(f"\nfinal strategy: epoch {final['epoch']} ({final['commit'][:10]}), P = {final['P']:.4f}, C = {final['C']:.4f}")
+    print("\n" + final_line(store))
     return 0
 
 
@@ -269,6 +269,8 @@ def cmd_log(args) -> int:
             print(f"epoch {r['epoch']}: {r['reason']}")
     for f in failed_stages(store):
         print(f"epoch {f['epoch']} · {f['stage']} failed: {f['error']}")
+    if final_line(store):
+        print(final_line(store))
     print("\ntime and LLM usage per stage:")
     print(format_stages(store))
     return 0
@@ -400,6 +402,7 @@ def cmd_test(args) -> int:
     print(("\n" if doc is not None else "") + tested.text(comparison, cfg.metric, epoch))
     if held or skipped:
         print("\n" + tested.held_out_text(held, epoch, skipped))
+    print(final_line(store))
     if epoch == 0:
         print("the final strategy is ρ0 itself: evolution accepted no candidate")
     return 0

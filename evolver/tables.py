@@ -148,8 +148,7 @@ def untrained_choice(store: RunStore, rows: list[dict] | None = None) -> str | N
     """One plain sentence when the run's chosen strategy (the final one, else the best so far) trained
     nothing, so that its P is the base model's; None otherwise."""
     rows = epoch_rows(store) if rows is None else rows
-    final = next((e.get("result") or {} for e in reversed(store.journal.events())
-                  if e.get("stage") == "final" and e.get("event") == "stage_done"), None)
+    final = final_of(store)
     epoch = final.get("epoch") if final else next((r["epoch"] for r in reversed(rows) if r.get("accepted")), None)
     row = next((r for r in rows if r["epoch"] == epoch), None)
     if row is None or row.get("trained") is None or any(row["trained"].values()):
@@ -157,6 +156,27 @@ def untrained_choice(store: RunStore, rows: list[dict] | None = None) -> str | N
     memory = (row.get("scale") or {}).get("memory.jsonl")
     return (f"the chosen strategy (epoch {epoch}) trains nothing: its training used no SFT example and no RL prompt, "
             "so its P is the base model's" + (f" helped by its {memory} memory records" if memory else ""))
+
+
+def final_of(store: RunStore) -> dict | None:
+    """The journal's final choice (epoch, commit, P, C, rule, why); None before the run finished. A
+    run finished before the final rules had names chose by paper-best-dev, and says so."""
+    final = next((e.get("result") for e in reversed(store.journal.events())
+                  if e.get("stage") == "final" and e.get("event") == "stage_done"), None)
+    if final is None or final.get("rule"):
+        return final
+    from evolver.objective import PAPER
+
+    return {**final, "rule": "paper-best-dev", "why": f"{PAPER}, the only rule when this run finished"}
+
+
+def final_line(store: RunStore) -> str | None:
+    """One line: the final strategy and the rule that chose it, with why; None before the run finished."""
+    final = final_of(store)
+    if final is None:
+        return None
+    return (f"final strategy: epoch {final['epoch']} ({final['commit'][:10]}), P = {final['P']:.4f}, "
+            f"C = {final['C']:.4f}; chosen by the final rule {final['rule']}: {final['why']}")
 
 
 def format_log(store: RunStore) -> str:

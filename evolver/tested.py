@@ -78,6 +78,18 @@ def scores_of(trajectories: Path, metric: str) -> tuple[dict[str, float], dict[s
             {t["meta"]["task_id"]: t["meta"]["category"] for t in rows})
 
 
+NO_INTERVAL = "no interval: one task (resampling one task gives it back every time)"
+
+
+def no_interval(a: dict, b: dict) -> dict:
+    """The difference of two rows scored on one task: its value, and no interval (low, high None)."""
+    from statistics import fmean
+
+    (task,) = a
+    return {"value": round(fmean(a[task]) - fmean(b[task]), 6), "low": None, "high": None, "method": NO_INTERVAL,
+            "tasks": 1}
+
+
 def compare(final: dict, rho0: dict, category: dict[str, str]) -> dict:
     """Both rows' P with a 95% interval and the paired difference final − ρ0, overall and per
     category. `final`, `rho0`: task id → per-seed scores (the same seeds); `category`: task → category."""
@@ -86,7 +98,7 @@ def compare(final: dict, rho0: dict, category: dict[str, str]) -> dict:
     def block(tasks: list[str]) -> dict:
         a, b = ({t: s[t] for t in tasks} for s in (final, rho0))
         return {"tasks": len(tasks), "final": stats.mean_interval(a).to_json(), "rho0": stats.mean_interval(b).to_json(),
-                "difference": stats.paired_difference(a, b)}
+                "difference": stats.paired_difference(a, b) if len(tasks) > 1 else no_interval(a, b)}
 
     tasks = sorted(set(final) & set(rho0))
     if not tasks:
@@ -168,6 +180,8 @@ def read(run_root: Path) -> dict | None:
 
 def _ci(e: dict, signed: bool = False) -> str:
     f = (lambda x: f"{100 * x:+.1f}") if signed else (lambda x: f"{100 * x:.1f}")
+    if e.get("low") is None:   # one task: nothing to resample
+        return f"{f(e['value'])} (no interval: 1 task)"
     return f"{f(e['value'])} [{f(e['low'])}, {f(e['high'])}]"
 
 
@@ -191,7 +205,9 @@ def text(doc: dict, metric: str, epoch: int) -> str:
     """The comparison as `test` prints it, with a one-line verdict."""
     lines = aligned([HEADER] + rows(doc))
     d = doc["difference"]
-    verdict = ("evolution helped: the final strategy is above ρ0 beyond the interval" if d["low"] > 0 else
+    verdict = ("no interval can be had: the test split holds one task, and a paired difference needs two or more "
+               "to resample (test a run whose corpus holds out more tasks)" if d["low"] is None else
+               "evolution helped: the final strategy is above ρ0 beyond the interval" if d["low"] > 0 else
                "evolution hurt: the final strategy is below ρ0 beyond the interval" if d["high"] < 0 else
                "not resolved: the interval of the difference includes 0")
     seeds = f"{doc['seeds']} training seed(s), paired over tasks × seeds" if doc["seeds"] > 1 else "one training seed, paired over tasks"

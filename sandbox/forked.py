@@ -12,12 +12,12 @@ child is killed by the kernel when its parent dies (PR_SET_PDEATHSIG), even by S
 """
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
-import signal
 import time
 from typing import Any, Callable, Iterator
+
+from base.lifetime import die_with_parent
 
 LOST = object()   # what `next` gives once the child cannot be relied on
 
@@ -32,20 +32,8 @@ def available() -> bool:
             and not multiprocessing.current_process().daemon)   # a daemonic process may have no children
 
 
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent(parent: int) -> None:
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):   # no prctl here: the `with` still ends the child
-        return
-    if os.getppid() != parent:   # the parent died before the call
-        os._exit(1)
-
-
 def _serve(conn, parent: int, produce: Callable[..., Iterator], args: tuple) -> None:
-    _die_with_parent(parent)
+    die_with_parent(parent)   # no prctl here: the `with` still ends the child
     try:
         for item in produce(*args):
             conn.send(("item", item))

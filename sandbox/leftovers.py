@@ -3,9 +3,13 @@
 A process that is killed outright runs no `finally`: its job folder (strategy copy, canonical
 corpus, output, LLM socket) stays in the temporary directory, its half-checked stage beside the
 output folder, its container in the engine (ended within seconds by its init,
-`sandbox/container_init.py`, when the engine closes the stdin the dead host held attached). Each of them carries its owner's
-`owner_id` (a file in a folder, a label on a container); the next curateevo command removes those
-whose owner is gone (`reap_leftovers`). Anything without an owner mark, or whose owner lives, stays.
+`sandbox/container_init.py`, when the engine closes the stdin the dead host held attached). Its
+training processes (trainer.warm's forkserver and the children forked from it, or a fresh
+`python -m trainer.worker`) die with it by a parent-death signal (base.lifetime); one that
+escaped it is still marked. Each of them carries its owner's `owner_id` (a file in a folder, a
+label on a container, OWNER_ENV in a process's environment); the next curateevo command removes
+those whose owner is gone (`reap_leftovers`). Anything without an owner mark, or whose owner
+lives, stays.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from typing import Iterable
 OWNER_FILE = ".curateevo-owner"
 JOB_PREFIX = "curateevo-job-"
 OWNER_LABEL = "curateevo.owner"   # a container's owner_id()
+OWNER_ENV = "CURATEEVO_OWNER"   # a training process's owner_id(), in the environment it started with
 
 
 def start_ticks(pid: int | str = "self") -> int:
@@ -106,11 +111,41 @@ def reap_containers() -> int:
         client.close()
 
 
-def reap_leftovers() -> str | None:
-    """What killed curateevo processes left (containers, job folders), removed; one line saying
-    so, or None when there was nothing."""
-    containers, folders = reap_containers(), reap_job_dirs()
-    if not containers + folders:
+def process_owner(pid: int | str) -> str | None:
+    """OWNER_ENV of the environment process `pid` started with (its /proc environ); None without
+    one, or when it cannot be read (another user's, or gone)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
         return None
-    return (f"removed {containers} container(s) and {folders} job folder(s) left by a curateevo process "
-            "that was killed")
+    mark = (OWNER_ENV + "=").encode()
+    return next((v[len(mark):].decode(errors="replace") for v in environ.split(b"\0") if v.startswith(mark)), None)
+
+
+def reap_processes(proc: Path = Path("/proc")) -> int:
+    """SIGKILL the processes whose owner mark (OWNER_ENV) names a dead process; returns how many."""
+    import signal
+
+    removed = 0
+    for entry in sorted(proc.glob("[0-9]*"), key=lambda p: int(p.name)) if proc.is_dir() else ():
+        owner = process_owner(entry.name)
+        if not owner or int(entry.name) == os.getpid() or not owner_gone(owner):
+            continue
+        try:
+            os.kill(int(entry.name), signal.SIGKILL)
+            removed += 1
+        except OSError:   # ended meanwhile, or not ours to end
+            continue
+    return removed
+
+
+def reap_leftovers() -> str | None:
+    """What killed curateevo processes left (containers, job folders, training processes), removed;
+    one line saying so, or None when there was nothing."""
+    counts = {"training process(es)": reap_processes(), "container(s)": reap_containers(),
+              "job folder(s)": reap_job_dirs()}
+    said = [f"{n} {what}" for what, n in counts.items() if n]
+    if not said:
+        return None
+    return (f"removed {', '.join(said[:-1]) + ' and ' if len(said) > 1 else ''}{said[-1]} left by a curateevo "
+            "process that was killed")

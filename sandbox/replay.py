@@ -32,13 +32,16 @@ class ReplayReport:
     differences: dict[str, str] = field(default_factory=dict)   # file → first difference
     runtime_changed: tuple[str, str] | None = None               # (recorded, now) when they differ
 
-    def summary(self) -> str:
+    def summary(self, kept: bool = True) -> str:
+        """One line: identical or the first difference, and where the output is (`kept` False: it
+        is removed after this line, so the line names no folder)."""
         changed = ""
         if self.runtime_changed:
             changed = (f"; the runtime changed since the output was made ({self.runtime_changed[0][:12]}… → "
                        f"{self.runtime_changed[1][:12]}…), the manifest's runtime_sha256 set aside")
         if self.identical:
-            return f"replay identical: {len(COMPARED)} files match byte for byte ({self.out_dir}{changed})"
+            where = self.out_dir if kept else "the replay's temporary output is removed; --out DIR keeps it"
+            return f"replay identical: {len(COMPARED)} files match byte for byte ({where}{changed})"
         first = next(iter(self.differences.items()))
         return (f"replay differs: {first[0]}: {first[1]} ({len(self.differences)} file(s) differ; output in "
                 f"{self.out_dir}{changed})")

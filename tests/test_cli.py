@@ -192,3 +192,16 @@ def test_curate_gives_the_strategy_the_budget_a_run_gives_it_under_the_profile(t
         out = tmp_path / profile
         assert cli.main(["curate", "--corpus", str(corpus), "--out", str(out), "--profile", profile, "--quiet"]) == 0
         assert json.loads((out / "manifest.json").read_text())["budget"] == curation_budget(get_profile(profile))
+
+
+def test_curate_warns_in_one_sentence_when_the_strategy_would_train_nothing(strategy, tmp_path, capsys):
+    empty = strategy("""
+        def curate(raw, ctx):
+            return ctx.toolkit.Curated(sft=[], rl=[], memory=[])
+        """)
+    assert cli.main(["curate", "--strategy", str(empty), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert warnings == ["curateevo: warning: this strategy would train nothing: it curated no SFT record and no RL "
+                        "record, so a run rolls such a candidate back unevaluated"]
+    assert cli.main(["curate", "--out", str(tmp_path / "seed"), "--quiet"]) == 0   # ρ0 trains: no warning
+    assert "would train nothing" not in capsys.readouterr().err

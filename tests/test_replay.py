@@ -1,5 +1,6 @@
 """Replay re-executes into an empty directory and matches every artifact byte for byte — or says why not."""
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -94,7 +95,9 @@ def test_changed_strategy_snapshot_is_reported_before_running_anything(sample_co
 def test_replay_command_exit_codes(strategy, sample_corpus, tmp_path, capsys):
     out = curated(SEED_STRATEGY, sample_corpus, tmp_path / "out")
     assert cli.main(["replay", str(out)]) == 0
-    assert "replay identical" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "replay identical" in said and "temporary output is removed" in said
+    assert not [w for w in said.split() if w.startswith("/") and not Path(w.strip("();,")).exists()], said   # no path it deleted
     s = strategy("""
         import os
         def curate(raw, ctx):

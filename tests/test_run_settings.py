@@ -128,6 +128,7 @@ def test_run_json_of_earlier_runs_reads_back_and_round_trips():
     written = flat(config.to_json())
     assert {k: written.pop(k) for k in BACKEND_DEFAULTS} == BACKEND_DEFAULTS
     assert written.pop("holdout") == {}   # made before the test part: the legacy dev tenth (RunConfig.split_spec)
+    assert written.pop("final_rule") == "paper-best-dev"   # made before the final rules: the paper's, as it ended then
     # made before issue 61: its benchmark by the old name, read as the new one (registry.OLD_NAMES)
     assert json_text(written) == text.replace('"benchmark": "replay"', '"benchmark": "next-call"')
     assert '"benchmark": "replay"' in text and RunConfig.from_json(config.to_json()) == config
@@ -138,7 +139,8 @@ def test_run_json_of_earlier_runs_reads_back_and_round_trips():
     assert again["agent"] == {**doc["agent"], "candidate_temperature": 0.8}
     assert {k: again[k] for k in doc if k != "agent"} == {k: v for k, v in doc.items() if k != "agent"}
     assert {k: v for k, v in again.items() if k not in doc} == {"max_prompt_length": 0, "tools": "", "tools_sha256": "",
-                                                                 "holdout": {}, **BACKEND_DEFAULTS}
+                                                                 "holdout": {}, "final_rule": "paper-best-dev",
+                                                                 **BACKEND_DEFAULTS}
     assert RunConfig.from_json(doc).margin == 0.0478 and RunConfig.from_json(doc).seeds == (0,)
 
 
@@ -195,6 +197,7 @@ EXAMPLES = {
     "proxy_tasks": (["--proxy-tasks", "4"], 4), "backend": (["--backend", "ray"], "ray"),
     "ray_address": (["--ray-address", "head:6379"], "head:6379"), "storage": (["--storage", "/shared/run"], "/shared/run"),
     "proposer": (["--proposer", "agent"], "agent"), "diagnosis": (["--diagnosis", "rules+llm"], "rules+llm"),
+    "final_rule": (["--final-rule", "accepted-best"], "accepted-best"),
 }
 
 

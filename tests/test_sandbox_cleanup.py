@@ -187,7 +187,8 @@ def test_every_command_removes_what_a_killed_one_left_and_says_so(tmp_path):
     after = subprocess.run([sys.executable, "-m", "evolver.cli", "status", str(tmp_path / "no-run")], cwd=ROOT,
                            env={**os.environ, "TMPDIR": str(tmp)}, capture_output=True, text=True, timeout=120)
     # the container count is whatever killed hosts of other tests left meanwhile
-    assert re.match(r"curateevo: removed \d+ container\(s\) and 1 job folder\(s\) left by a curateevo process "
+    assert re.match(r"curateevo: removed (\d+ training process\(es\)(, | and ))?(\d+ container\(s\) and )?"
+                    r"1 job folder\(s\) left by a curateevo process "
                     r"that was killed\n", after.stderr), after.stderr
     assert not left.exists()
 

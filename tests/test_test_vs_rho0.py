@@ -113,6 +113,16 @@ def test_the_comparison_pairs_tasks_and_says_per_category_what_moved():
     assert lines[2].split()[:2] == ["all", "4"] and lines[3].split()[0] == "A" and "+100.0" in lines[3]
 
 
+def test_a_one_task_test_split_says_no_interval_can_be_had():
+    doc = tested.compare({"t1": [1.0]}, {"t1": [0.0]}, {"t1": "A"})
+    assert doc["difference"]["value"] == 1.0 and doc["difference"]["low"] is doc["difference"]["high"] is None
+    text = tested.text(doc, "task_success", 1)
+    assert "+100.0 (no interval: 1 task)" in text and "[+100.0, +100.0]" not in text
+    assert text.endswith("no interval can be had: the test split holds one task, and a paired difference needs two or "
+                         "more to resample (test a run whose corpus holds out more tasks).")
+    assert "evolution helped" not in text
+
+
 def test_seeds_evaluates_as_the_run_did_or_is_one_sentence():
     from base.errors import UserError
     from environments.evaluate import EvalSpec

@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from base.errors import RunFailed, UserError
 from base.files import is_empty_or_missing
+from base.lifetime import die_with_parent
+from sandbox.leftovers import OWNER_ENV, owner_id
 from trainer.progress import RELAYED_TO_TERMINAL
 from trainer import data
 from trainer.launch import check_vllm, launcher_prefix
@@ -142,6 +144,7 @@ def child_env() -> dict:
     # str hashes fixed: PEFT writes "all-linear"'s target modules from a set, so their order in
     # adapter_config.json (and the adapter's hash) would otherwise change from process to process
     env["PYTHONHASHSEED"] = "0"
+    env[OWNER_ENV] = owner_id() or ""   # whose it is: the next command reaps it if this process is killed
     return env
 
 
@@ -155,7 +158,7 @@ def _run_child(command: list[str], log_path: Path, echo: IO[str] | None, timeout
         child = warm.start(command[-1], env, str(PROJECT_ROOT)) if warm_start else None
         if child is None:
             child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                     cwd=str(PROJECT_ROOT), start_new_session=True, preexec_fn=_die_with_parent)
+                                     cwd=str(PROJECT_ROOT), start_new_session=True, preexec_fn=die_with_parent)
             child.stdout_fd = child.stdout.fileno()
         try:
             _pump(child, log, echo, timeout)
@@ -163,15 +166,6 @@ def _run_child(command: list[str], log_path: Path, echo: IO[str] | None, timeout
             _kill(child)
             raise
     return child.returncode
-
-
-def _die_with_parent() -> None:
-    """Linux: the training child is killed when its parent dies (a killed run leaves no orphan
-    writing into a stage directory that `resume` is about to redo)."""
-    import ctypes
-
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _pump(child, log, echo, timeout: float | None) -> None:

@@ -4,7 +4,7 @@ A training child spends its first seconds importing torch, transformers, PEFT, T
 (~5 s on 2 CPU cores, more than a `test`-profile training itself). `start(request, env, cwd)`
 forks the child from a multiprocessing *forkserver* that imported them once (started on the
 first training of the calling process; it exits after the caller and its
-children). The child is the process `python -m trainer.worker REQUEST` would be: its own
+children, and is killed when the caller dies: trainer.warm_server). The child is the process `python -m trainer.worker REQUEST` would be: its own
 session; killed when the caller dies (a thread waits on the caller's pidfd: the forkserver stays
 up while a child of its runs, so PR_SET_PDEATHSIG alone would not do) or the forkserver does;
 stdout and stderr into the pipe the caller reads; the caller's environment; `PYTHONHASHSEED=0`
@@ -24,9 +24,12 @@ import signal
 import sys
 import threading
 
-PRELOAD = ["trainer.worker", "torch", "transformers", "peft", "datasets", "trl.trainer.sft_trainer",
+from base.lifetime import die_with_parent
+
+PRELOAD = ["trainer.warm_server", "trainer.worker", "torch", "transformers", "peft", "datasets", "trl.trainer.sft_trainer",
            "trl.trainer.grpo_trainer"]
-"""What the forkserver imports before its first fork (an import that fails there is retried in the child)."""
+"""What the forkserver imports before its first fork (an import that fails there is retried in the child);
+trainer.warm_server first, so that the forkserver dies with this process even if killed during the imports."""
 
 READ_AT_IMPORT = ("OMP_", "GOMP_", "KMP_", "MKL_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_",
                   "PYTHONHASHSEED", "PYTHONPATH", "LD_PRELOAD", "LD_LIBRARY_PATH")
@@ -62,6 +65,13 @@ def _environment(env: dict):
                 os.environ[k] = v
 
 
+def _server_env(env: dict) -> dict:
+    """The forkserver's environment: the child's, and this process's pid for trainer.warm_server."""
+    from trainer.warm_server import PARENT_ENV
+
+    return {**env, PARENT_ENV: str(os.getpid())}
+
+
 def _forkserver(env: dict):
     """The forkserver context, started once in the child's environment (hash seed included) with
     the libraries imported; None when `env` differs from that environment where imports read it."""
@@ -72,7 +82,7 @@ def _forkserver(env: dict):
 
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(PRELOAD)
-            with _environment(env):
+            with _environment(_server_env(env)):
                 forkserver.ensure_running()
             _server = (context, _import_env(env))
         context, started_with = _server
@@ -115,7 +125,7 @@ def start(request_path: str, env: dict, cwd: str) -> Child | None:
         return None
     reader, writer = context.Pipe(duplex=False)   # raw bytes: the child's fds 1 and 2
     process = context.Process(target=_child, args=(request_path, writer, env, cwd, os.getpid()), name="curateevo-train")
-    with _lock, _environment(env):   # a forkserver that died is restarted here, in the child's environment
+    with _lock, _environment(_server_env(env)):   # a forkserver that died is restarted here, in the child's environment
         process.start()
     writer.close()
     fd = os.dup(reader.fileno())
@@ -144,10 +154,8 @@ def _die_with(pid: int) -> None:
 
 
 def _child(request_path: str, writer, env: dict, cwd: str, caller: int) -> None:
-    import ctypes
-
     os.setsid()
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG: the forkserver's death
+    die_with_parent()   # the forkserver's death
     if os.getppid() == 1:   # the forkserver died before the line above
         os._exit(signal.SIGKILL + 128)
     # the caller is not the parent (the forkserver outlives it while a child of its runs): watch it
