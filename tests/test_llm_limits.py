@@ -169,3 +169,15 @@ def test_the_diagnosis_prompt_cap_follows_the_window(llm_server, tmp_path, canar
     llm = make_llm(llm_server, tmp_path, max_tokens=100)
     room = llm.prompt_room(100)
     assert room == int((2600 - 100) / SAFETY) and count_tokens(render_prompt(failed, room)) <= room
+
+
+def test_the_stage_table_says_unpriced_where_the_model_has_no_price(tmp_path):
+    from evolver.store import RunStore
+    from evolver.tables import stage_table
+
+    store = RunStore(tmp_path)
+    usage = {"calls": 2, "from_record": 0, "prompt_tokens": 90, "completion_tokens": 10, "usd": 0.0, "wall_s": 1.0}
+    for stage, llm in (("diagnose", {**usage, "unpriced": True}), ("propose", {**usage, "usd": 0.0123})):
+        store.journal.append({"event": "stage_started", "epoch": 0, "stage": stage})
+        store.journal.append({"event": "stage_done", "epoch": 0, "stage": stage, "result": {"llm": llm}})
+    assert [row[3:] for row in stage_table(store)] == [["2", "100", "unpriced"], ["2", "100", "0.0123"]]
