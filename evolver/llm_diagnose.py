@@ -310,29 +310,48 @@ def model_id(llm) -> str:
     return str(getattr(llm, "model", None) or type(llm).__name__)
 
 
-def cache_key(trajectory: Mapping, model: str) -> str:
-    """sha256 of the prompt templates, the trajectory's canonical JSON and the model id."""
+def cache_key(trajectory: Mapping, model: str, cap: int = PROMPT_TOKEN_CAP) -> str:
+    """sha256 of the prompt templates and cap, the trajectory's canonical JSON and the model id."""
     h = hashlib.sha256()
-    for part in (_source(TEMPLATE), _source(REASK_TEMPLATE), json.dumps(CLIP, sort_keys=True) + str(PROMPT_TOKEN_CAP),
+    for part in (_source(TEMPLATE), _source(REASK_TEMPLATE), json.dumps(CLIP, sort_keys=True) + str(cap),
                  json.dumps(trajectory, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str), model):
         h.update(part.encode("utf-8"))
         h.update(b"\0")
     return h.hexdigest()
 
 
-def diagnose_one(trajectory: Mapping, llm, stats: dict) -> dict:
+def limits(llm) -> tuple[int, int]:
+    """(prompt cap, reply tokens) for this LLM: the reply at most its config's max_tokens, the prompt
+    trimmed to what its context window leaves for that reply (PROMPT_TOKEN_CAP when the window is unknown)."""
+    config = getattr(llm, "config", None)
+    reply = min(MAX_REPLY_TOKENS, config.max_tokens) if config is not None else MAX_REPLY_TOKENS
+    room = llm.prompt_room(reply) if hasattr(llm, "prompt_room") else None
+    if room is None:
+        return PROMPT_TOKEN_CAP, reply
+    # the re-ask carries the first prompt, the reply (in our count it may run past the model's) and the error
+    reask = 2 * reply + count_tokens(_template(REASK_TEMPLATE).render(error="x " * 150)) + 12
+    return max(1, min(PROMPT_TOKEN_CAP, room - reask)), reply
+
+
+def diagnose_one(trajectory: Mapping, llm, stats: dict, cap: int = PROMPT_TOKEN_CAP,
+                 reply_tokens: int = MAX_REPLY_TOKENS) -> dict:
     """Failed points of one trajectory: one request, and one re-ask with the validation error when
-    nothing valid came back. `stats["calls"]` counts each request as it is made."""
-    messages = [{"role": "user", "content": render_prompt(trajectory)}]
+    nothing valid came back. `stats["calls"]` counts each request as it is made. A prompt that cannot be
+    trimmed to `cap` goes at the full cap, for the LLM layer to refuse with its reason (ContextExceeded)."""
+    try:
+        prompt = render_prompt(trajectory, cap)
+    except ValueError:   # the task, tools and feedback alone pass the cap
+        prompt = render_prompt(trajectory)
+    messages = [{"role": "user", "content": prompt}]
     stats["calls"] += 1
-    reply = llm.complete(messages, purpose="diagnose", max_tokens=MAX_REPLY_TOKENS)
+    reply = llm.complete(messages, purpose="diagnose", max_tokens=reply_tokens)
     parsed, dropped, reasked = parse_points(reply.text), 0, False
     if not parsed.points:
         dropped, reasked = parsed.dropped, True
         messages += [{"role": "assistant", "content": reply.text or "(empty reply)"},
                      {"role": "user", "content": _template(REASK_TEMPLATE).render(error=parsed.error)}]
         stats["calls"] += 1
-        reply = llm.complete(messages, purpose="diagnose-reask", max_tokens=MAX_REPLY_TOKENS)
+        reply = llm.complete(messages, purpose="diagnose-reask", max_tokens=reply_tokens)
         parsed = parse_points(reply.text)
     return {"id": trajectory.get("id"), "task_id": _task_id(trajectory), "points": parsed.points,
             "kept": len(parsed.points), "repaired": parsed.repaired, "dropped": dropped + parsed.dropped,
@@ -386,7 +405,8 @@ def llm_diagnose(trajectories: Sequence[Mapping], llm, cache_dir: Path, *, limit
     The failed points have the shape of evolver.diagnose's (`failed_point`, `evidence`,
     `curation_hint`, `family`, `task_ids`, `count`, `source` = "llm") plus `examples`. Stats:
     trajectories_failed, selected, diagnosed, cached, points_kept / repaired / dropped, calls,
-    errors (one line per trajectory the LLM failed on), stopped (why diagnosis stopped early:
+    errors (one line per trajectory the LLM failed on, or whose prompt did not fit the model's context
+    window: ContextExceeded), stopped (why diagnosis stopped early:
     budget spent or LLM unavailable; what was diagnosed so far is kept, and cached trajectories
     are still read), and per_trajectory records. A cached trajectory costs no LLM call.
     """
@@ -397,6 +417,7 @@ def llm_diagnose(trajectories: Sequence[Mapping], llm, cache_dir: Path, *, limit
              "points_kept": 0, "points_repaired": 0, "points_dropped": 0, "calls": 0, "errors": [],
              "stopped": None, "per_trajectory": []}
     model = model_id(llm)
+    cap, reply_tokens = limits(llm) if chosen else (PROMPT_TOKEN_CAP, MAX_REPLY_TOKENS)
     bar = None
     if progress:
         from trainer.progress import progress_bar
@@ -404,14 +425,14 @@ def llm_diagnose(trajectories: Sequence[Mapping], llm, cache_dir: Path, *, limit
         bar = progress_bar(len(chosen), "diagnosis", "trajectory", sys.stderr)
     diagnosed = []
     for t in chosen:
-        path = cache_dir / f"{cache_key(t, model)}.json"
+        path = cache_dir / f"{cache_key(t, model, cap)}.json"
         result = _read_cached(path)
         hit = result is not None
         if hit:
             stats["cached"] += 1
         elif stats["stopped"] is None:
             try:
-                result = diagnose_one(t, llm, stats)
+                result = diagnose_one(t, llm, stats, cap, reply_tokens)
             except (BudgetExceeded, LLMUnavailable) as exc:
                 stats["stopped"] = f"{type(exc).__name__}: {exc}"
             except LLMError as exc:

@@ -23,7 +23,7 @@ def stage_rows(store: RunStore) -> list[dict]:
             llm = (event.get("result") or {}).get("llm") or {}
             rows.append({"epoch": key[0], "stage": key[1], "seconds": seconds, "result": event.get("result") or {},
                          "tokens": llm.get("prompt_tokens", 0) + llm.get("completion_tokens", 0),
-                         "usd": llm.get("usd", 0.0), "calls": llm.get("calls", 0)})
+                         "usd": llm.get("usd", 0.0), "calls": llm.get("calls", 0), "unpriced": llm.get("unpriced", False)})
     return rows
 
 
@@ -234,7 +234,8 @@ def stage_table(store: RunStore) -> list[list[str]]:
     for r in stage_rows(store):
         epoch = "run" if r["epoch"] is None or r["epoch"] < 0 else r["epoch"]   # the final choice is the run's
         seconds = f"{r['seconds']:.1f}s" if r["seconds"] is not None else "—"
-        body.append([str(epoch), r["stage"], seconds, str(r["calls"]), str(r["tokens"]), f"{r['usd']:.4f}"])
+        usd = "unpriced" if r["unpriced"] else f"{r['usd']:.4f}"   # a model with no known price: its tokens only
+        body.append([str(epoch), r["stage"], seconds, str(r["calls"]), str(r["tokens"]), usd])
     return body
 
 

@@ -7,6 +7,7 @@
     server.fail(429, times=2, retry_after=0)     # the next 2 requests get 429 with Retry-After: 0
     server.stall(1.0)                            # the next request waits 1 s, then gets 504
     server.garbage(b"<html>502</html>")          # the next request gets these bytes as its body
+    server.models({"id": "m", "max_model_len": 4096})   # GET /v1/models lists these (else: 404)
     LLMConfig("openai", "m", base_url=server.openai_url)          # or "anthropic", server.anthropic_url
     server.requests[-1].headers["authorization"]                 # what arrived: path, headers, body
 
@@ -55,6 +56,7 @@ class LLMServer:
         self.requests: list[Received] = []
         self._replies: deque = deque()
         self._faults: deque = deque()
+        self._models: list[dict] | None = None
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
@@ -99,6 +101,11 @@ class LLMServer:
         """Hold the next `times` requests for `seconds` (longer than the client's timeout), then answer 504."""
         with self._lock:
             self._faults.extend([("stall", seconds)] * times)
+        return self
+
+    def models(self, *entries: dict) -> "LLMServer":
+        """Answer GET /v1/models with these model entries (vLLM's carry max_model_len)."""
+        self._models = list(entries)
         return self
 
     @property
@@ -191,6 +198,13 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(400, {"error": {"message": "llm_server: the body is not JSON"}}, {})
         headers = {k.lower(): v for k, v in self.headers.items()}
         self._send(*self.server.owner._answer(Received(path, headers, body)))
+
+    def do_GET(self):
+        models = self.server.owner._models
+        if self.path.split("?", 1)[0] != "/v1/models" or models is None:
+            return self._send(404, {"error": {"message": f"llm_server: no route {self.path}"}}, {})
+        self._send(200, {"object": "list", "data": [{"object": "model", "created": 0, "owned_by": "test", **m}
+                                                    for m in models]}, {})
 
     def _send(self, status: int, body: dict | bytes, headers: dict) -> None:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()

@@ -63,7 +63,7 @@ def test_openai_round_trip_reports_the_servers_usage(llm_server, tmp_path, canar
     assert reply.usd == pytest.approx((120 * 2.5 + 7 * 10.0) / 1e6)   # gpt-4o's list price
     sent = llm_server.requests[0]
     assert sent.path == "/v1/chat/completions"
-    assert sent.body == {"model": "gpt-4o", "messages": CHAT, "max_tokens": 2048, "temperature": 0.0}
+    assert sent.body == {"model": "gpt-4o", "messages": CHAT, "max_tokens": 1024, "temperature": 0.0}
     record = read_json(tmp_path / reply.record)
     assert record["request"]["messages"] == CHAT and record["request"]["base_url"] == llm_server.openai_url
     assert record["response"]["raw_usage"] == {"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127}
@@ -341,7 +341,7 @@ def test_a_local_server_needs_no_key(llm_server, tmp_path, monkeypatch):
     ({"provider": "cohere"}, "provider must be one of openai, anthropic"),
     ({"model": ""}, "model must be a non-empty string"),
     ({"mode": "sometimes"}, "mode must be one of live, record, offline, replay"),
-    ({"max_tokens": 0}, "max_tokens must be at least 1, not 0"),
+    ({"max_tokens": 0}, "max_tokens (--llm-max-tokens) must be at least 1, not 0"),
     ({"temperature": True}, "temperature must be a number"),
     ({"budget_usd": -1}, "budget_usd must be a finite number > 0, not -1"),
     ({"base_url": "localhost:8000"}, "base_url must be an http"),

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from base.errors import RunFailed
-from evolver.llm import BudgetExceeded, LLMError
+from evolver.llm import BudgetExceeded, ContextExceeded, LLMError
 from evolver.proposers.agent_limits import AgentLimits
 from evolver.diagnose import trade_text
 from evolver.proposers.brief import Brief, Outcome, Verdict
@@ -340,6 +340,9 @@ class AgentProposer:
                 except BudgetExceeded as exc:
                     record.update(exit_status="BudgetExceeded", error=str(exc))
                     return Outcome(None, attempts=attempts, budget_exhausted=True)
+                except ContextExceeded as exc:   # the conversation outgrew the model: this revision ends, not the run
+                    record.update(exit_status="ContextExceeded", error=str(exc))
+                    break
                 except LLMError as exc:
                     record.update(exit_status="LLMError", error=str(exc))
                     break
