@@ -8,8 +8,10 @@ name the same corpus path) from its own tree: a revision is checked out as a det
 worktree under DIR; `--after` defaults to this script's tree. Compared, per side: the strategy
 repository's refs (every candidate commit and decision tag), every epoch's decision (accepted, P, C,
 J, reason, edits), the sha256 of every artifact file, adapter weights and config, evaluation
-trajectories and diagnosis file, and the journal's stage results less what measures time. Prints
-one JSON object; exit status 0 when every compared item is equal, 1 otherwise.
+trajectories and diagnosis file, and the journal's stage results less what measures time. A
+manifest.json that differs only in its runtime hash (a runtime source moved: the hash keys files
+by path) is listed apart, with both hashes, and does not count as a difference. Prints one JSON
+object; exit status 0 when every compared item is equal, 1 otherwise.
 """
 from __future__ import annotations
 
@@ -79,6 +81,19 @@ def without_timing(value):
     return value
 
 
+def without_runtime(path: Path) -> tuple[str, str | None]:
+    """(sha256 of a manifest.json less its runtime hash, that runtime hash): a pure move of a runtime
+    source changes the hash (sandbox.curate.runtime_sha256 keys files by path) and nothing else."""
+    def strip(value, found):
+        if isinstance(value, dict):
+            found.extend(v for k, v in value.items() if k == "runtime_sha256")
+            return {k: strip(v, found) for k, v in value.items() if k != "runtime_sha256"}
+        return [strip(v, found) for v in value] if isinstance(value, list) else value
+    found: list = []
+    rest = strip(json.loads(path.read_text()), found)
+    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest(), (found or [None])[0]
+
+
 def fingerprint(root: Path) -> dict:
     # the run's own folder named in a result (an adapter's path) is the same place on both sides
     text = (root / "journal.jsonl").read_text().replace(json.dumps(str(root.resolve()))[1:-1], "RUN")
@@ -91,6 +106,9 @@ def fingerprint(root: Path) -> dict:
         for pattern in HASHED:
             for path in sorted(epoch.glob(pattern)):
                 files[f"{epoch.name}/{path.relative_to(epoch)}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    manifests = {f"{epoch.name}/artifacts/manifest.json": without_runtime(epoch / "artifacts" / "manifest.json")
+                 for epoch in sorted((root / "epochs").iterdir(), key=lambda p: int(p.name))
+                 if (epoch / "artifacts" / "manifest.json").is_file()}
     return {
         "strategy_refs": refs,
         "decisions": {e["epoch"]: {k: e["result"].get(k) for k in ("accepted", "commit", "P", "C", "J", "reason", "edits")}
@@ -98,6 +116,7 @@ def fingerprint(root: Path) -> dict:
         "files": files,
         "journal": [{"epoch": e["epoch"], "stage": e["stage"], "result": without_timing(e["result"])} for e in done],
         "stages": [(e.get("event"), e.get("epoch"), e.get("stage")) for e in events],
+        "manifests": manifests,
     }
 
 
@@ -105,9 +124,17 @@ def compare(before: dict, after: dict) -> dict:
     report = {}
     for key in before:
         a, b = before[key], after[key]
+        if key == "manifests":
+            continue
         if key == "files":
             differ = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-            report[key] = {"compared": len(set(a) | set(b)), "different": differ}
+            ma, mb = before.get("manifests", {}), after.get("manifests", {})
+            moved = [k for k in differ if k in ma and k in mb and ma[k][0] == mb[k][0]]
+            report[key] = {"compared": len(set(a) | set(b)), "different": [k for k in differ if k not in moved]}
+            if moved:   # the manifests differ in the runtime hash alone: say so, with both hashes
+                report[key]["different_only_in_runtime_sha256"] = moved
+                report["runtime_sha256"] = {"before": sorted({ma[k][1] for k in moved}),
+                                            "after": sorted({mb[k][1] for k in moved})}
         elif key == "journal":
             differ = [(x["epoch"], x["stage"]) for x, y in zip(a, b) if x != y] + (["length"] if len(a) != len(b) else [])
             report[key] = {"compared": len(a), "different": differ}
