@@ -4,14 +4,16 @@ bench/results/ and from the code's own defaults.
     .venv/bin/python bench/leaderboard.py           # rewrite docs/leaderboard.md and every generated block
     .venv/bin/python bench/leaderboard.py --check   # exit 1, one line per disagreement (file:line)
 
-A document quotes a figure only between markers, inline or as a block:
+A document (the READMEs, every page under docs/ but PENDING) quotes a figure only between markers, inline
+or as a block:
 
     <!-- gen NAME -->the text NAME generates<!-- /gen -->
 
 NAME is one of
 - `leaderboard`: the one table, a row per raw file (date, what, result, command, commit, raw file);
 - `raw:FILE:PATH|FORMAT`: a value read from bench/results/FILE — PATH walks keys and list items
-  (`rows[id=oracle].P`, `runs[0].wall_s`), FORMAT is one of FORMATS (`ci`, `dci`, `pct`, `n`, `dur`, …);
+  (`rows[id=oracle].P`, `pairs[a=oracle&b=rho0-wild]`, `runs[0].wall_s`), FORMAT is one of FORMATS (`ci`, `dci`, `pct`, `n`, `dur`, …);
+- `date:FILE`: the date of FILE's row on the leaderboard (the file's `date`, its provenance entry, its name);
 - `quality:FILE`: a `bench quality` table's rows (P and its interval, each against ρ0 on the wild corpus);
 - `grpo-budget:FILE`: a GRPO-budget sweep's table (bench/grpo_budget.py's own rendering);
 - `table:FILE:PATH`: the list of flat records at PATH (a run's epochs) as a table, a column per key
@@ -79,9 +81,11 @@ def _number(x: float) -> str:
 FORMATS: dict[str, Callable[[Any], str]] = {
     "ci": lambda e: f"{_pct(e['value'])} [{_pct(e['low'])}, {_pct(e['high'])}]",        # an estimate in %
     "dci": lambda e: f"{_signed(e['value'])} [{_signed(e['low'])}, {_signed(e['high'])}]",   # a difference in points
+    "d4": lambda e: f"{e['value'] + 0.0:+.4f} [{e['low'] + 0.0:+.4f}, {e['high'] + 0.0:+.4f}]",   # one in nats/token
     "pct": _pct,
     "n": _number,
     "dur": _duration,
+    "f1": lambda x: f"{x:.1f}",
     "f2": lambda x: f"{x:.2f}",
     "f3": lambda x: f"{x:.3f}",
     "rho": lambda e: f"{e['spearman']:+.2f} [{e['low']:+.2f}, {e['high']:+.2f}]",
@@ -95,9 +99,9 @@ def walk(doc: Any, path: str) -> Any:
     for key, index in re.findall(r"\.?([^.\[\]]+)|\[([^\]]+)\]", path):
         if key:
             doc = doc[key]
-        elif "=" in index:
-            field, _, want = index.partition("=")
-            doc = next(item for item in doc if str(item.get(field)) == want)
+        elif "=" in index:   # `[id=oracle]`, `[a=run:x&b=rho0-wild]`: the item whose fields read so
+            wants = [condition.partition("=")[::2] for condition in index.split("&")]
+            doc = next(item for item in doc if all(str(item.get(field)) == want for field, want in wants))
         else:
             doc = doc[int(index)]
     return doc
@@ -330,6 +334,11 @@ def generate(name: str, problems: Problems) -> str:
     if name.startswith("raw:"):
         file, _, spec = name[4:].partition(":")
         return render_raw(file, spec)
+    if name.startswith("date:"):   # the date of a raw file's row on the leaderboard
+        found = row_of(name[5:], load(name[5:]), provenance().get(name[5:], {}), Problems())
+        if not found:
+            raise KeyError(name)
+        return found.date
     if name.startswith("quality:"):
         return "\n" + quality_table(name[8:]) + "\n"
     if name.startswith("table:"):
@@ -369,17 +378,37 @@ def blocks(path: Path, problems: Problems, root: Path = ROOT) -> tuple[str, list
 
 # what a measured figure looks like in prose: a date, a duration, a share, an interval, a count in thousands
 FIGURE = re.compile(r"20\d\d-\d\d-\d\d|\b\d+(?:\.\d+)? ?(?:min|s|h|%)(?![\w-])|\[[−+-]?\d+(?:\.\d+)?, |\b\d{1,3}(?:,\d{3})+\b")
+# what looks like one and is not: code, a link's target, a date inside a file's name
+# (`…-2026-11-28.json`), the confidence level of an interval ("95% interval", "[95% CI]"), a bound
+# set before measuring ("≤ 10%")
+NOT_FIGURE = re.compile(r"`[^`]*`|\]\([^)]*\)|[\w/.-]*\d-\d\d-\d\d[\w-]*\.\w+|[\w-]+-20\d\d-\d\d-\d\d\b|"
+                        r"\b20\d\d-\d\d-\d\d-[\w-]+|\b\d\d ?% ?(?=CI\b|interval|confidence|one-sided|two-sided|bootstrap)|[≤≥] ?\d+(?:\.\d+)? ?%")
+HEADING_DATE = re.compile(r"^#+ .*")   # a section's date in its heading labels the section, as in a changelog
+
+# The pages being converted to generated figures by the lead (issue 72 item 6); the check skips them
+# until then. Empty this once they quote every figure.
+PENDING = ("docs/architecture.md", "docs/llm-agent.md", "docs/running.md")
+# Results pages whose hand-typed figures are not yet all quoted or reworded (issue 72 item 6, left
+# for a next pass: each still holds prose figures written down before the check covered docs/).
+# Their generated blocks are still checked; a page leaves this list once `unquoted` finds nothing.
+UNCONVERTED = ("docs/results/evolution-earlier.md", "docs/results/evolution.md", "docs/results/infrastructure.md",
+               "docs/results/instrument.md", "docs/results/quality.md", "docs/results/suite.md",
+               "docs/results/training.md")
 
 
 def unquoted(path: Path, root: Path = ROOT) -> list[str]:
-    """The README's figures that stand outside generated blocks (it quotes only generated ones)."""
+    """A document's figures that stand outside generated blocks (a document quotes only generated ones)."""
+    if path.relative_to(root).as_posix() in PENDING + UNCONVERTED:
+        return []
     text = GEN.sub(lambda m: "\n" * m.group(0).count("\n"), path.read_text(encoding="utf-8"))
     found, fenced = [], False
     for number, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith("```"):
             fenced = not fenced
             continue
-        prose = re.sub(r"`[^`]*`|\]\([^)]*\)", "", line)   # code and link targets are not figures
+        prose = NOT_FIGURE.sub("", line)
+        if HEADING_DATE.match(prose):
+            prose = DATE.sub("", prose)
         if not fenced and (m := FIGURE.search(prose)):
             found.append(f"{path.relative_to(root)}:{number}: the figure {m.group().strip()!r} is not generated "
                          "(quote it between <!-- gen … --> markers from its raw file, or link the leaderboard)")
@@ -403,7 +432,8 @@ def main(argv: list[str] | None = None) -> int:
             problems.extend(stale)
         elif stale:
             path.write_text(new, encoding="utf-8")
-    problems.extend(unquoted(ROOT / "README.md"))
+    for path in documents():
+        problems.extend(unquoted(path))
     if not LEADERBOARD.is_file() or "<!-- gen leaderboard -->" not in LEADERBOARD.read_text(encoding="utf-8"):
         problems.append(f"{LEADERBOARD.relative_to(ROOT)}: no `<!-- gen leaderboard --><!-- /gen -->` block")
     for line in dict.fromkeys(problems):   # a raw file's problem is met once per block that reads it

@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 
 IGNORE = -100
 GOLD_BATCH = 8
-"""Teacher-forced sequences per forward pass (measured on 2 cores: 29 s for 60 dev tasks at 8, 43 s at 32)."""
+"""Teacher-forced sequences per forward pass (the faster of those tried on 2 cores, docs/results/training.md)."""
 
 
 def gold_message(item) -> dict:

@@ -91,13 +91,11 @@ class PairedBootstrap:
 
 
 MEASURED_SEED_SD: dict[tuple[str, str, str, int], float] = {
-    # ρ0 0.217, 0.200 and augment 0.300, 0.250 on the balanced dev subset, seeds 0 and 1, pooled
-    # (measured at the paper's SFT lr 2.5e-5, before cpu-small's lr became 2e-4)
+    # ρ0 and augment on the balanced dev subset, seeds 0 and 1, pooled, at the paper's SFT lr 2.5e-5
+    # (before cpu-small's lr became 2e-4); written down before raw files were kept
     ("cpu-small", "smollm2-135m", "bfcl-single", 60): 0.0264,
-    # Table 1's eight rows × training seeds 0, 1, 2 on the 186 dev tasks at SFT lr 2e-4 (2026-11-28,
-    # `bench quality --split dev --tasks 186 --rows rho0-wild,oracle,poisoned,agentrefine,rho0-labeled,
-    # augment,noisy,runs --run runs/evo4-dev186 --seeds 3 --spread`): pooled sd 0.0202 (ρ0 alone, 27,
-    # 32 and 28 of 186: 0.0144; augment 52, 46, 38: the widest)
+    # Table 1's eight rows × training seeds 0, 1, 2 on the 186 dev tasks at SFT lr 2e-4: the pooled sd
+    # of bench/results/seed-spread-dev186-cpu-small-2026-11-28.json (per row there)
     ("cpu-small", "smollm2-135m", "bfcl-single", 186): 0.0202,
 }
 """The run-to-run spread of P (sample sd over training seeds, one curated data set, pooled over
@@ -106,9 +104,10 @@ benchmark, dev tasks); trainer/README.md gives the per-seed values. Two degrees 
 estimate, not a certainty. The default margin is derived from it (`default_margin`)."""
 
 MEASURED_SEED_SHARED: dict[tuple[str, str, str, int], float] = {
-    # the same eight rows × seeds 0, 1, 2 on the 186 dev tasks (`stats.seed_effect`, 2026-11-28):
-    # F(2, 14) 4.8, permutation p 0.023 — a seed that trains one curated set well trains the others
-    # well too (on test, not used to set it: 38%, permutation p 0.008)
+    # the same eight rows × seeds 0, 1, 2 on the 186 dev tasks (`stats.seed_effect` in
+    # bench/results/seed-spread-dev186-cpu-small-2026-11-28.json): a seed that trains one curated set
+    # well trains the others well too (test's share, not used to set it, is in
+    # bench/results/table1-test-cpu-small-2026-11-28-seeds-paired.json)
     ("cpu-small", "smollm2-135m", "bfcl-single", 186): 0.32,
 }
 """The share of the training seed's variance of P that curated data sets trained at the same

@@ -70,7 +70,7 @@ def _check_style(style: str) -> None:
 
 def _macros(style: str):
     """The template's macros (tool_line, tool_block, assistant_body) for one tool style."""
-    from transformers.utils.chat_template_utils import _compile_jinja_template   # ~1 s: imported when first rendered
+    from transformers.utils.chat_template_utils import _compile_jinja_template   # slow to import: imported when first rendered
 
     _check_style(style)
     return _compile_jinja_template(CHAT_TEMPLATE).make_module({"tool_style": style, "messages": []})

@@ -51,7 +51,7 @@ from base.schemas import ARTIFACT_KINDS, turn_cost  # noqa: F401  (turn_cost: th
 from sandbox.sigma import N_REF, Profile, ProfileCapExceeded, cost_c, outcome_label, token_count  # noqa: F401
 
 EXPECTED = tuple(f"{kind}.jsonl" for kind in ARTIFACT_KINDS)
-HOST_MEMORY_BUDGET = 512 * 2**20   # peak RSS of a process checking output at the caps below (measured: ~175 MiB)
+HOST_MEMORY_BUDGET = 512 * 2**20   # peak RSS of a process checking output at the caps below (well under it: docs/results/curation.md)
 SPLIT_BYTES = 8 * 2**20   # an SFT or RL file this large is checked in two halves at once (None: never)
 
 

@@ -180,3 +180,30 @@ def test_a_quality_table_shows_where_a_difference_is_when_the_raw_file_splits_it
     assert wild.endswith("| — | — |") and x.endswith("| +10.0 [+5.0, +20.0] | -10.0 [+5.0, +20.0] |")
     monkeypatch.setattr(module, "load", lambda name: {"rows": rows[:1], "pairs": []})
     assert module.quality_table("x.json").splitlines()[0] == "| row | P [95% CI] | Δ vs ρ0 wild [95% CI] |"
+
+
+def test_a_figure_written_into_a_docs_page_by_hand_fails_the_check_naming_its_line(tree: Path):
+    page = tree / "docs" / "results" / "held-out.md"
+    text = page.read_text(encoding="utf-8")
+    page.write_text(text + "\nThe telecom run took 12 min 5 s and scored 31.2% [24.0, 40.1].\n", encoding="utf-8")
+    line = len(page.read_text(encoding="utf-8").splitlines())
+    found = lines_of(check(tree))
+    assert found == [f"docs/results/held-out.md:{line}: the figure '12 min' is not generated (quote it between "
+                     "<!-- gen … --> markers from its raw file, or link the leaderboard)"], found
+
+
+def test_dates_in_file_names_and_headings_and_confidence_levels_are_not_figures(tree: Path):
+    page = tree / "docs" / "results" / "held-out.md"
+    page.write_text(page.read_text(encoding="utf-8") + "\n### A section (2026-12-06)\n\nRaw: "
+                    "held-out-bfcl-120-seed0-epyc-cpu-small-2026-12-06.json, img/x-2026-12-06.png, each with "
+                    "its 95% interval at 90% one-sided confidence.\n", encoding="utf-8")
+    assert check(tree).returncode == 0, lines_of(check(tree))
+    page.write_text(page.read_text(encoding="utf-8") + "Measured 2026-12-06.\n", encoding="utf-8")
+    assert any("the figure '2026-12-06' is not generated" in x for x in lines_of(check(tree)))
+
+
+def test_only_the_pages_being_converted_are_skipped():
+    module = _module()
+    assert set(module.PENDING) == {"docs/architecture.md", "docs/llm-agent.md", "docs/running.md"}
+    pages = {p.relative_to(ROOT).as_posix() for p in module.documents()}
+    assert set(module.PENDING + module.UNCONVERTED) <= pages   # a renamed page cannot hide in the lists

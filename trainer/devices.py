@@ -11,8 +11,8 @@ in, so it is tested on a CPU); `detect()` reads them from torch. The rule:
 - compute (`compute_dtype`): on a CPU whose cores have bfloat16 units (AVX512-BF16 or AMX,
   `cpu_bf16`), a profile that asks for "bf16" computes its matmuls in bfloat16 under
   `torch.autocast` while weights, LoRA adapters and optimizer state stay float32 (mixed
-  precision with fp32 master weights). Measured on this machine's EPYC: bf16 matmuls 4.7× the
-  fp32 rate, LoRA SFT ~2× the tokens/s (trainer/README.md). "auto" stays float32 on a CPU: most
+  precision with fp32 master weights), faster than fp32 on such parts (docs/results/training.md).
+  "auto" stays float32 on a CPU: most
   x86 parts have no bf16 units, where bf16 is slower than fp32.
 """
 from __future__ import annotations

@@ -168,27 +168,23 @@ PROFILES = {
         name="paper", base="Qwen/Qwen3-4B", sft_max_steps=140, sft_batch_size=4, sft_grad_accum=4,
         max_length=8192, grpo_max_steps=200, grpo_prompts_per_step=8, num_generations=8, grpo_micro_batch=8,
         max_prompt_length=6144, max_completion_length=512, precision="bf16", gradient_checkpointing=True),
-    # One evolution epoch (curate + train + eval) in about 20 minutes on 2 CPU cores: the recipe's
-    # full 140 SFT steps (batch 2) and a token GRPO step on SmolLM2-135M. Measured on the wild
-    # bfcl-single corpus (ρ0's 1,230 SFT records): SFT 734 s at 89 tokens/s, GRPO 45 s, then 14 of
-    # the first 60 dev items (all simple_python) solved, call rate 0.75; 13 of the balanced 60 (12 per
-    # category) in the default run. 16 steps of batch 1 left the call rate at 0, so P(ρ0) = 0.
-    # GRPO on ~1,000-token agent prompts costs about a minute per step on 2 cores: it is exercised,
-    # not relied on.
+    # One evolution epoch (curate + train + eval) within the budget of 2 CPU cores: the recipe's
+    # full SFT steps and a token GRPO step on SmolLM2-135M (fewer, smaller SFT steps left the call
+    # rate at 0, so P(ρ0) = 0). GRPO on agent prompts is slow on 2 cores: it is exercised, not relied
+    # on. What an epoch costs: docs/results/main-job.md and the leaderboard's run rows.
     "cpu-small": Profile(
         name="cpu-small", base="smollm2-135m", sft_max_steps=140, sft_batch_size=2, sft_grad_accum=1,
         max_length=1536, grpo_max_steps=1, grpo_prompts_per_step=1, num_generations=4, grpo_micro_batch=4,
         max_prompt_length=1536, max_completion_length=96, threads=2, device="cpu",
-        # bf16 matmuls under autocast (fp32 weights) on CPUs with bf16 units: SFT 1.26× the fp32
-        # tokens/s on this EPYC (trainer/README.md); fp32 elsewhere (trainer.devices)
+        # bf16 matmuls under autocast (fp32 weights) on CPUs with bf16 units, faster than fp32 there
+        # (docs/results/training.md); fp32 elsewhere (trainer.devices)
         precision="bf16",
-        # chosen on the tuning slice by bench/lr_sweep.py's written criterion (2026-11-27): at the
-        # paper's 2.5e-5 the model barely calls (call rate 0.10-0.43) and clean and poisoned data
-        # score alike (+1.7 points, not resolved); at 2e-4 oracle - poisoned is +11.7 [+5.0, +18.3]
+        # chosen on the tuning slice by bench/lr_sweep.py's written criterion: at the paper's 2.5e-5
+        # the model barely calls and clean and poisoned data score alike; at 2e-4 oracle beats
+        # poisoned beyond the interval (bench/results/lr-sweep-cpu-small.json)
         sft_learning_rate=2e-4,
         # GRPO rollouts on a merged copy, one prefill per prompt, groups batched (trainer/rollout.py):
-        # 2.53x TRL's generate over three RL prompts x G 4 on the quiet 2-core EPYC (2026-11-29,
-        # docs/results/training.md)
+        # faster than TRL's generate (bench/results/grpo-generation-quiet-3prompts-cpu-small-2026-11-29.json)
         grpo_generation="merged"),
     "test": Profile(
         name="test", base="tiny-random", sft_max_steps=3, sft_batch_size=2, sft_grad_accum=1,

@@ -75,7 +75,7 @@ def near_duplicates(raws: Sequence[Mapping], threshold: float = 0.7, num_perm: i
     call shingles alone is too, so a templated task with different calls never merges. Records are
     visited in corpus order, or by (prefer(raw), corpus order) when `prefer` is given, and the
     first visited of each cluster is kept."""
-    from datasketch import MinHash, MinHashLSH  # on first use: it imports scipy (~1 s per candidate)
+    from datasketch import MinHash, MinHashLSH  # on first use: it imports scipy (slow, once per candidate)
 
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
     kept: dict[str, tuple[int, set[str], set[str]]] = {}

@@ -25,8 +25,7 @@ from environments.policies.limits import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOK
 from formats import chat_format as cf
 
 # OpenMP threads that spin while they wait are many times slower when the cores are shared with
-# other work (measured here: 2 threads, greedy decoding of SmolLM2-135M, 45 s active vs 6.5 s
-# passive under a load of 6-8 on 2 cores). It only takes effect if set before torch is imported;
+# other work (greedy decoding of SmolLM2-135M on 2 loaded cores, docs/results/training.md). It only takes effect if set before torch is imported;
 # a value the user set wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -66,7 +65,7 @@ class TransformersPolicy:
         if model is None or tokenizer is None:
             model, tokenizer = load_policy(base, adapter, dtype=dtype, device=device)
             if adapter is not None and merge:
-                model = model.merge_and_unload()   # W + BA once: measured 1.8× faster decoding
+                model = model.merge_and_unload()   # W + BA once: faster decoding (docs/results/training.md)
         else:
             model.to(device)
             model.eval()

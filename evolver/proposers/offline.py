@@ -83,8 +83,8 @@ REMEDIES = {
     "rl_no_signal": ("+rl_boundary", "+rl_successes"),
 }
 # Families that name harm done by the parent's own operators: their remedies remove those
-# operators, the revision starts with them, and no other motive may add or retune them (measured:
-# hints naming tools the task did not offer cost 7 of 186 dev tasks, docs/results.md, while
+# operators, the revision starts with them, and no other motive may add or retune them (hints
+# naming tools the task did not offer cost dev tasks, docs/results/evolution.md, while
 # bad_arguments, the top motive, retuned the same tool_signatures operator to put in more of them).
 HARMS = ("misled_by_memory",)
 # efficiency: each shrinks Cost_train; parameter values mildest first
