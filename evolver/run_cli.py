@@ -8,6 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from evolver import overrides
 from evolver.backends import InFlight, make_backend, read_in_flight
 from evolver.config import (RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values, llm_of, merge_options, on_backend,
                             option_values, resolve)
@@ -68,6 +69,7 @@ def run_options(args) -> dict:
               f"{OLD_MODES[options['llm_mode']]}", file=sys.stderr)
     if isinstance(options.get("benchmark"), str):   # likewise an old benchmark name (registry.OLD_NAMES)
         options["benchmark"] = registry.given(options["benchmark"])
+    options["set"] = list(getattr(args, "set", None) or ())   # any setting by its dotted key, applied last
     return options
 
 
@@ -99,7 +101,8 @@ def create_run(options: dict) -> RunStore:
         agent_sandbox_answers()   # said now, not after epoch 0's curation, training and diagnosis
     if options["llm_records"] and not Path(options["llm_records"]).is_dir():
         raise UserError(f"--llm-records {options['llm_records']}: no such directory (a run's llm/ folder)")
-    probe = resolve(options, (), "")   # every value checked before any corpus is read or built
+    probe = overrides.apply(resolve(options, (), ""), options.get("set"))   # every value checked before any
+    # corpus is read or built
     held_out_corpus = registry.get(probe.benchmark).holds_out_corpus()
     if held_out_corpus and not options["corpus"]:
         raise UserError(f"--benchmark {probe.benchmark} scores held-out records of your own corpus: give --corpus FILE "
@@ -111,7 +114,8 @@ def create_run(options: dict) -> RunStore:
     if options["corpus"]:   # a user's corpus: read and checked now; without an environment, its own dev tenth
         corpus = [str(Path(p).resolve()) for p in options["corpus"]]
         loaded = load_corpus(corpus, on_error=probe.on_error, tools=probe.tools or None)
-        config = resolve(options, tuple(corpus), corpus_sha256(corpus), corpus_kind(loaded.records))
+        config = overrides.apply(resolve(options, tuple(corpus), corpus_sha256(corpus), corpus_kind(loaded.records)),
+                                 options.get("set"))
     else:
         corpus = default_corpus(probe.benchmark, "wild", probe.seed,
                                 probe.curation_budget["sft_examples"], runs_dir)
@@ -502,6 +506,9 @@ def add_cli(sub) -> None:
         groups[o.group].add_argument(f"--{o.name}", dest=o.dest, type=o.type, nargs=o.nargs, choices=o.allowed(),
                                      default=None, help=o.help + shown)
     p.add_argument("--config", help="YAML/JSON file of run options (keys: these long options); flags given here win")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="any setting by its dotted key in run.json (train.profile=cpu-small, eval.batch_size=16, "
+                        "agent.step_limit=40); repeatable; applied last")
     p.set_defaults(func=cmd_run)
     for name, func, text in (("resume", cmd_resume, "continue a run after a crash or kill"),
                              ("test", cmd_test, "the final strategy on the test split, once"),
