@@ -1,6 +1,6 @@
-"""The fixed SFT+GRPO recipe (TRL + PEFT), the base models and the chat format.
+"""The fixed SFT+GRPO recipe (TRL + PEFT) and the base models.
 
-Entry points: `trainer.train.train` (and `curateevo train`), `formats.chat_format` (rendering and
-tool-call parsing, shared with evaluation), `trainer.models.load_policy`, `trainer.rewards`.
-See trainer/README.md.
+Entry points: `trainer.train.train` (and `curateevo train`), `trainer.models.load_policy`,
+`trainer.rewards`. The chat format the recipe trains in (rendering and tool-call parsing, shared
+with evaluation) is `formats.chat_format`, a floor below. See trainer/README.md.
 """
