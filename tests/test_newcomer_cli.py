@@ -106,3 +106,11 @@ def test_a_first_run_writes_its_tiny_model_without_a_bar_in_the_log(tmp_path, mo
     assert (built / "config.json").is_file() and built.parent == tmp_path / "cache"
     err = capfd.readouterr().err
     assert "Writing model shards" not in err and "\r" not in err, err
+
+
+def test_the_log_line_spells_the_plural_of_its_unit():
+    log = io.StringIO()
+    bar = LogBar(2, "diagnosis", "trajectory", log)
+    bar.update(2)
+    bar.close()
+    assert log.getvalue().startswith("diagnosis: 2/2 trajectories in ")

@@ -42,5 +42,6 @@ class LogBar:
             return
         self._closed = True
         extra = "".join(f", {k} {v}" for k, v in self.postfix.items())
-        print(f"{self.desc}: {self.n}/{self.total} {self.unit}s in {time.monotonic() - self._started:.1f} s{extra}",
+        units = self.unit[:-1] + "ies" if self.unit.endswith("y") else self.unit + "s"   # trajectory → trajectories
+        print(f"{self.desc}: {self.n}/{self.total} {units} in {time.monotonic() - self._started:.1f} s{extra}",
               file=self.stream, flush=True)
