@@ -9,7 +9,8 @@ The server is `curateevo serve` (transformers serve over the embedded SmolLM2-13
 started here on a free port and stopped before the offline rerun. Each run is the tiny run of
 tests/test_agent_run.py (`--profile test --base tiny-random --epochs 2 --tasks 2`): the trained model
 is a random one, so P says nothing here; what is measured is the LLM's side. A finished run in RUNS is
-kept and read again (the measurement resumes); delete RUNS to measure anew. Writes one raw JSON
+kept and read again (the measurement resumes); delete RUNS to measure anew. Run it from a tree no
+one edits meanwhile (a detached worktree): it refuses to write a result when the tree changed. Writes one raw JSON
 (bench/results/agent-local-DATE.json by default) with date, command, commit and machine.
 """
 from __future__ import annotations
@@ -139,6 +140,9 @@ def main(argv=None) -> int:
     rerun = run(args.runs, "agent-offline", ["--model", model, "--base-url", url, "--llm-max-tokens",
                                              str(args.llm_max_tokens), "--agent-steps", str(args.agent_steps),
                                              "--llm-mode", "offline", "--llm-records", str(agent / "llm")])
+    if label(ROOT) != commit:   # the runs must all run one tree: run this from a detached worktree
+        raise SystemExit(f"the tree changed while measuring ({commit} → {label(ROOT)}): measure again from a "
+                         "worktree no one edits (git worktree add --detach DIR; PYTHONPATH=DIR python DIR/bench/agent_local.py)")
     sides = {name: epochs(root) for name, root in (("agent", agent), ("offline", offline))}
     llm = [u for e in sides["agent"] for u in e["llm"].values()]
     tokens_out, seconds = sum(u["completion_tokens"] or 0 for u in llm), sum(u["wall_s"] or 0 for u in llm)
