@@ -2,7 +2,7 @@
 long coding-agent sessions), each through corpus loading and the split by task, `curate` with the
 seed and a reference strategy (the host's check inside it), and `replay`.
 
-    .venv/bin/python bench/scale.py --sizes 1000 10000 [--shape short|long] [--sandbox process]
+    .venv/bin/python bench/scale.py --sizes 1000 10000 [--shape short|long] [--sandbox process] [--strategies seed agentrefine]
         [--work /tmp/curateevo-scale] [--json bench/results/scale-DATE.json] [--keep]
 
 Each step runs as its own process, so its wall time and peak resident memory (wait4) are its
@@ -60,10 +60,21 @@ def load_split(corpus: str) -> None:
     print(json.dumps({"records": len(loaded.records), "train": len(train_part(loaded).records)}))
 
 
+def curate(strategy: str, corpus: str, out: str, sandbox: str) -> None:
+    """The `_curate` step: what `curate` and the loop's curation stage do (load, split, stage, sandbox,
+    the host's check), without the CLI's length report (it tokenizes every record for a profile)."""
+    from corpora import load_corpus, train_part
+    from sandbox.curate import execute
+    from sandbox.executor import Limits, make_executor
+    from sandbox.strategy_files import strategy_files
+
+    execute(strategy_files(Path(strategy)), train_part(load_corpus([corpus])), Path(out),
+            executor=make_executor(sandbox), limits=Limits(timeout_s=3600))
+
+
 def curate_step(name: str, corpus: Path, out: Path, sandbox: str, log: Path) -> dict:
-    step = measured([sys.executable, "-m", "evolver.cli", "curate", "--strategy", str(STRATEGIES[name]),
-                     "--corpus", str(corpus), "--out", str(out), "--sandbox", sandbox, "--quiet",
-                     "--timeout", "3600"], log)
+    step = measured([sys.executable, str(Path(__file__)), "_curate", str(STRATEGIES[name]), str(corpus), str(out),
+                     sandbox], log)
     if step["rc"] != 0:
         return step
     profile = json.loads((out / "profile.json").read_text())
@@ -90,7 +101,7 @@ def replay_step(out: Path, sandbox: str, log: Path) -> dict:
     return step
 
 
-def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool) -> dict:
+def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool, strategies: list[str]) -> dict:
     """One size's row (read back when measured before)."""
     folder = work / f"{shape}-{n}"
     done = folder / "result.json"
@@ -111,7 +122,7 @@ def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool) -> dict:
     if split["rc"] == 0:
         split.update(json.loads((folder / "load_split.log").read_text().strip().splitlines()[-1]))
     row["load_split"] = split
-    for name in STRATEGIES:
+    for name in strategies:
         out = folder / f"curate-{name}"
         shutil.rmtree(out, ignore_errors=True)
         shutil.rmtree(out.with_name(out.name + "-replay"), ignore_errors=True)
@@ -155,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["_load_split"]:
         load_split(argv[1])
         return 0
+    if argv[:1] == ["_curate"]:
+        curate(*argv[1:5])
+        return 0
     today = datetime.date.today().isoformat()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000, 1_000_000])
@@ -163,12 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/curateevo-scale"))
     ap.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / f"scale-{today}.json")
     ap.add_argument("--keep", action="store_true", help="keep each size's corpus and outputs under --work")
+    ap.add_argument("--strategies", nargs="+", choices=list(STRATEGIES), default=list(STRATEGIES))
     args = ap.parse_args(argv)
     if any(n < 1 for n in args.sizes):
         ap.error("--sizes: each size is a number of trajectories, at least 1")
     rows = []
     for n in sorted(args.sizes):
-        rows.append(measure(args.shape, n, args.work, args.sandbox, args.keep))
+        rows.append(measure(args.shape, n, args.work, args.sandbox, args.keep, args.strategies))
         result = {"kind": "scale", "what": f"curation at scale ({args.shape} trajectories, {args.sandbox} sandbox)",
                   "date": today, "command": "bench/scale.py " + " ".join(argv), "commit": commit(),
                   "machine": machine(), "shape": args.shape, "sandbox": args.sandbox, "rows": rows}
