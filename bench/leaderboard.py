@@ -152,6 +152,18 @@ def _grpo_budget(d: dict) -> str:
     return f"chosen {d['chosen']} ({d['why']}); " + "; ".join(one(e) for e in d["candidates"])
 
 
+def _scale(d: dict) -> str:
+    def one(r: dict) -> str:
+        if "skipped" in r:
+            return f"{r['trajectories']:,}: skipped ({r['skipped']})"
+        steps = [f"{name[len('curate_'):]} {c['curation_s_per_1k_records']} s/1K records, {c['s_per_1k_turns']} s/1K turns, "
+                 f"host {c['host_peak_rss_bytes'] >> 20} MiB, sandbox {(c.get('sandbox_peak_rss_bytes') or 0) >> 20} MiB, "
+                 f"replay {'identical' if r.get('replay_' + name[len('curate_'):], {}).get('identical') else 'differs'}"
+                 for name, c in sorted(r.items()) if name.startswith("curate_") and c.get("rc") == 0]
+        return f"{r['trajectories']:,}: " + "; ".join(steps)
+    return " · ".join(one(r) for r in d["rows"])
+
+
 def _identity_meta(d: dict) -> dict:
     return {"command": "bench/loop_identity.py --before TREE, the run: curateevo run " + " ".join(d["run"]),
             "commit": f"{d['before']} → {d['after']}"}
@@ -174,6 +186,7 @@ KINDS = [
     Kind("rank-agreement", lambda d: {"dev_P", "dev_gold_ll", "per_row"} <= d.keys(), _rank, "instrument.md"),
     Kind("calibration", lambda d: {"sees_poison", "verdict"} <= d.keys(), _calibration, "instrument.md"),
     Kind("grpo-budget", lambda d: {"candidates", "chosen", "why"} <= d.keys(), _grpo_budget, "training.md"),
+    Kind("scale", lambda d: d.get("kind") == "scale", _scale, "scale.md"),
     Kind("quality", lambda d: {"rows", "setting", "interval"} <= d.keys() and isinstance(d["rows"], list), _quality,
          "quality.md"),
 ]

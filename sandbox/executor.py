@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Callable, Protocol, runtime_checkable
 
 from base.errors import RunFailed, UserError
+from sandbox.runtime import PEAK_LINE
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,6 +67,13 @@ class CurationJob:
         return "random" if self.hash_seed is None else str(self.hash_seed)
 
 
+def reported_peak(stderr: str) -> int | None:
+    """The peak resident memory the runtime reported on finishing (None when it did not finish)."""
+    at = stderr.rfind(PEAK_LINE)
+    digits = (stderr[at + len(PEAK_LINE):].split() or [""])[0] if at >= 0 else ""
+    return int(digits) if digits.isdigit() else None
+
+
 @dataclass
 class Execution:
     """How one execution ended. `reason` is one sentence when it did not end well."""
@@ -78,6 +86,11 @@ class Execution:
     timed_out: bool = False
     reason: str | None = None
     isolation: dict = field(default_factory=dict)
+    peak_rss_bytes: int | None = None   # what the runtime reported on finishing (sandbox.runtime.report_peak)
+
+    def __post_init__(self):
+        if self.peak_rss_bytes is None:
+            self.peak_rss_bytes = reported_peak(self.stderr)
 
     @property
     def ok(self) -> bool:
@@ -193,6 +206,16 @@ def bounded_text(head: bytes, tail: bytes, total: int) -> str:
     dropped = total - len(head) - len(tail)
     middle = f"\n[... {dropped} bytes not kept ...]\n" if dropped > 0 else ""
     return head.decode("utf-8", errors="replace") + middle + tail.decode("utf-8", errors="replace")
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def memory_reason(cap: int) -> str:
+    """Why a candidate the kernel killed at the memory cap was rejected: the cap, its peak, the fix."""
+    return (f"killed for memory: the sandbox's cap is {gib(cap)} and the candidate's resident memory reached "
+            "it; keep fewer records in memory at once (the corpus is read on access), or give the sandbox more memory")
 
 
 def failure_reason(returncode: int | None, stderr: str, timed_out: bool, timeout_s: float) -> str | None:

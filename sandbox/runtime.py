@@ -21,9 +21,11 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from base.provenance import DROPPED
+from sandbox.lazy_corpus import LazyCorpus
 from sandbox.text import printable
 
 STRATEGY_FAILED = 3
+PEAK_LINE = "[curateevo runtime] peak resident memory: "   # + bytes: the last line on stderr of a finished curation
 ARTIFACTS = ("sft", "rl", "memory")
 
 
@@ -104,9 +106,26 @@ def write_drops(out_dir: Path, rows: list[dict]) -> None:
             out.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
-def read_corpus(path: Path) -> tuple:
-    with open(path, encoding="utf-8") as lines:
-        return tuple(json.loads(line) for line in lines)
+def read_corpus(path: Path) -> LazyCorpus:
+    """The raw corpus as a sequence decoded on access: the runtime never holds it whole."""
+    return LazyCorpus(path)
+
+
+def peak_bytes() -> int:
+    """The largest resident memory of this process or any child it waited for, in bytes."""
+    import resource
+    return 1024 * max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+
+
+def out_of_memory() -> MemoryError:
+    """A strategy's MemoryError as one sentence naming the sandbox's cap and the runtime's peak."""
+    import resource
+    peak = peak_bytes()
+    cap = resource.getrlimit(resource.RLIMIT_AS)[0]
+    capped = f"{cap / 2**30:.2f} GiB of address space" if cap != resource.RLIM_INFINITY else "the container's memory"
+    return MemoryError(f"out of memory: the sandbox's cap is {capped} and the strategy's peak resident memory "
+                       f"was {peak / 2**30:.2f} GiB; keep fewer records in memory at once (the corpus is read on "
+                       "access), or give the sandbox more memory")
 
 
 def report_failure(exc: BaseException) -> None:
@@ -150,8 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # the strategy's failure, whatever it is, is reported, not raised
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             exc = RuntimeError("strategy called sys.exit before returning its records")
+        elif isinstance(exc, MemoryError):
+            exc = out_of_memory().with_traceback(exc.__traceback__)
         report_failure(exc)
         return STRATEGY_FAILED
+    sys.stderr.write(f"{PEAK_LINE}{peak_bytes()}\n")   # the host records it (sandbox.executor.Execution)
     return 0
 
 

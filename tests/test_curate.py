@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from evolver import cli
+from base.errors import UserError
 from sandbox.curate import CurationFailed
 from conftest import curate_files
 from sandbox.process_executor import ProcessExecutor
@@ -155,6 +156,21 @@ def test_output_directory_that_is_not_empty_is_refused(sample_corpus, tmp_path):
     (tmp_path / "out" / "keep.txt").write_text("mine")
     assert cli.main(["curate", "--corpus", str(sample_corpus), "--out", str(tmp_path / "out"), "--quiet"]) == 2
     assert (tmp_path / "out" / "keep.txt").read_text() == "mine"
+
+
+def test_a_corpus_larger_than_the_free_disk_is_refused_in_one_sentence_before_any_job(sample_corpus, tmp_path,
+                                                                                     monkeypatch):
+    import shutil
+    from sandbox import curate
+
+    monkeypatch.setattr(curate.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(2**30, 2**30 - 1000, 1000))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(curate.tempfile, "tempdir", str(tmp_path / "tmp"))
+    with pytest.raises(UserError) as info:
+        curated(SEED_STRATEGY, sample_corpus, tmp_path / "out")
+    assert str(info.value).startswith("the corpus takes 0.00 GiB staged for the sandbox but ")
+    assert str(info.value).endswith(" has 0.00 GiB free; free space there or set TMPDIR to a larger disk")
+    assert not (tmp_path / "out").exists() and not any((tmp_path / "tmp").iterdir()), "no job folder was made"
 
 
 def test_console_script_curates_the_bundled_corpus_and_prints_the_profile(tmp_path):

@@ -68,14 +68,27 @@ def test_endless_loop_and_its_children_are_killed_at_the_timeout(strategy, sampl
     assert not marker.exists(), "the detached grandchild was left running"
 
 
-def test_unbounded_allocation_hits_the_memory_limit(strategy, sample_corpus, tmp_path):
+def test_unbounded_allocation_is_rejected_naming_the_memory_cap_and_the_peak(strategy, sample_corpus, tmp_path):
     s = strategy("""
         def curate(raw, ctx):
             hoard = []
             while True:
-                hoard.append(bytearray(2**26))
+                hoard.append(bytes(2**26))
     """)
-    assert "MemoryError" in failure(s, sample_corpus, tmp_path / "out", memory_bytes=1 * 2**30)
+    reason = failure(s, sample_corpus, tmp_path / "out", memory_bytes=1 * 2**30)
+    assert reason.startswith("strategy failed: MemoryError: out of memory: the sandbox's cap is 1.00 GiB of "
+                             "address space and the strategy's peak resident memory was 0.")
+    assert "keep fewer records in memory" in reason
+
+
+def test_a_finished_candidate_records_its_peak_memory(strategy, sample_corpus, tmp_path):
+    s = strategy("""
+        def curate(raw, ctx):
+            hoard = b"x" * (300 * 2**20)   # written: resident
+            return honest(raw)
+    """)
+    peak = run(s, sample_corpus, tmp_path / "out").execution["execution"]["peak_rss_bytes"]
+    assert 300 * 2**20 < peak < 2**30
 
 
 def test_huge_file_hits_the_file_size_limit(strategy, sample_corpus, tmp_path):

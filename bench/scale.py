@@ -1,0 +1,196 @@
+"""The cost curve of curation with corpus size: generated corpora of 10^3..10^6 trajectories (and
+long coding-agent sessions), each through corpus loading and the split by task, `curate` with the
+seed and a reference strategy (the host's check inside it), and `replay`.
+
+    .venv/bin/python bench/scale.py --sizes 1000 10000 [--shape short|long] [--sandbox process] [--strategies seed agentrefine]
+        [--work /tmp/curateevo-scale] [--json bench/results/scale-DATE.json] [--keep]
+
+Each step runs as its own process, so its wall time and peak resident memory (wait4) are its
+own; the sandbox's peak is what the runtime reported (execution.json). Per size it records
+wall time, seconds per 1K records and per 1K retained turns (the profile's cost_train: the
+paper's unit, 405 s per 1K there), peak memory of host and sandbox, and the bytes written.
+Resumable: a size's result is kept in WORK/<shape>-<n>/result.json and not measured again; its
+corpus and outputs are deleted once measured (--keep keeps them). A size whose corpus would not
+fit the free disk is skipped and said so. Corpora: bench/scale_corpus.py.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import scale_corpus  # noqa: E402
+
+STRATEGIES = {"seed": ROOT / "curation_strategies" / "seed", "agentrefine": ROOT / "curation_strategies" / "agentrefine"}
+
+
+def measured(argv: list[str], log: Path) -> dict:
+    """Run one step as a child process: exit code, wall seconds, its peak resident memory."""
+    started = time.monotonic()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        _, status, usage = os.wait4(proc.pid, 0)
+    rc = os.waitstatus_to_exitcode(status)
+    step = {"rc": rc, "wall_s": round(time.monotonic() - started, 3), "host_peak_rss_bytes": usage.ru_maxrss * 1024}
+    if rc != 0:
+        step["error"] = log.read_text(errors="replace").strip().splitlines()[-1:]
+    return step
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def load_split(corpus: str) -> None:
+    """The `_load_split` step: load the corpus and take the train part, as `curate` and `run` do."""
+    from corpora import load_corpus, train_part
+
+    loaded = load_corpus([corpus])
+    print(json.dumps({"records": len(loaded.records), "train": len(train_part(loaded).records)}))
+
+
+def curate(strategy: str, corpus: str, out: str, sandbox: str) -> None:
+    """The `_curate` step: what `curate` and the loop's curation stage do (load, split, stage, sandbox,
+    the host's check), without the CLI's length report (it tokenizes every record for a profile)."""
+    from corpora import load_corpus, train_part
+    from sandbox.curate import execute
+    from sandbox.executor import Limits, make_executor
+    from sandbox.strategy_files import strategy_files
+
+    execute(strategy_files(Path(strategy)), train_part(load_corpus([corpus])), Path(out),
+            executor=make_executor(sandbox), limits=Limits(timeout_s=3600))
+
+
+def curate_step(name: str, corpus: Path, out: Path, sandbox: str, log: Path) -> dict:
+    step = measured([sys.executable, str(Path(__file__)), "_curate", str(STRATEGIES[name]), str(corpus), str(out),
+                     sandbox], log)
+    if step["rc"] != 0:
+        return step
+    profile = json.loads((out / "profile.json").read_text())
+    execution = json.loads((out / "execution.json").read_text())
+    turns = profile["cost_train"]
+    records = profile["raw"]["records"]
+    step.update(records=records, retained=profile["raw"]["retained"], retained_turns=turns,
+                s_per_1k_records=round(1000 * step["wall_s"] / records, 3),
+                s_per_1k_turns=round(1000 * step["wall_s"] / turns, 4) if turns else None,
+                # the curation alone (staging, sandbox, check), without the CLI's start and length report
+                curation_s_per_1k_records=round(1000 * execution["seconds"]["total"] / records, 3),
+                seconds=execution["seconds"], sandbox_peak_rss_bytes=execution["execution"].get("peak_rss_bytes"),
+                disk_written_bytes=folder_bytes(out),
+                artifacts={k: v["sha256"] for k, v in json.loads((out / "manifest.json").read_text())["artifacts"].items()})
+    return step
+
+
+def replay_step(out: Path, sandbox: str, log: Path) -> dict:
+    again = out.with_name(out.name + "-replay")
+    step = measured([sys.executable, "-m", "evolver.cli", "replay", str(out), "--out", str(again),
+                     "--sandbox", sandbox], log)
+    step["identical"] = "replay identical" in log.read_text(errors="replace")
+    step["disk_written_bytes"] = folder_bytes(again)
+    return step
+
+
+def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool, strategies: list[str]) -> dict:
+    """One size's row (read back when measured before)."""
+    folder = work / f"{shape}-{n}"
+    done = folder / "result.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus = folder / "corpus.jsonl"
+    sample = sum(len(json.dumps(r)) + 1 for r in scale_corpus.records(shape, 50)) / 50
+    need = int(sample * n * 4)   # the corpus, the sandbox's staged copy, the outputs and a replay
+    free = shutil.disk_usage(folder).free
+    if need > free:
+        return {"shape": shape, "trajectories": n, "skipped": f"needs about {need / 2**30:.1f} GiB of disk, "
+                f"{free / 2**30:.1f} GiB free under {folder}"}
+    t0 = time.monotonic()
+    row = {"shape": shape, "trajectories": n, "corpus_bytes": scale_corpus.write(corpus, shape, n),
+           "generate_s": round(time.monotonic() - t0, 3)}
+    split = measured([sys.executable, str(Path(__file__)), "_load_split", str(corpus)], folder / "load_split.log")
+    if split["rc"] == 0:
+        split.update(json.loads((folder / "load_split.log").read_text().strip().splitlines()[-1]))
+    row["load_split"] = split
+    for name in strategies:
+        out = folder / f"curate-{name}"
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(out.with_name(out.name + "-replay"), ignore_errors=True)
+        row[f"curate_{name}"] = curate_step(name, corpus, out, sandbox, folder / f"curate-{name}.log")
+        if row[f"curate_{name}"]["rc"] == 0:
+            row[f"replay_{name}"] = replay_step(out, sandbox, folder / f"replay-{name}.log")
+        print(f"{shape} {n}: {name}: {json.dumps(row[f'curate_{name}'].get('s_per_1k_records'))} s per 1K records",
+              file=sys.stderr, flush=True)
+    if not keep:
+        corpus.unlink()
+        for name in STRATEGIES:
+            shutil.rmtree(folder / f"curate-{name}", ignore_errors=True)
+            shutil.rmtree(folder / f"curate-{name}-replay", ignore_errors=True)
+    done.write_text(json.dumps(row, indent=1, sort_keys=True))
+    return row
+
+
+def machine() -> dict:
+    info = {"cpus": os.cpu_count(), "python": platform.python_version(), "system": platform.platform()}
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("model name", "flags") and key.strip().replace(" ", "_") not in info:
+            info[key.strip().replace(" ", "_")] = value.strip()
+    meminfo = Path("/proc/meminfo").read_text() if Path("/proc/meminfo").exists() else ""
+    total = [line.split()[1] for line in meminfo.splitlines() if line.startswith("MemTotal:")]
+    if total:
+        info["memory_gib"] = round(int(total[0]) / 2**20, 1)
+    return info
+
+
+def commit() -> str:
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    return head + ("+changes" if dirty else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_load_split"]:
+        load_split(argv[1])
+        return 0
+    if argv[:1] == ["_curate"]:
+        curate(*argv[1:5])
+        return 0
+    today = datetime.date.today().isoformat()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000, 1_000_000])
+    ap.add_argument("--shape", choices=scale_corpus.SHAPES, default="short")
+    ap.add_argument("--sandbox", default="process", choices=("auto", "docker", "process"))
+    ap.add_argument("--work", type=Path, default=Path("/tmp/curateevo-scale"))
+    ap.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / f"scale-{today}.json")
+    ap.add_argument("--keep", action="store_true", help="keep each size's corpus and outputs under --work")
+    ap.add_argument("--strategies", nargs="+", choices=list(STRATEGIES), default=list(STRATEGIES))
+    args = ap.parse_args(argv)
+    if any(n < 1 for n in args.sizes):
+        ap.error("--sizes: each size is a number of trajectories, at least 1")
+    rows = []
+    for n in sorted(args.sizes):
+        rows.append(measure(args.shape, n, args.work, args.sandbox, args.keep, args.strategies))
+        result = {"kind": "scale", "what": f"curation at scale ({args.shape} trajectories, {args.sandbox} sandbox)",
+                  "date": today, "command": "bench/scale.py " + " ".join(argv), "commit": commit(),
+                  "machine": machine(), "shape": args.shape, "sandbox": args.sandbox, "rows": rows}
+        args.json.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")   # after each size: partial results kept
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""The corpus reaches the strategy as a sequence decoded on access: it behaves as the tuple of
+parsed dicts it replaced, and the in-sandbox runtime's memory no longer grows with the corpus."""
+import copy
+import json
+import os
+import pickle
+import random
+import subprocess
+import sys
+
+import pytest
+
+from bench import scale_corpus
+from sandbox.lazy_corpus import LazyCorpus
+
+from conftest import ROOT, SAMPLE_CORPUS, write_strategy
+
+
+@pytest.fixture(scope="module")
+def both():
+    """(the sample as LazyCorpus, the same records as the tuple the runtime used to build)."""
+    with open(SAMPLE_CORPUS, encoding="utf-8") as lines:
+        return LazyCorpus(SAMPLE_CORPUS), tuple(json.loads(line) for line in lines)
+
+
+def test_length_indexing_and_iteration_equal_the_tuple_of_dicts(both):
+    lazy, records = both
+    assert len(lazy) == len(records) == 45
+    assert list(lazy) == list(records)
+    assert lazy[0] == records[0] and lazy[-1] == records[-1] and lazy[17] == records[17]
+    assert list(reversed(lazy)) == list(reversed(records))
+    assert lazy == records and lazy[::-1] != records
+    with pytest.raises(IndexError):
+        lazy[45]
+    with pytest.raises(TypeError):
+        lazy["0"]
+
+
+def test_slices_are_lazy_views_that_compare_and_concatenate_as_tuples(both):
+    lazy, records = both
+    for cut in (slice(3, 9), slice(None, None, 4), slice(-5, None), slice(40, 2, -3), slice(50, 60)):
+        assert isinstance(lazy[cut], LazyCorpus)
+        assert list(lazy[cut]) == list(records[cut]) and len(lazy[cut]) == len(records[cut])
+    assert lazy[2:10][3] == records[5] and list(lazy[2:30][::5]) == list(records[2:30][::5])
+    assert lazy[:3] + lazy[3:] == records and (records[:1] + lazy[1:]) == records
+    assert isinstance(lazy[:2] + records[2:4], tuple)
+
+
+def test_membership_index_count_and_sampling_work_as_on_a_tuple(both):
+    lazy, records = both
+    assert records[7] in lazy and {"id": "nope"} not in lazy
+    assert lazy.index(records[7]) == 7 and lazy.count(records[7]) == 1
+    assert random.Random(3).sample(lazy, 5) == random.Random(3).sample(records, 5)
+    assert sorted(lazy, key=lambda r: r["id"]) == sorted(records, key=lambda r: r["id"])
+
+
+def test_each_access_decodes_a_fresh_record_so_a_strategy_cannot_change_the_corpus(both):
+    lazy, records = both
+    first = lazy[0]
+    first["messages"].clear()
+    assert lazy[0] == records[0] and lazy[0] is not lazy[0]
+
+
+def test_unhashable_deep_copied_and_pickled_as_where_it_reads_from(both):
+    lazy, records = both
+    with pytest.raises(TypeError):
+        hash(lazy)
+    assert copy.deepcopy(lazy) == records
+    again = pickle.loads(pickle.dumps(lazy[5:9]))
+    assert list(again) == list(records[5:9])
+    assert len(pickle.dumps(lazy)) < os.path.getsize(SAMPLE_CORPUS) / 10
+
+
+def test_a_last_line_without_newline_is_a_record_and_an_empty_file_holds_none(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'{"id": "a"}\n{"id": "b"}')
+    assert [r["id"] for r in LazyCorpus(path)] == ["a", "b"]
+    path.write_bytes(b"")
+    assert len(LazyCorpus(path)) == 0 and list(LazyCorpus(path)) == []
+
+
+# Keeps one trajectory in a hundred, walking the corpus once: what it holds is its output.
+SAMPLER = """
+def curate(raw, ctx):
+    tk = ctx.toolkit
+    out = tk.Curated()
+    for n, trajectory in enumerate(raw):
+        if n % 100 == 0 and not tk.is_empty(trajectory):
+            out.sft.append(tk.sft_record(trajectory, tags=["sample"]))
+    return out
+"""
+# The same, holding the corpus whole first, as the runtime did when it handed over a tuple of dicts.
+HOLDER = SAMPLER.replace("    out = tk.Curated()\n", "    raw = tuple(raw)\n    out = tk.Curated()\n")
+
+
+def runtime_peak_bytes(strategy, corpus, out) -> int:
+    """Peak resident memory of `python -m sandbox.runtime` curating `corpus` (its own wait4)."""
+    out.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "sandbox.runtime", "--strategy", str(strategy),
+                             "--corpus", str(corpus), "--out", str(out), "--seed", "0"],
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, proc.stderr.read().decode()[-2000:]
+    proc.stderr.close()
+    return usage.ru_maxrss * 1024
+
+
+def test_runtime_memory_stays_bounded_on_ten_thousand_generated_trajectories(tmp_path):
+    """10^4 varied trajectories (44 MB): the runtime's peak grows by under half the corpus's size over
+    its peak on one trajectory; holding the corpus as parsed dicts grows it by several times the size."""
+    big, one = tmp_path / "big.jsonl", tmp_path / "one.jsonl"
+    size = scale_corpus.write(big, "short", 10_000)
+    scale_corpus.write(one, "short", 1)
+    sampler = write_strategy(tmp_path / "sampler", SAMPLER)
+    holder = write_strategy(tmp_path / "holder", HOLDER)
+    floor = runtime_peak_bytes(sampler, one, tmp_path / "floor")
+    lazy = runtime_peak_bytes(sampler, big, tmp_path / "lazy") - floor
+    held = runtime_peak_bytes(holder, big, tmp_path / "held") - floor
+    bound = size // 2
+    assert lazy < bound, f"the runtime grew by {lazy / 2**20:.0f} MiB on a {size / 2**20:.0f} MiB corpus"
+    assert held > bound, "the measure must catch a runtime that holds the corpus whole"
+    sampled = (tmp_path / "lazy" / "sft.jsonl").read_bytes()
+    assert sampled == (tmp_path / "held" / "sft.jsonl").read_bytes() and sampled.count(b"\n") == 100
