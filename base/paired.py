@@ -27,6 +27,10 @@ from typing import Mapping, Sequence
 import numpy as np
 
 RESAMPLES = 10_000
+CONFIDENCE = 0.9
+"""The one-sided confidence a difference must reach to count as beyond noise: the loop's paired
+acceptance (`PairedBootstrap.confidence`), its default margin (evolver.acceptance.default_margin)
+and the quality bench's spread report (`acceptance_margin`'s default), declared once."""
 
 Scores = Mapping[str, Sequence[float]]
 
@@ -94,7 +98,7 @@ def paired_difference(a: Scores, b: Scores, resamples: int = RESAMPLES, seed: in
     return PairedDifference(float(ma.mean() - mb.mean()), len(tasks), diffs)
 
 
-def acceptance_margin(seed_sd: float, seeds: int, confidence: float = 0.9, shared: float = 0.0) -> float:
+def acceptance_margin(seed_sd: float, seeds: int, confidence: float = CONFIDENCE, shared: float = 0.0) -> float:
     """The margin on ΔP above which a candidate beats the best by more than training noise with
     one-sided `confidence`, both scored with the same `seeds` seeds on the same tasks:
     z_confidence · seed_sd · sqrt(2 · (1 − shared) / seeds), `shared` the share of the seed

@@ -30,9 +30,9 @@ from base.errors import UserError
 from base.files import atomic_write, is_empty_or_missing, sha256_file
 from environments.policies.limits import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PROMPT_TOKENS
 from base.registry import DEFAULT as DEFAULT_BENCHMARK
+from trainer.memory import DEFAULT_K as DEFAULT_MEMORY_K
 
 METRICS = ("task_success", "turn_pass", "step_accuracy", "call_f1")
-DEFAULT_MEMORY_K = 3
 
 
 class EvalSpec(BaseModel):
@@ -62,7 +62,7 @@ class EvalSpec(BaseModel):
     steps: bool | None = None
     """Also score the step items (None: unless every task is one step and P is no step metric: `steps_pass`)."""
     memory_k: int = DEFAULT_MEMORY_K
-    """Memory records retrieved per task."""
+    """Memory records retrieved per task (trainer.memory.DEFAULT_K: as many as the training hints)."""
     corpus: tuple[str, ...] = ()
     """next-call: the raw corpus files whose held-out part the tasks are."""
     corpus_tools: str | None = None

@@ -13,7 +13,7 @@ from typing import Mapping, Protocol, Sequence
 import numpy as np
 
 from base.objective import objective
-from base.paired import RESAMPLES, acceptance_margin, paired_difference
+from base.paired import CONFIDENCE, RESAMPLES, acceptance_margin, paired_difference
 from base import registry
 
 
@@ -70,7 +70,7 @@ class PairedBootstrap:
     accept when ΔJ > margin in at least `confidence` of the resamples. C is deterministic per
     strategy: ΔJ = ΔP − λ·ΔC."""
     margin: float = 0.0
-    confidence: float = 0.9
+    confidence: float = CONFIDENCE
     resamples: int = RESAMPLES
     seed: int = 0
     name: str = "paired"
@@ -115,8 +115,6 @@ seed share (`stats.seed_effect`) for (profile, base, benchmark, dev tasks), meas
 `MEASURED_SEED_SD` of the same setting (the 60-task spread was measured at another recipe: none). The loop trains every candidate
 at the same seeds, so a candidate and the best differ by the rest: the margin counts only that."""
 
-DEFAULT_CONFIDENCE = 0.9
-
 
 def default_margin(profile: str, base: str, benchmark: str, tasks: int, seeds: int, rule: str) -> tuple[float, str]:
     """The margin on ΔJ a run uses when none is given, and one sentence saying where it comes from.
@@ -124,11 +122,13 @@ def default_margin(profile: str, base: str, benchmark: str, tasks: int, seeds: i
     The margin rule: a candidate and the best, each scored with the same S seeds, differ by
     training noise alone with sd ≈ sd_P·√(2·(1 − shared)/S), `shared` the measured share of the seed
     variance that both carry (`MEASURED_SEED_SHARED`, 0 where unmeasured), so the margin is
-    z₀.₉ · sd_P · √(2·(1 − shared)/S) — an accepted candidate beats the best by more than that
-    noise with 90% one-sided confidence. The paired bootstrap resamples the tasks and the seeds both
-    strategies trained (base.paired), so it already carries the seed noise: the margin is 0 and the 90% is the bootstrap's. A setting with no measured spread gets 0."""
+    z · sd_P · √(2·(1 − shared)/S), z the normal quantile of `CONFIDENCE` — an accepted candidate
+    beats the best by more than that noise with that one-sided confidence. The paired bootstrap
+    resamples the tasks and the seeds both strategies trained (base.paired), so it already carries
+    the seed noise: the margin is 0 and the confidence is the bootstrap's. A setting with no
+    measured spread gets 0."""
     if rule == "paired":
-        return 0.0, (f"paired bootstrap over {seeds} seed(s), accepted at {DEFAULT_CONFIDENCE:.0%} of the resamples, "
+        return 0.0, (f"paired bootstrap over {seeds} seed(s), accepted at {CONFIDENCE:.0%} of the resamples, "
                      "margin 0 (tasks and seeds are resampled, so the seed noise is in the verdict)")
     sd = MEASURED_SEED_SD.get((profile, base, benchmark, tasks))
     held_out = benchmark in registry.names() and registry.get(benchmark).holds_out_corpus()
@@ -140,8 +140,8 @@ def default_margin(profile: str, base: str, benchmark: str, tasks: int, seeds: i
         return 0.0, (f"margin 0: no run-to-run spread of P is measured for {profile}, {base}, {benchmark}, {tasks} "
                      "dev tasks (measure it with `curateevo bench quality --spread --seeds 3`, then give --margin)")
     shared = MEASURED_SEED_SHARED.get((profile, base, benchmark, tasks), 0.0)
-    margin = round(acceptance_margin(sd, seeds, DEFAULT_CONFIDENCE, shared), 4)
-    return margin, (f"margin {margin:g} on ΔJ: {DEFAULT_CONFIDENCE:.0%} one-sided above the training-seed spread of P "
+    margin = round(acceptance_margin(sd, seeds, CONFIDENCE, shared), 4)
+    return margin, (f"margin {margin:g} on ΔJ: {CONFIDENCE:.0%} one-sided above the training-seed spread of P "
                     f"measured for {profile}, {base}, {benchmark}, {tasks} dev tasks (sd {sd:.3f}, {seeds} seed(s)"
                     + (f", {shared:.0%} of its variance shared by candidates trained at the same seed" if shared else "")
                     + "; trainer/README.md)")

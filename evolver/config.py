@@ -24,6 +24,7 @@ from experiments.train_eval import PROXY_SFT_STEPS, PROXY_TASKS
 from evolver.llm import LLMConfig
 from evolver.options import Flag, Nested, check_choices, check_option, options_of, sentence
 from evolver.proposers.agent_limits import AgentLimits
+from evolver.signals import SignalParams
 from sandbox.executor import Limits
 from trainer.recipe import PROFILE_HELP
 from trainer.train import TrainSpec
@@ -117,9 +118,8 @@ class RunConfig(BaseModel):
     """P: task_success (official checker), turn_pass or step_accuracy; call_f1 on next-call (call-level F1 over
     the held-out steps, environments/next_call/scoring.py)."""
     tasks: Annotated[int, Field(ge=1), Flag("dev tasks evaluated per epoch, balanced over the categories")] = 186
-    """Every bfcl-single dev task (186); a smaller dev split is evaluated whole. 60 tasks × 1 seed resolve
-    ~20 points of P; 186 compared on the same tasks ~7 before the seed spread is counted, ~9–10 with the
-    measured dev seed sd of 0.014 (docs/results.md, the calibration at lr 2e-4 and the seed spread)."""
+    """Every bfcl-single dev task; a smaller dev split is evaluated whole. Fewer tasks resolve only larger
+    differences of P (docs/results.md: the calibration and the seed spread)."""
     train: Annotated[TrainSpec, Nested(
         base=Flag("base model (default: the profile's base model)", derived=True),
         profile=Flag("recipe budgets: " + PROFILE_HELP, choices=_profiles),
@@ -185,14 +185,18 @@ class RunConfig(BaseModel):
     tools_sha256: str = ""
     """sha256 of that file at launch; `resume` refuses a file that changed."""
     boundary_samples: Annotated[int, Field(ge=0), Flag(
-        "K sampled rollouts per dev task for CoEvolve's boundary signal (0: off; costs K× the episodes)")] = 0
-    boundary_temperature: Annotated[float, Field(gt=0), Finite, Flag("temperature of those rollouts")] = 0.9
+        "K sampled rollouts per dev task for CoEvolve's boundary signal (0: off; costs K× the episodes)")] = \
+        SignalParams.samples
+    boundary_temperature: Annotated[float, Field(gt=0), Finite, Flag("temperature of those rollouts")] = \
+        SignalParams.temperature
     """Temperature of the boundary rollouts (greedy P stays the metric)."""
-    signal_window: Annotated[int, Field(ge=1), Flag("W, epochs in the forgetting window")] = 3
+    signal_window: Annotated[int, Field(ge=1), Flag("W, epochs in the forgetting window")] = SignalParams.window
     """W: the earlier evaluated epochs a task's forgetting window holds (CoEvolve §3.1)."""
     rare_theta: Annotated[float, Field(gt=0, lt=100), Finite, Flag("θ: a pattern below θ %% of all is rare",
-                                                                   expected="a percentage in (0, 100)")] = 5.0
-    rare_n_min: Annotated[int, Field(ge=0), Flag("N_min: patterns observed before a rare signal fires")] = 20
+                                                                   expected="a percentage in (0, 100)")] = \
+        SignalParams.theta
+    rare_n_min: Annotated[int, Field(ge=0), Flag("N_min: patterns observed before a rare signal fires")] = \
+        SignalParams.n_min
     candidates: Annotated[int, Field(ge=1), Flag("k candidates per epoch, ranked by a short-SFT proxy")] = 1
     """k (offline proposer: its k best edits; code agent: k runs sampled apart); the best goes on."""
     proxy_budget: Annotated[int, Field(ge=0), Flag("proxy units for successive halving (0: k·⌈log2 k⌉)")] = 0
@@ -332,10 +336,8 @@ class RunConfig(BaseModel):
 
         return rule_name(self.acceptance, len(self.seeds))
 
-    def signal_params(self):
+    def signal_params(self) -> SignalParams:
         """CoEvolve's signal parameters (evolver/signals.py)."""
-        from evolver.signals import SignalParams
-
         return SignalParams(window=self.signal_window, samples=self.boundary_samples,
                             temperature=self.boundary_temperature, theta=self.rare_theta, n_min=self.rare_n_min)
 

@@ -91,7 +91,7 @@ def check_run_prompts(config: RunConfig) -> None:
 def check_run_lengths(config: RunConfig, corpus) -> None:
     """ρ0 trains every trajectory as it is (curation_strategies/seed): its records are made here on
     the host, from the part of `corpus` a strategy sees, and measured as epoch 0's training will
-    measure them (experiments.train_eval.check_lengths); UserError, before the run directory exists, when
+    measure them (trainer.length.check_lengths); UserError, before the run directory exists, when
     none would be trained, naming the limits that would keep them. `corpus` None (the project's
     default corpus, sized to the profile) is not measured."""
     if corpus is None:

@@ -31,8 +31,10 @@ NO_CALL = "(no call)"
 
 @dataclass(frozen=True)
 class SignalParams:
+    """CoEvolve's signal parameters, each default declared here once: `RunConfig`'s signal
+    settings (evolver/config.py) take theirs from these."""
     window: int = 3             # W: how many earlier evaluated epochs the forgetting window holds
-    samples: int = 4            # K: sampled rollouts per dev task for the boundary signal (0 or 1: off)
+    samples: int = 0            # K: sampled rollouts per dev task for the boundary signal (0 or 1: off; costs K× the episodes)
     temperature: float = 0.9    # sampling temperature of those rollouts (CoEvolve's rollout temperature)
     theta: float = 5.0          # θ: a pattern is rare below θ percent of all observed patterns
     n_min: int = 20             # N_min: no rare signal before this many patterns were observed

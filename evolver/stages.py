@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from experiments.train_eval import evaluate_on, length_report, train_on, used
+from experiments.train_eval import evaluate_on, train_on, used
+from trainer.length import spec_length_report
 from evolver.config import RunConfig
 from evolver.results import Evaluation, Training
 
@@ -30,7 +31,7 @@ def trains_nothing(cfg: RunConfig, artifacts: Path) -> str | None:
     files = used(artifacts, cfg.ablations)
     if files["sft"] is None and files["rl"] is None:
         return "it curates no SFT or RL record" + (" (memory alone)" if files["memory"] else "")
-    report = length_report(cfg.train, files["sft"], files["rl"])
+    report = spec_length_report(cfg.train, files["sft"], files["rl"])
     if report.survivors == 0:
         return f"every record is over the length limits: {report.summary()}; {report.advice() or 'curate shorter records'}"
     return None

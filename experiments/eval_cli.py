@@ -1,11 +1,12 @@
 """`curateevo eval`: a policy (base model + adapter + memory) on a benchmark's dev tasks (DESIGN: CLI).
 
-    curateevo eval --benchmark bfcl|bfcl-single|next-call --base M [--adapter D] [--memory F]
+    curateevo eval --benchmark bfcl|bfcl-single|next-call [--profile P] [--base M] [--adapter D] [--memory F]
                    --split dev --tasks N --out D [--metric M] [--samples K --temperature T]
 
 prints task_success, turn_pass, step_accuracy, call_f1 (next-call), the format-error rate and episodes per minute,
 and writes trajectories, steps and metrics into D (environments/evaluate.py). The test split is
-refused: only `curateevo test` reads it.
+refused: only `curateevo test` reads it. The base model and the pinned CPU threads are the recipe
+profile's (`--profile`, as `run` and `train` take it) unless `--base` / `--threads` say otherwise.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from sandbox.options import add_corpus
 from base import registry
 from environments.evaluate import METRICS, EvalSpec, adapter_dir, format_metrics
 from experiments.train_eval import evaluate_on
+from trainer.options import add_profile
+from trainer.train import TrainSpec
 
 DEFAULTS = EvalSpec()   # the defaults of every evaluation, declared once (environments.evaluate.EvalSpec)
 
@@ -33,8 +36,11 @@ def cmd_eval(args) -> int:
         raise UserError("--policy local evaluates a model here; drop --base-url, or use --policy openai")
     out = args.out or PROJECT_ROOT / "runs" / datetime.datetime.now().strftime("eval-%Y%m%d-%H%M%S")
     categories = [c for c in (args.categories or "").split(",") if c] or None
+    train = TrainSpec(profile=args.profile, base=args.base)   # what trained the policy: its base and threads
+    base = train.base_model
     spec = EvalSpec(benchmark=args.benchmark, metric=args.metric, tasks=args.tasks, batch_size=args.batch_size,
-                    max_new_tokens=args.max_new_tokens, max_prompt_tokens=args.max_prompt_tokens, threads=args.threads,
+                    max_new_tokens=args.max_new_tokens, max_prompt_tokens=args.max_prompt_tokens,
+                    threads=args.threads or train.threads,
                     steps=not args.no_steps, memory_k=args.memory_k, corpus=tuple(args.corpus or ()),
                     corpus_tools=args.tools, corpus_on_error=args.on_bad_line)
     policy_options = dict(endpoint=args.endpoint, api=args.api, api_key_env=args.api_key_env, device=args.device,
@@ -48,9 +54,9 @@ def cmd_eval(args) -> int:
     elif not args.endpoint:
         from trainer.models import check_name
 
-        check_name(args.base)
+        check_name(base)
         adapter_dir(args.adapter)
-    doc = evaluate_on(spec, args.split, out, base=args.base, adapter=args.adapter, memory=args.memory,
+    doc = evaluate_on(spec, args.split, out, base=base, adapter=args.adapter, memory=args.memory,
                       seed=args.seed, samples=args.samples, temperature=args.temperature, progress=not args.quiet,
                       policy_options=policy_options, categories=categories, max_steps=args.max_steps,
                       episodes=not args.no_episodes, step_limit=args.step_limit, policy=policy, user=user)
@@ -88,8 +94,10 @@ def add_cli(sub) -> None:
     add_corpus(p, "raw corpus file(s) or folder(s) for --benchmark next-call",
                "next-call: JSON file of the real tool schemas for records whose files carry none",
                "next-call corpus (as the run that trained the adapter did)")
-    p.add_argument("--base", "--model", dest="base", default="smollm2-135m",
-                   help="the model evaluated (as `run --base`): smollm2-135m, tiny-random, a model directory or HF id; "
+    add_profile(p, "the recipe profile the policy was trained with (its base model and CPU threads)", overrides=None)
+    p.add_argument("--base", "--model", dest="base",
+                   help="the model evaluated (as `run --base`; default: the profile's): smollm2-135m, tiny-random, a "
+                        "model directory or HF id; "
                         "with --policy openai the served model name (vLLM: the --lora-modules name, so the adapter is "
                         "used); --model is its older spelling, not `run --model` (the LLM that proposes strategies)")
     p.add_argument("--adapter", help="a trained LoRA adapter (a `curateevo train` output or its adapter/ folder)")
@@ -119,7 +127,8 @@ def add_cli(sub) -> None:
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where the local model runs (auto: a GPU when there is one)")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                    help="weights and activations of the local model; auto: bfloat16 on a GPU that has it, else float32")
-    p.add_argument("--threads", type=positive_int, help="torch CPU threads (pinned and recorded; default: the cores, at most 16)")
+    p.add_argument("--threads", type=positive_int, help="torch CPU threads (pinned and recorded; default: the profile's, "
+                                                        "else the cores, at most 16)")
     p.add_argument("--policy", choices=["local", "openai", "most-common-tool"],
                    help="local (transformers here), openai (a server at --base-url; default iff --base-url is given) "
                         "or most-common-tool (next-call's baseline: always call the corpus's most common offered tool)")

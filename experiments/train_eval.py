@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import IO, Sequence
 
-from base.errors import RunFailed
 from environments.evaluate import EvalResult, EvalSpec, steps_pass
+from trainer.length import check_lengths
 from trainer.train import TrainSpec
 
 KINDS = ("sft", "rl", "memory")
@@ -52,35 +52,6 @@ def memory_used(memory: Path | str | None) -> str | None:
     return str(memory)
 
 
-def length_report(spec: TrainSpec, sft: Path | None, rl: Path | None):
-    """What `spec`'s length limits (its profile's, or the budget's max_length / max_prompt_length)
-    cut or drop of these files (the trainer.length report), said nowhere."""
-    from trainer.data import read_records
-    from trainer.length import profile_length_report
-
-    return profile_length_report(read_records(sft, "sft"), read_records(rl, "rl"), spec.profile,
-                                 spec.budget.get("max_length") or None, spec.budget.get("max_prompt_length") or None)
-
-
-def check_lengths(spec: TrainSpec, sft: Path | None, rl: Path | None, echo: IO[str] | None = sys.stderr):
-    """What the profile's length limits cut or drop, said to `echo` before training (the
-    trainer.length report); RunFailed when nothing is left to train on (every SFT record and
-    every RL prompt too long): one sentence with the numbers and the fix."""
-    report = length_report(spec, sft, rl)
-    advice = report.advice()
-    if report.survivors == 0:
-        raise RunFailed(f"nothing would be trained: {report.summary()}; {advice or 'curate shorter records'} "
-                        f"(profile {spec.profile})")
-    say = (lambda text: print(text, file=echo, flush=True)) if echo is not None else (lambda text: None)
-    say(f"length ({spec.profile}): {report.summary()}")
-    if report.sft_records and report.sft_dropped == report.sft_records:
-        say(f"warning: every one of the {report.sft_records} SFT records is dropped at max_length "
-            f"{report.max_length}, so this epoch trains on RL alone; {advice}")
-    elif report.sft_dropped or report.rl_dropped:
-        say(f"note: {advice}")
-    return report
-
-
 def train_on(spec: TrainSpec, files: dict, out: Path, seed: int, *, echo: IO[str] | None = None,
              progress: bool = False, reuse_sft: Sequence[Path] = ()) -> dict:
     """The fixed recipe (trainer.train.train, in a child process) on `files`' SFT and RL records
@@ -89,13 +60,11 @@ def train_on(spec: TrainSpec, files: dict, out: Path, seed: int, *, echo: IO[str
     puts hints into the SFT prompts). `reuse_sft`: finished trainings whose SFT stage this one may
     take over when it would repeat it (trainer.sft_reuse). Returns the training's summary, with
     `length` (the length report) added."""
-    from trainer.train import train
+    from trainer.train import train_as
 
     length = check_lengths(spec, files["sft"], files["rl"], echo or sys.stderr)
-    summary = train(files["sft"], files["rl"], out, base=spec.base, profile=spec.profile, seed=seed,
-                    report_to=spec.report_to, launcher=spec.launcher or None,
-                    accelerate_config=spec.accelerate_config or None, echo=echo, progress=progress,
-                    memory=files.get("memory"), reuse_sft=reuse_sft, **spec.budget)
+    summary = train_as(spec, files["sft"], files["rl"], out, seed=seed, echo=echo, progress=progress,
+                       memory=files.get("memory"), reuse_sft=reuse_sft)
     return {**summary, "length": length.to_json()}
 
 

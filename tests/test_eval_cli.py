@@ -75,6 +75,16 @@ def test_bfcl_single_with_the_tiny_model(capsys, tmp_path):
     assert {k: v for k, v in again.items() if k != "timing"} == {k: v for k, v in doc.items() if k != "timing"}
 
 
+def test_eval_takes_the_profiles_base_model_and_pinned_threads_as_the_loop_does(capsys, tmp_path):
+    from trainer.recipe import PROFILES
+
+    code, _, err = _run(capsys, "--profile", "test", "--tasks", "1", "--max-new-tokens", "2", "--batch-size", "1",
+                        "--out", tmp_path / "e", "--quiet")
+    assert code == 0, err
+    policy = json.loads((tmp_path / "e" / "metrics.json").read_text())["policy"]
+    assert (policy["base"], policy["threads"]) == (PROFILES["test"].base, PROFILES["test"].threads) == ("tiny-random", 2)
+
+
 def test_next_call_benchmark_through_the_cli(capsys, tmp_path, sample_corpus):
     memory = tmp_path / "memory.jsonl"
     memory.write_text(json.dumps({"id": "m", "key": "flight cost travel", "content": "Use get_flight_cost."}) + "\n")

@@ -236,7 +236,8 @@ def test_bad_records_fail_with_file_and_line(tmp_path):
 
 
 def test_the_probe_reports_parseable_calls_and_rewards_on_held_out_steps(raw, tmp_path):
-    from trainer.probe import probe
+    from environments.evaluate import EvalSpec
+    from experiments.probe import probe
 
     r = raw[0]
     k = next(i for i, m in enumerate(r["messages"]) if m.get("tool_calls"))
@@ -244,7 +245,7 @@ def test_the_probe_reports_parseable_calls_and_rewards_on_held_out_steps(raw, tm
             "reference": {"tool_calls": r["messages"][k]["tool_calls"]}, "meta": r["meta"]}
     path = tmp_path / "dev.jsonl"
     path.write_text(json.dumps(step) + "\n")
-    result = probe(models.TINY, None, str(path), max_new_tokens=4)
+    result = probe(models.TINY, None, str(path), spec=EvalSpec(max_new_tokens=4, threads=2))
     assert result["steps"] == 1 and result["parseable_rate"] == 0.0  # a random model writes no tool call
     assert -0.5 <= result["reward_mean"] <= 1 and len(result["samples"]) == 1
 

@@ -126,6 +126,15 @@ def test_bad_arguments_exit_2_with_one_line(inputs, tmp_path, capsys):
     assert len(err) == 4 and all(line.startswith("curateevo: error: ") for line in err)
 
 
+def test_train_checks_the_lengths_as_a_run_does_and_refuses_before_starting_a_child(inputs, tmp_path, capsys):
+    sft, rl = inputs
+    rc = main(["train", "--sft", str(sft), "--rl", str(rl), "--profile", "test", "--set", "max_length=50",
+               "max_prompt_length=50", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and len(err) == 1 and "nothing would be trained" in err[0] and "--max-length" in err[0]
+    assert not (tmp_path / "o").exists()
+
+
 def test_the_childs_output_reaches_the_log_and_the_echo_intact(tmp_path):
     import io
     import sys

@@ -64,7 +64,10 @@ def _f(x) -> str:
 
 
 def cmd_train(args) -> int:
-    from trainer.train import train
+    """The recipe as a `TrainSpec` says, after the length check, as every training of a run is made."""
+    from trainer.length import check_lengths
+    from trainer.models import check_name
+    from trainer.train import TrainSpec, check_out, train_as
 
     out = args.out or PROJECT_ROOT / "runs" / datetime.datetime.now().strftime("train-%Y%m%d-%H%M%S")
     if args.sft is None and args.rl is None:
@@ -72,9 +75,13 @@ def cmd_train(args) -> int:
     echo = None if args.quiet else sys.stderr
     budget = parse_budget(args.set)
     budget.update({k: v for k, v in (("vllm_mode", args.vllm), ("vllm_server_url", args.vllm_server_url)) if v})
-    summary = train(args.sft, args.rl, out, base=args.base, profile=args.profile, seed=args.seed,
-                    launcher=args.launcher, accelerate_config=args.accelerate_config, progress=not args.quiet,
-                    echo=echo, timeout=args.timeout, report_to=args.report_to, **budget)
+    spec = TrainSpec(base=args.base, profile=args.profile, budget=budget, report_to=args.report_to,
+                     launcher=args.launcher or "", accelerate_config=str(args.accelerate_config or ""))
+    check_name(spec.base_model)
+    check_out(out)   # what a user gets wrong is said before the records are tokenized
+    check_lengths(spec, args.sft, args.rl, echo)
+    summary = train_as(spec, args.sft, args.rl, out, seed=args.seed, progress=not args.quiet, echo=echo,
+                       timeout=args.timeout)
     print(json.dumps(summary, indent=2, sort_keys=True) if args.json else format_summary(summary, Path(out)))
     return 0
 

@@ -15,12 +15,18 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from dataclasses import asdict, dataclass
-from typing import Mapping, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Mapping, Sequence
 
+from base.errors import RunFailed
 from formats import chat_format as cf
 from sandbox import exchange
 from trainer.data import IGNORE, sft_example
+
+if TYPE_CHECKING:
+    from trainer.train import TrainSpec
 
 
 @dataclass(frozen=True)
@@ -110,3 +116,34 @@ def profile_length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], profile
     source = str(embedded_tokenizer_dir()) if prof.base in NAMES else check_name(prof.base)
     return length_report(sft, rl, load_tokenizer(source), max_length or prof.max_length,
                          max_prompt_length or prof.max_prompt_length)
+
+
+def spec_length_report(spec: "TrainSpec", sft: Path | None, rl: Path | None) -> LengthReport:
+    """What `spec`'s length limits (its profile's, or the budget's max_length / max_prompt_length)
+    cut or drop of these files, said nowhere (UserError on a bad budget override, before any tokenizer loads)."""
+    from trainer.data import read_records
+
+    limits = spec.resolved
+    return profile_length_report(read_records(sft, "sft"), read_records(rl, "rl"), spec.profile,
+                                 limits.max_length, limits.max_prompt_length)
+
+
+def check_lengths(spec: "TrainSpec", sft: Path | None, rl: Path | None,
+                  echo: IO[str] | None = sys.stderr) -> LengthReport:
+    """What the profile's length limits cut or drop, said to `echo` before training (every training
+    of the project: `curateevo train` and experiments.train_eval.train_on); RunFailed when nothing is
+    left to train on (every SFT record and every RL prompt too long): one sentence with the numbers
+    and the fix."""
+    report = spec_length_report(spec, sft, rl)
+    advice = report.advice()
+    if report.survivors == 0:
+        raise RunFailed(f"nothing would be trained: {report.summary()}; {advice or 'curate shorter records'} "
+                        f"(profile {spec.profile})")
+    say = (lambda text: print(text, file=echo, flush=True)) if echo is not None else (lambda text: None)
+    say(f"length ({spec.profile}): {report.summary()}")
+    if report.sft_records and report.sft_dropped == report.sft_records:
+        say(f"warning: every one of the {report.sft_records} SFT records is dropped at max_length "
+            f"{report.max_length}, so this training trains on RL alone; {advice}")
+    elif report.sft_dropped or report.rl_dropped:
+        say(f"note: {advice}")
+    return report

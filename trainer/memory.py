@@ -35,6 +35,8 @@ from formats import chat_format as cf
 from sandbox.exchange import from_file
 
 DEFAULT_K = 3
+"""k, the records retrieved per task: at training (hints in the SFT prompts) and at evaluation
+(`environments.evaluate.EvalSpec.memory_k`'s default), declared once so both retrieve alike."""
 RETRIEVAL = "bm25s, offered tools only, own task and origins excluded"   # metrics.json names the rule a reading was made under
 HEADER = "Hints from earlier experience:"
 STOPWORDS = "en"

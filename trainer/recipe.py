@@ -193,6 +193,10 @@ PROFILES = {
 }
 
 
+DEFAULT_PROFILE = "cpu-small"
+"""The profile every training takes when none is named (`TrainSpec.profile`, `--profile`)."""
+
+
 PROFILE_HELP = ("paper (a GPU: Qwen3-4B, the paper's budgets), cpu-small (2 CPU cores: SmolLM2-135M, about 20 "
                 "minutes an epoch), test (tiny-random: a smoke test, about 1.5 minutes a run)")
 """What each profile is, in the help of every option that takes one."""

@@ -26,7 +26,7 @@ from trainer.progress import RELAYED_TO_TERMINAL
 from trainer import data
 from trainer.launch import check_vllm, launcher_prefix
 from trainer.models import check_name
-from trainer.recipe import get_profile
+from trainer.recipe import DEFAULT_PROFILE, get_profile
 from trainer.sft_reuse import reusable, sft_key
 from trainer import warm
 from trainer.worker import USER_ERROR_PREFIX
@@ -44,7 +44,7 @@ class TrainSpec(BaseModel):
 
     base: str | None = None
     """The base model π_base: a registry name, a local model directory or a hub id (None: the profile's)."""
-    profile: str = "cpu-small"
+    profile: str = DEFAULT_PROFILE
     """The recipe's budgets (trainer.recipe.PROFILES); the method never changes."""
     budget: dict = Field(default_factory=dict)
     """Overrides of single budgets of the profile (sft_max_steps, max_length, max_prompt_length, …)."""
@@ -64,6 +64,11 @@ class TrainSpec(BaseModel):
             raise UserError(f"bad budget override: {exc}") from None
 
     @property
+    def base_model(self) -> str:
+        """The base model trained: `base`, else the profile's."""
+        return self.base or self.resolved.base
+
+    @property
     def threads(self) -> int | None:
         """The CPU threads the profile pins: training's, and the evaluation's of what it trains."""
         return self.resolved.threads
@@ -73,8 +78,26 @@ class TrainSpec(BaseModel):
         return self.model_copy(update={"budget": {**self.budget, **changes}})
 
 
+def check_out(out: str | Path) -> Path:
+    """The output folder of a training: new or empty (UserError otherwise)."""
+    out = Path(out)
+    if not is_empty_or_missing(out):
+        raise UserError(f"{out} exists and is not an empty directory")
+    return out
+
+
+def train_as(spec: TrainSpec, sft: str | Path | None, rl: str | Path | None, out: str | Path, *, seed: int = 0,
+             **options) -> dict:
+    """`train` as `spec` says (its base, profile, budget overrides, trackers and launcher): how every
+    training of the project is started (`curateevo train`, experiments.train_eval.train_on);
+    `options` are train's other keywords (echo, progress, timeout, memory, reuse_sft)."""
+    return train(sft, rl, out, base=spec.base, profile=spec.profile, seed=seed, report_to=spec.report_to,
+                 launcher=spec.launcher or None, accelerate_config=spec.accelerate_config or None,
+                 **options, **spec.budget)
+
+
 def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, base: str | None = None,
-          profile: str = "cpu-small", seed: int = 0, launcher: str | None = None,
+          profile: str = DEFAULT_PROFILE, seed: int = 0, launcher: str | None = None,
           accelerate_config: str | Path | None = None, progress: bool = False,
           report_to: str | list[str] | None = DEFAULT_REPORT_TO,
           echo: IO[str] | None = None, timeout: float | None = None, memory: str | Path | None = None,
@@ -95,9 +118,7 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
     trackers = check_report_to(report_to)
     prefix = launcher_prefix(launcher, accelerate_config)
     check_vllm(prof)
-    out = Path(out)
-    if not is_empty_or_missing(out):
-        raise UserError(f"{out} exists and is not an empty directory")
+    out = check_out(out)
     n_sft = len(data.read_records(sft, "sft"))  # bad lines fail here, as one sentence, before a child starts
     n_rl = len(data.read_records(rl, "rl"))
     if not n_sft and not n_rl:

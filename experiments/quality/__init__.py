@@ -17,3 +17,11 @@ records labelled noisy and on a deliberately corrupted copy (experiments/quality
 
 CALIBRATION = ("rho0-wild", "oracle", "poisoned", "augment", "noisy")
 """The rows `bench quality --calibrate` trains: rows that must differ if the instrument sees data."""
+
+TEST_TASKS = 120
+"""Tasks a table scores by default on the test split (or bfcl-single's tuning slice), balanced over
+its categories (`Setting.tasks`, `--tasks`)."""
+DEV_TASKS = 60
+"""Dev tasks `bench quality --split dev` (`--spread`, `--calibrate`) scores by default."""
+SEEDS = 2
+"""Training seeds per row by default, seeds 0..SEEDS−1 (`Setting.seeds`, `--seeds`)."""

@@ -39,6 +39,7 @@ from experiments.train_eval import EvalSpec, TrainSpec, evaluate_on, memory_used
 from corpora import load_corpus
 from sandbox.curate import execute, runtime_sha256
 from sandbox.executor import Limits
+from experiments.quality import SEEDS, TEST_TASKS
 
 ABLATIONS = ("no-sft", "no-rl", "no-memory")
 # a cell's key names a renamed benchmark by its name before (registry.OLD_NAMES: next-call was replay), so
@@ -56,11 +57,11 @@ class Setting:
     benchmark: str = DEFAULT_BENCHMARK
     split: str = "test"
     """"test" for the tables (outside any run's loop); "dev" to measure the loop's noise."""
-    tasks: int | None = 120
+    tasks: int | None = TEST_TASKS
     """N tasks of the split, balanced over its categories (None: all)."""
     categories: tuple[str, ...] = ()
     """Only these categories of the benchmark (): all of them); the cells' keys name their tasks."""
-    seeds: tuple[int, ...] = (0, 1)
+    seeds: tuple[int, ...] = tuple(range(SEEDS))
     metric: str = "task_success"
     train: TrainSpec = TrainSpec()
     """The profile, the base (None: the profile's) and the budget overrides, part of the training

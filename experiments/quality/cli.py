@@ -22,8 +22,11 @@ from trainer.options import add_profile
 from trainer.cli import parse_budget
 from sandbox.executor import make_executor
 
-from environments.policies.limits import DEFAULT_MAX_NEW_TOKENS, LEGACY_MAX_NEW_TOKENS
-from experiments.quality import CACHE, CALIBRATION, RESULTS, ROWS, TABLE1
+from environments.evaluate import EvalSpec
+from environments.policies.limits import LEGACY_MAX_NEW_TOKENS
+from experiments.quality import CACHE, CALIBRATION, DEV_TASKS, RESULTS, ROWS, SEEDS, TABLE1, TEST_TASKS
+
+EVAL = EvalSpec()   # the evaluation's defaults, declared once (environments.evaluate.EvalSpec)
 
 
 @contextlib.contextmanager
@@ -68,7 +71,6 @@ def _units(text: str) -> list[int]:
 
 def setting_of(args):
     from base import registry
-    from environments.evaluate import EvalSpec
     from experiments.quality.cells import Setting
     from trainer.train import TrainSpec
     from corpora import corpus_sha256
@@ -91,7 +93,7 @@ def setting_of(args):
         if args.proxy:
             raise UserError(f"--proxy scores episodes; --benchmark {args.benchmark} has none (it scores steps)")
     split = "dev" if not env.executable else args.split or ("dev" if args.spread or args.calibrate else "test")
-    default_tasks = None if not env.executable else 60 if split == "dev" else 120
+    default_tasks = None if not env.executable else DEV_TASKS if split == "dev" else TEST_TASKS
     tasks = args.tasks if args.tasks is not None else default_tasks
     corpus = tuple(str(c) for c in args.corpus or ())
     from environments.user_sim import from_args
@@ -273,15 +275,17 @@ def add_cli(sub) -> None:
     p.add_argument("--ablate", metavar="ROW[:ABLATIONS]", help="Table 2 for this row (rho0-wild, agentrefine, oracle, "
                                                    "rho0-labeled or a run's name): w/o SFT, w/o RL, w/o memory; "
                                                    "ROW:no-rl[,no-memory] for some of them")
-    p.add_argument("--seeds", type=positive_int, default=2, help="training seeds per row (default 2)")
-    p.add_argument("--tasks", type=positive_int, help="tasks of the split, balanced over its categories (default 120 test, 60 dev)")
+    p.add_argument("--seeds", type=positive_int, default=SEEDS, help=f"training seeds per row (default {SEEDS})")
+    p.add_argument("--tasks", type=positive_int, help="tasks of the split, balanced over its categories "
+                                                      f"(default {TEST_TASKS} test, {DEV_TASKS} dev)")
     p.add_argument("--categories", help="comma-separated categories of the benchmark to score (default: all of them)")
     p.add_argument("--split", choices=["test", "dev", "tune"], help="test (default), dev (default with --spread) or tune (bfcl-single's tuning slice: train tasks outside the default corpus, for choosing a profile's learning rates)")
     add_profile(p, overrides="the profile (part of the cache key)")
     p.add_argument("--base", help="base model (default: the profile's)")
-    p.add_argument("--batch-size", type=positive_int, default=32, help="evaluation batch size (default 32)")
-    p.add_argument("--max-new-tokens", type=positive_int, default=DEFAULT_MAX_NEW_TOKENS,
-                   help=f"tokens the policy writes per turn at most (default {DEFAULT_MAX_NEW_TOKENS}; the tables made "
+    p.add_argument("--batch-size", type=positive_int, default=EVAL.batch_size,
+                   help=f"evaluation batch size (default {EVAL.batch_size})")
+    p.add_argument("--max-new-tokens", type=positive_int, default=EVAL.max_new_tokens,
+                   help=f"tokens the policy writes per turn at most (default {EVAL.max_new_tokens}; the tables made "
                         f"before 2026-11-29 evening used {LEGACY_MAX_NEW_TOKENS})")
     add_sandbox(p, "the strategies")
     p.add_argument("--curated-runtime", metavar="SHA256", type=_sha256,

@@ -335,7 +335,8 @@ def write(doc: dict, out: Path) -> dict[str, Path]:
     return paths
 
 
-def spread(doc: dict, seeds_options: tuple[int, ...] = (1, 2, 3, 4), confidence: float = 0.9) -> dict:
+def spread(doc: dict, seeds_options: tuple[int, ...] = (1, 2, 3, 4),
+           confidence: float = paired.CONFIDENCE) -> dict:
     """The run-to-run spread of P per row (same data, different training seeds) and the margin
     on ΔP that an acceptance with S seeds would need to beat that noise at `confidence` — counting
     only the part of it that the rows do not share when trained at the same seeds (`seed_effect`,
