@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from base.files import atomic_json  # noqa: E402
 from bench.loop_identity import label  # noqa: E402
 from evolver.store import RunStore  # noqa: E402
+from experiments import journal  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ["--profile", "test", "--base", "tiny-random", "--epochs", "2", "--tasks", "2", "--benchmark", "bfcl-single",
@@ -64,9 +65,9 @@ def run(runs: Path, name: str, flags: list[str]) -> Path:
 
 
 def _finished(root: Path) -> bool:
-    if not (root / "journal.jsonl").is_file():
+    if not (root / "run.json").is_file():
         return False
-    return any(e.get("event") == "stage_done" and e.get("stage") == "final" for e in RunStore.open(root).journal.events())
+    return bool(journal.done(RunStore.open(root).journal.events(), "final"))
 
 
 def _seconds(a: str, b: str) -> float:
@@ -78,16 +79,15 @@ def epochs(root: Path) -> list[dict]:
     the checks, and the LLM usage of its stages (calls, tokens in and out, seconds, cut replies)."""
     events = list(RunStore.open(root).journal.events())
     out = []
-    for epoch in sorted({e["epoch"] for e in events if isinstance(e.get("epoch"), int) and e["epoch"] >= 0}):
-        mine = [e for e in events if e.get("epoch") == epoch and "time" in e]
-        usage = {e["stage"]: e["result"]["llm"] for e in mine if e.get("event") == "stage_done"
-                 and isinstance(e.get("result"), dict) and "llm" in e["result"]}
+    for epoch in sorted({e.epoch for e in events if isinstance(e.epoch, int) and e.epoch >= 0}):
+        mine = [e for e in events if e.epoch == epoch and e.time]
+        usage = {e.stage: e.llm for e in journal.done(mine) if e.llm}
         proposals_file = root / "epochs" / str(epoch) / "evolve" / "proposals.json"
         proposals = json.loads(proposals_file.read_text()) if proposals_file.is_file() else []
         passed = [p for p in proposals if not p.get("error") and p.get("validated", p.get("dry_run") == "changed")]
-        decide = [e["result"] for e in mine if e.get("event") == "stage_done" and e["stage"] == "decide"]
+        decide = journal.results(mine, "decide")
         out.append({
-            "epoch": epoch, "wall_s": _seconds(mine[0]["time"], mine[-1]["time"]) if mine else None,
+            "epoch": epoch, "wall_s": _seconds(mine[0].time, mine[-1].time) if mine else None,
             "proposals": len(proposals), "passed_checks": len(passed),
             "refused": [p.get("error") for p in proposals if p.get("error")][:8],
             "accepted": decide[0].get("accepted") if decide else None,
@@ -111,9 +111,8 @@ def diagnosis(root: Path, epoch: int = 0) -> dict:
 
 def fingerprint(root: Path) -> dict:
     """What an offline rerun must reproduce: the decisions and every artifact's bytes."""
-    events = RunStore.open(root).journal.events()
-    decisions = [{k: e["result"].get(k) for k in ("accepted", "P", "C", "J", "commit")}
-                 for e in events if e.get("event") == "stage_done" and e["stage"] == "decide"]
+    decisions = [{k: r.get(k) for k in ("accepted", "P", "C", "J", "commit")}
+                 for r in journal.results(RunStore.open(root).journal.events(), "decide")]
     artifacts = {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
                  for p in sorted(root.glob("epochs/*/artifacts/*")) if p.is_file() and p.name != "execution.json"}
     return {"decisions": decisions, "artifacts": artifacts}

@@ -22,6 +22,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from experiments import journal  # noqa: E402
 
 
 def evolution(backend: list[str], runs: Path, name: str, args) -> float:
@@ -37,11 +40,10 @@ def evolution(backend: list[str], runs: Path, name: str, args) -> float:
 
 def outcome(root: Path) -> dict:
     """Decisions and the bytes of every artifact, adapter and trajectory file: equal across backends."""
-    events = [json.loads(line) for line in (root / "journal.jsonl").read_text().splitlines()]
+    decisions = journal.done(journal.read(root / journal.JOURNAL_FILE), "decide")
     files = sorted(p for pattern in ("epochs/*/artifacts/*.jsonl", "epochs/*/train-s*/adapter/adapter_model.safetensors",
                                      "epochs/*/eval-s*/trajectories.jsonl") for p in root.glob(pattern))
-    return {"decisions": [(e["epoch"], e["result"]["accepted"], e["result"]["J"]) for e in events
-                          if e.get("event") == "stage_done" and e.get("stage") == "decide"],
+    return {"decisions": [(e.epoch, e.result["accepted"], e.result["J"]) for e in decisions],
             "files": {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}}
 
 

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import scale_corpus  # noqa: E402
+from sandbox.manifest import Manifest  # noqa: E402
 
 STRATEGIES = {"seed": ROOT / "curation_strategies" / "seed", "agentrefine": ROOT / "curation_strategies" / "agentrefine"}
 
@@ -88,7 +89,7 @@ def curate_step(name: str, corpus: Path, out: Path, sandbox: str, log: Path) -> 
                 curation_s_per_1k_records=round(1000 * execution["seconds"]["total"] / records, 3),
                 seconds=execution["seconds"], sandbox_peak_rss_bytes=execution["execution"].get("peak_rss_bytes"),
                 disk_written_bytes=folder_bytes(out),
-                artifacts={k: v["sha256"] for k, v in json.loads((out / "manifest.json").read_text())["artifacts"].items()})
+                artifacts={k: v["sha256"] for k, v in Manifest.read(out).artifacts.items()})
     return step
 
 

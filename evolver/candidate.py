@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Mapping
 
 from base.errors import RunFailed, UserError
-from base.files import atomic_json, read_json, sha256_files
+from base.files import read_json, sha256_files
 from evolver.config import RunConfig
 from evolver.objective import charged_cost
 from evolver.proposers.brief import Verdict
@@ -120,14 +120,14 @@ def bind_commit(out_dir: Path, commit: str, files: dict[str, bytes]) -> Manifest
     if manifest.strategy.commit not in (None, commit):
         raise RunFailed(f"{out_dir}: the artifacts already belong to commit {manifest.strategy.commit[:12]}")
     manifest = manifest.bound_to(commit)
-    atomic_json(Path(out_dir) / "manifest.json", manifest.to_json())
+    manifest.write(out_dir)
     return manifest
 
 
 def bound_manifest(run: RunContext, folder: Path, sha: str) -> Manifest | None:
     """The manifest of the artifacts in `folder` when they are bound to commit `sha` and to this
     run's corpus (and held-out part), seed, runtime and curation budget; else None."""
-    if not (folder / "manifest.json").is_file():
+    if not Manifest.exists(folder):
         return None
     manifest = Manifest.read(folder)
     same = (manifest.strategy.commit == sha and manifest.corpus.sha256 == run.cfg.corpus_sha256

@@ -22,6 +22,7 @@ from evolver.proposers import make_proposer
 from evolver.results import Decision, StageResult, result_type
 from evolver.stages import channel_answer
 from evolver.store import RunStore
+from experiments import journal
 from corpora import load_corpus
 from sandbox.executor import PROJECT_ROOT, make_executor
 from workspace.repository import Workspace
@@ -110,7 +111,7 @@ class RunContext:
         kind = result_type(name)
         done = self.store.done(epoch, name)
         if done is not None:
-            return kind.from_journal(done.get("result"))
+            return kind.from_journal(done.result)
         t0 = time.monotonic()
         self._t0 = self._t0 or t0
         self._ran.add(epoch)
@@ -124,7 +125,7 @@ class RunContext:
     def result(self, epoch: int, name: str) -> StageResult | None:
         """The journaled result of a done stage, else None."""
         done = self.store.done(epoch, name)
-        return None if done is None else result_type(name).from_journal(done.get("result") or {})
+        return None if done is None else result_type(name).from_journal(done.result or {})
 
     def _metered(self, run):
         """`run`'s journal form with the LLM usage it caused (tokens, USD, calls, time)."""
@@ -166,8 +167,7 @@ class RunContext:
     # ------------------------------------------------------------------ what earlier epochs left
 
     def decisions(self) -> list[Decision]:
-        return [Decision.from_journal(d) for d in (e.get("result") for e in self.store.journal.events()
-                                                   if e.get("event") == "stage_done" and e.get("stage") == "decide") if d]
+        return [Decision.from_journal(d) for d in journal.results(self.store.journal.events(), "decide")]
 
     def best(self) -> Decision | None:
         accepted = [d for d in self.decisions() if d.accepted]
@@ -190,8 +190,8 @@ class RunContext:
 def llm_spent(store: RunStore) -> dict:
     """Tokens and USD the run's finished stages spent on LLM calls (for budgets across resume)."""
     tokens, usd = 0, 0.0
-    for event in store.journal.events():
-        usage = (event.get("result") or {}).get("llm") if event.get("event") == "stage_done" else None
+    for event in journal.done(store.journal.events()):
+        usage = event.llm
         if usage:
             tokens += usage["prompt_tokens"] + usage["completion_tokens"]
             usd += usage["usd"]

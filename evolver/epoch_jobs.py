@@ -22,7 +22,7 @@ class EpochJobs:
 
         def add(job: StageJob):
             done = self.store.done(epoch, job.key)
-            result = done["result"] if done else self.adopt(epoch, job)
+            result = done.result if done else self.adopt(epoch, job)
             if result is None:
                 jobs.append(job)
             else:

@@ -13,6 +13,7 @@ from evolver.objective import charged_cost
 from evolver.results import Evaluation, Training
 from evolver.context import RunContext
 from sandbox.checker import cost_c
+from sandbox.manifest import Manifest
 
 
 def train_and_evaluate(run: RunContext, epoch: int) -> list[Evaluation]:
@@ -67,4 +68,4 @@ def proxy_cost(cfg, folder: Path) -> float:
     """C of a candidate's dry run, charged as the full recipe will be (the curate stage)."""
     if {"no-sft", "no-rl"} & set(cfg.ablations):
         return cost_c(charged_cost(read_json(folder / "profile.json"), cfg.ablations), cfg.n_ref)
-    return read_json(folder / "manifest.json")["C"]
+    return Manifest.read(folder).C

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from base.errors import UserError
+from experiments import journal
 from evolver.store import RunStore
 from workspace.repository import Workspace
 
@@ -10,15 +11,15 @@ def recorded_commits(store: RunStore) -> dict[str, str]:
     """Tag → commit as the journal recorded them: each epoch's candidate (curate, decide,
     propose) and `best` (the last accepted decision)."""
     tags = {}
-    for event in store.journal.events():
-        result = event.get("result") if event.get("event") == "stage_done" else None
-        if not isinstance(result, dict) or not isinstance(event.get("epoch"), int) or event["epoch"] < 0:
+    for event in journal.done(store.journal.events()):
+        result = event.result
+        if not isinstance(result, dict) or not isinstance(event.epoch, int) or event.epoch < 0:
             continue
-        if event["stage"] in ("curate", "decide") and result.get("commit"):
-            tags[f"epoch-{event['epoch']}"] = result["commit"]
-        if event["stage"] == "propose" and result.get("candidate"):
-            tags[f"epoch-{event['epoch'] + 1}"] = result["candidate"]
-        if event["stage"] == "decide" and result.get("accepted"):
+        if event.stage in ("curate", "decide") and result.get("commit"):
+            tags[f"epoch-{event.epoch}"] = result["commit"]
+        if event.stage == "propose" and result.get("candidate"):
+            tags[f"epoch-{event.epoch + 1}"] = result["candidate"]
+        if event.stage == "decide" and result.get("accepted"):
             tags["best"] = result["commit"]
     return tags
 
@@ -37,19 +38,19 @@ def check_artifacts(store: RunStore, only: int | None = None) -> None:
     """UserError naming the file when a curated epoch's artifacts no longer hash as its
     manifest.json recorded them (deleted or edited in place): what was trained and decided on
     them cannot be trusted, and nothing is run (`curateevo repair` rebuilds them). `only`: that epoch."""
-    from base.files import read_json, sha256_file
+    from base.files import sha256_file
+    from sandbox.manifest import Manifest, manifest_path
 
-    curated = sorted({e["epoch"] for e in store.journal.events() if e.get("event") == "stage_done"
-                      and e.get("stage") == "curate" and isinstance(e.get("epoch"), int) and e["epoch"] >= 0
-                      and not (e.get("result") or {}).get("failed")})
+    curated = sorted({e.epoch for e in journal.done(store.journal.events(), "curate")
+                      if isinstance(e.epoch, int) and e.epoch >= 0 and not (e.result or {}).get("failed")})
     for epoch in curated if only is None else [e for e in curated if e == only]:
         fix = (f"rebuild it with `curateevo repair {store.root} --epoch {epoch}` (or restore it from a backup); "
                "nothing was run")
         folder = store.epoch_dir(epoch) / "artifacts"
         try:
-            artifacts = read_json(folder / "manifest.json")["artifacts"]
-        except (OSError, ValueError, KeyError, TypeError):
-            raise UserError(f"{folder / 'manifest.json'} is missing or damaged, though epoch {epoch} was curated; "
+            artifacts = Manifest.read(folder).artifacts
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            raise UserError(f"{manifest_path(folder)} is missing or damaged, though epoch {epoch} was curated; "
                             f"{fix}") from None
         for name, recorded in sorted(artifacts.items()):
             path = folder / name

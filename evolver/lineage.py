@@ -25,6 +25,7 @@ from evolver.diagnose import families
 from base.files import read_jsonl
 from evolver.proposers.offline import categorizer
 from evolver.store import RunStore
+from experiments import journal
 from base.provenance import DROPPED
 
 BUILDERS = ("sft_record", "rl_record", "memory_record")   # a record's plain making, not an operator's choice
@@ -35,9 +36,9 @@ NEAR_IDS = 5     # example record ids kept per operator for a changed task
 def decisions(store: RunStore) -> list[dict]:
     """The decide stages' results in epoch order (a rerun epoch: its last decision)."""
     found = {}
-    for event in store.journal.events():
-        if event.get("event") == "stage_done" and event.get("stage") == "decide" and event.get("result"):
-            found[event["epoch"]] = event["result"]
+    for event in journal.done(store.journal.events(), "decide"):
+        if event.result:
+            found[event.epoch] = event.result
     return [found[e] for e in sorted(found)]
 
 

@@ -16,8 +16,10 @@ import tempfile
 from pathlib import Path
 
 from base.errors import UserError
-from base.files import atomic_write, read_json, sha256_file, sha256_tree
+from experiments import journal
+from base.files import atomic_write, sha256_file, sha256_tree
 from evolver.store import RunStore
+from sandbox.manifest import Manifest, manifest_path
 
 UNREBUILDABLE = "execution.json"   # when, where and how long the curation ran
 
@@ -25,13 +27,12 @@ UNREBUILDABLE = "execution.json"   # when, where and how long the curation ran
 def curated_epochs(store: RunStore) -> dict[int, tuple[str, str]]:
     """epoch → (commit, recorded sha256 of its artifacts folder), from the last curate event of each."""
     found = {}
-    for event in store.journal.events():
-        result = event.get("result") or {}
-        if (event.get("event") == "stage_done" and event.get("stage") == "curate" and isinstance(event.get("epoch"), int)
-                and isinstance(result, dict) and not result.get("failed")):
-            digest = (event.get("outputs") or {}).get(f"epochs/{event['epoch']}/artifacts")
+    for event in journal.done(store.journal.events(), "curate"):
+        result = event.result or {}
+        if isinstance(event.epoch, int) and isinstance(result, dict) and not result.get("failed"):
+            digest = event.outputs.get(f"epochs/{event.epoch}/artifacts")
             if digest and result.get("commit"):
-                found[event["epoch"]] = (result["commit"], digest)
+                found[event.epoch] = (result["commit"], digest)
     return found
 
 
@@ -75,31 +76,22 @@ def _rebuild(store: RunStore, epoch: int, commit: str, into: Path, sandbox: str 
 
 def _culprit(folder: Path, rebuilt: Path) -> str:
     """Which recorded file the rebuild cannot reproduce, and why (the rebuilt folder hashed otherwise)."""
-    old = _manifest(folder / "manifest.json")
-    new = read_json(rebuilt / "manifest.json")
+    old, new = Manifest.found(folder), Manifest.read(rebuilt)
     if old is None:
-        return (f"{folder / 'manifest.json'} is missing or damaged, and the one executing the strategy again writes "
+        return (f"{manifest_path(folder)} is missing or damaged, and the one executing the strategy again writes "
                 f"does not make the folder hash as the journal recorded (the runtime changed, or {UNREBUILDABLE} did)")
-    if (folder / "manifest.json").read_bytes() != (rebuilt / "manifest.json").read_bytes():
-        for name, entry in sorted(old.get("artifacts", {}).items()):
-            now = new["artifacts"].get(name, {}).get("sha256")
+    if manifest_path(folder).read_bytes() != manifest_path(rebuilt).read_bytes():
+        for name, entry in sorted(old.artifacts.items()):
+            now = new.artifacts.get(name, {}).get("sha256")
             if isinstance(entry, dict) and entry.get("sha256") != now:
                 return (f"{folder / name} cannot be rebuilt: executing the committed strategy again gives sha256 "
                         f"{str(now)[:12]}…, manifest.json recorded {str(entry.get('sha256'))[:12]}…")
-        if old.get("runtime_sha256") != new.get("runtime_sha256"):
-            return (f"{folder / 'manifest.json'} cannot be rebuilt: the runtime changed since the epoch was curated "
-                    f"(runtime_sha256 {str(old.get('runtime_sha256'))[:12]}… recorded, {new['runtime_sha256'][:12]}… now)")
-        return f"{folder / 'manifest.json'} cannot be rebuilt: it differs from the one executing the strategy again writes"
+        if old.runtime_sha256 != new.runtime_sha256:
+            return (f"{manifest_path(folder)} cannot be rebuilt: the runtime changed since the epoch was curated "
+                    f"(runtime_sha256 {str(old.runtime_sha256)[:12]}… recorded, {new.runtime_sha256[:12]}… now)")
+        return f"{manifest_path(folder)} cannot be rebuilt: it differs from the one executing the strategy again writes"
     return (f"{folder / UNREBUILDABLE} was changed and cannot be rebuilt: it records when, where and how long the "
             "curation ran, no function of its inputs")
-
-
-def _manifest(path: Path) -> dict | None:
-    try:
-        doc = read_json(path)
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) and isinstance(doc.get("artifacts"), dict) else None
 
 
 def repair_epoch(store: RunStore, epoch: int, commit: str, recorded: str, sandbox: str | None = None) -> str:

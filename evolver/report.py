@@ -17,6 +17,7 @@ from base.files import atomic_write
 from evolver.tables import STAGE_COLUMNS, dev_scope, epoch_rows, failed_stages, final_line, log_table, stage_table
 from evolver.config import RunConfig
 from evolver import report_sections
+from experiments import journal
 from evolver.diagnose import FAMILY_PREFIXES
 from evolver.store import RunStore
 from evolver.trace import outcome_table
@@ -300,7 +301,7 @@ def _header(store, rows) -> str:
     from evolver.tables import stage_rows
 
     cfg = store.config
-    started = [e["time"] for e in store.journal.events() if e.get("time")]
+    started = [e.time for e in store.journal.events() if e.time]
     wall = ""
     if len(started) > 1:
         import datetime
@@ -363,11 +364,11 @@ def _curation_costs(rows: list[dict]) -> str:
 
 def _test_readings(store: RunStore) -> str:
     """Every reading of the test split the journal holds; more than one is said plainly."""
-    readings = [e for e in store.journal.events() if e.get("event") == "tested"]
+    readings = journal.of_kind(store.journal.events(), journal.Tested)
     if not readings:
         return ""
-    items = "".join(f"<li>reading {n}: epoch {e.get('epoch')}'s strategy, {html.escape(str(e.get('metric')))} "
-                    f"P = {e.get('P')} ({html.escape(str(e.get('time', '')))})</li>" for n, e in enumerate(readings, 1))
+    items = "".join(f"<li>reading {n}: epoch {e.epoch}'s strategy, {html.escape(str(e.metric))} "
+                    f"P = {e.P} ({html.escape(str(e.time or ''))})</li>" for n, e in enumerate(readings, 1))
     warn = (f"<p><b>The test split was read {len(readings)} times</b> (`test --again`): only the first reading is "
             "a held-out result.</p>") if len(readings) > 1 else ""
     return f"<h2>Test split</h2>{warn}<ul>{items}</ul>{_versus_rho0(store)}"

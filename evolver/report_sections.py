@@ -15,6 +15,7 @@ from base import registry
 from evolver.config import RunConfig
 from evolver.store import RunStore
 from evolver.tables import dev_size
+from sandbox.manifest import Manifest
 
 MAX_SHOWN = 400
 """Characters of an answer or a gold call shown in a cell (the .jsonl holds the whole)."""
@@ -28,8 +29,8 @@ def corpus_section(store: RunStore, rows: list[dict]) -> str:
     """The corpus (each file, its sha256, its records) and the held-out sizes: what curation saw,
     what dev scored, what test holds."""
     cfg = RunConfig.from_json(store.config)
-    manifest = store.epoch_dir(0) / "artifacts" / "manifest.json"
-    corpus = read_json(manifest)["corpus"] if manifest.is_file() else {}
+    artifacts = store.epoch_dir(0) / "artifacts"
+    corpus = Manifest.read(artifacts).corpus.to_json() if Manifest.exists(artifacts) else {}
     files = "".join(f"<li><code>{_e(p)}</code> — sha256 <code>{_e(_file_sha256(Path(p)))}</code></li>" for p in cfg.corpus)
     seen = corpus.get("records")
     skipped = corpus.get("skipped_lines")

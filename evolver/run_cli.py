@@ -16,6 +16,7 @@ from base.errors import UserError, positive_int
 from base.files import atomic_json, is_empty_or_missing, read_json, read_jsonl, sha256_bytes, sha256_file
 from base import registry
 from environments.evaluate import EvalResult
+from experiments import journal
 from evolver.store import RunStore, half_made, taken
 from evolver.launch import check_run_lengths, check_run_prompts, dev_check, dev_note, read_ids
 from evolver.tables import epoch_rows, failed_stages, final_line, format_log, format_stages, untrained_choice
@@ -188,7 +189,7 @@ def cmd_run(args) -> int:
             backend.close()
         raise
     if usage:
-        store.journal.append({"event": "preflight", "llm": usage})
+        store.journal.append(journal.Preflight.of(usage))
     if options["corpus"] and not options["benchmark"]:
         benchmark = run_config(store).benchmark
         say(f"benchmark: {benchmark} (chosen from the corpus: " + (
@@ -244,10 +245,10 @@ def cmd_status(args) -> int:
     events = store.journal.events()
     cfg = run_config(store)
     last = events[-1] if events else None
-    finished = any(e.get("stage") == "final" and e.get("event") == "stage_done" for e in events)
+    finished = bool(journal.done(events, "final"))
     print(f"run {store.root.name}: {cfg.epochs} epochs on {cfg.benchmark} ({cfg.metric}), base {cfg.train.base}, "
           f"profile {cfg.train.profile}, λ = {cfg.lam}")
-    where = f"{last['event']} epoch {last.get('epoch')} {last.get('stage')}" if last else ""
+    where = f"{last.kind} epoch {last.epoch} {last.stage}" if last else ""
     if finished:
         print("finished")
     elif not last:
@@ -283,7 +284,9 @@ def cmd_log(args) -> int:
 def epoch_artifacts(run: Path, epoch: int) -> Path:
     store = RunStore.open(Path(run))
     folder = store.epoch_dir(epoch) / "artifacts"
-    if not (folder / "manifest.json").is_file():
+    from sandbox.manifest import Manifest
+
+    if not Manifest.exists(folder):
         raise UserError(f"epoch {epoch} of {run} has no curated artifacts")
     return folder
 
@@ -351,13 +354,13 @@ def cmd_test(args) -> int:
     from environments.evaluate import format_metrics
 
     store = RunStore.open(Path(args.run))
-    final = [e["result"] for e in store.journal.events() if e.get("stage") == "final" and e["event"] == "stage_done"]
+    final = [e.result for e in journal.done(store.journal.events(), "final")]
     if not final:
         raise UserError(f"{args.run} has not finished; `curateevo resume {args.run}` first")
     out = store.root / "test"
-    readings = [e for e in store.journal.events() if e.get("event") == "tested"]
+    readings = journal.of_kind(store.journal.events(), journal.Tested)
     if readings and not getattr(args, "again", False):   # the journal is the record, whatever the files say
-        raise UserError(f"the test split was read for {args.run} already (P = {readings[-1].get('P')}, journal); "
+        raise UserError(f"the test split was read for {args.run} already (P = {readings[-1].P}, journal); "
                         "it is read once per run: `curateevo test RUN --again` reads it again and says so in the report")
     if (out / "metrics.json").exists() and not readings:
         raise UserError(f"{out} exists: the test split is read once per run")
@@ -380,7 +383,7 @@ def cmd_test(args) -> int:
     else:
         doc, scores, category = _read_test(store, cfg, final[-1], seed, args.tasks, partial)
         rho0 = scores if epoch == 0 else \
-            _read_test(store, cfg, {"epoch": 0, "commit": store.done(0, "curate")["result"]["commit"]}, seed,
+            _read_test(store, cfg, {"epoch": 0, "commit": store.done(0, "curate").result["commit"]}, seed,
                        args.tasks, partial / "rho0")[1]   # ρ0: epoch 0's adapter and memory
     comparison = tested.compare(scores, rho0, category)
     how = f"bench quality's cells in {args.cache}" if args.seeds else "the run's adapters"
@@ -395,8 +398,7 @@ def cmd_test(args) -> int:
         shutil.rmtree(out)
     os.replace(partial, out)
     P = doc.P if doc is not None else comparison["final"]["value"]   # the metric's own P (call_f1 pools the calls)
-    store.journal.append({"event": "tested", "epoch": epoch, "P": P, "metric": cfg.metric,
-                          "reading": len(readings) + 1, **kept})
+    store.journal.append(journal.Tested.of(epoch, P, cfg.metric, len(readings) + 1, **kept))
     empty = untrained_choice(store)
     if empty:
         print(f"warning: {empty}")
@@ -422,7 +424,7 @@ def _held_out(store: RunStore, cfg: RunConfig, final: dict, epoch: int, seed: in
 
     names = tested.held_out_for(cfg.benchmark, getattr(args, "held_out", None))
     docs, skipped = {}, {}
-    rho0_choice = {"epoch": 0, "commit": store.done(0, "curate")["result"]["commit"]}
+    rho0_choice = {"epoch": 0, "commit": store.done(0, "curate").result["commit"]}
     for name in names:
         print(f"held-out benchmark {name}: the final strategy and ρ0 on its test split", file=sys.stderr, flush=True)
         try:
@@ -485,7 +487,7 @@ def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path | 
     check_workspace(store, Workspace.open(store.root / "strategy"))
     check_artifacts(store)
     curation = store.done(epoch, "curate")
-    if curation is None or curation["result"].get("commit") != final["commit"]:
+    if curation is None or curation.result.get("commit") != final["commit"]:
         raise UserError(f"the artifacts of epoch {epoch}, the run's choice, are missing or changed; {fix}")
     trained = store.done(epoch, f"train-s{seed}")
     if trained is None:
@@ -495,7 +497,7 @@ def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path | 
 
     # the memory rule of every evaluation: the epoch's memory file unless ablated (evaluate_on skips an empty one)
     memory = used(store.epoch_dir(epoch) / "artifacts", run_config(store).ablations)["memory"]
-    return trained["result"]["adapter"], memory
+    return trained.result["adapter"], memory
 
 
 def add_cli(sub) -> None:

@@ -44,12 +44,10 @@ def train_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, reuse_sft
     files = used(artifacts, cfg.ablations)
     if files["sft"] is None and files["rl"] is None:
         return Training(adapter=None, skipped="nothing to train", trained={"sft": 0, "rl": 0}).journal()
-    summary = train_on(cfg.train, files, out, seed, echo=sys.stderr, progress=True, reuse_sft=reuse_sft)
-    data = summary.get("data") or {}
+    result = train_on(cfg.train, files, out, seed, echo=sys.stderr, progress=True, reuse_sft=reuse_sft)
     # what training used, after the ablations and the length limits (log and report show these, not the curated counts)
-    trained = {"sft": (data.get("sft") or {}).get("examples", 0), "rl": (data.get("rl") or {}).get("prompts", 0)}
-    return Training(adapter=str(out / "adapter"), trained=trained, length=summary["length"],
-                    summary={k: summary.get(k) for k in ("wall_s", "steps", "sft", "grpo")}).journal()
+    return Training(adapter=str(out / "adapter"), trained=result.trained, length=dict(result.length),
+                    summary=result.brief).journal()
 
 
 def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapter: str | None, samples: int = 1,

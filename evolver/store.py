@@ -28,6 +28,7 @@ from typing import Any, Callable
 from base.errors import UserError, printable
 from base.files import atomic_json, is_empty_or_missing, read_json, sha256_path, writable_parent  # sha256_path: importable from here too
 from base import registry
+from experiments.journal import JOURNAL_FILE, Event, StageDone, StageFailed, StageStarted, done as done_events, read as read_events
 from sandbox import environment_lock
 
 _HELD: dict[str, int] = {}       # run root → fd holding its lock in this process
@@ -49,7 +50,7 @@ def lock_run(root: Path) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     _HELD[key] = fd
-    Journal(Path(root) / "journal.jsonl").truncate_torn_tail()   # the new writer repairs before its first write
+    Journal(Path(root) / JOURNAL_FILE).truncate_torn_tail()   # the new writer repairs before its first write
 
 
 def writer_active(root: Path) -> bool:
@@ -76,17 +77,18 @@ class Journal:
     def __init__(self, path: Path):
         self.path = path
 
-    def append(self, event: dict) -> dict:
+    def append(self, event: Event) -> Event:
+        """`event` (experiments.journal's types) as one line, stamped with the time."""
         lock_run(self.path.parent)
-        event = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), **event}
-        line = (json.dumps(event, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode()
+        doc = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), **event.doc}
+        line = (json.dumps(doc, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line)
             os.fsync(fd)
         finally:
             os.close(fd)
-        return event
+        return type(event)(doc)
 
     def truncate_torn_tail(self) -> None:
         """A kill during a write leaves a last line without its newline: cut it (it recorded
@@ -100,27 +102,10 @@ class Journal:
             print(f"curateevo: note: {printable(self.path)} ended in a torn line ({len(data) - keep} bytes, a kill "
                   "during a write); truncated, so what it was recording runs again", file=sys.stderr, flush=True)
 
-    def events(self) -> list[dict]:
-        """Every event, in order. A torn last line (no newline yet) is no event; a line that is not an
-        event anywhere else means the journal was damaged: UserError naming it."""
-        if not self.path.exists():
-            return []
-        data = self.path.read_bytes()
-        complete = data[: data.rfind(b"\n") + 1]   # a torn last line is not an event
-        events = []
-        for lineno, line in enumerate(complete.split(b"\n")[:-1], 1):
-            if not line.strip():
-                continue
-            try:
-                event = json.loads(line)
-            except ValueError:   # UnicodeDecodeError included
-                event = None
-            if not isinstance(event, dict):
-                raise UserError(f"{printable(self.path)}:{lineno} is not a journal event: the journal was damaged "
-                                "in the middle (not by a kill, which only tears the last line); restore it from a "
-                                "backup, or start a new run")
-            events.append(event)
-        return events
+    def events(self) -> list[Event]:
+        """Every event, in order, typed (experiments.journal.read: a torn last line is no event; a
+        line that is not an event anywhere else is UserError naming it)."""
+        return read_events(self.path)
 
 
 PARTIAL = ".partial-run"   # the suffix of a run directory being created
@@ -157,7 +142,7 @@ def taken(root: Path) -> str:
 class RunStore:
     def __init__(self, root: Path):
         self.root = Path(root)
-        self.journal = Journal(self.root / "journal.jsonl")
+        self.journal = Journal(self.root / JOURNAL_FILE)
 
     @classmethod
     def create(cls, root: Path, config: dict, fill: Callable[[Path], None] | None = None) -> "RunStore":
@@ -234,11 +219,11 @@ class RunStore:
                 return False
         return True
 
-    def done(self, epoch: int, stage: str) -> dict | None:
+    def done(self, epoch: int, stage: str) -> StageDone | None:
         """The last `stage_done` event of (epoch, stage) whose outputs are intact, else None."""
-        for event in reversed(self.journal.events()):
-            if event.get("event") == "stage_done" and event.get("epoch") == epoch and event.get("stage") == stage:
-                return event if self._outputs_intact(event.get("outputs", {})) else None
+        for event in reversed(done_events(self.journal.events(), stage)):
+            if event.epoch == epoch:
+                return event if self._outputs_intact(event.outputs) else None
         return None
 
     def stage(self, epoch: int, stage: str, run: Callable[[], Any], outputs: Callable[[Any], list[Path]] | list[Path] = ()) -> Any:
@@ -249,16 +234,16 @@ class RunStore:
         """
         done = self.done(epoch, stage)
         if done is not None:
-            return done.get("result")
-        self.journal.append({"event": "stage_started", "epoch": epoch, "stage": stage})
+            return done.result
+        self.journal.append(StageStarted.of(epoch, stage))
         try:
             result = run()
         except BaseException as exc:   # recorded for status, log and report; the stage runs again on resume
             error = "interrupted" if isinstance(exc, KeyboardInterrupt) else \
                 " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
-            self.journal.append({"event": "stage_failed", "epoch": epoch, "stage": stage, "error": error})
+            self.journal.append(StageFailed.of(epoch, stage, error))
             raise
         paths = outputs(result) if callable(outputs) else outputs
         hashes = {Path(p).resolve().relative_to(self.root.resolve()).as_posix(): sha256_path(Path(p)) for p in paths}
-        self.journal.append({"event": "stage_done", "epoch": epoch, "stage": stage, "outputs": hashes, "result": result})
+        self.journal.append(StageDone.of(epoch, stage, hashes, result))
         return result

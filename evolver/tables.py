@@ -6,22 +6,24 @@ import datetime
 
 from base.files import read_json
 from base import registry
+from experiments import journal
 from evolver.store import RunStore
+from sandbox.manifest import Manifest
 
 
 def stage_rows(store: RunStore) -> list[dict]:
     """Every finished stage: epoch, stage, wall seconds and the LLM usage it caused."""
     started, rows = {}, []
     for event in store.journal.events():
-        key = (event.get("epoch"), event.get("stage"))
-        if event.get("event") == "stage_started":
-            started[key] = event["time"]
-        elif event.get("event") == "stage_done":
+        key = (event.epoch, event.stage)
+        if isinstance(event, journal.StageStarted):
+            started[key] = event.time
+        elif isinstance(event, journal.StageDone):
             seconds = None
             if key in started:
-                seconds = (datetime.datetime.fromisoformat(event["time"]) - datetime.datetime.fromisoformat(started[key])).total_seconds()
-            llm = (event.get("result") or {}).get("llm") or {}
-            rows.append({"epoch": key[0], "stage": key[1], "seconds": seconds, "result": event.get("result") or {},
+                seconds = (datetime.datetime.fromisoformat(event.time) - datetime.datetime.fromisoformat(started[key])).total_seconds()
+            llm = event.llm or {}
+            rows.append({"epoch": key[0], "stage": key[1], "seconds": seconds, "result": event.result or {},
                          "tokens": llm.get("prompt_tokens", 0) + llm.get("completion_tokens", 0),
                          "usd": llm.get("usd", 0.0), "calls": llm.get("calls", 0), "unpriced": llm.get("unpriced", False)})
     return rows
@@ -64,8 +66,8 @@ def curation_cost(store: RunStore, epoch: int) -> dict | None:
     folder = store.epoch_dir(epoch) / "artifacts"
     try:
         execution = read_json(folder / "execution.json")
-        turns = read_json(folder / "manifest.json")["cost_train"]
-    except (OSError, ValueError, KeyError):
+        turns = Manifest.read(folder).cost_train
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     seconds = execution.get("seconds") or {}
     tokens = (execution.get("llm") or {}).get("tokens") or 0   # sandbox.llm_channel usage: prompt + completion
@@ -79,10 +81,10 @@ def failed_stages(store: RunStore) -> list[dict]:
     """Stages that failed and have not been done since: epoch, stage, error."""
     failed: dict = {}
     for event in store.journal.events():
-        key = (event.get("epoch"), event.get("stage"))
-        if event.get("event") == "stage_failed":
-            failed[key] = {"epoch": key[0], "stage": key[1], "error": event.get("error", "")}
-        elif event.get("event") == "stage_done":
+        key = (event.epoch, event.stage)
+        if isinstance(event, journal.StageFailed):
+            failed[key] = {"epoch": key[0], "stage": key[1], "error": event.error}
+        elif isinstance(event, journal.StageDone):
             failed.pop(key, None)
     return list(failed.values())
 
@@ -161,8 +163,7 @@ def untrained_choice(store: RunStore, rows: list[dict] | None = None) -> str | N
 def final_of(store: RunStore) -> dict | None:
     """The journal's final choice (epoch, commit, P, C, rule, why); None before the run finished. A
     run finished before the final rules had names chose by paper-best-dev, and says so."""
-    final = next((e.get("result") for e in reversed(store.journal.events())
-                  if e.get("stage") == "final" and e.get("event") == "stage_done"), None)
+    final = next((e.result for e in reversed(journal.done(store.journal.events(), "final"))), None)
     if final is None or final.get("rule"):
         return final
     from evolver.objective import PAPER

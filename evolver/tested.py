@@ -157,7 +157,7 @@ def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
     cells.adopt(store.root)
     wild = Path(cfg.corpus[0])
     evolved = run_row(store.root, wild)
-    first = store.done(0, "curate")["result"]["commit"]
+    first = store.done(0, "curate").result["commit"]
     rho0 = Row(id="rho0-wild", label="ρ0 (epoch 0 of the run)", corpus=wild, ablations=evolved.ablations,
                files=Workspace.open(store.root / "strategy").files(first))
     got = {row.id: [cells.cell(row, s) for s in setting.seeds] for row in (evolved, rho0)}

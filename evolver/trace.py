@@ -16,9 +16,9 @@ from typing import Mapping, Sequence
 
 from evolver.config import RunConfig
 from base.errors import UserError
-from base.files import read_json
 from evolver.lineage import artifact_index, decisions, drop_notes, evaluated_tasks, failure_family, outcome_deltas
 from evolver.store import RunStore
+from sandbox.manifest import Manifest
 
 
 def step_text(step: Mapping) -> str:
@@ -41,7 +41,8 @@ def _sft_use(store: RunStore, epoch: int, seeds: Sequence[int], line: int | None
     training budget (the trainer records the lines its steps used); "not trained" without a training."""
     reached, missed, unknown = [], [], []
     for seed in _trained(store, epoch, seeds):
-        sft = (((store.done(epoch, f"train-s{seed}") or {}).get("result") or {}).get("summary") or {}).get("sft") or {}
+        trained = store.done(epoch, f"train-s{seed}")
+        sft = (((trained.result if trained else None) or {}).get("summary") or {}).get("sft") or {}
         lines, seen = sft.get("records_reached"), sft.get("epochs_seen")
         if lines is not None and line is not None:
             (reached if line in lines else missed).append((seed, seen))
@@ -66,9 +67,9 @@ def trace_record(store: RunStore, wanted: str) -> list[str]:
     dropped = []   # (epoch, commit, kind, operator) of the epochs whose strategy noted it dropped `wanted`
     for epoch in _epochs(store):
         folder = store.epoch_dir(epoch) / "artifacts"
-        if not (folder / "manifest.json").is_file():
+        if not Manifest.exists(folder):
             continue
-        commit = (read_json(folder / "manifest.json").get("strategy") or {}).get("commit") or "?"
+        commit = Manifest.read(folder).strategy.commit or "?"
         dropped += [(epoch, commit, kind, op) for (kind, rid), op in drop_notes(folder).items()
                     if wanted in (rid, f"{kind}:{rid}")]
         index = artifact_index(folder)

@@ -12,8 +12,9 @@ floor, above the environments and below the loop, so that the quality bench can 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Sequence
+from typing import IO, Any, Mapping, Sequence
 
 from environments.evaluate import EvalResult, EvalSpec, steps_pass
 from trainer.length import check_lengths
@@ -52,20 +53,40 @@ def memory_used(memory: Path | str | None) -> str | None:
     return str(memory)
 
 
+@dataclass(frozen=True)
+class TrainResult:
+    """What a training returns (`train_on`): its `summary.json` document (`summary`, exactly as the
+    trainer wrote it) and the length report of the records it was given (`length`, trainer.length's
+    `to_json()`), with the fields their readers take from them."""
+    summary: Mapping[str, Any]
+    length: Mapping[str, Any]
+
+    @property
+    def trained(self) -> dict[str, int]:
+        """What training used after the length limits: {"sft": examples, "rl": prompts}."""
+        data = self.summary.get("data") or {}
+        return {"sft": (data.get("sft") or {}).get("examples", 0), "rl": (data.get("rl") or {}).get("prompts", 0)}
+
+    @property
+    def brief(self) -> dict:
+        """The summary's wall time, steps and per-stage figures (what the loop's journal keeps)."""
+        return {k: self.summary.get(k) for k in ("wall_s", "steps", "sft", "grpo")}
+
+
 def train_on(spec: TrainSpec, files: dict, out: Path, seed: int, *, echo: IO[str] | None = None,
-             progress: bool = False, reuse_sft: Sequence[Path] = ()) -> dict:
+             progress: bool = False, reuse_sft: Sequence[Path] = ()) -> TrainResult:
     """The fixed recipe (trainer.train.train, in a child process) on `files`' SFT and RL records
     (either may be None), as `spec` says, after the length check (`check_lengths`, said to `echo`
     or stderr); `files`' memory bank goes with it (read only when the profile's `sft_memory_hints`
     puts hints into the SFT prompts). `reuse_sft`: finished trainings whose SFT stage this one may
-    take over when it would repeat it (trainer.sft_reuse). Returns the training's summary, with
-    `length` (the length report) added."""
+    take over when it would repeat it (trainer.sft_reuse). Returns the training's typed result
+    (its summary and the length report)."""
     from trainer.train import train_as
 
     length = check_lengths(spec, files["sft"], files["rl"], echo or sys.stderr)
     summary = train_as(spec, files["sft"], files["rl"], out, seed=seed, echo=echo, progress=progress,
                        memory=files.get("memory"), reuse_sft=reuse_sft)
-    return {**summary, "length": length.to_json()}
+    return TrainResult(summary=summary, length=length.to_json())
 
 
 def prompt_cap(spec: EvalSpec) -> int:

@@ -171,7 +171,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             env_sha256=sha256_files(env_files) if env_files else None, artifacts=artifacts,
             cost_train=prof["cost_train"], C=prof["C"], n_ref=n_ref,
             budget=dict(budget) if budget is not None else None)   # ctx.budget, given again on replay
-        _write_json(stage / "manifest.json", manifest.to_json())
+        manifest.write(stage)
         snapshot = stage / "strategy"
         for rel, data in strategy_files.items():
             (snapshot / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -3,15 +3,56 @@ execution of a strategy (DESIGN: artifacts and replay). The host writes it (sand
 the loop binds it to a workspace commit and reads it back (evolver.candidate), `replay` and
 `repair` check a re-execution against it. `to_json()` is exactly the JSON object the file holds;
 `from_json` reads a file written before this class (every field it knows, the same shape).
+This module is the one reader and writer of the file (`Manifest.read`, `found`, `checked`,
+`write`; `manifest_path` names it): tests/test_manifest_reads.py fails on a raw read elsewhere.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 MANIFEST_VERSION = 1
+MANIFEST_FILE = "manifest.json"
 PROFILE_FILE = "profile.json"   # an artifact that describes, not feeds: no count, not in `hashes()`
+REQUIRED = ("corpus.sha256", "corpus.skipped_lines", "strategy.files_sha256", "strategy.commit",
+            "runtime_sha256", "seed", "hash_seed", "n_ref")
+"""The fields a replay needs, checked first (`Manifest.checked`) so a damaged manifest names the first one missing."""
+
+
+def manifest_path(folder: Path) -> Path:
+    """Where the manifest of the curation in `folder` is (to say so, or to compare its bytes)."""
+    return Path(folder) / MANIFEST_FILE
+
+
+def read_output_json(path: Path) -> dict:
+    """A curation output's JSON file, or UserError: missing (no output directory?) or not JSON."""
+    from base.errors import UserError
+
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist: is this a curation output directory?") from None
+    except ValueError as exc:
+        raise UserError(f"{path}: not valid JSON ({exc})") from None
+
+
+def check_fields(path: Path, doc, fields) -> None:
+    """UserError naming the first missing field: a damaged manifest is one sentence, not a KeyError."""
+    for name in fields:
+        value = doc
+        for part in name.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise _missing(path, name)
+            value = value[part]
+
+
+def _missing(path: Path, name: str):
+    from base.errors import UserError
+
+    return UserError(f"{path}: the field {name!r} is missing, so this is no whole curation output "
+                     "(made by `curateevo curate` or a run); nothing was run")
 
 
 @dataclass(frozen=True)
@@ -98,7 +139,38 @@ class Manifest:
         """The manifest of the curation in `folder`."""
         from base.files import read_json
 
-        return cls.from_json(read_json(Path(folder) / "manifest.json"))
+        return cls.from_json(read_json(manifest_path(folder)))
+
+    @classmethod
+    def exists(cls, folder: Path) -> bool:
+        """Whether `folder` holds a manifest (a curation made whole: it is written last)."""
+        return manifest_path(folder).is_file()
+
+    @classmethod
+    def found(cls, folder: Path) -> "Manifest | None":
+        """The manifest in `folder`, or None when it is missing or damaged (not JSON, a field gone)."""
+        try:
+            return cls.read(folder)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    @classmethod
+    def checked(cls, folder: Path) -> "Manifest":
+        """The manifest in `folder`, or UserError in one sentence naming the file: missing, not JSON,
+        or without a field (`REQUIRED` first, then any other this class reads)."""
+        path = manifest_path(folder)
+        doc = read_output_json(path)
+        check_fields(path, doc, REQUIRED)
+        try:
+            return cls.from_json(doc)
+        except KeyError as exc:
+            raise _missing(path, str(exc.args[0])) from None
+
+    def write(self, folder: Path) -> bytes:
+        """manifest.json into `folder`, atomically (base.files.atomic_json); returns the bytes written."""
+        from base.files import atomic_json
+
+        return atomic_json(manifest_path(folder), self.to_json())
 
     def bound_to(self, commit: str) -> "Manifest":
         """The same manifest naming the workspace commit that holds the executed files."""

@@ -19,9 +19,10 @@ from corpora import corpus_sha256, load_corpus, train_part
 from base.files import sha256_files
 from sandbox.curate import ARTIFACT_FILES, execute, runtime_sha256
 from sandbox.executor import Executor
+from sandbox.manifest import MANIFEST_FILE, Manifest, check_fields, read_output_json
 from sandbox.strategy_files import strategy_files
 
-COMPARED = (*ARTIFACT_FILES, "manifest.json")
+COMPARED = (*ARTIFACT_FILES, MANIFEST_FILE)
 TEMP_PREFIX = "curateevo-replay-"   # the folder a replay without --out writes into
 
 
@@ -47,15 +48,6 @@ class ReplayReport:
                 f"{self.out_dir}{changed})")
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path} does not exist: is this a curation output directory?") from None
-    except ValueError as exc:
-        raise UserError(f"{path}: not valid JSON ({exc})") from None
-
-
 def first_difference(a: bytes, b: bytes) -> str | None:
     """Where two artifact files first differ, by line, naming the record ids there."""
     if a == b:
@@ -75,21 +67,6 @@ def _record_id(line: bytes) -> str:
         return "a non-JSON line"
 
 
-REQUIRED_MANIFEST = ("corpus.sha256", "corpus.skipped_lines", "strategy.files_sha256", "strategy.commit",
-                     "runtime_sha256", "seed", "hash_seed", "n_ref")
-
-
-def _check_fields(path: Path, doc, fields) -> None:
-    """UserError naming the first missing field: a damaged manifest is one sentence, not a KeyError."""
-    for field in fields:
-        value = doc
-        for part in field.split("."):
-            if not isinstance(value, dict) or part not in value:
-                raise UserError(f"{path}: the field {field!r} is missing, so this is no whole curation output "
-                                "(made by `curateevo curate` or a run); nothing was run")
-            value = value[part]
-
-
 def _check_recorded(src: Path) -> None:
     """UserError naming the first recorded file that is gone: nothing to compare the replay with."""
     for name in COMPARED:
@@ -98,11 +75,11 @@ def _check_recorded(src: Path) -> None:
                             "the file (or curate again into a new directory); nothing was run")
 
 
-def _tools_file(src: Path, manifest: dict, execution: dict, given: str | None):
+def _tools_file(src: Path, manifest: Manifest, execution: dict, given: str | None):
     """The --tools file the output was curated with (None when it had none), checked by its hash."""
     from corpora.catalogue import read_tools_file
 
-    recorded = manifest["corpus"].get("tools_sha256")
+    recorded = manifest.corpus.tools_sha256
     if recorded is None:
         if given:
             raise UserError(f"{src} was curated without --tools; replay it without one; nothing was run")
@@ -121,40 +98,39 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
            corpus_paths: list[str] | None = None, llm=None, tools_path: str | None = None) -> ReplayReport:
     """`llm` answers ctx.llm (the run's LLM layer in its offline mode) when the output used one."""
     src = Path(src)
-    manifest = _read_json(src / "manifest.json")
-    _check_fields(src / "manifest.json", manifest, REQUIRED_MANIFEST)
-    if manifest.get("llm_record_sha256") and llm is None:
+    manifest = Manifest.checked(src)
+    if manifest.llm_record_sha256 and llm is None:
         raise UserError(f"{src} was curated with an LLM: replay it from the run's LLM records "
                         "(replay RUN --epoch E); nothing was run")
     _check_recorded(src)
-    execution = _read_json(src / "execution.json")
+    execution = read_output_json(src / "execution.json")
     if not corpus_paths:
-        _check_fields(src / "execution.json", execution, ("corpus_paths",))
+        check_fields(src / "execution.json", execution, ("corpus_paths",))
     paths = corpus_paths or execution["corpus_paths"]
     for p in paths:   # a file, or a folder of corpus files as it was given
         if not Path(p).is_file() and not Path(p).is_dir():
             raise UserError(f"corpus {p} named in {src / 'execution.json'} is missing; pass --corpus")
     actual = corpus_sha256(paths)
-    if actual != manifest["corpus"]["sha256"]:
+    if actual != manifest.corpus.sha256:
         raise UserError(f"corpus mismatch: {', '.join(paths)} has sha256 {actual[:12]}…, the manifest "
-                        f"recorded {manifest['corpus']['sha256'][:12]}…; nothing was run")
+                        f"recorded {manifest.corpus.sha256[:12]}…; nothing was run")
     tools = _tools_file(src, manifest, execution, tools_path)
     files = strategy_files(src / "strategy")
-    if sha256_files(files) != manifest["strategy"]["files_sha256"]:
+    if sha256_files(files) != manifest.strategy.files_sha256:
         raise UserError(f"strategy mismatch: {src / 'strategy'} no longer matches the manifest; nothing was run")
     now = runtime_sha256()
-    runtime_changed = None if now == manifest["runtime_sha256"] else (manifest["runtime_sha256"], now)
-    corpus = load_corpus(paths, on_error="skip" if manifest["corpus"]["skipped_lines"] else "abort", tools=tools)
-    if manifest["corpus"].get("holdout"):   # the strategy saw the nine tenths outside the dev hold-out
-        corpus = train_part(corpus, **manifest["corpus"]["holdout"])
+    runtime_changed = None if now == manifest.runtime_sha256 else (manifest.runtime_sha256, now)
+    corpus = load_corpus(paths, on_error="skip" if manifest.corpus.skipped_lines else "abort", tools=tools)
+    if manifest.corpus.holdout:   # the strategy saw the nine tenths outside the dev hold-out
+        corpus = train_part(corpus, **manifest.corpus.holdout)
     temporary = out_dir is None
     if temporary:
         out_dir = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX)) / "out"
     try:
-        execute(files, corpus, Path(out_dir), seed=manifest["seed"], executor=executor,
-                hash_seed=manifest["hash_seed"], commit=manifest["strategy"]["commit"], n_ref=manifest["n_ref"],
-                llm=llm if manifest.get("llm_record_sha256") else None,   # as the recorded execution was served
-                budget=manifest.get("budget"))
+        execute(files, corpus, Path(out_dir), seed=manifest.seed, executor=executor,
+                hash_seed=manifest.hash_seed, commit=manifest.strategy.commit, n_ref=manifest.n_ref,
+                llm=llm if manifest.llm_record_sha256 else None,   # as the recorded execution was served
+                budget=manifest.budget)
     except BaseException:   # a replay that could not run leaves no temporary folder behind
         if temporary:
             shutil.rmtree(Path(out_dir).parent, ignore_errors=True)
@@ -162,7 +138,7 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
     differences = {}
     for name in COMPARED:
         replayed = (Path(out_dir) / name).read_bytes()
-        if name == "manifest.json" and runtime_changed:   # the one field a changed runtime must change
+        if name == MANIFEST_FILE and runtime_changed:   # the one field a changed runtime must change
             replayed = replayed.replace(runtime_changed[1].encode(), runtime_changed[0].encode())
         diff = first_difference((src / name).read_bytes(), replayed)
         if diff:

@@ -65,8 +65,8 @@ def scripted(req) -> str:
 
 def fingerprint(root):
     store = RunStore.open(root)
-    decisions = [{k: e["result"].get(k) for k in ("epoch", "accepted", "P", "C", "J", "commit")}
-                 for e in store.journal.events() if e.get("event") == "stage_done" and e["stage"] == "decide"]
+    decisions = [{k: e.result.get(k) for k in ("epoch", "accepted", "P", "C", "J", "commit")}
+                 for e in store.journal.events() if e.is_done("decide")]
     artifacts = {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
                  for p in sorted(root.glob("epochs/*/artifacts/*")) if p.is_file() and p.name != "execution.json"}
     return decisions, artifacts, (root / "epochs" / "0" / "diagnosis" / "failed_points.json").read_text()
@@ -115,10 +115,10 @@ def test_an_agent_run_edits_validates_evaluates_and_decides(provider, request, t
     assert b"tool_call_steps(trajectory)[::2]" in files["strategy.py"]
     assert b"return tk.exact_dedup(tk.drop_abandoned(kept))" in files["strategy.py"]
     # the journal carries LLM usage per stage; log shows it
-    usage = {e["stage"]: e["result"]["llm"] for e in store.journal.events()
-             if e.get("event") == "stage_done" and isinstance(e.get("result"), dict) and "llm" in e["result"]}
+    usage = {e.stage: e.llm for e in store.journal.events()
+             if e.is_done() and e.llm}
     assert set(usage) == {"diagnose", "propose"} and usage["propose"]["calls"] == 7
-    preflight = [e for e in store.journal.events() if e.get("event") == "preflight"]   # one request before epoch 0
+    preflight = [e for e in store.journal.events() if e.kind == "preflight"]   # one request before epoch 0
     assert len(preflight) == 1 and sum(u["calls"] for u in usage.values()) + 1 == run.served
     capsys.readouterr()
     assert cli.main(["log", str(root)]) == 0
@@ -171,7 +171,7 @@ def test_k_agent_candidates_are_sampled_apart_dry_run_ranked_by_the_proxy_and_re
     assert all("seed" not in b and b["temperature"] == 0.0 for b in agent if b not in effectiveness)
     root = tmp_path / "a"
     store = RunStore.open(root)
-    result = store.done(0, "propose")["result"]
+    result = store.done(0, "propose").result
     assert result["proposed"] == 2 and result["candidates"] == 2 and result["chosen"] in (0, 1)
     assert result["dry_runs"] == 4   # two effectiveness and two efficiency revisions, each dry-run once
     proposals = json.loads((root / "epochs" / "0" / "evolve" / "proposals.json").read_text())

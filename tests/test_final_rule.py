@@ -9,6 +9,7 @@ from evolver.objective import FINAL_RULES, PAPER
 from evolver.results import Decision
 from evolver.store import RunStore
 from evolver.tables import final_line
+from experiments.journal import event as journal_event
 
 
 def _decision(epoch, accepted, P, C=0.5):
@@ -64,12 +65,12 @@ def test_a_new_run_gets_accepted_best_and_an_old_run_json_reads_as_paper_best_de
 
 def test_log_says_which_rule_chose_the_final_even_for_a_run_finished_before_the_rules_had_names(tmp_path):
     store = RunStore.create(tmp_path / "run", RunConfig().to_json())
-    store.journal.append({"event": "stage_done", "epoch": -1, "stage": "final",
-                          "result": {"epoch": 2, "commit": "abcdef123456", "P": 0.4, "C": 0.5}})
+    store.journal.append(journal_event({"event": "stage_done", "epoch": -1, "stage": "final",
+                          "result": {"epoch": 2, "commit": "abcdef123456", "P": 0.4, "C": 0.5}}))
     assert final_line(store) == ("final strategy: epoch 2 (abcdef1234), P = 0.4000, C = 0.5000; chosen by the final "
                                  f"rule paper-best-dev: {PAPER}, the only rule when this run finished")
-    store.journal.append({"event": "stage_done", "epoch": -1, "stage": "final",
+    store.journal.append(journal_event({"event": "stage_done", "epoch": -1, "stage": "final",
                           "result": {"epoch": 1, "commit": "0123456789ab", "P": 0.35, "C": 0.5,
-                                     "rule": "accepted-best", "why": "the head of the accepted lineage (the best tag)"}})
+                                     "rule": "accepted-best", "why": "the head of the accepted lineage (the best tag)"}}))
     assert final_line(store).endswith("chosen by the final rule accepted-best: the head of the accepted lineage "
                                       "(the best tag)")

@@ -34,6 +34,7 @@ from evolver.store import RunStore
 from corpora import corpus_sha256, load_corpus
 from sandbox.curate import execute
 from sandbox.process_executor import ProcessExecutor
+from experiments.journal import event as journal_event
 
 FIXED, BROKEN = "parallel_7", "simple_python_3"
 
@@ -294,8 +295,8 @@ def test_a_removed_record_is_counted_under_the_operator_that_dropped_it(tmp_path
     for epoch, genome in ((0, {}), (1, child)):
         execute({"strategy.py": compose(genome).encode()}, load_corpus(list(corpus)),
                 store.epoch_dir(epoch) / "artifacts", executor=ProcessExecutor(), budget={"sft_examples": 1})
-        store.journal.append({"event": "stage_done", "epoch": epoch, "stage": "decide", "result": {
-            "epoch": epoch, "P": 0.5, "C": 0.2, "J": 0.44, "accepted": True, "edits": edits if epoch else []}})
+        store.journal.append(journal_event({"event": "stage_done", "epoch": epoch, "stage": "decide", "result": {
+            "epoch": epoch, "P": 0.5, "C": 0.2, "J": 0.44, "accepted": True, "edits": edits if epoch else []}}))
     notes = [json.loads(line) for line in (store.epoch_dir(1) / "artifacts" / "dropped.jsonl").read_text().splitlines()]
     assert {(n["kind"], n["id"], n["op"]) for n in notes} == {
         ("raw", "own-0", "drop_failed"), ("raw", "own-3", "drop_failed"), ("raw", "own-1", "with_tool_calls"),
@@ -328,11 +329,11 @@ def test_trace_says_which_sft_records_the_training_budget_reached(tmp_path, caps
     execute({"strategy.py": compose({}).encode()}, load_corpus(list(corpus)), store.epoch_dir(0) / "artifacts",
             executor=ProcessExecutor())
     lines = [json.loads(line)["id"] for line in (store.epoch_dir(0) / "artifacts" / "sft.jsonl").read_text().splitlines()]
-    store.journal.append({"event": "stage_done", "epoch": 0, "stage": "train-s0", "result": {
+    store.journal.append(journal_event({"event": "stage_done", "epoch": 0, "stage": "train-s0", "result": {
         "adapter": None, "trained": {"sft": len(lines), "rl": 0},
-        "summary": {"sft": {"records_reached": [1], "epochs_seen": 0.167}}}})
-    store.journal.append({"event": "stage_done", "epoch": 0, "stage": "decide", "result": {
-        "epoch": 0, "P": 0.5, "C": 0.2, "J": 0.44, "accepted": True, "edits": []}})
+        "summary": {"sft": {"records_reached": [1], "epochs_seen": 0.167}}}}))
+    store.journal.append(journal_event({"event": "stage_done", "epoch": 0, "stage": "decide", "result": {
+        "epoch": 0, "P": 0.5, "C": 0.2, "J": 0.44, "accepted": True, "edits": []}}))
     for line, expected in ((1, "trained (seed 0)"),
                            (0, "not reached by the training budget (seed 0: it saw 0.167× of the SFT set)")):
         assert cli.main(["trace", str(store.root), "--record", f"sft:{lines[line]}"]) == 0

@@ -14,6 +14,7 @@ from evolver.llm_diagnose import count_tokens, llm_diagnose, render_prompt
 
 from test_llm import CHAT, canary, make_llm  # noqa: F401  (fixtures)
 from test_llm_diagnose import real  # noqa: F401  (fixture)
+from experiments.journal import event as journal_event
 
 LONG = [{"role": "user", "content": "Say which tool failed. " + "The agent called get_weather with a wrong date. " * 40}]
 
@@ -178,6 +179,6 @@ def test_the_stage_table_says_unpriced_where_the_model_has_no_price(tmp_path):
     store = RunStore(tmp_path)
     usage = {"calls": 2, "from_record": 0, "prompt_tokens": 90, "completion_tokens": 10, "usd": 0.0, "wall_s": 1.0}
     for stage, llm in (("diagnose", {**usage, "unpriced": True}), ("propose", {**usage, "usd": 0.0123})):
-        store.journal.append({"event": "stage_started", "epoch": 0, "stage": stage})
-        store.journal.append({"event": "stage_done", "epoch": 0, "stage": stage, "result": {"llm": llm}})
+        store.journal.append(journal_event({"event": "stage_started", "epoch": 0, "stage": stage}))
+        store.journal.append(journal_event({"event": "stage_done", "epoch": 0, "stage": stage, "result": {"llm": llm}}))
     assert [row[3:] for row in stage_table(store)] == [["2", "100", "unpriced"], ["2", "100", "0.0123"]]

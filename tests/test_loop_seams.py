@@ -271,9 +271,9 @@ def test_an_epoch_whose_curation_fails_is_rejected_with_the_reason_not_a_crash(t
     ep = RunContext(new_run(tmp_path, curation_timeout_s=0.01))
     loop.evaluate_candidate(ep, 0)
     curate, decide = ep.store.done(0, "curate"), ep.store.done(0, "decide")
-    assert "timed out" in curate["result"]["failed"] and curate["outputs"] == {}
+    assert "timed out" in curate.result["failed"] and curate.outputs == {}
     assert not (ep.store.epoch_dir(0) / "artifacts").exists() and ep.store.done(0, "train-s0") is None
-    assert decide["result"]["accepted"] is False and decide["result"]["reason"].startswith("curation failed: ")
+    assert decide.result["accepted"] is False and decide.result["reason"].startswith("curation failed: ")
 
 
 def test_the_eta_is_the_finished_epochs_pace_less_what_the_current_epoch_has_spent(monkeypatch):

@@ -44,7 +44,7 @@ def test_every_proposal_refused_is_recorded_as_no_valid_candidate_and_the_run_go
     monkeypatch.setitem(PROPOSERS, "refused", lambda config, llm, executor: proposer)
     assert cli.main(["run", *ARGS, "--runs-dir", str(tmp_path), "--name", "r"]) == 0
     store = RunStore.open(tmp_path / "r")
-    decisions = [e["result"] for e in store.journal.events() if e.get("event") == "stage_done" and e["stage"] == "decide"]
+    decisions = [e.result for e in store.journal.events() if e.is_done("decide")]
     assert [d["epoch"] for d in decisions] == [0, 1, 2]
     assert decisions[0]["accepted"] and decisions[0]["P"] is not None
     for d in decisions[1:]:
@@ -53,7 +53,7 @@ def test_every_proposal_refused_is_recorded_as_no_valid_candidate_and_the_run_go
         assert ".git" in d["reason"] and "byte-identical" in d["reason"] and "RuntimeError" in d["reason"]
     assert len(proposer.briefs) == 4   # it kept proposing: effectiveness and efficiency after epochs 0 and 1
     assert "effectiveness+git" in proposer.briefs[2].rejected_edits   # epoch 1's refused edits are not offered again
-    final = [e["result"] for e in store.journal.events() if e.get("stage") == "final" and e["event"] == "stage_done"]
+    final = [e.result for e in store.journal.events() if e.is_done("final")]
     assert final[0]["epoch"] == 0
 
     capsys.readouterr()
@@ -82,10 +82,10 @@ def test_a_spent_llm_budget_ends_the_run_with_the_epoch_that_found_no_candidate(
     args = [a if a != "refused" else "spent" for a in ARGS]
     assert cli.main(["run", *args, "--runs-dir", str(tmp_path), "--name", "r"]) == 0
     events = RunStore.open(tmp_path / "r").journal.events()
-    decisions = [e["result"] for e in events if e.get("event") == "stage_done" and e["stage"] == "decide"]
+    decisions = [e.result for e in events if e.is_done("decide")]
     assert [d["epoch"] for d in decisions] == [0, 1] and decisions[1]["budget_exhausted"]
     assert decisions[1]["reason"] == "no valid candidate: the run's LLM budget is spent; budget spent"
-    assert not [e for e in events if e.get("epoch") == 2]   # epoch 2 never starts
-    final = [e["result"] for e in events if e.get("stage") == "final" and e["event"] == "stage_done"]
+    assert not [e for e in events if e.epoch == 2]   # epoch 2 never starts
+    final = [e.result for e in events if e.is_done("final")]
     assert final[0]["epoch"] == 0
     assert "the run's LLM budget is spent; the run ends here" in capsys.readouterr().err

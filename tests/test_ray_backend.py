@@ -156,21 +156,21 @@ def fingerprint(root: Path, journal: bool = True) -> dict:
     """What no backend, completion order or kill may change."""
     store = RunStore.open(root)
     events = store.journal.events()
-    done = [e for e in events if e.get("event") == "stage_done"]
+    done = [e for e in events if e.is_done()]
     print_ = {
-        "decisions": [{k: e["result"].get(k) for k in ("epoch", "accepted", "P", "C", "J", "commit", "edits")}
-                      for e in done if e["stage"] == "decide"],
-        "final": [e["result"] for e in done if e["stage"] == "final"],
-        "proposals": [{k: e["result"].get(k) for k in ("candidate", "edits", "candidates", "chosen")}
-                      for e in done if e["stage"] == "propose"],
-        "scores": [(e["epoch"], e["stage"], e["result"]["P"]) for e in done if e["stage"].startswith("evaluate")],
+        "decisions": [{k: e.result.get(k) for k in ("epoch", "accepted", "P", "C", "J", "commit", "edits")}
+                      for e in done if e.stage == "decide"],
+        "final": [e.result for e in done if e.stage == "final"],
+        "proposals": [{k: e.result.get(k) for k in ("candidate", "edits", "candidates", "chosen")}
+                      for e in done if e.stage == "propose"],
+        "scores": [(e.epoch, e.stage, e.result["P"]) for e in done if e.stage.startswith("evaluate")],
         "files": {str(p.relative_to(root)): sha(p) for pattern in
                   ("epochs/*/artifacts/*", "epochs/*/train-s*/adapter/adapter_model.safetensors",
                    "epochs/*/eval-s*/trajectories.jsonl")
                   for p in sorted(root.glob(pattern)) if p.is_file() and p.name != "execution.json"},
     }
     if journal:   # the order of the journal's events, uninterrupted runs only
-        print_["journal"] = [(e["event"], e.get("epoch"), e.get("stage")) for e in events if "stage" in e]
+        print_["journal"] = [(e.kind, e.epoch, e.stage) for e in events if e.stage is not None]
     return print_
 
 
@@ -313,7 +313,7 @@ def test_a_killed_driver_resumes_what_is_not_done_and_status_shows_the_clusters_
     assert "running:" in status.stdout and "in flight: epoch 0 train-s0" in status.stdout, status.stdout
     os.killpg(proc.pid, signal.SIGKILL)   # the driver dies; its tasks die with it
     proc.wait()
-    journaled = {(e["epoch"], e["stage"]) for e in RunStore.open(root).journal.events() if e.get("event") == "stage_done"}
+    journaled = {(e.epoch, e.stage) for e in RunStore.open(root).journal.events() if e.is_done()}
     assert (0, "curate") in journaled and (0, "train-s0") not in journaled
     out = finish(run("resume", str(root), log=tmp_path / "resume.log"))
     for epoch, stage in journaled:        # what was done is not run again

@@ -16,6 +16,7 @@ from evolver import cli, run_cli
 from base.errors import UserError
 from evolver.store import RunStore
 from corpora import load_corpus
+from experiments.journal import event as journal_event
 
 pytestmark = pytest.mark.timeout(2400)   # three one-epoch runs with the tiny model; minutes under load
 
@@ -164,8 +165,8 @@ def test_a_c_only_acceptance_is_labelled_as_such(tmp_path):
     for epoch, decision in ((0, {"P": 0.5, "C": 0.25, "J": 0.425, "accepted": True}),
                             (1, {"P": 0.5, "C": 0.2, "J": 0.44, "accepted": True, "c_only": True,
                                  "dev": {"tasks": 1, "episodes": 0, "step_items": 4}})):
-        store.journal.append({"event": "stage_started", "epoch": epoch, "stage": "decide"})
-        store.journal.append({"event": "stage_done", "epoch": epoch, "stage": "decide", "result": decision})
+        store.journal.append(journal_event({"event": "stage_started", "epoch": epoch, "stage": "decide"}))
+        store.journal.append(journal_event({"event": "stage_done", "epoch": epoch, "stage": "decide", "result": decision}))
     log = format_log(store).splitlines()
     assert " C only " in log[3] and "accepted" not in log[3]
     assert "C only: accepted on a lower C alone with P unchanged" in "\n".join(log)
@@ -194,7 +195,7 @@ def test_the_log_shows_what_training_used_not_what_was_curated(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "length (test): SFT 5: 5 cut, 5 dropped at max_length 1024; RL 48:" in err
     assert "warning: every one of the 5 SFT records is dropped at max_length 1024, so this epoch trains on RL alone" in err
-    trained = RunStore.open(tmp_path / "tau").done(0, "train-s0")["result"]["trained"]
+    trained = RunStore.open(tmp_path / "tau").done(0, "train-s0").result["trained"]
     assert trained["sft"] == 0 and 0 < trained["rl"] <= 48
     assert cli.main(["log", str(tmp_path / "tau")]) == 0
     log = capsys.readouterr().out

@@ -149,8 +149,8 @@ def test_a_test_profile_run_carries_a_rejected_epochs_forgetting_signals_into_th
     assert cli.main(["run", *args, "--runs-dir", str(tmp_path), "--name", "r"]) == 0
     root = tmp_path / "r"
     store = RunStore.open(root)
-    decisions = {e["epoch"]: e["result"] for e in store.journal.events()
-                 if e.get("event") == "stage_done" and e["stage"] == "decide"}
+    decisions = {e.epoch: e.result for e in store.journal.events()
+                 if e.is_done("decide")}
     assert [decisions[e]["accepted"] for e in (0, 1, 2)] == [True, False, False]
     inputs = Workspace.open(root / "strategy").files("epoch-2")["inputs/rejected.json"]
     (lesson,) = json.loads(inputs)

@@ -27,11 +27,11 @@ ARGS = ["--profile", "test", "--base", "tiny-random", "--epochs", "3", "--tasks"
 def fingerprint(root):
     """What must not depend on interruptions: decisions, commits, edits and every artifact's bytes."""
     store = RunStore.open(root)
-    decisions = [{k: e["result"].get(k) for k in ("epoch", "accepted", "P", "C", "J", "commit", "edits")}
-                 for e in store.journal.events() if e.get("event") == "stage_done" and e["stage"] == "decide"]
+    decisions = [{k: e.result.get(k) for k in ("epoch", "accepted", "P", "C", "J", "commit", "edits")}
+                 for e in store.journal.events() if e.is_done("decide")]
     artifacts = {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
                  for p in sorted(root.glob("epochs/*/artifacts/*")) if p.is_file() and p.name != "execution.json"}
-    final = [e["result"] for e in store.journal.events() if e.get("stage") == "final" and e["event"] == "stage_done"]
+    final = [e.result for e in store.journal.events() if e.is_done("final")]
     return decisions, artifacts, final
 
 
@@ -118,7 +118,7 @@ def test_a_run_killed_inside_a_training_resumes_to_the_same_result(reference, tm
                           stderr=subprocess.PIPE, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     resumed = fingerprint(root)
-    curated = [e for e in RunStore.open(root).journal.events() if e.get("stage") == "curate" and e["event"] == "stage_done"]
+    curated = [e for e in RunStore.open(root).journal.events() if e.is_done("curate")]
     assert len(curated) == 1   # done before the kill, not done again
     assert len(resumed[0]) == 1 and len(resumed[2]) == 1   # the epoch decided, the run finished
     assert first_epochs(resumed, 1) == first_epochs(reference.fingerprint, 1)
@@ -176,8 +176,8 @@ def test_the_final_strategy_is_tested_once(reference, capsys):
     assert cli.main(["test", str(root), "--tasks", "2", "--held-out", "none"]) == 2
     assert "was read for" in capsys.readouterr().err and not (root / "test").exists()
     assert cli.main(["test", str(root), "--tasks", "2", "--again", "--held-out", "none"]) == 0   # a user who knows: journaled, reported
-    readings = [e for e in RunStore.open(root).journal.events() if e.get("event") == "tested"]
-    assert [e["reading"] for e in readings] == [1, 2]
+    readings = [e for e in RunStore.open(root).journal.events() if e.kind == "tested"]
+    assert [e.reading for e in readings] == [1, 2]
     assert cli.main(["report", str(root)]) == 0
     assert "The test split was read 2 times" in (root / "report" / "index.html").read_text()
 
@@ -189,8 +189,8 @@ def test_a_run_whose_workspace_or_adapter_was_changed_is_refused(reference, tmp_
     shutil.copytree(reference.root, root, ignore=shutil.ignore_patterns("test", "test.partial"))   # not yet tested
     journal = root / "journal.jsonl"
     journal.write_text("".join(line for line in journal.read_text().splitlines(keepends=True) if '"tested"' not in line))
-    final = [e["result"] for e in RunStore.open(root).journal.events()
-             if e.get("stage") == "final" and e["event"] == "stage_done"][-1]
+    final = [e.result for e in RunStore.open(root).journal.events()
+             if e.is_done("final")][-1]
     adapter = root / "epochs" / str(final["epoch"]) / "train-s0" / "adapter"
     shutil.rmtree(adapter)
     assert cli.main(["test", str(root), "--tasks", "2", "--held-out", "none"]) == 2

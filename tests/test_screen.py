@@ -88,8 +88,8 @@ def choice(root: Path) -> tuple:
     """What the screen decided and what came of it: the proposal's choice and rungs, epoch 1's decision."""
     store = RunStore.open(root)
     proposals = json.loads((root / "epochs" / "0" / "evolve" / "proposals.json").read_text())
-    decided = [{k: e["result"].get(k) for k in ("epoch", "accepted", "P", "C", "J", "edits")}
-               for e in store.journal.events() if e.get("event") == "stage_done" and e["stage"] == "decide"]
+    decided = [{k: e.result.get(k) for k in ("epoch", "accepted", "P", "C", "J", "edits")}
+               for e in store.journal.events() if e.is_done("decide")]
     return proposals["chosen"], proposals["rungs"], decided
 
 

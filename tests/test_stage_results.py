@@ -64,3 +64,14 @@ def test_the_environment_says_what_a_strategy_sees_and_how_a_dev_task_scores(sam
     assert next_call.dev_corpus(("a.jsonl",)) == ["a.jsonl"]
     trajectory = {"outcome": {"success": False, "reward": 0.5}}
     assert bfcl.task_score(trajectory) == 0.0 and next_call.task_score(trajectory) == 0.5
+
+
+def test_a_training_result_reads_what_training_used_from_the_trainers_summary():
+    from experiments.train_eval import TrainResult
+
+    summary = {"wall_s": 2.0, "steps": 5, "sft": {"loss": 1.0}, "grpo": None, "seed": 0,
+               "data": {"sft": {"examples": 3, "dropped": 1}, "rl": {"prompts": 2}}}
+    result = TrainResult(summary=summary, length={"survivors": 5})
+    assert result.trained == {"sft": 3, "rl": 2}
+    assert result.brief == {"wall_s": 2.0, "steps": 5, "sft": {"loss": 1.0}, "grpo": None}
+    assert TrainResult(summary={"data": {"sft": None}}, length={}).trained == {"sft": 0, "rl": 0}   # RL alone, SFT dropped

@@ -6,6 +6,7 @@ import pytest
 from base.errors import UserError
 from base.files import atomic_write
 from evolver.store import RunStore
+from experiments.journal import event as journal_event
 
 
 def test_a_done_stage_is_not_run_again_while_its_outputs_are_intact(tmp_path):
@@ -31,13 +32,13 @@ def test_a_torn_last_journal_line_is_ignored(tmp_path):
     store.stage(0, "curate", lambda: {"n": 1})
     with open(store.journal.path, "ab") as f:
         f.write(b'{"event": "stage_done", "epoch": 0, "stage": "tra')
-    assert [e["stage"] for e in store.journal.events()] == ["curate", "curate"]
+    assert [e.stage for e in store.journal.events()] == ["curate", "curate"]
     assert store.done(0, "train") is None
 
 
 def test_started_without_done_runs_again(tmp_path):
     store = RunStore.create(tmp_path / "run", {})
-    store.journal.append({"event": "stage_started", "epoch": 1, "stage": "train"})
+    store.journal.append(journal_event({"event": "stage_started", "epoch": 1, "stage": "train"}))
     ran = []
     store.stage(1, "train", lambda: ran.append(1) or {"ok": True})
     assert ran == [1]

@@ -8,6 +8,7 @@ import pytest
 from evolver import cli
 from base.errors import UserError
 from evolver.store import RunStore
+from experiments.journal import Event, event as journal_event
 
 from conftest import ROOT
 
@@ -23,7 +24,7 @@ def test_a_corrupt_line_in_the_middle_of_the_journal_is_refused_naming_it(tmp_pa
     store.stage(0, "curate", lambda: {"n": 1})
     with open(store.journal.path, "ab") as f:
         f.write(b'<html>oops</html>\n')
-    store.journal.append({"event": "note"})
+    store.journal.append(Event({"event": "note"}))
     with pytest.raises(UserError, match=r"journal\.jsonl:3 is not a journal event: the journal was damaged in the middle"):
         RunStore.open(store.root).journal.events()
     for command in ("log", "status", "resume"):
@@ -43,12 +44,12 @@ store.stage(0, "curate", lambda: {{"n": 1}})
     with open(root / "journal.jsonl", "ab") as f:   # a kill during the write of the next event
         f.write(b'{"event": "stage_done", "epoch": 0, "stage": "tra')
     store = RunStore.open(root)
-    assert [e["stage"] for e in store.journal.events()] == ["curate", "curate"]   # readers: no event, no error
+    assert [e.stage for e in store.journal.events()] == ["curate", "curate"]   # readers: no event, no error
     store.stage(0, "train", lambda: {"n": 2})                                       # the next writer cuts it
     assert "ended in a torn line (49 bytes, a kill during a write); truncated" in capsys.readouterr().err
     lines = (root / "journal.jsonl").read_bytes().split(b"\n")
     assert lines[-1] == b"" and all(json.loads(line) for line in lines[:-1])
-    assert [e["stage"] for e in RunStore.open(root).journal.events()] == ["curate", "curate", "train", "train"]
+    assert [e.stage for e in RunStore.open(root).journal.events()] == ["curate", "curate", "train", "train"]
 
 
 def test_a_corrupt_run_json_is_one_sentence(tmp_path, capsys):
@@ -81,7 +82,7 @@ except UserError as exc:
 
 def test_a_second_writer_of_a_run_refuses_in_one_line(tmp_path):
     store = RunStore.create(tmp_path / "run", {})
-    store.journal.append({"event": "stage_started", "epoch": 0, "stage": "curate"})   # this process writes
+    store.journal.append(journal_event({"event": "stage_started", "epoch": 0, "stage": "curate"}))   # this process writes
     done = subprocess.run([sys.executable, "-c", SECOND_WRITER, str(ROOT), str(store.root)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr

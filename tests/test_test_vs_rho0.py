@@ -30,8 +30,8 @@ def _copy(run, tmp_path):
 
 
 def _final_epoch(root) -> int:
-    return [e["result"] for e in RunStore.open(root).journal.events()
-            if e.get("stage") == "final" and e["event"] == "stage_done"][-1]["epoch"]
+    return [e.result for e in RunStore.open(root).journal.events()
+            if e.is_done("final")][-1]["epoch"]
 
 
 def test_test_scores_the_paper_s_held_out_benchmarks_with_rho0_beside_the_final(finished, tmp_path, capsys):
@@ -50,8 +50,8 @@ def test_test_scores_the_paper_s_held_out_benchmarks_with_rho0_beside_the_final(
         assert f"\n{name} " in out and doc["rho0"]["value"] is not None and doc["final"]["value"] is not None
         final = json.loads((root / "test" / "held-out" / name / "final" / "metrics.json").read_text())
         assert final["benchmark"] == name and final["split"] == "test" and len(final["tasks"]) == 3
-    tested_event = [e for e in RunStore.open(root).journal.events() if e.get("event") == "tested"][-1]
-    assert set(tested_event["held_out"]) == set(held["benchmarks"])
+    tested_event = [e for e in RunStore.open(root).journal.events() if e.kind == "tested"][-1]
+    assert set(tested_event.doc["held_out"]) == set(held["benchmarks"])
     assert tested.held_out_for("bfcl-single", None) == ["acebench", "tau2"] and tested.held_out_for("x", "none") == []
 
 
@@ -80,8 +80,8 @@ def test_test_prints_rho0_the_final_strategy_and_their_paired_difference_per_cat
     for category, block in doc["per_category"].items():
         assert f"\n{category} " in out
         assert block["final"]["value"] == pytest.approx(final["per_category"][category]["task_success"])
-    event = [e for e in RunStore.open(root).journal.events() if e.get("event") == "tested"][-1]
-    assert event["P_rho0"] == doc["rho0"]["value"] and event["difference"]["value"] == doc["difference"]["value"]
+    event = [e for e in RunStore.open(root).journal.events() if e.kind == "tested"][-1]
+    assert event.doc["P_rho0"] == doc["rho0"]["value"] and event.doc["difference"]["value"] == doc["difference"]["value"]
     assert cli.main(["report", str(root)]) == 0                      # the report shows the answer
     page = (root / "report" / "index.html").read_text()
     assert "Did evolution help?" in page and "final − ρ0 [95% CI]" in page
@@ -165,8 +165,8 @@ def test_test_scores_the_user_simulated_tasks_when_an_endpoint_plays_the_user(fi
     final = json.loads((root / "test" / "held-out" / "tau2" / "final" / "metrics.json").read_text())
     assert {t.split("-")[1] for t in final["tasks"]} == {"airline", "retail"}   # the first two categories
     assert final["user"] == {"model": model, "base_url": url, "max_tokens": 8}
-    readings = len([e for e in RunStore.open(root).journal.events() if e.get("event") == "tested"])
+    readings = len([e for e in RunStore.open(root).journal.events() if e.kind == "tested"])
     assert cli.main(["test", str(root), "--again", "--held-out", "tau2", "--user-model", "nope",
                      "--user-base-url", url]) != 0   # refused before anything is evaluated
     assert "does not serve --user-model 'nope'" in capsys.readouterr().err
-    assert len([e for e in RunStore.open(root).journal.events() if e.get("event") == "tested"]) == readings
+    assert len([e for e in RunStore.open(root).journal.events() if e.kind == "tested"]) == readings

@@ -66,7 +66,7 @@ def test_a_candidate_that_would_train_nothing_is_rolled_back_and_the_run_finishe
     assert cli.main(["run", *ARGS, "--runs-dir", str(tmp_path), "--name", "r"]) == 0
     store = RunStore.open(tmp_path / "r")
     events = store.journal.events()
-    decisions = {e["result"]["epoch"]: e["result"] for e in events if e.get("event") == "stage_done" and e["stage"] == "decide"}
+    decisions = {e.result["epoch"]: e.result for e in events if e.is_done("decide")}
     assert decisions[0]["accepted"] and decisions[0]["P"] is not None
     over, memory = decisions[1], decisions[2]
     assert not over["accepted"] and over["P"] is None and over["commit"]
@@ -74,9 +74,9 @@ def test_a_candidate_that_would_train_nothing_is_rolled_back_and_the_run_finishe
                                      "length limits: SFT ") and "dropped at max_length 1024" in over["reason"]
     assert not memory["accepted"] and memory["P"] is None
     assert "it curates no SFT or RL record (memory alone)" in memory["reason"]
-    trained = {e["epoch"] for e in events if e.get("event") == "stage_done" and e["stage"].startswith("train-s")}
+    trained = {e.epoch for e in events if e.is_done() and e.stage.startswith("train-s")}
     assert trained == {0}                                                   # neither candidate was trained
-    final = [e["result"] for e in events if e.get("stage") == "final" and e["event"] == "stage_done"]
+    final = [e.result for e in events if e.is_done("final")]
     assert final[0]["epoch"] == 0
     ws = store.root / "strategy"
     from workspace.repository import Workspace
@@ -119,6 +119,6 @@ def test_a_run_that_died_training_an_untrainable_candidate_resumes_to_the_end(tm
     monkeypatch.setitem(PROPOSERS, "scripted", lambda config, llm, executor: proposer)
     assert cli.main(["resume", str(tmp_path / "r")]) == 0
     events = RunStore.open(tmp_path / "r").journal.events()
-    decided = {e["result"]["epoch"]: e["result"] for e in events if e.get("event") == "stage_done" and e["stage"] == "decide"}
+    decided = {e.result["epoch"]: e.result for e in events if e.is_done("decide")}
     assert not decided[1]["accepted"] and decided[1]["reason"].startswith("it would train nothing")
-    assert [e["result"]["epoch"] for e in events if e.get("stage") == "final" and e["event"] == "stage_done"] == [0]
+    assert [e.result["epoch"] for e in events if e.is_done("final")] == [0]

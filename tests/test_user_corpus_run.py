@@ -108,8 +108,8 @@ def test_a_stage_that_fails_is_journaled_and_shown(tmp_path, capsys, sample_corp
         cli.main(["run", "--corpus", str(sample_corpus), "--profile", "test", "--sandbox", "process",
                   "--runs-dir", str(tmp_path), "--name", "f", "--tasks", "2"])
     events = RunStore.open(tmp_path / "f").journal.events()
-    assert events[-1]["event"] == "stage_failed" and events[-1]["stage"] == "train-s0"
-    assert "OSError: disk full" in events[-1]["error"]
+    assert events[-1].kind == "stage_failed" and events[-1].stage == "train-s0"
+    assert "OSError: disk full" in events[-1].error
     capsys.readouterr()
     assert cli.main(["status", str(tmp_path / "f")]) == 0
     assert "failed: epoch 0 · train-s0: OSError: disk full" in capsys.readouterr().out

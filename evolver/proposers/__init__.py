@@ -18,9 +18,18 @@ from evolver.proposers.brief import Brief, Outcome, Verdict
 
 
 class Proposer(Protocol):
+    """What the loop calls (evolver.propose): `revise` for each phase of an epoch's chain, and
+    `candidates` for the k effectiveness revisions it ranks with its proxy (`--candidates k`)."""
     name: str
 
-    def revise(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict], out_dir: Path) -> Outcome: ...
+    def revise(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict], out_dir: Path) -> Outcome:
+        """One revision of `brief.files` for `phase`, dry-run by `validate`; `out_dir`: the proposer's record."""
+        ...
+
+    def candidates(self, phase: str, brief: Brief, validate: Callable[[dict], Verdict], k: int,
+                   out_dir: Path) -> list[Outcome]:
+        """Up to k revisions of `brief.files` for `phase`, each dry-run by `validate`, one Outcome each."""
+        ...
 
 
 def _offline(config, llm, executor) -> Proposer:

@@ -40,6 +40,7 @@ from corpora import load_corpus
 from sandbox.curate import execute, runtime_sha256
 from sandbox.executor import Limits
 from experiments.quality import SEEDS, TEST_TASKS
+from sandbox.manifest import Manifest
 
 ABLATIONS = ("no-sft", "no-rl", "no-memory")
 # a cell's key names a renamed benchmark by its name before (registry.OLD_NAMES: next-call was replay), so
@@ -239,11 +240,11 @@ class Cells:
         key = _key({"strategy": sha256_files(row.files), "corpus": corpus.sha256, "seed": self.setting.curation_seed,
                     "runtime": self.runtime, "budget": self.curation_budget})
         out = self.root / "curations" / key
-        if not (out / "manifest.json").is_file() and not self.curate_here:
+        if not Manifest.exists(out) and not self.curate_here:
             raise UserError(f"row {row.id!r} has no curation made under runtime {self.runtime[:12]} in {out.parent}: "
                             f"curate it where the sandbox runs (`curateevo bench quality --report-only` with the same "
                             f"rows, budget and corpora) and copy its curations/{key} here")
-        if not (out / "manifest.json").is_file():
+        if not Manifest.exists(out):
             shutil.rmtree(out, ignore_errors=True)   # execute() writes whole or nothing; a stale dir is no output
             execute(row.files, corpus, out, seed=self.setting.curation_seed, executor=self.executor,
                     limits=Limits(timeout_s=self.setting.curation_timeout_s), budget=self.curation_budget)

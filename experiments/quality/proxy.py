@@ -17,6 +17,7 @@ from statistics import fmean
 
 from base.files import atomic_json, read_json, read_jsonl
 from base.objective import LAMBDA, objective
+from sandbox.manifest import Manifest
 from experiments.train_eval import PROXY_SFT_STEPS, PROXY_TASKS, evaluate_on, proxy_specs, train_on
 
 SFT_STEPS_PER_UNIT = PROXY_SFT_STEPS
@@ -32,7 +33,7 @@ def proxy_score(cells, row, units: int, seed: int = 0, compute: bool = True) -> 
     # the loop's proxy (evolver.evaluation.proxy_scores): SFT only, then a small balanced dev subset
     train, evaluation = proxy_specs(cells.train_spec, cells.eval_spec.model_copy(update={"tasks": None}), units)
     steps, n_tasks = train.budget["sft_max_steps"], evaluation.tasks
-    c = float(read_json(cells.curation(row) / "manifest.json")["C"])
+    c = float(Manifest.read(cells.curation(row)).C)
     if used["sft"] is None:
         return {"P": None, "C": c, "J": None, "tasks": n_tasks, "sft_steps": steps, "why": "no SFT records"}
     memory = used["memory"]

@@ -15,6 +15,7 @@ from base.files import read_json
 from corpora import corpus_sha256, load_corpus, write_corpus
 from sandbox.executor import PROJECT_ROOT
 
+from experiments.journal import RunRecord
 from experiments.quality import ROWS
 from experiments.quality.cells import ABLATIONS, Row
 
@@ -126,20 +127,11 @@ def _strategy(folder: Path) -> dict:
     return strategy_files(folder)
 
 
-def _stage_results(run: Path, stage: str) -> list[dict]:
-    return [e["result"] for e in _events(run / "journal.jsonl")
-            if e.get("event") == "stage_done" and e.get("stage") == stage and e.get("result")]
-
-
-def _run_config(run: Path, wild: Path, source_sha256: str | None = None) -> dict:
-    """`source_sha256`: the hash of the corpus the run must have evolved on, when `wild` is made
-    from it (next-call: its train part); else the hash of `wild` itself."""
-    if not (run / "run.json").is_file():
-        raise UserError(f"{run} is not a run directory (no run.json)")
-    config = read_json(run / "run.json")
-    if config.get("corpus_sha256") != (source_sha256 or corpus_sha256([str(wild)])):
-        raise UserError(f"{run} evolved on another corpus than {wild}; give --wild (or --corpus) the run's corpus")
-    return config
+def _check_corpus(record: RunRecord, wild: Path, source_sha256: str | None = None) -> None:
+    """UserError unless the run evolved on `wild`. `source_sha256`: the hash of the corpus the run must
+    have evolved on, when `wild` is made from it (next-call: its train part); else the hash of `wild` itself."""
+    if record.corpus_sha256 != (source_sha256 or corpus_sha256([str(wild)])):
+        raise UserError(f"{record.root} evolved on another corpus than {wild}; give --wild (or --corpus) the run's corpus")
 
 
 def run_row(run: Path, wild: Path, source_sha256: str | None = None) -> Row:
@@ -149,14 +141,13 @@ def run_row(run: Path, wild: Path, source_sha256: str | None = None) -> Row:
     from workspace.repository import Workspace
 
     run = Path(run)
-    if not (run / "run.json").is_file():
-        raise UserError(f"{run} is not a run directory (no run.json)")
-    finals = _stage_results(run, "final")
+    record = RunRecord.open(run)
+    finals = record.results("final")
     if not finals:
         raise UserError(f"{run} has no final strategy yet; finish it with `curateevo resume {run}`")
-    config = _run_config(run, wild, source_sha256)
+    _check_corpus(record, wild, source_sha256)
     commit = finals[-1]["commit"]
-    run_ablations = sorted(config.get("ablations", []))   # a run-level ablation (no-efficiency …) is a Table 2 row
+    run_ablations = record.ablations   # a run-level ablation (no-efficiency …) is a Table 2 row
     suffix = f" ({', '.join(run_ablations)})" if run_ablations else ""
     return Row(id=f"run:{run.name}", label=f"run {run.name} final (epoch {finals[-1]['epoch']}){suffix}",
                files=Workspace.open(run / "strategy").files(commit), corpus=wild,
@@ -169,27 +160,17 @@ def run_epoch_rows(run: Path, wild: Path, source_sha256: str | None = None) -> l
     from workspace.repository import Workspace
 
     run = Path(run)
-    if sorted(_run_config(run, wild, source_sha256).get("ablations", [])):
+    record = RunRecord.open(run)
+    _check_corpus(record, wild, source_sha256)
+    if record.ablations:
         raise UserError(f"{run} ran with ablations; --run-epochs compares the candidates of runs without them")
     ws, rows = Workspace.open(run / "strategy"), []
-    final = (_stage_results(run, "final") or [{}])[-1].get("commit")
-    for d in _stage_results(run, "decide"):   # the final strategy is the row `run:NAME` already
+    final = (record.results("final") or [{}])[-1].get("commit")
+    for d in record.results("decide"):   # the final strategy is the row `run:NAME` already
         if d.get("epoch", 0) >= 1 and d.get("commit") and d["commit"] != final:
             rows.append(Row(id=f"run:{run.name}@{d['epoch']}", corpus=wild, files=ws.files(d["commit"]),
                             label=f"run {run.name} epoch {d['epoch']} ({'accepted' if d['accepted'] else 'rolled back'})"))
     return rows
-
-
-def _events(path: Path) -> list[dict]:
-    import json
-
-    events = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass   # a torn last line (a killed run) is no event
-    return events
 
 
 def table_rows(which: tuple[str, ...], wild_dir: Path, labeled_dir: Path | None, runs: list[Path],

@@ -46,17 +46,15 @@ def curate(cells, rows: list[Row], folders: list[Path]) -> None:
     """Each strategy row curated in the sandbox now (cells.curation: cached by content), judged as the
     loop judges a candidate's dry run: a failure or a curation of no record at all is one sentence
     naming the directory (a row that trains nothing would measure the base model)."""
-    from base.files import read_json
     from sandbox.curate import CurationFailed
+    from sandbox.manifest import Manifest
 
     for row, folder in zip(rows, folders):
         try:
             artifacts = cells.curation(row)
         except CurationFailed as exc:
             raise UserError(f"--strategy {folder}: its curation failed the host's check: {exc.reason}") from None
-        counts = [a.get("count", 0) for name, a in read_json(artifacts / "manifest.json")["artifacts"].items()
-                  if name != "profile.json"]
-        if not any(counts):
+        if not any(Manifest.read(artifacts).counts().values()):
             raise UserError(f"--strategy {folder} curates no record at all (SFT, RL and memory are empty), so its row "
                             "would measure the base model; give it records to keep")
 
