@@ -1,10 +1,12 @@
 """A server that dies mid-run (issue 73): the scripted LLM server of a 2-epoch agent run stops
-answering — its connection dropped, its port closed — after the preflight and epoch 0's diagnosis,
-at the code agent's second step. The run ends non-zero with one sentence, the journal records the
-propose stage's failure with the reason, nothing of epoch 1's candidate is kept (no branch, no tag,
-no artifacts), no key lands in the run directory; `resume --base-url` with a server answering again
+answering — its connection dropped, its port closed — after the preflight, epoch 0's diagnosis and
+the agent's effectiveness revision (validated by its dry run), at the efficiency revision's first
+step. The run ends non-zero with one sentence, the journal records the propose stage's failure with
+the reason, nothing of epoch 1's candidate is kept (no branch, no tag, no artifacts: not even the
+validated revision), no key lands in the run directory; `resume --base-url` with a server answering again
 at another address finishes the run and decides as the uninterrupted run did. A server that dies
 during the LLM diagnosis leaves the rule-based failed points standing in, the reason recorded."""
+import json
 from pathlib import Path
 
 import pytest
@@ -46,7 +48,7 @@ def keyless(root: Path) -> None:
 
 def test_a_server_dying_while_proposing_fails_the_stage_and_resume_finishes_the_run_as_if_uninterrupted(
         tmp_path, capsys):
-    root, said, gone = interrupted(tmp_path / "cut", lambda req: (agent_turn(req) or ("", 0))[1] == 1, capsys)
+    root, said, gone = interrupted(tmp_path / "cut", lambda req: "EFFICIENCY" in (agent_turn(req) or ("",))[0], capsys)
     assert said.startswith("curateevo: failed: the LLM failed while proposing the candidate of epoch 1 (openai model "
                            f"scripted-agent at {gone} failed 5 times, last: connection failed")
     assert f"`curateevo resume {root}` proposes again (add --base-url URL if its address changed)" in said
@@ -54,6 +56,9 @@ def test_a_server_dying_while_proposing_fails_the_stage_and_resume_finishes_the_
     (failed,) = [e for e in store.journal.events() if e.get("event") == "stage_failed"]
     assert (failed["epoch"], failed["stage"]) == (0, "propose") and "Connection refused" in failed["error"]
     assert store.done(0, "diagnose") and not store.done(0, "propose")
+    proposals = json.loads((root / "epochs" / "0" / "evolve" / "proposals.json").read_text())
+    assert [(p["phase"], p.get("validated"), p.get("exit_status")) for p in proposals] == [
+        ("effectiveness", False, "Submitted"), ("effectiveness", True, "Submitted"), ("efficiency", None, "LLMError")]
     # nothing of epoch 1's candidate: no branch, no tag, no artifacts
     assert not [r for r in Workspace.open(root / "strategy").refs() if "epoch-1" in r]
     assert not (root / "epochs" / "1").exists()
