@@ -395,13 +395,18 @@ class LaunchOptions(BaseModel):
 
 
 class ResumeOptions(BaseModel):
-    """The options of `curateevo resume`: where the rest of a run goes when its cluster moved. They
-    change no result, so run.json keeps the run's own (`on_backend` applies them for this resume)."""
+    """The options of `curateevo resume`: where the rest of a run goes when its cluster or its LLM's
+    server moved. They change no result, so run.json keeps the run's own: `on_backend` applies the
+    cluster's for this resume, and a moved LLM is a journal event (`llm_moved`) the run follows from then on."""
     backend: Annotated[str | None, Flag("run the rest on this backend instead of the run's",
                                         choices=_backend_names)] = None
     ray_address: Annotated[str | None, Flag("the Ray cluster's head, HOST:PORT, when it moved since the run "
                                             "started")] = None
     storage: Annotated[str | None, Flag("backend ray: where stages' inputs and outputs travel now (a URI)")] = None
+    base_url: Annotated[str | None, Field(pattern=r"^https?://"), Flag(
+        "the LLM's server now, when its address changed since the run started (it answers one request first; "
+        "the journal records the move, and later stages, resumes and replays follow it)",
+        expected="an http:// or https:// URL")] = None
 
 
 RUN_OPTIONS = options_of(RunConfig, LaunchOptions, LLMConfig, AgentLimits)   # TrainSpec's and EvalSpec's through `Nested`
@@ -489,13 +494,22 @@ def given_to(model: type[BaseModel], o: Mapping[str, Any]) -> dict:
 def on_backend(cfg: RunConfig, given: Mapping[str, Any]) -> RunConfig:
     """The run's config with the cluster options given to `resume` (dest → value, None: not given):
     --ray-address or --storage alone mean backend ray; a backend other than ray keeps neither."""
-    given = {o.dest: check_option(o, given.get(o.dest), "") for o in RESUME_OPTIONS}
+    given = {o.dest: check_option(o, given.get(o.dest), "") for o in RESUME_OPTIONS if o.dest != "base_url"}
     if not any(given.values()):   # none given (or only empty ones): the run's own
         return cfg
     backend = given["backend"] or ("ray" if given["ray_address"] or given["storage"] else cfg.backend)
     ray = {"ray_address": cfg.ray_address, "storage": cfg.storage} if backend == "ray" else {}
     moved = {k: given[k] for k in ("ray_address", "storage") if given[k] is not None}
     return cfg.replace(backend=backend, **{"ray_address": "", "storage": "", **ray, **moved})
+
+
+def llm_moved(cfg: RunConfig, events: list[dict]) -> RunConfig:
+    """The run's config with its LLM at the base URL the last `resume --base-url` moved it to (the
+    journal's `llm_moved` event; run.json keeps the URL the run started with)."""
+    url = next((e.get("base_url") for e in reversed(events) if e.get("event") == "llm_moved"), None)
+    if url is None or cfg.llm is None:
+        return cfg
+    return cfg.model_copy(update={"llm": cfg.llm.model_copy(update={"base_url": url})})
 
 
 def default_margin_of(o: Mapping[str, Any], base: str, benchmark: str) -> tuple[float, str]:

@@ -14,7 +14,7 @@ from base.files import read_jsonl
 from base import registry
 from evolver.acceptance import make_rule
 from evolver.backends import make_backend
-from evolver.config import RunConfig
+from evolver.config import RunConfig, llm_moved
 from evolver.epoch_jobs import EpochJobs
 from evolver.integrity import check_artifacts, check_workspace
 from evolver.llm import USAGE_KEYS
@@ -45,7 +45,8 @@ class RunContext:
         self.store = store
         if backend is not None:
             self.backend = backend
-        self.cfg = RunConfig.from_json(store.config, where=str(store.root / "run.json"))
+        self.cfg = llm_moved(RunConfig.from_json(store.config, where=str(store.root / "run.json")),
+                             store.journal.events())   # where `resume --base-url` moved its LLM
         if not (store.root / "strategy").exists():   # created here, so a kill right after run.json is harmless
             Workspace.create(store.root / "strategy", SEED_STRATEGY, params=self.cfg.params(), inputs=EMPTY_DIAGNOSIS)
         self.ws = Workspace.open(store.root / "strategy")

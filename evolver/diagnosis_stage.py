@@ -8,7 +8,7 @@ from evolver.diagnose import diagnose, rejected_lesson
 from evolver.lineage import annotate, brief_of, outcome_deltas
 from evolver.results import Decision, Diagnosis
 from evolver.signals import summarize
-from evolver.context import RunContext
+from evolver.context import RunContext, say
 
 LESSONS = 3   # rolled-back candidates since the best whose lessons the next brief carries (most recent)
 
@@ -31,6 +31,10 @@ def diagnose_best(run: RunContext, epoch: int) -> Diagnosis:
         points, result.llm_diagnosis = llm_diagnose(trajectories, run.llm, run.store.root / "llm" / "diagnosis-cache",
                                                     progress=True)
         failed_points += points
+        stopped = result.llm_diagnosis["stopped"]   # a server gone mid-run: recorded in the journal, said, not fatal
+        if stopped:
+            say(f"epoch {epoch}: the LLM diagnosis stopped early ({' '.join(stopped.split())[:300]}); the rule-based "
+                "failed points stand in for the trajectories it did not read")
     lessons = rolled_back_lessons(run, best)
     if lessons:
         result.rejected = {str(x["epoch"]): {"broke": len(x["broke"]), "fixed": len(x["fixed"])} for x in lessons}

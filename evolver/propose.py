@@ -38,14 +38,15 @@ def propose(run: RunContext, epoch: int) -> Proposal:
             chain, log, exhausted, selection = ranked(run, brief, dry, out, phases, k)
         else:
             chain, log, exhausted = revise(run, brief, dry, out, phases, [])
-        sha, edits = gate.commit(run, epoch + 1, chain, dry)
+        failure = llm_failure(log)   # a half-asked proposer's candidate is no candidate: nothing is committed
+        sha, edits = (None, []) if failure else gate.commit(run, epoch + 1, chain, dry)
     atomic_json(out / "proposals.json", log if selection is None else {"attempts": log, "rungs": selection.rungs,
                                                                        "chosen": selection.index})
-    llm_error = next((a["error"] for a in log if a.get("exit_status") == "LLMError"), None)
-    if llm_error and sha is None:   # not a rejected proposal: the run cannot go on as asked
+    if failure:   # not a rejected proposal: the stage fails (journaled), and resume proposes again from the brief
         raise RunFailed(f"the LLM failed while proposing the candidate of epoch {epoch + 1} "
-                        f"({' '.join(llm_error.split())[:200]}); fix the endpoint and `curateevo resume "
-                        f"{run.store.root}` proposes again")
+                        f"({' '.join(failure.split())[:200]}); nothing of that candidate was kept: when the server "
+                        f"answers again, `curateevo resume {run.store.root}` proposes again (add --base-url URL if "
+                        "its address changed)")
     proposal = Proposal(candidate=sha, edits=edits, dry_runs=dry.count, budget_exhausted=exhausted)
     if sha is None:
         proposal.refused = refused_reasons(log)
@@ -80,13 +81,15 @@ def ranked(run: RunContext, brief: Brief, dry, out: Path, phases: list[str], k: 
     firsts = run.proposer.candidates("effectiveness", brief, dry.validate, k, out)
     log = [{"phase": "effectiveness", **a, "candidate": i} for i, o in enumerate(firsts) for a in o.attempts]
     exhausted = any(o.budget_exhausted for o in firsts)
+    if llm_failure(log):   # the server is gone: no efficiency revision, no proxy training
+        return [], log, exhausted, None
     pairs = {}   # candidate number → (chain, attempt log, budget exhausted)
     for i, first in enumerate(firsts):
         if first.files:
             pairs[i] = revise(run, brief, dry, out / f"candidate-{i}", phases[1:], [first])
     log += [{**row, "candidate": i} for i, (_, rows, _) in pairs.items() for row in rows]
     exhausted = exhausted or any(e for _, _, e in pairs.values())
-    if not pairs:
+    if not pairs or llm_failure(log):
         return [], log, exhausted, None
     numbers = list(pairs)
     selection = screen([pairs[i][0] for i in numbers], run.cfg.proxy_budget or   # each scored cell kept: resumable
@@ -108,12 +111,20 @@ def revise(run: RunContext, brief: Brief, dry, out: Path, phases: list[str], cha
             brief, dry.parent = dataclasses.replace(brief, files=files), gate.artifact_hashes(dry.output(files))
         outcome = run.proposer.revise(phase, brief, dry.validate, out)
         log += [{"phase": phase, **attempt} for attempt in outcome.attempts]
+        if llm_failure(outcome.attempts):   # the server failed past its retries: the next phase would too
+            return chain, log, False
         if outcome.budget_exhausted:
             say("the run's LLM budget is spent; no more proposals")
             return chain, log, True
         if outcome.files is not None:
             chain.append(outcome)
     return chain, log, False
+
+
+def llm_failure(attempts: list[dict]) -> str | None:
+    """Why the LLM failed for good in one of `attempts` (past the SDK's retries, or refusing the request:
+    exit status LLMError; a spent budget or an outgrown context window is no such failure), else None."""
+    return next((a["error"] for a in attempts if a.get("exit_status") == "LLMError"), None)
 
 
 def history(run: RunContext) -> list[dict]:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from evolver import overrides
 from evolver.backends import InFlight, make_backend, read_in_flight
-from evolver.config import (RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values, llm_of, merge_options, on_backend,
-                            option_values, resolve)
+from evolver.config import (RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values, llm_moved, llm_of, merge_options,
+                            on_backend, option_values, resolve)
+from evolver.options import check_option
 from base.errors import UserError, positive_int
 from base.files import atomic_json, is_empty_or_missing, read_json, read_jsonl, sha256_bytes, sha256_file
 from base import registry
@@ -226,9 +227,27 @@ def cmd_resume(args) -> int:
                         "nothing was run")
     # the cluster may have moved: results do not depend on it
     cfg = on_backend(cfg, {o.dest: getattr(args, o.dest) for o in RESUME_OPTIONS})
+    if args.base_url is not None:   # so may the LLM's server (a server that died mid-run, back at another address)
+        move_llm(store, cfg, args.base_url)
     backend = make_backend(cfg, store.root)
     backend.prepare(cfg)
     return run_and_report(store, backend)
+
+
+def move_llm(store: RunStore, cfg: RunConfig, base_url: str) -> None:
+    """`resume --base-url URL`: the run's LLM answers one request there (else one sentence, nothing changed),
+    and the journal records the move (`llm_moved`), which the run's later stages, resumes and replays follow."""
+    from evolver.preflight import check_llm
+
+    base_url = check_option(next(o for o in RESUME_OPTIONS if o.dest == "base_url"), base_url, "")
+    if cfg.llm is None:
+        raise UserError(f"{store.root} runs without an LLM (it was started without --model): --base-url has nothing "
+                        "to move; nothing was run")
+    if base_url == cfg.llm.base_url:
+        return
+    moved = llm_moved(cfg, [{"event": "llm_moved", "base_url": base_url}])
+    usage = check_llm(moved, store.root / "llm")
+    store.journal.append({"event": "llm_moved", "base_url": base_url, "was": cfg.llm.base_url, "llm": usage})
 
 
 def run_and_report(store: RunStore, backend=None) -> int:
@@ -345,7 +364,8 @@ def replay_llm(run: Path):
 
 
 def run_config(store: RunStore) -> RunConfig:
-    return RunConfig.from_json(store.config, where=str(store.root / "run.json"))
+    """run.json's config, its LLM where `resume --base-url` moved it."""
+    return llm_moved(RunConfig.from_json(store.config, where=str(store.root / "run.json")), store.journal.events())
 
 
 def cmd_test(args) -> int:

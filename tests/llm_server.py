@@ -8,6 +8,8 @@
     server.stall(1.0)                            # the next request waits 1 s, then gets 504
     server.garbage(b"<html>502</html>")          # the next request gets these bytes as its body
     server.models({"id": "m", "max_model_len": 4096})   # GET /v1/models lists these (else: 404)
+    server.script("first reply", DIES)           # the second request: the server dies (the connection
+                                                 # drops unanswered, the port closes; later ones are refused)
     LLMConfig("openai", "m", base_url=server.openai_url)          # or "anthropic", server.anthropic_url
     server.requests[-1].headers["authorization"]                 # what arrived: path, headers, body
 
@@ -30,6 +32,7 @@ from typing import Any, Callable
 import pytest
 
 OPENAI_PATH = "/v1/chat/completions"
+DIES = "llm_server: dies here"   # a reply that is the server dying at that request (a crash, a killed process)
 ANTHROPIC_PATH = "/v1/messages"
 
 
@@ -127,8 +130,8 @@ class LLMServer:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def _answer(self, req: Received) -> tuple[int, dict, dict]:
-        """(status, JSON body, extra headers) for one request."""
+    def _answer(self, req: Received) -> tuple[int, dict, dict] | None:
+        """(status, JSON body, extra headers) for one request; None: the server dies at it."""
         with self._lock:
             self.requests.append(req)
             fault = self._faults.popleft() if self._faults else None
@@ -147,6 +150,8 @@ class LLMServer:
             reply = reply(req) if callable(reply) else reply
         except Exception as e:   # a broken script shows up as the client's error, not as a hang
             return _error(req.api, 400, f"llm_server: the scripted reply raised {e!r}")
+        if reply is DIES:
+            return None
         reply = {"text": reply} if isinstance(reply, str) else reply
         usage = reply.get("usage", (_words(m["content"] for m in req.messages), _words([reply["text"]])))
         return 200, _completion(req, reply["text"], usage), {}
@@ -197,7 +202,12 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return self._send(400, {"error": {"message": "llm_server: the body is not JSON"}}, {})
         headers = {k.lower(): v for k, v in self.headers.items()}
-        self._send(*self.server.owner._answer(Received(path, headers, body)))
+        answer = self.server.owner._answer(Received(path, headers, body))
+        if answer is None:   # it dies: the port closes, and this connection ends with no answer
+            self.server.owner.stop()
+            self.close_connection = True
+            return
+        self._send(*answer)
 
     def do_GET(self):
         models = self.server.owner._models

@@ -271,6 +271,9 @@ def test_a_setting_declared_with_a_flag_becomes_an_option_with_its_type_range_an
     (RESUME_OPTIONS, "ray-address", "ray_address", None, "the Ray cluster's head, HOST:PORT, when it moved since the "
      "run started", None),
     (RESUME_OPTIONS, "storage", "storage", None, "backend ray: where stages' inputs and outputs travel now (a URI)", None),
+    (RESUME_OPTIONS, "base-url", "base_url", None, "the LLM's server now, when its address changed since the run "
+     "started (it answers one request first; the journal records the move, and later stages, resumes and replays "
+     "follow it)", None),
 ])
 def test_the_cluster_options_of_run_and_resume_are_declared_fields_with_their_name_type_default_and_help(
         options, name, dest, default, help_text, choices):
@@ -289,6 +292,7 @@ def test_the_cluster_options_are_checked_like_every_other_and_resume_moves_only_
         RunConfig(backend="slurm")
     ray = RunConfig(backend="ray", ray_address="head:6379", storage="s3://b/run")
     assert on_backend(ray, {}) == ray and on_backend(ray, {"backend": None, "ray_address": ""}) == ray
+    assert on_backend(ray, {"base_url": "http://localhost:8001/v1"}) == ray   # the LLM moves by the journal instead
     assert on_backend(ray, {"ray_address": "new:6379"}) == ray.replace(ray_address="new:6379")
     assert on_backend(ray, {"backend": "local"}) == ray.replace(backend="local", ray_address="", storage="")
     assert on_backend(RunConfig(), {"storage": "s3://b"}) == RunConfig(backend="ray", storage="s3://b")
