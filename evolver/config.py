@@ -11,7 +11,7 @@ sentence naming the key (UserError).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -503,10 +503,12 @@ def on_backend(cfg: RunConfig, given: Mapping[str, Any]) -> RunConfig:
     return cfg.replace(backend=backend, **{"ray_address": "", "storage": "", **ray, **moved})
 
 
-def llm_moved(cfg: RunConfig, events: list[dict]) -> RunConfig:
+def llm_moved(cfg: RunConfig, events: Sequence) -> RunConfig:
     """The run's config with its LLM at the base URL the last `resume --base-url` moved it to (the
-    journal's `llm_moved` event; run.json keeps the URL the run started with)."""
-    url = next((e.get("base_url") for e in reversed(events) if e.get("event") == "llm_moved"), None)
+    journal's `LLMMoved` event; run.json keeps the URL the run started with)."""
+    from experiments.journal import LLMMoved
+
+    url = next((e.base_url for e in reversed(events) if isinstance(e, LLMMoved)), None)
     if url is None or cfg.llm is None:
         return cfg
     return cfg.model_copy(update={"llm": cfg.llm.model_copy(update={"base_url": url})})

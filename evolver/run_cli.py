@@ -245,9 +245,9 @@ def move_llm(store: RunStore, cfg: RunConfig, base_url: str) -> None:
                         "to move; nothing was run")
     if base_url == cfg.llm.base_url:
         return
-    moved = llm_moved(cfg, [{"event": "llm_moved", "base_url": base_url}])
+    moved = llm_moved(cfg, [journal.LLMMoved.of(base_url, cfg.llm.base_url, {})])
     usage = check_llm(moved, store.root / "llm")
-    store.journal.append({"event": "llm_moved", "base_url": base_url, "was": cfg.llm.base_url, "llm": usage})
+    store.journal.append(journal.LLMMoved.of(base_url, cfg.llm.base_url, usage))
 
 
 def run_and_report(store: RunStore, backend=None) -> int:

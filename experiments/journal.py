@@ -5,7 +5,7 @@ resume, `log` and `status`, the report, trace, repair, `test`, and the quality b
 run (experiments/quality/rows.py) — reads them here, so the format is spelled in one module on
 the floor below the loop. An event keeps its object exactly as written (`doc`: what the store
 appended, byte for byte once encoded) and gives its fields by name; the `event` key picks the
-class (`StageStarted`, `StageDone`, `StageFailed`, `Preflight`, `Tested`; an unknown one is an
+class (`StageStarted`, `StageDone`, `StageFailed`, `Preflight`, `LLMMoved`, `Tested`; an unknown one is an
 `Event`). `RunRecord` is a finished run as the bench reads it: its journal and the two fields of
 run.json a row needs.
 """
@@ -110,6 +110,20 @@ class Preflight(Event):
 
 
 @dataclass(frozen=True)
+class LLMMoved(Event):
+    """`resume --base-url`: the run's LLM answers at another URL from here on (run.json keeps the first)."""
+    KIND: ClassVar[str] = "llm_moved"
+
+    @classmethod
+    def of(cls, base_url: str, was: str | None, llm: Mapping) -> "LLMMoved":
+        return cls({"event": cls.KIND, "base_url": base_url, "was": was, "llm": llm})
+
+    @property
+    def base_url(self) -> str:
+        return self.doc.get("base_url", "")
+
+
+@dataclass(frozen=True)
 class Tested(Event):
     """One reading of the test split (`curateevo test`): the final strategy's P, and the paired
     comparison with ρ0 (evolver.tested.record's fields, kept in `doc`)."""
@@ -133,7 +147,7 @@ class Tested(Event):
         return self.doc.get("reading")
 
 
-KINDS = {c.KIND: c for c in (StageStarted, StageDone, StageFailed, Preflight, Tested)}
+KINDS = {c.KIND: c for c in (StageStarted, StageDone, StageFailed, Preflight, LLMMoved, Tested)}
 
 
 def event(doc: Mapping[str, Any]) -> Event:

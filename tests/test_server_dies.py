@@ -14,6 +14,7 @@ import pytest
 from base.errors import RunFailed
 from evolver import cli
 from evolver.store import RunStore
+from experiments.journal import LLMMoved, StageFailed
 from workspace.repository import Workspace
 
 from llm_server import DIES, LLMServer
@@ -53,8 +54,8 @@ def test_a_server_dying_while_proposing_fails_the_stage_and_resume_finishes_the_
                            f"scripted-agent at {gone} failed 5 times, last: connection failed")
     assert f"`curateevo resume {root}` proposes again (add --base-url URL if its address changed)" in said
     store = RunStore.open(root)
-    (failed,) = [e for e in store.journal.events() if e.get("event") == "stage_failed"]
-    assert (failed["epoch"], failed["stage"]) == (0, "propose") and "Connection refused" in failed["error"]
+    (failed,) = [e for e in store.journal.events() if isinstance(e, StageFailed)]
+    assert (failed.epoch, failed.stage) == (0, "propose") and "Connection refused" in failed.error
     assert store.done(0, "diagnose") and not store.done(0, "propose")
     proposals = json.loads((root / "epochs" / "0" / "evolve" / "proposals.json").read_text())
     assert [(p["phase"], p.get("validated"), p.get("exit_status")) for p in proposals] == [
@@ -72,12 +73,12 @@ def test_a_server_dying_while_proposing_fails_the_stage_and_resume_finishes_the_
         assert "--base-url must be an http:// or https:// URL" in capsys.readouterr().err
         assert cli.main(["resume", str(root), "--base-url", "http://127.0.0.1:9/v1"]) == 2   # nothing listens there
         assert "nothing was run" in capsys.readouterr().err
-        assert not [e for e in RunStore.open(root).journal.events() if e.get("event") == "llm_moved"]
+        assert not [e for e in RunStore.open(root).journal.events() if isinstance(e, LLMMoved)]
         server.script(*[served()] * 40)
         assert cli.main(["resume", str(root), "--base-url", server.openai_url]) == 0
         back = server.openai_url
-    (moved,) = [e for e in RunStore.open(root).journal.events() if e.get("event") == "llm_moved"]
-    assert (moved["was"], moved["base_url"]) == (gone, back)
+    (moved,) = [e for e in RunStore.open(root).journal.events() if isinstance(e, LLMMoved)]
+    assert (moved.doc["was"], moved.base_url) == (gone, back)
     keyless(root)
     whole = agent_run("openai", tmp_path / "whole")   # the same replies, the server up throughout
     assert fingerprint(root) == fingerprint(whole.root)
@@ -88,7 +89,7 @@ def test_a_server_dying_during_the_diagnosis_leaves_the_rule_based_failed_points
     root, said, _ = interrupted(tmp_path, lambda req: agent_turn(req) is None and
                                 preflight not in req.messages[-1]["content"], capsys)
     assert "the LLM failed while proposing the candidate of epoch 1" in said   # the server is still gone then
-    diagnosis = RunStore.open(root).done(0, "diagnose")["result"]["llm_diagnosis"]
+    diagnosis = RunStore.open(root).done(0, "diagnose").result["llm_diagnosis"]
     assert diagnosis["stopped"].startswith("LLMUnavailable: ") and "failed 5 times" in diagnosis["stopped"]
     assert diagnosis["diagnosed"] == 0
     points = (root / "epochs" / "0" / "diagnosis" / "failed_points.json").read_text()
