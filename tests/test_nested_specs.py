@@ -138,3 +138,16 @@ def test_the_quality_bench_evaluates_at_the_decoding_budget_it_is_given_so_an_ol
     assert quality_cli.setting_of(parser.parse_args(["quality"])).eval.max_new_tokens == 256
     older = quality_cli.setting_of(parser.parse_args(["quality", "--max-new-tokens", "128"]))
     assert older.eval.max_new_tokens == 128 and older.to_json()["max_new_tokens"] == 128
+
+
+def test_a_run_json_written_by_the_nested_code_of_2026_12_06_reads_back_to_the_same_config():
+    """nested-1206.json is `RunConfig.to_json()` on 2026-12-06 (made with `--set` of nine settings,
+    nested ones and a free mapping's key among them): a later change that stops reading it, or reads
+    it otherwise, fails here before it fails a user's resume or replay."""
+    doc = read_json(FIXTURES / "nested-1206.json")
+    cfg = RunConfig.from_json(doc)
+    assert (cfg.train.profile, cfg.train.base, cfg.eval.batch_size, cfg.epochs, cfg.lam) == \
+        ("test", "tiny-random", 4, 2, 0.2)
+    assert (cfg.agent.step_limit, cfg.final_rule, cfg.boundary_samples, cfg.train.budget) == \
+        (12, "accepted-best", 2, {"sft_max_steps": 3})
+    assert cfg.to_json() == doc
