@@ -186,6 +186,11 @@ class RunContext:
                 scores.setdefault(t["meta"]["task_id"], []).append(self.env.task_score(t))
         return scores
 
+    def task_groups(self, epoch: int) -> dict[str, str]:
+        """Dev id → the task it is a record of, where the evaluation named one (the next-call
+        benchmark's held-out records of published tasks); an id not named is a task of its own."""
+        return {t["meta"]["task_id"]: t["meta"]["task_group"] for t in self.evaluated(epoch) if "task_group" in t["meta"]}
+
 
 def llm_spent(store: RunStore) -> dict:
     """Tokens and USD the run's finished stages spent on LLM calls (for budgets across resume)."""
