@@ -209,6 +209,29 @@ def test_trace_prints_a_records_chain_and_a_tasks_outcome_per_epoch(run, capsys)
     assert f"fixed against epoch 0 (seed 0: wrong_call_count → pass) by edits: {'; '.join(edits)}" in out
     assert re.search(r"\n    added \d+ record\(s\) by parallel_variants near it: (sft|rl):", out)
     assert cli.main(["trace", str(store.root), "--task", "no_such_task"]) == 2
+    said = capsys.readouterr().err
+    assert "has a dev task 'no_such_task'" in said and f"its dev tasks: {FIXED}, {BROKEN}" in said.replace("\n", " ")
+
+
+def test_trace_takes_the_task_id_the_corpus_published_and_traces_each_of_its_records(run, tmp_path, capsys):
+    """A next-call run's held-out records name the task they were published with (tau-bench `7`):
+    `trace --task 7` traces each record of it; an unknown one lists the ids with their tasks."""
+    import shutil
+
+    store, _ = run
+    copy = tmp_path / "run"
+    shutil.copytree(store.root, copy)
+    for path in copy.glob("epochs/*/eval-s0/trajectories.jsonl"):
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        for t in rows:
+            t["meta"]["published_task_id"] = "7" if t["meta"]["task_id"] == FIXED else "8"
+        path.write_text("".join(json.dumps(t) + "\n" for t in rows))
+    assert cli.main(["trace", str(copy), "--task", "7"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"task 7 as its corpus published it: 1 held-out record(s), {FIXED}"
+    assert out[1] == f"record {FIXED}:" and out[2] == "  epoch 0 (accepted, P = 0.5000): seed 0: fail (wrong_call_count)"
+    assert cli.main(["trace", str(copy), "--task", "9"]) == 2
+    assert f"its dev tasks: {FIXED} (task 7), {BROKEN} (task 8)" in capsys.readouterr().err.replace("\n", " ")
 
 
 def test_the_diagnosis_and_both_proposers_read_what_the_last_edit_broke(run):
