@@ -379,11 +379,19 @@ def test_the_run_epochs_file_lists_each_epoch_with_its_decision_edits_and_what_i
     assert second["epoch"] == 1 and second["accepted"] is True and second["edits"] == edits
     assert (second["fixed"], second["broken"], second["parent"]) == ([FIXED], [BROKEN], 0)
     assert doc["accepted_revisions"] == 1 and doc["kind"] == "run" and "wall_s" in doc
-    assert doc["final"]["epoch"] == 1 and doc["final"]["accepted"] is True   # the best dev P (1.0 over 0.5)
-    # the final is the best dev P even where that epoch was rolled back on J (paper §4.3)
-    rolled = [dict(first, P=0.5, C=0.4), dict(second, P=0.7, C=0.5, accepted=False)]
-    assert run_epochs.final_of(rolled)["epoch"] == 1 and run_epochs.final_of(rolled)["accepted"] is False
-    assert run_epochs.final_of([dict(first, P=None)]) is None
+    assert doc["final"] is None   # the run has not chosen its final yet: nothing is recomputed in its place
+    # finished: the final the run recorded, its rule and why, not one recomputed by another rule
+    import shutil
+
+    from evolver.loop import final
+
+    shutil.copytree(store.root, tmp_path / "finished")
+    finished = RunContext(RunStore.open(tmp_path / "finished"))
+    chosen = finished.stage(-1, "final", lambda: final(finished))
+    assert run_epochs.main([str(tmp_path / "finished"), "--command", "curateevo run", "--out", str(out)]) == 0
+    recorded = json.loads(out.read_text())["final"]
+    assert recorded == {"epoch": chosen.epoch, "commit": chosen.commit, "P": chosen.P, "accepted": True,
+                        "rule": "paper-best-dev", "why": chosen.why} and chosen.epoch == 1
     assert [(r["epoch"], r["fixed"], r["broken"]) for r in doc["table"]] == [(0, 0, 0), (1, 1, 1)]
     assert run_epochs.main([str(tmp_path), "--command", "x", "--out", str(tmp_path / "no.json")]) == 2
     assert not (tmp_path / "no.json").exists()
