@@ -21,15 +21,11 @@ from evolver.llm import USAGE_KEYS
 from evolver.proposers import make_proposer
 from evolver.results import Decision, StageResult, result_type
 from evolver.stages import channel_answer
+from evolver.own_strategy import create_workspace
 from evolver.store import RunStore
 from corpora import load_corpus
-from sandbox.executor import PROJECT_ROOT, make_executor
+from sandbox.executor import make_executor
 from workspace.repository import Workspace
-
-SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
-# ρ0's inputs: no diagnosis yet, but every file a strategy may read is there
-EMPTY_DIAGNOSIS = {"failed_points": [], "signals": {"families": {}, "forgetting": [], "boundary": [], "rare": []},
-                   "profile": {}, "rejected": []}
 
 
 def say(text: str) -> None:
@@ -46,7 +42,7 @@ class RunContext:
             self.backend = backend
         self.cfg = RunConfig.from_json(store.config, where=str(store.root / "run.json"))
         if not (store.root / "strategy").exists():   # created here, so a kill right after run.json is harmless
-            Workspace.create(store.root / "strategy", SEED_STRATEGY, params=self.cfg.params(), inputs=EMPTY_DIAGNOSIS)
+            create_workspace(store.root / "strategy", self.cfg)
         self.ws = Workspace.open(store.root / "strategy")
         check_workspace(store, self.ws)
         check_artifacts(store)

@@ -16,7 +16,8 @@ from base.files import atomic_json, is_empty_or_missing, read_json, read_jsonl, 
 from base import registry
 from environments.evaluate import EvalResult
 from evolver.store import RunStore, half_made, taken
-from evolver.launch import check_run_lengths, check_run_prompts, dev_check, dev_note, read_ids
+from evolver.launch import check_own_strategy, check_run_lengths, check_run_prompts, dev_check, dev_note, read_ids
+from evolver.own_strategy import create_workspace, own_files
 from evolver.tables import epoch_rows, failed_stages, final_line, format_log, format_stages, untrained_choice
 from corpora import corpus_kind, corpus_sha256, load_corpus
 from sandbox.executor import PROJECT_ROOT
@@ -100,6 +101,8 @@ def create_run(options: dict) -> RunStore:
     if options["llm_records"] and not Path(options["llm_records"]).is_dir():
         raise UserError(f"--llm-records {options['llm_records']}: no such directory (a run's llm/ folder)")
     probe = resolve(options, (), "")   # every value checked before any corpus is read or built
+    if probe.strategy:
+        own_files(probe)   # --strategy DIR: a directory with a strategy.py, said before the corpus is read
     held_out_corpus = registry.get(probe.benchmark).holds_out_corpus()
     if held_out_corpus and not options["corpus"]:
         raise UserError(f"--benchmark {probe.benchmark} scores held-out records of your own corpus: give --corpus FILE "
@@ -133,10 +136,13 @@ def create_run(options: dict) -> RunStore:
             write_skipped(folder, loaded)
         if options["llm_records"]:   # a rerun from another run's record (offline: no network call)
             shutil.copytree(options["llm_records"], folder / "llm", ignore=shutil.ignore_patterns("diagnosis-cache"))
+        if config.strategy:   # the user's strategy is the run's from now on: resume and replay need no DIR
+            create_workspace(folder / "strategy", config)
 
     check_run_lengths(config, loaded)
     check_run_prompts(config)   # every dev prompt fits the evaluation's prompt cap, or one sentence now
-    store = RunStore.create(runs_dir / name, config.to_json(), fill)   # the loop creates the strategy workspace from ρ0
+    config = check_own_strategy(config)   # --strategy DIR: the candidate gate's checks, before any training
+    store = RunStore.create(runs_dir / name, config.to_json(), fill)   # else the loop creates the workspace from ρ0
     if loaded is not None:
         corpus_notes(store, loaded)
     if dev is not None:
