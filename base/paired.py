@@ -17,6 +17,13 @@ counts resample their seeds on their own. Resampling both factors counts the tas
 seed-to-seed variation; it slightly overstates the variance (McCullagh 2000), so a verdict errs
 cautious. With one seed the seed resample is the identity and it is the plain paired bootstrap
 over tasks.
+
+A scored id need not be a task of its own: in the next-call benchmark each held-out *record* is
+scored, and several records may be trials of one published task (tau-bench, tau2-bench). `groups`
+(scored id → the task it belongs to; an id it does not name is a task of its own) makes the task
+resample a **cluster bootstrap**: tasks are drawn with replacement and each brings all its records,
+the resample's mean being over the records drawn (`task_weights`). When every task is one record
+it is the plain task resample, draw for draw (the same generator calls, the same numbers).
 All resampling takes an explicit seed (numpy's default generator).
 """
 from __future__ import annotations
@@ -33,6 +40,8 @@ acceptance (`PairedBootstrap.confidence`), its default margin (evolver.acceptanc
 and the quality bench's spread report (`acceptance_margin`'s default), declared once."""
 
 Scores = Mapping[str, Sequence[float]]
+Groups = Mapping[str, str]
+"""scored id → the task it is a record of (module docstring); an id not named is a task of its own."""
 
 
 def table(scores: Scores, tasks: Sequence[str] | None = None) -> np.ndarray:
@@ -49,9 +58,32 @@ def table(scores: Scores, tasks: Sequence[str] | None = None) -> np.ndarray:
     return np.asarray([[float(x) for x in scores[t]] for t in tasks])
 
 
-def task_weights(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray:
-    """resamples × n: how often each task is drawn, over n (a resample's mean is weights @ column)."""
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=resamples) / n
+def task_weights(rng: np.random.Generator, n: int, resamples: int, ids: Sequence[str] | None = None,
+                 groups: Groups | None = None) -> np.ndarray:
+    """resamples × n: how often each of the n scored ids is drawn, over the records drawn (a resample's
+    mean is weights @ column). Without `groups` (or when each id is its own task) the ids are the
+    tasks drawn; with them the tasks are drawn and each brings its records (the cluster bootstrap)."""
+    index, sizes = task_index(ids, groups) if ids is not None and groups else (None, None)
+    if index is None:
+        return rng.multinomial(n, np.full(n, 1.0 / n), size=resamples) / n
+    k = len(sizes)
+    drawn = rng.multinomial(k, np.full(k, 1.0 / k), size=resamples)
+    return drawn[:, index] / (drawn @ sizes)[:, None]
+
+
+def task_index(ids: Sequence[str], groups: Groups | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Each id's task (numbered in order of first appearance) and each task's count of ids; (None,
+    None) when every id is a task of its own."""
+    number: dict[str, int] = {}
+    index = [number.setdefault(groups.get(i, i) if groups else i, len(number)) for i in ids]
+    if len(number) == len(index):
+        return None, None
+    return np.asarray(index), np.bincount(index)
+
+
+def count_tasks(ids: Sequence[str], groups: Groups | None) -> int:
+    """How many tasks the scored ids are records of."""
+    return len({groups.get(i, i) if groups else i for i in ids})
 
 
 def seed_weights(rng: np.random.Generator, seeds: int, resamples: int) -> np.ndarray:
@@ -76,26 +108,29 @@ def shared_seed_weights(rng: np.random.Generator, matrices: Sequence[np.ndarray]
 
 @dataclass(frozen=True)
 class PairedDifference:
-    """mean(a) − mean(b) on the tasks both rows scored, and its resampled values."""
+    """mean(a) − mean(b) on the ids both rows scored, and its resampled values; `tasks` the tasks
+    those ids are records of (what is resampled), `records` the ids."""
     value: float
     tasks: int
     resampled: np.ndarray
+    records: int = 0
 
     def share_above(self, threshold: float = 0.0) -> float:
         """The share of resamples whose difference exceeds `threshold`."""
         return float(np.mean(self.resampled > threshold))
 
 
-def paired_difference(a: Scores, b: Scores, resamples: int = RESAMPLES, seed: int = 0) -> PairedDifference:
-    """The crossed paired bootstrap of mean(a) − mean(b) over the tasks both rows scored (ValueError
-    when they share none, or a task lacks a seed's score)."""
-    tasks = sorted(set(a) & set(b))
-    ma, mb = table(a, tasks), table(b, tasks)
+def paired_difference(a: Scores, b: Scores, resamples: int = RESAMPLES, seed: int = 0,
+                      groups: Groups | None = None) -> PairedDifference:
+    """The crossed paired bootstrap of mean(a) − mean(b) over the ids both rows scored, their tasks
+    drawn as `groups` says (ValueError when they share none, or an id lacks a seed's score)."""
+    ids = sorted(set(a) & set(b))
+    ma, mb = table(a, ids), table(b, ids)
     rng = np.random.default_rng(seed)
-    task_w = task_weights(rng, len(tasks), resamples)
+    task_w = task_weights(rng, len(ids), resamples, ids, groups)
     seed_w = shared_seed_weights(rng, (ma, mb), resamples)
     diffs = resampled_means(ma, task_w, rng, seed_w) - resampled_means(mb, task_w, rng, seed_w)
-    return PairedDifference(float(ma.mean() - mb.mean()), len(tasks), diffs)
+    return PairedDifference(float(ma.mean() - mb.mean()), count_tasks(ids, groups), diffs, len(ids))
 
 
 def acceptance_margin(seed_sd: float, seeds: int, confidence: float = CONFIDENCE, shared: float = 0.0) -> float:

@@ -9,9 +9,10 @@ it fixed and broke against its parent (`evolver.lineage.outcome_delta`, all seed
 tasks per category, the GRPO groups with zero reward variance, and the stages' seconds. The file is
 of the leaderboard's `run` kind (`epochs` and `wall_s`); `accepted_revisions` counts the epochs
 after ρ0 that were accepted (the acceptance rule already holds them to the run's margin); `final`
-is the epoch the run ends on — the best dev P, lower C breaking ties (`evolver.objective.final_choice`,
-paper §4.3), which may be an epoch that was rolled back on J; `table` holds the same epochs as flat
-rows for a docs table.
+is the epoch the run ended on as its journal recorded it — its epoch, commit, P, the final rule that
+chose it and why (`evolver.tables.final_of`; a run finished before the rules had names chose by
+paper-best-dev and says so), None for a run that has not finished; `table` holds the same epochs as
+flat rows for a docs table.
 """
 from __future__ import annotations
 
@@ -27,9 +28,9 @@ from base.files import atomic_json  # noqa: E402
 from bench.loop_identity import label  # noqa: E402
 from evolver.config import RunConfig  # noqa: E402
 from evolver.lineage import decisions, outcome_deltas  # noqa: E402
-from evolver.objective import final_choice  # noqa: E402
 from evolver.store import RunStore  # noqa: E402
 from evolver.tables import epoch_rows  # noqa: E402
+from evolver.tables import final_of as recorded_final  # noqa: E402
 
 
 def categories(store: RunStore, epoch: int, seeds) -> dict[str, list[int]]:
@@ -80,14 +81,15 @@ def epochs_of(store: RunStore) -> list[dict]:
     return out
 
 
-def final_of(epochs: list[dict]) -> dict | None:
-    """The epoch the run ends on, by the loop's own rule; None before any epoch is evaluated."""
-    scored = [e for e in epochs if e["P"] is not None and e["C"] is not None]
-    if not scored:
+def final_of(store: RunStore, epochs: list[dict]) -> dict | None:
+    """The epoch the run ended on, as its journal recorded it (the run's final rule chose it), with
+    whether that epoch was accepted; None before the run finished."""
+    final = recorded_final(store)
+    if final is None:
         return None
-    choice = final_choice(scored)
-    return {"epoch": choice["epoch"], "P": choice["P"], "accepted": choice["accepted"],
-            "rule": "the best dev P, lower C breaking ties, then the earlier epoch (paper §4.3)"}
+    accepted = next((e["accepted"] for e in epochs if e["epoch"] == final["epoch"]), None)
+    return {"epoch": final["epoch"], "commit": final["commit"], "P": final["P"], "accepted": accepted,
+            "rule": final["rule"], "why": final["why"]}
 
 
 def flat(epochs: list[dict], names: list[str]) -> list[dict]:
@@ -123,12 +125,12 @@ def main(argv=None) -> int:
         "commit": args.commit or label(Path(__file__).resolve().parents[1]), "what": args.what, "machine": args.machine,
         "run": str(args.run), "wall_s": round(sum(e["epoch_s"] for e in epochs)),
         "accepted_revisions": sum(1 for e in epochs if e["epoch"] > 0 and e["accepted"]),
-        "final": (final := final_of(epochs)),
+        "final": (final := final_of(store, epochs)),
         "categories": " / ".join(names := sorted({n for e in epochs for n in e["categories"]})),
         "table": flat(epochs, names), "epochs": epochs})
     print(f"wrote {args.out}: {len(epochs)} epochs, "
           f"{sum(1 for e in epochs if e['epoch'] > 0 and e['accepted'])} revisions accepted, "
-          f"final: {'none yet' if final is None else 'epoch %d' % final['epoch']}")
+          f"final: {'none yet' if final is None else 'epoch %d (%s)' % (final['epoch'], final['rule'])}")
     return 0
 
 

@@ -74,6 +74,13 @@ def group_key(record: Mapping, content: bool = False, by_task: bool = False) -> 
     return "content:" + hashlib.sha256(body.encode()).hexdigest()
 
 
+def task_key(record: Mapping, spec: Mapping | None = None) -> str:
+    """The task a record is a trial (or copy) of under the split `spec` (None: DEFAULT_SPLIT): the
+    group `partition` keeps on one side, which the next-call benchmark's intervals resample."""
+    rank = dict(DEFAULT_SPLIT if spec is None else spec).get("rank")
+    return group_key(record, rank in RANKS, rank == "task")
+
+
 def judgeable(record: Mapping) -> bool:
     """The record gives the next-call benchmark something to judge: an assistant turn with tool calls,
     and no recorded failure (a failed trajectory's actions are not ones to copy)."""
@@ -155,9 +162,8 @@ def sides(records: Sequence[Mapping], spec: Mapping | None = None) -> dict:
     groups kept on one side) and its records with tool calls and no failed outcome (`judgeable`)."""
     spec = dict(DEFAULT_SPLIT if spec is None else spec)
     parts = partition(records, spec)
-    by_task, content = spec.get("rank") == "task", spec.get("rank") in RANKS
     by_id = {r["id"]: r for r in records}
-    return {part: {"records": len(ids), "tasks": len({group_key(by_id[i], content, by_task) for i in ids}),
+    return {part: {"records": len(ids), "tasks": len({task_key(by_id[i], spec) for i in ids}),
                    "with_calls": sum(judgeable(by_id[i]) for i in ids)}
             for part, ids in parts._asdict().items()}
 

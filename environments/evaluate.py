@@ -84,8 +84,14 @@ class EvalResult:
     the evaluated task ids in evaluation order, one per episode (each task once; `samples` > 1
     rolls each out several times); `per_category` maps each category of those tasks to the same
     metrics as `metrics`; `P` is `metrics[metric]` (None when the dev set gave the metric no item);
-    `gold` is the gold-call log-likelihood document (`mean`, `per_category`, …) or None."""
+    `gold` is the gold-call log-likelihood document (`mean`, `per_category`, …) or None;
+    `task_groups` maps each task id to the task it is a record of where the benchmark names one
+    (next-call: a held-out record of a published task), else {}."""
     doc: Mapping[str, Any]
+
+    @property
+    def task_groups(self) -> dict[str, str]:
+        return dict(self.doc.get("task_groups") or {})
 
     @property
     def P(self) -> float | None:
@@ -329,6 +335,8 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
         **({"user": user.record()} if user is not None else {}),
         "categories": sorted(categories) if categories else None,
         "tasks": [t.id for t in task_list],
+        **({"task_groups": {t.id: t.meta["task_group"] for t in task_list}}
+           if any("task_group" in (t.meta or {}) for t in task_list) else {}),
         "metric": metric,
         "P": summary["metrics"][metric],
         "metrics": summary["metrics"],
@@ -377,7 +385,9 @@ def format_metrics(doc: dict, out: Path | None = None) -> str:
     model = pol.get("base") or pol.get("model") or pol.get("label") or pol.get("backend")
     extra = f", {pol['threads']} threads" if pol.get("threads") else ""
     rows = [
-        ("benchmark", f"{doc['benchmark']} ({doc['split']}, {len(doc['tasks'])} tasks)"),
+        ("benchmark", f"{doc['benchmark']} ({doc['split']}, " + (
+            f"{len(doc['tasks'])} records of {len(set(doc['task_groups'].values()))} tasks)" if doc.get("task_groups")
+            else f"{len(doc['tasks'])} tasks)")),
         ("policy", f"{model}" + (f" + {pol['adapter']}" if pol.get("adapter") else "") + f" ({where}{extra}, "
                    f"batch {doc['runner']['batch_size']})"),
         ("task_success", f"{_pct(m['task_success'])} ({m['successes']}/{m['episodes']} episodes)"),

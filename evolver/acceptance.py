@@ -19,11 +19,13 @@ from base import registry
 
 @dataclass(frozen=True)
 class Scores:
-    """A strategy's evaluation: P (mean over seeds), C, J = P − λ·C and task id → per-seed scores."""
+    """A strategy's evaluation: P (mean over seeds), C, J = P − λ·C, task id → per-seed scores, and
+    `groups`: a scored id → the task it is a record of, where several are (next-call; base/paired.py)."""
     P: float
     C: float
     J: float
     per_task: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    groups: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,8 @@ class Margin:
 @dataclass(frozen=True)
 class PairedBootstrap:
     """Noise-aware: both strategies scored on the same tasks with several seeds. ΔP is resampled
-    with base.paired's crossed paired bootstrap (the tasks and the seeds shared, as both
+    with base.paired's crossed paired bootstrap (the tasks — a cluster of records each where the
+    scores name their task, `Scores.groups` — and the seeds shared, as both
     strategies train the run's seeds; the routine the quality table's paired difference uses too);
     accept when ΔJ > margin in at least `confidence` of the resamples. C is deterministic per
     strategy: ΔJ = ΔP − λ·ΔC."""
@@ -80,10 +83,12 @@ class PairedBootstrap:
             return first_is_best(candidate)
         if not set(candidate.per_task) & set(best.per_task):
             return Ruling(False, "no task scored under both strategies; rolled back", 0.0)
-        d = paired_difference(candidate.per_task, best.per_task, self.resamples, self.seed)
+        d = paired_difference(candidate.per_task, best.per_task, self.resamples, self.seed,
+                              {**best.groups, **candidate.groups})
         delta = objective(d.value, candidate.C - best.C, lam)
         share = float(np.mean(objective(d.resampled, candidate.C - best.C, lam) > self.margin))
-        said = (f"paired over {d.tasks} tasks: ΔJ {delta:+.4f}, above margin {self.margin:g} "
+        over = f"{d.tasks} tasks" + (f" ({d.records} records)" if d.records != d.tasks else "")
+        said = (f"paired over {over}: ΔJ {delta:+.4f}, above margin {self.margin:g} "
                    f"in {share:.0%} of resamples")
         if share >= self.confidence:
             return Ruling(True, said + f" (≥ {self.confidence:.0%})", delta)

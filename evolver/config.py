@@ -147,6 +147,15 @@ class RunConfig(BaseModel):
         option_default=1)] = (0,)
     """Training + evaluation seeds per candidate (`--seeds N`: 0..N-1); more than one enables the paired acceptance."""
     seed: Annotated[int, Flag("the run's seed")] = 0
+    strategy: Annotated[str, Flag(
+        "your own strategy directory (its strategy.py and the modules beside it) as epoch 0's candidate instead "
+        "of the seed ρ0; it is dry-run on the corpus and checked as any candidate before anything is trained "
+        "(default: the seed ρ0)", derived=True)] = ""
+    """Absolute path of the user's strategy directory, or "" (the seed ρ0, curation_strategies/seed):
+    its files are committed as epoch 0's candidate when the run is created (evolver/own_strategy.py),
+    so resume and replay read them from the run's workspace, never from this directory again."""
+    strategy_sha256: str = ""
+    """sha256 of that directory's strategy files at launch (sandbox.strategy_files; base.files.sha256_files)."""
     """The run's seed: curation (ctx.rng), the proposer and the acceptance resampling."""
     acceptance: Annotated[str, Flag("acceptance rule (auto: paired with several seeds, else margin)",
                                     choices=lambda: ("auto", *_acceptance_names()))] = "auto"
@@ -475,7 +484,8 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
         **as_given(RunConfig, o), corpus=tuple(corpus), corpus_sha256=corpus_sha256, benchmark=benchmark,
         metric=metric, train=train, eval=evaluation, margin=o["margin"], seeds=tuple(range(o["seeds"])),
         proposer=proposer, final_rule=o["final_rule"] or "accepted-best", ablations=tuple(sorted(set(o["ablate"]))), llm=llm,
-        tools=str(Path(o["tools"]).resolve()) if o["tools"] else "", diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),
+        tools=str(Path(o["tools"]).resolve()) if o["tools"] else "", strategy=str(Path(o["strategy"]).resolve()) if
+        o["strategy"] else "", diagnosis=o["diagnosis"] or ("rules+llm" if llm else "rules"),
         ray_address=o["ray_address"] or "", storage=o["storage"] or "", agent=AgentLimits(**given_to(AgentLimits, o)))
 
 

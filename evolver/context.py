@@ -21,16 +21,12 @@ from evolver.llm import USAGE_KEYS
 from evolver.proposers import make_proposer
 from evolver.results import Decision, StageResult, result_type
 from evolver.stages import channel_answer
+from evolver.own_strategy import create_workspace
 from evolver.store import RunStore
 from experiments import journal
 from corpora import load_corpus
-from sandbox.executor import PROJECT_ROOT, make_executor
+from sandbox.executor import make_executor
 from workspace.repository import Workspace
-
-SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
-# ρ0's inputs: no diagnosis yet, but every file a strategy may read is there
-EMPTY_DIAGNOSIS = {"failed_points": [], "signals": {"families": {}, "forgetting": [], "boundary": [], "rare": []},
-                   "profile": {}, "rejected": []}
 
 
 def say(text: str) -> None:
@@ -48,7 +44,7 @@ class RunContext:
         self.cfg = llm_moved(RunConfig.from_json(store.config, where=str(store.root / "run.json")),
                              store.journal.events())   # where `resume --base-url` moved its LLM
         if not (store.root / "strategy").exists():   # created here, so a kill right after run.json is harmless
-            Workspace.create(store.root / "strategy", SEED_STRATEGY, params=self.cfg.params(), inputs=EMPTY_DIAGNOSIS)
+            create_workspace(store.root / "strategy", self.cfg)
         self.ws = Workspace.open(store.root / "strategy")
         check_workspace(store, self.ws)
         check_artifacts(store)
@@ -186,6 +182,11 @@ class RunContext:
             for t in read_jsonl(self.store.epoch_dir(epoch) / f"eval-s{s}" / "trajectories.jsonl"):
                 scores.setdefault(t["meta"]["task_id"], []).append(self.env.task_score(t))
         return scores
+
+    def task_groups(self, epoch: int) -> dict[str, str]:
+        """Dev id → the task it is a record of, where the evaluation named one (the next-call
+        benchmark's held-out records of published tasks); an id not named is a task of its own."""
+        return {t["meta"]["task_id"]: t["meta"]["task_group"] for t in self.evaluated(epoch) if "task_group" in t["meta"]}
 
 
 def llm_spent(store: RunStore) -> dict:

@@ -34,10 +34,10 @@ def judged(run: RunContext, epoch: int, curation: Curation, evaluations: list[Ev
         raise RunFailed(f"epoch {epoch}: the evaluation scored nothing (dev {evaluations[0].dev or None}), so P is "
                         f"undefined; the dev set gives no {cfg.metric} item for this run")
     p = fmean(e.P for e in evaluations)
-    candidate = Scores(p, curation.C, objective(p, curation.C, cfg.lam), run.per_task(epoch))
+    candidate = Scores(p, curation.C, objective(p, curation.C, cfg.lam), run.per_task(epoch), run.task_groups(epoch))
     best = run.best()
     ruling = run.rule.decide(candidate, None if best is None else
-                             Scores(best.P, best.C, best.J, run.per_task(best.epoch)), cfg.lam)
+                             Scores(best.P, best.C, best.J, run.per_task(best.epoch), run.task_groups(best.epoch)), cfg.lam)
     decision = Decision(epoch=epoch, commit=curation.commit, accepted=ruling.accepted, reason=ruling.reason, P=p,
                         C=curation.C, J=candidate.J, edits=edits, dev=evaluations[0].dev or None)
     empty = trained_nothing(run, epoch)

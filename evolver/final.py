@@ -29,7 +29,7 @@ def choose_final(run: RunContext) -> Final:
     head = run.best()
 
     def scores(d: Decision) -> Scores:
-        return Scores(d.P, d.C, objective(d.P, d.C, run.cfg.lam), run.per_task(d.epoch))
+        return Scores(d.P, d.C, objective(d.P, d.C, run.cfg.lam), run.per_task(d.epoch), run.task_groups(d.epoch))
 
     def judge(d: Decision) -> Ruling | None:
         return None if trained_nothing(run, d.epoch) else run.rule.decide(scores(d), scores(head), run.cfg.lam)

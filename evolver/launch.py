@@ -1,8 +1,10 @@
 """What `curateevo run` checks about a new run before its directory exists (evolver/run_cli.py
 `create_run`): the record ids a user holds out, the held-out parts a corpus without an environment
-is judged on, and that ρ0's records survive the profile's length limits."""
+is judged on, that ρ0's records survive the profile's length limits, and that a user's own strategy
+(`--strategy DIR`) passes the checks every candidate passes."""
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from base.errors import UserError
@@ -112,3 +114,28 @@ def check_run_lengths(config: RunConfig, corpus) -> None:
         raise UserError(f"nothing would be trained: ρ0 keeps every record whole and, at profile {config.train.profile}'s "
                         f"limits, {report.summary()}; " + (f"a run with {report.advice()}" if report.advice() else
                                                             "curate shorter records") + "; nothing was run")
+
+
+def check_own_strategy(cfg: RunConfig) -> RunConfig:
+    """`cfg` with the sha256 of its user's strategy, once that strategy passed the candidate gate's
+    checks on the run's corpus (evolver/own_strategy.py); `cfg` itself without one. UserError: one sentence
+    naming the directory, why, and how to see it."""
+    if not cfg.strategy:
+        return cfg
+    from corpora import load_corpus
+    from evolver.candidate import check_candidate
+    from evolver.own_strategy import own_files, own_sha256
+    from sandbox.executor import make_executor
+
+    files = own_files(cfg)
+    where = f"--strategy {cfg.strategy}"
+    corpus = registry.get(cfg.benchmark).train_view(load_corpus(list(cfg.corpus), on_error=cfg.on_error,
+                                                                tools=cfg.tools or None), cfg.split_spec)
+    with tempfile.TemporaryDirectory(prefix="curateevo-own-strategy-") as tmp:
+        verdict, _ = check_candidate(files, corpus, make_executor(cfg.sandbox), {}, Path(tmp) / "dry-run",
+                                     seed=cfg.seed, n_ref=cfg.n_ref, timeout_s=cfg.curation_timeout_s,
+                                     budget=cfg.curation_budget)
+    if not verdict.ok:
+        raise UserError(f"{where}: it fails the checks every candidate passes ({verdict.error}); nothing was "
+                        f"trained; `curateevo curate --strategy {cfg.strategy} --corpus …` shows its output")
+    return cfg.replace(strategy_sha256=own_sha256(cfg.strategy))

@@ -14,7 +14,7 @@ from base.files import read_json, read_jsonl
 from base import registry
 from evolver.config import RunConfig
 from evolver.store import RunStore
-from evolver.tables import dev_size
+from evolver.tables import dev_counted, dev_size
 from sandbox.manifest import Manifest
 
 MAX_SHOWN = 400
@@ -64,7 +64,7 @@ def _held_out(store: RunStore, cfg: RunConfig, rows: list[dict]) -> list[str]:
             return [f"held-out parts: — (the corpus cannot be read again: {exc})"]
         return [f"held out for dev: {held['records']} record(s), {held['items']} step item(s) "
                 f"({held['items_with_calls']} with a recorded call); the epochs scored "
-                + (f"{dev['tasks']} of them" if dev else "— (no epoch was evaluated)"),
+                + (dev_counted(dev, store.config) if dev else "— (no epoch was evaluated)"),
                 f"held out for test: {held['test_records']} record(s), never seen by a strategy; {read}"]
     return [f"dev: {dev['tasks']} task(s) of {cfg.benchmark}'s dev split scored per epoch (--tasks {cfg.tasks})"
             if dev else f"dev: — (no epoch was evaluated; --tasks {cfg.tasks})",
@@ -78,7 +78,7 @@ def _tested_tasks(store: RunStore) -> int | None:
     from evolver import tested
 
     doc = tested.read(store.root)   # a reading through bench quality's cells keeps only the comparison
-    return doc["tasks"] if doc else None
+    return doc.get("records", doc["tasks"]) if doc else None   # next-call: its test records
 
 
 def per_tool_section(store: RunStore, rows: list[dict]) -> str:
@@ -174,7 +174,8 @@ def failed_answers_section(store: RunStore, rows: list[dict]) -> str:
         body = "".join(f"<tr><td>{_e(a)}</td><td><code>{_e(_cut(b))}</code></td><td><code>{_e(_cut(c))}</code></td>"
                        f"<td>{_e(_cut(d))}</td></tr>" for a, b, c, d in lines)
         parts.append((epoch, len(failed), body))
-    shown = [f"<details{' open' if n == len(parts) else ''}><summary>epoch {epoch}: {count} failed dev task(s), "
+    unit = "record" if registry.get(cfg.benchmark).holds_out_corpus() else "task"   # next-call scores held-out records
+    shown = [f"<details{' open' if n == len(parts) else ''}><summary>epoch {epoch}: {count} failed dev {unit}(s), "
              f"seed {seed}</summary><table class=\"answers\"><tr><th>task</th><th>the agent's answer</th>"
              f"<th>gold call</th><th>verdict</th></tr>{body}</table></details>"
              for n, (epoch, count, body) in enumerate(parts, 1)]   # the last epoch's unfolded

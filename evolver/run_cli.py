@@ -19,7 +19,8 @@ from base import registry
 from environments.evaluate import EvalResult
 from experiments import journal
 from evolver.store import RunStore, half_made, taken
-from evolver.launch import check_run_lengths, check_run_prompts, dev_check, dev_note, read_ids
+from evolver.launch import check_own_strategy, check_run_lengths, check_run_prompts, dev_check, dev_note, read_ids
+from evolver.own_strategy import create_workspace, own_files
 from evolver.tables import epoch_rows, failed_stages, final_line, format_log, format_stages, untrained_choice
 from corpora import corpus_kind, corpus_sha256, load_corpus
 from sandbox.executor import PROJECT_ROOT
@@ -105,6 +106,8 @@ def create_run(options: dict) -> RunStore:
         raise UserError(f"--llm-records {options['llm_records']}: no such directory (a run's llm/ folder)")
     probe = overrides.apply(resolve(options, (), ""), options.get("set"))   # every value checked before any
     # corpus is read or built
+    if probe.strategy:
+        own_files(probe)   # --strategy DIR: a directory with a strategy.py, said before the corpus is read
     held_out_corpus = registry.get(probe.benchmark).holds_out_corpus()
     if held_out_corpus and not options["corpus"]:
         raise UserError(f"--benchmark {probe.benchmark} scores held-out records of your own corpus: give --corpus FILE "
@@ -139,10 +142,13 @@ def create_run(options: dict) -> RunStore:
             write_skipped(folder, loaded)
         if options["llm_records"]:   # a rerun from another run's record (offline: no network call)
             shutil.copytree(options["llm_records"], folder / "llm", ignore=shutil.ignore_patterns("diagnosis-cache"))
+        if config.strategy:   # the user's strategy is the run's from now on: resume and replay need no DIR
+            create_workspace(folder / "strategy", config)
 
     check_run_lengths(config, loaded)
     check_run_prompts(config)   # every dev prompt fits the evaluation's prompt cap, or one sentence now
-    store = RunStore.create(runs_dir / name, config.to_json(), fill)   # the loop creates the strategy workspace from ρ0
+    config = check_own_strategy(config)   # --strategy DIR: the candidate gate's checks, before any training
+    store = RunStore.create(runs_dir / name, config.to_json(), fill)   # else the loop creates the workspace from ρ0
     if loaded is not None:
         corpus_notes(store, loaded)
     if dev is not None:
@@ -397,15 +403,15 @@ def cmd_test(args) -> int:
     from evolver import tested
 
     if args.seeds:   # both as two rows of `bench quality`, through its cells
-        scores, rho0, category = tested.cells_scores(store, cfg, args.seeds, args.cache, args.tasks, cfg.sandbox)
+        scores, rho0, category, groups = tested.cells_scores(store, cfg, args.seeds, args.cache, args.tasks, cfg.sandbox)
         partial.mkdir(parents=True)
         doc = None
     else:
-        doc, scores, category = _read_test(store, cfg, final[-1], seed, args.tasks, partial)
+        doc, scores, category, groups = _read_test(store, cfg, final[-1], seed, args.tasks, partial)
         rho0 = scores if epoch == 0 else \
             _read_test(store, cfg, {"epoch": 0, "commit": store.done(0, "curate").result["commit"]}, seed,
                        args.tasks, partial / "rho0")[1]   # ρ0: epoch 0's adapter and memory
-    comparison = tested.compare(scores, rho0, category)
+    comparison = tested.compare(scores, rho0, category, groups)
     how = f"bench quality's cells in {args.cache}" if args.seeds else "the run's adapters"
     kept = tested.record(partial, comparison, epoch, how)
     held, skipped = _held_out(store, cfg, final[-1], epoch, seed, args, partial, user)
@@ -449,27 +455,28 @@ def _held_out(store: RunStore, cfg: RunConfig, final: dict, epoch: int, seed: in
         print(f"held-out benchmark {name}: the final strategy and ρ0 on its test split", file=sys.stderr, flush=True)
         try:
             if args.seeds:
-                scores, rho0, category = tested.cells_scores(store, cfg, args.seeds, args.cache, args.tasks,
+                scores, rho0, category, groups = tested.cells_scores(store, cfg, args.seeds, args.cache, args.tasks,
                                                              cfg.sandbox, benchmark=name, user=user)
             else:
-                _, scores, category = _read_test(store, cfg, final, seed, args.tasks, out / "held-out" / name / "final",
+                _, scores, category, groups = _read_test(store, cfg, final, seed, args.tasks, out / "held-out" / name / "final",
                                                  benchmark=name, user=user)
                 rho0 = scores if epoch == 0 else _read_test(store, cfg, rho0_choice, seed, args.tasks,
                                                             out / "held-out" / name / "rho0", benchmark=name, user=user)[1]
         except UserError as exc:   # a benchmark that cannot run here (its package, a prompt cap): said, not scored 0
             skipped[name] = str(exc)
             continue
-        docs[name] = tested.compare(scores, rho0, category)
+        docs[name] = tested.compare(scores, rho0, category, groups)
         if user is None and registry.get(name).user_simulated:
             skipped[f"{name}, its user-simulated tasks"] = f"they need an LLM playing the user: give {FLAGS}"
     return docs, skipped
 
 
 def _read_test(store: RunStore, cfg: RunConfig, final: dict, seed: int, tasks: int | None,
-               out: Path, benchmark: str | None = None, user=None) -> tuple[EvalResult, dict, dict]:
+               out: Path, benchmark: str | None = None, user=None) -> tuple[EvalResult, dict, dict, dict]:
     """One epoch's strategy (its adapter + memory, as the run recorded them) on the test split into
     `out`, evaluated as the run evaluates (its EvalSpec, through experiments.train_eval.evaluate_on; the
-    whole test split unless `tasks`): the evaluation's result, task id → [score] and task id → category."""
+    whole test split unless `tasks`): the evaluation's result, task id → [score], task id → category and
+    task id → the task it is a record of (tested.scores_of)."""
     from experiments.train_eval import evaluate_on
     from evolver.tested import scores_of
 
@@ -481,8 +488,8 @@ def _read_test(store: RunStore, cfg: RunConfig, final: dict, seed: int, tasks: i
         spec = held_out_spec(cfg.eval_spec, benchmark, tasks)
         doc = evaluate_on(spec, "test", out, base=cfg.train.base, adapter=adapter, memory=memory, seed=seed,
                           progress=True, allow_test=True, user=user)
-        scores, category = scores_of(out / "trajectories.jsonl", doc.metric)
-        return doc, {t: [v] for t, v in scores.items()}, category
+        scores, category, groups = scores_of(out / "trajectories.jsonl", doc.metric)
+        return doc, {t: [v] for t, v in scores.items()}, category, groups
     if corpus is not None:
         if not cfg.holdout:
             raise UserError(f"{store.root} was started before a user corpus got a test part (its run.json has no "
@@ -493,8 +500,8 @@ def _read_test(store: RunStore, cfg: RunConfig, final: dict, seed: int, tasks: i
     spec = cfg.eval_spec.model_copy(update={"tasks": tasks})   # the whole test split unless --tasks
     doc = evaluate_on(spec, "test", out, base=cfg.train.base, adapter=adapter, memory=memory, seed=seed, progress=True,
                       allow_test=True)
-    scores, category = scores_of(out / "trajectories.jsonl", doc.metric)
-    return doc, {t: [v] for t, v in scores.items()}, category
+    scores, category, groups = scores_of(out / "trajectories.jsonl", doc.metric)
+    return doc, {t: [v] for t, v in scores.items()}, category, groups
 
 
 def chosen(store: RunStore, final: dict, seed: int) -> tuple[str | None, Path | None]:

@@ -60,7 +60,9 @@ def evaluate_epoch(cfg: RunConfig, artifacts: Path, out: Path, seed: int, adapte
                       temperature=temperature, progress=True, gold=samples == 1)
     gold = doc.gold   # beside P, never in a strategy's inputs
     m = doc.metrics
-    dev = {"tasks": len(doc.tasks), "episodes": m.get("episodes", 0), "step_items": m.get("step_items", 0),
-           "step_items_with_calls": m.get("step_items_with_calls")}
+    groups = doc.task_groups   # next-call: held-out records, of fewer tasks where several are trials of one
+    dev = {"tasks": len(set(groups.values())) if groups else len(doc.tasks),
+           **({"records": len(doc.tasks)} if groups else {}), "episodes": m.get("episodes", 0),
+           "step_items": m.get("step_items", 0), "step_items_with_calls": m.get("step_items_with_calls")}
     return Evaluation(P=doc.P, metrics=doc.metrics, dev=dev, **({"gold_ll": gold["mean"], "gold_ll_per_category": {
         c: v["mean"] for c, v in gold["per_category"].items()}} if gold else {})).journal()

@@ -188,6 +188,17 @@ def format_log(store: RunStore) -> str:
     return "\n".join(lines + notes)
 
 
+def dev_counted(dev: dict, config: dict) -> str:
+    """What an evaluation scored, counted right: "7 record(s) of 3 task(s)" where it scored held-out
+    records (next-call; a run evaluated before records were told apart counted its records as tasks),
+    else "N task(s)"."""
+    if "records" in dev:
+        return f"{dev['records']} record(s) of {dev['tasks']} task(s)"
+    if registry.get(config.get("benchmark", registry.DEFAULT)).holds_out_corpus():
+        return f"{dev['tasks']} record(s)"
+    return f"{dev['tasks']} task(s)"
+
+
 def dev_size(rows: list[dict]) -> dict | None:
     """The dev set the epochs were scored on, as the last evaluation recorded it (tasks, episodes,
     step items); None before any evaluation."""
@@ -220,7 +231,7 @@ def dev_notes(store: RunStore, rows: list[dict]) -> list[str]:
         scored = f"{dev['step_items']} step items" + (f" ({calls} with a recorded call)" if calls is not None else "")
     else:
         scored = f"{dev['episodes']} episodes, {dev['step_items']} step items"
-    text = f"dev: {dev['tasks']} task(s) evaluated per epoch ({chosen}), {scored}; P is {metric} over the {what}"
+    text = f"dev: {dev_counted(dev, store.config)} evaluated per epoch ({chosen}), {scored}; P is {metric} over the {what}"
     warning = resolution_warning(items, what)
     return [text] + ([f"warning: {warning}"] if warning else [])
 

@@ -69,36 +69,44 @@ def held_out_text(docs: dict[str, dict], epoch: int, skipped: dict[str, str]) ->
     return "\n".join(lines)
 
 
-def scores_of(trajectories: Path, metric: str) -> tuple[dict[str, float], dict[str, str]]:
+def scores_of(trajectories: Path, metric: str) -> tuple[dict[str, float], dict[str, str], dict[str, str]]:
     """task id → its score in one evaluation (call_f1: the held-out record's own call F1, else
-    success), and task id → category, from the evaluation's trajectories.jsonl."""
+    success), task id → category, and task id → the task it is a record of where the evaluation
+    named one (next-call: `meta.task_group`), from the evaluation's trajectories.jsonl."""
     outcome = "reward" if metric == "call_f1" else "success"
     rows = read_jsonl(trajectories)
     return ({t["meta"]["task_id"]: float(t["outcome"][outcome]) for t in rows},
-            {t["meta"]["task_id"]: t["meta"]["category"] for t in rows})
+            {t["meta"]["task_id"]: t["meta"]["category"] for t in rows},
+            {t["meta"]["task_id"]: t["meta"]["task_group"] for t in rows if "task_group" in t["meta"]})
 
 
 NO_INTERVAL = "no interval: one task (resampling one task gives it back every time)"
 
 
 def no_interval(a: dict, b: dict) -> dict:
-    """The difference of two rows scored on one task: its value, and no interval (low, high None)."""
+    """The difference of two rows scored on one task (one or several records of it): its value, and
+    no interval (low, high None)."""
     from statistics import fmean
 
-    (task,) = a
-    return {"value": round(fmean(a[task]) - fmean(b[task]), 6), "low": None, "high": None, "method": NO_INTERVAL,
-            "tasks": 1}
+    mean = lambda row: fmean(fmean(v) for v in row.values())   # noqa: E731
+    return {"value": round(mean(a) - mean(b), 6), "low": None, "high": None, "method": NO_INTERVAL, "tasks": 1}
 
 
-def compare(final: dict, rho0: dict, category: dict[str, str]) -> dict:
+def compare(final: dict, rho0: dict, category: dict[str, str], groups: dict[str, str] | None = None) -> dict:
     """Both rows' P with a 95% interval and the paired difference final − ρ0, overall and per
-    category. `final`, `rho0`: task id → per-seed scores (the same seeds); `category`: task → category."""
+    category. `final`, `rho0`: scored id → per-seed scores (the same seeds); `category`: id →
+    category; `groups`: id → the task it is a record of (next-call), so `tasks` counts tasks, `records`
+    the ids when they are more, and the intervals resample tasks (base/paired.py)."""
+    from base.paired import count_tasks
     from experiments.quality import stats
 
-    def block(tasks: list[str]) -> dict:
-        a, b = ({t: s[t] for t in tasks} for s in (final, rho0))
-        return {"tasks": len(tasks), "final": stats.mean_interval(a).to_json(), "rho0": stats.mean_interval(b).to_json(),
-                "difference": stats.paired_difference(a, b) if len(tasks) > 1 else no_interval(a, b)}
+    def block(ids: list[str]) -> dict:
+        a, b = ({t: s[t] for t in ids} for s in (final, rho0))
+        n = count_tasks(ids, groups)
+        return {"tasks": n, **({"records": len(ids)} if n != len(ids) else {}),
+                "final": stats.mean_interval(a, groups=groups).to_json(),
+                "rho0": stats.mean_interval(b, groups=groups).to_json(),
+                "difference": stats.paired_difference(a, b, groups=groups) if n > 1 else no_interval(a, b)}
 
     tasks = sorted(set(final) & set(rho0))
     if not tasks:
@@ -132,7 +140,7 @@ def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
     """The final strategy and ρ0 as two rows of `bench quality` (experiments/quality/cells.py) on the
     test split with seeds 0..seeds−1, the run's own trainings adopted where they match: every
     missing seed of both is trained and evaluated there, cached in `cache` like any cell. Returns
-    the final row's and ρ0's task → per-seed scores and task → category."""
+    the final row's and ρ0's task → per-seed scores, task → category and task → its group (Cells.groups)."""
     from base import registry
     from experiments.quality.cells import Cells, Row, Setting
     from experiments.quality.rows import run_row
@@ -161,7 +169,7 @@ def cells_scores(store, cfg, seeds: int, cache: Path, tasks: int | None,
     rho0 = Row(id="rho0-wild", label="ρ0 (epoch 0 of the run)", corpus=wild, ablations=evolved.ablations,
                files=Workspace.open(store.root / "strategy").files(first))
     got = {row.id: [cells.cell(row, s) for s in setting.seeds] for row in (evolved, rho0)}
-    return row_scores(got[evolved.id]), row_scores(got[rho0.id]), dict(cells.category)
+    return row_scores(got[evolved.id]), row_scores(got[rho0.id]), dict(cells.category), dict(cells.groups)
 
 
 def record(out: Path, doc: dict, epoch: int, how: str) -> dict:
@@ -185,10 +193,15 @@ def _ci(e: dict, signed: bool = False) -> str:
     return f"{f(e['value'])} [{f(e['low'])}, {f(e['high'])}]"
 
 
+def counted(block: dict) -> str:
+    """A block's tasks, and the records scored of them where they are more (next-call: '3 (7 records)')."""
+    return f"{block['tasks']}" + (f" ({block['records']} records)" if block.get("records") else "")
+
+
 def rows(doc: dict) -> list[list[str]]:
     """The comparison as table rows: scope, tasks, ρ0, final, final − ρ0 (points, 95% intervals)."""
-    out = [["all", str(doc["tasks"]), _ci(doc["rho0"]), _ci(doc["final"]), _ci(doc["difference"], signed=True)]]
-    return out + [[c, str(b["tasks"]), _ci(b["rho0"]), _ci(b["final"]), _ci(b["difference"], signed=True)]
+    out = [["all", counted(doc), _ci(doc["rho0"]), _ci(doc["final"]), _ci(doc["difference"], signed=True)]]
+    return out + [[c, counted(b), _ci(b["rho0"]), _ci(b["final"]), _ci(b["difference"], signed=True)]
                   for c, b in doc["per_category"].items()]
 
 
@@ -212,7 +225,7 @@ def text(doc: dict, metric: str, epoch: int) -> str:
                "not resolved: the interval of the difference includes 0")
     seeds = f"{doc['seeds']} training seed(s), paired over tasks × seeds" if doc["seeds"] > 1 else "one training seed, paired over tasks"
     unit = (f"{metric} in %" if metric != "call_f1" else
-            "call_f1 in %, each held-out record's own, averaged over the records (the unit the pairing resamples; "
-            "the pooled call_f1 above counts every call alike)")
+            "call_f1 in %, each held-out record's own, averaged over the records (the pairing resamples the tasks "
+            "they are records of, each with its records; the pooled call_f1 above counts every call alike)")
     return (f"final strategy (epoch {epoch}) against ρ0 (epoch 0, no curation) on the test split: {unit}, "
             f"{seeds}\n" + "\n".join(lines) + f"\n{verdict}.")

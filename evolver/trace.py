@@ -4,8 +4,10 @@ per-epoch outcome table `report` shows (evolver/lineage.py computes the deltas).
 --record ID (a record id, `kind:id`, or a raw id): raw ids → operator steps (name, parameters,
 how) → the record in each epoch's artifacts (its strategy commit) → the epochs that trained on it;
 and the epochs whose strategy dropped it, with the operator that noted the drop.
---task TASK: its outcome per evaluated epoch and seed (pass, or the failure family) and, where it
-changed against the parent, the edits and the records near it that the edit added or removed.
+--task TASK (a dev task id, or the task id a next-call corpus published its held-out records with:
+tau-bench `1`, a tau2 task id): its outcome per evaluated epoch and seed (pass, or the failure family)
+and, where it changed against the parent, the edits and the records near it that the edit added or
+removed; an id it cannot find gets the valid ones listed (the first SHOWN_IDS).
 """
 from __future__ import annotations
 
@@ -103,12 +105,74 @@ def trace_record(store: RunStore, wanted: str) -> list[str]:
     return lines
 
 
+SHOWN_IDS = 20
+"""How many valid dev task ids `trace --task` lists when it cannot find the one given."""
+
+
+def dev_tasks(store: RunStore, seeds: Sequence[int]) -> dict[str, str | None]:
+    """Every evaluated dev task id → the task id it was published with (next-call: a held-out record's
+    `meta.published_task_id`), or None."""
+    named: dict[str, str | None] = {}
+    for epoch in _epochs(store):
+        for seed in seeds:
+            for tid, t in evaluated_tasks(store, epoch, seed).items():
+                named[tid] = named.get(tid) or (t.get("meta") or {}).get("published_task_id")
+    return named
+
+
+def _published_in_corpus(store: RunStore, ids) -> dict[str, str]:
+    """Our id → the task id the run's corpus published it with, for the ids it holds ({} when the
+    corpus cannot be read again, or names none)."""
+    from corpora import load_corpus
+    from corpora.split import task_id
+
+    cfg = RunConfig.from_json(store.config)
+    if not cfg.corpus:
+        return {}
+    try:
+        records = load_corpus(list(cfg.corpus), on_error=cfg.on_error).records
+    except (UserError, OSError):
+        return {}
+    wanted = set(ids)
+    return {r["id"]: task_id(r) for r in records if r["id"] in wanted and task_id(r) is not None}
+
+
+def resolve_task(store: RunStore, task: str, seeds: Sequence[int]) -> list[str]:
+    """The dev task ids `task` names: itself when the run evaluated it, else the held-out records
+    published with task id `task` (tau-bench `1`, a tau2 task id); UserError listing valid ids."""
+    named = dev_tasks(store, seeds)
+    if task in named:
+        return [task]
+    if named and all(v is None for v in named.values()):   # evaluated before trajectories named it: the corpus says
+        named.update(_published_in_corpus(store, named))
+    records = sorted(i for i, published in named.items() if published == task)
+    if records:
+        return records
+    if not named:
+        raise UserError(f"no epoch of {store.root} was evaluated yet, so it has no dev task {task!r} to trace")
+    shown = [i + (f" (task {named[i]})" if named[i] else "") for i in sorted(named)[:SHOWN_IDS]]
+    more = f" … ({len(named)} in all)" if len(named) > SHOWN_IDS else ""
+    raise UserError(f"no evaluated epoch of {store.root} has a dev task {task!r}, as the run names it or as its "
+                    f"corpus published it; its dev tasks: {', '.join(shown)}{more}")
+
+
 def trace_task(store: RunStore, task: str) -> list[str]:
-    """The task's outcome per evaluated epoch and seed, and the edits and records near each change."""
+    """The task's outcome per evaluated epoch and seed, and the edits and records near each change;
+    a published task id traces each held-out record of that task in turn."""
     seeds = RunConfig.from_json(store.config).seeds
+    ids = resolve_task(store, task, seeds)
+    if ids == [task]:
+        return _task_lines(store, task, seeds)
+    lines = [f"task {task} as its corpus published it: {len(ids)} held-out record(s), {', '.join(ids)}"]
+    for rid in ids:
+        lines += [f"record {rid}:"] + ["  " + line for line in _task_lines(store, rid, seeds)]
+    return lines
+
+
+def _task_lines(store: RunStore, task: str, seeds: Sequence[int]) -> list[str]:
     rows = decisions(store)
     deltas = {d["epoch"]: d for d in outcome_deltas(store, seeds)}
-    lines, seen = [], False
+    lines = []
     for d in rows:
         if d.get("P") is None:
             continue
@@ -116,7 +180,6 @@ def trace_task(store: RunStore, task: str) -> list[str]:
         for seed in seeds:
             t = evaluated_tasks(store, d["epoch"], seed).get(task)
             if t is not None:
-                seen = True
                 parts.append(f"seed {seed}: " + ("pass" if t["outcome"]["success"] else f"fail ({failure_family(t)})"))
         verdict = "accepted" if d.get("accepted") else "rejected"
         lines.append(f"epoch {d['epoch']} ({verdict}, P = {d['P']:.4f}): " + ("; ".join(parts) or "not evaluated"))
@@ -132,8 +195,6 @@ def trace_task(store: RunStore, task: str) -> list[str]:
                     for op, near in row["near"][what].items():
                         lines.append(f"    {what} {near['count']} record(s) by {op} near it: {', '.join(near['ids'])}"
                                      + (" …" if near["count"] > len(near["ids"]) else ""))
-    if not seen:
-        raise UserError(f"no evaluated epoch of {store.root} has a dev task {task!r}")
     return lines
 
 
@@ -183,5 +244,6 @@ def add_cli(sub) -> None:
     p.add_argument("run", help="the run directory")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--record", metavar="ID", help="a record id (or kind:id), or a raw id the records were made from")
-    which.add_argument("--task", metavar="TASK", help="a dev task id: its outcome per epoch and the edits and records near each change")
+    which.add_argument("--task", metavar="TASK", help="a dev task id, or the task id the corpus published it with "
+                       "(tau-bench `1`, a tau2 task id): its outcome per epoch and the edits and records near each change")
     p.set_defaults(func=cmd_trace)

@@ -210,6 +210,29 @@ def test_trace_prints_a_records_chain_and_a_tasks_outcome_per_epoch(run, capsys)
     assert f"fixed against epoch 0 (seed 0: wrong_call_count → pass) by edits: {'; '.join(edits)}" in out
     assert re.search(r"\n    added \d+ record\(s\) by parallel_variants near it: (sft|rl):", out)
     assert cli.main(["trace", str(store.root), "--task", "no_such_task"]) == 2
+    said = capsys.readouterr().err
+    assert "has a dev task 'no_such_task'" in said and f"its dev tasks: {FIXED}, {BROKEN}" in said.replace("\n", " ")
+
+
+def test_trace_takes_the_task_id_the_corpus_published_and_traces_each_of_its_records(run, tmp_path, capsys):
+    """A next-call run's held-out records name the task they were published with (tau-bench `7`):
+    `trace --task 7` traces each record of it; an unknown one lists the ids with their tasks."""
+    import shutil
+
+    store, _ = run
+    copy = tmp_path / "run"
+    shutil.copytree(store.root, copy)
+    for path in copy.glob("epochs/*/eval-s0/trajectories.jsonl"):
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        for t in rows:
+            t["meta"]["published_task_id"] = "7" if t["meta"]["task_id"] == FIXED else "8"
+        path.write_text("".join(json.dumps(t) + "\n" for t in rows))
+    assert cli.main(["trace", str(copy), "--task", "7"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"task 7 as its corpus published it: 1 held-out record(s), {FIXED}"
+    assert out[1] == f"record {FIXED}:" and out[2] == "  epoch 0 (accepted, P = 0.5000): seed 0: fail (wrong_call_count)"
+    assert cli.main(["trace", str(copy), "--task", "9"]) == 2
+    assert f"its dev tasks: {FIXED} (task 7), {BROKEN} (task 8)" in capsys.readouterr().err.replace("\n", " ")
 
 
 def test_the_diagnosis_and_both_proposers_read_what_the_last_edit_broke(run):
@@ -357,11 +380,19 @@ def test_the_run_epochs_file_lists_each_epoch_with_its_decision_edits_and_what_i
     assert second["epoch"] == 1 and second["accepted"] is True and second["edits"] == edits
     assert (second["fixed"], second["broken"], second["parent"]) == ([FIXED], [BROKEN], 0)
     assert doc["accepted_revisions"] == 1 and doc["kind"] == "run" and "wall_s" in doc
-    assert doc["final"]["epoch"] == 1 and doc["final"]["accepted"] is True   # the best dev P (1.0 over 0.5)
-    # the final is the best dev P even where that epoch was rolled back on J (paper §4.3)
-    rolled = [dict(first, P=0.5, C=0.4), dict(second, P=0.7, C=0.5, accepted=False)]
-    assert run_epochs.final_of(rolled)["epoch"] == 1 and run_epochs.final_of(rolled)["accepted"] is False
-    assert run_epochs.final_of([dict(first, P=None)]) is None
+    assert doc["final"] is None   # the run has not chosen its final yet: nothing is recomputed in its place
+    # finished: the final the run recorded, its rule and why, not one recomputed by another rule
+    import shutil
+
+    from evolver.loop import final
+
+    shutil.copytree(store.root, tmp_path / "finished")
+    finished = RunContext(RunStore.open(tmp_path / "finished"))
+    chosen = finished.stage(-1, "final", lambda: final(finished))
+    assert run_epochs.main([str(tmp_path / "finished"), "--command", "curateevo run", "--out", str(out)]) == 0
+    recorded = json.loads(out.read_text())["final"]
+    assert recorded == {"epoch": chosen.epoch, "commit": chosen.commit, "P": chosen.P, "accepted": True,
+                        "rule": "paper-best-dev", "why": chosen.why} and chosen.epoch == 1
     assert [(r["epoch"], r["fixed"], r["broken"]) for r in doc["table"]] == [(0, 0, 0), (1, 1, 1)]
     assert run_epochs.main([str(tmp_path), "--command", "x", "--out", str(tmp_path / "no.json")]) == 2
     assert not (tmp_path / "no.json").exists()

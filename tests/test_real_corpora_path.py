@@ -96,7 +96,7 @@ def test_a_next_call_report_shows_categories_and_says_why_plots_are_missing(tool
     assert "toolbench" in table and "3 missed)" in table                  # the counts, not "—"
     assert "No failure-family plot: no epoch was diagnosed" in page       # one epoch: never diagnosed, and it says so
     assert "<h2>Failed trajectories</h2>" in page and "(missing_call)" in page
-    assert "dev: 1 task(s) evaluated per epoch (the held-out tenth of the corpus), 3 step items (3 with a recorded call); P is call_f1 over the step items" in page
+    assert "dev: 1 record(s) of 1 task(s) evaluated per epoch (the held-out tenth of the corpus), 3 step items (3 with a recorded call); P is call_f1 over the step items" in page
     assert "warning: the dev set holds 3 step items" in page and "wall time" in page
     assert "(call_f1, the held-out tenth of the corpus)" in page and "--tasks" not in page   # next-call has no --tasks
 
@@ -170,7 +170,8 @@ def test_a_c_only_acceptance_is_labelled_as_such(tmp_path):
     log = format_log(store).splitlines()
     assert " C only " in log[3] and "accepted" not in log[3]
     assert "C only: accepted on a lower C alone with P unchanged" in "\n".join(log)
-    assert "dev: 1 task(s) evaluated per epoch (the held-out tenth of the corpus), 4 step items; P is call_f1" in "\n".join(log)
+    # a run evaluated before records were told from tasks counted its held-out records as "tasks"
+    assert "dev: 1 record(s) evaluated per epoch (the held-out tenth of the corpus), 4 step items; P is call_f1" in "\n".join(log)
 
 
 # ---------------------------------------------------------------- 2: length limits, before training

@@ -129,6 +129,7 @@ def test_run_json_of_earlier_runs_reads_back_and_round_trips():
     assert {k: written.pop(k) for k in BACKEND_DEFAULTS} == BACKEND_DEFAULTS
     assert written.pop("holdout") == {}   # made before the test part: the legacy dev tenth (RunConfig.split_spec)
     assert written.pop("final_rule") == "paper-best-dev"   # made before the final rules: the paper's, as it ended then
+    assert (written.pop("strategy"), written.pop("strategy_sha256")) == ("", "")   # before --strategy: the seed ρ0
     # made before issue 61: its benchmark by the old name, read as the new one (registry.OLD_NAMES)
     assert json_text(written) == text.replace('"benchmark": "replay"', '"benchmark": "next-call"')
     assert '"benchmark": "replay"' in text and RunConfig.from_json(config.to_json()) == config
@@ -140,6 +141,7 @@ def test_run_json_of_earlier_runs_reads_back_and_round_trips():
     assert {k: again[k] for k in doc if k != "agent"} == {k: v for k, v in doc.items() if k != "agent"}
     assert {k: v for k, v in again.items() if k not in doc} == {"max_prompt_length": 0, "tools": "", "tools_sha256": "",
                                                                  "holdout": {}, "final_rule": "paper-best-dev",
+                                                                 "strategy": "", "strategy_sha256": "",
                                                                  **BACKEND_DEFAULTS}
     assert RunConfig.from_json(doc).margin == 0.0478 and RunConfig.from_json(doc).seeds == (0,)
 
@@ -161,6 +163,7 @@ def test_a_new_run_json_reads_back_to_the_same_bytes(tmp_path):
 SET_BY_THE_RUN = {
     "corpus_sha256": "the corpus's bytes at launch",
     "tools_sha256": "the --tools file's bytes at launch",
+    "strategy_sha256": "the --strategy directory's files at launch, once they passed the candidate checks",
     "split": "nothing: the loop evaluates on dev, never on test",
     "holdout": "a corpus without an environment: its dev and test parts (--dev-ids, --test-ids; corpora.split)",
     "llm": "--model and the LLM options, LLMConfig's fields",
@@ -198,6 +201,7 @@ EXAMPLES = {
     "ray_address": (["--ray-address", "head:6379"], "head:6379"), "storage": (["--storage", "/shared/run"], "/shared/run"),
     "proposer": (["--proposer", "agent"], "agent"), "diagnosis": (["--diagnosis", "rules+llm"], "rules+llm"),
     "final_rule": (["--final-rule", "accepted-best"], "accepted-best"),
+    "strategy": (["--strategy", "mine"], str(Path("mine").resolve())),
 }
 
 

@@ -90,10 +90,10 @@ class Workspace:
 
     @classmethod
     def create(cls, path, seed_dir, params: Mapping, *, inputs: Mapping[str, object] | None = None,
-               clock_base: int | None = None) -> "Workspace":
+               clock_base: int | None = None, message: str = SEED_MESSAGE) -> "Workspace":
         """A new workspace at `path` (absent or empty) holding the seed strategy's `*.py` files and
-        `inputs/params.json` (plus any other `inputs`), committed on `main` as "seed strategy ρ0"
-        and tagged `epoch-0` and `best`. Built in a sibling temp dir and renamed into place."""
+        `inputs/params.json` (plus any other `inputs`), committed on `main` as `message` (default
+        "seed strategy ρ0") and tagged `epoch-0` and `best`. Built in a sibling temp dir and renamed into place."""
         path = Path(path)
         if not is_empty_or_missing(path):
             raise UserError(f"{path} already exists and is not empty; reopen it with Workspace.open "
@@ -109,10 +109,10 @@ class Workspace:
             for key, value in {**REPO_CONFIG, "curateevo.clockbase": str(int(clock_base))}.items():
                 run_git(["config", key, value], tmp / ".git", cwd=tmp)
             ws = cls(tmp)
-            sha = ws._commit(files, [], SEED_MESSAGE, ws.clock_base)
+            sha = ws._commit(files, [], message, ws.clock_base)
             ws._update_refs([("refs/heads/main", sha, ZERO), ("refs/tags/epoch-0", sha, ZERO),
-                             ("refs/tags/best", ws._tag_object("best", sha, SEED_MESSAGE), ZERO)],
-                            SEED_MESSAGE)
+                             ("refs/tags/best", ws._tag_object("best", sha, message), ZERO)],
+                            message)
             ws._sync_worktree(None, sha)
             ws.close()
             if path.exists():

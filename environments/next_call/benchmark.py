@@ -13,6 +13,12 @@ assistant message of a held-out record is a `StepItem` — the recorded prefix b
 gold its tool calls (or `[]` for a reply without calls). Records whose outcome says they failed
 (`outcome.success is false`) give no step items by default (their actions are not ones to copy).
 
+Each held-out record is one `Task` here, but several may be trials of one published task (tau-bench
+and tau2-bench publish a few trials of each): `meta.task_group` names the task a record belongs to
+(`corpora.split.task_key`, the group the split keeps on one side) and `meta.published_task_id` the id
+it was published with, on the task and on its scored trajectory. Intervals resample those tasks
+(base/paired.py's cluster bootstrap), and `log`, `test` and the report count records of tasks.
+
 The benchmark judges tool calls, so a held-out record that makes none gives no step items (its
 text replies would be "correct" for any reply without a call: a random model scored P = 1.0 on
 FireAct's text-ReAct corpus); a corpus whose held-out records give no step item at all (none
@@ -35,7 +41,7 @@ from environments.next_call import scoring
 from base.benchmark import SPLITS, StepItem, Task, Verdict
 from environments.next_call.scoring import normalize_arguments, same_calls
 from base.errors import UserError
-from corpora.split import DEFAULT_SHARE, group_key, judgeable, partition, split_ids
+from corpora.split import DEFAULT_SHARE, group_key, judgeable, partition, split_ids, task_id, task_key
 
 NAME = "next-call"
 DEFAULT_HOLDOUT = DEFAULT_SHARE
@@ -165,7 +171,10 @@ class NextCallBenchmark:
 
     def _task(self, record: Mapping) -> Task:
         env = (record.get("meta") or {}).get("env")
-        meta = {"source": record.get("source", ""), "outcome": record.get("outcome")}
+        meta = {"source": record.get("source", ""), "outcome": record.get("outcome"),
+                "task_group": task_key(record, self.split)}
+        if task_id(record) is not None:   # the id it was published with (tau-bench `1`, a tau2 task id)
+            meta["published_task_id"] = task_id(record)
         if env is not None:
             meta["env"] = env
         return Task(id=record["id"], benchmark=NAME, category=record.get("source") or NAME,
@@ -223,6 +232,11 @@ class NextCallBenchmark:
         return scoring.judge_calls(item.gold, calls, format_error, offered)
 
     def episodes(self, tasks: Sequence[Task], steps: Sequence[Mapping]) -> list[dict]:
-        """The scored held-out records of `tasks` as trajectory records (scoring.episodes)."""
+        """The scored held-out records of `tasks` as trajectory records (scoring.episodes), each
+        naming the task it is a record of (`meta.task_group`, `meta.published_task_id`)."""
         items = [i for t in tasks for i in self.step_items(t)]
-        return scoring.episodes(self.records, items, steps, {t.id: t.category for t in tasks})
+        out = scoring.episodes(self.records, items, steps, {t.id: t.category for t in tasks})
+        named = {t.id: t.meta for t in tasks}
+        for t in out:
+            t["meta"].update({k: named[t["id"]][k] for k in ("task_group", "published_task_id") if k in named[t["id"]]})
+        return out

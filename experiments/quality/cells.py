@@ -169,6 +169,8 @@ class Cells:
         if not self.tasks:
             raise UserError(f"{setting.benchmark} has no {setting.split} tasks")
         self.category = {t.id: t.category for t in self.tasks}
+        self.groups = {t.id: t.meta["task_group"] for t in self.tasks if "task_group" in (t.meta or {})}
+        """A scored id → the task it is a record of (next-call's held-out records; base/paired.py)."""
         self.curate_here = curated_runtime is None
         self.runtime = curated_runtime or runtime_sha256()
         self._artifacts: dict[str, Path] = {}

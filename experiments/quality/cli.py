@@ -194,7 +194,7 @@ def cmd_bench_quality(args) -> int:
         results[row.id] = got if all(got) else []
     # the tasks each cell scored (next-call scores only held-out records with a call step; BFCL every task)
     scored = [len(c["scores"]) for got in results.values() for c in got]
-    doc = table.summarize(rows, results, setting, min(scored) if scored else len(cells.tasks))
+    doc = table.summarize(rows, results, setting, min(scored) if scored else len(cells.tasks), groups=cells.groups)
     golds = {}
     if args.calibrate or args.gold:
         say("gold-call log-likelihood of every computed cell (cached beside it) …")

@@ -14,7 +14,10 @@ Two rows are compared on the same tasks with base/paired.py's crossed paired boo
 resample shared by both rows, and one seed resample when both were trained with the same seeds):
 the same routine by which the loop's noise-aware acceptance judges a candidate. `seed_effect`
 measures how much of the training seed's effect on P the rows share — what pairing the seeds
-removes. All resampling takes an explicit seed.
+removes. Where the scored ids are records of fewer tasks (next-call: several held-out records of
+one published task) `groups` names each id's task and the bootstrap draws tasks
+(base/paired.py's cluster bootstrap); a row's interval is then that bootstrap, never Wilson's
+(which counts each record as an independent trial). All resampling takes an explicit seed.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from base.paired import RESAMPLES, Scores, resampled_means, shared_seed_weights, table, task_weights
+from base.paired import RESAMPLES, Groups, Scores, resampled_means, shared_seed_weights, table, task_index, task_weights
 from base.paired import paired_difference as paired_resamples
 
 
@@ -61,26 +64,31 @@ def _percentiles(values: np.ndarray, confidence: float) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def mean_interval(scores: Scores, confidence: float = 0.95, resamples: int = RESAMPLES, seed: int = 0) -> Estimate:
-    """The mean score of a row with its interval: Wilson for one seed of 0/1 scores, else the
-    crossed bootstrap over tasks and seeds."""
-    m = table(scores)
-    if m.shape[1] == 1 and set(np.unique(m)) <= {0.0, 1.0}:
+def mean_interval(scores: Scores, confidence: float = 0.95, resamples: int = RESAMPLES, seed: int = 0,
+                  groups: Groups | None = None) -> Estimate:
+    """The mean score of a row with its interval: Wilson for one seed of 0/1 scores of one record a
+    task, else the crossed bootstrap over tasks (`groups`: the task of each scored id) and seeds."""
+    ids = sorted(scores)
+    m = table(scores, ids)
+    clustered = task_index(ids, groups)[0] is not None
+    if m.shape[1] == 1 and set(np.unique(m)) <= {0.0, 1.0} and not clustered:
         return wilson_interval(int(m.sum()), m.shape[0], confidence)
     rng = np.random.default_rng(seed)
-    means = resampled_means(m, task_weights(rng, m.shape[0], resamples), rng)
+    means = resampled_means(m, task_weights(rng, m.shape[0], resamples, ids, groups), rng)
     return Estimate(float(m.mean()), *_percentiles(means, confidence), "bootstrap over tasks × seeds")
 
 
 def paired_difference(a: Scores, b: Scores, confidence: float = 0.95, resamples: int = RESAMPLES,
-                      seed: int = 0) -> dict:
-    """Mean(a) − mean(b) on the tasks both rows scored: the estimate, its interval, and the
+                      seed: int = 0, groups: Groups | None = None) -> dict:
+    """Mean(a) − mean(b) on the ids both rows scored: the estimate, its interval, and the
     one-sided share of resamples where a does not beat b (`p_not_better`) and the two-sided
-    bootstrap p of no difference (`p_two_sided`, (k + 1)/(R + 1) so never 0); base.paired's routine."""
-    d = paired_resamples(a, b, resamples, seed)
+    bootstrap p of no difference (`p_two_sided`, (k + 1)/(R + 1) so never 0); base.paired's routine.
+    `tasks` counts the tasks resampled; `records` the ids, when they are more (`groups`)."""
+    d = paired_resamples(a, b, resamples, seed, groups)
     est = Estimate(d.value, *_percentiles(d.resampled, confidence), "paired bootstrap over tasks × seeds")
     tail = min(int(np.sum(d.resampled <= 0)), int(np.sum(d.resampled >= 0)))
-    return {**est.to_json(), "tasks": d.tasks, "p_not_better": round(float(np.mean(d.resampled <= 0)), 6),
+    return {**est.to_json(), "tasks": d.tasks, **({"records": d.records} if d.records != d.tasks else {}),
+            "p_not_better": round(float(np.mean(d.resampled <= 0)), 6),
             "p_two_sided": round(min(1.0, 2 * (tail + 1) / (len(d.resampled) + 1)), 6)}
 
 
@@ -98,7 +106,7 @@ def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:
 
 
 def gap_recovered(row: Scores, wild: Scores, labeled: Scores, confidence: float = 0.95,
-                  resamples: int = RESAMPLES, seed: int = 0) -> dict | None:
+                  resamples: int = RESAMPLES, seed: int = 0, groups: Groups | None = None) -> dict | None:
     """The share of the wild → labeled gap a row recovers, (row − wild) / (labeled − wild), with
     a paired-bootstrap interval over the resamples whose gap is positive. None when the measured
     gap is not positive (there is nothing to recover). `gap_positive` is the share of resamples
@@ -109,7 +117,7 @@ def gap_recovered(row: Scores, wild: Scores, labeled: Scores, confidence: float 
     if gap <= 0:
         return None
     rng = np.random.default_rng(seed)
-    task_w = task_weights(rng, len(tasks), resamples)
+    task_w = task_weights(rng, len(tasks), resamples, tasks, groups)
     seed_w = shared_seed_weights(rng, (mr, mw, ml), resamples)
     r, w, lab = (resampled_means(m, task_w, rng, seed_w) for m in (mr, mw, ml))
     positive = lab - w > 0

@@ -36,7 +36,7 @@ def declining() -> set[str]:
     return {c for e in registry.environments() for c in e.declining}
 
 
-def by_kind(a: dict, b: dict, category: dict, seed: int = 0) -> dict | None:
+def by_kind(a: dict, b: dict, category: dict, seed: int = 0, groups: dict | None = None) -> dict | None:
     """a − b (task → per-seed scores) paired on the tasks that want a call (`calling`) and on those whose
     right answer is no call (`declining()`: BFCL's irrelevance categories, ACEBench's special items), so a gain made by declining more
     is not read as a better agent; None when the tasks hold only one kind."""
@@ -45,7 +45,7 @@ def by_kind(a: dict, b: dict, category: dict, seed: int = 0) -> dict | None:
         return None
     return {k: {"n": sum(v == k for v in kind.values()),
                 **stats.paired_difference({t: v for t, v in a.items() if kind[t] == k},
-                                          {t: v for t, v in b.items() if kind.get(t) == k}, seed=seed)}
+                                          {t: v for t, v in b.items() if kind.get(t) == k}, seed=seed, groups=groups)}
             for k in ("calling", "declining")}
 
 
@@ -59,15 +59,17 @@ def _diagnostics(row_cells: list[dict]) -> dict:
     return out
 
 
-def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n_tasks: int, seed: int = 0) -> dict:
+def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n_tasks: int, seed: int = 0,
+              groups: dict[str, str] | None = None) -> dict:
     """Every row with its mean, interval, per-seed P, per-category means and intervals, the
     paired difference with ρ0 on the wild corpus and the share of the wild → labeled gap it
     recovers, and (when the oracle row is computed) the paired difference with the oracle — the
-    bar an evolved strategy must match; rows without all their cells are marked pending."""
+    bar an evolved strategy must match; rows without all their cells are marked pending. `groups`:
+    a scored id → the task it is a record of (Cells.groups), so the intervals resample tasks."""
     scores = {rid: row_scores(c) for rid, c in cells.items() if c}
-    compare = functools.cache(lambda a, b: stats.paired_difference(scores[a], scores[b], seed=seed))
+    compare = functools.cache(lambda a, b: stats.paired_difference(scores[a], scores[b], seed=seed, groups=groups))
     task_category = {t: c for got in cells.values() for cell in got[:1] for t, c in cell["category"].items()}
-    kinds = functools.cache(lambda a, b: by_kind(scores[a], scores[b], task_category, seed=seed))
+    kinds = functools.cache(lambda a, b: by_kind(scores[a], scores[b], task_category, seed=seed, groups=groups))
     wild, labeled, oracle = scores.get("rho0-wild"), scores.get("rho0-labeled"), scores.get("oracle")
     per_seed = {rid: [c["P"] for c in cells[rid]] for rid in scores}
     out_rows = []
@@ -80,8 +82,9 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
         category = cells[row.id][0]["category"]
         by_cat = {}
         for cat in sorted(set(category.values())):
-            by_cat[cat] = stats.mean_interval({t: v for t, v in s.items() if category[t] == cat}, seed=seed).to_json()
-        entry.update(P=stats.mean_interval(s, seed=seed).to_json(), per_seed_P=per_seed[row.id], per_category=by_cat,
+            by_cat[cat] = stats.mean_interval({t: v for t, v in s.items() if category[t] == cat}, seed=seed,
+                                              groups=groups).to_json()
+        entry.update(P=stats.mean_interval(s, seed=seed, groups=groups).to_json(), per_seed_P=per_seed[row.id], per_category=by_cat,
                      **_diagnostics(cells[row.id]))
         if wild is not None and row.id != "rho0-wild":
             entry["vs_rho0_wild"] = compare(row.id, "rho0-wild")
@@ -95,7 +98,7 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
             if kinds(full, row.id):
                 entry["full_minus_this_by_kind"] = kinds(full, row.id)
         if wild is not None and labeled is not None and row.id not in ("rho0-wild", "rho0-labeled"):
-            entry["gap_recovered"] = stats.gap_recovered(s, wild, labeled, seed=seed)   # 0 and 1 by definition there
+            entry["gap_recovered"] = stats.gap_recovered(s, wild, labeled, seed=seed, groups=groups)   # 0 and 1 by definition there
         out_rows.append(entry)
     n, n_seeds = n_tasks, len(setting.seeds)
     table1 = [r.id for r in rows if r.table == 1 and r.id in scores]
@@ -109,8 +112,10 @@ def summarize(rows: list[Row], cells: dict[str, list[dict]], setting: Setting, n
         "setting": setting.to_json(),
         "machine": machine(setting.train.resolved.precision),
         "tasks": n,
-        "interval": "95%: Wilson for one seed, else a crossed bootstrap over tasks × seeds "
-                    f"({stats.RESAMPLES} resamples, seed {seed})",
+        "interval": ("95%: a crossed bootstrap over tasks (each drawn with its records) × seeds"
+                     if groups and len(set(groups.values())) < len(groups) else
+                     "95%: Wilson for one seed, else a crossed bootstrap over tasks × seeds")
+                    + f" ({stats.RESAMPLES} resamples, seed {seed})",
         "rows": out_rows,
         "pairs": pairwise(table1, compare),
         "seed_sd": seed_sd,
