@@ -112,9 +112,19 @@ def read_corpus(path: Path) -> LazyCorpus:
 
 
 def peak_bytes() -> int:
-    """The largest resident memory of this process or any child it waited for, in bytes."""
+    """The largest resident memory of this process or any child it waited for, in bytes. Its own is the
+    high-water mark of its own memory (Linux's VmHWM), not ru_maxrss, which carries over an exec what
+    the process that started it held (a vfork from a large host would be counted as the runtime's)."""
     import resource
-    return 1024 * max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    own = None
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            own = next((1024 * int(line.split()[1]) for line in status if line.startswith("VmHWM:")), None)
+    except OSError:
+        pass
+    if own is None:
+        own = 1024 * resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return max(own, 1024 * resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 
 
 def out_of_memory() -> MemoryError:

@@ -55,9 +55,11 @@ def test_a_run_json_with_the_specs_fields_flat_reads_back_to_the_config_it_resol
     assert not set(written) & {*FLAT, *FLAT_BUDGET} and not set(written["eval"]) & set(RUN_SETS)
     assert written["train"] == resolved["train_spec"] and written["eval"]["max_new_tokens"] == 64
     assert RunConfig.from_json(written) == cfg == RunConfig.from_json(json.loads(json_text(written)))
-    # settings added since the fixture was written read as what such a run did (final_rule: the paper's)
-    assert written["final_rule"] == "paper-best-dev" and "final_rule" not in old
-    assert {k: v for k, v in written.items() if k not in ("train", "eval", "final_rule")} == \
+    # settings added since the fixture was written read as what such a run did (final_rule: the paper's;
+    # strategy: none of the user's, ρ0)
+    added = {"final_rule": "paper-best-dev", "strategy": "", "strategy_sha256": ""}
+    assert {k: written[k] for k in added} == added and not set(added) & set(old)
+    assert {k: v for k, v in written.items() if k not in ("train", "eval", *added)} == \
         {k: v for k, v in old.items() if k not in (*FLAT, *FLAT_BUDGET)}
 
 

@@ -195,7 +195,7 @@ def test_the_log_shows_what_training_used_not_what_was_curated(tmp_path, capsys)
                              "--max-prompt-length", "2048")) == 0
     err = capsys.readouterr().err
     assert "length (test): SFT 5: 5 cut, 5 dropped at max_length 1024; RL 48:" in err
-    assert "warning: every one of the 5 SFT records is dropped at max_length 1024, so this epoch trains on RL alone" in err
+    assert "warning: every one of the 5 SFT records is dropped at max_length 1024, so this training uses RL alone" in err
     trained = RunStore.open(tmp_path / "tau").done(0, "train-s0").result["trained"]
     assert trained["sft"] == 0 and 0 < trained["rl"] <= 48
     assert cli.main(["log", str(tmp_path / "tau")]) == 0

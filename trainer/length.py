@@ -143,7 +143,7 @@ def check_lengths(spec: "TrainSpec", sft: Path | None, rl: Path | None,
     say(f"length ({spec.profile}): {report.summary()}")
     if report.sft_records and report.sft_dropped == report.sft_records:
         say(f"warning: every one of the {report.sft_records} SFT records is dropped at max_length "
-            f"{report.max_length}, so this training trains on RL alone; {advice}")
+            f"{report.max_length}, so this training uses RL alone; {advice}")
     elif report.sft_dropped or report.rl_dropped:
         say(f"note: {advice}")
     return report
