@@ -19,7 +19,6 @@ import argparse
 import datetime
 import hashlib
 import json
-import platform
 import socket
 import subprocess
 import sys
@@ -30,23 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from base.files import atomic_json  # noqa: E402
 from bench.loop_identity import label  # noqa: E402
 from evolver.store import RunStore  # noqa: E402
+from trainer import devices  # noqa: E402
 from experiments import journal  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ["--profile", "test", "--base", "tiny-random", "--epochs", "2", "--tasks", "2", "--benchmark", "bfcl-single",
        "--batch-size", "2", "--corpus", str(ROOT / "environments" / "data" / "sample_corpus.jsonl")]
-
-
-def machine() -> dict:
-    flags = set()
-    model = platform.processor()
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else ():
-        if line.startswith("model name") and model in ("", platform.machine()):
-            model = line.split(":", 1)[1].strip()
-        if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-    return {"cpu": model, "cores": len(__import__("os").sched_getaffinity(0)),
-            "flags": sorted(f for f in flags if f.startswith(("avx", "amx")))}
 
 
 def free_port() -> int:
@@ -150,7 +138,7 @@ def main(argv=None) -> int:
                 "greedy) against the offline proposer and the rule-based diagnosis: the same 2-epoch tiny run",
         "date": datetime.date.today().isoformat(),
         "command": "python bench/agent_local.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "commit": commit, "machine": machine(), "server": {"model": model, "command": "curateevo serve"},
+        "commit": commit, "machine": devices.machine(), "server": {"model": model, "command": "curateevo serve"},
         "run_flags": RUN, "llm_max_tokens": args.llm_max_tokens, "agent_steps": args.agent_steps,
         "epochs": sides,
         "server_tokens_per_s": round(tokens_out / seconds, 2) if seconds else None,

@@ -19,7 +19,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -30,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import scale_corpus  # noqa: E402
+from bench.loop_identity import label  # noqa: E402
 from sandbox.manifest import Manifest  # noqa: E402
 
 STRATEGIES = {"seed": ROOT / "curation_strategies" / "seed", "agentrefine": ROOT / "curation_strategies" / "agentrefine"}
@@ -142,24 +142,12 @@ def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool, strategies
 
 
 def machine() -> dict:
-    info = {"cpus": os.cpu_count(), "python": platform.python_version(), "system": platform.platform()}
-    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("model name", "flags") and key.strip().replace(" ", "_") not in info:
-            info[key.strip().replace(" ", "_")] = value.strip()
+    """trainer.devices.machine (the CPU, cores, ISA flags), with the memory a corpus size is held in."""
+    from trainer.devices import machine as named
+
     meminfo = Path("/proc/meminfo").read_text() if Path("/proc/meminfo").exists() else ""
     total = [line.split()[1] for line in meminfo.splitlines() if line.startswith("MemTotal:")]
-    if total:
-        info["memory_gib"] = round(int(total[0]) / 2**20, 1)
-    return info
-
-
-def commit() -> str:
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                           capture_output=True, text=True).stdout.strip()
-    return head + ("+changes" if dirty else "")
+    return {**named(), **({"memory_gib": round(int(total[0]) / 2**20, 1)} if total else {})}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in sorted(args.sizes):
         rows.append(measure(args.shape, n, args.work, args.sandbox, args.keep, args.strategies))
         result = {"kind": "scale", "what": f"curation at scale ({args.shape} trajectories, {args.sandbox} sandbox)",
-                  "date": today, "command": "bench/scale.py " + " ".join(argv), "commit": commit(),
+                  "date": today, "command": "bench/scale.py " + " ".join(argv), "commit": label(ROOT),
                   "machine": machine(), "shape": args.shape, "sandbox": args.sandbox, "rows": rows}
         args.json.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")   # after each size: partial results kept
     print(f"wrote {args.json}")

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 from pydantic import BaseModel, ValidationError
 
 from base.errors import UserError
+from evolver.options import sentence, sub_model
 
 
 def nested(specs: Sequence[str]) -> dict:
@@ -44,37 +45,22 @@ def nested(specs: Sequence[str]) -> dict:
     return out
 
 
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model an annotation holds (Optional[Model] too), else None."""
-    for arg in (annotation, *typing.get_args(annotation)):
-        if isinstance(arg, type) and issubclass(arg, BaseModel):
-            return arg
-        if typing.get_origin(arg) is typing.Annotated:
-            found = _model_of(typing.get_args(arg)[0])
-            if found:
-                return found
-    return None
-
-
 def _is_mapping(annotation: Any) -> bool:
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
-        return _is_mapping(typing.get_args(annotation)[0])
-    return origin in (dict, Mapping) or annotation is dict or any(_is_mapping(a) for a in typing.get_args(annotation)
-                                                                    if typing.get_origin(annotation) is typing.Union)
+    """A free mapping (`train.budget`, `holdout`; Optional too): its keys are the user's to name."""
+    return any(t is dict or typing.get_origin(t) in (dict, Mapping) for t in (annotation, *typing.get_args(annotation)))
 
 
 def check_keys(model: type[BaseModel], given: Mapping, above: tuple[str, ...] = ()) -> None:
     """UserError naming the first key of `given` that `model` (and its nested models) does not declare."""
+    fields = {info.alias or name: info for name, info in model.model_fields.items()}
     for key, value in given.items():
-        fields = {info.alias or name: info for name, info in model.model_fields.items()}
         path = ".".join((*above, key))
         if key not in fields:
             near = difflib.get_close_matches(key, list(fields), n=3)
             hint = f"; did you mean {' or '.join('.'.join((*above, n)) for n in near)}?" if near else \
                 f"; the settings there: {', '.join(sorted(fields))}"
             raise UserError(f"--set {path}: no such setting{hint}")
-        sub = _model_of(fields[key].annotation)
+        sub = sub_model(fields[key])
         if isinstance(value, Mapping) and sub is not None:
             check_keys(sub, value, (*above, key))
         elif isinstance(value, Mapping) and not _is_mapping(fields[key].annotation):
@@ -94,7 +80,6 @@ def apply(cfg, specs: Sequence[str] | None):
     if not specs:
         return cfg
     from evolver.config import RUN_SETS
-    from evolver.options import sentence
 
     over = nested(specs)
     check_keys(type(cfg), over)

@@ -1,10 +1,10 @@
 """The quality benchmark (`curateevo bench quality`): does evolved curation beat no curation,
 beyond noise? Rows and cells (rows.py, cells.py), statistics (stats.py), report (table.py)."""
-from pathlib import Path
+from sandbox.executor import PROJECT_ROOT
 
-CACHE = Path(__file__).resolve().parents[2] / "runs" / "bench-quality"
+CACHE = PROJECT_ROOT / "runs" / "bench-quality"
 """Where cells, curations and trainings are cached (`--cache`'s default; `run` reads the calibration here)."""
-RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
+RESULTS = PROJECT_ROOT / "bench" / "results"
 """Where a table's raw result is written (`--out`'s default)."""
 
 TABLE1 = ("rho0-wild", "agentrefine", "runs", "oracle", "rho0-labeled")
