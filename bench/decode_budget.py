@@ -6,7 +6,7 @@
 The default budget (environments/policies/limits.py) cuts an answer longer than it, and a cut call
 fails. How many answers need more is read off data no dev or test task is in: the gold answers
 of bfcl-single's tuning slice and the assistant turns of the run's corpus, tokenized as the
-policy writes them (formats.chat_format). For each epoch's seed-0 adapter and memory bank of
+policy writes them (chat_format.chat_format). For each epoch's seed-0 adapter and memory bank of
 `--run`, each budget is evaluated on the tuning slice as `curateevo eval --split tune` does
 (experiments.train_eval.evaluate_on, the loop's evaluation; an evaluation already in `--dir` is read,
 not redone), and the table gives P per category, the answers that ran to the budget, the decoding
@@ -44,7 +44,7 @@ def gold_lengths(budgets: list[int], corpus: list[Path], tokenizer) -> dict:
     from environments.bfcl.common import tool_call_message
     from environments.bfcl.single_turn import SingleTurnBenchmark
     from base.files import read_jsonl
-    from formats.chat_format import render_assistant
+    from chat_format.chat_format import render_assistant
 
     bench = SingleTurnBenchmark()
     by_cat: dict[str, list[str]] = {}
@@ -73,7 +73,7 @@ def evaluation(run: Path, epoch: int, budget: int, folder: Path) -> Path:
 
 
 def reading(out: Path, budget: int, tokenizer) -> dict:
-    from formats.chat_format import render_assistant
+    from chat_format.chat_format import render_assistant
 
     metrics = json.loads((out / "metrics.json").read_text())
     scores, at_budget = {}, 0

@@ -47,7 +47,7 @@ from transformers import TrainerCallback  # noqa: E402
 
 from base.errors import UserError  # noqa: E402
 from bench.step_breakdown import breakdown  # noqa: E402
-from formats import chat_format as cf  # noqa: E402
+from chat_format import chat_format as cf  # noqa: E402
 from trainer import data, devices, models  # noqa: E402
 from trainer.cli import parse_budget  # noqa: E402
 from trainer.recipe import RECIPE, get_profile  # noqa: E402

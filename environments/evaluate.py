@@ -190,7 +190,7 @@ def build_policy(*, base: str, adapter: str | None = None, endpoint: str | None 
                  api_key_env: str = "OPENAI_API_KEY", device: str = "auto", dtype: str = "auto",
                  threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                  max_new_tokens: Annotated[int, Field(ge=1)] = DEFAULT_MAX_NEW_TOKENS, max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS, style: str | None = None, concurrency: int = 4):
-    from formats import chat_format as cf
+    from chat_format import chat_format as cf
 
     style = style or cf.DEFAULT_STYLE
     if endpoint:
@@ -239,7 +239,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     from environments import runner
     from base.benchmark import check_split
     from base.registry import get_benchmark
-    from formats import chat_format as cf
+    from chat_format import chat_format as cf
 
     if split == "test" and not allow_test:
         raise UserError("eval never reads the test split; only `curateevo test` does (use --split dev)")

@@ -9,7 +9,7 @@ by prompt length first, environments/policies/local.py). A turn:
 
 1. the environment adds the next user messages (`Episode.next_turn()`; None ends the task, after
    the messages of its `closing`, if it has one: a simulated user's last words, never answered);
-2. the policy answers; `formats.chat_format.parse_tool_calls` reads its calls;
+2. the policy answers; `chat_format.chat_format.parse_tool_calls` reads its calls;
 3. calls → `Episode.execute` → one tool message per call, and the policy goes again; a reply
    without calls ends the turn; an unparseable answer is a *format error*: it is kept as the
    assistant's text, nothing runs, and the turn ends (BFCL's inference loop does the same); an
@@ -44,7 +44,7 @@ from typing import Any, Callable, Mapping, Sequence
 from trainer import memory as memory_mod
 from base.benchmark import Benchmark, StepItem, Task
 from environments.policies.local import derive_seed
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 
 DEFAULT_MAX_STEPS = 20  # BFCL's MAXIMUM_STEP_LIMIT per user turn
 DEFAULT_BATCH_SIZE = 8

@@ -16,7 +16,7 @@ import time
 
 from base.errors import positive_int
 from environments.evaluate import EvalSpec
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 from trainer.options import add_profile
 from trainer.train import TrainSpec
 

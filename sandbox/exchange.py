@@ -33,7 +33,7 @@ from base.canonical import Joined, canonical_json, shared, shared_json
 
 ENCODED = ("tools", "meta")
 DERIVED = ("tool_list", "prompt")
-TRAINING = "training"  # formats.chat_format.TRAINING_FIELD (kept here: importing this module loads no transformers)
+TRAINING = "training"  # chat_format.chat_format.TRAINING_FIELD (kept here: importing this module loads no transformers)
 
 
 def to_file(kind: str, record: Mapping) -> dict:
@@ -49,7 +49,7 @@ def to_file(kind: str, record: Mapping) -> dict:
         row["messages"] = [{**m, TRAINING: m["role"] == "assistant" and bool(next(flags, 1))}
                            for m in record["messages"]]
     elif kind == "rl":
-        from formats.chat_format import tools_in_system   # transformers' renderer: loaded when an RL row is made
+        from chat_format.chat_format import tools_in_system   # transformers' renderer: loaded when an RL row is made
 
         # tools_in_system(messages, tools), past its first message the record's own messages: the
         # checker cuts its text from the messages' (base.canonical.Joined), not encoding them again

@@ -27,7 +27,7 @@ from environments.acebench.multiturn import EXECUTION
 from environments.acebench.scenarios.travel import Travel
 from environments.policies.scripted import ScriptedPolicy
 from environments.user_sim import FLAGS, USER_ERROR, UserEndpoint
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 
 FIXTURES = Path(__file__).parent / "fixtures" / "acebench"
 CAT = "agent_multi_turn"

@@ -127,7 +127,7 @@ def test_rows_holding_floats_are_written_as_canonical_json_writes_them(kind):
     [{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": []}, {"role": "user", "content": "r"}],
 ])
 def test_an_rl_row_spliced_from_the_digest_text_is_the_plain_encoding(messages):
-    from formats.chat_format import tools_in_system
+    from chat_format.chat_format import tools_in_system
     from sandbox.exchange import to_file
 
     record = DECODER.decode(json.dumps({"id": "r", "messages": messages, "tools": TOOLS, "reference": {"content": "a"},

@@ -4,7 +4,7 @@ import json
 import pytest
 from transformers.utils.chat_template_utils import render_jinja_template
 
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 from trainer import models
 
 

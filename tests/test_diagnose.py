@@ -17,7 +17,7 @@ from environments.policies.scripted import ScriptedPolicy  # noqa: E402
 from environments.runner import run_episodes  # noqa: E402
 from evolver.diagnose import FAMILIES, diagnose, families  # noqa: E402
 from evolver.proposers.offline import REMEDIES  # noqa: E402
-from formats import chat_format as cf  # noqa: E402
+from chat_format import chat_format as cf  # noqa: E402
 
 
 def render(calls):

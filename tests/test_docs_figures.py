@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "leaderboard.py"
-COPIED = ("README.md", "trainer", "docs", "bench", "evolver", "base", "sandbox", "corpora", "formats", "workspace",
+COPIED = ("README.md", "trainer", "docs", "bench", "evolver", "base", "sandbox", "corpora", "chat_format", "workspace",
           "environments", "experiments", "curation_strategies")
 
 

@@ -9,7 +9,7 @@ import pytest
 from evolver.cli import main
 from conftest import curate_files
 from sandbox.process_executor import ProcessExecutor
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 from trainer.export import export_verl
 from trainer.recipe import RECIPE
 

@@ -2,7 +2,7 @@
 those inside functions included, parsed with `ast` and checked against these rules —
 
 - the floors (`FLOORS`), ground up: base (records, canonical encoding, the environment seam) <
-  corpora (reading users' corpora), formats (the chat format), curation_strategies (the code the
+  corpora (reading users' corpora), chat_format (the chat format), curation_strategies (the code the
   sandbox runs) < sandbox < trainer, workspace (a run's strategy repository) < environments (the
   plug-ins, their policies, the runner, `evaluate`) < experiments (`train_on` / `evaluate_on`, the
   quality bench, `curateevo eval`) < evolver (the loop) < bench (the measurement scripts);
@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FLOORS = {"base": 0, "corpora": 1, "formats": 1, "curation_strategies": 1, "sandbox": 2, "trainer": 3,
+FLOORS = {"base": 0, "corpora": 1, "chat_format": 1, "curation_strategies": 1, "sandbox": 2, "trainer": 3,
           "workspace": 3, "environments": 4, "experiments": 5, "evolver": 6, "bench": 7}
 PACKAGES = tuple(FLOORS)
 REGISTRY = "base.registry"   # the declared plug-in point: its "module:Class" strings are imports by name
@@ -198,8 +198,8 @@ def test_each_rule_is_caught_on_a_made_up_tree(tmp_path):
         "curation_strategies/b.py": "from . import a\n",                                     # a module cycle
         "sandbox/exchange.py": "def row():\n    from trainer.chat_format import render\n",     # a floor up
         "trainer/chat_format.py": "def render():\n    pass\n",
-        "corpora/loader.py": "from formats import chat\n",                                    # one floor, both ways:
-        "formats/chat.py": "from corpora import loader as _l\n",                              # a package cycle
+        "corpora/loader.py": "from chat_format import chat\n",                                    # one floor, both ways:
+        "chat_format/chat.py": "from corpora import loader as _l\n",                              # a package cycle
         "evolver/cli.py": "def main():\n    import bench.throughput\n",                     # a floor up: bench
         "bench/throughput.py": "",
     })
@@ -213,8 +213,8 @@ def test_each_rule_is_caught_on_a_made_up_tree(tmp_path):
     assert "environments/next_call/calls.py:2: imports the private name _x of environments.bfcl.backends" in found
     assert "import cycle: curation_strategies.a -> curation_strategies.b" in found
     assert "sandbox/exchange.py:2: sandbox imports trainer.chat_format, a floor above it" in found
-    assert "package cycle: corpora -> formats" in found
-    assert "import cycle: corpora.loader -> formats.chat" in found
+    assert "package cycle: chat_format -> corpora" in found
+    assert "import cycle: chat_format.chat -> corpora.loader" in found
     assert "evolver/cli.py:2: evolver imports bench.throughput, a floor above it" in found
     assert len(breaches(root)) == 12
 
@@ -242,7 +242,7 @@ def test_what_the_rules_allow_passes_on_a_made_up_tree(tmp_path):
         "curation_strategies/toolkit.py": "from base import files\n",
         "sandbox/runtime.py": "def load():\n    import curation_strategies.toolkit\n",     # a floor down
         "corpora/loader.py": "from base import registry\n",                               # the seam
-        "formats/chat.py": "from corpora import loader\n",                                # one floor, one way
+        "chat_format/chat.py": "from corpora import loader\n",                                # one floor, one way
         "sandbox/curate.py": "from corpora import loader\n",
         "bench/throughput.py": "from evolver import loop\nfrom sandbox import leakage\n",   # the top floor: down
     })

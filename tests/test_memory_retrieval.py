@@ -5,7 +5,7 @@ import pytest
 
 from trainer import memory as mem
 from base.errors import UserError
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 
 RECORDS = [
     {"id": "m1", "key": "book a flight ticket to another city", "content": "Check the airport codes first."},

@@ -15,7 +15,7 @@ from evolver import cli
 from evolver.diagnose import diagnose
 from base.errors import UserError
 from evolver.llm_diagnose import render_prompt
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "external"
 GLAIVE = EXTERNAL / "llamafactory-glaive_toolcall_en_demo.json"

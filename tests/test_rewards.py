@@ -6,7 +6,7 @@ import pytest
 
 from sandbox import exchange
 from trainer import rewards
-from formats.chat_format import render_assistant
+from chat_format.chat_format import render_assistant
 from trainer.rewards import UNPARSEABLE, state_match, tool_call_match
 
 

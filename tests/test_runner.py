@@ -10,7 +10,7 @@ from base.benchmark import StepItem, Task, Verdict
 from base.registry import get_benchmark
 from environments.policies.scripted import OraclePolicy, ScriptedPolicy, SilentPolicy, conversation_key
 from base.schemas import canonical_json, check_raw
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 
 TOOLS = [{"type": "function", "function": {"name": "add", "description": "Add to the counter.",
                                            "parameters": {"type": "object", "properties": {"n": {"type": "integer"}},

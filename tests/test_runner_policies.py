@@ -9,7 +9,7 @@ import pytest
 from environments import runner
 from environments.policies.openai_compat import TOOL_RESULT_PREFIX, OpenAIPolicy, chat_messages
 from base.errors import UserError
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 
 from test_runner import TOOLS, CounterBenchmark
 

@@ -211,7 +211,7 @@ def test_the_diagnosis_reads_scienceworld_verdicts_as_failure_families():
 
 
 def test_the_state_match_reward_runs_the_simulator_on_a_train_scenario():
-    from formats.chat_format import render_assistant
+    from chat_format.chat_format import render_assistant
     from trainer.rewards import state_match
 
     entry = _shortest("train")

@@ -14,7 +14,7 @@ from base.registry import get_benchmark  # noqa: E402
 from environments.runner import run_episodes  # noqa: E402
 from evolver.diagnose import diagnose  # noqa: E402
 from evolver.signals import SignalParams, action_patterns, boundary, forgetting, rare, signals, summarize  # noqa: E402
-from formats import chat_format as cf  # noqa: E402
+from chat_format import chat_format as cf  # noqa: E402
 
 
 def trajectory(task, success, calls=(), seed_sample=0):

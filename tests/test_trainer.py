@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from base.errors import UserError
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 from trainer import data, models
 from trainer.recipe import PROFILES, RECIPE, Profile, get_profile
 from trainer.sft import sft_config, sft_steps

@@ -3,7 +3,7 @@ import pytest
 import torch
 from datasets import Dataset
 
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 from trainer import models
 from trainer.grpo import RecipeGRPOTrainer, continue_from, grpo_config
 from trainer.recipe import RECIPE, get_profile

@@ -11,7 +11,7 @@ from datasets import load_dataset
 
 from conftest import curate_files
 from sandbox.process_executor import ProcessExecutor
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 from sandbox import exchange
 from trainer import data, models, rewards, trl_patches
 

@@ -1,6 +1,6 @@
 """SFT and RL records as training examples.
 
-SFT: a record is rendered and tokenized by the tokenizer's chat template (formats.chat_format) as
+SFT: a record is rendered and tokenized by the tokenizer's chat template (chat_format.chat_format) as
 a whole; a token is trained (label = its id) when the template's assistant mask marks it — the
 weight-1 assistant turns' bodies and their `<|im_end|>` — else its label is -100 (the labels
 TRL's `assistant_only_loss=True` computes from the file). Weight-0 turns, user and tool turns and the system prompt
@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 from base.errors import UserError
 from base.files import iter_jsonl
 from base.schemas import check_rl, check_sft
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 from sandbox import exchange
 
 IGNORE = -100

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from base.errors import UserError
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 from trainer import data
 from trainer.recipe import RECIPE, get_profile
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Mapping, Sequence
 
 from base.errors import RunFailed
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 from sandbox import exchange
 from trainer.data import IGNORE, sft_example
 

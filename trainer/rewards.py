@@ -1,6 +1,6 @@
 """GRPO rewards, by the name an RL record gives (`"reward": "tool_call_match" | "state_match"`).
 
-Every reward reads the completion through `formats.chat_format.parse_tool_calls` (never `eval`)
+Every reward reads the completion through `chat_format.chat_format.parse_tool_calls` (never `eval`)
 and lies in [UNPARSEABLE, 1]:
 
 - `tool_call_match`: the completion's calls against the reference's, aligned in order. A pair
@@ -26,7 +26,7 @@ from collections import Counter
 from typing import Any, Callable, Mapping, Sequence
 
 from base import registry
-from formats.chat_format import ToolCall, parse_tool_calls
+from chat_format.chat_format import ToolCall, parse_tool_calls
 
 UNPARSEABLE = -0.5
 

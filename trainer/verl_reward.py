@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Mapping
 
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 from trainer import rewards
 
 

@@ -29,7 +29,7 @@ Scoring (`score`), replaying the assistant messages on fresh instances:
   several milestone lists, rounded to 3 places. Milestones with an apostrophe inside single quotes
   (`'Domino's'`) match no valid call, as officially.
 A text-only assistant message is a step too, read as the official loop reads an agent's text
-(`read_text`; not formats.chat_format.parse_tool_calls, which is more lenient: it reads a call list
+(`read_text`; not chat_format.chat_format.parse_tool_calls, which is more lenient: it reads a call list
 followed by whitespace, which the official loop cannot); one containing "finish conversation" after
 the first step ends the episode unexecuted.
 """

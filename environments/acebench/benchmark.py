@@ -28,7 +28,7 @@ from environments.episodes import Recorded
 from environments.bfcl.backends import CallError, tool_schema
 from environments.bfcl.common import bounded, call_parts, short
 from environments.user_sim import FLAGS as USER_FLAGS
-from formats.chat_format import parse_tool_calls
+from chat_format.chat_format import parse_tool_calls
 
 NAME = "acebench"
 ENV_BENCHMARK = "acebench"

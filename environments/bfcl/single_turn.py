@@ -10,7 +10,7 @@ assistant message). Scoring follows BFCL's runners: for `irrelevance` / `live_ir
 success is making no (parseable) call, for `live_relevance` making one, otherwise the calls go
 to `ast_checker(docs, [{name: args}], possible_answer, Language.PYTHON, category, model)` with a
 registered model key whose function names keep their dots. An assistant message without
-`tool_calls` is read with the chat format's parser (formats.chat_format), so text the runner
+`tool_calls` is read with the chat format's parser (chat_format.chat_format), so text the runner
 could not turn into calls is judged as BFCL judges undecodable output.
 
 The four live entries whose ground truth no answer satisfies are excluded
@@ -36,7 +36,7 @@ from environments.bfcl.single_turn_data import (CATEGORIES, LIVE_CATEGORIES, NO_
                                               category_of, entries)
 from environments.bfcl.splits import UNSATISFIABLE
 from base.errors import UserError
-from formats.chat_format import parse_tool_calls
+from chat_format.chat_format import parse_tool_calls
 
 NAME = "bfcl-single"
 ENV_BENCHMARK = "bfcl_single_turn"

@@ -2,7 +2,7 @@
 
 A policy takes `(messages, tools)` pairs and returns, per pair, `n` model texts (the body of the
 next assistant turn, without `<|im_end|>`). Rendering of the prompt and parsing of the answer
-both belong to `formats.chat_format`, so a policy is evaluated on exactly the text it was trained
+both belong to `chat_format.chat_format`, so a policy is evaluated on exactly the text it was trained
 on. Backends:
 
 - `TransformersPolicy` (`local.py`): a base model (+ an optional LoRA adapter) in this process,

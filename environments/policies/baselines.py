@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from typing import Mapping, Sequence
 
 from environments.policies.scripted import ScriptedPolicy
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 
 
 def _arguments(raw) -> dict | None:

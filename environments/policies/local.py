@@ -1,6 +1,6 @@
 """A local `transformers` policy: base model + optional LoRA adapter, batched with left padding.
 
-Prompts are rendered by `formats.chat_format` through `trainer.data.fit_prompt` (the function
+Prompts are rendered by `chat_format.chat_format` through `trainer.data.fit_prompt` (the function
 training uses for RL prompts: a conversation too long for `max_prompt_tokens` loses its oldest
 turns after the first user message; one that cannot fit at all gets an empty answer, counted in
 `stats["prompts_too_long"]`). An adapter is merged into the base weights once at load (one matrix
@@ -22,7 +22,7 @@ import time
 from typing import Sequence
 
 from environments.policies.limits import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PROMPT_TOKENS
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 
 # OpenMP threads that spin while they wait are many times slower when the cores are shared with
 # other work (greedy decoding of SmolLM2-135M on 2 loaded cores, docs/results/training.md). It only takes effect if set before torch is imported;

@@ -1,6 +1,6 @@
 """A policy behind an OpenAI-compatible HTTP endpoint (vLLM server, llama.cpp server, hosted APIs).
 
-Two request shapes, both built from `formats.chat_format`:
+Two request shapes, both built from `chat_format.chat_format`:
 
 - `api="completions"` (default; vLLM and llama.cpp serve it): the prompt is exactly
   `chat_format.render_prompt(messages, tools)` — the text a local policy gets — sent to
@@ -26,7 +26,7 @@ from typing import Mapping, Sequence
 
 from base.errors import UserError
 from environments.policies.limits import DEFAULT_MAX_NEW_TOKENS
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 
 APIS = ("completions", "chat")
 TOOL_RESULT_PREFIX = "Tool result:\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 
 CLOSING_REPLY = "Done."
 

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from base.files import sha256_file
 from environments.evaluate import EvalSpec
-from formats import chat_format as cf
+from chat_format import chat_format as cf
 from trainer import memory as memory_mod
 
 
