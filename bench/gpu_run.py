@@ -90,13 +90,13 @@ def cmd_pack(args) -> int:
 
 
 def pack(args) -> int:
-    from sandbox import environment_lock
+    from sandbox import package_lock
     from trainer.recipe import get_profile
 
     for name in (args.profile, args.second_profile):
         get_profile(name)
     cfg = plan_config(args)
-    locked = environment_lock.read(Path(args.lock))
+    locked = package_lock.read(Path(args.lock))
     names = args.wheels.split(",") if args.wheels else list(carry.wheel_set(locked))
     wanted = {carry.normalise(n): locked[carry.normalise(n)][0] for n in names if carry.normalise(n) in locked}
     unknown = [n for n in names if carry.normalise(n) not in locked]

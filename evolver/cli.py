@@ -166,14 +166,14 @@ def cmd_replay(args) -> int:
 
 def _say_environment(folder: Path) -> None:
     """A note on stderr when this environment is not the one the run or output was made in."""
-    from sandbox.environment_lock import compare_environment
+    from sandbox.package_lock import compare_with_lock
 
     folder = Path(folder)
     for name in ("environment.json", "execution.json"):
         if (folder / name).is_file():
             doc = read_json(folder / name)
             recorded = doc.get("environment") if name == "execution.json" else doc
-            for note in compare_environment(recorded):
+            for note in compare_with_lock(recorded):
                 print(f"curateevo: note: {note}; bytes that differ may come from it", file=sys.stderr)
             return
 

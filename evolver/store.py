@@ -29,7 +29,7 @@ from base.errors import UserError, printable
 from base.files import atomic_json, is_empty_or_missing, read_json, sha256_path, writable_parent  # sha256_path: importable from here too
 from base import registry
 from experiments.journal import JOURNAL_FILE, Event, StageDone, StageFailed, StageStarted, done as done_events, read as read_events
-from sandbox import environment_lock
+from sandbox import package_lock
 
 _HELD: dict[str, int] = {}       # run root → fd holding its lock in this process
 
@@ -164,7 +164,7 @@ class RunStore:
         try:
             leftovers.claim(partial)   # the next create removes it if this process is killed now
             atomic_json(partial / "run.json", config)
-            atomic_json(partial / "environment.json", environment_lock.environment_record())   # replay compares with it
+            atomic_json(partial / "environment.json", package_lock.lock_record())   # replay compares with it
             if fill is not None:
                 fill(partial)
             (partial / leftovers.OWNER_FILE).unlink()

@@ -25,7 +25,7 @@ from typing import Callable, Mapping
 
 from base.errors import RunFailed, UserError, printable
 from base.files import is_empty_or_missing, writable_parent, json_text, sha256_bytes, sha256_files
-from sandbox import checker, environment_lock, leftovers
+from sandbox import checker, package_lock, leftovers
 from corpora import Corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
 from sandbox.leakage import check_record
@@ -180,7 +180,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             "started_at": started.isoformat(timespec="seconds"),
             "host": platform.node(),
             "python": platform.python_version(),
-            "environment": environment_lock.environment_record(),   # the lock's hash; replay says when it differs
+            "environment": package_lock.lock_record(),   # the lock's hash; replay says when it differs
             # as given (a folder stays a folder: the corpus hash names its files within it)
             "corpus_paths": [str(Path(p).resolve()) for p in (corpus.inputs or corpus.paths)],
             **({"tools_path": corpus.tools_file.path} if corpus.tools_file else {}),

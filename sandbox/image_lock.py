@@ -4,7 +4,7 @@
 
 The lock (sandbox/image/requirements.lock) pins what the in-sandbox code imports and its
 dependencies, one wheel each, at the versions of the project's lock (requirements.lock, the one
-source of truth: sandbox/environment_lock.py); `bash scripts/lock.sh` refreshes both, and
+source of truth: sandbox/package_lock.py); `bash scripts/lock.sh` refreshes both, and
 `python -m sandbox.image lock` derives this one alone (needs PyPI). Nothing here talks to a Docker engine.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Callable
 
 from base.errors import RunFailed, UserError
 from base.files import atomic_write, cache_root, sha256_file, sha256_bytes
-from sandbox import environment_lock
+from sandbox import package_lock
 from sandbox.executor import PROJECT_ROOT
 
 LOCK = PROJECT_ROOT / "sandbox" / "image" / "requirements.lock"
@@ -109,14 +109,14 @@ def build_record(tag: str | None = None) -> dict | None:
 
 # ---------------------------------------------------------------------------- the lock
 
-normalise_name = environment_lock.normalise_name
+normalise_name = package_lock.normalise_name
 
 
 def parse_lock(text: str | None = None) -> dict[str, tuple[str, list[str]]]:
     """{normalised name: (version, [sha256, …])} of a hash-pinned requirements file."""
     try:
-        return environment_lock.parse(LOCK.read_text() if text is None else text, LOCK)
-    except environment_lock.LockError as err:
+        return package_lock.parse(LOCK.read_text() if text is None else text, LOCK)
+    except package_lock.LockError as err:
         raise UserError(str(err)) from None
 
 
@@ -136,8 +136,8 @@ def lock_closure(roots: tuple[str, ...] = LOCK_ROOTS) -> dict[str, str]:
     except ImportError:  # pip vendors it
         from pip._vendor.packaging.requirements import Requirement
     try:
-        locked = environment_lock.versions()
-    except environment_lock.LockError as err:
+        locked = package_lock.versions()
+    except package_lock.LockError as err:
         raise UserError(str(err)) from None
     found: dict[str, str] = {}
     todo = list(roots)
@@ -146,7 +146,7 @@ def lock_closure(roots: tuple[str, ...] = LOCK_ROOTS) -> dict[str, str]:
         if name in found:
             continue
         if name not in locked:
-            raise UserError(f"{name} (needed in the sandbox) is not in {environment_lock.LOCK.name}: "
+            raise UserError(f"{name} (needed in the sandbox) is not in {package_lock.LOCK.name}: "
                             "refresh it with `bash scripts/lock.sh`")
         try:
             have = importlib.metadata.version(name)
@@ -154,7 +154,7 @@ def lock_closure(roots: tuple[str, ...] = LOCK_ROOTS) -> dict[str, str]:
             have = None
         if have != locked[name]:
             raise UserError(f"{name} is {have or 'not installed'} here, {locked[name]} in "
-                            f"{environment_lock.LOCK.name}: run scripts/setup.sh first")
+                            f"{package_lock.LOCK.name}: run scripts/setup.sh first")
         found[name] = locked[name]
         for spec in importlib.metadata.requires(name) or []:
             req = Requirement(spec)

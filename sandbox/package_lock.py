@@ -1,4 +1,5 @@
-"""The project's environment lock: `requirements.lock` at the repository root, the one source of truth.
+"""The project's package lock: `requirements.lock` at the repository root, the one source of truth.
+(Called the package lock, not the environment lock: "environment" names the benchmarks in this project.)
 
 Every package of the environment (the CPU torch wheel and the packages installed without their
 declared dependencies included), pinned `name==version` with sha256 hashes: the hash of the file
@@ -11,9 +12,9 @@ Refreshing is one command, `bash scripts/lock.sh`: it resolves pyproject.toml's 
 throw-away environment, writes this lock from it (`write`), reinstalls `.venv` from the lock,
 derives the sandbox's lock and runs the tests that compare them.
 
-    python -m sandbox.environment_lock write --python VENV/bin/python   # the lock from that environment
-    python -m sandbox.environment_lock extras                           # installed here, not locked
-    python -m sandbox.environment_lock check                            # installed here == the lock?
+    python -m sandbox.package_lock write --python VENV/bin/python   # the lock from that environment
+    python -m sandbox.package_lock extras                           # installed here, not locked
+    python -m sandbox.package_lock check                            # installed here == the lock?
 
 Standard library only: setup.sh runs it before the project is installed.
 """
@@ -121,7 +122,7 @@ def differences(have: dict[str, str], locked: dict[str, str]) -> list[str]:
     return out
 
 
-def environment_record() -> dict:
+def lock_record() -> dict:
     """What a run or an execution records of its environment: the lock's hash and whether the
     installed packages are the lock's (with the first differences when not)."""
     sha = lock_sha256()
@@ -132,11 +133,11 @@ def environment_record() -> dict:
     return {"lock_sha256": sha, "matches_lock": not diff, "differences": diff[:20]}
 
 
-def compare_environment(recorded: dict | None) -> list[str]:
-    """Sentences saying how this environment differs from a recorded `environment_record()`."""
+def compare_with_lock(recorded: dict | None) -> list[str]:
+    """Sentences saying how this environment differs from a recorded `lock_record()`."""
     if not recorded:
-        return ["the run recorded no environment lock (made before locks were recorded)"]
-    now = environment_record()
+        return ["the run recorded no package lock (made before locks were recorded)"]
+    now = lock_record()
     notes = []
     if recorded.get("lock_sha256") != now["lock_sha256"]:
         notes.append(f"requirements.lock is {str(now['lock_sha256'])[:12]} here, the run's was "
@@ -241,7 +242,7 @@ def write(python: str, dest: Path = LOCK) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sandbox.environment_lock", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sandbox.package_lock", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("write", help="write requirements.lock from an environment (needs PyPI)")
     w.add_argument("--python", required=True, help="the interpreter of the environment to lock")

@@ -21,10 +21,10 @@ pip install 'setuptools>=68' torch==2.13.0
 pip install '.[test,ray]'
 pip install --no-deps $NO_DEPS
 pip uninstall -y curateevo
-"$PY" -m sandbox.environment_lock write --python "$tmp/venv/bin/python"
+"$PY" -m sandbox.package_lock write --python "$tmp/venv/bin/python"
 
 bash scripts/setup.sh
 VENV=${CURATEEVO_VENV:-.venv}
 "$VENV/bin/python" -m sandbox.image lock
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/test_environment_lock.py tests/test_image.py -k "lock"
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/test_package_lock.py tests/test_image.py -k "lock"
 echo "curateevo lock: done; review and commit requirements.lock and sandbox/image/requirements.lock" >&2

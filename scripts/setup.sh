@@ -34,11 +34,11 @@ echo "curateevo: installing requirements.lock into $VENV (first run takes a few 
 # declared dependencies must be skipped included), nothing resolved here, so a package index that
 # moved changes nothing. `bash scripts/lock.sh` refreshes the lock on purpose.
 pip install --no-deps --require-hashes -r requirements.lock
-extras=$("$VENV/bin/python" -m sandbox.environment_lock extras)
+extras=$("$VENV/bin/python" -m sandbox.package_lock extras)
 if [ -n "$extras" ]; then
   echo "curateevo: removing what the lock does not hold: $(echo $extras)" >&2
   pip uninstall -y $extras
 fi
 pip install --no-deps --no-build-isolation -e .
-"$VENV/bin/python" -m sandbox.environment_lock check
+"$VENV/bin/python" -m sandbox.package_lock check
 echo "$want" > "$stamp"

@@ -1,4 +1,4 @@
-"""The project's environment lock (requirements.lock): the environment is exactly the lock, the
+"""The project's package lock (requirements.lock): the environment is exactly the lock, the
 lock covers pyproject.toml's ranges, set-up installs it hash-checked so a package index that moved
 changes nothing, and what a run records names the lock's hash."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from sandbox import environment_lock as lock
+from sandbox import package_lock as lock
 from sandbox.executor import PROJECT_ROOT
 
 
@@ -120,16 +120,27 @@ def test_parse_and_differences():
         "b 2 installed, 3 locked", "c 3 installed, not in the lock", "d 4 locked, not installed"]
 
 
-def test_the_environment_record_names_the_lock_and_compares(monkeypatch):
-    record = lock.environment_record()
+def test_the_old_module_name_still_runs_with_a_note():
+    """`python -m sandbox.environment_lock` (the name before the package lock) runs the same command
+    and says the new name on stderr."""
+    old = subprocess.run([sys.executable, "-m", "sandbox.environment_lock", "extras"], cwd=PROJECT_ROOT,
+                         capture_output=True, text=True)
+    new = subprocess.run([sys.executable, "-m", "sandbox.package_lock", "extras"], cwd=PROJECT_ROOT,
+                         capture_output=True, text=True)
+    assert old.returncode == new.returncode == 0 and old.stdout == new.stdout
+    assert "`python -m sandbox.package_lock`" in old.stderr and "environment_lock" not in new.stderr
+
+
+def test_the_lock_record_names_the_lock_and_compares(monkeypatch):
+    record = lock.lock_record()
     assert record == {"lock_sha256": lock.sha256_file(lock.LOCK), "matches_lock": True, "differences": []}
-    assert lock.compare_environment(record) == []
+    assert lock.compare_with_lock(record) == []
     other = dict(record, lock_sha256="f" * 64)
-    (note,) = lock.compare_environment(other)
+    (note,) = lock.compare_with_lock(other)
     assert note.startswith("requirements.lock is " + record["lock_sha256"][:12]) and "ffffffffffff" in note
-    assert "no environment lock" in lock.compare_environment(None)[0]
+    assert "no package lock" in lock.compare_with_lock(None)[0]
     monkeypatch.setattr(lock, "installed", lambda: {**lock.versions(), "mdurl": "0.0.1"})
-    assert "mdurl 0.0.1 installed" in lock.compare_environment(record)[0]
+    assert "mdurl 0.0.1 installed" in lock.compare_with_lock(record)[0]
 
 
 def test_a_curation_records_the_lock_and_replay_says_when_the_environment_differs(sample_corpus, tmp_path, capsys):
@@ -142,7 +153,7 @@ def test_a_curation_records_the_lock_and_replay_says_when_the_environment_differ
 
     out = curate_files(SEED_STRATEGY, [sample_corpus], tmp_path / "out", executor=ProcessExecutor()).out_dir
     recorded = json.loads((out / "execution.json").read_text())["environment"]
-    assert recorded == lock.environment_record()
+    assert recorded == lock.lock_record()
     assert cli.main(["replay", str(out), "--sandbox", "process"]) == 0
     assert "note:" not in capsys.readouterr().err          # same environment: nothing to say
     doc = json.loads((out / "execution.json").read_text())

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from base.errors import UserError
 from base.files import atomic_write
-from sandbox import environment_lock
+from sandbox import package_lock
 from trainer.recipe import RECIPE, Profile, as_dict
 from trainer.sft_reuse import take_over
 
@@ -152,7 +152,7 @@ def run(request: dict) -> dict:
     summary["sft_key"] = request.get("sft_key")
     summary["versions"] = {"python": platform.python_version(), "torch": torch.__version__,
                            "transformers": transformers.__version__, **_versions("trl", "peft"),
-                           "lock_sha256": environment_lock.lock_sha256()}
+                           "lock_sha256": package_lock.lock_sha256()}
     return summary
 
 
