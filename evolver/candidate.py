@@ -20,7 +20,7 @@ from typing import Mapping
 from base.errors import RunFailed, UserError
 from base.files import read_json, sha256_files
 from evolver.config import RunConfig
-from evolver.objective import charged_cost
+from evolver.final_rules import charged_cost
 from evolver.proposers.brief import Verdict
 from evolver.results import Curation, Decision
 from evolver.context import RunContext

@@ -49,7 +49,7 @@ def _acceptance_names() -> tuple[str, ...]:
 
 
 def _final_rules() -> tuple[str, ...]:
-    from evolver.objective import FINAL_RULES
+    from evolver.final_rules import FINAL_RULES
 
     return tuple(FINAL_RULES)
 

@@ -9,7 +9,7 @@ from base.files import read_json
 from base.objective import objective
 from evolver.acceptance import Scores
 from evolver.candidate import settle_in_git
-from evolver.objective import c_only
+from evolver.final_rules import c_only
 from evolver.results import Curation, Decision, Evaluation, Proposal
 from evolver.context import RunContext
 

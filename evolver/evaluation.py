@@ -9,7 +9,7 @@ from pathlib import Path
 from base.files import read_json
 from base.objective import objective
 from experiments.train_eval import PROXY_ABLATION, proxy_specs
-from evolver.objective import charged_cost
+from evolver.final_rules import charged_cost
 from evolver.results import Evaluation, Training
 from evolver.context import RunContext
 from sandbox.checker import cost_c

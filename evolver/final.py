@@ -1,5 +1,5 @@
 """The run's final strategy — which evaluated epoch the run ends on — by its `final_rule`
-(evolver/objective.py FINAL_RULES, one small function each; a new rule is one function and one line):
+(evolver/final_rules.py FINAL_RULES, one small function each; a new rule is one function and one line):
 
 - `accepted-best` (a new run's default): the head of the accepted lineage (the workspace's `best`
   tag), unless a rejected epoch beats it beyond the acceptance margin — the run's own acceptance
@@ -16,7 +16,7 @@ from base.objective import objective
 from evolver.acceptance import Ruling, Scores
 from evolver.context import RunContext
 from evolver.decision import trained_nothing
-from evolver.objective import FINAL_RULES
+from evolver.final_rules import FINAL_RULES
 from evolver.results import Decision, Final
 
 

@@ -1,6 +1,7 @@
-"""What the loop adds to the objective (paper §4.2–4.3): the cost a run with ablations is charged,
-the final choice (the final rules: which evaluated epoch the run ends on), and the "C only" label. J = P − λ·C itself is base/objective.py (the quality
-table uses it too); the acceptance rules are in evolver/acceptance.py."""
+"""The final rules and what they weigh (paper §4.2–4.3): the final choice (which evaluated epoch the run
+ends on; evolver/final.py applies it), the cost a run with ablations is charged, and the "C only"
+label. J = P − λ·C itself is base/objective.py (the quality table uses it too); the acceptance
+rules are in evolver/acceptance.py. (Was evolver/objective.py: two modules shared that name.)"""
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence

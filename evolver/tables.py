@@ -166,7 +166,7 @@ def final_of(store: RunStore) -> dict | None:
     final = next((e.result for e in reversed(journal.done(store.journal.events(), "final"))), None)
     if final is None or final.get("rule"):
         return final
-    from evolver.objective import PAPER
+    from evolver.final_rules import PAPER
 
     return {**final, "rule": "paper-best-dev", "why": f"{PAPER}, the only rule when this run finished"}
 

@@ -5,7 +5,7 @@ run.json made before the setting existed reads as it, so its resume chooses as i
 
 from evolver.acceptance import Margin, PairedBootstrap, Scores
 from evolver.config import RunConfig, resolve
-from evolver.objective import FINAL_RULES, PAPER
+from evolver.final_rules import FINAL_RULES, PAPER
 from evolver.results import Decision
 from evolver.store import RunStore
 from evolver.tables import final_line

@@ -6,7 +6,7 @@ from evolver.acceptance import ACCEPTANCE, Margin, PairedBootstrap, Scores, make
 from evolver.config import RunConfig
 from base.objective import LAMBDA, objective
 from experiments.quality import proxy, stats
-from evolver.objective import final_choice
+from evolver.final_rules import final_choice
 from sandbox.checker import cost_c
 
 

@@ -155,7 +155,7 @@ def test_run_says_the_real_dev_size_and_warns_when_it_cannot_tell_strategies_apa
 
 
 def test_a_c_only_acceptance_is_labelled_as_such(tmp_path):
-    from evolver.objective import c_only
+    from evolver.final_rules import c_only
     from evolver.tables import format_log
 
     note = c_only(0.5, 0.2, {"P": 0.5, "C": 0.25})
