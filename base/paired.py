@@ -1,6 +1,7 @@
 """The paired comparison of two rows scored on the same tasks with the same number of seeds: the
 one routine by which the loop's noise-aware acceptance (evolver/acceptance.py `PairedBootstrap`)
-and the quality table (experiments/quality/stats.py `paired_difference`) judge whether a
+and the quality table (experiments/quality/stats.py `paired_difference`, an interval and p-values
+over this module's `paired_resamples`) judge whether a
 difference is beyond noise.
 
 A row's scores are `task id → per-seed scores` (seeds in the same order for every task). The
@@ -120,10 +121,13 @@ class PairedDifference:
         return float(np.mean(self.resampled > threshold))
 
 
-def paired_difference(a: Scores, b: Scores, resamples: int = RESAMPLES, seed: int = 0,
-                      groups: Groups | None = None) -> PairedDifference:
+def paired_resamples(a: Scores, b: Scores, resamples: int = RESAMPLES, seed: int = 0,
+                     groups: Groups | None = None) -> PairedDifference:
     """The crossed paired bootstrap of mean(a) − mean(b) over the ids both rows scored, their tasks
-    drawn as `groups` says (ValueError when they share none, or an id lacks a seed's score)."""
+    drawn as `groups` says (ValueError when they share none, or an id lacks a seed's score): the
+    resampled differences themselves, which the loop's acceptance weighs against its margin.
+    experiments.quality.stats.paired_difference summarises the same resamples as an interval at a
+    confidence, with p-values, for the tables."""
     ids = sorted(set(a) & set(b))
     ma, mb = table(a, ids), table(b, ids)
     rng = np.random.default_rng(seed)

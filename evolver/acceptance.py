@@ -13,7 +13,7 @@ from typing import Mapping, Protocol, Sequence
 import numpy as np
 
 from base.objective import objective
-from base.paired import CONFIDENCE, RESAMPLES, acceptance_margin, paired_difference
+from base.paired import CONFIDENCE, RESAMPLES, acceptance_margin, paired_resamples
 from base import registry
 
 
@@ -83,8 +83,8 @@ class PairedBootstrap:
             return first_is_best(candidate)
         if not set(candidate.per_task) & set(best.per_task):
             return Ruling(False, "no task scored under both strategies; rolled back", 0.0)
-        d = paired_difference(candidate.per_task, best.per_task, self.resamples, self.seed,
-                              {**best.groups, **candidate.groups})
+        d = paired_resamples(candidate.per_task, best.per_task, self.resamples, self.seed,
+                             {**best.groups, **candidate.groups})
         delta = objective(d.value, candidate.C - best.C, lam)
         share = float(np.mean(objective(d.resampled, candidate.C - best.C, lam) > self.margin))
         over = f"{d.tasks} tasks" + (f" ({d.records} records)" if d.records != d.tasks else "")

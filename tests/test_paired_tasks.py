@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from base.paired import paired_difference
+from base.paired import paired_resamples
 from evolver import tested
 from evolver.acceptance import PairedBootstrap, Scores
 from experiments.quality import stats
@@ -21,7 +21,7 @@ def _rows(n=40, seed=7):
 def test_one_record_a_task_gives_the_numbers_it_gave_before_tasks_were_told_apart():
     """Pinned from the routine before `groups` existed: BFCL's intervals and verdicts do not move."""
     a, b, c = _rows()
-    d = paired_difference(a, b, 2000, 3)
+    d = paired_resamples(a, b, 2000, 3)
     assert (d.value, float(d.resampled.sum()), float(d.resampled[17])) == \
         (-0.012499999999999956, -32.6375, -0.09999999999999998)
     assert stats.paired_difference(a, b) == {
@@ -32,7 +32,7 @@ def test_one_record_a_task_gives_the_numbers_it_gave_before_tasks_were_told_apar
     assert stats.gap_recovered(a, b, c) == {"value": -0.5, "low": -7.0, "high": 5.0, "gap": 0.025, "gap_positive": 0.5741,
                                             "method": "paired bootstrap over tasks × seeds"}
     own = {t: f"task-{t}" for t in a}   # every id named, each its own task: the same draws
-    assert np.array_equal(paired_difference(a, b, 2000, 3, own).resampled, d.resampled)
+    assert np.array_equal(paired_resamples(a, b, 2000, 3, own).resampled, d.resampled)
     assert stats.paired_difference(a, b, groups=own) == stats.paired_difference(a, b)
 
 
@@ -46,8 +46,8 @@ def test_copies_of_each_task_resampled_as_their_task_give_the_tasks_interval():
     grouped = stats.paired_difference(copies(a), copies(b), groups=groups)
     assert grouped["tasks"] == 12 and grouped["records"] == 36
     assert (grouped["low"], grouped["high"]) == pytest.approx((tasks["low"], tasks["high"]))
-    assert np.allclose(paired_difference(copies(a), copies(b), groups=groups).resampled,
-                       paired_difference(a, b).resampled, rtol=0, atol=1e-12)   # draw for draw
+    assert np.allclose(paired_resamples(copies(a), copies(b), groups=groups).resampled,
+                       paired_resamples(a, b).resampled, rtol=0, atol=1e-12)   # draw for draw
     naive = stats.paired_difference(copies(a), copies(b))
     assert naive["tasks"] == 36 and naive["high"] - naive["low"] < tasks["high"] - tasks["low"]
     assert stats.mean_interval(copies(a), groups=groups).low == pytest.approx(stats.mean_interval(a).low)

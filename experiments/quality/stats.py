@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from base.paired import RESAMPLES, Groups, Scores, resampled_means, shared_seed_weights, table, task_index, task_weights
-from base.paired import paired_difference as paired_resamples
+from base.paired import paired_resamples
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,8 @@ def paired_difference(a: Scores, b: Scores, confidence: float = 0.95, resamples:
                       seed: int = 0, groups: Groups | None = None) -> dict:
     """Mean(a) − mean(b) on the ids both rows scored: the estimate, its interval, and the
     one-sided share of resamples where a does not beat b (`p_not_better`) and the two-sided
-    bootstrap p of no difference (`p_two_sided`, (k + 1)/(R + 1) so never 0); base.paired's routine.
+    bootstrap p of no difference (`p_two_sided`, (k + 1)/(R + 1) so never 0): the summary, for
+    the tables, of base.paired.paired_resamples' resamples (the loop's acceptance reads those directly).
     `tasks` counts the tasks resampled; `records` the ids, when they are more (`groups`)."""
     d = paired_resamples(a, b, resamples, seed, groups)
     est = Estimate(d.value, *_percentiles(d.resampled, confidence), "paired bootstrap over tasks × seeds")
