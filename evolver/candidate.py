@@ -25,7 +25,7 @@ from evolver.proposers.brief import Verdict
 from evolver.results import Curation, Decision
 from evolver.context import RunContext
 from sandbox.checker import cost_c
-from sandbox.manifest import Manifest
+from sandbox.manifest import CURATION_STATS_FILE, Manifest
 from sandbox.curate import CurationFailed, execute, runtime_sha256
 from sandbox.executor import Limits
 from sandbox.strategy_files import check_files
@@ -85,7 +85,7 @@ def check_candidate(files: dict, corpus, executor, parent: dict, out: Path, *, s
 
 
 def artifact_hashes(folder: Path) -> dict:
-    """Artifact file → sha256, from a curation's manifest (the profile aside: it describes, not feeds)."""
+    """Artifact file → sha256, from a curation's manifest (the curation stats aside: they describe, not feed)."""
     return Manifest.read(folder).hashes()
 
 
@@ -184,7 +184,7 @@ def curate_candidate(run: RunContext, epoch: int) -> Curation:
     if not {"no-sft", "no-rl"} & set(cfg.ablations):
         return Curation(commit=sha, C=manifest.C, cost_train=manifest.cost_train, counts=counts)
     # an ablated resource costs nothing: C counts what the recipe consumes in this run
-    charged = charged_cost(read_json(candidate.folder / "profile.json"), cfg.ablations)
+    charged = charged_cost(read_json(candidate.folder / CURATION_STATS_FILE), cfg.ablations)
     return Curation(commit=sha, C=round(cost_c(charged, cfg.n_ref), 12), cost_train=charged, counts=counts,
                     curated={"C": manifest.C, "cost_train": manifest.cost_train})
 

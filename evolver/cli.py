@@ -36,13 +36,14 @@ def _say(args, text: str) -> None:
 
 
 def format_outcomes(raw: dict) -> str:
-    """The outcome mix of the corpus and of what the curation retained (profile.raw, sandbox.checker)."""
+    """The outcome mix of the corpus and of what the curation retained (the curation stats' raw, sandbox.checker)."""
     mix = lambda m: ", ".join(f"{m.get(k, 0)} {k}" for k in ("success", "failure", "unknown"))   # noqa: E731
     return f"corpus {mix(raw['outcomes'])}; retained {mix(raw.get('retained_outcomes') or {})}"
 
 
-def format_profile(profile: dict) -> str:
-    raw, sft, rl, mem = profile["raw"], profile["sft"], profile["rl"], profile["memory"]
+def format_curation_stats(stats: dict) -> str:
+    """The curation stats Σ (profile.json) as a table."""
+    raw, sft, rl, mem = stats["raw"], stats["sft"], stats["rl"], stats["memory"]
     tools = ", ".join(f"{k} {v}" for k, v in list(sft["trained_tool_calls"].items())[:6]) or "none"
     rows = [
         ("raw trajectories", f"{raw['records']} ({raw['retained']} retained, {raw['retention']:.1%})"),
@@ -53,8 +54,8 @@ def format_profile(profile: dict) -> str:
                        + f", {rl['prompt_tokens']} prompt tokens"),
         ("memory records", f"{mem['records']} ({mem['tokens']} tokens)"),
         ("trained tool calls", tools),
-        ("Cost_train", f"{profile['cost_train']} turns"),
-        ("C", f"{profile['C']:.4f} (N_ref {profile['n_ref']:g})"),
+        ("Cost_train", f"{stats['cost_train']} turns"),
+        ("C", f"{stats['C']:.4f} (N_ref {stats['n_ref']:g})"),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
@@ -116,13 +117,13 @@ def cmd_curate(args) -> int:
         length = exc
     read = len(corpus.records) + len(corpus.skipped_lines)
     lines_read = {"read": read, "skipped": len(corpus.skipped_lines),
-                  "retained": result.profile["raw"]["retained"]}
+                  "retained": result.curation_stats["raw"]["retained"]}
     if args.json:
-        shown = {**result.profile, "lines": lines_read, "wall_s": round(process_seconds(), 3),
+        shown = {**result.curation_stats, "lines": lines_read, "wall_s": round(process_seconds(), 3),
                  "length": length.to_json() if not isinstance(length, UserError) else str(length)}
         print(json.dumps(shown, indent=2, sort_keys=True))
     else:
-        print(format_profile(result.profile))
+        print(format_curation_stats(result.curation_stats))
         print(f"length ({args.profile})  " + (f"not measured: {length}" if isinstance(length, UserError)
                                              else length.summary()))
         if not isinstance(length, UserError) and length.advice():
@@ -188,7 +189,7 @@ def _workspace(path: Path):
 
 
 def cmd_diff(args) -> int:
-    """The strategy code in full; the diagnosis and profile under inputs/ (one-line JSON) as a
+    """The strategy code in full; the diagnosis and curation stats (profile.json) under inputs/ (one-line JSON) as a
     line each unless --inputs asks for them whole."""
     ws = _workspace(Path(args.run))
     if (Path(args.run) / "run.json").is_file():   # a run: its tags must be the ones its journal recorded
@@ -241,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"curateevo {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
 
-    p = sub.add_parser("curate", help="execute one strategy once and show its profile")
+    p = sub.add_parser("curate", help="execute one strategy once and show its curation stats (profile.json)")
     p.add_argument("--strategy", type=Path, default=SEED_STRATEGY, help="strategy.py or its directory (default: seed ρ0)")
     add_corpus(p, "raw corpus file(s) or folder(s), any format `run` reads (default: the bundled sample, "
                   "environments/data/sample_corpus.jsonl)",
@@ -259,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="the curation seed (ctx.rng)")
     add_sandbox(p)
     add_timeout(p)
-    p.add_argument("--json", action="store_true", help="print the profile as JSON")
+    p.add_argument("--json", action="store_true", help="print the curation stats as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
     p.set_defaults(func=cmd_curate)
 
@@ -278,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="a run directory or a strategy workspace")
     p.add_argument("a", help="epoch number, tag (epoch-3, best), branch or commit")
     p.add_argument("b", help="the other epoch number, tag, branch or commit (the diff goes from A to B)")
-    p.add_argument("--inputs", action="store_true", help="show the changed inputs/ files (diagnosis, profile) in full")
+    p.add_argument("--inputs", action="store_true", help="show the changed inputs/ files (diagnosis, curation stats) in full")
     p.set_defaults(func=cmd_diff)
     sandbox_image.add_cli(sub)  # curateevo sandbox build|lock
     run_cli.add_cli(sub)  # curateevo run|resume|status|log

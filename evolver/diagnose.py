@@ -220,15 +220,15 @@ def family_counts(points: Sequence[Mapping]) -> dict[str, int]:
     return {p["family"]: p["count"] for p in sorted(points, key=lambda p: p["family"]) if p.get("source") == "rules"}
 
 
-# A point read from the diagnosed strategy's curated profile, not from a failed trajectory: the
+# A point read from the diagnosed strategy's curation stats (profile.json), not from a failed trajectory: the
 # corpus records outcomes (tau-bench's reward, ToolBench's win) and the curation trains on failures.
 TRAINED_FAILURES = "trained_failures"
 
 
-def outcome_point(profile: Mapping | None) -> dict | None:
+def outcome_point(curation_stats: Mapping | None) -> dict | None:
     """The failed point `trained_failures` when the curation kept raw trajectories whose recorded
-    outcome is a failure (profile.raw.retained_outcomes, sandbox.checker); None otherwise."""
-    raw = (profile or {}).get("raw") or {}
+    outcome is a failure (the curation stats' raw.retained_outcomes, sandbox.checker); None otherwise."""
+    raw = (curation_stats or {}).get("raw") or {}
     kept, mix = (raw.get("retained_outcomes") or {}).get("failure", 0), raw.get("outcomes") or {}
     if not kept:
         return None
@@ -263,14 +263,14 @@ def grpo_point(trainings: Sequence[Mapping]) -> dict | None:
 
 
 def diagnose(trajectories: Sequence[Mapping], *, history: Sequence[Mapping] = (), sampled: Sequence[Mapping] = (),
-             params=None, profile: Mapping | None = None, trainings: Sequence[Mapping] = ()) -> tuple[list, dict]:
+             params=None, curation_stats: Mapping | None = None, trainings: Sequence[Mapping] = ()) -> tuple[list, dict]:
     """(failed_points, signals) for one evaluation: `trajectories` are the greedy evaluation of
     the diagnosed epoch, `history` the `signals.summarize` of the evaluated epochs before it
     (oldest first), `sampled` its K sampled rollouts per task (may be empty: no boundary signal),
-    `profile` its curated profile (recorded outcomes it trains on become `trained_failures`),
+    `curation_stats` its curation stats (profile.json: recorded outcomes it trains on become `trained_failures`),
     `trainings` its trainings' summaries (GRPO groups without signal become `rl_no_signal`)."""
     points = failed_points(trajectories)
-    for point in (outcome_point(profile), grpo_point(trainings)):
+    for point in (outcome_point(curation_stats), grpo_point(trainings)):
         if point is not None:   # after the trajectories' points: family_counts counts those alone
             points.append(point)
     found = sig.signals(sig.summarize(trajectories), history, sampled, params or sig.SignalParams())

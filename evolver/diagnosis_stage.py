@@ -9,6 +9,7 @@ from evolver.lineage import annotate, brief_of, outcome_deltas
 from evolver.results import Decision, Diagnosis
 from evolver.signals import summarize
 from evolver.context import RunContext, say
+from sandbox.manifest import CURATION_STATS_FILE
 
 LESSONS = 3   # rolled-back candidates since the best whose lessons the next brief carries (most recent)
 
@@ -19,10 +20,10 @@ def diagnose_best(run: RunContext, epoch: int) -> Diagnosis:
     trajectories = run.evaluated(best.epoch)
     # every policy evaluated before the diagnosed one, rejected ones too (each was a trained policy)
     history = [summarize(run.evaluated(d.epoch)) for d in run.decisions() if d.epoch < best.epoch and d.P is not None]
-    profile = run.store.epoch_dir(best.epoch) / "artifacts" / "profile.json"
+    stats = run.store.epoch_dir(best.epoch) / "artifacts" / CURATION_STATS_FILE
     trainings = [read_json(p) for p in sorted(run.store.epoch_dir(best.epoch).glob("train-s*/summary.json"))]
     failed_points, signals = diagnose(trajectories, history=history, sampled=run.evaluated(best.epoch, "sample"),
-                                      params=cfg.signal_params(), profile=read_json(profile) if profile.is_file() else None,
+                                      params=cfg.signal_params(), curation_stats=read_json(stats) if stats.is_file() else None,
                                       trainings=trainings)
     result = Diagnosis(of_epoch=best.epoch, families=signals["families"])
     if run.llm is not None and cfg.diagnosis == "rules+llm":

@@ -13,7 +13,7 @@ from evolver.final_rules import charged_cost
 from evolver.results import Evaluation, Training
 from evolver.context import RunContext
 from sandbox.checker import cost_c
-from sandbox.manifest import Manifest
+from sandbox.manifest import CURATION_STATS_FILE, Manifest
 
 
 def train_and_evaluate(run: RunContext, epoch: int) -> list[Evaluation]:
@@ -67,5 +67,5 @@ def proxy_scores(run: RunContext, dry, chains: list[list], units: int) -> list[f
 def proxy_cost(cfg, folder: Path) -> float:
     """C of a candidate's dry run, charged as the full recipe will be (the curate stage)."""
     if {"no-sft", "no-rl"} & set(cfg.ablations):
-        return cost_c(charged_cost(read_json(folder / "profile.json"), cfg.ablations), cfg.n_ref)
+        return cost_c(charged_cost(read_json(folder / CURATION_STATS_FILE), cfg.ablations), cfg.n_ref)
     return Manifest.read(folder).C

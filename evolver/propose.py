@@ -16,6 +16,7 @@ from evolver.diagnosis_stage import summary_line
 from evolver.proposers.brief import Brief
 from evolver.results import Decision, Proposal
 from evolver.screen import screen
+from sandbox.manifest import CURATION_STATS_FILE
 from sandbox.strategy_files import inputs_files
 
 
@@ -62,12 +63,12 @@ def brief_of(run: RunContext, epoch: int, best: Decision) -> tuple[Brief, dict[s
     cfg, diag = run.cfg, run.store.epoch_dir(epoch) / "diagnosis"
     failed_points, signals = read_json(diag / "failed_points.json"), read_json(diag / "signals.json")
     lessons = read_json(diag / "rejected.json") if (diag / "rejected.json").is_file() else []   # older runs: none
-    profile = read_json(run.store.epoch_dir(best.epoch) / "artifacts" / "profile.json")
-    inputs = inputs_files({"failed_points": failed_points, "signals": signals, "profile": profile,
+    stats = read_json(run.store.epoch_dir(best.epoch) / "artifacts" / CURATION_STATS_FILE)
+    inputs = inputs_files({"failed_points": failed_points, "signals": signals, "profile": stats,   # inputs/profile.json
                            "rejected": lessons, "params": cfg.params()})
     parent = {k: v for k, v in run.ws.files("best").items() if not k.startswith("inputs/")}
     rejected = [k for d in run.decisions() if not d.accepted for k in d.edits]
-    brief = Brief(files={**parent, **inputs}, failed_points=failed_points, signals=signals, profile=profile,
+    brief = Brief(files={**parent, **inputs}, failed_points=failed_points, signals=signals, curation_stats=stats,
                   lam=cfg.lam, rejected_edits=rejected, history=history(run), corpus=run.corpus,
                   seed=cfg.seed, score=best.scores(), budget=cfg.curation_budget,
                   outcomes=read_json(diag / "outcomes.json") if (diag / "outcomes.json").is_file() else (),

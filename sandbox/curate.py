@@ -1,7 +1,7 @@
 """Execute one strategy once, on the host's terms: corpus in, checked artifacts out.
 
     load corpus (host) → private job dir → executor runs sandbox.runtime → checker reads the
-    records → canonical artifacts, profile Σ, manifest, execution.json → renamed into place
+    records → canonical artifacts, curation stats Σ (profile.json), manifest, execution.json → renamed into place
 
 The output directory appears whole or not at all. Everything in `manifest.json` is a function
 of the strategy files, the corpus bytes, the seed and the runtime; what varies by machine or
@@ -25,17 +25,17 @@ from typing import Callable, Mapping
 
 from base.errors import RunFailed, UserError, printable
 from base.files import is_empty_or_missing, writable_parent, json_text, sha256_bytes, sha256_files
-from sandbox import checker, package_lock, leftovers
+from sandbox import checker, leftovers, package_lock
 from corpora import Corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
 from sandbox.leakage import check_record
-from sandbox.manifest import CorpusKey, Manifest, StrategyKey
+from sandbox.manifest import CURATION_STATS_FILE, CorpusKey, Manifest, StrategyKey
 from sandbox.exchange import to_file
 from sandbox.llm_channel import LLMBudget, LLMChannel
 from sandbox.simenv.export import prepare as prepare_env
 from base.schemas import canonical_json
 
-ARTIFACT_FILES = (*checker.EXPECTED, "profile.json")
+ARTIFACT_FILES = (*checker.EXPECTED, CURATION_STATS_FILE)
 # What decides the bytes of an artifact besides strategy, corpus and seed (the runtime hash).
 RUNTIME_SOURCES = ("sandbox/runtime.py", "sandbox/lazy_corpus.py", "base/schemas.py", "sandbox/checker.py", "sandbox/artifact_records.py",
                    "curation_strategies/toolkit", "sandbox/simenv", "sandbox/llm_client.py", "sandbox/leakage.py",
@@ -57,7 +57,7 @@ class CurationFailed(RunFailed):
 class CurationResult:
     out_dir: Path
     manifest: Manifest
-    profile: dict
+    curation_stats: dict             # Σ, written to profile.json (sandbox.checker calls it the profile)
     execution: dict
 
 
@@ -157,9 +157,9 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
                                            raw_outcomes={r["id"]: checker.outcome_label(r) for r in corpus.records})
         except checker.CandidateRejected as exc:
             raise CurationFailed(str(exc), execution) from None
-        prof, artifacts = checked.profile, dict(checked.artifacts)
+        stats, artifacts = checked.profile, dict(checked.artifacts)
         t3 = time.monotonic()
-        artifacts["profile.json"] = {"sha256": sha256_bytes(_write_json(stage / "profile.json", prof))}
+        artifacts[CURATION_STATS_FILE] = {"sha256": sha256_bytes(_write_json(stage / CURATION_STATS_FILE, stats))}
         manifest = Manifest(
             strategy=StrategyKey(commit=commit, files_sha256=sha256_files(strategy_files)),
             corpus=CorpusKey(sha256=corpus.sha256, records=len(corpus.records), format=corpus.format,
@@ -169,7 +169,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             seed=seed, hash_seed=hash_seed, runtime_sha256=runtime_sha256(),
             llm_record_sha256=channel and channel.records_sha256(),
             env_sha256=sha256_files(env_files) if env_files else None, artifacts=artifacts,
-            cost_train=prof["cost_train"], C=prof["C"], n_ref=n_ref,
+            cost_train=stats["cost_train"], C=stats["C"], n_ref=n_ref,
             budget=dict(budget) if budget is not None else None)   # ctx.budget, given again on replay
         manifest.write(stage)
         snapshot = stage / "strategy"
@@ -195,7 +195,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         if out_dir.exists():
             out_dir.rmdir()
         os.rename(stage, out_dir)
-        return CurationResult(out_dir, manifest, prof, run_info)
+        return CurationResult(out_dir, manifest, stats, run_info)
     finally:
         shutil.rmtree(job_root, ignore_errors=True)
         shutil.rmtree(stage, ignore_errors=True)

@@ -15,7 +15,8 @@ from typing import Any, Mapping
 
 MANIFEST_VERSION = 1
 MANIFEST_FILE = "manifest.json"
-PROFILE_FILE = "profile.json"   # an artifact that describes, not feeds: no count, not in `hashes()`
+CURATION_STATS_FILE = "profile.json"   # the curation stats Σ: an artifact that describes, not feeds: no count, not in `hashes()`
+# (the file keeps its name: it is hashed into manifests and run directories)
 REQUIRED = ("corpus.sha256", "corpus.skipped_lines", "strategy.files_sha256", "strategy.commit",
             "runtime_sha256", "seed", "hash_seed", "n_ref")
 """The fields a replay needs, checked first (`Manifest.checked`) so a damaged manifest names the first one missing."""
@@ -105,7 +106,7 @@ class Manifest:
     env_sha256: str | None
     """Hash of the train-split scenarios mounted for ctx.env (None: none)."""
     artifacts: Mapping[str, Mapping] = field(default_factory=dict)
-    """Artifact file name → {"sha256", and "count" (its records) for sft/rl/memory.jsonl}; `profile.json` has its sha256 only."""
+    """Artifact file name → {"sha256", and "count" (its records) for sft/rl/memory.jsonl}; `profile.json` (the curation stats) has its sha256 only."""
     cost_train: int = 0
     C: float = 0.0
     n_ref: float = 1e5
@@ -181,5 +182,5 @@ class Manifest:
         return {name: a["count"] for name, a in self.artifacts.items() if "count" in a}
 
     def hashes(self) -> dict[str, str]:
-        """Record file → sha256 (what the trainer and the agent read; the profile aside)."""
-        return {name: a["sha256"] for name, a in self.artifacts.items() if name != PROFILE_FILE}
+        """Record file → sha256 (what the trainer and the agent read; the curation stats aside)."""
+        return {name: a["sha256"] for name, a in self.artifacts.items() if name != CURATION_STATS_FILE}

@@ -1,4 +1,5 @@
-"""The profile Σ of a checked output: what the checker accumulates one validated record at a time
+"""The curation stats Σ of a checked output (the class keeps the name `Profile`: sandbox/checker.py,
+a hashed runtime source, imports it by that name; the file it is written to is profile.json): what the checker accumulates one validated record at a time
 (counts, turns, tokens, trained calls, rewards, provenance operators, retained raw records),
 Cost_train and C = tanh(log(1 + Cost_train) / log(1 + N_ref)) (paper §4.2).
 

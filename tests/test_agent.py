@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from evolver.proposers.agent import AgentLimits, AgentProposer, code_fault, profile_summary
+from evolver.proposers.agent import AgentLimits, AgentProposer, code_fault, stats_summary
 from evolver.llm import LLM, LLMConfig
 from evolver.candidate import artifact_hashes, check_candidate
 from evolver.proposers.brief import Brief
@@ -54,7 +54,7 @@ def make(server, executor, parent, tmp_path, *, limits=AgentLimits(step_limit=8,
     brief = Brief(files=files, failed_points=[{"family": "bad_arguments", "count": 3, "task_ids": ["t1", "t2"],
                                                "failed_point": "wrong argument types", "evidence": "x='3'",
                                                "curation_hint": "mask corrected calls"}],
-                  signals=signals or {}, profile={"cost_train": 400, "C": 0.42, "counts": {"sft.jsonl": 48}}, lam=0.3,
+                  signals=signals or {}, curation_stats={"cost_train": 400, "C": 0.42, "counts": {"sft.jsonl": 48}}, lam=0.3,
                   rejected_edits=[], history=[], corpus=corpus, seed=0, score=score)
 
     def validate(candidate):
@@ -181,9 +181,9 @@ def test_the_brief_states_the_curated_scale_of_the_parents_profile(tmp_path):
     execute(strategy_files(SEED_STRATEGY), load_corpus([str(SAMPLE_CORPUS)]), tmp_path / "out", seed=0,
             executor=make_executor("process"))
     profile = json.loads((tmp_path / "out" / "profile.json").read_text())
-    assert profile_summary(profile) == (f"sft {profile['sft']['records']} records, rl {profile['rl']['records']} records, "
+    assert stats_summary(profile) == (f"sft {profile['sft']['records']} records, rl {profile['rl']['records']} records, "
                                         f"memory 0 records, 45 of 45 raw trajectories retained")
-    assert profile_summary({}) == "no profile"
+    assert stats_summary({}) == "no profile"
 
 
 def test_the_signals_and_the_current_dev_score_reach_the_agent(llm_server, executor, parent, tmp_path):

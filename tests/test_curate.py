@@ -33,7 +33,7 @@ def test_seed_strategy_artifacts_manifest_and_profile(sample_corpus, tmp_path):
     assert manifest["artifacts"]["memory.jsonl"]["count"] == 0
     rl_cost = sum(sum(1 for m in r["messages"][:i] if m["role"] == "assistant") + 1 for r, i in calls)
     assert manifest["cost_train"] == assistant + rl_cost
-    profile = result.profile
+    profile = result.curation_stats
     assert profile["sft"]["trained_turns"] == assistant and profile["sft"]["masked_turns"] == 0
     assert profile["raw"]["retention"] == 1.0
     import math
@@ -85,7 +85,7 @@ def test_monkeypatched_runtime_does_not_change_the_hosts_numbers(strategy, sampl
     """)
     result = curated(only_patch_cost, sample_corpus, tmp_path / "out2")
     assert _numbers(result.out_dir) == _numbers(reference.out_dir)
-    assert result.profile["C"] > 0
+    assert result.curation_stats["C"] > 0
 
 
 @pytest.mark.parametrize("plant", [

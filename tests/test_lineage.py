@@ -251,7 +251,7 @@ def test_the_diagnosis_and_both_proposers_read_what_the_last_edit_broke(run):
     first = next(OfflineProposer().effectiveness(files, points, signals, known=None))
     assert "broke 1 dev task(s)" in first.message and BROKEN in first.message
     # the code agent: the same deltas in its prompt
-    brief = Brief(files=files, failed_points=points, signals=signals, profile={}, lam=0.3, rejected_edits=[],
+    brief = Brief(files=files, failed_points=points, signals=signals, curation_stats={}, lam=0.3, rejected_edits=[],
                   history=[], corpus=None, seed=0, outcomes=outcomes)
     variables = AgentProposer.variables("effectiveness", brief, None)
     assert variables["outcomes"] == outcome_lines(outcomes)

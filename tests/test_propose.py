@@ -57,7 +57,7 @@ def records(path):
 
 def brief(points=(), sigs=None, files=None, rejected=(), seed=0, lam=0.3, profile=None):
     return Brief(files=files or strategy_files(SEED_STRATEGY), failed_points=list(points), signals=sigs or signals(points, NO_SIGNALS),
-                 profile=profile or {"cost_train": 900, "C": 0.4}, lam=lam, rejected_edits=list(rejected), history=[],
+                 curation_stats=profile or {"cost_train": 900, "C": 0.4}, lam=lam, rejected_edits=list(rejected), history=[],
                  corpus=None, seed=seed)
 
 
@@ -78,7 +78,7 @@ def test_generated_strategies_for_several_diagnoses_run_in_the_sandbox_and_pass_
     for n, (label, (points, extra)) in enumerate(DIAGNOSES.items()):
         b = brief(points, signals(points, extra))
         revisions = list(itertools.islice(OfflineProposer().effectiveness(b.files, b.failed_points, b.signals), 2))
-        revisions += list(itertools.islice(OfflineProposer().efficiency(revisions[0].files, b.profile, b.lam,
+        revisions += list(itertools.islice(OfflineProposer().efficiency(revisions[0].files, b.curation_stats, b.lam,
                                                                          b.failed_points, b.signals), 1))
         for m, revision in enumerate(revisions):
             source = revision.files["strategy.py"].decode()

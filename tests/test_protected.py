@@ -36,7 +36,7 @@ PARENT = {"strategy.py": compose(WON).encode()}
 
 
 def brief(points=POINTS, signals=SIGNALS, outcomes=(ACCEPTED, ROLLED_BACK)) -> Brief:
-    return Brief(files=dict(PARENT), failed_points=list(points), signals=signals, profile={"cost_train": 900, "C": 0.4},
+    return Brief(files=dict(PARENT), failed_points=list(points), signals=signals, curation_stats={"cost_train": 900, "C": 0.4},
                  lam=0.3, rejected_edits=[], history=[], corpus=None, seed=0, outcomes=list(outcomes))
 
 

@@ -283,7 +283,7 @@ def test_the_profile_shows_the_outcome_mix_and_the_offline_proposer_can_drop_fai
         capsys.readouterr().out
     profile = json.loads((tmp_path / "rho0" / "profile.json").read_text())
     assert profile["raw"]["retained_outcomes"] == {"success": 4, "failure": 4, "unknown": 0}   # ρ0 keeps everything
-    points, signals = diagnose([], profile=profile)
+    points, signals = diagnose([], curation_stats=profile)
     assert [p["family"] for p in points] == ["trained_failures"] and points[0]["count"] == 4
     assert signals["families"] == {}                                   # not a failed trajectory
     seed = strategy_files(cli.SEED_STRATEGY)
@@ -291,4 +291,4 @@ def test_the_profile_shows_the_outcome_mix_and_the_offline_proposer_can_drop_fai
     assert [e.key for e in revision.edits] == ["+drop_failed()"]
     result = execute(revision.files, load_corpus(TAU_MIXED), tmp_path / "rho1",
                      executor=make_executor("process", trusted=True))
-    assert result.profile["raw"]["retained_outcomes"] == {"success": 4, "failure": 0, "unknown": 0}
+    assert result.curation_stats["raw"]["retained_outcomes"] == {"success": 4, "failure": 0, "unknown": 0}

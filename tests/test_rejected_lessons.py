@@ -127,7 +127,7 @@ def test_the_code_agents_brief_states_what_a_rolled_back_candidate_broke_and_fix
               "J": 0.13, "against": {"epoch": 0, "P": 0.5, "C": 0.4, "J": 0.38},
               **rejected_lesson([trajectory(t, ok) for t, ok in CANDIDATE.items()],
                                 [trajectory(t, ok) for t, ok in BEST.items()])}
-    brief = Brief(files={}, failed_points=[], signals={}, profile={}, lam=0.3, rejected_edits=[], history=[], corpus=None,
+    brief = Brief(files={}, failed_points=[], signals={}, curation_stats={}, lam=0.3, rejected_edits=[], history=[], corpus=None,
                   seed=0, rejected=[lesson])
     text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(template("evolve_instance.jinja")).render(
         **AgentProposer.variables("effectiveness", brief, None))

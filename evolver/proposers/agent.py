@@ -257,10 +257,10 @@ def code_fault(files: Mapping[str, bytes], parent: Mapping[str, bytes]) -> str |
     return None
 
 
-def profile_summary(profile: Mapping) -> str:
-    """The curated scale of a profile.json in one line (records per artifact, raw retention)."""
-    parts = [f"{kind} {profile[kind]['records']} records" for kind in ("sft", "rl", "memory") if kind in profile]
-    raw = profile.get("raw") or {}
+def stats_summary(stats: Mapping) -> str:
+    """The curated scale of the curation stats (profile.json) in one line (records per artifact, raw retention)."""
+    parts = [f"{kind} {stats[kind]['records']} records" for kind in ("sft", "rl", "memory") if kind in stats]
+    raw = stats.get("raw") or {}
     if "records" in raw and "retained" in raw:
         parts.append(f"{raw['retained']} of {raw['records']} raw trajectories retained")
     return ", ".join(parts) or "no profile"
@@ -376,9 +376,9 @@ class AgentProposer:
     @staticmethod
     def variables(phase: str, brief: Brief, error: str | None) -> dict:
         """What the instance prompt (evolve_instance.jinja) is rendered with."""
-        profile = dict(brief.profile)
-        return {"phase": phase, "lam": brief.lam, "profile": {"cost_train": profile.get("cost_train", 0), "C": profile.get("C", 0.0)},
-                "profile_summary": profile_summary(profile),
+        stats = dict(brief.curation_stats)   # the prompt template's names stay `profile`, `profile_summary`
+        return {"phase": phase, "lam": brief.lam, "profile": {"cost_train": stats.get("cost_train", 0), "C": stats.get("C", 0.0)},
+                "profile_summary": stats_summary(stats),
                 "failed_points": [{"family": p.get("family", "?"), "count": p.get("count", 1), "task_ids": list(p.get("task_ids", [])),
                                    "failed_point": p.get("failed_point", ""), "evidence": p.get("evidence", ""),
                                    "curation_hint": p.get("curation_hint", "")} for p in brief.failed_points],

@@ -12,7 +12,7 @@ class Brief:
     files: dict[str, bytes]          # the parent's files, inputs/ included
     failed_points: Sequence[Mapping]
     signals: Mapping
-    profile: Mapping                 # the parent's profile.json
+    curation_stats: Mapping          # the parent's curation stats Σ (its profile.json)
     lam: float
     rejected_edits: Sequence[str]    # edits of rolled-back epochs (offline proposer)
     history: Sequence[Mapping]       # rolled-back attempts: epoch, summary, diff, P, C, J (code agent)

@@ -273,7 +273,7 @@ class OfflineProposer:
         stream = (self.effectiveness(brief.files, brief.failed_points, signals, brief.rejected_edits, brief.seed, known,
                                      net_effect(brief.outcomes), brief.rejected, category_of, brief.outcomes)
                   if phase == "effectiveness" else
-                  self.efficiency(brief.files, brief.profile, brief.lam, brief.failed_points, signals,
+                  self.efficiency(brief.files, brief.curation_stats, brief.lam, brief.failed_points, signals,
                                   brief.rejected_edits, known, brief.rejected, category_of, brief.outcomes))
         found, attempts = [], []
         for revision in stream:
@@ -336,7 +336,7 @@ class OfflineProposer:
             if revision is not None:
                 yield revision
 
-    def efficiency(self, files: Mapping[str, bytes], profile: Mapping, lam: float, failed_points: Sequence[Mapping] = (),
+    def efficiency(self, files: Mapping[str, bytes], curation_stats: Mapping, lam: float, failed_points: Sequence[Mapping] = (),
                    signals: Mapping | None = None, rejected: Sequence[str] = (), known: Mapping | None = None,
                    lessons: Sequence[Mapping] = (), category_of: Callable[[str], str] | None = None,
                    outcomes: Sequence[Mapping] = ()) -> Iterator[Revision]:
@@ -355,8 +355,8 @@ class OfflineProposer:
         parts = [focus_of(m, failed_points, signals, known, category_of) for m, _ in motives(failed_points, signals)]
         focus = narrowed({c for f in parts for c in f["categories"]} | {category_of(t) for t in broken},
                          {t for f in parts for t in f["tools"]}, known)
-        cost = (f"λ = {lam:g}; the parent curates Cost_train = {profile.get('cost_train')} turns, "
-                f"C = {profile.get('C', 0):.4f}, so λ·C = {lam * profile.get('C', 0):.4f} of J.\n\n")
+        cost = (f"λ = {lam:g}; the parent curates Cost_train = {curation_stats.get('cost_train')} turns, "
+                f"C = {curation_stats.get('C', 0):.4f}, so λ·C = {lam * curation_stats.get('C', 0):.4f} of J.\n\n")
         seen: set = set()
         for remedy in EFFICIENCY:
             for edit in _edits(remedy, "efficiency", focus, None):
