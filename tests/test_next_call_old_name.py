@@ -1,7 +1,7 @@
 """The next-call benchmark was named "replay" before issue 61 ("replay" is now only re-executing a curation
 and comparing its bytes). The old name still works: on a command line with one note on stderr, and
 silently in what was stored under it — a run.json (which loads and resumes), a config file, a quality
-bench cell's cache key, and the error types of the records it scored."""
+bench cell cached under a key made with it (new keys name next-call), and the error types of the records it scored."""
 import dataclasses
 import json
 from pathlib import Path
@@ -80,7 +80,12 @@ def test_records_scored_under_the_old_name_keep_their_failure_families():
         assert primary_family(trajectory) == ("bad_arguments", "x differs")
 
 
-def test_a_quality_cell_of_next_call_keeps_the_key_it_had_under_the_old_name(tmp_path):
+# the key this cell had in a cache made before the rename (computed by the code at b1d151a, which
+# still wrote "replay" into new keys): such a cell must still be found
+KEY_UNDER_THE_OLD_NAME = "cd6dd9bb2f7bdd300e5ca361"
+
+
+def test_a_new_quality_cell_of_next_call_is_keyed_by_its_name_and_an_old_cached_one_still_hits(tmp_path):
     corpus = (str(SHIPPED),)
     setting = Setting(benchmark="next-call", split="dev", tasks=None, train=TrainSpec(profile="test", base="tiny-random"),
                       seeds=(0,),
@@ -90,9 +95,19 @@ def test_a_quality_cell_of_next_call_keeps_the_key_it_had_under_the_old_name(tmp
     (row,) = rows_mod.table_rows(("rho0-wild",), wild, None, [], tmp_path / "cache", None,
                                  source_sha256=setting.corpus_sha256)
     key = cells.cell_key(row, 0)
-    # the key a cache made before the rename holds this cell under
-    cells.setting = dataclasses.replace(setting, benchmark="replay")
-    assert cells.cell_key(row, 0) == key
+    assert key != KEY_UNDER_THE_OLD_NAME and cells.cell_keys(row, 0) == (key, KEY_UNDER_THE_OLD_NAME)
+    cells.setting = dataclasses.replace(setting, benchmark="replay")   # a setting by the old name: the same keys
+    assert cells.cell_keys(row, 0) == (key, KEY_UNDER_THE_OLD_NAME)
     cells.setting = dataclasses.replace(setting, benchmark="bfcl-single")   # the benchmark is part of the key
-    assert cells.cell_key(row, 0) != key
+    assert cells.cell_key(row, 0) != key and len(cells.cell_keys(row, 0)) == 1
+    cells.setting = setting
+    assert cells.cached(row, 0) is None
+    old = tmp_path / "cache" / "cells" / KEY_UNDER_THE_OLD_NAME
+    old.mkdir(parents=True)
+    (old / "cell.json").write_text(json.dumps({"key": KEY_UNDER_THE_OLD_NAME, "seed": 0, "P": 0.5}))
+    assert cells.cached(row, 0) == {"key": KEY_UNDER_THE_OLD_NAME, "seed": 0, "P": 0.5}   # a hit: not computed again
+    new = tmp_path / "cache" / "cells" / key
+    new.mkdir()
+    (new / "cell.json").write_text(json.dumps({"key": key, "seed": 0, "P": 0.25}))
+    assert cells.cached(row, 0)["key"] == key   # today's key first
     assert registry.OLD_NAMES == {"replay": "next-call"} and "replay" not in registry.names()

@@ -31,7 +31,7 @@ from typing import Callable
 
 from base.errors import UserError
 from trainer import memory as memory_mod
-from base.registry import DEFAULT as DEFAULT_BENCHMARK, OLD_NAMES
+from base.registry import DEFAULT as DEFAULT_BENCHMARK, OLD_NAMES, current
 from base.files import atomic_json, read_json, read_jsonl, sha256_files
 from environments.policies.limits import LEGACY_MAX_NEW_TOKENS
 from environments.evaluate import EvalResult
@@ -43,9 +43,9 @@ from experiments.quality import SEEDS, TEST_TASKS
 from sandbox.manifest import Manifest
 
 ABLATIONS = ("no-sft", "no-rl", "no-memory")
-# a cell's key names a renamed benchmark by its name before (registry.OLD_NAMES: next-call was replay), so
-# the cells a cache holds from before the rename are still found
-_KEY_NAMES = {new: old for old, new in OLD_NAMES.items()}
+# A cell's key names its benchmark as it is called now; a cell a cache made before a rename
+# (registry.OLD_NAMES: next-call was replay) is keyed by the old name, and is still found under it.
+_KEY_NAMES_BEFORE = {new: old for old, new in OLD_NAMES.items()}
 
 
 @dataclass(frozen=True)
@@ -274,11 +274,21 @@ class Cells:
                      "seed": seed, **({"memory": hints[1], "retrieval": memory_mod.RETRIEVAL} if hints else {})})
 
     def cell_key(self, row: Row, seed: int) -> str:
+        """The key a new cell is written under: its benchmark by the name it has now."""
+        return self._cell_key(row, seed, current(self.setting.benchmark))
+
+    def cell_keys(self, row: Row, seed: int) -> tuple[str, ...]:
+        """Every key the cell may be cached under: today's, then the one a cache made before its
+        benchmark was renamed holds it under (registry.OLD_NAMES)."""
+        before = _KEY_NAMES_BEFORE.get(current(self.setting.benchmark))
+        return (self.cell_key(row, seed), *([self._cell_key(row, seed, before)] if before else []))
+
+    def _cell_key(self, row: Row, seed: int, benchmark: str) -> str:
         memory = self.inputs(row)["memory"]
         return _key({"training": self.training_key(row, seed), "base": self.base, "memory": memory and memory[1],
                      # the rule hints are retrieved by decides a cell with memory (not one without)
                      **({"retrieval": memory_mod.RETRIEVAL} if memory else {}),
-                     "benchmark": _KEY_NAMES.get(self.setting.benchmark, self.setting.benchmark), "split": self.setting.split,
+                     "benchmark": benchmark, "split": self.setting.split,
                      "tasks": [t.id for t in self.tasks], "metric": self.setting.metric,
                      "batch_size": self.setting.eval.batch_size, "seed": seed,
                      **({"corpus": self.setting.corpus_sha256} if self.setting.corpus else {}),
@@ -288,8 +298,12 @@ class Cells:
                         if self.setting.eval.max_new_tokens != LEGACY_MAX_NEW_TOKENS else {})})
 
     def cached(self, row: Row, seed: int) -> dict | None:
-        path = self.root / "cells" / self.cell_key(row, seed) / "cell.json"
-        return read_json(path) if path.is_file() else None
+        """The cell from the cache under any of its keys (`cell_keys`), else None."""
+        for key in self.cell_keys(row, seed):
+            path = self.root / "cells" / key / "cell.json"
+            if path.is_file():
+                return read_json(path)
+        return None
 
     # ------------------------------------------------------------------ computing
 
