@@ -23,7 +23,7 @@ capability the environment lacks is refused up front in one sentence (`require`)
                  reward_error(env) -> str | None: the `state_match` RL reward (trainer/rewards.py)
     leakage      leakage_rows() -> [GoldRow], leakage_key() -> bytes: its dev/test requests and gold
                  calls, which the host keeps out of every artifact (sandbox/leakage.py)
-    held_out     train_view(corpus, split) -> corpus, dev_corpus(paths) -> [str] | None,
+    held_out     train_view(corpus, holdout) -> corpus, dev_corpus(paths) -> [str] | None,
                  holds_out_corpus() -> bool, executable = False: its dev and test sets are held-out
                  parts of the run's corpus (the next-call benchmark), not tasks of its own
     diagnosis    checker_rules() -> ((regex, family), ...), family_prefix (str | None): how its
@@ -159,7 +159,7 @@ class Declared:
     def category_of(self, task_id: str) -> str:
         return re.sub(r"_\d+$", "", task_id)
 
-    def train_view(self, corpus: Any, split: Mapping | None = None) -> Any:
+    def train_view(self, corpus: Any, holdout: Mapping | None = None) -> Any:
         return corpus
 
     def dev_corpus(self, paths) -> list[str] | None:

@@ -41,7 +41,7 @@ class EvalSpec(BaseModel):
     `curateevo test` and `curateevo eval` give `experiments.train_eval.evaluate_on`, so the thread
     pinning, the decoding budget and the memory rule are the same wherever a policy is scored.
     Each field is declared here once; `evolver.config.RunConfig.eval` and the quality bench's
-    `Setting.eval` nest one (what the run or the bench sets itself, benchmark to corpus_split, is
+    `Setting.eval` nest one (what the run or the bench sets itself, benchmark to holdout, is
     added when they evaluate: `RunConfig.eval_spec`, `Cells.eval_spec`)."""
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -69,8 +69,8 @@ class EvalSpec(BaseModel):
     """next-call: the tool schemas for records whose files carry none (`--tools`)."""
     corpus_on_error: str = "abort"
     """next-call: an invalid corpus line aborts (file:line) or is skipped and counted."""
-    corpus_split: dict | None = None
-    """next-call: the run's dev and test parts (corpora.split; None: the legacy split)."""
+    holdout: dict | None = None
+    """next-call: how the run held out its dev and test parts (corpora.split; None: the legacy split)."""
 
     def step_pass(self) -> bool:
         """Whether the step items are scored: `steps`, else `steps_pass` of the benchmark and metric."""
@@ -219,7 +219,7 @@ def _check_out(out: Path) -> None:
 
 def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None, tasks: int | None = None,
                     categories: list[str] | None = None, metric: str | None = None, corpus: str | list[str] | None = None,
-                    corpus_on_error: str = "abort", corpus_tools: str | None = None, corpus_split: dict | None = None,
+                    corpus_on_error: str = "abort", corpus_tools: str | None = None, holdout: dict | None = None,
                     memory: str | None = None, memory_k: int = DEFAULT_MEMORY_K, samples: int = 1, temperature: float = 0.0,
                     seed: int = 0, batch_size: int = DEFAULT_BATCH_SIZE, max_steps: int | None = None, episodes: bool = True,
                     steps: bool = True, step_limit: int | None = None, allow_test: bool = False,
@@ -228,7 +228,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     """Evaluate and write trajectories.jsonl, steps.jsonl and metrics.json into `out`; returns
     the metrics document. `policy` (any environments.policies.Policy) or `policy_options` (the
     keywords of `build_policy`) says what is evaluated. `corpus_on_error`, `corpus_tools` and
-    `corpus_split` load and split a next-call corpus as the run that curated it did (skipped lines,
+    `holdout` load and split a next-call corpus as the run that curated it did (skipped lines,
     --tools schemas, its dev and test parts: corpora.split). `gold`: also the policy's log-likelihood of
     the tasks' gold calls (environments/gold_likelihood.py; a local transformers policy only). `user`
     (environments.user_sim.UserEndpoint) plays the user where the benchmark simulates one (τ² airline and
@@ -262,7 +262,7 @@ def evaluate_to_dir(benchmark: str, split: str, out: str | Path, *, policy=None,
     if not executable:   # its dev set is a corpus's own held-out tenth
         if not corpus:
             raise UserError(f"--benchmark {benchmark} needs --corpus FILE (the raw corpus to hold 10% out of)")
-        options.update(corpus=corpus, on_error=corpus_on_error, tools=corpus_tools, split=corpus_split)
+        options.update(corpus=corpus, on_error=corpus_on_error, tools=corpus_tools, holdout=holdout)
     elif corpus:
         raise UserError(f"--corpus is for --benchmark {registry.NO_ENVIRONMENT}; {benchmark} brings its own tasks")
     user = user if env.user_simulated else None

@@ -85,7 +85,7 @@ FLAT = {"base": ("train", "base"), "profile": ("train", "profile"), "report_to":
 """The keys of a run.json written before the specs were nested → (spec, its field)."""
 FLAT_BUDGET = ("max_length", "max_prompt_length")
 """Keys of such a run.json that are budget overrides of `train` when not 0 (the profile's)."""
-RUN_SETS = ("benchmark", "metric", "tasks", "threads", "corpus", "corpus_tools", "corpus_on_error", "corpus_split")
+RUN_SETS = ("benchmark", "metric", "tasks", "threads", "corpus", "corpus_tools", "corpus_on_error", "holdout")
 """The EvalSpec fields the run sets itself when it evaluates (`RunConfig.eval_spec`), never in `eval`."""
 
 
@@ -186,7 +186,7 @@ class RunConfig(BaseModel):
     holdout: Mapping = Field(default_factory=dict)
     """A corpus without an environment: how its dev and test parts are held out (corpora.split,
     `{"rank": "content", "seed", "share", "test_share"}` and the `dev_ids` / `test_ids` a user chose);
-    {}: a run made before the test part, whose dev tenth is the legacy split (`split_spec`)."""
+    {}: a run made before the test part, whose dev tenth is the legacy split (`effective_holdout`)."""
     tools: Annotated[str, Flag("JSON file of the real tool schemas, for corpus records whose files carry none "
                                "(default: one catalogue per source, built from the calls the corpus makes)",
                                derived=True)] = ""
@@ -329,11 +329,12 @@ class RunConfig(BaseModel):
         return self.eval.model_copy(update={
             "benchmark": self.benchmark, "metric": self.metric, "tasks": self.tasks, "threads": self.train.threads,
             "corpus": tuple(corpus or ()), "corpus_tools": self.tools or None, "corpus_on_error": self.on_error,
-            "corpus_split": self.split_spec})
+            "holdout": self.effective_holdout})
 
     @property
-    def split_spec(self) -> dict:
-        """The corpus split the run's next-call benchmark and strategies use (corpora.split)."""
+    def effective_holdout(self) -> dict:
+        """The hold-out the run's next-call benchmark and strategies use (corpora.split): `holdout`, or
+        the legacy split for a run that recorded none."""
         from corpora.split import LEGACY_SPLIT
 
         return dict(self.holdout) if self.holdout else dict(LEGACY_SPLIT)

@@ -37,13 +37,13 @@ def dev_check(config: RunConfig) -> dict:
     any work, when it gives nothing to judge; else what it gives (NextCallBenchmark.dev_size)."""
     from environments.next_call.benchmark import NextCallBenchmark
 
-    bench = NextCallBenchmark(list(config.corpus), split=config.split_spec, on_error=config.on_error,
+    bench = NextCallBenchmark(list(config.corpus), holdout=config.effective_holdout, on_error=config.on_error,
                             tools=config.tools or None)
-    if not bench.test_ids and (config.split_spec.get("test_share") or config.split_spec.get("test_ids")):
+    if not bench.test_ids and (config.effective_holdout.get("test_share") or config.effective_holdout.get("test_ids")):
         raise UserError(bench.too_small(list(config.corpus)))   # `curateevo test` would have nothing to read
     from corpora.split import sides
 
-    return {**bench.dev, "test_records": len(bench.test_ids), "sides": sides(list(bench.records.values()), config.split_spec)}
+    return {**bench.dev, "test_records": len(bench.test_ids), "sides": sides(list(bench.records.values()), config.effective_holdout)}
 
 
 def dev_note(dev: dict, tasks: int) -> str:
@@ -75,7 +75,7 @@ def check_run_prompts(config: RunConfig) -> None:
 
     spec = config.eval_spec
     options = ({"corpus": list(spec.corpus), "on_error": spec.corpus_on_error, "tools": spec.corpus_tools,
-                "split": spec.corpus_split} if spec.corpus else {})
+                "holdout": spec.holdout} if spec.corpus else {})
     bench = get_benchmark(config.benchmark, **options)
     prompts = opening_prompts(bench, bench.tasks(config.split, limit=config.tasks), registry.get(config.benchmark).executable)
     source = resolve(config.train.base or config.train.resolved.base)
@@ -101,7 +101,7 @@ def check_run_lengths(config: RunConfig, corpus) -> None:
     from curation_strategies import toolkit as tk
     from trainer.length import profile_length_report
 
-    view = registry.get(config.benchmark).train_view(corpus, config.split_spec)
+    view = registry.get(config.benchmark).train_view(corpus, config.effective_holdout)
     kept = [t for t in view.records if not tk.is_empty(t)]
     sft = [] if "no-sft" in config.ablations else [tk.sft_record(t) for t in kept]
     rl = [] if "no-rl" in config.ablations else [r for t in kept for r in tk.rl_records(t, tk.tool_call_steps(t))]
@@ -130,7 +130,7 @@ def check_own_strategy(cfg: RunConfig) -> RunConfig:
     files = own_files(cfg)
     where = f"--strategy {cfg.strategy}"
     corpus = registry.get(cfg.benchmark).train_view(load_corpus(list(cfg.corpus), on_error=cfg.on_error,
-                                                                tools=cfg.tools or None), cfg.split_spec)
+                                                                tools=cfg.tools or None), cfg.effective_holdout)
     with tempfile.TemporaryDirectory(prefix="curateevo-own-strategy-") as tmp:
         verdict, _ = check_candidate(files, corpus, make_executor(cfg.sandbox), {}, Path(tmp) / "dry-run",
                                      seed=cfg.seed, n_ref=cfg.n_ref, timeout_s=cfg.curation_timeout_s,

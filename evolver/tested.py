@@ -46,7 +46,7 @@ def held_out_spec(spec: EvalSpec, benchmark: str, tasks: int | None) -> EvalSpec
 
     return spec.model_copy(update={"benchmark": benchmark, "metric": registry.get(benchmark).metrics[0], "tasks": tasks,
                                    "steps": False,
-                                   "corpus": (), "corpus_tools": None, "corpus_split": None})
+                                   "corpus": (), "corpus_tools": None, "holdout": None})
 
 
 def held_out_rows(docs: dict[str, dict]) -> list[list[str]]:

@@ -113,7 +113,7 @@ def evaluate_on(spec: EvalSpec, split: str, out: Path, *, base: str, adapter: st
     policy = {"base": base, "adapter": adapter, "threads": spec.threads, "max_new_tokens": spec.max_new_tokens,
               "max_prompt_tokens": prompt_cap(spec), **(policy_options or {})}
     corpus = {"corpus": list(spec.corpus), "corpus_tools": spec.corpus_tools, "corpus_on_error": spec.corpus_on_error,
-              "corpus_split": spec.corpus_split} if spec.corpus else {}
+              "holdout": spec.holdout} if spec.corpus else {}
     return EvalResult(evaluate_to_dir(
         spec.benchmark, split, out, tasks=tasks or spec.tasks, metric=spec.metric, memory=memory_used(memory),
         memory_k=spec.memory_k, seed=seed, batch_size=spec.batch_size, samples=samples, temperature=temperature,

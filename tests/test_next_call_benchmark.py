@@ -155,7 +155,7 @@ def test_a_reply_without_a_call_is_wrong_where_the_recorded_step_calls_a_tool():
 
     split = {**DEFAULT_SPLIT, "dev_ids": ["tau-bench-gpt-4o-airline.sample.json[0]"],
              "test_ids": ["tau-bench-gpt-4o-airline.sample.json[2]"]}
-    bench = get_benchmark("next-call", corpus=str(TAU), include_failed=True, split=split)
+    bench = get_benchmark("next-call", corpus=str(TAU), include_failed=True, holdout=split)
     items = [i for t in bench.tasks("train") + bench.tasks("dev") for i in bench.step_items(t)]
     call_steps = [i for i in items if i.gold]
     assert call_steps and len(call_steps) < len(items)

@@ -31,7 +31,7 @@ def test_one_candidate_through_the_loop_and_through_bench_quality_gives_the_same
 
     cfg = RunConfig(corpus=(str(row.corpus),), profile="test", base="tiny-random", tasks=4, sandbox="process")
     assert cfg.train == cells.train_spec             # one training ...
-    assert cfg.eval_spec.model_copy(update={"steps": None, "corpus_split": None}) == cells.eval_spec   # ... one evaluation
+    assert cfg.eval_spec.model_copy(update={"steps": None, "holdout": None}) == cells.eval_spec   # ... one evaluation
     trained = loop.train_epoch(cfg, artifacts, tmp_path / "loop" / "train-s0", 0)
     evaluated = loop.evaluate_epoch(cfg, artifacts, tmp_path / "loop" / "eval-s0", 0, trained["adapter"])
 

@@ -127,7 +127,7 @@ def test_run_json_of_earlier_runs_reads_back_and_round_trips():
     config = RunConfig.from_json(json.loads(text))
     written = flat(config.to_json())
     assert {k: written.pop(k) for k in BACKEND_DEFAULTS} == BACKEND_DEFAULTS
-    assert written.pop("holdout") == {}   # made before the test part: the legacy dev tenth (RunConfig.split_spec)
+    assert written.pop("holdout") == {}   # made before the test part: the legacy dev tenth (RunConfig.effective_holdout)
     assert written.pop("final_rule") == "paper-best-dev"   # made before the final rules: the paper's, as it ended then
     assert (written.pop("strategy"), written.pop("strategy_sha256")) == ("", "")   # before --strategy: the seed ρ0
     # made before issue 61: its benchmark by the old name, read as the new one (registry.OLD_NAMES)

@@ -2,7 +2,7 @@
 recorded step of a held-out record the agent is given the recorded messages before it, and its next call
 is scored against the recorded one.
 
-`get_benchmark("next-call", corpus=PATH, split=SPEC)` loads a raw corpus (any format
+`get_benchmark("next-call", corpus=PATH, holdout=SPEC)` loads a raw corpus (any format
 `corpora.load_corpus` reads) and holds out a dev tenth and a test tenth of it with
 `corpora.split.partition` (by the records' content, copies of one task kept on one side, or
 the ids the user chose; the loop's train part is the same function).
@@ -76,7 +76,7 @@ class NextCallBenchmark:
     executable = False  # no Episode: only the step items can be scored
     metric = "call_f1"  # P on this benchmark (environments/next_call/scoring.py)
 
-    def __init__(self, corpus, split=None, fmt: str = "auto", include_failed: bool = False, allow_test: bool = False,
+    def __init__(self, corpus, holdout=None, fmt: str = "auto", include_failed: bool = False, allow_test: bool = False,
                  on_error: str = "abort", tools=None):
         from corpora import load_corpus
 
@@ -86,9 +86,9 @@ class NextCallBenchmark:
         loaded = load_corpus(corpus, fmt, on_error=on_error, tools=tools)
         self.corpus_sha256 = loaded.sha256
         self.on_error, self.skipped_lines = on_error, len(loaded.skipped_lines)
-        self.split, self.include_failed, self.allow_test = split, include_failed, allow_test
+        self.holdout, self.include_failed, self.allow_test = holdout, include_failed, allow_test
         self.records = {r["id"]: r for r in loaded.records}
-        self.train_ids, self.dev_ids, self.test_ids = partition(loaded.records, split)
+        self.train_ids, self.dev_ids, self.test_ids = partition(loaded.records, holdout)
         if not self.dev_ids:
             raise UserError(self.too_small(corpus))
         self.dev = self.dev_size()
@@ -104,7 +104,7 @@ class NextCallBenchmark:
         no group to hold out; a larger corpus when it holds under three records or too few to judge."""
         n, held = len(self.records), set(self.dev_ids) | set(self.test_ids)
         missing = [part for part, ids in (("dev", self.dev_ids), ("test", self.test_ids)) if not ids]
-        by_task = (self.split or {}).get("rank") == "task"
+        by_task = (self.holdout or {}).get("rank") == "task"
         groups = {group_key(r, True, by_task) for i, r in self.records.items() if i not in held}
         good = [i for i, r in self.records.items() if i not in held and judgeable(r)]
         why = (f"{n} record(s) cannot be split so" if n < 3 else
@@ -159,7 +159,7 @@ class NextCallBenchmark:
                              f"; {fix}")}
 
     def describe(self) -> dict:
-        return {"benchmark": self.name, "corpus_sha256": self.corpus_sha256, "split": self.split or "default",
+        return {"benchmark": self.name, "corpus_sha256": self.corpus_sha256, "split": self.holdout or "default",   # the key metrics.json has always had
                 "train": len(self.train_ids), "dev": len(self.dev_ids), "test": len(self.test_ids),
                 "dev_items": self.dev["items"], "include_failed": self.include_failed,
                 **({"on_error": "skip", "skipped_lines": self.skipped_lines} if self.on_error == "skip" else {})}
@@ -172,7 +172,7 @@ class NextCallBenchmark:
     def _task(self, record: Mapping) -> Task:
         env = (record.get("meta") or {}).get("env")
         meta = {"source": record.get("source", ""), "outcome": record.get("outcome"),
-                "task_group": task_key(record, self.split)}
+                "task_group": task_key(record, self.holdout)}
         if task_id(record) is not None:   # the id it was published with (tau-bench `1`, a tau2 task id)
             meta["published_task_id"] = task_id(record)
         if env is not None:

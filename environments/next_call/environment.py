@@ -23,12 +23,12 @@ class NextCallEnvironment:
 
         return NextCallBenchmark(**options)
 
-    def train_view(self, corpus: Any, split: Mapping | None = None) -> Any:
+    def train_view(self, corpus: Any, holdout: Mapping | None = None) -> Any:
         """The train part the strategy may see: the held-out dev and test parts never reach it
-        (`split`: the run's recorded spec, corpora.split)."""
+        (`holdout`: the run's recorded spec, corpora.split)."""
         from corpora import train_part
 
-        return train_part(corpus, split)
+        return train_part(corpus, holdout)
 
     def dev_corpus(self, paths: Sequence[str]) -> list[str] | None:
         return list(paths)
