@@ -19,8 +19,8 @@ from base.errors import UserError
 from base.objective import LAMBDA
 from base import registry
 from environments.evaluate import EvalSpec, steps_pass
-from environments.policies.limits import LEGACY_MAX_NEW_TOKENS
 from experiments.train_eval import PROXY_SFT_STEPS, PROXY_TASKS
+from evolver import old_runs
 from evolver.llm import LLMConfig
 from evolver.options import Flag, Nested, check_choices, check_option, options_of, sentence
 from evolver.proposers.agent_limits import AgentLimits
@@ -78,13 +78,8 @@ def _profiles() -> tuple[str, ...]:
     return tuple(PROFILES)
 
 
-FLAT = {"base": ("train", "base"), "profile": ("train", "profile"), "report_to": ("train", "report_to"),
-        "launcher": ("train", "launcher"), "accelerate_config": ("train", "accelerate_config"),
-        "train_budget": ("train", "budget"), "batch_size": ("eval", "batch_size"),
-        "max_new_tokens": ("eval", "max_new_tokens"), "eval_steps": ("eval", "steps")}
-"""The keys of a run.json written before the specs were nested → (spec, its field)."""
-FLAT_BUDGET = ("max_length", "max_prompt_length")
-"""Keys of such a run.json that are budget overrides of `train` when not 0 (the profile's)."""
+BUDGET_OPTIONS = ("max_length", "max_prompt_length")
+"""The options of `run` (LaunchOptions) that `resolve` folds into `train.budget` when not 0 (the profile's)."""
 RUN_SETS = ("benchmark", "metric", "tasks", "threads", "corpus", "corpus_tools", "corpus_on_error", "holdout")
 """The EvalSpec fields the run sets itself when it evaluates (`RunConfig.eval_spec`), never in `eval`."""
 
@@ -245,26 +240,16 @@ class RunConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _nested(cls, data: Any) -> Any:
-        """A run.json written before the specs were nested (their fields flat: `base`, `batch_size`,
-        `train_budget`, `max_length`, …) as the nested `train` and `eval` it means (a flat key wins
-        over the nested field: `replace(profile=…)`); and `train.base` resolved (the profile's) when
-        none is given."""
+        """A run.json written before the specs were nested (their fields flat: evolver/old_runs.py)
+        as the nested `train` and `eval` it means (a flat key wins over the nested field:
+        `replace(profile=…)`); and `train.base` resolved (the profile's) when none is given."""
         if not isinstance(data, Mapping):
             return data
         data = dict(data)
         nested = {key: _given(data.get(key)) for key in ("train", "eval")}
         if None in nested.values():
             return data   # not a mapping: pydantic says what it must be
-        for old, (spec, field) in FLAT.items():
-            if old in data:
-                nested[spec][field] = data.pop(old)
-        for old in FLAT_BUDGET:
-            value = data.pop(old, 0)
-            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
-                raise UserError(f"run config: {old} must be 0 (the profile's) or a positive number of tokens, "
-                                f"not {value!r}"[:200])
-            if value:
-                nested["train"]["budget"] = {**nested["train"].get("budget", {}), old: value}
+        old_runs.nest(data, nested)
         if nested["train"].get("base") is None:
             from trainer.recipe import PROFILES
 
@@ -280,10 +265,8 @@ class RunConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _old_benchmark(cls, data: Any) -> Any:
-        """A benchmark by its old name (registry.OLD_NAMES: a run.json made before issue 61) is read as its new one."""
-        if isinstance(data, Mapping) and data.get("benchmark") in registry.OLD_NAMES:
-            return {**data, "benchmark": registry.current(data["benchmark"])}
-        return data
+        """A benchmark by its old name (a run.json made before issue 61: evolver/old_runs.py) is read as its new one."""
+        return old_runs.current_benchmark(data)
 
     @model_validator(mode="after")
     def _consistent(self) -> "RunConfig":
@@ -365,14 +348,13 @@ class RunConfig(BaseModel):
         if not isinstance(doc, Mapping):
             raise UserError(f"{where}: a run config is a JSON object of settings")
         names = {info.alias or name: name for name, info in cls.model_fields.items()}
-        names.update({old: old for old in (*FLAT, *FLAT_BUDGET)})   # a run.json written before the specs were nested
+        names.update({old: old for old in old_runs.OLD_KEYS})   # a run.json of an earlier shape (evolver/old_runs.py)
         unknown = sorted(str(k) for k in doc if k not in names)
         if unknown:
             raise UserError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(i.alias or n for n, i in cls.model_fields.items())}")
         tuples = {name for name, info in cls.model_fields.items() if getattr(info.annotation, "__origin__", None) is tuple}
         values = {names[k]: tuple(v) if names[k] in tuples and isinstance(v, list) else v for k, v in doc.items()}
-        if "max_new_tokens" not in doc and not (isinstance(doc.get("eval"), Mapping) and "max_new_tokens" in doc["eval"]):
-            values["max_new_tokens"] = LEGACY_MAX_NEW_TOKENS   # what a run that named no budget decoded with
+        values.update(old_runs.absent_then(doc))   # what an earlier run that named a setting not decoded with
         try:
             return cls(**values)
         except UserError as exc:
@@ -477,7 +459,7 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     base = o["base"] or get_profile(o["profile"]).base
     if o["margin"] is None:
         o["margin"] = default_margin_of(o, base, benchmark)[0]
-    budget = {k: o[k] for k in FLAT_BUDGET if o[k]}   # 0: the profile's
+    budget = {k: o[k] for k in BUDGET_OPTIONS if o[k]}   # 0: the profile's
     train = TrainSpec(**as_given(TrainSpec, o), base=base, budget=budget, launcher=o["launcher"] or "",
                       accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "")
     evaluation = EvalSpec(**as_given(EvalSpec, o), steps=benchmark not in registry.names() or steps_pass(benchmark, metric))

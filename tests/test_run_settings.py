@@ -12,8 +12,9 @@ from pydantic import Field
 from base.errors import UserError
 from base.files import json_text
 from evolver import cli
-from evolver.config import FLAT, FLAT_BUDGET, RESUME_OPTIONS, RUN_OPTIONS, LaunchOptions, RunConfig, on_backend
+from evolver.config import RESUME_OPTIONS, RUN_OPTIONS, LaunchOptions, RunConfig, on_backend
 from evolver.llm import LLMConfig
+from evolver.old_runs import FLAT, FLAT_BUDGET
 from evolver.options import Flag, flagged, options_of
 from evolver.proposers.agent_limits import AgentLimits
 from evolver.run_cli import create_run, run_options
@@ -108,7 +109,7 @@ BACKEND_DEFAULTS = {"backend": "local", "ray_address": "", "storage": "", "max_n
 
 def flat(written: dict) -> dict:
     """A nested run.json's object with the specs' fields flat, as run.json held them before the
-    nesting (evolver.config.FLAT); the EvalSpec fields no run.json held before, at their defaults, left out."""
+    nesting (evolver.old_runs.FLAT); the EvalSpec fields no run.json held before, at their defaults, left out."""
     out, nested = dict(written), {"train": dict(written["train"]), "eval": dict(written["eval"])}
     del out["train"], out["eval"]
     budget = dict(nested["train"].pop("budget"))
