@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import tempfile
 import weakref
 from collections import Counter
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from corpora.openai import (canonical_unchanged, convert_openai, convert_swe_age
 from corpora.reading import (DEFAULT_MAX_LINE_BYTES, CorpusFile, Unit, corpus_files,
                                     file_sha256, units)
 from corpora.sharegpt import convert_sharegpt
-from corpora.stored import SPILL_PREFIX, Spill, StoredRecords, remove as _remove
+from corpora.stored import Spill, StoredRecords, owned_folder, remove
 from corpora.tau2 import is_results, simulations
 from base.schemas import canonical_json, check_raw
 
@@ -87,11 +86,12 @@ class Corpus:
         """A file of the records as the sandbox reads them (canonical JSONL), written once per loaded
         corpus, one record at a time: every candidate curated from it in a run is given a copy (the
         records are not changed after loading). Removed with this corpus."""
-        fd, path = tempfile.mkstemp(prefix=SPILL_PREFIX, suffix=".staged.jsonl")
-        weakref.finalize(self, _remove, path, os.getpid())
+        folder = owned_folder()
+        weakref.finalize(self, remove, folder, os.getpid())
+        path = os.path.join(folder, "staged.jsonl")
         lines = (self.records.canonical_lines() if isinstance(self.records, StoredRecords)
                  else ((canonical_json(r) + "\n").encode("utf-8") for r in self.records))
-        with os.fdopen(fd, "wb") as out:
+        with open(path, "wb") as out:
             for line in lines:
                 out.write(line)
         return path

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import weakref
 from array import array
@@ -24,19 +25,29 @@ from collections.abc import Sequence
 from typing import Iterable, Iterator, Mapping
 
 from base import codec
+from base.lifetime import claim
 
 SPILL_PREFIX = "curateevo-records-"
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def owned_folder(folder: str | None = None) -> str:
+    """A new `curateevo-records-*` folder, marked as this process's (base.lifetime.claim) and removed
+    with `owner` when its holder goes; a killed process's is removed by the next command."""
+    made = tempfile.mkdtemp(prefix=SPILL_PREFIX, dir=folder)
+    claim(made)
+    return made
 
 
 class Spill:
     """The file the records are written to; removed when the last view of it is gone."""
 
     def __init__(self, folder: str | None = None):
-        fd, self.path = tempfile.mkstemp(prefix=SPILL_PREFIX, suffix=".jsonl", dir=folder)
-        self._file = os.fdopen(fd, "wb")
+        self.folder = owned_folder(folder)
+        self.path = os.path.join(self.folder, "records.jsonl")
+        self._file = open(self.path, "wb")
         self.offsets = array("q", [0])
-        self._finalizer = weakref.finalize(self, remove, self.path, os.getpid())
+        self._finalizer = weakref.finalize(self, remove, self.folder, os.getpid())
 
     def append(self, record: Mapping) -> None:
         line = (_ENCODE(record) + "\n").encode("utf-8")
@@ -55,15 +66,11 @@ class Spill:
             os.close(fd)
 
 
-def remove(path: str, owner: int | None = None) -> None:
-    """Delete a spill file (gone already: nothing to do); with `owner`, only in that process (a
-    forked child leaving does not take its parent's file)."""
-    if owner is not None and os.getpid() != owner:
-        return
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+def remove(folder: str, owner: int | None = None) -> None:
+    """Delete a records folder (gone already: nothing to do); with `owner`, only in that process (a
+    forked child leaving does not take its parent's files)."""
+    if owner is None or os.getpid() == owner:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class StoredRecords(Sequence):

@@ -3,6 +3,7 @@ leakage-free train part and the staged file stay within a bound at 10^4 trajecto
 when the host holds the corpus whole (issue 74 item 2, host side)."""
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 
 from bench import scale_corpus
 from corpora import load_corpus, train_part
-from corpora.stored import StoredRecords
+from corpora.stored import SPILL_PREFIX, StoredRecords
 
 from conftest import ROOT
 
@@ -68,11 +69,27 @@ def test_stored_records_read_as_the_list_they_replace(tmp_path):
     lines = list(stored.canonical_lines())
     assert lines[0] == b'{"a":[1.5,null,"\xc3\xa9"],"id":"b","z":1}\n'
     assert stored.stored_bytes == sum(map(len, lines))
-    path = stored._spill.path
+    folder = stored._spill.folder
+    view = stored[1:]
     del stored, lines
-    import gc
     gc.collect()
-    assert not os.path.exists(path), "the spill file goes with the last view of it"
+    assert view[0] == records[1], "a view keeps the file"
+    del view
+    gc.collect()
+    assert not os.path.exists(folder), "the records folder goes with the last view of it"
+
+
+def test_a_killed_processs_records_folder_is_removed_by_the_next_command(tmp_path):
+    from base.lifetime import OWNER_FILE
+    from sandbox.leftovers import reap_record_dirs
+
+    live = StoredRecords.write([{"id": "a"}], str(tmp_path))
+    dead = tmp_path / (SPILL_PREFIX + "killed")
+    dead.mkdir()
+    (dead / "records.jsonl").write_text("{}\n")
+    (dead / OWNER_FILE).write_text("boot:999999999:1")   # no such process
+    assert reap_record_dirs(tmp_path) == 1
+    assert not dead.exists() and list(live) == [{"id": "a"}]
 
 
 def test_a_corpus_needing_a_catalogue_is_written_again_with_it(tmp_path):
