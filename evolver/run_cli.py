@@ -138,7 +138,9 @@ def create_run(options: dict) -> RunStore:
         if options["llm_records"]:   # a rerun from another run's record (offline: no network call)
             shutil.copytree(options["llm_records"], folder / "llm", ignore=shutil.ignore_patterns("diagnosis-cache"))
 
-    check_run_lengths(config, loaded)
+    config, limits = check_run_lengths(config, loaded)
+    if limits:
+        say(limits)
     check_run_prompts(config)   # every dev prompt fits the evaluation's prompt cap, or one sentence now
     store = RunStore.create(runs_dir / name, config.to_json(), fill)   # the loop creates the strategy workspace from ρ0
     if loaded is not None:
