@@ -12,7 +12,7 @@ one record as before."""
 def curate(raw, ctx):
     tk = ctx.toolkit
     out = tk.Curated()
-    max_length = (ctx.budget or {}).get("max_length")
+    max_length = (getattr(ctx, "budget", None) or {}).get("max_length")
     for trajectory in raw:
         if tk.is_empty(trajectory):
             continue
