@@ -158,6 +158,7 @@ def test_a_path_into_a_raw_file_reads_keys_list_items_and_items_by_field():
     assert module.FORMATS["ci"](module.walk(doc, "rows[id=a].P")) == "25.0 [10.0, 40.0]"
     assert module.FORMATS["dur"](module.walk(doc, "runs[0].wall_s")) == "1 min 1 s"
     assert [module._number(x) for x in (186, 1127, 0.3, 2e-4, 2.5e-5)] == ["186", "1,127", "0.3", "2e-4", "2.5e-5"]
+    assert module.FORMATS["gib"](2366176) == "2.3"   # /usr/bin/time's KiB, written in GiB
 
 
 def test_a_table_of_flat_records_keeps_their_order_or_the_columns_named(monkeypatch):
