@@ -18,6 +18,8 @@ NAME is one of
 - `grpo-budget:FILE`: a GRPO-budget sweep's table (bench/grpo_budget.py's own rendering);
 - `table:FILE:PATH`: the list of flat records at PATH (a run's epochs) as a table, a column per key
   (`table:FILE:PATH|a,b`: columns a and b, in that order);
+- `const:MODULE:NAME`: a setting as the code declares it (`const:sandbox.checker:SPLIT_BYTES|mib`,
+  `const:sandbox.artifact_records:OutputCaps.max_records|n`): a bound, not a measurement, read from the code;
 - `run:FIELD`, `profile:NAME:FIELD`, `recipe:FIELD`: a default read from evolver.config.RunConfig,
   trainer.recipe.PROFILES and trainer.recipe.Recipe; `margin` (`margin:TASKS`): the margin a default run
   (at --tasks TASKS) derives, evolver.acceptance.default_margin.
@@ -88,6 +90,7 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "f1": lambda x: f"{x:.1f}",
     "f2": lambda x: f"{x:.2f}",
     "f3": lambda x: f"{x:.3f}",
+    "mib": lambda b: _number(b / 2**20),   # a size in bytes (a cap in the code) written in MiB
     "gib": lambda kib: f"{kib / 2**20:.1f}",   # a size in KiB (`max_rss_kib`, /usr/bin/time's) written in GiB
     "rho": lambda e: f"{e['spearman']:+.2f} [{e['low']:+.2f}, {e['high']:+.2f}]",
     "yes": lambda x: "yes" if x else "no",
@@ -339,6 +342,14 @@ def default(name: str) -> str:
     if kind == "recipe":
         from trainer.recipe import Recipe
         return _number(getattr(Recipe(), rest))
+    if kind == "const":   # `const:sandbox.checker:SPLIT_BYTES|mib`: a module's constant (or a class's default)
+        import importlib
+        module, _, spec = rest.partition(":")
+        attr, _, fmt = spec.partition("|")
+        value: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            value = getattr(value, part)
+        return FORMATS[fmt or "n"](value)
     raise KeyError(name)
 
 
@@ -401,7 +412,7 @@ HEADING_DATE = re.compile(r"^#+ .*")   # a section's date in its heading labels 
 
 # The pages being converted to generated figures by the lead (issue 72 item 6); the check skips them
 # until then. Empty this once they quote every figure.
-PENDING = ("docs/architecture.md", "docs/llm-agent.md", "docs/running.md")
+PENDING = ()
 # Results pages whose hand-typed figures are not yet all quoted or reworded (issue 72 item 6, left
 # for a next pass: each still holds prose figures written down before the check covered docs/).
 # Their generated blocks are still checked; a page leaves this list once `unquoted` finds nothing.
