@@ -4,7 +4,7 @@ bench/results/ and from the code's own defaults.
     .venv/bin/python bench/leaderboard.py           # rewrite docs/leaderboard.md and every generated block
     .venv/bin/python bench/leaderboard.py --check   # exit 1, one line per disagreement (file:line)
 
-A document (the READMEs, every page under docs/ but PENDING) quotes a figure only between markers, inline
+A document (the READMEs, every page under docs/) quotes a figure only between markers, inline
 or as a block:
 
     <!-- gen NAME -->the text NAME generates<!-- /gen -->
@@ -410,9 +410,6 @@ NOT_FIGURE = re.compile(r"`[^`]*`|\]\([^)]*\)|[\w/.-]*\d-\d\d-\d\d[\w-]*\.\w+|[\
                         r"\b20\d\d-\d\d-\d\d-[\w-]+|\b\d\d ?% ?(?=CI\b|interval|confidence|one-sided|two-sided|bootstrap)|[≤≥] ?\d+(?:\.\d+)? ?%")
 HEADING_DATE = re.compile(r"^#+ .*")   # a section's date in its heading labels the section, as in a changelog
 
-# The pages being converted to generated figures by the lead (issue 72 item 6); the check skips them
-# until then. Empty this once they quote every figure.
-PENDING = ()
 # Results pages whose hand-typed figures are not yet all quoted or reworded (issue 72 item 6, left
 # for a next pass: each still holds prose figures written down before the check covered docs/).
 # Their generated blocks are still checked; a page leaves this list once `unquoted` finds nothing.
@@ -422,7 +419,7 @@ UNCONVERTED = ("docs/results/evolution.md",
 
 def unquoted(path: Path, root: Path = ROOT) -> list[str]:
     """A document's figures that stand outside generated blocks (a document quotes only generated ones)."""
-    if path.relative_to(root).as_posix() in PENDING + UNCONVERTED:
+    if path.relative_to(root).as_posix() in UNCONVERTED:
         return []
     text = GEN.sub(lambda m: "\n" * m.group(0).count("\n"), path.read_text(encoding="utf-8"))
     found, fenced = [], False

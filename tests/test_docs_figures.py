@@ -213,6 +213,6 @@ def test_dates_in_file_names_and_headings_and_confidence_levels_are_not_figures(
 
 def test_only_the_pages_being_converted_are_skipped():
     module = _module()
-    assert module.PENDING == ()
+    assert not hasattr(module, "PENDING")   # every page but the UNCONVERTED results pages is checked
     pages = {p.relative_to(ROOT).as_posix() for p in module.documents()}
-    assert set(module.PENDING + module.UNCONVERTED) <= pages   # a renamed page cannot hide in the lists
+    assert set(module.UNCONVERTED) <= pages   # a renamed page cannot hide in the lists
