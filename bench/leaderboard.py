@@ -410,16 +410,8 @@ NOT_FIGURE = re.compile(r"`[^`]*`|\]\([^)]*\)|[\w/.-]*\d-\d\d-\d\d[\w-]*\.\w+|[\
                         r"\b20\d\d-\d\d-\d\d-[\w-]+|\b\d\d ?% ?(?=CI\b|interval|confidence|one-sided|two-sided|bootstrap)|[≤≥] ?\d+(?:\.\d+)? ?%")
 HEADING_DATE = re.compile(r"^#+ .*")   # a section's date in its heading labels the section, as in a changelog
 
-# Results pages whose hand-typed figures are not yet all quoted or reworded (issue 72 item 6, left
-# for a next pass: each still holds prose figures written down before the check covered docs/).
-# Their generated blocks are still checked; a page leaves this list once `unquoted` finds nothing.
-UNCONVERTED = ("docs/results/training.md",)
-
-
 def unquoted(path: Path, root: Path = ROOT) -> list[str]:
     """A document's figures that stand outside generated blocks (a document quotes only generated ones)."""
-    if path.relative_to(root).as_posix() in UNCONVERTED:
-        return []
     text = GEN.sub(lambda m: "\n" * m.group(0).count("\n"), path.read_text(encoding="utf-8"))
     found, fenced = [], False
     for number, line in enumerate(text.splitlines(), 1):
