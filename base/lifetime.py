@@ -5,14 +5,20 @@
 (PR_SET_PDEATHSIG): the sandbox's forked checker halves, a fresh training child and the training
 forkserver (trainer.warm) call it. The parent, for the kernel, is the thread that forked: each
 caller forks from the thread that waits on the child, so the child never outlives its waiter.
+
+What a killed process leaves on disk carries its owner: `claim` writes `owner_id` (boot id, pid,
+start time) into a folder, and sandbox.leftovers removes folders whose owner is gone
+(`owner_gone`).
 """
 from __future__ import annotations
 
 import ctypes
 import os
 import signal
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
+OWNER_FILE = ".curateevo-owner"   # in a folder: the owner_id of the process it belongs to
 
 
 def die_with_parent(parent: int | None = None) -> bool:
@@ -26,3 +32,32 @@ def die_with_parent(parent: int | None = None) -> bool:
     if parent is not None and os.getppid() != parent:   # the parent died before the call
         os._exit(128 + signal.SIGKILL)
     return True
+
+
+def start_ticks(pid: int | str = "self") -> int:
+    """When a process started, in clock ticks after boot (`/proc/PID/stat` field 22, read after the
+    parenthesised command name); OSError where there is no such process or no /proc."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def owner_id(pid: int | None = None) -> str | None:
+    """`boot id:pid:start time` of a process (this one by default), None when it is gone: what
+    carries it is left over once this no longer names a live process."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}:{pid}:{start_ticks(pid)}"
+    except OSError:
+        return None
+
+
+def owner_gone(owner: str) -> bool:
+    """True when `owner` (an `owner_id`) names no live process; a malformed one counts as gone."""
+    parts = owner.split(":")
+    return not (len(parts) == 3 and parts[1].isdigit() and owner_id(int(parts[1])) == owner)
+
+
+def claim(folder: Path) -> None:
+    """Mark `folder` as this process's, so the next command removes it if this one is killed."""
+    (Path(folder) / OWNER_FILE).write_text(owner_id() or "")

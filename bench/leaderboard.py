@@ -4,7 +4,7 @@ bench/results/ and from the code's own defaults.
     .venv/bin/python bench/leaderboard.py           # rewrite docs/leaderboard.md and every generated block
     .venv/bin/python bench/leaderboard.py --check   # exit 1, one line per disagreement (file:line)
 
-A document (the READMEs, every page under docs/ but PENDING) quotes a figure only between markers, inline
+A document (the READMEs, every page under docs/) quotes a figure only between markers, inline
 or as a block:
 
     <!-- gen NAME -->the text NAME generates<!-- /gen -->
@@ -18,6 +18,8 @@ NAME is one of
 - `grpo-budget:FILE`: a GRPO-budget sweep's table (bench/grpo_budget.py's own rendering);
 - `table:FILE:PATH`: the list of flat records at PATH (a run's epochs) as a table, a column per key
   (`table:FILE:PATH|a,b`: columns a and b, in that order);
+- `const:MODULE:NAME`: a setting as the code declares it (`const:sandbox.checker:SPLIT_BYTES|mib`,
+  `const:sandbox.artifact_records:OutputCaps.max_records|n`): a bound, not a measurement, read from the code;
 - `run:FIELD`, `profile:NAME:FIELD`, `recipe:FIELD`: a default read from evolver.config.RunConfig,
   trainer.recipe.PROFILES and trainer.recipe.Recipe; `margin` (`margin:TASKS`): the margin a default run
   (at --tasks TASKS) derives, evolver.acceptance.default_margin.
@@ -88,6 +90,8 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "f1": lambda x: f"{x:.1f}",
     "f2": lambda x: f"{x:.2f}",
     "f3": lambda x: f"{x:.3f}",
+    "mib": lambda b: _number(b / 2**20),   # a size in bytes (a cap in the code) written in MiB
+    "gib": lambda kib: f"{kib / 2**20:.1f}",   # a size in KiB (`max_rss_kib`, /usr/bin/time's) written in GiB
     "rho": lambda e: f"{e['spearman']:+.2f} [{e['low']:+.2f}, {e['high']:+.2f}]",
     "yes": lambda x: "yes" if x else "no",
     "str": str,
@@ -338,6 +342,14 @@ def default(name: str) -> str:
     if kind == "recipe":
         from trainer.recipe import Recipe
         return _number(getattr(Recipe(), rest))
+    if kind == "const":   # `const:sandbox.checker:SPLIT_BYTES|mib`: a module's constant (or a class's default)
+        import importlib
+        module, _, spec = rest.partition(":")
+        attr, _, fmt = spec.partition("|")
+        value: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            value = getattr(value, part)
+        return FORMATS[fmt or "n"](value)
     raise KeyError(name)
 
 
@@ -398,21 +410,8 @@ NOT_FIGURE = re.compile(r"`[^`]*`|\]\([^)]*\)|[\w/.-]*\d-\d\d-\d\d[\w-]*\.\w+|[\
                         r"\b20\d\d-\d\d-\d\d-[\w-]+|\b\d\d ?% ?(?=CI\b|interval|confidence|one-sided|two-sided|bootstrap)|[≤≥] ?\d+(?:\.\d+)? ?%")
 HEADING_DATE = re.compile(r"^#+ .*")   # a section's date in its heading labels the section, as in a changelog
 
-# The pages being converted to generated figures by the lead (issue 72 item 6); the check skips them
-# until then. Empty this once they quote every figure.
-PENDING = ("docs/architecture.md", "docs/llm-agent.md", "docs/running.md")
-# Results pages whose hand-typed figures are not yet all quoted or reworded (issue 72 item 6, left
-# for a next pass: each still holds prose figures written down before the check covered docs/).
-# Their generated blocks are still checked; a page leaves this list once `unquoted` finds nothing.
-UNCONVERTED = ("docs/results/evolution-earlier.md", "docs/results/evolution.md", "docs/results/infrastructure.md",
-               "docs/results/instrument.md", "docs/results/quality.md", "docs/results/suite.md",
-               "docs/results/training.md")
-
-
 def unquoted(path: Path, root: Path = ROOT) -> list[str]:
     """A document's figures that stand outside generated blocks (a document quotes only generated ones)."""
-    if path.relative_to(root).as_posix() in PENDING + UNCONVERTED:
-        return []
     text = GEN.sub(lambda m: "\n" * m.group(0).count("\n"), path.read_text(encoding="utf-8"))
     found, fenced = [], False
     for number, line in enumerate(text.splitlines(), 1):

@@ -18,11 +18,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from base.errors import UserError
 from corpora.common import TOOLS_SOURCE as SOURCE_KEY
 from corpora.common import BadRecord, ToolSynth, parsed_args, tools_from
+from corpora.stored import StoredRecords
 
 
 def inferred(record: Mapping) -> bool:
@@ -90,21 +91,26 @@ def catalogue(records: Sequence[Mapping]) -> list[dict]:
     return synth.tools()
 
 
-def apply_catalogue(records: list[dict]) -> dict[str, dict]:
-    """Give every record whose tools were synthesised its source's catalogue, in place; returns
-    per source {"tools": n, "records": m} for the notice."""
-    by_source: dict[str, list[int]] = {}
-    for i, record in enumerate(records):
-        if inferred(record):
-            by_source.setdefault(str(record.get("source") or ""), []).append(i)
-    summary = {}
-    for source, indices in by_source.items():
-        tools = catalogue([records[i] for i in indices])
-        for i in indices:
-            meta = {**records[i]["meta"], SOURCE_KEY: "catalogue"}
-            records[i] = {**records[i], "tools": tools, "meta": meta}
-        summary[source] = {"tools": len(tools), "records": len(indices)}
-    return summary
+def apply_catalogue(records: Sequence[Mapping], sources: Mapping[str, Sequence[int]]) -> tuple[Sequence[Mapping], dict]:
+    """Give every record whose tools were synthesised (`sources`: their positions, by source) its
+    source's catalogue; returns (the records, per source {"tools": n, "records": m} for the notice).
+    Stored records (corpora.stored) are written again, one at a time; nothing changes without `sources`."""
+    if not sources:
+        return records, {}
+    stored = isinstance(records, StoredRecords)
+    catalogues = {source: catalogue(records.subset(indices) if stored else [records[i] for i in indices])
+                  for source, indices in sources.items()}
+    source_of = {i: source for source, indices in sources.items() for i in indices}
+
+    def given() -> Iterator[Mapping]:
+        for i, record in enumerate(records):
+            if i in source_of:
+                record = {**record, "tools": catalogues[source_of[i]],
+                          "meta": {**record["meta"], SOURCE_KEY: "catalogue"}}
+            yield record
+
+    summary = {source: {"tools": len(catalogues[source]), "records": len(indices)} for source, indices in sources.items()}
+    return (StoredRecords.write(given()) if stored else list(given())), summary
 
 
 def notice(summary: Mapping[str, Mapping], tools_file: ToolsFile | None, from_file: int = 0) -> str | None:

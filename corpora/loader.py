@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import weakref
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
@@ -25,6 +26,7 @@ from corpora.openai import (canonical_unchanged, convert_openai, convert_swe_age
 from corpora.reading import (DEFAULT_MAX_LINE_BYTES, CorpusFile, Unit, corpus_files,
                                     file_sha256, units)
 from corpora.sharegpt import convert_sharegpt
+from corpora.stored import Spill, StoredRecords, owned_folder, remove
 from corpora.tau2 import is_results, simulations
 from base.schemas import canonical_json, check_raw
 
@@ -80,11 +82,26 @@ class Corpus:
         return notice(self.tool_lists or {}, self.tools_file, self.from_tools_file)
 
     @functools.cached_property
-    def staged(self) -> bytes:
-        """The records as the sandbox reads them (`corpus_jsonl`), made once per loaded corpus: every
-        candidate curated from it in a run is given these bytes (the records are not changed after
-        loading)."""
-        return corpus_jsonl(self.records)
+    def staged(self) -> str:
+        """A file of the records as the sandbox reads them (canonical JSONL), written once per loaded
+        corpus, one record at a time: every candidate curated from it in a run is given a copy (the
+        records are not changed after loading). Removed with this corpus."""
+        folder = owned_folder()
+        weakref.finalize(self, remove, folder, os.getpid())
+        path = os.path.join(folder, "staged.jsonl")
+        lines = (self.records.canonical_lines() if isinstance(self.records, StoredRecords)
+                 else ((canonical_json(r) + "\n").encode("utf-8") for r in self.records))
+        with open(path, "wb") as out:
+            for line in lines:
+                out.write(line)
+        return path
+
+    @property
+    def staged_bytes(self) -> int:
+        """The size of `staged`, known before it is written."""
+        if isinstance(self.records, StoredRecords):
+            return self.records.stored_bytes   # a canonical line is as long as the stored one
+        return sum(len((canonical_json(r) + "\n").encode("utf-8")) for r in self.records)
 
     @property
     def retained_share(self) -> float:
@@ -261,10 +278,11 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
         _refuse_other_files(files, max_line_bytes)
     tools_file = read_tools_file(tools) if tools is not None and not isinstance(tools, ToolsFile) else tools
     from_file = 0
-    records: list[dict] = []
+    spill = Spill()   # the records on disk as they are accepted: the host holds where, not what
     skipped: list[SkippedLine] = []
     kinds: set[str] = set()
-    first_seen: dict[str, Unit] = {}
+    first_seen: dict[str, tuple[str, int, int | None]] = {}   # id -> where (path, line, index)
+    sources: dict[str, list[int]] = {}   # records whose tools were synthesised, by source
     digests: list[tuple[str, str]] = []
 
     def bad(unit: Unit, reason: str) -> None:
@@ -289,12 +307,15 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
             rid = record["id"]
         seen = first_seen.get(rid)
         if seen is not None:
-            at = seen.where.replace(f"{seen.path}:", "line ", 1) if seen.path == unit.path else seen.where
+            where = SkippedLine(*seen, "").where
+            at = where.replace(f"{seen[0]}:", "line ", 1) if seen[0] == unit.path else where
             bad(unit, f"duplicate id {rid!r}, first seen at {at}; give each record its own id (or drop the repeat)")
             return
-        first_seen[rid] = unit
+        first_seen[rid] = (unit.path, unit.line, unit.index)
         kinds.add(kind)
-        records.append(record)
+        if tools_file is None and inferred(record):
+            sources.setdefault(str(record.get("source") or ""), []).append(len(spill.offsets) - 1)
+        spill.append(record)
 
     quirks: Counter = Counter()
     token = QUIRKS.set(quirks)   # the converters count what they normalise
@@ -314,12 +335,15 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
             digests.append((_digest_name(file), hasher.hexdigest()))
     finally:
         QUIRKS.reset(token)
+        spill.close()
+    del first_seen
+    records = StoredRecords(spill)
     if not records:
         first = f"; first: {skipped[0]}" if skipped else ""
         raise UserError(f"{', '.join(f.path for f in files)}: no valid records ({len(skipped)} "
                         f"lines skipped{first})")
     fmt_name = kinds.pop() if len(kinds) == 1 else "mixed"
-    tool_lists = apply_catalogue(records) if tools_file is None else {}
+    records, tool_lists = apply_catalogue(records, sources)
     given = [paths] if isinstance(paths, (str, bytes, os.PathLike)) else list(paths)
     return Corpus(records=records, sha256=_combined_sha256(digests),
                   paths=tuple(f.path for f in files), format=fmt_name, skipped_lines=tuple(skipped),

@@ -98,8 +98,26 @@ def _share(value, name: str) -> float:
     return float(value)
 
 
-def partition(records: Sequence[Mapping], spec: Mapping | None = None) -> Parts:
-    """(train, dev, test) ids under `spec` (module docstring; None: DEFAULT_SPLIT)."""
+class Scan(NamedTuple):
+    """What a split reads of each record, in corpus order, in one pass (the records are not held)."""
+    ids: list[str]
+    keys: list[str]           # group_key under the spec: the task a record is a trial of
+    judged: dict[str, bool]   # id -> judgeable
+
+
+def scan(records: Sequence[Mapping], spec: Mapping | None = None) -> Scan:
+    rank = dict(DEFAULT_SPLIT if spec is None else spec).get("rank")
+    ids, keys, judged = [], [], {}
+    for r in records:
+        ids.append(r["id"])
+        keys.append(group_key(r, rank in RANKS, rank == "task"))
+        judged[r["id"]] = judgeable(r)
+    return Scan(ids, keys, judged)
+
+
+def partition(records: Sequence[Mapping], spec: Mapping | None = None, scanned: Scan | None = None) -> Parts:
+    """(train, dev, test) ids under `spec` (module docstring; None: DEFAULT_SPLIT); `scanned`: the
+    records' `scan` under it, when the caller has it."""
     spec = dict(DEFAULT_SPLIT if spec is None else spec)
     unknown = set(spec) - {"rank", "seed", "share", "test_share", "dev_ids", "test_ids"}
     if unknown:
@@ -107,13 +125,12 @@ def partition(records: Sequence[Mapping], spec: Mapping | None = None) -> Parts:
     if spec.get("rank") is not None and spec["rank"] not in RANKS:
         raise UserError(f"unknown hold-out rank {spec['rank']!r} (expected one of {', '.join(RANKS)})")
     content = spec.get("rank") in RANKS
-    by_task = spec.get("rank") == "task"
     seed = spec.get("seed", DEFAULT_SEED)
     share = _share(spec.get("share", DEFAULT_SHARE), "the dev share")
     test_share = _share(spec.get("test_share", 0.0), "the test share") if content else 0.0
     if not content and not 0 < share < 1:
         raise UserError(f"holdout must be between 0 and 1, not {share}")
-    ids = [r["id"] for r in records]
+    ids, keys, judged = scanned or scan(records, spec)
     known = set(ids)
     chosen = {part: list(spec.get(f"{part}_ids") or ()) for part in ("dev", "test")}
     for part, wanted in chosen.items():
@@ -129,12 +146,11 @@ def partition(records: Sequence[Mapping], spec: Mapping | None = None) -> Parts:
     if len(taken) >= len(ids) and ids:
         raise UserError("the chosen dev and test ids cover the whole corpus; leave at least one record to curate")
     groups: dict[str, list[str]] = {}
-    for r in records:
-        if r["id"] not in taken:
-            groups.setdefault(group_key(r, content, by_task), []).append(r["id"])
+    for rid, key in zip(ids, keys):
+        if rid not in taken:
+            groups.setdefault(key, []).append(rid)
     # content: judgeable groups first, each by its key (the records' text); legacy: by the smallest id
-    by_id = {r["id"]: r for r in records}
-    ranked = sorted(groups.items(), key=lambda kv: (not any(judgeable(by_id[i]) for i in kv[1]), _rank(seed, kv[0]))
+    ranked = sorted(groups.items(), key=lambda kv: (not any(judged[i] for i in kv[1]), _rank(seed, kv[0]))
                     if content else _rank(seed, min(kv[1])))
     remaining = [sorted(g) for _, g in ranked]
     n = len(ids)
@@ -161,10 +177,11 @@ def sides(records: Sequence[Mapping], spec: Mapping | None = None) -> dict:
     """How a split shares the corpus out: per part (train, dev, test) its records, its tasks (the
     groups kept on one side) and its records with tool calls and no failed outcome (`judgeable`)."""
     spec = dict(DEFAULT_SPLIT if spec is None else spec)
-    parts = partition(records, spec)
-    by_id = {r["id"]: r for r in records}
-    return {part: {"records": len(ids), "tasks": len({task_key(by_id[i], spec) for i in ids}),
-                   "with_calls": sum(judgeable(by_id[i]) for i in ids)}
+    scanned = scan(records, spec)
+    parts = partition(records, spec, scanned)
+    key = dict(zip(scanned.ids, scanned.keys))   # task_key under the spec
+    return {part: {"records": len(ids), "tasks": len({key[i] for i in ids}),
+                   "with_calls": sum(scanned.judged[i] for i in ids)}
             for part, ids in parts._asdict().items()}
 
 
@@ -204,8 +221,12 @@ def train_part(corpus, spec: Mapping | None = None, **legacy):
     import dataclasses
 
     spec = dict(spec if spec is not None else legacy or DEFAULT_SPLIT)
-    train = set(partition(corpus.records, spec).train)
-    return dataclasses.replace(corpus, records=[r for r in corpus.records if r["id"] in train], holdout=spec)
+    scanned = scan(corpus.records, spec)
+    train = set(partition(corpus.records, spec, scanned).train)
+    positions = [n for n, rid in enumerate(scanned.ids) if rid in train]
+    records = corpus.records
+    kept = records.subset(positions) if hasattr(records, "subset") else [records[n] for n in positions]
+    return dataclasses.replace(corpus, records=kept, holdout=spec)
 
 
 def corpus_kind(records: Sequence[Mapping]) -> str:

@@ -22,7 +22,7 @@ from trainer import serve as trainer_serve
 from experiments import eval_cli
 from experiments.quality import cli as quality_cli
 from corpora import FORMATS as CORPUS_FORMATS
-from sandbox.executor import PROJECT_ROOT, Limits
+from sandbox.executor import PROJECT_ROOT, Limits, gib
 from sandbox.leftovers import reap_leftovers, start_ticks
 
 SEED_STRATEGY = PROJECT_ROOT / "curation_strategies" / "seed"
@@ -120,6 +120,7 @@ def cmd_curate(args) -> int:
                   "retained": result.curation_stats["raw"]["retained"]}
     if args.json:
         shown = {**result.curation_stats, "lines": lines_read, "wall_s": round(process_seconds(), 3),
+                 "sandbox_memory": sandbox_memory(result.execution),
                  "length": length.to_json() if not isinstance(length, UserError) else str(length)}
         print(json.dumps(shown, indent=2, sort_keys=True))
     else:
@@ -134,7 +135,16 @@ def cmd_curate(args) -> int:
         secs = result.execution["seconds"]
         print(f"\nartifacts in {result.out_dir} (executed in {secs['execute']:.2f} s, curation {secs['total']:.2f} s; "
               f"wall {process_seconds():.1f} s with start-up, imports and corpus loading)")
+        memory = sandbox_memory(result.execution)
+        if memory["peak_bytes"] is not None:
+            print(f"memory: the strategy's peak resident memory was {gib(memory['peak_bytes'])} of the sandbox's "
+                  f"{gib(memory['cap_bytes'])} cap")
     return 0
+
+
+def sandbox_memory(execution: dict) -> dict:
+    """What a curation held in memory (the runtime's peak, execution.json) beside the sandbox's cap."""
+    return {"peak_bytes": execution["execution"].get("peak_rss_bytes"), "cap_bytes": execution["limits"]["memory_bytes"]}
 
 
 def cmd_replay(args) -> int:

@@ -128,6 +128,13 @@ class RunConfig(BaseModel):
     base resolved (the profile's when none is given), its budget the profile's overrides
     (--max-length, --max-prompt-length; the proxy's short SFT). `report_to` also receives the
     per-epoch P, C, J, decision, per-category P and scale."""
+    windows: bool = False
+    """The run took its length limits from the corpus (evolver.launch.check_run_lengths,
+    trainer.length.corpus_limits: a corpus whose system prompt and tools alone outgrow the profile's
+    limits, no limit named by the user): its candidates' ctx.budget then says `windows`, and ρ0
+    trains a trajectory longer than max_length as windows that fit it (toolkit.windows). False
+    (every other run, and every run made before it): no such key in ctx.budget nor in run.json
+    (`to_json`), and ρ0 keeps every trajectory whole."""
     epochs: Annotated[int, Field(ge=1), Flag("epochs, ρ0's included")] = 3
     lam: Annotated[float, Field(alias="lambda", ge=0), Finite, Flag("λ in J = P − λ·C", name="lambda")] = LAMBDA
     """λ in J = P − λ·C (paper §4.2); json key `lambda` (a Python keyword)."""
@@ -280,6 +287,8 @@ class RunConfig(BaseModel):
              f"comma-separated from {', '.join(_trackers())}"),
             (self.train.launcher != "accelerate" or bool(self.train.accelerate_config), "accelerate_config",
              "a config file when launcher is accelerate"),
+            (not self.windows or bool(self.train.budget.get("max_length")), "windows",
+             "false unless the run's max_length is set (the limits it took from the corpus)"),
             (not self.ray_address or self.backend == "ray", "ray_address", "empty unless backend is ray"),
             (not self.storage or self.backend == "ray", "storage", "empty unless backend is ray"),
             (self.proposer != "agent" or self.llm is not None, "proposer",
@@ -298,10 +307,12 @@ class RunConfig(BaseModel):
     @property
     def curation_budget(self) -> dict:
         """ctx.budget of the run's candidates: what the full recipe trains on (the profile with the
-        run's budget overrides and --max-length; trainer.recipe.curation_budget)."""
+        run's budget overrides and --max-length; trainer.recipe.curation_budget), with `windows`:
+        True only when the run took its limits from the corpus (`windows`)."""
         from trainer.recipe import curation_budget
 
-        return curation_budget(self.train.resolved)
+        budget = curation_budget(self.train.resolved)
+        return {**budget, "windows": True} if self.windows else budget
 
     @property
     def eval_spec(self) -> EvalSpec:
@@ -339,8 +350,10 @@ class RunConfig(BaseModel):
         return {"lambda": self.lam, "n_ref": self.n_ref, "seed": self.seed}
 
     def to_json(self) -> dict:
-        """run.json's object (lists for tuples, `lambda` for lam, the specs nested without `RUN_SETS`)."""
-        return self.model_dump(mode="json", by_alias=True, exclude={"eval": set(RUN_SETS)})
+        """run.json's object (lists for tuples, `lambda` for lam, the specs nested without `RUN_SETS`;
+        `windows` only when true, so every other run's run.json is what it was before the key)."""
+        return self.model_dump(mode="json", by_alias=True,
+                               exclude={"eval": set(RUN_SETS), **({} if self.windows else {"windows": True})})
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "run.json") -> "RunConfig":

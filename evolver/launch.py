@@ -90,30 +90,66 @@ def check_run_prompts(config: RunConfig) -> None:
                       max_new_tokens=spec.max_new_tokens)
 
 
-def check_run_lengths(config: RunConfig, corpus) -> None:
-    """ρ0 trains every trajectory as it is (curation_strategies/seed): its records are made here on
-    the host, from the part of `corpus` a strategy sees, and measured as epoch 0's training will
-    measure them (trainer.length.check_lengths); UserError, before the run directory exists, when
-    none would be trained, naming the limits that would keep them. `corpus` None (the project's
-    default corpus, sized to the profile) is not measured."""
+def check_run_lengths(config: RunConfig, corpus) -> tuple[RunConfig, str | None]:
+    """ρ0's records (curation_strategies/seed) are made here on the host, from the part of `corpus`
+    a strategy sees, and measured as epoch 0's training will measure them (trainer.length.check_lengths):
+    (config, None) when some would be trained. When none would be at the profile's limits because
+    the corpus's system prompt and tools alone outgrow them, and the user named no limit, the run
+    takes limits measured from the corpus (trainer.length.corpus_limits) and says `windows` in its
+    candidates' ctx.budget (RunConfig.windows), so ρ0 trains each trajectory longer than that
+    max_length as windows that fit it: (that config, the sentence saying so). Only then: ρ0 keeps
+    every trajectory whole in every other run. Else UserError, before the run directory exists,
+    naming the limits that would keep them. `corpus` None (the project's default corpus, sized to
+    the profile) is not measured."""
     if corpus is None:
-        return
-    from curation_strategies import toolkit as tk
-    from trainer.length import profile_length_report
+        return config, None
+    from trainer.length import corpus_limits
 
     view = registry.get(config.benchmark).train_view(corpus, config.effective_holdout)
-    kept = [t for t in view.records if not tk.is_empty(t)]
-    sft = [] if "no-sft" in config.ablations else [tk.sft_record(t) for t in kept]
-    rl = [] if "no-rl" in config.ablations else [r for t in kept for r in tk.rl_records(t, tk.tool_call_steps(t))]
-    if not sft and not rl:
-        return   # nothing to train is epoch 0's own verdict ("nothing to train"), not a length limit
     budget = config.train.budget
-    report = profile_length_report(sft, rl, config.train.profile, budget.get("max_length") or None,
-                                   budget.get("max_prompt_length") or None)
-    if report.survivors == 0:
-        raise UserError(f"nothing would be trained: ρ0 keeps every record whole and, at profile {config.train.profile}'s "
-                        f"limits, {report.summary()}; " + (f"a run with {report.advice()}" if report.advice() else
-                                                            "curate shorter records") + "; nothing was run")
+    report = _rho0_lengths(config, view.records)
+    if report is None or report.survivors:
+        return config, None   # nothing to train is epoch 0's own verdict ("nothing to train"), not a length limit
+    if not (budget.get("max_length") or budget.get("max_prompt_length")):
+        max_length, max_prompt_length, context = corpus_limits(_rho0(config, view.records)[0], config.train.profile)
+        if max_length > report.max_length:
+            chosen = config.replace(max_length=max_length, max_prompt_length=max(max_prompt_length, report.max_prompt_length),
+                                    windows=True)
+            fitted = _rho0_lengths(chosen, view.records)
+            if fitted.survivors:
+                return chosen, (f"length: profile {config.train.profile}'s limits ({report.max_length} / "
+                                f"{report.max_prompt_length} tokens) hold no record of this corpus: its system prompt, "
+                                f"tools and first request take up to {context} tokens; this run trains at --max-length "
+                                f"{fitted.max_length} --max-prompt-length {fitted.max_prompt_length} (the profile's on top "
+                                f"of them), and ρ0 trains each session longer than that as windows that fit: "
+                                f"{fitted.summary()}")
+    raise UserError(f"nothing would be trained: ρ0 keeps every record whole and, at profile {config.train.profile}'s "
+                    f"limits, {report.summary()}; " + (f"a run with {report.advice()}" if report.advice() else
+                                                        "curate shorter records") + "; nothing was run")
+
+
+def _rho0(config: RunConfig, records) -> tuple[list, list]:
+    """ρ0's SFT and RL records of `records` with the run's ctx.budget (`config.curation_budget`: windows
+    only when it says `windows`), as the sandbox will make them."""
+    from types import SimpleNamespace
+
+    from curation_strategies import toolkit as tk
+    from curation_strategies.seed.strategy import curate
+
+    out = curate(records, SimpleNamespace(toolkit=tk, budget=config.curation_budget))
+    return ([] if "no-sft" in config.ablations else out.sft), ([] if "no-rl" in config.ablations else out.rl)
+
+
+def _rho0_lengths(config: RunConfig, records):
+    """What the run's limits do to ρ0's records (trainer.length), None when there are none."""
+    from trainer.length import profile_length_report
+
+    sft, rl = _rho0(config, records)
+    if not sft and not rl:
+        return None
+    budget = config.train.budget
+    return profile_length_report(sft, rl, config.train.profile, budget.get("max_length") or None,
+                                 budget.get("max_prompt_length") or None)
 
 
 def check_own_strategy(cfg: RunConfig) -> RunConfig:

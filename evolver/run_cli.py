@@ -145,7 +145,9 @@ def create_run(options: dict) -> RunStore:
         if config.strategy:   # the user's strategy is the run's from now on: resume and replay need no DIR
             create_workspace(folder / "strategy", config)
 
-    check_run_lengths(config, loaded)
+    config, limits = check_run_lengths(config, loaded)
+    if limits:
+        say(limits)
     check_run_prompts(config)   # every dev prompt fits the evaluation's prompt cap, or one sentence now
     config = check_own_strategy(config)   # --strategy DIR: the candidate gate's checks, before any training
     store = RunStore.create(runs_dir / name, config.to_json(), fill)   # else the loop creates the workspace from ρ0

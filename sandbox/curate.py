@@ -123,7 +123,8 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
     t0 = time.monotonic()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     leftovers.reap_folders(out_dir.parent.glob(".*.partial-*"))   # stages of killed processes beside it
-    room_for_corpus(len(corpus.staged), Path(tempfile.gettempdir()))
+    room_for_corpus(corpus.staged_bytes * (1 if "staged" in vars(corpus) else 2),   # the staged file and its copy
+                    Path(tempfile.gettempdir()))
     job_root = Path(tempfile.mkdtemp(prefix=leftovers.JOB_PREFIX))
     stage = out_dir.parent / f".{out_dir.name}.partial-{uuid.uuid4().hex[:8]}"
     try:
@@ -139,7 +140,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             target = job.strategy_dir / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        job.corpus_path.write_bytes(corpus.staged)   # a scratch copy: no fsync, made once per corpus
+        shutil.copyfile(corpus.staged, job.corpus_path)   # a scratch copy of the file made once per corpus
         job.out_dir.mkdir()
         t1 = time.monotonic()
         with channel or nullcontext():
@@ -152,9 +153,10 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         stage.mkdir()
         leftovers.claim(stage)
         try:   # streamed record by record into the stage: host memory does not follow the output
-            checked = checker.check_output(job.out_dir, stage, [r["id"] for r in corpus.records], n_ref,
+            outcomes = {r["id"]: checker.outcome_label(r) for r in corpus.records}   # one pass, in corpus order
+            checked = checker.check_output(job.out_dir, stage, list(outcomes), n_ref,
                                            inspect=check_record, encode=to_file,   # the leakage guard; TRL's file form
-                                           raw_outcomes={r["id"]: checker.outcome_label(r) for r in corpus.records})
+                                           raw_outcomes=outcomes)
         except checker.CandidateRejected as exc:
             raise CurationFailed(str(exc), execution) from None
         stats, artifacts = checked.profile, dict(checked.artifacts)

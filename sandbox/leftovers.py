@@ -19,39 +19,12 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-OWNER_FILE = ".curateevo-owner"
+from base.lifetime import OWNER_FILE, claim, owner_gone, owner_id, start_ticks  # noqa: F401 (this module's names too)
+from corpora.stored import SPILL_PREFIX
+
 JOB_PREFIX = "curateevo-job-"
 OWNER_LABEL = "curateevo.owner"   # a container's owner_id()
 OWNER_ENV = "CURATEEVO_OWNER"   # a training process's owner_id(), in the environment it started with
-
-
-def start_ticks(pid: int | str = "self") -> int:
-    """When a process started, in clock ticks after boot (`/proc/PID/stat` field 22, read after the
-    parenthesised command name); OSError where there is no such process or no /proc."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat.rsplit(")", 1)[1].split()[19])
-
-
-def owner_id(pid: int | None = None) -> str | None:
-    """`boot id:pid:start time` of a process (this one by default), None when it is gone: what
-    carries it is left over once this no longer names a live process."""
-    pid = os.getpid() if pid is None else pid
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        return f"{boot}:{pid}:{start_ticks(pid)}"
-    except OSError:
-        return None
-
-
-def owner_gone(owner: str) -> bool:
-    """True when `owner` (an `owner_id`) names no live process; a malformed one counts as gone."""
-    parts = owner.split(":")
-    return not (len(parts) == 3 and parts[1].isdigit() and owner_id(int(parts[1])) == owner)
-
-
-def claim(folder: Path) -> None:
-    """Mark `folder` as this process's, so the next command removes it if this one is killed."""
-    (Path(folder) / OWNER_FILE).write_text(owner_id() or "")
 
 
 def reap_folders(folders: Iterable[Path]) -> int:
@@ -71,6 +44,11 @@ def reap_folders(folders: Iterable[Path]) -> int:
 def reap_job_dirs(tmp: str | Path | None = None) -> int:
     """Job folders (`curateevo-job-*` in the temporary directory) of killed processes."""
     return reap_folders(Path(tmp or tempfile.gettempdir()).glob(JOB_PREFIX + "*"))
+
+
+def reap_record_dirs(tmp: str | Path | None = None) -> int:
+    """Loaded corpora's record folders (`curateevo-records-*`, corpora.stored) of killed processes."""
+    return reap_folders(Path(tmp or tempfile.gettempdir()).glob(SPILL_PREFIX + "*"))
 
 
 def reap_orphans(client) -> int:
@@ -143,7 +121,7 @@ def reap_leftovers() -> str | None:
     """What killed curateevo processes left (containers, job folders, training processes), removed;
     one line saying so, or None when there was nothing."""
     counts = {"training process(es)": reap_processes(), "container(s)": reap_containers(),
-              "job folder(s)": reap_job_dirs()}
+              "job folder(s)": reap_job_dirs(), "corpus record folder(s)": reap_record_dirs()}
     said = [f"{n} {what}" for what, n in counts.items() if n]
     if not said:
         return None

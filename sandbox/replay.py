@@ -8,6 +8,7 @@ are the check that a change of the runtime left the outputs as they were.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import tempfile
@@ -50,13 +51,24 @@ class ReplayReport:
 
 def first_difference(a: bytes, b: bytes) -> str | None:
     """Where two artifact files first differ, by line, naming the record ids there."""
-    if a == b:
-        return None
-    la, lb = a.split(b"\n"), b.split(b"\n")
-    for i, (x, y) in enumerate(zip(la, lb), 1):
+    return _first_difference(iter(a.splitlines(keepends=True)), iter(b.splitlines(keepends=True)))
+
+
+def first_file_difference(recorded: Path, replayed: Path) -> str | None:
+    """`first_difference` of two files, read a line at a time (an artifact may be larger than memory)."""
+    with open(recorded, "rb") as a, open(replayed, "rb") as b:
+        return _first_difference(a, b)
+
+
+def _first_difference(a, b) -> str | None:
+    for i, (x, y) in enumerate(itertools.zip_longest(a, b), 1):
+        if x is None or y is None:   # one ended: count the other's rest
+            rest = i + sum(1 for _ in (b if x is None else a))
+            return f"recorded has {i - 1 if x is None else rest} lines, replayed has {rest if x is None else i - 1}"
         if x != y:
+            x, y = x.rstrip(b"\n"), y.rstrip(b"\n")
             return f"line {i} differs (recorded {_record_id(x)}, replayed {_record_id(y)})"
-    return f"recorded has {len(la) - 1} lines, replayed has {len(lb) - 1}"
+    return None
 
 
 def _record_id(line: bytes) -> str:
@@ -137,10 +149,13 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
         raise
     differences = {}
     for name in COMPARED:
-        replayed = (Path(out_dir) / name).read_bytes()
-        if name == MANIFEST_FILE and runtime_changed:   # the one field a changed runtime must change
-            replayed = replayed.replace(runtime_changed[1].encode(), runtime_changed[0].encode())
-        diff = first_difference((src / name).read_bytes(), replayed)
+        if name == MANIFEST_FILE:   # the one field a changed runtime must change is set aside
+            replayed = (Path(out_dir) / name).read_bytes()
+            if runtime_changed:
+                replayed = replayed.replace(runtime_changed[1].encode(), runtime_changed[0].encode())
+            diff = first_difference((src / name).read_bytes(), replayed)
+        else:
+            diff = first_file_difference(src / name, Path(out_dir) / name)
         if diff:
             differences[name] = diff
     return ReplayReport(not differences, Path(out_dir), differences, runtime_changed)

@@ -71,7 +71,8 @@ def test_valid_canonical_corpus_loads_in_file_order_and_round_trips_byte_stably(
     write_corpus(corpus.records, out)
     assert out.read_bytes() == open(src, "rb").read()
     assert load_corpus(out).records == corpus.records
-    assert corpus.staged == out.read_bytes() and corpus.staged is corpus.staged   # what the sandbox reads, made once
+    assert open(corpus.staged, "rb").read() == out.read_bytes() and corpus.staged is corpus.staged   # what the sandbox reads, made once
+    assert corpus.staged_bytes == out.stat().st_size
 
 
 def test_write_corpus_replaces_atomically_and_leaves_no_temp_file(tmp_path):

@@ -1,5 +1,6 @@
 """Host-side checking: a strategy cannot influence its own scores except through its records."""
 import json
+import re
 import subprocess
 import sys
 
@@ -170,7 +171,10 @@ def test_a_corpus_larger_than_the_free_disk_is_refused_in_one_sentence_before_an
         curated(SEED_STRATEGY, sample_corpus, tmp_path / "out")
     assert str(info.value).startswith("the corpus takes 0.00 GiB staged for the sandbox but ")
     assert str(info.value).endswith(" has 0.00 GiB free; free space there or set TMPDIR to a larger disk")
-    assert not (tmp_path / "out").exists() and not any((tmp_path / "tmp").iterdir()), "no job folder was made"
+    from corpora.stored import SPILL_PREFIX   # the loaded corpus's own records file is there, nothing else
+
+    made = [p.name for p in (tmp_path / "tmp").iterdir() if not p.name.startswith(SPILL_PREFIX)]
+    assert not (tmp_path / "out").exists() and not made, "no job folder was made"
 
 
 def test_console_script_curates_the_bundled_corpus_and_prints_the_profile(tmp_path):
@@ -178,3 +182,6 @@ def test_console_script_curates_the_bundled_corpus_and_prints_the_profile(tmp_pa
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "Cost_train" in done.stdout and "SFT records" in done.stdout
+    said = re.search(r"memory: the strategy's peak resident memory was (\d+\.\d\d) GiB of the sandbox's (\d+\.\d\d) GiB cap",
+                     done.stdout)
+    assert said and 0 < float(said[1]) < float(said[2]), done.stdout   # what a user reads when a candidate is killed

@@ -165,6 +165,8 @@ SET_BY_THE_RUN = {
     "corpus_sha256": "the corpus's bytes at launch",
     "tools_sha256": "the --tools file's bytes at launch",
     "strategy_sha256": "the --strategy directory's files at launch, once they passed the candidate checks",
+    "windows": "a corpus whose context outgrows the profile's limits, none named: the limits taken from it "
+               "(evolver.launch.check_run_lengths)",
     "split": "nothing: the loop evaluates on dev, never on test",
     "holdout": "a corpus without an environment: its dev and test parts (--dev-ids, --test-ids; corpora.split)",
     "llm": "--model and the LLM options, LLMConfig's fields",

@@ -17,6 +17,7 @@ from corpora import load_corpus
 from sandbox.curate import CurationFailed, execute
 from sandbox.docker_executor import OWNER_LABEL, DockerExecutor, docker_client, owner_id
 from sandbox.executor import Limits
+from corpora.stored import SPILL_PREFIX
 from sandbox.leftovers import JOB_PREFIX, OWNER_FILE, claim, owner_gone, reap_job_dirs, reap_leftovers
 from sandbox.process_executor import ProcessExecutor
 from sandbox.strategy_files import strategy_files
@@ -170,9 +171,10 @@ def test_a_sigkilled_hosts_container_ends_within_seconds_and_the_next_command_re
 
     child.wait(timeout=30)   # now its owner is gone; the next command starts at once
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    assert reap_leftovers() == ("removed 1 container(s) and 1 job folder(s) left by a curateevo process that was "
-                                "killed")
-    assert not _labelled(docker, owner) and not job.exists()
+    # the loaded corpus's records and its staged copy (corpora.stored) are two folders of their own
+    assert reap_leftovers() == ("removed 1 container(s), 1 job folder(s) and 2 corpus record folder(s) left by a "
+                                "curateevo process that was killed")
+    assert not _labelled(docker, owner) and not job.exists() and not list(tmp.glob(SPILL_PREFIX + "*"))
 
 
 def test_every_command_removes_what_a_killed_one_left_and_says_so(tmp_path):

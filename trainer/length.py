@@ -108,13 +108,10 @@ def profile_length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], profile
                           max_length: int | None = None, max_prompt_length: int | None = None) -> LengthReport:
     """`length_report` with a recipe profile's base tokenizer and limits (`max_length`, when
     given, overrides the profile's SFT limit, as a run option would)."""
-    from trainer.models import NAMES, check_name, embedded_tokenizer_dir, load_tokenizer
     from trainer.recipe import get_profile
 
     prof = get_profile(profile)
-    # The embedded and tiny models share SmolLM2's tokenizer, which builds without the model.
-    source = str(embedded_tokenizer_dir()) if prof.base in NAMES else check_name(prof.base)
-    return length_report(sft, rl, load_tokenizer(source), max_length or prof.max_length,
+    return length_report(sft, rl, _profile_tokenizer(prof), max_length or prof.max_length,
                          max_prompt_length or prof.max_prompt_length)
 
 
@@ -147,3 +144,37 @@ def check_lengths(spec: "TrainSpec", sft: Path | None, rl: Path | None,
     elif report.sft_dropped or report.rl_dropped:
         say(f"note: {advice}")
     return report
+
+
+def context_tokens(sft: Sequence[Mapping], tokenizer, style: str = cf.DEFAULT_STYLE) -> int:
+    """Tokens of the longest context an SFT record opens with — its leading system messages with
+    the tools, and its first user message — as training renders them: what every window of a long
+    session repeats, so what no length limit can go below."""
+    longest = 0
+    for r in map(functools.partial(exchange.from_file, "sft"), sft):
+        messages = cf.normalize_messages(r["messages"])
+        first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), None)
+        head = [m for m in messages if m["role"] == "system"][:1] if first_user is None else messages[:first_user + 1]
+        text = cf.render_prompt(head, r.get("tools") or [], style=style)
+        longest = max(longest, len(tokenizer(text, add_special_tokens=False)["input_ids"]))
+    return longest
+
+
+def corpus_limits(sft: Sequence[Mapping], profile: str) -> tuple[int, int, int]:
+    """(max_length, max_prompt_length, context): a profile's limits measured from after the longest
+    context of these records (`context_tokens`), rounded up to 256 tokens — the limits a run on a
+    corpus whose system prompt and tools alone outgrow the profile's trains at, so that each window
+    of a session holds its context and about as much conversation as the profile's records do."""
+    from trainer.recipe import get_profile
+
+    prof = get_profile(profile)
+    context = context_tokens(sft, _profile_tokenizer(prof))
+    return (math.ceil((context + prof.max_length) / 256) * 256,
+            math.ceil((context + prof.max_prompt_length) / 256) * 256, context)
+
+
+def _profile_tokenizer(prof):
+    from trainer.models import NAMES, check_name, embedded_tokenizer_dir, load_tokenizer
+
+    # The embedded and tiny models share SmolLM2's tokenizer, which builds without the model.
+    return load_tokenizer(str(embedded_tokenizer_dir()) if prof.base in NAMES else check_name(prof.base))

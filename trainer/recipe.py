@@ -198,7 +198,7 @@ DEFAULT_PROFILE = "cpu-small"
 
 
 PROFILE_HELP = ("paper (a GPU: Qwen3-4B, the paper's budgets), cpu-small (2 CPU cores: SmolLM2-135M, about 20 "
-                "minutes an epoch), test (tiny-random: a smoke test, about 1.5 minutes a run)")
+                "minutes an epoch), test (tiny-random: a smoke test, about 2.5 minutes a run, about 4 on long sessions)")
 """What each profile is, in the help of every option that takes one."""
 
 

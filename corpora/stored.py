@@ -1,0 +1,151 @@
+"""A loaded corpus's records, kept on disk and decoded on access: the host's bounded memory.
+
+`load_corpus` writes each record it accepts to a spill file as one JSON line (its keys in the
+order the converter made them, so a decoded record equals the dict it wrote, order included) and
+keeps only where each line starts. `StoredRecords` reads them back as the list it replaces:
+`len`, indexing (negative too), slicing, iteration in file order, `==` with a list or tuple.
+`subset(positions)` is a view of some of them (the train part of a split) over the same file.
+Each access decodes a fresh dict: a change made to one does not reach the corpus. The host holds
+an offset per record (8 bytes), never the records, whatever the corpus's size.
+
+`canonical_lines()` streams the records as the sandbox reads them (one canonical JSON line
+each), so staging a corpus holds one record at a time. The spill file lives in the temporary
+folder while any view of it does (`weakref.finalize`); a killed process's spill is a
+`curateevo-records-*` file there.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import weakref
+from array import array
+from collections.abc import Sequence
+from typing import Iterable, Iterator, Mapping
+
+from base import codec
+from base.lifetime import claim
+
+SPILL_PREFIX = "curateevo-records-"
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def owned_folder(folder: str | None = None) -> str:
+    """A new `curateevo-records-*` folder, marked as this process's (base.lifetime.claim) and removed
+    with `owner` when its holder goes; a killed process's is removed by the next command."""
+    made = tempfile.mkdtemp(prefix=SPILL_PREFIX, dir=folder)
+    claim(made)
+    return made
+
+
+class Spill:
+    """The file the records are written to; removed when the last view of it is gone."""
+
+    def __init__(self, folder: str | None = None):
+        self.folder = owned_folder(folder)
+        self.path = os.path.join(self.folder, "records.jsonl")
+        self._file = open(self.path, "wb")
+        self.offsets = array("q", [0])
+        self._finalizer = weakref.finalize(self, remove, self.folder, os.getpid())
+
+    def append(self, record: Mapping) -> None:
+        line = (_ENCODE(record) + "\n").encode("utf-8")
+        self._file.write(line)
+        self.offsets.append(self.offsets[-1] + len(line))
+
+    def close(self) -> None:
+        self._file.close()
+
+    def decode(self, n: int) -> dict:
+        start, end = self.offsets[n], self.offsets[n + 1]
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            return json.loads(os.pread(fd, end - start, start))
+        finally:
+            os.close(fd)
+
+
+def remove(folder: str, owner: int | None = None) -> None:
+    """Delete a records folder (gone already: nothing to do); with `owner`, only in that process (a
+    forked child leaving does not take its parent's files)."""
+    if owner is None or os.getpid() == owner:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class StoredRecords(Sequence):
+    """Records of a spill file, decoded on access (see the module docstring)."""
+
+    def __init__(self, spill: Spill, positions: Sequence[int] | None = None):
+        self._spill = spill
+        self._positions = range(len(spill.offsets) - 1) if positions is None else positions
+
+    @classmethod
+    def write(cls, records: Iterable[Mapping], folder: str | None = None) -> "StoredRecords":
+        """Store `records` (an iterable read once) and view them all."""
+        spill = Spill(folder)
+        try:
+            for record in records:
+                spill.append(record)
+        finally:
+            spill.close()
+        return cls(spill)
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return StoredRecords(self._spill, self._positions[index])
+        return self._spill.decode(self._positions[index])   # IndexError / TypeError as a list's
+
+    def __iter__(self) -> Iterator[dict]:
+        for line in self._lines():
+            yield json.loads(line)
+
+    def _lines(self) -> Iterator[bytes]:
+        offsets = self._spill.offsets
+        with open(self._spill.path, "rb") as f:   # one buffered read in file order
+            for n in self._positions:
+                if f.tell() != offsets[n]:
+                    f.seek(offsets[n])
+                yield f.read(offsets[n + 1] - offsets[n])
+
+    def subset(self, positions: Iterable[int]) -> "StoredRecords":
+        """A view of the records at `positions` (in the order given) over the same file."""
+        return StoredRecords(self._spill, array("q", positions))
+
+    def canonical_lines(self) -> Iterator[bytes]:
+        """Each record as one canonical JSON line (what the sandbox reads), one at a time."""
+        for line in self._lines():
+            yield codec.encode(codec.STANDARD.decode(line.decode("utf-8"))) + b"\n"   # canonical_json's bytes
+
+    @property
+    def stored_bytes(self) -> int:
+        """The bytes these records take in the spill file (their canonical lines take as many)."""
+        offsets = self._spill.offsets
+        return sum(offsets[n + 1] - offsets[n] for n in self._positions)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (StoredRecords, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None   # as a list: unhashable
+
+    def __reduce__(self):   # a worker process reads the same file; it stays while this view lives here
+        return _from_file, (self._spill.path, self._spill.offsets, self._positions)
+
+    def __repr__(self) -> str:
+        return f"StoredRecords({self._spill.path!r}, {len(self)} records)"
+
+
+class _Borrowed(Spill):
+    """A spill file another process wrote and owns (a pickled view): read, never removed."""
+
+    def __init__(self, path: str, offsets: array):
+        self.path, self.offsets = path, offsets
+
+
+def _from_file(path: str, offsets: array, positions) -> StoredRecords:
+    return StoredRecords(_Borrowed(path, offsets), positions)
