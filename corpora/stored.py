@@ -21,8 +21,8 @@ import shutil
 import tempfile
 import weakref
 from array import array
-from collections.abc import Sequence
-from typing import Iterable, Iterator, Mapping
+from collections.abc import Mapping, Sequence
+from typing import Iterable, Iterator
 
 from base import codec
 from base.lifetime import claim
@@ -138,6 +138,35 @@ class StoredRecords(Sequence):
 
     def __repr__(self) -> str:
         return f"StoredRecords({self._spill.path!r}, {len(self)} records)"
+
+
+class ById(Mapping):
+    """Stored records by id: the ids and positions are held, each record decoded when read; `items`
+    and `values` read the file in corpus order."""
+
+    def __init__(self, records: StoredRecords):
+        self._records = records
+        self._at = {record["id"]: n for n, record in enumerate(records)}
+
+    def __getitem__(self, rid: str) -> dict:
+        return self._records[self._at[rid]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def values(self) -> Iterator[dict]:   # type: ignore[override]
+        return iter(self._records)
+
+    def items(self) -> Iterator[tuple[str, dict]]:   # type: ignore[override]
+        return ((record["id"], record) for record in self._records)
+
+
+def by_id(records: Sequence[Mapping]) -> Mapping[str, Mapping]:
+    """{id: record} of loaded records: a `ById` over stored ones (bounded), a dict of a list."""
+    return ById(records) if isinstance(records, StoredRecords) else {r["id"]: r for r in records}
 
 
 class _Borrowed(Spill):

@@ -13,7 +13,7 @@ import pytest
 
 from bench import scale_corpus
 from corpora import load_corpus, train_part
-from corpora.stored import SPILL_PREFIX, StoredRecords
+from corpora.stored import SPILL_PREFIX, ById, StoredRecords, by_id
 
 from conftest import ROOT
 
@@ -66,6 +66,9 @@ def test_stored_records_read_as_the_list_they_replace(tmp_path):
     assert stored[0]["z"] == 1
     with pytest.raises(IndexError):
         stored[3]
+    mapped = by_id(stored)   # the next-call benchmark's records by id: ids and positions held
+    assert isinstance(mapped, ById) and dict(mapped) == {r["id"]: r for r in records}
+    assert list(mapped) == ["b", "a", "c"] and mapped["c"] == records[2] and list(mapped.items())[1] == ("a", records[1])
     lines = list(stored.canonical_lines())
     assert lines[0] == b'{"a":[1.5,null,"\xc3\xa9"],"id":"b","z":1}\n'
     assert stored.stored_bytes == sum(map(len, lines))

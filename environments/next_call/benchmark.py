@@ -41,6 +41,7 @@ from environments.next_call import scoring
 from base.benchmark import SPLITS, StepItem, Task, Verdict
 from environments.next_call.scoring import normalize_arguments, same_calls
 from base.errors import UserError
+from corpora.stored import by_id
 from corpora.split import DEFAULT_SHARE, group_key, judgeable, partition, split_ids, task_id, task_key
 
 NAME = "next-call"
@@ -87,7 +88,7 @@ class NextCallBenchmark:
         self.corpus_sha256 = loaded.sha256
         self.on_error, self.skipped_lines = on_error, len(loaded.skipped_lines)
         self.holdout, self.include_failed, self.allow_test = holdout, include_failed, allow_test
-        self.records = {r["id"]: r for r in loaded.records}
+        self.records = by_id(loaded.records)   # ids and positions; a record decoded when read (corpora.stored)
         self.train_ids, self.dev_ids, self.test_ids = partition(loaded.records, holdout)
         if not self.dev_ids:
             raise UserError(self.too_small(corpus))
@@ -138,8 +139,7 @@ class NextCallBenchmark:
             why.append(f"{len(no_call)} make no tool call (replies alone, or actions written as text such as "
                        "ReAct 'Action: x[...]' lines, cannot be judged)")
         held = ", ".join(held_ids[:3]) + (" …" if len(held_ids) > 3 else "")
-        good = [i for i in self.records if judgeable(self.records[i]) or (self.include_failed and
-                                                                        _calls_tools(self.records[i]))]
+        good = [i for i, r in self.records.items() if judgeable(r) or (self.include_failed and _calls_tools(r))]
         parts = 2 if self.test_ids or part == "test" else 1   # the held-out parts that each need one
         if len(good) >= parts and len(self.records) > parts:   # the user's choice held out others
             fix = (f"choose the held-out records yourself, one id a line: e.g. `run --dev-ids FILE` with {good[0]!r}"
