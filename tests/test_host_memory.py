@@ -74,7 +74,7 @@ def test_stored_records_read_as_the_list_they_replace(tmp_path):
     assert stored.stored_bytes == sum(map(len, lines))
     folder = stored._spill.folder
     view = stored[1:]
-    del stored, lines
+    del stored, lines, mapped
     gc.collect()
     assert view[0] == records[1], "a view keeps the file"
     del view
