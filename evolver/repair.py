@@ -60,7 +60,7 @@ def _rebuild(store: RunStore, epoch: int, commit: str, into: Path, sandbox: str 
     ws = Workspace.open(store.root / "strategy")
     check_workspace(store, ws)
     corpus = registry.get(cfg.benchmark).train_view(load_corpus(list(cfg.corpus), on_error=cfg.on_error,
-                                                                tools=cfg.tools or None))
+                                                                tools=cfg.tools or None), cfg.effective_holdout)
     llm = None
     if cfg.llm is not None:
         config = cfg.llm.model_copy(update={"mode": "offline"})   # the records only

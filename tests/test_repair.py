@@ -80,3 +80,16 @@ def test_an_epoch_never_curated_is_one_sentence(curated, capsys):
     run, _, _ = curated
     assert cli.main(["repair", str(run), "--epoch", "5"]) == 2
     assert "epoch 5 of" in capsys.readouterr().err
+
+
+def test_a_run_with_its_own_holdout_is_rebuilt_from_its_own_train_part(tmp_path, capsys):
+    """The rebuild curates what the run's strategy saw: the train part of the run's recorded split,
+    not the default one (a next-call run whose split differs from the default)."""
+    holdout = {"rank": "task", "seed": 7, "share": 0.3, "test_share": 0.1}
+    ep = RunContext(new_run(tmp_path, benchmark="next-call", holdout=holdout))
+    artifacts = ep.store.epoch_dir(0) / "artifacts"
+    ep.stage(0, "curate", lambda: curate_candidate(ep, 0), [artifacts])
+    original = {p: p.read_bytes() for p in artifacts.rglob("*") if p.is_file()}
+    (artifacts / "sft.jsonl").unlink()
+    assert cli.main(["repair", str(ep.store.root), "--epoch", "0", "--sandbox", "process"]) == 0, capsys.readouterr().err
+    _as_recorded(ep.store.root, artifacts, original)
