@@ -11,6 +11,7 @@ and exits with STRATEGY_FAILED.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.util
 import json
 import random
@@ -142,10 +143,13 @@ def report_failure(exc: BaseException) -> None:
     """The traceback on stderr; its last line (which the host quotes) one line of bounded length
     even when the message is long or holds newlines or escape sequences."""
     text = str(exc)
-    lines = traceback.format_exception(exc)
     safe = printable(text, 2000, one_line=True)
-    if safe != text:
-        lines = lines[:len(lines) - len(traceback.format_exception_only(exc))] + [f"{type(exc).__name__}: {safe}\n"]
+    try:
+        lines = traceback.format_exception(exc)
+        if safe != text:
+            lines = lines[:len(lines) - len(traceback.format_exception_only(exc))] + [f"{type(exc).__name__}: {safe}\n"]
+    except (MemoryError, OSError):   # no memory left to read the source lines: the line the host quotes alone
+        lines = [f"{type(exc).__name__}: {safe}\n"]
     sys.stderr.write("".join(lines))
     sys.stderr.flush()
 
@@ -179,8 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # the strategy's failure, whatever it is, is reported, not raised
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             exc = RuntimeError("strategy called sys.exit before returning its records")
-        elif isinstance(exc, MemoryError):
-            exc = out_of_memory().with_traceback(exc.__traceback__)
+        elif isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
+            # at the address-space cap the kernel refuses the next allocation: an import's directory
+            # scan says ENOMEM as an OSError where Python's own allocator would raise MemoryError
+            traceback.clear_frames(exc.__traceback__)   # the strategy's objects go first: the report needs memory
+            exc = out_of_memory().with_traceback(exc.__traceback__)   # the peak is the high-water mark, kept
         report_failure(exc)
         return STRATEGY_FAILED
     sys.stderr.write(f"{PEAK_LINE}{peak_bytes()}\n")   # the host records it (sandbox.executor.Execution)

@@ -81,6 +81,21 @@ def test_unbounded_allocation_is_rejected_naming_the_memory_cap_and_the_peak(str
     assert "keep fewer records in memory" in reason
 
 
+def test_the_kernels_enomem_at_the_cap_is_out_of_memory_too(strategy, sample_corpus, tmp_path):
+    """At the address-space cap an import's directory scan fails with OSError ENOMEM (seen at 10^6
+    trajectories: `OSError: [Errno 12] Cannot allocate memory: '…/strategy'`), not MemoryError: the
+    reason still names the cap and the peak."""
+    s = strategy("""
+        import errno
+
+        def curate(raw, ctx):
+            raise OSError(errno.ENOMEM, "Cannot allocate memory", "/tmp/job/strategy")
+    """)
+    reason = failure(s, sample_corpus, tmp_path / "out", memory_bytes=1 * 2**30)
+    assert reason.startswith("strategy failed: MemoryError: out of memory: the sandbox's cap is 1.00 GiB of "
+                             "address space and the strategy's peak resident memory was 0."), reason
+
+
 def test_a_finished_candidate_records_its_peak_memory(strategy, sample_corpus, tmp_path):
     s = strategy("""
         def curate(raw, ctx):
