@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import shutil
+import tempfile
 import weakref
 from collections import Counter
 from dataclasses import dataclass
@@ -252,6 +254,17 @@ def _refuse_other_files(files: list[CorpusFile], max_line_bytes: int) -> None:
                         "list); move them out of the folder, or give the trajectory files themselves")
 
 
+def room_for_records(files: list[CorpusFile]) -> None:
+    """UserError, before anything is read, when the records would not fit where they are kept while
+    the corpus is used (corpora.stored: the temporary folder; about the size of the files)."""
+    size = sum(os.path.getsize(f.path) for f in files)
+    folder = tempfile.gettempdir()
+    free = shutil.disk_usage(folder).free
+    if size > free:
+        raise UserError(f"the corpus files take {size / 2**30:.2f} GiB and its records are kept on disk while it is used, "
+                        f"but {folder} has {free / 2**30:.2f} GiB free; free space there or set TMPDIR to a larger disk")
+
+
 SKIP_HINT = "; to leave out every invalid record instead, and count it: --on-bad-line skip (curate, run, eval)"
 
 
@@ -274,6 +287,7 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
     if on_error not in ("abort", "skip"):
         raise UserError(f"unknown on_error {on_error!r} (expected abort or skip)")
     files = corpus_files(paths)
+    room_for_records(files)
     if on_error == "abort" and fmt == "auto":
         _refuse_other_files(files, max_line_bytes)
     tools_file = read_tools_file(tools) if tools is not None and not isinstance(tools, ToolsFile) else tools

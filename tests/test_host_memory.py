@@ -108,3 +108,18 @@ def test_a_corpus_needing_a_catalogue_is_written_again_with_it(tmp_path):
     part = train_part(loaded)
     assert loaded.tool_lists and isinstance(part.records, StoredRecords)
     assert list(part.records) == [r for r in loaded.records if r["id"] in {x["id"] for x in part.records}]
+
+
+def test_a_corpus_larger_than_the_free_temporary_disk_is_one_sentence_before_reading(tmp_path, monkeypatch):
+    import shutil as real_shutil
+
+    from base.errors import UserError
+    from corpora import loader
+
+    src = tmp_path / "c.jsonl"
+    scale_corpus.write(src, "short", 20)
+    monkeypatch.setattr(loader.shutil, "disk_usage", lambda path: real_shutil._ntuple_diskusage(2**30, 2**30 - 100, 100))
+    monkeypatch.setattr(loader, "units", lambda *a: pytest.fail("nothing is read"))
+    with pytest.raises(UserError, match=r"^the corpus files take 0\.00 GiB and its records are kept on disk while it "
+                                        r"is used, but .* has 0\.00 GiB free; free space there or set TMPDIR"):
+        load_corpus([str(src)])
