@@ -35,18 +35,33 @@ from sandbox.manifest import Manifest  # noqa: E402
 STRATEGIES = {"seed": ROOT / "curation_strategies" / "seed", "agentrefine": ROOT / "curation_strategies" / "agentrefine"}
 
 
+PEAK = "[scale step] peak resident memory: "
+
+
 def measured(argv: list[str], log: Path) -> dict:
-    """Run one step as a child process: exit code, wall seconds, its peak resident memory."""
+    """Run one step as a child process: exit code, wall seconds, its peak resident memory — the high-water
+    mark of its own memory (VmHWM) the step reports on leaving; wait4's ru_maxrss (kept beside it) also
+    counts what this process held when it forked the child."""
     started = time.monotonic()
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
         _, status, usage = os.wait4(proc.pid, 0)
     rc = os.waitstatus_to_exitcode(status)
-    step = {"rc": rc, "wall_s": round(time.monotonic() - started, 3), "host_peak_rss_bytes": usage.ru_maxrss * 1024}
+    text = log.read_text(errors="replace")
+    own = [int(line.split(PEAK, 1)[1]) for line in text.splitlines() if line.startswith(PEAK)]
+    step = {"rc": rc, "wall_s": round(time.monotonic() - started, 3), "host_peak_rss_bytes": own[-1] if own else
+            usage.ru_maxrss * 1024, "wait4_maxrss_bytes": usage.ru_maxrss * 1024}
     if rc != 0:
-        step["error"] = log.read_text(errors="replace").strip().splitlines()[-1:]
+        step["error"] = [line for line in text.strip().splitlines() if not line.startswith(PEAK)][-1:]
     return step
+
+
+def report_peak() -> None:
+    """The step's own high-water mark (Linux's VmHWM) as the last line of its log."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    print(f"{PEAK}{kib * 1024}", flush=True)
 
 
 def folder_bytes(path: Path) -> int:
@@ -95,8 +110,7 @@ def curate_step(name: str, corpus: Path, out: Path, sandbox: str, log: Path) -> 
 
 def replay_step(out: Path, sandbox: str, log: Path) -> dict:
     again = out.with_name(out.name + "-replay")
-    step = measured([sys.executable, "-m", "evolver.cli", "replay", str(out), "--out", str(again),
-                     "--sandbox", sandbox], log)
+    step = measured([sys.executable, str(Path(__file__)), "_replay", str(out), str(again), sandbox], log)
     step["identical"] = "replay identical" in log.read_text(errors="replace")
     step["disk_written_bytes"] = folder_bytes(again)
     return step
@@ -121,7 +135,8 @@ def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool, strategies
            "generate_s": round(time.monotonic() - t0, 3)}
     split = measured([sys.executable, str(Path(__file__)), "_load_split", str(corpus)], folder / "load_split.log")
     if split["rc"] == 0:
-        split.update(json.loads((folder / "load_split.log").read_text().strip().splitlines()[-1]))
+        said = [line for line in (folder / "load_split.log").read_text().splitlines() if line.startswith("{")]
+        split.update(json.loads(said[-1]))
     row["load_split"] = split
     for name in strategies:
         out = folder / f"curate-{name}"
@@ -152,12 +167,19 @@ def machine() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["_load_split"]:
-        load_split(argv[1])
-        return 0
-    if argv[:1] == ["_curate"]:
-        curate(*argv[1:5])
-        return 0
+    if argv[:1] in (["_load_split"], ["_curate"], ["_replay"]):   # a step, in its own process
+        try:
+            if argv[0] == "_load_split":
+                load_split(argv[1])
+                return 0
+            if argv[0] == "_curate":
+                curate(*argv[1:5])
+                return 0
+            from evolver import cli   # `curateevo replay` as a user runs it
+
+            return cli.main(["replay", argv[1], "--out", argv[2], "--sandbox", argv[3]])
+        finally:
+            report_peak()
     today = datetime.date.today().isoformat()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000, 1_000_000])
