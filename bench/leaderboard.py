@@ -92,6 +92,8 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "f3": lambda x: f"{x:.3f}",
     "mib": lambda b: _number(b / 2**20),   # a size in bytes (a cap in the code) written in MiB
     "gib": lambda kib: f"{kib / 2**20:.1f}",   # a size in KiB (`max_rss_kib`, /usr/bin/time's) written in GiB
+    "size_mib": lambda b: f"{b / 2**20:,.0f} MiB",   # a size in bytes, with its unit
+    "size_gib": lambda b: f"{b / 2**30:.2f} GiB",
     "rho": lambda e: f"{e['spearman']:+.2f} [{e['low']:+.2f}, {e['high']:+.2f}]",
     "yes": lambda x: "yes" if x else "no",
     "str": str,

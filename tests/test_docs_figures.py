@@ -159,6 +159,7 @@ def test_a_path_into_a_raw_file_reads_keys_list_items_and_items_by_field():
     assert module.FORMATS["dur"](module.walk(doc, "runs[0].wall_s")) == "1 min 1 s"
     assert [module._number(x) for x in (186, 1127, 0.3, 2e-4, 2.5e-5)] == ["186", "1,127", "0.3", "2e-4", "2.5e-5"]
     assert module.FORMATS["gib"](2366176) == "2.3"   # /usr/bin/time's KiB, written in GiB
+    assert module.FORMATS["size_mib"](3036237824) == "2,896 MiB" and module.FORMATS["size_gib"](4605671083) == "4.29 GiB"
 
 
 def test_a_setting_is_read_from_the_code_that_declares_it():
