@@ -166,7 +166,7 @@ def _scale(d: dict) -> str:
                  f"host {c['host_peak_rss_bytes'] >> 20} MiB, sandbox {(c.get('sandbox_peak_rss_bytes') or 0) >> 20} MiB, "
                  f"replay {'identical' if r.get('replay_' + name[len('curate_'):], {}).get('identical') else 'differs'}"
                  for name, c in sorted(r.items()) if name.startswith("curate_") and c.get("rc") == 0]
-        steps += [f"{name[len('curate_'):]} refused (host {c['host_peak_rss_bytes'] >> 20} MiB)"
+        steps += [f"{name[len('curate_'):]} gave no artifacts (host {c['host_peak_rss_bytes'] >> 20} MiB)"
                   for name, c in sorted(r.items()) if name.startswith("curate_") and c.get("rc") != 0]
         loaded = r.get("load_split") or {}
         load = f"load + split host {loaded['host_peak_rss_bytes'] >> 20} MiB; " if loaded.get("rc") == 0 else ""

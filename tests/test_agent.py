@@ -65,7 +65,7 @@ def make(server, executor, parent, tmp_path, *, limits=AgentLimits(step_limit=8,
 
 
 def test_an_agent_edit_is_validated_and_becomes_the_revision(llm_server, executor, parent, tmp_path):
-    llm_server.script(bash("sed -n 1,12p strategy.py; head -c 300 context/corpus_sample.jsonl", "Read first."),
+    llm_server.script(bash("sed -n 1,20p strategy.py; head -c 300 context/corpus_sample.jsonl", "Read first."),
                       bash(EDIT, "Send half of the clean steps to RL."), bash("python3 -m sandbox.dry_run"), bash(SUBMIT))
     proposer, brief, validate, llm = make(llm_server, executor, parent, tmp_path)
     outcome = proposer.revise("effectiveness", brief, validate, tmp_path / "evolve")

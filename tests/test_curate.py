@@ -164,11 +164,15 @@ def test_a_corpus_larger_than_the_free_disk_is_refused_in_one_sentence_before_an
     import shutil
     from sandbox import curate
 
-    monkeypatch.setattr(curate.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(2**30, 2**30 - 1000, 1000))
+    from corpora import load_corpus
+    from sandbox.strategy_files import strategy_files
+
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(curate.tempfile, "tempdir", str(tmp_path / "tmp"))
+    corpus = load_corpus([sample_corpus])   # loaded while there is room; the staging is what does not fit
+    monkeypatch.setattr(curate.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(2**30, 2**30 - 1000, 1000))
     with pytest.raises(UserError) as info:
-        curated(SEED_STRATEGY, sample_corpus, tmp_path / "out")
+        curate.execute(strategy_files(SEED_STRATEGY), corpus, tmp_path / "out", executor=ProcessExecutor())
     assert str(info.value).startswith("the corpus takes 0.00 GiB staged for the sandbox but ")
     assert str(info.value).endswith(" has 0.00 GiB free; free space there or set TMPDIR to a larger disk")
     from corpora.stored import SPILL_PREFIX   # the loaded corpus's own records file is there, nothing else

@@ -61,7 +61,7 @@ def test_calibration_on_a_users_corpus_compares_it_with_its_poisoned_copy_on_its
 
 
 def test_records_labelled_by_their_outcome_make_the_oracle_and_its_complement(tmp_path):
-    records = load_corpus([str(GLAIVE)]).records[:12]
+    records = list(load_corpus([str(GLAIVE)]).records[:12])   # a list: each read of a loaded corpus is a fresh copy
     for i, record in enumerate(records):
         record["outcome"] = {"success": None if i % 4 == 3 else i % 2 == 0, "reward": None}
     write_corpus(records, tmp_path / "labelled" / "corpus.jsonl")

@@ -173,7 +173,7 @@ def corpus_sample(corpus, seed: int, k: int = SAMPLE_RECORDS) -> bytes:
     """A deterministic sample of the raw corpus (canonical JSONL, in corpus order, ≤ 1 MiB)."""
     import random
 
-    records = list(corpus.records)
+    records = corpus.records   # a sequence read on access (corpora.stored): only the picked ones are decoded
     picked = sorted(random.Random(f"curateevo:{seed}:agent-sample").sample(range(len(records)), min(k, len(records))))
     lines, size = [], 0
     for i in picked:
