@@ -5,8 +5,8 @@ seed and a reference strategy (the host's check inside it), and `replay`.
     .venv/bin/python bench/scale.py --sizes 1000 10000 [--shape short|long] [--sandbox process] [--strategies seed agentrefine]
         [--work /tmp/curateevo-scale] [--json bench/results/scale-DATE.json] [--keep]
 
-Each step runs as its own process, so its wall time and peak resident memory (wait4) are its
-own; the sandbox's peak is what the runtime reported (execution.json). Per size it records
+Each step runs as its own process, so its wall time and peak resident memory (its own VmHWM,
+which the step reports on leaving) are its own; the sandbox's peak is what the runtime reported (execution.json). Per size it records
 wall time, seconds per 1K records and per 1K retained turns (the profile's cost_train: the
 paper's unit, 405 s per 1K there), peak memory of host and sandbox, and the bytes written.
 Resumable: a size's result is kept in WORK/<shape>-<n>/result.json and not measured again; its

@@ -47,7 +47,7 @@ class Spill:
         self.path = os.path.join(self.folder, "records.jsonl")
         self._file = open(self.path, "wb")
         self.offsets = array("q", [0])
-        self._finalizer = weakref.finalize(self, remove, self.folder, os.getpid())
+        weakref.finalize(self, remove, self.folder, os.getpid())
 
     def append(self, record: Mapping) -> None:
         line = (_ENCODE(record) + "\n").encode("utf-8")

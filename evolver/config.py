@@ -149,6 +149,7 @@ class RunConfig(BaseModel):
         option_default=1)] = (0,)
     """Training + evaluation seeds per candidate (`--seeds N`: 0..N-1); more than one enables the paired acceptance."""
     seed: Annotated[int, Flag("the run's seed")] = 0
+    """The run's seed: curation (ctx.rng), the proposer and the acceptance resampling."""
     strategy: Annotated[str, Flag(
         "your own strategy directory (its strategy.py and the modules beside it) as epoch 0's candidate instead "
         "of the seed ρ0; it is dry-run on the corpus and checked as any candidate before anything is trained "
@@ -158,7 +159,6 @@ class RunConfig(BaseModel):
     so resume and replay read them from the run's workspace, never from this directory again."""
     strategy_sha256: str = ""
     """sha256 of that directory's strategy files at launch (sandbox.strategy_files; base.files.sha256_files)."""
-    """The run's seed: curation (ctx.rng), the proposer and the acceptance resampling."""
     acceptance: Annotated[str, Flag("acceptance rule (auto: paired with several seeds, else margin)",
                                     choices=lambda: ("auto", *_acceptance_names()))] = "auto"
     """Acceptance rule (evolver/acceptance.py): margin, paired, or auto (paired with several seeds)."""
