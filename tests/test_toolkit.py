@@ -233,6 +233,32 @@ def test_error_message_recognises_python_errors_surfaced_by_an_environment():
     assert tk.is_error_result('{"cancel_status": false, "error": "Booking not found"}')
 
 
+def test_error_message_shortcuts_answer_as_the_patterns_would():
+    """The needles and the JSON first-character check only skip work: every answer is the one the
+    plain json.loads-then-every-pattern reading gives, non-ASCII look-alikes and JSON literals included."""
+    from curation_strategies.toolkit.errors import ERROR_PATTERNS
+
+    def plain(content):
+        if not content:
+            return None
+        try:
+            data = json.loads(content)
+        except ValueError:
+            data = content
+        if isinstance(data, dict):
+            return tk.error_message(content)   # the dict branch is unchanged; the shortcuts are before it
+        return data.strip() if isinstance(data, str) and any(p.search(data) for p in ERROR_PATTERNS) else None
+
+    samples = ["No ſuch file or directory", "ValueError: bad", "  error: x", "all fine", "\u212aeyError: x",
+               '"Error: quoted"', '["error"]', "null", "nothing here", "Infinity", "-1", "tru", "\x0b{}",
+               " \n{\"error\": \"E\"}", "mv: cannot move", "FAILED to start", "Permission Denied", "İnvalid",
+               "[1, 2", "{not json", "  ", "Traceback (most recent call last):\n  boom", "missing 1 required argument"]
+    answers = [tk.error_message(s) for s in samples]
+    assert answers == [plain(s) for s in samples]
+    assert answers[0] == "No ſuch file or directory"   # IGNORECASE's long s: decided by the patterns, not the needles
+    assert answers[3] is None and answers[5] == "Error: quoted" and answers[6] is None
+
+
 def test_turn_errors_trust_a_successful_result_over_the_schema():
     tools = [function("close_ticket", "Close a ticket.", {"ticket_id": {"type": "integer"}}, ["ticket_id"])]
     accepted = raw("accepted", [user("Close ticket_001."), assistant(call("c1", "close_ticket", ticket_id="ticket_001")),

@@ -24,6 +24,21 @@ ERROR_PATTERNS = [re.compile(p, re.IGNORECASE | re.MULTILINE) for p in (
     r"^\s*invalid\b",
 )]
 _ERROR_KEYS = ("error", "errors", "error_message", "exception")
+# A word at least one of ERROR_PATTERNS needs (lower-cased): ASCII text holding none of them matches
+# none, so the patterns (most of the time spent on long tool outputs) are searched only when one is there.
+_NEEDLES = ("traceback", "error", "exception", "fail", "missing", "unexpected", "no such file",
+            "command not found", "permission denied", "cannot", "invalid")
+_JSON_START = frozenset('"{[ntfNI-0123456789')   # the first characters json.loads can decode from
+
+
+def _reports_error(text: str) -> bool:
+    """Whether one of ERROR_PATTERNS matches `text` (the needles first: IGNORECASE can match
+    non-ASCII letters such as 'ſ' to ASCII ones, so only ASCII text is decided by them alone)."""
+    if text.isascii():
+        lowered = text.lower()
+        if not any(needle in lowered for needle in _NEEDLES):
+            return False
+    return any(p.search(text) for p in ERROR_PATTERNS)
 
 
 def error_message(content: str | None) -> str | None:
@@ -33,8 +48,9 @@ def error_message(content: str | None) -> str | None:
     {"success"|"status": false|"error"}, so file contents that mention errors do not."""
     if not content:
         return None
+    start = content.lstrip(" \t\n\r")[:1]   # JSON's own whitespace
     try:
-        data = json.loads(content)
+        data = json.loads(content) if start in _JSON_START else content   # else json.loads would refuse it
     except ValueError:
         data = content
     if isinstance(data, dict):
@@ -46,7 +62,7 @@ def error_message(content: str | None) -> str | None:
         if data.get("success") is False or status is False or status in ("error", "failed"):
             return str(data.get("message") or data.get("detail") or content)
         return None
-    if isinstance(data, str) and any(p.search(data) for p in ERROR_PATTERNS):
+    if isinstance(data, str) and _reports_error(data):
         return data.strip()
     return None
 

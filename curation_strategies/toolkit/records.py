@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from .provenance import stamp, step
-from .trajectory import assistant_indices, copy_messages, copy_tools, env_of
+from .trajectory import assistant_indices, copy_json, copy_messages, copy_tools, env_of
 
 
 @dataclass
@@ -30,7 +30,7 @@ def record_meta(raw: Mapping, tags: Iterable[str] = (), **extra) -> dict:
     meta = {"origin": list(made.get("origin") or [raw["id"]]), "tags": list(tags), **extra}
     env = env_of(raw)
     if env:
-        meta["env"] = copy.deepcopy(env)
+        meta["env"] = copy_json(env)
     return meta
 
 

@@ -90,6 +90,19 @@ def copy_messages(messages: Sequence[Mapping]) -> list[dict]:
     return out
 
 
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists, strings, numbers, booleans, None) several times faster
+    than copy.deepcopy; any other value inside is copied by copy.deepcopy."""
+    kind = type(value)
+    if kind is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    if kind is list:
+        return [copy_json(v) for v in value]
+    if kind in (str, int, float, bool) or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
 _TOOLS_COPIES: dict[int, tuple[Any, list]] = {}
 
 
@@ -101,5 +114,5 @@ def copy_tools(tools: Sequence[Mapping] | None) -> list:
     if cached is None or cached[0] is not tools:
         if len(_TOOLS_COPIES) >= 256:
             _TOOLS_COPIES.clear()
-        cached = _TOOLS_COPIES[id(tools)] = (tools, copy.deepcopy(list(tools)))
+        cached = _TOOLS_COPIES[id(tools)] = (tools, copy_json(list(tools)))
     return cached[1]
