@@ -6,7 +6,9 @@ strategy keeps, never the whole corpus as Python objects. It behaves as the tupl
 dicts it replaces: `len`, indexing (negative too), slicing (a lazy view), iteration, `in`,
 `index`, `count`, `reversed`, `==` with a tuple or another view, `+` (a tuple, as a tuple's `+`
 would make) and `random.sample`. Each access decodes a fresh dict: a record changed by a
-strategy is its own copy, and the corpus stays as the host staged it.
+strategy is its own copy, and the corpus stays as the host staged it. `subset(positions)` is a
+view of some of its records: what the toolkit's filters and deduplication return for it, so a
+strategy that filters the corpus holds 8 bytes a kept record, not the records.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ def line_offsets(path) -> array:
 class LazyCorpus(Sequence):
     """Records of a canonical JSONL file, decoded on access (see the module docstring)."""
 
-    def __init__(self, path, _offsets: array | None = None, _positions: range | None = None):
+    def __init__(self, path, _offsets: array | None = None, _positions: range | array | None = None):
         self.path = os.fspath(path)
         self._offsets = line_offsets(self.path) if _offsets is None else _offsets
         self._positions = range(len(self._offsets) - 1) if _positions is None else _positions
@@ -47,13 +49,19 @@ class LazyCorpus(Sequence):
     def __len__(self) -> int:
         return len(self._positions)
 
-    def _decode(self, line: int) -> dict:
+    def _decode(self, line: int, fd: int | None = None) -> dict:
         start, end = self._offsets[line], self._offsets[line + 1]
+        if fd is not None:
+            return json.loads(os.pread(fd, end - start, start))
         fd = os.open(self.path, os.O_RDONLY)
         try:
             return json.loads(os.pread(fd, end - start, start))
         finally:
             os.close(fd)
+
+    def subset(self, positions) -> "LazyCorpus":
+        """A view of the records at `positions` of this sequence (in the order given)."""
+        return LazyCorpus(self.path, self._offsets, array("q", (self._positions[n] for n in positions)))
 
     def __getitem__(self, index):
         if isinstance(index, slice):
@@ -62,8 +70,12 @@ class LazyCorpus(Sequence):
 
     def __iter__(self) -> Iterator[dict]:
         positions = self._positions
-        if positions.step != 1:
-            yield from (self._decode(n) for n in positions)
+        if not isinstance(positions, range) or positions.step != 1:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                yield from (self._decode(n, fd) for n in positions)
+            finally:
+                os.close(fd)
             return
         with open(self.path, "rb") as f:   # contiguous: one buffered read, no seek per record
             if len(positions):

@@ -86,18 +86,21 @@ def _parts(curated: Any) -> dict[str, Iterable]:
         parts = {kind: getattr(curated, kind) for kind in ARTIFACTS}
     else:
         raise TypeError(f"curate returned {type(curated).__name__}, not a toolkit.Curated (lists sft, rl, memory)")
+    from curation_strategies.toolkit.spill import RecordList
     for kind, value in parts.items():
-        if not isinstance(value, (list, tuple, type(None))):
+        if not isinstance(value, (list, tuple, RecordList, type(None))):
             raise TypeError(f"curate returned a Curated whose {kind} is {type(value).__name__}, not a list")
     return {kind: value or () for kind, value in parts.items()}
 
 
 def write_records(out_dir: Path, curated: Any) -> None:
+    """`<kind>.jsonl` of each part, a record a line (a RecordList's spilled lines copied as they are)."""
+    from curation_strategies.toolkit.spill import RecordList, encode_record
     for kind, records in _parts(curated).items():
-        with open(out_dir / f"{kind}.jsonl", "w", encoding="utf-8") as out:
-            for record in records:
-                out.write(json.dumps(record, ensure_ascii=False, allow_nan=False))
-                out.write("\n")
+        lines = records.encoded_lines() if isinstance(records, RecordList) else map(encode_record, records)
+        with open(out_dir / f"{kind}.jsonl", "wb") as out:
+            for line in lines:
+                out.write(line)
 
 
 def write_drops(out_dir: Path, rows: list[dict]) -> None:
@@ -167,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         from curation_strategies import toolkit
+        from curation_strategies.toolkit import spill
         from curation_strategies.toolkit.provenance import drops
         from sandbox.llm_client import LLMClient
         from sandbox.simenv.environment import Environment
@@ -177,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         budget = json.loads(args.budget) if args.budget else None
         ctx = Context(read_inputs(args.strategy), args.seed, toolkit, env, llm, budget)
         drops(clear=True)   # this curation's notes only, should a process run more than one
+        spill.SPILL_DIR = str(args.out)   # the sandbox's /tmp is a small tmpfs; the output folder is on disk
         curated = load_strategy(args.strategy).curate(raw, ctx)
         write_records(args.out, curated)
         write_drops(args.out, drops())

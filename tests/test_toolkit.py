@@ -571,8 +571,8 @@ def test_curated_stats_report_cost_train_and_masked_turns():
 
 # --- the sandbox contract ------------------------------------------------------------------
 
-ALLOWED_IMPORTS = {"__future__", "collections", "copy", "dataclasses", "functools", "hashlib", "json",
-                   "random", "re", "sys", "typing", "datasketch", "numpy", "tiktoken"}
+ALLOWED_IMPORTS = {"__future__", "array", "collections", "copy", "dataclasses", "functools", "hashlib", "json", "os",
+                   "random", "re", "sys", "tempfile", "typing", "datasketch", "numpy", "tiktoken"}
 # the one definition of a provenance stamp's digest, shared with the host's checker: stdlib only
 # (test below), and mounted beside the toolkit in both executors
 SHARED_WITH_HOST = {"base.provenance"}

@@ -38,13 +38,13 @@ def curate(raw, ctx):
             out.sft.append(tk.sft_record(trajectory, seg.weights, id=record_id, messages=seg.messages,
                                          tags=["agentrefine", seg.kind]))
 
-    rest = []
-    for trajectory in kept:
+    rest = []   # (position in kept, step): a large corpus's trajectories are read again, not held
+    for n, trajectory in enumerate(kept):
         recovery = tk.recovery_steps(trajectory)
         out.rl.extend(tk.rl_records(trajectory, recovery, tags=["agentrefine", "after_error"]))
-        rest.extend((trajectory, i) for i in tk.clean_steps(trajectory) if i not in recovery)
-    for trajectory, i in tk.sample_steps(rest, ctx.rng("rl-rest"), fraction=RL_REST_FRACTION):
-        out.rl.extend(tk.rl_records(trajectory, [i], tags=["agentrefine", "sampled"]))
+        rest.extend((n, i) for i in tk.clean_steps(trajectory) if i not in recovery)
+    for n, i in tk.sample_steps(rest, ctx.rng("rl-rest"), fraction=RL_REST_FRACTION):
+        out.rl.extend(tk.rl_records(kept[n], [i], tags=["agentrefine", "sampled"]))
 
     # Failed trajectories were dropped from training, but what their errors teach goes to memory.
     constraints = tk.error_constraints(tk.exact_dedup(raw), min_count=MIN_CONSTRAINT_COUNT)

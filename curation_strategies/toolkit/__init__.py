@@ -26,6 +26,7 @@ from .records import Curated, record_meta, repeated, sft_record
 from .rl import clean_steps, recovery_steps, rl_record, rl_records, sample_steps, tool_call_steps
 from .rl_select import (boundary_tasks, fit_rl, from_successes, outcome_spread, reference_priority, rl_budget,
                         task_of)
+from .spill import RecordList
 from .segment import DECISION_KINDS, WINDOW_SHARE, Segment, decision_points, segment, window_tokens, windows
 from .stats import corpus_stats, curated_stats
 from .synthesis import ERROR_KINDS, environment_variants, erroneous_call, llm_refine, refinement_synthesis

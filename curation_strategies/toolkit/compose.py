@@ -13,7 +13,7 @@ from typing import Callable, Mapping, Sequence
 
 from .calls import parse_arguments, tool_calls, validate_call
 from .provenance import stamp, step
-from .trajectory import canonical_json, copy_tools, env_of
+from .trajectory import canonical_json, copy_tools, env_of, kept_at
 
 NO_CALL_REPLY = "None of the functions I have can answer that."
 
@@ -216,4 +216,4 @@ def schema_valid(raws: Sequence[Mapping]) -> list[Mapping]:
             if calls is None or any(validate_call(c, raw.get("tools") or []) for c in [*tool_calls(m), *calls]):
                 return False
         return True
-    return [r for r in raws if valid(r)]
+    return kept_at(raws, [n for n, r in enumerate(raws) if valid(r)])

@@ -9,7 +9,7 @@ import re
 from typing import Any, Callable, Mapping, Sequence
 
 from .calls import call_sequence
-from .trajectory import canonical_json, task_text
+from .trajectory import canonical_json, kept_at, task_text
 
 _WORD = re.compile(r"[a-z0-9]+")
 MINHASH_SCHEME = "affine32"
@@ -46,8 +46,15 @@ def exact_duplicates(raws: Sequence[Mapping]) -> dict[str, str]:
 
 def exact_dedup(raws: Sequence[Mapping]) -> list[Mapping]:
     """The records without their exact duplicates, in corpus order."""
-    dupes = exact_duplicates(raws)
-    return [r for r in raws if r["id"] not in dupes]
+    hashes: set[str] = set()
+    ids, dupes = [], set()
+    for raw in raws:   # exact_duplicates' ids in one pass, holding hashes and ids, not records
+        key = content_hash(raw)
+        if key in hashes:
+            dupes.add(raw["id"])
+        hashes.add(key)
+        ids.append(raw["id"])
+    return kept_at(raws, [n for n, rid in enumerate(ids) if rid not in dupes])
 
 
 def task_shingles(text: str) -> set[str]:
@@ -75,36 +82,51 @@ def near_duplicates(raws: Sequence[Mapping], threshold: float = 0.7, num_perm: i
     call shingles alone is too, so a templated task with different calls never merges. Records are
     visited in corpus order, or by (prefer(raw), corpus order) when `prefer` is given, and the
     first visited of each cluster is kept."""
+    return _near(raws, threshold, num_perm, seed, prefer)[0]
+
+
+def _near(raws, threshold, num_perm, seed, prefer) -> tuple[dict[str, str], list[str]]:
+    """near_duplicates' answer and the id at each position (read in the same pass)."""
     from datasketch import MinHash, MinHashLSH  # on first use: it imports scipy (slow, once per candidate)
 
-    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
-    kept: dict[str, tuple[int, set[str], set[str]]] = {}
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)   # keyed by position: the kept records
     dupes: dict[str, str] = {}
+    ids: list[str] = [""] * len(raws)
     order = sorted(range(len(raws)), key=lambda n: (prefer(raws[n]), n)) if prefer else range(len(raws))
     # The scheme is pinned so signatures do not change with datasketch's default; the
     # permutations are drawn once from the seed and shared by every signature.
     permutations = MinHash(num_perm=num_perm, seed=seed, scheme=MINHASH_SCHEME).permutations
+    recent: dict[int, tuple[str, set[str], set[str]]] = {}   # a kept record's id and shingles, read again when needed
+
+    def shingles_of(pos: int, raw: Mapping | None = None) -> tuple[str, set[str], set[str]]:
+        if pos not in recent:
+            raw = raws[pos] if raw is None else raw
+            calls = call_shingles(raw)
+            if len(recent) >= 4096:
+                recent.clear()
+            recent[pos] = (raw["id"], task_shingles(task_text(raw)) | calls, calls)
+        return recent[pos]
+
     for pos in order:
         raw = raws[pos]
-        calls = call_shingles(raw)
-        shingles = task_shingles(task_text(raw)) | calls
+        rid, shingles, calls = shingles_of(pos, raw)
+        ids[pos] = rid
         sig = MinHash(num_perm=num_perm, seed=seed, permutations=permutations, scheme=MINHASH_SCHEME)
         sig.update_batch([s.encode("utf-8") for s in sorted(shingles)])
         matches = []
-        for key in lsh.query(sig):
-            k_pos, k_shingles, k_calls = kept[key]
+        for k_pos in lsh.query(sig):
+            k_id, k_shingles, k_calls = shingles_of(k_pos)
             if _jaccard(shingles, k_shingles) >= threshold and _jaccard(calls, k_calls) >= threshold:
-                matches.append((k_pos, key))
+                matches.append((k_pos, k_id))
         if matches:
-            dupes[raw["id"]] = min(matches)[1]  # the first kept record in corpus order, whatever LSH's order
+            dupes[rid] = min(matches)[1]  # the first kept record in corpus order, whatever LSH's order
         else:
-            kept[raw["id"]] = (pos, shingles, calls)
-            lsh.insert(raw["id"], sig)
-    return dupes
+            lsh.insert(pos, sig)
+    return dupes, ids
 
 
 def near_dedup(raws: Sequence[Mapping], threshold: float = 0.7, num_perm: int = 128,
                seed: int = 1, prefer: Callable[[Mapping], Any] | None = None) -> list[Mapping]:
     """The records without their near duplicates, in corpus order (see near_duplicates)."""
-    dupes = near_duplicates(raws, threshold, num_perm, seed, prefer)
-    return [r for r in raws if r["id"] not in dupes]
+    dupes, ids = _near(raws, threshold, num_perm, seed, prefer)
+    return kept_at(raws, [n for n, rid in enumerate(ids) if rid not in dupes])

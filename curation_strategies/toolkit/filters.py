@@ -1,5 +1,7 @@
 """Trajectory filters (turns, tokens, outcome, tool use, abandoned) and truncation that keeps a
-record valid. Filters keep corpus order and return the records themselves, not copies."""
+record valid. Filters keep corpus order and return the records themselves, not copies — a list;
+given the sandbox's corpus (or a view of it), a view of it that reads them again on access
+(`kept_at`), so filtering a large corpus holds no records."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +12,7 @@ from .calls import tool_calls
 from .errors import corrections
 from .provenance import stamp, step
 from .tokens import message_tokens, trajectory_tokens
-from .trajectory import assistant_indices, step_boundaries, tool_call_count
+from .trajectory import assistant_indices, kept_at, step_boundaries, tool_call_count
 
 
 def n_turns(raw: Mapping) -> int:
@@ -54,12 +56,13 @@ def is_abandoned(raw: Mapping) -> bool:
 
 def by_turns(raws: Sequence[Mapping], min_turns: int = 1, max_turns: int | None = None) -> list[Mapping]:
     """Trajectories with min_turns <= assistant messages <= max_turns."""
-    return [r for r in raws if n_turns(r) >= min_turns and (max_turns is None or n_turns(r) <= max_turns)]
+    return kept_at(raws, [n for n, r in enumerate(raws)
+                          if n_turns(r) >= min_turns and (max_turns is None or n_turns(r) <= max_turns)])
 
 
 def by_tokens(raws: Sequence[Mapping], max_tokens: int) -> list[Mapping]:
     """Trajectories of at most max_tokens (contents plus call names and arguments)."""
-    return [r for r in raws if trajectory_tokens(r["messages"]) <= max_tokens]
+    return kept_at(raws, [n for n, r in enumerate(raws) if trajectory_tokens(r["messages"]) <= max_tokens])
 
 
 def by_outcome(raws: Sequence[Mapping], success: bool = True, keep_unknown: bool = True,
@@ -67,29 +70,29 @@ def by_outcome(raws: Sequence[Mapping], success: bool = True, keep_unknown: bool
     """Trajectories whose outcome.success equals `success` (and reward >= min_reward when one is
     recorded); those without a recorded outcome are kept only with keep_unknown."""
     kept = []
-    for raw in raws:
+    for n, raw in enumerate(raws):
         outcome = raw.get("outcome") or {}
         ok, reward = outcome.get("success"), outcome.get("reward")
         if ok is None and (reward is None or min_reward is None):
             if keep_unknown:
-                kept.append(raw)
+                kept.append(n)
             continue
         if ok is not None and ok != success:
             continue
         if min_reward is not None and reward is not None and reward < min_reward:
             continue
-        kept.append(raw)
-    return kept
+        kept.append(n)
+    return kept_at(raws, kept)
 
 
 def with_tool_calls(raws: Sequence[Mapping]) -> list[Mapping]:
     """Drop trajectories that never call a tool."""
-    return [r for r in raws if has_tool_call(r)]
+    return kept_at(raws, [n for n, r in enumerate(raws) if has_tool_call(r)])
 
 
 def drop_abandoned(raws: Sequence[Mapping]) -> list[Mapping]:
     """Drop empty and abandoned trajectories."""
-    return [r for r in raws if not is_abandoned(r)]
+    return kept_at(raws, [n for n, r in enumerate(raws) if not is_abandoned(r)])
 
 
 def truncate(raw: Mapping, max_turns: int | None = None, max_tokens: int | None = None) -> dict | None:

@@ -8,16 +8,20 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from .provenance import stamp, step
+from .spill import RecordList
 from .trajectory import assistant_indices, copy_json, copy_messages, copy_tools, env_of
 
 
 @dataclass
 class Curated:
-    """What `curate` returns: SFT, RL and memory records (lists of dicts)."""
+    """What `curate` returns: SFT, RL and memory records. Each is a list of dicts — a `RecordList`
+    unless a strategy puts a plain list there — that keeps its older records on disk, so appending a
+    record per trajectory holds a bounded number in memory: change a record before appending it
+    (toolkit.spill says what a RecordList is)."""
 
-    sft: list = field(default_factory=list)
-    rl: list = field(default_factory=list)
-    memory: list = field(default_factory=list)
+    sft: list = field(default_factory=RecordList)
+    rl: list = field(default_factory=RecordList)
+    memory: list = field(default_factory=RecordList)
 
 
 def record_meta(raw: Mapping, tags: Iterable[str] = (), **extra) -> dict:

@@ -90,6 +90,14 @@ def copy_messages(messages: Sequence[Mapping]) -> list[dict]:
     return out
 
 
+def kept_at(raws: Sequence[Mapping], positions: Sequence[int]) -> Sequence[Mapping]:
+    """The records of `raws` at `positions`, in that order: a view when `raws` is read on access
+    (the sandbox's corpus, or a view of it: it has `subset`), so a filter over the corpus holds
+    positions, not records; otherwise a list of the records themselves."""
+    subset = getattr(raws, "subset", None)
+    return subset(positions) if callable(subset) else [raws[n] for n in positions]
+
+
 def copy_json(value: Any) -> Any:
     """A deep copy of JSON data (dicts, lists, strings, numbers, booleans, None) several times faster
     than copy.deepcopy; any other value inside is copied by copy.deepcopy."""
