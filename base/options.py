@@ -20,6 +20,8 @@ class _OldSpelling(argparse.Action):
         print(f"{parser.prog}: note: {option_string} is the old spelling of {self.new}", file=sys.stderr)
         if self.nargs == 0:
             setattr(namespace, self.dest, self.const)
+        elif self.nargs is None:   # one value, stored as its new spelling stores it
+            setattr(namespace, self.dest, values)
         else:
             setattr(namespace, self.dest, (getattr(namespace, self.dest, None) or []) + list(values))
 
@@ -30,6 +32,13 @@ def add_on_bad_line(parser, what: str = "corpus") -> None:
                         help=f"an invalid {what} line: abort with file:line (default), or skip and count it")
     parser.add_argument("--skip-bad-lines", dest="on_bad_line", action=_OldSpelling, const="skip",
                         new="--on-bad-line skip", help="old spelling of --on-bad-line skip")
+
+
+def add_old_spelling(parser, old: str, new: str, dest: str, **kwargs) -> None:
+    """`old`, an option kept for old command lines that takes one value: stored in `dest` as its new
+    spelling `new` stores it (`kwargs`: its type), and said on stderr."""
+    parser.add_argument(old, dest=dest, action=_OldSpelling, nargs=None, new=new, help=f"old spelling of {new}",
+                        **kwargs)
 
 
 def add_set(parser, what: str = "the profile's budgets") -> None:

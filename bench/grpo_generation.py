@@ -49,7 +49,7 @@ def measure(rl_path: Path, profile_name: str, pairs: int, seed: int = 0, modes=M
     profile = profile.replace(precision="bf16" if compute == "bfloat16" else "fp32")
     source = models.resolve(profile.base)
     tokenizer = models.load_tokenizer(source)
-    rows, stats = data.rl_rows(data.read_records(rl_path, "rl"), tokenizer, profile.max_prompt_length)
+    rows, stats = data.rl_rows(data.read_records(rl_path, "rl"), tokenizer, profile.max_prompt_tokens)
     rows = rows[:profile.grpo_prompts_per_step]
     torch.manual_seed(seed)
     with tempfile.TemporaryDirectory(prefix="grpo-generation-") as tmp:

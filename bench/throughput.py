@@ -322,7 +322,7 @@ def measure(profile_name: str = "test", base: str | None = None, sft_records=Non
     source = models.resolve(base)
     tokenizer = models.load_tokenizer(source)
     examples, _ = data.sft_examples(sft_records, tokenizer, profile.max_length)
-    rows, rl_stats = data.rl_rows(rl_records, tokenizer, profile.max_prompt_length)
+    rows, rl_stats = data.rl_rows(rl_records, tokenizer, profile.max_prompt_tokens)
     if not examples:
         raise UserError(f"no SFT example keeps a trained token within max_length {profile.max_length}; raise it")
     mean_length = sum(len(e["input_ids"]) for e in examples) / len(examples)

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from base.errors import RunFailed, UserError, positive_int, printable
+from base.options import add_old_spelling
 from sandbox.options import add_corpus, add_sandbox, add_timeout
 from trainer.options import add_profile
 from base.files import atomic_write, read_json
@@ -112,7 +113,7 @@ def cmd_curate(args) -> int:
               "so a run rolls such a candidate back unevaluated", file=sys.stderr)
     try:
         length = profile_length_report(curated["sft"], curated["rl"], args.profile, args.max_length,
-                                       args.max_prompt_length)
+                                       args.train_max_prompt_tokens)
     except UserError as exc:   # advisory here: the artifacts stand without it
         length = exc
     read = len(corpus.records) + len(corpus.skipped_lines)
@@ -263,8 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_profile(p, "recipe profile: what its recipe trains is the strategy's ctx.budget (as `run` gives it), "
                    "and its length limits are reported", overrides=None)
     p.add_argument("--max-length", type=positive_int, default=None, help="SFT max_length to report (default: the profile's)")
-    p.add_argument("--max-prompt-length", type=positive_int, default=None,
-                   help="GRPO max_prompt_length to report (default: the profile's)")
+    p.add_argument("--train-max-prompt-tokens", type=positive_int, default=None,
+                   help="GRPO max_prompt_tokens to report (default: the profile's)")
+    add_old_spelling(p, "--max-prompt-length", "--train-max-prompt-tokens", "train_max_prompt_tokens", type=positive_int)
     p.add_argument("--out", type=Path, help="output directory, new or empty (default: RUNS_DIR/curate-<time>)")
     p.add_argument("--runs-dir", type=Path, help="where the output directory goes without --out (default: runs/ of the project)")
     p.add_argument("--seed", type=int, default=0, help="the curation seed (ctx.rng)")

@@ -10,6 +10,7 @@ sentence naming the key (UserError).
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Mapping, Sequence
 
@@ -78,8 +79,12 @@ def _profiles() -> tuple[str, ...]:
     return tuple(PROFILES)
 
 
-BUDGET_OPTIONS = ("max_length", "max_prompt_length")
-"""The options of `run` (LaunchOptions) that `resolve` folds into `train.budget` when not 0 (the profile's)."""
+BUDGET_OPTIONS = {"max_length": "max_length", "train_max_prompt_tokens": "max_prompt_tokens"}
+"""The options of `run` (LaunchOptions) that `resolve` folds into `train.budget` when not 0 (the
+profile's) → the budget's field (--max-prompt-tokens is evaluation's cap: `eval.max_prompt_tokens`)."""
+OLD_OPTIONS = {"max_prompt_length": "train_max_prompt_tokens"}
+"""Options of `run` by their names before issue 72 (flags and config-file keys) → their dest now:
+each still works and says its new name in one line (`old_option`)."""
 RUN_SETS = ("benchmark", "metric", "tasks", "threads", "corpus", "corpus_tools", "corpus_on_error", "holdout")
 """The EvalSpec fields the run sets itself when it evaluates (`RunConfig.eval_spec`), never in `eval`."""
 
@@ -126,7 +131,7 @@ class RunConfig(BaseModel):
         Field(default_factory=TrainSpec)
     """How every candidate is trained (trainer/train.py TrainSpec, given to train_on as it is): its
     base resolved (the profile's when none is given), its budget the profile's overrides
-    (--max-length, --max-prompt-length; the proxy's short SFT). `report_to` also receives the
+    (--max-length, --train-max-prompt-tokens; the proxy's short SFT). `report_to` also receives the
     per-epoch P, C, J, decision, per-category P and scale."""
     windows: bool = False
     """The run took its length limits from the corpus (evolver.launch.check_run_lengths,
@@ -394,9 +399,10 @@ class LaunchOptions(BaseModel):
     max_length: Annotated[int, Field(ge=0), Flag("SFT max_length in tokens (0: the profile's)",
                                                  expected="0 (the profile's) or a positive number of tokens")] = 0
     """Records beyond it are cut or dropped, and a run where nothing would survive fails before training."""
-    max_prompt_length: Annotated[int, Field(ge=0), Flag("GRPO max_prompt_length in tokens (0: the profile's)",
-                                                        expected="0 (the profile's) or a positive number of tokens")] = 0
-    """Longer prompts lose old messages or are dropped."""
+    train_max_prompt_tokens: Annotated[int, Field(ge=0), Flag(
+        "training: most tokens of a GRPO prompt, the profile's max_prompt_tokens (0: the profile's; old name: "
+        "--max-prompt-length)", expected="0 (the profile's) or a positive number of tokens")] = 0
+    """Longer prompts lose old messages or are dropped (`train.budget.max_prompt_tokens`)."""
 
 
 class ResumeOptions(BaseModel):
@@ -427,12 +433,20 @@ def option_values(doc: Any, where: str) -> dict:
         raise UserError(f"{where}: a run config is a mapping of option names to values")
     out = {}
     for key, value in doc.items():
-        dest = {"lambda": "lam"}.get(str(key), str(key).replace("-", "_"))
+        dest = old_option({"lambda": "lam"}.get(str(key), str(key).replace("-", "_")), f"{where}: {key}")
         option = OPTIONS_BY_DEST.get(dest)
         if option is None:
             raise UserError(f"{where}: unknown option {str(key)[:60]!r} (the long options of `curateevo run`)")
         out[dest] = check_option(option, value, where, str(key))
     return out
+
+
+def old_option(dest: str, shown: str) -> str:
+    """The dest of an option named by its old name (`OLD_OPTIONS`), said on stderr; any other as it is."""
+    if dest not in OLD_OPTIONS:
+        return dest
+    print(f"note: {shown} is the old spelling of --{OPTIONS_BY_DEST[OLD_OPTIONS[dest]].name}", file=sys.stderr)
+    return OLD_OPTIONS[dest]
 
 
 def flag_values(given: Mapping[str, Any]) -> dict:
@@ -472,7 +486,7 @@ def resolve(options: Mapping[str, Any], corpus: tuple[str, ...], corpus_sha256: 
     base = o["base"] or get_profile(o["profile"]).base
     if o["margin"] is None:
         o["margin"] = default_margin_of(o, base, benchmark)[0]
-    budget = {k: o[k] for k in BUDGET_OPTIONS if o[k]}   # 0: the profile's
+    budget = {field: o[k] for k, field in BUDGET_OPTIONS.items() if o[k]}   # 0: the profile's
     train = TrainSpec(**as_given(TrainSpec, o), base=base, budget=budget, launcher=o["launcher"] or "",
                       accelerate_config=str(Path(o["accelerate_config"]).resolve()) if o["accelerate_config"] else "")
     evaluation = EvalSpec(**as_given(EvalSpec, o), steps=benchmark not in registry.names() or steps_pass(benchmark, metric))

@@ -110,18 +110,19 @@ def check_run_lengths(config: RunConfig, corpus) -> tuple[RunConfig, str | None]
     report = _rho0_lengths(config, view.records)
     if report is None or report.survivors:
         return config, None   # nothing to train is epoch 0's own verdict ("nothing to train"), not a length limit
-    if not (budget.get("max_length") or budget.get("max_prompt_length")):
-        max_length, max_prompt_length, context = corpus_limits(_rho0(config, view.records)[0], config.train.profile)
+    if not (budget.get("max_length") or budget.get("max_prompt_tokens")):
+        max_length, max_prompt_tokens, context = corpus_limits(_rho0(config, view.records)[0], config.train.profile)
         if max_length > report.max_length:
-            chosen = config.replace(max_length=max_length, max_prompt_length=max(max_prompt_length, report.max_prompt_length),
-                                    windows=True)
+            train = config.train.with_budget(max_length=max_length,
+                                             max_prompt_tokens=max(max_prompt_tokens, report.max_prompt_tokens))
+            chosen = config.replace(train=train.model_dump(), windows=True)
             fitted = _rho0_lengths(chosen, view.records)
             if fitted.survivors:
                 return chosen, (f"length: profile {config.train.profile}'s limits ({report.max_length} / "
-                                f"{report.max_prompt_length} tokens) hold no record of this corpus: its system prompt, "
+                                f"{report.max_prompt_tokens} tokens) hold no record of this corpus: its system prompt, "
                                 f"tools and first request take up to {context} tokens; this run trains at --max-length "
-                                f"{fitted.max_length} --max-prompt-length {fitted.max_prompt_length} (the profile's on top "
-                                f"of them), and ρ0 trains each session longer than that as windows that fit: "
+                                f"{fitted.max_length} --train-max-prompt-tokens {fitted.max_prompt_tokens} (the profile's "
+                                f"on top of them), and ρ0 trains each session longer than that as windows that fit: "
                                 f"{fitted.summary()}")
     raise UserError(f"nothing would be trained: ρ0 keeps every record whole and, at profile {config.train.profile}'s "
                     f"limits, {report.summary()}; " + (f"a run with {report.advice()}" if report.advice() else
@@ -149,7 +150,7 @@ def _rho0_lengths(config: RunConfig, records):
         return None
     budget = config.train.budget
     return profile_length_report(sft, rl, config.train.profile, budget.get("max_length") or None,
-                                 budget.get("max_prompt_length") or None)
+                                 budget.get("max_prompt_tokens") or None)
 
 
 def check_own_strategy(cfg: RunConfig) -> RunConfig:

@@ -9,6 +9,10 @@ it otherwise, one entry below:
   stood at the top (`base`, `profile`, `batch_size`, `max_new_tokens`, `train_budget`,
   `max_length`, …); `nest` moves them in. The same flat keys stay accepted as keywords of
   `RunConfig(...)` / `replace(...)` (a flat key wins over the nested field).
+- `OLD_BUDGET`: before issue 72's names (2026-12), the prompt cap of GRPO was `max_prompt_length`
+  (flat, or a key of `train.budget`); it reads as `max_prompt_tokens`, evaluation's name for its own
+  cap. A training's request.json and summary.json and every key made from a profile still spell it
+  the old way (trainer/recipe.py `WRITTEN_AS`): they are no run.json shape.
 - `NO_DECODING_BUDGET`: a run.json naming no `max_new_tokens` (before 2026-11-29) decoded with
   128 tokens (`environments.policies.limits.LEGACY_MAX_NEW_TOKENS`), not today's default.
 - an old benchmark name (`base.registry.OLD_NAMES`: `replay` before issue 61) reads as its new one.
@@ -27,14 +31,17 @@ from typing import Any, Mapping
 from base import registry
 from base.errors import UserError
 from environments.policies.limits import LEGACY_MAX_NEW_TOKENS
+from trainer.recipe import READ_AS
 
 FLAT = {"base": ("train", "base"), "profile": ("train", "profile"), "report_to": ("train", "report_to"),
         "launcher": ("train", "launcher"), "accelerate_config": ("train", "accelerate_config"),
         "train_budget": ("train", "budget"), "batch_size": ("eval", "batch_size"),
         "max_new_tokens": ("eval", "max_new_tokens"), "eval_steps": ("eval", "steps")}
 """The keys of a run.json written before the specs were nested → (spec, its field)."""
-FLAT_BUDGET = ("max_length", "max_prompt_length")
-"""Keys of such a run.json that are budget overrides of `train` when not 0 (the profile's)."""
+FLAT_BUDGET = {"max_length": "max_length", "max_prompt_length": "max_prompt_tokens"}
+"""Keys of such a run.json that are budget overrides of `train` when not 0 (the profile's) → the budget's field."""
+OLD_BUDGET = READ_AS
+"""Fields of `train.budget` by their names in a run.json written before issue 72 → their names now."""
 OLD_KEYS = (*FLAT, *FLAT_BUDGET)
 """Every top-level key an earlier run.json may hold that RunConfig has no field of."""
 NO_DECODING_BUDGET = LEGACY_MAX_NEW_TOKENS
@@ -43,7 +50,8 @@ NO_DECODING_BUDGET = LEGACY_MAX_NEW_TOKENS
 
 def nest(data: dict, nested: dict[str, dict]) -> None:
     """Move the flat keys of `data` (FLAT, FLAT_BUDGET) into `nested["train"]` / `nested["eval"]`,
-    in place; a budget key must be 0 (the profile's) or a positive number of tokens."""
+    in place, and name the budget's fields as they are named now (OLD_BUDGET); a flat budget key
+    must be 0 (the profile's) or a positive number of tokens."""
     for old, (spec, field) in FLAT.items():
         if old in data:
             nested[spec][field] = data.pop(old)
@@ -53,7 +61,10 @@ def nest(data: dict, nested: dict[str, dict]) -> None:
             raise UserError(f"run config: {old} must be 0 (the profile's) or a positive number of tokens, "
                             f"not {value!r}"[:200])
         if value:
-            nested["train"]["budget"] = {**nested["train"].get("budget", {}), old: value}
+            nested["train"]["budget"] = {**nested["train"].get("budget", {}), FLAT_BUDGET[old]: value}
+    budget = nested["train"].get("budget")
+    if isinstance(budget, Mapping) and OLD_BUDGET.keys() & budget.keys():
+        nested["train"]["budget"] = {OLD_BUDGET.get(k, k): v for k, v in budget.items()}
 
 
 def current_benchmark(data: Any) -> Any:

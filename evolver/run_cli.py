@@ -10,10 +10,11 @@ from pathlib import Path
 
 from evolver import overrides
 from evolver.backends import InFlight, make_backend, read_in_flight
-from evolver.config import (RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values, llm_moved, llm_of, merge_options,
-                            on_backend, option_values, resolve)
+from evolver.config import (OLD_OPTIONS, OPTIONS_BY_DEST, RESUME_OPTIONS, RUN_OPTIONS, RunConfig, flag_values,
+                            llm_moved, llm_of, merge_options, on_backend, option_values, resolve)
 from evolver.options import check_option
 from base.errors import UserError, positive_int
+from base.options import add_old_spelling
 from base.files import atomic_json, is_empty_or_missing, read_json, read_jsonl, sha256_bytes, sha256_file
 from base import registry
 from environments.evaluate import EvalResult
@@ -536,6 +537,9 @@ def add_cli(sub) -> None:
         shown = "" if o.default in (None, []) else f" (default: {o.default})"
         groups[o.group].add_argument(f"--{o.name}", dest=o.dest, type=o.type, nargs=o.nargs, choices=o.allowed(),
                                      default=None, help=o.help + shown)
+    for old, dest in OLD_OPTIONS.items():   # old command lines still work, and say the new spelling
+        o = OPTIONS_BY_DEST[dest]
+        add_old_spelling(p, f"--{old.replace('_', '-')}", f"--{o.name}", dest, type=o.type)
     p.add_argument("--config", help="YAML/JSON file of run options (keys: these long options); flags given here win")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="any setting by its dotted key in run.json (train.profile=cpu-small, eval.batch_size=16, "

@@ -205,3 +205,10 @@ def test_curate_warns_in_one_sentence_when_the_strategy_would_train_nothing(stra
                         "record, so a run rolls such a candidate back unevaluated"]
     assert cli.main(["curate", "--out", str(tmp_path / "seed"), "--quiet"]) == 0   # ρ0 trains: no warning
     assert "would train nothing" not in capsys.readouterr().err
+
+
+def test_the_old_name_of_the_prompt_cap_in_a_profile_override_says_the_new_one(capsys):
+    from trainer.cli import parse_budget
+
+    assert parse_budget(["max_prompt_length=512"]) == parse_budget(["max_prompt_tokens=512"]) == {"max_prompt_tokens": 512}
+    assert capsys.readouterr().err == "note: --set max_prompt_length is the old spelling of --set max_prompt_tokens\n"

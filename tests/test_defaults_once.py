@@ -33,7 +33,7 @@ READERS = {
     "experiments/quality/cells.py": {"tasks", "seeds"},
     "experiments/quality/cli.py": {"--seeds", "--batch-size", "--max-new-tokens", "--tasks"},
     "experiments/eval_cli.py": {"--base", "--threads", "--batch-size", "--max-new-tokens", "--memory-k"},
-    "experiments/probe.py": {"--base", "--threads", "--max-new-tokens", "max_new_tokens", "max_prompt_length", "threads"},
+    "experiments/probe.py": {"--base", "--threads", "--max-new-tokens", "max_new_tokens", "max_prompt_tokens", "threads"},
     "trainer/train.py": {"profile"},
     "trainer/options.py": {"--profile"},
 }

@@ -153,7 +153,7 @@ def test_qwen3_4b_architecture_from_its_published_config(tmp_path):
 
 def test_throughput_bench_on_the_tiny_model():
     sft, rl = sample_records(short=True)
-    r = measure("test", "tiny-random", sft[:8], rl[:2], sft_steps=2, grpo_steps=2, max_length=256, max_prompt_length=256,
+    r = measure("test", "tiny-random", sft[:8], rl[:2], sft_steps=2, grpo_steps=2, max_length=256, max_prompt_tokens=256,
                 max_completion_length=4)
     assert r["device"] == "cpu" and r["dtype"] == "float32" and "measured fp32 matmul" in r["peak_source"]
     assert set(r["cpu_peaks"]) == {"float32", "bfloat16"} and all(v > 0 for v in r["cpu_peaks"].values())

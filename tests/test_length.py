@@ -31,11 +31,11 @@ def seed_curation():
 
 def test_long_multi_turn_records_are_counted_as_cut_or_dropped(tokenizer, seed_curation):
     sft, rl = seed_curation.sft, seed_curation.rl
-    roomy = length_report(sft, rl, tokenizer, max_length=32768, max_prompt_length=32768)
+    roomy = length_report(sft, rl, tokenizer, max_length=32768, max_prompt_tokens=32768)
     assert (roomy.sft_cut, roomy.sft_dropped, roomy.rl_cut, roomy.rl_dropped) == (0, 0, 0, 0)
     assert roomy.survivors == len(sft) + len(rl) == 5 + 48
     # the airline policy and the corpus's catalogue of 14 tools take ~1,600 tokens before the first turn
-    tight = length_report(sft, rl, tokenizer, max_length=1620, max_prompt_length=1620)
+    tight = length_report(sft, rl, tokenizer, max_length=1620, max_prompt_tokens=1620)
     assert tight.sft_cut == len(sft) and 0 < tight.sft_dropped < len(sft)
     assert tight.rl_dropped > len(rl) / 2
     assert tight.survivors == len(sft) - tight.sft_dropped + len(rl) - tight.rl_dropped
@@ -44,14 +44,16 @@ def test_long_multi_turn_records_are_counted_as_cut_or_dropped(tokenizer, seed_c
 
 def test_nothing_survives_limits_shorter_than_the_system_prompt(tokenizer, seed_curation):
     report = length_report(seed_curation.sft, seed_curation.rl, tokenizer, max_length=64,
-                           max_prompt_length=64)
+                           max_prompt_tokens=64)
     assert report.survivors == 0
     assert report.to_json()["survivors"] == 0
+    # a run's journal keeps the prompt cap by its name before issue 72, so its stage results are as they were
+    assert report.to_json()["max_prompt_length"] == 64 and "max_prompt_tokens" not in report.to_json()
 
 
 def test_a_profile_supplies_the_tokenizer_and_limits_and_max_length_overrides(seed_curation):
     cpu = profile_length_report(seed_curation.sft, seed_curation.rl, "cpu-small")
-    assert (cpu.max_length, cpu.max_prompt_length) == (1536, 1536)
+    assert (cpu.max_length, cpu.max_prompt_tokens) == (1536, 1536)
     longer = profile_length_report(seed_curation.sft, seed_curation.rl, "cpu-small", max_length=8192)
     assert longer.max_length == 8192 and longer.sft_dropped <= cpu.sft_dropped
 
@@ -61,17 +63,17 @@ def test_rl_counts_equal_what_the_trainer_does_to_the_prompts(tokenizer, seed_cu
                                                               cut, dropped):
     rl = seed_curation.rl[::8]                 # a spread of prefix lengths, kept small for speed
     _, stats = rl_rows(rl, tokenizer, limit)
-    report = length_report([], rl, tokenizer, max_length=1, max_prompt_length=limit)
+    report = length_report([], rl, tokenizer, max_length=1, max_prompt_tokens=limit)
     assert (report.rl_cut, report.rl_dropped) == (stats.shortened, stats.dropped_too_long) == (cut, dropped)
 
 
 def test_the_report_says_which_limits_keep_every_record(tokenizer, seed_curation):
-    tight = length_report(seed_curation.sft, seed_curation.rl, tokenizer, max_length=1024, max_prompt_length=1024)
+    tight = length_report(seed_curation.sft, seed_curation.rl, tokenizer, max_length=1024, max_prompt_tokens=1024)
     whole = length_report(seed_curation.sft, seed_curation.rl, tokenizer, max_length=tight.sft_longest,
-                          max_prompt_length=tight.rl_longest)
+                          max_prompt_tokens=tight.rl_longest)
     assert (whole.sft_cut, whole.sft_dropped, whole.rl_cut, whole.rl_dropped) == (0, 0, 0, 0)
     longest = tight.sft_longest
     assert f"--max-length {-(-longest // 256) * 256} keeps every SFT record whole (the longest has {longest} tokens)" \
         in tight.advice()
-    assert f"--max-prompt-length {-(-tight.rl_longest // 256) * 256} keeps every RL prompt" in tight.advice()
+    assert f"--train-max-prompt-tokens {-(-tight.rl_longest // 256) * 256} keeps every RL prompt" in tight.advice()
     assert whole.advice() == ""

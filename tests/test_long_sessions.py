@@ -51,14 +51,14 @@ def test_a_long_session_corpus_is_not_refused_by_the_test_profile_and_its_window
     budget = config.train.budget
     said = next(line for line in err.splitlines() if line.startswith("length: "))
     assert "profile test's limits (1024 / 1536 tokens) hold no record of this corpus" in said
-    assert f"--max-length {budget['max_length']} --max-prompt-length {budget['max_prompt_length']}" in said
+    assert f"--max-length {budget['max_length']} --train-max-prompt-tokens {budget['max_prompt_tokens']}" in said
     assert 1024 < budget["max_length"] <= 4096   # the context plus the profile's 1,024: not the 10,305 of a whole session
     assert config.windows and json.loads((store.root / "run.json").read_text())["windows"] is True   # resume reads it
     sft, rl = launch._rho0(config, launch.registry.get(config.benchmark).train_view(load_corpus([str(TAU)]),
                                                                                       config.effective_holdout).records)
     assert config.curation_budget["max_length"] == budget["max_length"]   # what ρ0 is given in the sandbox
     assert config.curation_budget["windows"] is True and any("window" in r["meta"]["tags"] for r in sft)
-    report = profile_length_report(sft, rl, "test", budget["max_length"], budget["max_prompt_length"])
+    report = profile_length_report(sft, rl, "test", budget["max_length"], budget["max_prompt_tokens"])
     assert report.survivors and report.sft_records - report.sft_dropped > report.sft_records * 3 // 4
     tokenizer = _profile_tokenizer(get_profile("test"))
     for record in sft:

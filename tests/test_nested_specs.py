@@ -15,6 +15,7 @@ from experiments.quality.cells import Cells, Setting
 from evolver.config import RUN_SETS, RunConfig
 from evolver.old_runs import FLAT, FLAT_BUDGET
 from sandbox.process_executor import ProcessExecutor
+from trainer.recipe import profile_fields
 from trainer.train import TrainSpec
 
 # computed on main at abee770, before the nesting, when the decoding budget was 128 (the default until 2026-11-29)
@@ -48,6 +49,9 @@ def test_a_run_json_with_the_specs_fields_flat_reads_back_to_the_config_it_resol
     evaluate_on then (its train_spec and eval_spec), and the candidates' ctx.budget."""
     old, resolved = read_json(FIXTURES / "flat-1129.json"), read_json(FIXTURES / "flat-1129.resolved.json")
     cfg = RunConfig.from_json(old)
+    # the budget's prompt cap is named max_prompt_tokens since issue 72 (trainer.recipe.READ_AS)
+    resolved["budget_overrides"] = profile_fields(resolved["budget_overrides"])
+    resolved["train_spec"]["budget"] = profile_fields(resolved["train_spec"]["budget"])
     assert cfg.train.model_dump(mode="json") == resolved["train_spec"]
     # EvalSpec's corpus_split is named holdout since issue 72 (never in run.json: what the run sets itself)
     then = {("holdout" if k == "corpus_split" else k): v for k, v in resolved["eval_spec"].items()}

@@ -87,10 +87,10 @@ def test_a_profile_at_the_old_behaviour_keeps_the_training_key_main_computed(tmp
     """The profile fields added for issue 59 (grpo_generation, sft_memory_hints) enter a training
     key only when they differ from the behaviour before them, so cpu-small's (and paper's) cached
     cells and adopted runs still match; a profile that changes one of them gets a key of its own."""
-    from trainer.recipe import KEYED_WHEN_CHANGED, RECIPE, get_profile
+    from trainer.recipe import KEYED_WHEN_CHANGED, RECIPE, get_profile, profile_data
 
     def main_recipe(profile: str, budget: dict) -> dict:   # main's recipe_of: the Profile without the new fields
-        fields = dataclasses.asdict(get_profile(profile).replace(**budget))
+        fields = profile_data(get_profile(profile).replace(**budget))   # the prompt cap by its name then (WRITTEN_AS)
         return {"recipe": dataclasses.asdict(RECIPE), "base": None,
                 "profile": {k: v for k, v in fields.items() if k not in KEYED_WHEN_CHANGED}}
 
@@ -139,3 +139,35 @@ def test_a_cell_whose_sft_stage_the_cache_already_trained_reuses_it_under_its_ow
     assert summaries[1]["grpo"]["steps"] == 1 and summaries[0]["sft_key"] == summaries[1]["sft_key"]
     for cells in (first, second):
         assert (cells.training_key(row, 0), cells.cell_key(row, 0)) == _old_keys(cells, row, 0)
+
+
+# Training keys (Cells.recipe_of, as experiments.quality.cells._key hashes it: no budget, and the
+# GRPO prompt cap at 2,048 tokens) and calibration keys (calibration._key of Setting.to_json: the
+# test profile with that cap, and the default setting) before the prompt cap was renamed
+# max_prompt_tokens (issue 72), computed at b676dec.
+KEYS_BEFORE_THE_RENAME = {"cpu-small": ("a4893dec63816417dca4fc6e", "5174c8e132d0ee69e4ed14f4"),
+                          "test": ("2cd59434e4fcd142c46a2330", "5f476ac96cc55bb0a08b1cf1"),
+                          "paper": ("ef7e2508aec8d74fa27eb0cc", "1c6aa9d66bf21aea21ac6d89")}
+CALIBRATION_KEYS_BEFORE_THE_RENAME = ("b0f7e1d28e301a4e", "b045d7052d571f45")
+
+
+def test_the_prompt_caps_new_name_keeps_every_training_and_calibration_key():
+    """The profile's prompt cap is max_prompt_tokens since issue 72; a key made from a profile or a
+    budget names it max_prompt_length, as before (trainer.recipe.WRITTEN_AS), so cached trainings,
+    cells, adoptions and calibrations stay valid; a request.json written before the rename and one
+    written now are the same training to adopt()."""
+    from types import SimpleNamespace
+
+    from experiments.quality.calibration import _key as calibration_key
+    from trainer.recipe import get_profile, profile_data, profile_key
+
+    for profile, (plain, capped) in KEYS_BEFORE_THE_RENAME.items():
+        cells = SimpleNamespace(setting=Setting(train=TrainSpec(profile=profile)), base=get_profile(profile).base)
+        assert cells_mod._key(Cells.recipe_of(cells, {})) == plain, profile
+        assert cells_mod._key(Cells.recipe_of(cells, {"max_prompt_tokens": 2048})) == capped, profile
+        fields = dataclasses.asdict(get_profile(profile))
+        before = {("max_prompt_length" if k == "max_prompt_tokens" else k): v for k, v in fields.items()}
+        assert profile_key(before) == profile_key(fields) == profile_key(profile_data(get_profile(profile)))
+    capped = Setting(train=TrainSpec(profile="test", budget={"max_prompt_tokens": 2048}))
+    assert (calibration_key(capped.to_json()), calibration_key(Setting().to_json())) == \
+        CALIBRATION_KEYS_BEFORE_THE_RENAME

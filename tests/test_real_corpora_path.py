@@ -185,16 +185,16 @@ def test_a_run_that_would_train_on_nothing_refuses_before_any_work_and_says_the_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(
         "curateevo: error: nothing would be trained: ρ0 keeps every record whole and, at profile test's limits, "
-        "SFT 5: 5 cut, 5 dropped at max_length 1024; RL 48: 0 shortened, 48 dropped at max_prompt_length 1536; "
+        "SFT 5: 5 cut, 5 dropped at max_length 1024; RL 48: 0 shortened, 48 dropped at max_prompt_tokens 1536; "
         "a run with --max-length ")
-    assert "keeps every SFT record whole" in err[0] and "--max-prompt-length " in err[0]
+    assert "keeps every SFT record whole" in err[0] and "--train-max-prompt-tokens " in err[0]
     assert not (tmp_path / "tau").exists()
 
 
 def test_the_log_shows_what_training_used_not_what_was_curated(tmp_path, capsys):
     # RL prompts fit 2,048 tokens, no SFT record fits 1,024: the epoch trains GRPO alone, and says so
     assert cli.main(run_args(tmp_path, "tau", [TAU], "--benchmark", "bfcl-single", "--tasks", "2",
-                             "--max-prompt-length", "2048")) == 0
+                             "--train-max-prompt-tokens", "2048")) == 0
     err = capsys.readouterr().err
     assert "length (test): SFT 5: 5 cut, 5 dropped at max_length 1024; RL 48:" in err
     assert "warning: every one of the 5 SFT records is dropped at max_length 1024, so this training uses RL alone" in err

@@ -113,7 +113,7 @@ def flat(written: dict) -> dict:
     out, nested = dict(written), {"train": dict(written["train"]), "eval": dict(written["eval"])}
     del out["train"], out["eval"]
     budget = dict(nested["train"].pop("budget"))
-    out.update({key: budget.pop(key, 0) for key in FLAT_BUDGET})
+    out.update({key: budget.pop(field, 0) for key, field in FLAT_BUDGET.items()})
     out.update({old: nested[spec].pop(field) for old, (spec, field) in FLAT.items() if field != "budget"},
                train_budget=budget)
     assert nested == {"train": {}, "eval": {"max_prompt_tokens": 4096, "memory_k": 3}}
@@ -175,7 +175,7 @@ SET_BY_THE_RUN = {
 # The fields of the nested specs no option of `run` sets, each with what sets it instead (and
 # evolver.config.RUN_SETS: what the run adds to `eval` when it evaluates, never in run.json).
 SET_IN_THE_SPECS = {
-    "train.budget": "--max-length, --max-prompt-length (their profile's when 0), and the proxy's short SFT",
+    "train.budget": "--max-length, --train-max-prompt-tokens (their profile's when 0), and the proxy's short SFT",
     "eval.steps": "--benchmark and --metric (single-turn tasks skip the step pass unless P is step_accuracy)",
     "eval.max_prompt_tokens": "nothing: the spec's default, as every evaluation of the project",
     "eval.memory_k": "nothing: the spec's default, as every evaluation of the project",
@@ -225,7 +225,7 @@ def test_every_run_setting_is_an_option_of_run_and_recorded_in_run_json():
                                                                              if p.startswith(f"{key}.")}, key
     assert set(EXAMPLES) == set(options)
     argv = [a for flags, _ in EXAMPLES.values() for a in flags] + ["--model", "m", "--agent-steps", "5",
-                                                                   "--max-length", "512", "--max-prompt-length", "256"]
+                                                                   "--max-length", "512", "--train-max-prompt-tokens", "256"]
     given = run_options(cli.build_parser().parse_args(["run", *argv]))
     config = resolve(given, tuple(str(Path(p).resolve()) for p in given["corpus"]), "abc")
     written = config.to_json()   # what RunStore.create writes to run.json
@@ -237,7 +237,7 @@ def test_every_run_setting_is_an_option_of_run_and_recorded_in_run_json():
         assert doc[model.model_fields[option].alias or option] == (list(value) if isinstance(value, tuple) else value), path
     assert config.llm.model == "m" and config.eval.steps   # bfcl: multi-turn
     assert config.agent == AgentLimits(step_limit=5) and "command_timeout_s" not in written["agent"]
-    assert config.train.budget == written["train"]["budget"] == {"max_length": 512, "max_prompt_length": 256}
+    assert config.train.budget == written["train"]["budget"] == {"max_length": 512, "max_prompt_tokens": 256}
     assert (config.corpus_sha256, config.split) == ("abc", "dev")
     assert RunConfig.from_json(written) == config
 
@@ -317,3 +317,45 @@ def test_a_run_json_that_names_no_decoding_budget_decoded_with_128_and_a_new_run
     assert written["eval"]["max_new_tokens"] == 128 and RunConfig.from_json(written).eval.max_new_tokens == 128
     assert RunConfig().eval.max_new_tokens == 256
     assert RunConfig.from_json({**written, "eval": {**written["eval"], "max_new_tokens": 64}}).eval.max_new_tokens == 64
+
+
+def test_the_old_spelling_of_the_training_prompt_cap_still_works_and_says_the_new_one(tmp_path, capsys):
+    """Issue 72: the prompt cap of GRPO is `max_prompt_tokens`, as evaluation's; `run` names it
+    --train-max-prompt-tokens (its --max-prompt-tokens is evaluation's cap). --max-prompt-length,
+    as a flag of `run` and `curate` and as a key of a config file, means what it meant and says so."""
+    def budget_of(argv: list[str]) -> dict:
+        given = run_options(cli.build_parser().parse_args(["run", "--corpus", str(SAMPLE_CORPUS), *argv]))
+        from evolver.config import resolve
+
+        return resolve(given, (str(SAMPLE_CORPUS),), "abc").train.budget
+
+    assert budget_of(["--train-max-prompt-tokens", "256"]) == {"max_prompt_tokens": 256}
+    assert capsys.readouterr().err == ""
+    assert budget_of(["--max-prompt-length", "256"]) == {"max_prompt_tokens": 256}
+    assert capsys.readouterr().err == \
+        "curateevo run: note: --max-prompt-length is the old spelling of --train-max-prompt-tokens\n"
+    config = tmp_path / "run.yaml"
+    config.write_text("max-prompt-length: 256\n")
+    assert budget_of(["--config", str(config)]) == {"max_prompt_tokens": 256}
+    assert capsys.readouterr().err == \
+        f"note: {config}: max-prompt-length is the old spelling of --train-max-prompt-tokens\n"
+    assert budget_of(["--max-prompt-tokens", "256"]) == {}   # evaluation's cap, as before
+    curate = cli.build_parser().parse_args(["curate", "--max-prompt-length", "512"])
+    assert curate.train_max_prompt_tokens == 512
+    assert capsys.readouterr().err == \
+        "curateevo curate: note: --max-prompt-length is the old spelling of --train-max-prompt-tokens\n"
+
+
+def test_a_run_json_naming_the_prompt_cap_max_prompt_length_reads_as_the_same_config():
+    """A run.json written before issue 72 named the training prompt cap `max_prompt_length`, flat
+    (before the nesting) or in `train.budget`: it resumes and replays with the same config as one
+    naming it `max_prompt_tokens`, and is written back under the new name (evolver/old_runs.py)."""
+    doc = json.loads((FIXTURES / "nested-1206.json").read_text())
+    new = RunConfig.from_json({**doc, "train": {**doc["train"], "budget": {"max_length": 512, "max_prompt_tokens": 256}}})
+    old = RunConfig.from_json({**doc, "train": {**doc["train"], "budget": {"max_length": 512, "max_prompt_length": 256}}})
+    assert old == new and old.train.resolved.max_prompt_tokens == 256
+    assert old.to_json()["train"]["budget"] == {"max_length": 512, "max_prompt_tokens": 256}
+    assert RunConfig.from_json(old.to_json()) == new
+    flat = json.loads((FIXTURES / "flat-1129.json").read_text())   # flat, from before the nesting
+    assert flat["max_prompt_length"] == 256 and RunConfig.from_json(flat).train.budget["max_prompt_tokens"] == 256
+    assert RunConfig(max_prompt_length=300).train.budget == {"max_prompt_tokens": 300}   # the flat keyword, likewise

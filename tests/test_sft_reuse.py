@@ -16,7 +16,7 @@ from trainer.train import PROJECT_ROOT, child_env, train
 
 SEED = 3
 GRPO_BUDGET = {"grpo_max_steps": 1, "num_generations": 4, "grpo_prompts_per_step": 1, "grpo_micro_batch": 2,
-               "max_completion_length": 8, "max_prompt_length": 1024}
+               "max_completion_length": 8, "max_prompt_tokens": 1024}
 """GRPO budgets other than the `test` profile's: an SFT-only training with them has the same SFT stage."""
 
 
@@ -124,7 +124,7 @@ def test_the_key_holds_every_profile_field_but_the_grpo_only_ones(inputs, tmp_pa
     key = sft_key(sft, base=prof.base, seed=SEED, profile=prof)
     assert set(GRPO_ONLY) <= {f.name for f in dataclasses.fields(Profile)}
     other = {"grpo_max_steps": 5, "grpo_prompts_per_step": 4, "num_generations": 4, "grpo_micro_batch": 1,
-             "max_prompt_length": 99, "max_completion_length": 3, "grpo_generation": "trl", "grpo_learning_rate": 1e-3,
+             "max_prompt_tokens": 99, "max_completion_length": 3, "grpo_generation": "trl", "grpo_learning_rate": 1e-3,
              "vllm_mode": "server", "vllm_server_url": "http://h:1"}
     assert set(other) == set(GRPO_ONLY)
     for name, value in other.items():

@@ -89,6 +89,18 @@ def test_a_profiles_learning_rates_reach_trl_and_are_recorded_and_paper_keeps_th
         get_profile("test").replace(sft_learning_rate=3)
 
 
+def test_a_training_writes_the_prompt_cap_by_its_old_name_and_reads_it_back():
+    """request.json and summary.json keep the profile's prompt cap as `max_prompt_length`, its name
+    before issue 72 (trainer.recipe.WRITTEN_AS): what adoption keys and older readers find; the
+    worker reads it back as the field `max_prompt_tokens`."""
+    from trainer.recipe import as_dict, profile_data, profile_fields
+
+    prof = get_profile("cpu-small")
+    written = profile_data(prof)
+    assert written["max_prompt_length"] == prof.max_prompt_tokens == 1536 and "max_prompt_tokens" not in written
+    assert as_dict(RECIPE, prof)["profile"] == written and Profile(**profile_fields(written)) == prof
+
+
 def test_sft_stops_at_two_epochs_or_the_step_budget():
     prof = get_profile("cpu-small")
     assert sft_steps(RECIPE, prof, 5) == 5   # two epochs of 5 examples in batches of 2
@@ -214,13 +226,13 @@ def test_rl_prompts_drop_old_turns_to_fit_and_keep_the_task_and_latest_turn(raw,
     record = {"id": "x", "messages": r["messages"][:k], "tools": r["tools"], "reward": "tool_call_match",
               "reference": {"content": "ok"}}
     full = len(tokenizer(cf.render_prompt(record["messages"], r["tools"]))["input_ids"])
-    rows, stats = data.rl_rows([record], tokenizer, max_prompt_length=full - 50)
+    rows, stats = data.rl_rows([record], tokenizer, max_prompt_tokens=full - 50)
     assert stats.shortened == 1 and stats.prompts == 1
     prompt = rows[0]["prompt"]
     assert r["messages"][0]["content"] in prompt and record["messages"][-1]["content"] in prompt
     assert prompt.endswith(cf.GENERATION_PROMPT)
     assert len(tokenizer(prompt)["input_ids"]) <= full - 50
-    _, stats = data.rl_rows([record], tokenizer, max_prompt_length=100)
+    _, stats = data.rl_rows([record], tokenizer, max_prompt_tokens=100)
     assert stats.dropped_too_long == 1
 
 

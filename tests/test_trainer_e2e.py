@@ -111,7 +111,7 @@ def test_a_crashed_training_process_is_a_run_failure_not_a_crash_of_the_caller(i
 def test_what_the_child_finds_wrong_with_the_input_is_one_sentence(inputs, tmp_path):
     sft, rl = inputs
     with pytest.raises(UserError, match="nothing to train"):
-        train(sft, rl, tmp_path / "short", profile="test", max_length=50, max_prompt_length=50)
+        train(sft, rl, tmp_path / "short", profile="test", max_length=50, max_prompt_tokens=50)
 
 
 def test_bad_arguments_exit_2_with_one_line(inputs, tmp_path, capsys):
@@ -129,7 +129,7 @@ def test_bad_arguments_exit_2_with_one_line(inputs, tmp_path, capsys):
 def test_train_checks_the_lengths_as_a_run_does_and_refuses_before_starting_a_child(inputs, tmp_path, capsys):
     sft, rl = inputs
     rc = main(["train", "--sft", str(sft), "--rl", str(rl), "--profile", "test", "--set", "max_length=50",
-               "max_prompt_length=50", "--out", str(tmp_path / "o")])
+               "max_prompt_tokens=50", "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1 and "nothing would be trained" in err[0] and "--max-length" in err[0]
     assert not (tmp_path / "o").exists()

@@ -9,18 +9,22 @@ from pathlib import Path
 
 from base.errors import UserError, positive_seconds
 from trainer.options import add_profile
-from trainer.recipe import Profile
+from trainer.recipe import READ_AS, Profile
 from trainer.tracking import DEFAULT_REPORT_TO, REPORT_TO
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def parse_budget(pairs: list[str]) -> dict:
-    """`--set sft_max_steps=10` → {"sft_max_steps": 10}, typed like the profile field."""
+    """`--set sft_max_steps=10` → {"sft_max_steps": 10}, typed like the profile field; a field by
+    its old name (trainer.recipe.READ_AS: max_prompt_length) is read as its new one, said on stderr."""
     fields = {f.name: f for f in dataclasses.fields(Profile)}
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
+        if sep and key in READ_AS:
+            print(f"note: --set {key} is the old spelling of --set {READ_AS[key]}", file=sys.stderr)
+            key = READ_AS[key]
         if not sep or key not in fields or key == "name":
             raise UserError(f"--set {pair}: expected FIELD=VALUE with FIELD one of "
                             + ", ".join(k for k in fields if k != "name"))

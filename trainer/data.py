@@ -9,7 +9,7 @@ start is kept): the system prompt with the tools and the task come first, and wi
 trained turns would be learned in a context the model never sees at inference. An example left
 with no trained token is dropped; both counts go to the summary.
 
-RL: a record's prefix is rendered as a generation prompt. A prompt over `max_prompt_length` loses
+RL: a record's prefix is rendered as a generation prompt. A prompt over `max_prompt_tokens` loses
 whole messages after the first user message, oldest first (system prompt, tools, the task and the
 latest turns are kept); one that still does not fit is dropped and counted.
 """
@@ -110,7 +110,7 @@ def sft_examples(records: Sequence[Mapping], tokenizer, max_length: int,
 class RLStats:
     """What `rl_rows` made of the RL records (the training summary's `data.rl`)."""
     records: int = 0
-    prompts: int = 0                # prompts that fit max_prompt_length (after shortening)
+    prompts: int = 0                # prompts that fit max_prompt_tokens (after shortening)
     shortened: int = 0              # prompts that lost old messages to fit
     dropped_too_long: int = 0       # prompts that cannot fit at all
     prompt_tokens: int = 0          # of the prompts kept
@@ -139,14 +139,14 @@ def fit_prompt(messages: Sequence[Mapping], tools: Sequence[Mapping], tokenizer,
         shortened = True
 
 
-def rl_rows(records: Sequence[Mapping], tokenizer, max_prompt_length: int,
+def rl_rows(records: Sequence[Mapping], tokenizer, max_prompt_tokens: int,
             style: str = cf.DEFAULT_STYLE) -> tuple[list[dict], RLStats]:
     """One GRPO row per usable RL record: the file form of sandbox.exchange (the columns TRL hands
     to trainer.rewards) with `prompt` the fitted prompt text. `records` may be file rows too."""
     stats = RLStats(records=len(records))
     rows = []
     for r in map(functools.partial(exchange.from_file, "rl"), records):
-        fitted = fit_prompt(r["messages"], r.get("tools") or [], tokenizer, max_prompt_length, style)
+        fitted = fit_prompt(r["messages"], r.get("tools") or [], tokenizer, max_prompt_tokens, style)
         if fitted is None:
             stats.dropped_too_long += 1
             continue

@@ -111,7 +111,7 @@ torchrun --standalone --nnodes=1 --nproc_per_node="$GPUS" -m verl.trainer.sft_tr
 python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo algorithm.norm_adv_by_std_in_grpo=True \\
   algorithm.use_kl_in_reward=False \\
   data.train_files={d}/rl.parquet data.val_files={d}/rl.parquet data.prompt_key=prompt \\
-  data.train_batch_size={p.grpo_prompts_per_step} data.max_prompt_length={p.max_prompt_length} \\
+  data.train_batch_size={p.grpo_prompts_per_step} data.max_prompt_length={p.max_prompt_tokens} \\
   data.max_response_length={p.max_completion_length} data.filter_overlong_prompts=True data.truncation=error \\
   actor_rollout_ref.model.path="$SFT_MODEL" actor_rollout_ref.model.lora_rank={r.lora_r} \\
   actor_rollout_ref.model.lora_alpha={r.lora_alpha} actor_rollout_ref.model.target_modules={r.lora_target_modules} \\

@@ -2,7 +2,7 @@
 
 The records are rendered and tokenized as training will, through the chat format: an SFT record
 longer than `max_length` is cut (its end is lost) and dropped when no trained token is left
-(`trainer.data.sft_examples` itself); an RL prompt over `max_prompt_length` loses old messages
+(`trainer.data.sft_examples` itself); an RL prompt over `max_prompt_tokens` loses old messages
 and is dropped when it still does not fit (`trainer.data.fit_prompt`). `fit_prompt` removes one
 message at a time and tokenizes each shorter prompt; here only its two ends are tokenized — the
 whole prompt, and the shortest one it would try (the messages up to the first user message plus
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class LengthReport:
     max_length: int
-    max_prompt_length: int
+    max_prompt_tokens: int
     sft_records: int
     sft_cut: int          # longer than max_length: their end is not trained
     sft_dropped: int      # nothing trained is left after the cut
@@ -48,12 +48,15 @@ class LengthReport:
         return self.sft_records - self.sft_dropped + self.rl_records - self.rl_dropped
 
     def to_json(self) -> dict:
-        return {**asdict(self), "survivors": self.survivors}
+        """The report as a run's journal keeps it: the prompt cap by its written name (trainer.recipe.WRITTEN_AS)."""
+        from trainer.recipe import written_as
+
+        return {**written_as(asdict(self)), "survivors": self.survivors}
 
     def summary(self) -> str:
         return (f"SFT {self.sft_records}: {self.sft_cut} cut, {self.sft_dropped} dropped at "
                 f"max_length {self.max_length}; RL {self.rl_records}: {self.rl_cut} shortened, "
-                f"{self.rl_dropped} dropped at max_prompt_length {self.max_prompt_length}")
+                f"{self.rl_dropped} dropped at max_prompt_tokens {self.max_prompt_tokens}")
 
     def advice(self) -> str:
         """What would keep the records ("" when nothing is cut or dropped): a --max-length for SFT
@@ -63,14 +66,14 @@ class LengthReport:
             parts.append(f"--max-length {math.ceil(self.sft_longest / 256) * 256} keeps every SFT record whole "
                          f"(the longest has {self.sft_longest} tokens)")
         if self.rl_dropped:
-            parts.append(f"--max-prompt-length {math.ceil(self.rl_longest / 256) * 256} keeps every RL prompt "
+            parts.append(f"--train-max-prompt-tokens {math.ceil(self.rl_longest / 256) * 256} keeps every RL prompt "
                          f"(the longest has {self.rl_longest} tokens)")
         return "; ".join(parts)
 
 
 def length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], tokenizer, max_length: int,
-                  max_prompt_length: int, style: str = cf.DEFAULT_STYLE) -> LengthReport:
-    """What `max_length` / `max_prompt_length` do to these curated records (module docstring)."""
+                  max_prompt_tokens: int, style: str = cf.DEFAULT_STYLE) -> LengthReport:
+    """What `max_length` / `max_prompt_tokens` do to these curated records (module docstring)."""
     lengths, cut, dropped = [], 0, 0
     for r in map(functools.partial(exchange.from_file, "sft"), sft):
         ex = sft_example(r, tokenizer, 1 << 62, style)   # whole: cut here as trainer.data.sft_examples cuts
@@ -78,8 +81,8 @@ def length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], tokenizer, max_
         lengths.append(len(ex["input_ids"]))
         cut += len(ex["input_ids"]) > max_length
         dropped += not trained or trained[0] >= max_length
-    fits = [_prompt_fits(r, tokenizer, max_prompt_length, style) for r in rl]
-    return LengthReport(max_length=max_length, max_prompt_length=max_prompt_length,
+    fits = [_prompt_fits(r, tokenizer, max_prompt_tokens, style) for r in rl]
+    return LengthReport(max_length=max_length, max_prompt_tokens=max_prompt_tokens,
                         sft_records=len(sft), sft_cut=cut, sft_dropped=dropped, rl_records=len(rl),
                         rl_cut=[f for f, _ in fits].count("shortened"), rl_dropped=[f for f, _ in fits].count("dropped"),
                         sft_longest=max(lengths, default=0), rl_longest=max((n for _, n in fits), default=0))
@@ -105,24 +108,24 @@ def _prompt_fits(record: Mapping, tokenizer, limit: int, style: str) -> tuple[st
 
 
 def profile_length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], profile: str,
-                          max_length: int | None = None, max_prompt_length: int | None = None) -> LengthReport:
+                          max_length: int | None = None, max_prompt_tokens: int | None = None) -> LengthReport:
     """`length_report` with a recipe profile's base tokenizer and limits (`max_length`, when
     given, overrides the profile's SFT limit, as a run option would)."""
     from trainer.recipe import get_profile
 
     prof = get_profile(profile)
     return length_report(sft, rl, _profile_tokenizer(prof), max_length or prof.max_length,
-                         max_prompt_length or prof.max_prompt_length)
+                         max_prompt_tokens or prof.max_prompt_tokens)
 
 
 def spec_length_report(spec: "TrainSpec", sft: Path | None, rl: Path | None) -> LengthReport:
-    """What `spec`'s length limits (its profile's, or the budget's max_length / max_prompt_length)
+    """What `spec`'s length limits (its profile's, or the budget's max_length / max_prompt_tokens)
     cut or drop of these files, said nowhere (UserError on a bad budget override, before any tokenizer loads)."""
     from trainer.data import read_records
 
     limits = spec.resolved
     return profile_length_report(read_records(sft, "sft"), read_records(rl, "rl"), spec.profile,
-                                 limits.max_length, limits.max_prompt_length)
+                                 limits.max_length, limits.max_prompt_tokens)
 
 
 def check_lengths(spec: "TrainSpec", sft: Path | None, rl: Path | None,
@@ -161,7 +164,7 @@ def context_tokens(sft: Sequence[Mapping], tokenizer, style: str = cf.DEFAULT_ST
 
 
 def corpus_limits(sft: Sequence[Mapping], profile: str) -> tuple[int, int, int]:
-    """(max_length, max_prompt_length, context): a profile's limits measured from after the longest
+    """(max_length, max_prompt_tokens, context): a profile's limits measured from after the longest
     context of these records (`context_tokens`), rounded up to 256 tokens — the limits a run on a
     corpus whose system prompt and tools alone outgrow the profile's trains at, so that each window
     of a session holds its context and about as much conversation as the profile's records do."""
@@ -170,7 +173,7 @@ def corpus_limits(sft: Sequence[Mapping], profile: str) -> tuple[int, int, int]:
     prof = get_profile(profile)
     context = context_tokens(sft, _profile_tokenizer(prof))
     return (math.ceil((context + prof.max_length) / 256) * 256,
-            math.ceil((context + prof.max_prompt_length) / 256) * 256, context)
+            math.ceil((context + prof.max_prompt_tokens) / 256) * 256, context)
 
 
 def _profile_tokenizer(prof):

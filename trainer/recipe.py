@@ -94,7 +94,9 @@ class Profile:
     """G completions per prompt."""
     grpo_micro_batch: int
     """Completions per forward/backward pass; the rest is gradient accumulation."""
-    max_prompt_length: int
+    max_prompt_tokens: int
+    """GRPO prompt cap in tokens; a longer prompt loses old messages or is dropped (trainer/README.md).
+    Written and keyed as `max_prompt_length`, its name before issue 72 (`WRITTEN_AS`)."""
     max_completion_length: int
     precision: str = "auto"
     """"auto" or "bf16": bfloat16 on a GPU that has it, float32 elsewhere; "fp32" always float32
@@ -156,7 +158,7 @@ class Profile:
         return dataclasses.replace(self, **changes)
 
 
-GRPO_ONLY = ("grpo_max_steps", "grpo_prompts_per_step", "num_generations", "grpo_micro_batch", "max_prompt_length",
+GRPO_ONLY = ("grpo_max_steps", "grpo_prompts_per_step", "num_generations", "grpo_micro_batch", "max_prompt_tokens",
              "max_completion_length", "grpo_generation", "grpo_learning_rate", "vllm_mode", "vllm_server_url")
 """The `Profile` fields only the GRPO stage reads (trainer.grpo, trainer.launch's vLLM options, the RL
 prompts' fit in trainer.data.rl_rows): an SFT stage does not depend on them, so two trainings that
@@ -167,7 +169,7 @@ PROFILES = {
     "paper": Profile(
         name="paper", base="Qwen/Qwen3-4B", sft_max_steps=140, sft_batch_size=4, sft_grad_accum=4,
         max_length=8192, grpo_max_steps=200, grpo_prompts_per_step=8, num_generations=8, grpo_micro_batch=8,
-        max_prompt_length=6144, max_completion_length=512, precision="bf16", gradient_checkpointing=True),
+        max_prompt_tokens=6144, max_completion_length=512, precision="bf16", gradient_checkpointing=True),
     # One evolution epoch (curate + train + eval) within the budget of 2 CPU cores: the recipe's
     # full SFT steps and a token GRPO step on SmolLM2-135M (fewer, smaller SFT steps left the call
     # rate at 0, so P(ρ0) = 0). GRPO on agent prompts is slow on 2 cores: it is exercised, not relied
@@ -175,7 +177,7 @@ PROFILES = {
     "cpu-small": Profile(
         name="cpu-small", base="smollm2-135m", sft_max_steps=140, sft_batch_size=2, sft_grad_accum=1,
         max_length=1536, grpo_max_steps=1, grpo_prompts_per_step=1, num_generations=4, grpo_micro_batch=4,
-        max_prompt_length=1536, max_completion_length=96, threads=2, device="cpu",
+        max_prompt_tokens=1536, max_completion_length=96, threads=2, device="cpu",
         # bf16 matmuls under autocast (fp32 weights) on CPUs with bf16 units, faster than fp32 there
         # (docs/results/training.md); fp32 elsewhere (trainer.devices)
         precision="bf16",
@@ -189,7 +191,7 @@ PROFILES = {
     "test": Profile(
         name="test", base="tiny-random", sft_max_steps=3, sft_batch_size=2, sft_grad_accum=1,
         max_length=1024, grpo_max_steps=2, grpo_prompts_per_step=2, num_generations=2, grpo_micro_batch=4,
-        max_prompt_length=1536, max_completion_length=12, threads=2, device="cpu", grpo_generation="merged"),
+        max_prompt_tokens=1536, max_completion_length=12, threads=2, device="cpu", grpo_generation="merged"),
 }
 
 
@@ -215,10 +217,36 @@ the behaviour every training had before them: a key holds such a field only when
 profile that keeps the old behaviour (cpu-small, paper) keeps its keys, cached cells and adoptions."""
 
 
+WRITTEN_AS = {"max_prompt_tokens": "max_prompt_length"}
+"""Profile fields renamed after trainings were first written, cached and adopted by key, by the
+name they had (issue 72: the prompt cap is `max_prompt_tokens`, as evaluation names it). A
+profile's plain data keeps the old name: what a training writes (`profile_data`: request.json,
+summary.json), the budget of a quality setting's record (`written_as`) and every key made from a
+profile (`profile_key`), so cached trainings, adoptions, cells and calibrations keep their keys."""
+READ_AS = {old: new for new, old in WRITTEN_AS.items()}
+"""The other way: a profile's plain data, or a budget given by the old names, as the fields are named."""
+
+
+def written_as(fields: Mapping) -> dict:
+    """Profile fields (a profile's, or budget overrides) by the names they are written and keyed by (`WRITTEN_AS`)."""
+    return {WRITTEN_AS.get(k, k): v for k, v in fields.items()}
+
+
+def profile_data(profile: Profile) -> dict:
+    """A profile as plain data, written beside a training (request.json, summary.json): `WRITTEN_AS`."""
+    return written_as(dataclasses.asdict(profile))
+
+
+def profile_fields(data: Mapping) -> dict:
+    """Plain data of a profile (`profile_data`; a budget by old names) as Profile's fields (`READ_AS`)."""
+    return {READ_AS.get(k, k): v for k, v in data.items()}
+
+
 def profile_key(profile: Mapping) -> dict:
     """A profile's fields (dataclasses.asdict, or a training request's `profile`) as a cache key
-    holds them: those of `KEYED_WHEN_CHANGED` left out where at their old behaviour."""
-    return {k: v for k, v in profile.items() if k not in KEYED_WHEN_CHANGED or v != KEYED_WHEN_CHANGED[k]}
+    holds them: by the names they are written by (`WRITTEN_AS`), those of `KEYED_WHEN_CHANGED` left
+    out where at their old behaviour."""
+    return {k: v for k, v in written_as(profile).items() if k not in KEYED_WHEN_CHANGED or v != KEYED_WHEN_CHANGED[k]}
 
 
 def curation_budget(profile: Profile, recipe: Recipe = RECIPE) -> dict:
@@ -249,6 +277,6 @@ def as_dict(recipe: Recipe = RECIPE, profile: Profile | None = None) -> dict:
     departures from the paper's optimiser."""
     out = {"recipe": dataclasses.asdict(recipe)}
     if profile is not None:
-        out["profile"] = dataclasses.asdict(profile)
+        out["profile"] = profile_data(profile)
         out["departures"] = departures(profile, recipe)
     return out

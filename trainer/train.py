@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Sequence
 
@@ -26,7 +25,7 @@ from trainer.progress import RELAYED_TO_TERMINAL
 from trainer import data
 from trainer.launch import check_vllm, launcher_prefix
 from trainer.models import check_name
-from trainer.recipe import DEFAULT_PROFILE, get_profile
+from trainer.recipe import DEFAULT_PROFILE, get_profile, profile_data
 from trainer.sft_reuse import reusable, sft_key
 from trainer import warm
 from trainer.worker import USER_ERROR_PREFIX
@@ -47,7 +46,7 @@ class TrainSpec(BaseModel):
     profile: str = DEFAULT_PROFILE
     """The recipe's budgets (trainer.recipe.PROFILES); the method never changes."""
     budget: dict = Field(default_factory=dict)
-    """Overrides of single budgets of the profile (sft_max_steps, max_length, max_prompt_length, …)."""
+    """Overrides of single budgets of the profile (sft_max_steps, max_length, max_prompt_tokens, …)."""
     report_to: str = DEFAULT_REPORT_TO
     """Trackers for TRL (trainer.tracking.REPORT_TO, comma-separated, or "none")."""
     launcher: str = ""
@@ -128,7 +127,7 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
     key = sft_key(sft, base=base or prof.base, seed=seed, profile=prof, memory=memory, launcher=launcher,
                   accelerate_config=accelerate_config) if n_sft else None
     reuse = reusable(key, reuse_sft)
-    request = {"sft": _abs(sft), "rl": _abs(rl), "base": base or prof.base, "profile": asdict(prof),
+    request = {"sft": _abs(sft), "rl": _abs(rl), "base": base or prof.base, "profile": profile_data(prof),
                "seed": seed, "out": str(out.resolve()), "progress": progress, "report_to": trackers,
                "memory": memory, "sft_key": key, "reuse_sft": reuse and str(reuse)}
     (out / "request.json").write_text(json.dumps(request, indent=2, sort_keys=True) + "\n")

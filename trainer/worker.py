@@ -28,7 +28,7 @@ from pathlib import Path
 from base.errors import UserError
 from base.files import atomic_write
 from sandbox import package_lock
-from trainer.recipe import RECIPE, Profile, as_dict
+from trainer.recipe import RECIPE, Profile, as_dict, profile_fields
 from trainer.sft_reuse import take_over
 
 
@@ -60,7 +60,7 @@ def run(request: dict) -> dict:
     """Train per `request` (written by trainer.train) and return the summary."""
     start = time.perf_counter()
     out = Path(request["out"])
-    profile = Profile(**request["profile"])
+    profile = Profile(**profile_fields(request["profile"]))   # request.json: profile_data
     seed = int(request["seed"])
     progress = bool(request.get("progress"))
     report_to = list(request.get("report_to") or [])
@@ -87,7 +87,7 @@ def run(request: dict) -> dict:
     hints = memory_hints(request.get("memory"))
     examples, sft_stats = data.sft_examples(sft_records, tokenizer, profile.max_length,
                                             memory=hints[0] if hints else None)
-    rows, rl_stats = data.rl_rows(rl_records, tokenizer, profile.max_prompt_length)
+    rows, rl_stats = data.rl_rows(rl_records, tokenizer, profile.max_prompt_tokens)
     summary: dict = {"base": request["base"], "base_source": source, "seed": seed,
                      "device": device, "device_name": devices.device_name(device), "dtype": dtype, "compute_dtype": compute,
                      "threads": torch.get_num_threads(), "warnings": [],

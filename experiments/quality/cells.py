@@ -31,6 +31,7 @@ from typing import Callable
 
 from base.errors import UserError
 from trainer import memory as memory_mod
+from trainer.recipe import written_as
 from base.registry import DEFAULT as DEFAULT_BENCHMARK, OLD_NAMES, current
 from base.files import atomic_json, read_json, read_jsonl, sha256_files
 from environments.policies.limits import LEGACY_MAX_NEW_TOKENS
@@ -88,8 +89,9 @@ class Setting:
         specs were nested (a calibration's key hashes it, `calibration._key`)."""
         flat = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("train", "eval")
                 and not (f.name == "categories" and not self.categories) and not (f.name == "user" and not self.user)}
-        # categories and user are named only when chosen: older keys hold
-        return {**flat, "profile": self.train.profile, "base": self.train.base, "budget": dict(self.train.budget),
+        # categories and user are named only when chosen, the budget's fields by their written names
+        # (trainer.recipe.WRITTEN_AS): older keys hold
+        return {**flat, "profile": self.train.profile, "base": self.train.base, "budget": written_as(self.train.budget),
                 "batch_size": self.eval.batch_size, "max_new_tokens": self.eval.max_new_tokens,
                 "seeds": list(self.seeds), "corpus": list(self.corpus)}
 
