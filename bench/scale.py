@@ -3,7 +3,7 @@ long coding-agent sessions), each through corpus loading and the split by task, 
 seed and a reference strategy (the host's check inside it), and `replay`.
 
     .venv/bin/python bench/scale.py --sizes 1000 10000 [--shape short|long] [--sandbox process] [--strategies seed agentrefine]
-        [--work /tmp/curateevo-scale] [--json bench/results/scale-DATE.json] [--keep]
+        [--work /tmp/curateevo-scale] [--json bench/results/scale-DATE.json] [--keep] [--no-run] [--no-replay]
 
 Each step runs as its own process, so its wall time and peak resident memory (its own VmHWM,
 which the step reports on leaving) are its own; the sandbox's peak is what the runtime reported (execution.json). Per size it records
@@ -116,7 +116,28 @@ def replay_step(out: Path, sandbox: str, log: Path) -> dict:
     return step
 
 
-def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool, strategies: list[str]) -> dict:
+TINY_RUN = ["--profile", "test", "--base", "tiny-random", "--epochs", "1", "--tasks", "2", "--batch-size", "2"]
+
+
+def run_step(corpus: Path, runs: Path, sandbox: str, log: Path) -> dict:
+    """`curateevo run` (TINY_RUN) on the corpus: wall time, host peak, and each stage's seconds (its journal)."""
+    shutil.rmtree(runs, ignore_errors=True)
+    step = measured([sys.executable, str(Path(__file__)), "_run", str(corpus), str(runs), sandbox], log)
+    started, stages = {}, {}
+    journal = runs / "tiny" / "journal.jsonl"
+    for line in journal.read_text().splitlines() if journal.is_file() else []:
+        event = json.loads(line)
+        if event.get("event") == "stage_started":
+            started[event["stage"]] = datetime.datetime.fromisoformat(event["time"])
+        elif event.get("event") == "stage_done" and event.get("stage") in started:
+            took = datetime.datetime.fromisoformat(event["time"]) - started[event["stage"]]
+            stages[event["stage"]] = took.total_seconds()
+    step.update(stage_s=stages, disk_written_bytes=folder_bytes(runs))
+    return step
+
+
+def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool, strategies: list[str], run: bool = True,
+            replay: bool = True) -> dict:
     """One size's row (read back when measured before)."""
     folder = work / f"{shape}-{n}"
     done = folder / "result.json"
@@ -143,15 +164,19 @@ def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool, strategies
         shutil.rmtree(out, ignore_errors=True)
         shutil.rmtree(out.with_name(out.name + "-replay"), ignore_errors=True)
         row[f"curate_{name}"] = curate_step(name, corpus, out, sandbox, folder / f"curate-{name}.log")
-        if row[f"curate_{name}"]["rc"] == 0:
+        if row[f"curate_{name}"]["rc"] == 0 and replay:
             row[f"replay_{name}"] = replay_step(out, sandbox, folder / f"replay-{name}.log")
         print(f"{shape} {n}: {name}: {json.dumps(row[f'curate_{name}'].get('s_per_1k_records'))} s per 1K records",
               file=sys.stderr, flush=True)
+    if run:
+        row["tiny_run"] = run_step(corpus, folder / "runs", sandbox, folder / "run.log")
+        print(f"{shape} {n}: tiny run: rc {row['tiny_run']['rc']} in {row['tiny_run']['wall_s']} s", file=sys.stderr, flush=True)
     if not keep:
         corpus.unlink()
         for name in STRATEGIES:
             shutil.rmtree(folder / f"curate-{name}", ignore_errors=True)
             shutil.rmtree(folder / f"curate-{name}-replay", ignore_errors=True)
+        shutil.rmtree(folder / "runs", ignore_errors=True)
     done.write_text(json.dumps(row, indent=1, sort_keys=True))
     return row
 
@@ -167,7 +192,7 @@ def machine() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] in (["_load_split"], ["_curate"], ["_replay"]):   # a step, in its own process
+    if argv[:1] in (["_load_split"], ["_curate"], ["_replay"], ["_run"]):   # a step, in its own process
         try:
             if argv[0] == "_load_split":
                 load_split(argv[1])
@@ -175,8 +200,11 @@ def main(argv: list[str] | None = None) -> int:
             if argv[0] == "_curate":
                 curate(*argv[1:5])
                 return 0
-            from evolver import cli   # `curateevo replay` as a user runs it
+            from evolver import cli   # `curateevo replay` / `run` as a user runs them
 
+            if argv[0] == "_run":
+                return cli.main(["run", "--corpus", argv[1], *TINY_RUN, "--sandbox", argv[3], "--runs-dir", argv[2],
+                                 "--name", "tiny"])
             return cli.main(["replay", argv[1], "--out", argv[2], "--sandbox", argv[3]])
         finally:
             report_peak()
@@ -188,13 +216,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/curateevo-scale"))
     ap.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / f"scale-{today}.json")
     ap.add_argument("--keep", action="store_true", help="keep each size's corpus and outputs under --work")
-    ap.add_argument("--strategies", nargs="+", choices=list(STRATEGIES), default=list(STRATEGIES))
+    ap.add_argument("--strategies", nargs="*", choices=list(STRATEGIES), default=list(STRATEGIES),
+                    help="the strategies curated (none: only loading, the split and the tiny run)")
+    ap.add_argument("--no-run", action="store_true", help="leave out the tiny `run` step")
+    ap.add_argument("--no-replay", action="store_true", help="leave out `replay` (it takes as long as the curation)")
     args = ap.parse_args(argv)
     if any(n < 1 for n in args.sizes):
         ap.error("--sizes: each size is a number of trajectories, at least 1")
     rows = []
     for n in sorted(args.sizes):
-        rows.append(measure(args.shape, n, args.work, args.sandbox, args.keep, args.strategies))
+        rows.append(measure(args.shape, n, args.work, args.sandbox, args.keep, args.strategies, not args.no_run,
+                            not args.no_replay))
         result = {"kind": "scale", "what": f"curation at scale ({args.shape} trajectories, {args.sandbox} sandbox)",
                   "date": today, "command": "bench/scale.py " + " ".join(argv), "commit": label(ROOT),
                   "machine": machine(), "shape": args.shape, "sandbox": args.sandbox, "rows": rows}

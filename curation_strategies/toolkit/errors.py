@@ -36,7 +36,7 @@ def _reports_error(text: str) -> bool:
     non-ASCII letters such as 'ſ' to ASCII ones, so only ASCII text is decided by them alone)."""
     if text.isascii():
         lowered = text.lower()
-        if not any(needle in lowered for needle in _NEEDLES):
+        if not any(map(lowered.__contains__, _NEEDLES)):
             return False
     return any(p.search(text) for p in ERROR_PATTERNS)
 
