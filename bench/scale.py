@@ -3,7 +3,7 @@ long coding-agent sessions), each through corpus loading and the split by task, 
 seed and a reference strategy (the host's check inside it), and `replay`.
 
     .venv/bin/python bench/scale.py --sizes 1000 10000 [--shape short|long] [--sandbox process] [--strategies seed agentrefine]
-        [--work /tmp/curateevo-scale] [--json bench/results/scale-DATE.json] [--keep] [--no-run] [--no-replay]
+        [--work /tmp/curateevo-scale] [--json bench/results/scale-DATE.json] [--keep] [--no-run] [--no-replay [STRATEGY ...]]
 
 Each step runs as its own process, so its wall time and peak resident memory (its own VmHWM,
 which the step reports on leaving) are its own; the sandbox's peak is what the runtime reported (execution.json). Per size it records
@@ -123,21 +123,20 @@ def run_step(corpus: Path, runs: Path, sandbox: str, log: Path) -> dict:
     """`curateevo run` (TINY_RUN) on the corpus: wall time, host peak, and each stage's seconds (its journal)."""
     shutil.rmtree(runs, ignore_errors=True)
     step = measured([sys.executable, str(Path(__file__)), "_run", str(corpus), str(runs), sandbox], log)
+    from experiments import journal
+
     started, stages = {}, {}
-    journal = runs / "tiny" / "journal.jsonl"
-    for line in journal.read_text().splitlines() if journal.is_file() else []:
-        event = json.loads(line)
-        if event.get("event") == "stage_started":
-            started[event["stage"]] = datetime.datetime.fromisoformat(event["time"])
-        elif event.get("event") == "stage_done" and event.get("stage") in started:
-            took = datetime.datetime.fromisoformat(event["time"]) - started[event["stage"]]
-            stages[event["stage"]] = took.total_seconds()
+    for event in journal.read(runs / "tiny" / journal.JOURNAL_FILE):
+        if isinstance(event, journal.StageStarted):
+            started[event.stage] = datetime.datetime.fromisoformat(event.time)
+        elif isinstance(event, journal.StageDone) and event.stage in started:
+            stages[event.stage] = (datetime.datetime.fromisoformat(event.time) - started[event.stage]).total_seconds()
     step.update(stage_s=stages, disk_written_bytes=folder_bytes(runs))
     return step
 
 
 def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool, strategies: list[str], run: bool = True,
-            replay: bool = True) -> dict:
+            no_replay: list[str] = ()) -> dict:
     """One size's row (read back when measured before)."""
     folder = work / f"{shape}-{n}"
     done = folder / "result.json"
@@ -164,7 +163,7 @@ def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool, strategies
         shutil.rmtree(out, ignore_errors=True)
         shutil.rmtree(out.with_name(out.name + "-replay"), ignore_errors=True)
         row[f"curate_{name}"] = curate_step(name, corpus, out, sandbox, folder / f"curate-{name}.log")
-        if row[f"curate_{name}"]["rc"] == 0 and replay:
+        if row[f"curate_{name}"]["rc"] == 0 and name not in no_replay:
             row[f"replay_{name}"] = replay_step(out, sandbox, folder / f"replay-{name}.log")
         print(f"{shape} {n}: {name}: {json.dumps(row[f'curate_{name}'].get('s_per_1k_records'))} s per 1K records",
               file=sys.stderr, flush=True)
@@ -219,14 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strategies", nargs="*", choices=list(STRATEGIES), default=list(STRATEGIES),
                     help="the strategies curated (none: only loading, the split and the tiny run)")
     ap.add_argument("--no-run", action="store_true", help="leave out the tiny `run` step")
-    ap.add_argument("--no-replay", action="store_true", help="leave out `replay` (it takes as long as the curation)")
+    ap.add_argument("--no-replay", nargs="*", choices=list(STRATEGIES), default=None, metavar="STRATEGY",
+                    help="leave out `replay` (it takes as long as the curation): of these strategies, or of all")
     args = ap.parse_args(argv)
     if any(n < 1 for n in args.sizes):
         ap.error("--sizes: each size is a number of trajectories, at least 1")
     rows = []
     for n in sorted(args.sizes):
         rows.append(measure(args.shape, n, args.work, args.sandbox, args.keep, args.strategies, not args.no_run,
-                            not args.no_replay))
+                            [] if args.no_replay is None else args.no_replay or list(STRATEGIES)))
         result = {"kind": "scale", "what": f"curation at scale ({args.shape} trajectories, {args.sandbox} sandbox)",
                   "date": today, "command": "bench/scale.py " + " ".join(argv), "commit": label(ROOT),
                   "machine": machine(), "shape": args.shape, "sandbox": args.sandbox, "rows": rows}
