@@ -11,41 +11,55 @@ from .tokens import count_tokens, trajectory_tokens
 from .trajectory import assistant_indices
 
 
-def _summary(values: Sequence[int]) -> dict:
-    if not values:
-        return {"total": 0, "mean": 0.0, "max": 0}
-    return {"total": sum(values), "mean": round(sum(values) / len(values), 4), "max": max(values)}
-
-
 def _ranked(counter: Counter) -> dict:
     """Counts as a dict, most frequent first, ties by name (deterministic)."""
     return dict(sorted(counter.items(), key=lambda kv: (-kv[1], str(kv[0]))))
 
 
+class _Running:
+    """Total, mean and largest of values seen one at a time, holding three numbers, not the values."""
+
+    def __init__(self):
+        self.total = self.count = 0
+        self.largest = None
+
+    def add(self, value: int) -> None:
+        self.total += value
+        self.count += 1
+        self.largest = value if self.largest is None else max(self.largest, value)
+
+    def summary(self) -> dict:
+        if not self.count:
+            return {"total": 0, "mean": 0.0, "max": 0}
+        return {"total": self.total, "mean": round(self.total / self.count, 4), "max": self.largest}
+
+
 def corpus_stats(raws: Sequence[Mapping], tokens: bool = True) -> dict:
     """Trajectories, assistant turns, tokens, tool-call frequencies, erroneous-turn rate and
-    outcomes of a raw corpus."""
-    turns, toks, tools, sources = [], [], Counter(), Counter()
+    outcomes of a raw corpus, in one pass holding counts (a corpus read on access stays unread)."""
+    turns, toks, tools, sources = _Running(), _Running(), Counter(), Counter()
     outcomes = Counter()
-    call_turns = erroneous = 0
+    call_turns = erroneous = with_calls = 0
     for raw in raws:
         messages = raw["messages"]
-        turns.append(len(assistant_indices(messages)))
+        turns.add(len(assistant_indices(messages)))
         if tokens:
-            toks.append(trajectory_tokens(messages))
+            toks.add(trajectory_tokens(messages))
         for m in messages:
             for c in tool_calls(m):
                 tools[c["function"]["name"]] += 1
-        call_turns += sum(1 for m in messages if tool_calls(m))
+        calling = sum(1 for m in messages if tool_calls(m))
+        call_turns += calling
+        with_calls += calling > 0
         erroneous += len(turn_errors(raw))
         success = (raw.get("outcome") or {}).get("success")
         outcomes["unknown" if success is None else "success" if success else "failure"] += 1
         sources[raw.get("source") or "unknown"] += 1
     return {
         "trajectories": len(raws),
-        "with_tool_calls": sum(1 for raw in raws if any(tool_calls(m) for m in raw["messages"])),
-        "assistant_turns": _summary(turns),
-        "tokens": _summary(toks),
+        "with_tool_calls": with_calls,
+        "assistant_turns": turns.summary(),
+        "tokens": toks.summary(),
         "tool_calls": sum(tools.values()),
         "tool_frequency": _ranked(tools),
         "tool_call_turns": call_turns,
