@@ -107,6 +107,8 @@ def check_run_lengths(config: RunConfig, corpus) -> tuple[RunConfig, str | None]
 
     view = registry.get(config.benchmark).train_view(corpus, config.effective_holdout)
     budget = config.train.budget
+    if _rho0_trains_some(config, view.records):
+        return config, None   # usually decided by the first trajectories: the whole report only when none is trained
     report = _rho0_lengths(config, view.records)
     if report is None or report.survivors:
         return config, None   # nothing to train is epoch 0's own verdict ("nothing to train"), not a length limit
@@ -139,6 +141,21 @@ def _rho0(config: RunConfig, records) -> tuple[list, list]:
 
     out = curate(records, SimpleNamespace(toolkit=tk, budget=config.curation_budget))
     return ([] if "no-sft" in config.ablations else out.sft), ([] if "no-rl" in config.ablations else out.rl)
+
+
+RHO0_CHUNK = 64   # trajectories ρ0 curates and measures at a time while looking for one it trains
+
+
+def _rho0_trains_some(config: RunConfig, records) -> bool:
+    """Whether ρ0 trains any record of `records` at the run's limits, read a few trajectories at a
+    time and stopped at the first that survives: ρ0 curates each trajectory on its own, so a part's
+    records are the records it makes of the whole corpus, and a large corpus is not curated and
+    tokenised whole on the host before its run exists (10^5 trajectories: minutes, silently)."""
+    for start in range(0, len(records), RHO0_CHUNK):
+        report = _rho0_lengths(config, records[start:start + RHO0_CHUNK])
+        if report is not None and report.survivors:
+            return True
+    return False
 
 
 def _rho0_lengths(config: RunConfig, records):

@@ -168,3 +168,25 @@ def test_a_limit_the_user_names_is_kept_and_still_refused_when_nothing_fits(tmp_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("curateevo: error: nothing would be trained: ρ0 keeps every record whole")
     assert "a run with --max-length " in err[0] and not (tmp_path / "t").exists()
+
+
+def test_the_length_check_stops_at_the_first_trajectories_rho0_trains_and_decides_as_the_whole_report(monkeypatch):
+    """A run's length check curates and measures ρ0's records a few trajectories at a time and stops at
+    the first part that trains something (a corpus of 10^5 is not tokenised whole before its run exists);
+    it decides as the report over the whole corpus does."""
+    config = RunConfig(profile="test", base="tiny-random", benchmark="bfcl-single")
+    records = launch.registry.get(config.benchmark).train_view(load_corpus([str(SAMPLE)]),
+                                                                config.effective_holdout).records
+    monkeypatch.setattr(launch, "RHO0_CHUNK", 8)
+    assert len(records) > 2 * launch.RHO0_CHUNK
+    seen = []
+    measure = launch._rho0_lengths
+    monkeypatch.setattr(launch, "_rho0_lengths", lambda cfg, part: seen.append(len(part)) or measure(cfg, part))
+    assert launch.check_run_lengths(config, load_corpus([str(SAMPLE)])) == (config, None)
+    assert seen == [8]   # one part measured, not the corpus
+    assert measure(config, records).survivors   # what the whole report says too
+    seen.clear()
+    tiny = config.train.with_budget(max_length=8, max_prompt_tokens=8)   # nothing fits: every part, then the report
+    with pytest.raises(UserError, match="nothing would be trained"):
+        launch.check_run_lengths(config.replace(train=tiny.model_dump()), load_corpus([str(SAMPLE)]))
+    assert seen[-1] == len(records) and sum(seen[:-1]) == len(records)

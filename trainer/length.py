@@ -177,7 +177,15 @@ def corpus_limits(sft: Sequence[Mapping], profile: str) -> tuple[int, int, int]:
 
 
 def _profile_tokenizer(prof):
-    from trainer.models import NAMES, check_name, embedded_tokenizer_dir, load_tokenizer
+    from trainer.models import NAMES, check_name, embedded_tokenizer_dir
 
     # The embedded and tiny models share SmolLM2's tokenizer, which builds without the model.
-    return load_tokenizer(str(embedded_tokenizer_dir()) if prof.base in NAMES else check_name(prof.base))
+    return _tokenizer(str(embedded_tokenizer_dir()) if prof.base in NAMES else check_name(prof.base))
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(source: str):
+    """One load per tokenizer (a run's length check measures ρ0's records a few at a time)."""
+    from trainer.models import load_tokenizer
+
+    return load_tokenizer(source)
