@@ -142,6 +142,18 @@ def out_of_memory() -> MemoryError:
                        "access), or give the sandbox more memory")
 
 
+def file_too_large() -> OSError:
+    """A write refused at the sandbox's cap on one file's size (the kernel's EFBIG: Python ignores
+    SIGXFSZ) as one sentence naming the cap and the runtime's peak."""
+    import resource
+    cap = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    capped = ("the file system's largest file" if cap == resource.RLIM_INFINITY else
+              f"{cap / 2**30:.2f} GiB" if cap >= 2**30 else f"{cap / 2**20:.0f} MiB")
+    return OSError(f"file too large: the sandbox's cap on one file is {capped}, and a file of this curation (an "
+                   f"artifact, or the records a toolkit list keeps on disk) reached it; the strategy's peak resident "
+                   f"memory was {peak_bytes() / 2**30:.2f} GiB; curate fewer or shorter records")
+
+
 def report_failure(exc: BaseException) -> None:
     """The traceback on stderr; its last line (which the host quotes) one line of bounded length
     even when the message is long or holds newlines or escape sequences."""
@@ -193,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
             # scan says ENOMEM as an OSError where Python's own allocator would raise MemoryError
             traceback.clear_frames(exc.__traceback__)   # the strategy's objects go first: the report needs memory
             exc = out_of_memory().with_traceback(exc.__traceback__)   # the peak is the high-water mark, kept
+        elif isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+            exc = file_too_large().with_traceback(exc.__traceback__)
         report_failure(exc)
         return STRATEGY_FAILED
     sys.stderr.write(f"{PEAK_LINE}{peak_bytes()}\n")   # the host records it (sandbox.executor.Execution)

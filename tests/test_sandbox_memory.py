@@ -62,3 +62,32 @@ def test_the_measure_catches_a_strategy_that_holds_the_corpus(corpora, tmp_path)
     (folder / "strategy.py").write_text(HOLDS_EVERYTHING)
     floor = runtime_peak(folder, small, tmp_path / "small")
     assert runtime_peak(folder, big, tmp_path / "big") - floor > size // 2
+
+
+WRITES_A_LOT = '''
+def curate(raw, ctx):
+    out = ctx.toolkit.Curated()
+    for n in range(20_000):   # past the test's 1 MiB file cap once the list spills
+        out.sft.append({"id": f"r{n}", "text": "x" * 200})
+    return out
+'''
+
+
+def test_a_file_past_the_sandbox_cap_is_a_sentence_naming_the_cap_and_the_peak(corpora, tmp_path):
+    import resource
+
+    from sandbox.runtime import STRATEGY_FAILED
+
+    big, small, size = corpora
+    folder = tmp_path / "writes"
+    folder.mkdir()
+    (folder / "strategy.py").write_text(WRITES_A_LOT)
+    (tmp_path / "out").mkdir()
+    run = subprocess.run([sys.executable, "-m", "sandbox.runtime", "--strategy", str(folder), "--corpus", str(small),
+                          "--out", str(tmp_path / "out"), "--seed", "0"], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (2**20, 2**20)))
+    assert run.returncode == STRATEGY_FAILED
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("OSError: file too large: the sandbox's cap on one file is 1 MiB,"), last
+    assert "the strategy's peak resident memory was" in last and "curate fewer or shorter records" in last
