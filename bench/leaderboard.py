@@ -165,14 +165,25 @@ def _scale(d: dict) -> str:
             return f"{r['trajectories']:,}: skipped ({r['skipped']})"
         steps = [f"{name[len('curate_'):]} {c['curation_s_per_1k_records']} s/1K records, {c['s_per_1k_turns']} s/1K turns, "
                  f"host {c['host_peak_rss_bytes'] >> 20} MiB, sandbox {(c.get('sandbox_peak_rss_bytes') or 0) >> 20} MiB, "
-                 f"replay {'identical' if r.get('replay_' + name[len('curate_'):], {}).get('identical') else 'differs'}"
+                 f"replay {_replayed(r.get('replay_' + name[len('curate_'):]))}"
                  for name, c in sorted(r.items()) if name.startswith("curate_") and c.get("rc") == 0]
         steps += [f"{name[len('curate_'):]} gave no artifacts (host {c['host_peak_rss_bytes'] >> 20} MiB)"
                   for name, c in sorted(r.items()) if name.startswith("curate_") and c.get("rc") != 0]
         loaded = r.get("load_split") or {}
         load = f"load + split host {loaded['host_peak_rss_bytes'] >> 20} MiB; " if loaded.get("rc") == 0 else ""
+        run = r.get("tiny_run")
+        if run:
+            stages = ", ".join(f"{stage} {_duration(took)}" for stage, took in run.get("stage_s", {}).items())
+            state = "finished" if run["rc"] == 0 else f"stopped (rc {run['rc']})"
+            steps.append(f"tiny run {state} after {_duration(run['wall_s'])}, host {run['host_peak_rss_bytes'] >> 20} MiB"
+                         + (f" ({stages})" if stages else ""))
         return f"{r['trajectories']:,}: " + load + "; ".join(steps)
     return " · ".join(one(r) for r in d["rows"])
+
+
+def _replayed(step: dict | None) -> str:
+    """A scale row's replay: identical, differs, or not run (--no-replay)."""
+    return "not run" if step is None else "identical" if step.get("identical") else "differs"
 
 
 def _identity_meta(d: dict) -> dict:
