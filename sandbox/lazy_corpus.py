@@ -50,14 +50,11 @@ class LazyCorpus(Sequence):
         return len(self._positions)
 
     def _decode(self, line: int, fd: int | None = None) -> dict:
+        if fd is None:   # one record: a descriptor of its own
+            with open(self.path, "rb") as f:
+                return self._decode(line, f.fileno())
         start, end = self._offsets[line], self._offsets[line + 1]
-        if fd is not None:
-            return json.loads(os.pread(fd, end - start, start))
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            return json.loads(os.pread(fd, end - start, start))
-        finally:
-            os.close(fd)
+        return json.loads(os.pread(fd, end - start, start))
 
     def subset(self, positions) -> "LazyCorpus":
         """A view of the records at `positions` of this sequence (in the order given)."""

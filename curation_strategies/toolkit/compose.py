@@ -205,7 +205,7 @@ def text_calls(content: str | None) -> list[dict] | None:
     return calls
 
 
-def schema_valid(raws: Sequence[Mapping]) -> list[Mapping]:
+def schema_valid(raws: Sequence[Mapping]) -> Sequence[Mapping]:
     """Records whose every assistant tool call (structured, or written as a `<tool_call>` block in
     the content) names an offered tool with schema-valid arguments."""
     def valid(raw: Mapping) -> bool:

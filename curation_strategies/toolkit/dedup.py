@@ -44,7 +44,7 @@ def exact_duplicates(raws: Sequence[Mapping]) -> dict[str, str]:
     return dupes
 
 
-def exact_dedup(raws: Sequence[Mapping]) -> list[Mapping]:
+def exact_dedup(raws: Sequence[Mapping]) -> Sequence[Mapping]:
     """The records without their exact duplicates, in corpus order."""
     hashes: set[str] = set()
     ids, dupes = [], set()
@@ -126,7 +126,7 @@ def _near(raws, threshold, num_perm, seed, prefer) -> tuple[dict[str, str], list
 
 
 def near_dedup(raws: Sequence[Mapping], threshold: float = 0.7, num_perm: int = 128,
-               seed: int = 1, prefer: Callable[[Mapping], Any] | None = None) -> list[Mapping]:
+               seed: int = 1, prefer: Callable[[Mapping], Any] | None = None) -> Sequence[Mapping]:
     """The records without their near duplicates, in corpus order (see near_duplicates)."""
     dupes, ids = _near(raws, threshold, num_perm, seed, prefer)
     return kept_at(raws, [n for n, rid in enumerate(ids) if rid not in dupes])

@@ -54,19 +54,19 @@ def is_abandoned(raw: Mapping) -> bool:
         messages[j].get("tool_calls") for j in turns if j > pending[-1])
 
 
-def by_turns(raws: Sequence[Mapping], min_turns: int = 1, max_turns: int | None = None) -> list[Mapping]:
+def by_turns(raws: Sequence[Mapping], min_turns: int = 1, max_turns: int | None = None) -> Sequence[Mapping]:
     """Trajectories with min_turns <= assistant messages <= max_turns."""
     return kept_at(raws, [n for n, r in enumerate(raws)
                           if n_turns(r) >= min_turns and (max_turns is None or n_turns(r) <= max_turns)])
 
 
-def by_tokens(raws: Sequence[Mapping], max_tokens: int) -> list[Mapping]:
+def by_tokens(raws: Sequence[Mapping], max_tokens: int) -> Sequence[Mapping]:
     """Trajectories of at most max_tokens (contents plus call names and arguments)."""
     return kept_at(raws, [n for n, r in enumerate(raws) if trajectory_tokens(r["messages"]) <= max_tokens])
 
 
 def by_outcome(raws: Sequence[Mapping], success: bool = True, keep_unknown: bool = True,
-               min_reward: float | None = None) -> list[Mapping]:
+               min_reward: float | None = None) -> Sequence[Mapping]:
     """Trajectories whose outcome.success equals `success` (and reward >= min_reward when one is
     recorded); those without a recorded outcome are kept only with keep_unknown."""
     kept = []
@@ -85,12 +85,12 @@ def by_outcome(raws: Sequence[Mapping], success: bool = True, keep_unknown: bool
     return kept_at(raws, kept)
 
 
-def with_tool_calls(raws: Sequence[Mapping]) -> list[Mapping]:
+def with_tool_calls(raws: Sequence[Mapping]) -> Sequence[Mapping]:
     """Drop trajectories that never call a tool."""
     return kept_at(raws, [n for n, r in enumerate(raws) if has_tool_call(r)])
 
 
-def drop_abandoned(raws: Sequence[Mapping]) -> list[Mapping]:
+def drop_abandoned(raws: Sequence[Mapping]) -> Sequence[Mapping]:
     """Drop empty and abandoned trajectories."""
     return kept_at(raws, [n for n, r in enumerate(raws) if not is_abandoned(r)])
 

@@ -128,14 +128,17 @@ class RecordList(MutableSequence):
     # -- writing -----------------------------------------------------------------------------------
     def append(self, record: Any) -> None:
         self._tail.append(record)
-        if len(self._tail) >= 2 * self._keep:
-            self._spill(len(self._tail) - self._keep)
+        self._spill_if_full()
 
     def extend(self, records: Iterable[Any]) -> None:
         if records is self:
             records = list(records)
         for record in records:
             self.append(record)
+
+    def _spill_if_full(self) -> None:
+        if len(self._tail) >= 2 * self._keep:
+            self._spill(len(self._tail) - self._keep)
 
     def _spill(self, count: int) -> None:
         """The oldest `count` records of the tail to disk; `keep` follows the mean size written."""
@@ -183,8 +186,7 @@ class RecordList(MutableSequence):
         index = max(0, min(n, index + n if index < 0 else index))
         if index >= self.spilled:
             self._tail.insert(index - self.spilled, value)
-            if len(self._tail) >= 2 * self._keep:
-                self._spill(len(self._tail) - self._keep)
+            self._spill_if_full()
         else:
             self._rebuild(self._with(index, value))
 
