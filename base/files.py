@@ -10,7 +10,7 @@ import queue
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Container, Iterable, Iterator, Mapping
 
 from base.errors import UserError
 
@@ -62,13 +62,19 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.load(f)
 
 
-def iter_jsonl(path: str | os.PathLike, what: str = "JSONL") -> Iterator[tuple[int, Any]]:
-    """(line number, value) of each non-blank line of a JSONL file, in order. A missing or
-    unreadable file, or a line that is not JSON, is one UserError naming the file (and the line)."""
+def iter_jsonl(path: str | os.PathLike, what: str = "JSONL",
+               only: Container[int] | None = None) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of a JSONL file, in order; with `only`, of the
+    non-blank lines at those places (0-based; the others are not decoded). A missing or unreadable
+    file, or a line that is not JSON, is one UserError naming the file (and the line)."""
     try:
         with open(path, encoding="utf-8") as f:
+            place = -1
             for n, line in enumerate(f, 1):
                 if not line.strip():
+                    continue
+                place += 1
+                if only is not None and place not in only:
                     continue
                 try:
                     value = json.loads(line)
@@ -79,6 +85,15 @@ def iter_jsonl(path: str | os.PathLike, what: str = "JSONL") -> Iterator[tuple[i
         raise UserError(f"{path}: no such {what} file") from None
     except (IsADirectoryError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not a {what} JSONL file ({exc.__class__.__name__})") from None
+
+
+def count_jsonl(path: str | os.PathLike, what: str = "JSONL") -> int:
+    """Non-blank lines of a JSONL file, counted without decoding them (a missing file: iter_jsonl's UserError)."""
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for line in f if line.strip())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such {what} file") from None
 
 
 def read_jsonl(path: str | os.PathLike) -> list:

@@ -13,7 +13,7 @@ from base.errors import RunFailed, UserError, positive_int, printable
 from base.options import add_old_spelling
 from sandbox.options import add_corpus, add_sandbox, add_timeout
 from trainer.options import add_profile
-from base.files import atomic_write, read_json
+from base.files import atomic_write, count_jsonl, read_json
 from evolver import repair, report, run_cli, trace
 from sandbox import image as sandbox_image
 from environments import corpus_cli
@@ -80,8 +80,7 @@ def cmd_curate(args) -> int:
     from sandbox.curate import execute
     from sandbox.executor import make_executor
     from sandbox.strategy_files import strategy_files
-    from trainer.data import read_records   # the files' form decoded (sandbox/exchange.py)
-    from trainer.length import profile_length_report
+    from trainer.length import files_length_report
     from trainer.recipe import get_profile
 
     if args.runs_dir is not None and args.runs_dir.exists() and not args.runs_dir.is_dir():
@@ -107,13 +106,13 @@ def cmd_curate(args) -> int:
     if corpus.skipped_lines:
         atomic_write(Path(result.out_dir) / "skipped.jsonl",
                      "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))
-    curated = {kind: read_records(Path(result.out_dir) / f"{kind}.jsonl", kind) for kind in ("sft", "rl")}
-    if not curated["sft"] and not curated["rl"]:   # said even with --quiet: a run would train nothing on this
+    curated = {kind: Path(result.out_dir) / f"{kind}.jsonl" for kind in ("sft", "rl")}
+    if not count_jsonl(curated["sft"]) and not count_jsonl(curated["rl"]):   # said even with --quiet: a run would train nothing on this
         print("curateevo: warning: this strategy would train nothing: it curated no SFT record and no RL record, "
               "so a run rolls such a candidate back unevaluated", file=sys.stderr)
     try:
-        length = profile_length_report(curated["sft"], curated["rl"], args.profile, args.max_length,
-                                       args.train_max_prompt_tokens)
+        length = files_length_report(curated["sft"], curated["rl"], args.profile, args.max_length,
+                                     args.train_max_prompt_tokens)   # training's sample of a large curation
     except UserError as exc:   # advisory here: the artifacts stand without it
         length = exc
     read = len(corpus.records) + len(corpus.skipped_lines)

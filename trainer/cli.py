@@ -39,8 +39,12 @@ def format_summary(summary: dict, out: Path) -> str:
     sft, grpo, data = summary.get("sft"), summary.get("grpo"), summary["data"]
     where = f"{summary['device']} {summary.get('dtype', '')}".strip()
     rows = [("base", f"{summary['base']} ({where}, {summary['threads']} threads, profile {summary['profile']['name']})")]
+    def of(kind: str) -> str:   # "5000 of 79997 records, a sample: 4900 …" where training read a sample
+        s = data.get("sampled", {}).get(kind)
+        return f" (a sample of the file's {s['of']})" if s else ""
+
     d = data["sft"]
-    rows.append(("SFT data", f"{d['examples']} of {d['records']} records, {d['trained_tokens']} trained of "
+    rows.append(("SFT data", f"{d['examples']} of {d['records']} records{of('sft')}, {d['trained_tokens']} trained of "
                              f"{d['tokens']} tokens, {d['truncated']} truncated, {d['dropped_untrained']} dropped"))
     if sft:
         rows.append(("SFT", f"{sft['steps']} steps, {sft['epochs_seen']} epochs, loss {_f(sft['loss_first'])} → "
@@ -50,7 +54,7 @@ def format_summary(summary: dict, out: Path) -> str:
                             + (f" ({sft['padding_share']:.0%} of batch slots padding)"
                                if sft.get("padding_share") is not None else "") + f", {sft['wall_s']} s"))
     d = data["rl"]
-    rows.append(("RL data", f"{d['prompts']} of {d['records']} prompts ({d['shortened']} shortened, "
+    rows.append(("RL data", f"{d['prompts']} of {d['records']} prompts{of('rl')} ({d['shortened']} shortened, "
                             f"{d['dropped_too_long']} dropped)"))
     if grpo:
         rows.append(("GRPO", f"{grpo['steps']} steps, reward {_f(grpo['reward_first'])} → {_f(grpo['reward_last'])}, "

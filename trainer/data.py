@@ -12,16 +12,20 @@ with no trained token is dropped; both counts go to the summary.
 RL: a record's prefix is rendered as a generation prompt. A prompt over `max_prompt_tokens` loses
 whole messages after the first user message, oldest first (system prompt, tools, the task and the
 latest turns are kept); one that still does not fit is dropped and counted.
+
+A training reads at most `TRAIN_SAMPLE` records of each file (`training_sample`): a larger
+curation gives a fixed uniform sample, the same one to the length report and the worker.
 """
 from __future__ import annotations
 
 import functools
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Container, Iterator, Mapping, Sequence
 
 from base.errors import UserError
-from base.files import iter_jsonl
+from base.files import count_jsonl, iter_jsonl
 from base.schemas import check_rl, check_sft
 from chat_format import chat_format as cf
 from sandbox import exchange
@@ -34,10 +38,13 @@ _CHECKS = {"sft": check_sft, "rl": check_rl}
 def read_records(path: str | Path | None, kind: str) -> list[dict]:
     """The records of an SFT or RL JSONL file (the file form of sandbox.exchange, or DESIGN's record
     form), each checked against DESIGN's format."""
-    if path is None:
-        return []
-    records = []
-    for n, row in iter_jsonl(path, kind.upper()):
+    return [] if path is None else list(checked_records(path, kind))
+
+
+def checked_records(path: str | Path, kind: str, only: Container[int] | None = None) -> Iterator[dict]:
+    """`read_records`' records one at a time (`only`: the records at those places, 0-based; the
+    others are not decoded, nor checked)."""
+    for n, row in iter_jsonl(path, kind.upper(), only):
         try:
             record = exchange.from_file(kind, row)
         except (ValueError, TypeError, AttributeError) as exc:
@@ -45,8 +52,45 @@ def read_records(path: str | Path | None, kind: str) -> list[dict]:
         problem = _CHECKS[kind](record)
         if problem:
             raise UserError(f"{path}:{n}: not a valid {kind.upper()} record: {problem}")
-        records.append(record)
-    return records
+        yield record
+
+
+def count_records(path: str | Path | None, kind: str) -> int:
+    """How many records the file holds, each checked as `read_records` checks it, none held."""
+    return 0 if path is None else sum(1 for _ in checked_records(path, kind))
+
+
+TRAIN_SAMPLE = 5_000
+"""Records of one kind a training reads at most. The recipe trains at most steps × batch ×
+accumulation SFT examples (2,240 in the paper's profile) and steps × prompts RL prompts (1,600);
+reading and tokenizing every record of a 10^5-trajectory curation to shuffle them took gigabytes
+and minutes on the host. Above it, a uniform sample (`training_sample`): each record is as likely
+to be trained as without it, and a curation of at most this many records trains as before."""
+
+
+@dataclass(frozen=True)
+class TrainingRecords:
+    """The records a training of one file reads: all of them, or a sample of `TRAIN_SAMPLE`."""
+    records: list[dict]
+    of: int                           # records the file holds
+    places: list[int] | None = None   # of a sample: each record's place in the file (0-based)
+
+    @property
+    def sampled(self) -> bool:
+        return self.places is not None
+
+
+def training_sample(path: str | Path | None, kind: str) -> TrainingRecords:
+    """The records a training reads from an SFT or RL file: every one when the file holds at most
+    `TRAIN_SAMPLE`, else `TRAIN_SAMPLE` of them drawn with a fixed seed and kept in file order —
+    the same records for the length report, the worker and every seed (only those are decoded)."""
+    if path is None:
+        return TrainingRecords([], 0)
+    total = count_jsonl(path, kind.upper())
+    if total <= TRAIN_SAMPLE:
+        return TrainingRecords(read_records(path, kind), total)
+    places = sorted(random.Random(0).sample(range(total), TRAIN_SAMPLE))
+    return TrainingRecords(list(checked_records(path, kind, frozenset(places))), total, places)
 
 
 @dataclass
@@ -77,8 +121,10 @@ def sft_example(record: Mapping, tokenizer, max_length: int, style: str = cf.DEF
 
 
 def sft_examples(records: Sequence[Mapping], tokenizer, max_length: int,
-                 style: str = cf.DEFAULT_STYLE, memory=None) -> tuple[list[dict], SFTStats]:
-    """Training examples of SFT records (DESIGN's form or the file rows of sandbox.exchange). With
+                 style: str = cf.DEFAULT_STYLE, memory=None,
+                 places: Sequence[int] | None = None) -> tuple[list[dict], SFTStats]:
+    """Training examples of SFT records (DESIGN's form or the file rows of sandbox.exchange), each
+    with its `record`: its place in the file (`places[i]` for a sample, else `i`). With
     `memory` (a trainer.memory.MemoryIndex), each example's system prompt gets the hints that
     evaluation's retrieval gives its conversation (`trainer.memory.hints`, never its own record's)."""
     stats = SFTStats(records=len(records))
@@ -102,7 +148,8 @@ def sft_examples(records: Sequence[Mapping], tokenizer, max_length: int,
         stats.examples += 1
         stats.tokens += len(ex["input_ids"])
         stats.trained_tokens += trained
-        out.append({"input_ids": ex["input_ids"], "labels": ex["labels"], "record": index})   # its line in the file
+        out.append({"input_ids": ex["input_ids"], "labels": ex["labels"],
+                    "record": index if places is None else places[index]})   # its record in the file
     return out, stats
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Mapping, Sequence
 
@@ -41,6 +41,8 @@ class LengthReport:
     rl_dropped: int       # prompts that cannot fit at all
     sft_longest: int = 0  # tokens of the longest SFT record, whole
     rl_longest: int = 0   # tokens of the longest RL prompt, whole
+    sft_of: int | None = None   # records the SFT file holds, where its records are training's sample
+    rl_of: int | None = None    # (trainer.data.TRAIN_SAMPLE); None: the file's every record
 
     @property
     def survivors(self) -> int:
@@ -51,11 +53,15 @@ class LengthReport:
         """The report as a run's journal keeps it: the prompt cap by its written name (trainer.recipe.WRITTEN_AS)."""
         from trainer.recipe import written_as
 
-        return {**written_as(asdict(self)), "survivors": self.survivors}
+        fields = {k: v for k, v in asdict(self).items() if v is not None or k not in ("sft_of", "rl_of")}
+        return {**written_as(fields), "survivors": self.survivors}
 
     def summary(self) -> str:
-        return (f"SFT {self.sft_records}: {self.sft_cut} cut, {self.sft_dropped} dropped at "
-                f"max_length {self.max_length}; RL {self.rl_records}: {self.rl_cut} shortened, "
+        def of(n: int | None) -> str:
+            return "" if n is None else f" (a sample of the file's {n})"
+
+        return (f"SFT {self.sft_records}{of(self.sft_of)}: {self.sft_cut} cut, {self.sft_dropped} dropped at "
+                f"max_length {self.max_length}; RL {self.rl_records}{of(self.rl_of)}: {self.rl_cut} shortened, "
                 f"{self.rl_dropped} dropped at max_prompt_tokens {self.max_prompt_tokens}")
 
     def advice(self) -> str:
@@ -118,14 +124,22 @@ def profile_length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], profile
                          max_prompt_tokens or prof.max_prompt_tokens)
 
 
+def files_length_report(sft: Path | None, rl: Path | None, profile: str, max_length: int | None = None,
+                        max_prompt_tokens: int | None = None) -> LengthReport:
+    """`profile_length_report` of the records a training reads from these files: all of them, or
+    its sample of a larger file (trainer.data.training_sample), never more held at once."""
+    from trainer.data import training_sample
+
+    read = {"sft": training_sample(sft, "sft"), "rl": training_sample(rl, "rl")}
+    report = profile_length_report(read["sft"].records, read["rl"].records, profile, max_length, max_prompt_tokens)
+    return replace(report, **{f"{kind}_of": r.of for kind, r in read.items() if r.sampled})
+
+
 def spec_length_report(spec: "TrainSpec", sft: Path | None, rl: Path | None) -> LengthReport:
     """What `spec`'s length limits (its profile's, or the budget's max_length / max_prompt_tokens)
     cut or drop of these files, said nowhere (UserError on a bad budget override, before any tokenizer loads)."""
-    from trainer.data import read_records
-
     limits = spec.resolved
-    return profile_length_report(read_records(sft, "sft"), read_records(rl, "rl"), spec.profile,
-                                 limits.max_length, limits.max_prompt_tokens)
+    return files_length_report(sft, rl, spec.profile, limits.max_length, limits.max_prompt_tokens)
 
 
 def check_lengths(spec: "TrainSpec", sft: Path | None, rl: Path | None,

@@ -118,8 +118,8 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
     prefix = launcher_prefix(launcher, accelerate_config)
     check_vllm(prof)
     out = check_out(out)
-    n_sft = len(data.read_records(sft, "sft"))  # bad lines fail here, as one sentence, before a child starts
-    n_rl = len(data.read_records(rl, "rl"))
+    n_sft = data.count_records(sft, "sft")  # bad lines fail here, as one sentence, before a child starts
+    n_rl = data.count_records(rl, "rl")
     if not n_sft and not n_rl:
         raise UserError("nothing to train: give SFT and/or RL records")
     out.mkdir(parents=True, exist_ok=True)

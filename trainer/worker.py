@@ -82,17 +82,17 @@ def run(request: dict) -> dict:
     source = models.resolve(request["base"])
     tokenizer = models.load_tokenizer(source)
 
-    sft_records = data.read_records(request.get("sft"), "sft")
-    rl_records = data.read_records(request.get("rl"), "rl")
+    read = {kind: data.training_sample(request.get(kind), kind) for kind in ("sft", "rl")}   # a sample above TRAIN_SAMPLE
     hints = memory_hints(request.get("memory"))
-    examples, sft_stats = data.sft_examples(sft_records, tokenizer, profile.max_length,
-                                            memory=hints[0] if hints else None)
-    rows, rl_stats = data.rl_rows(rl_records, tokenizer, profile.max_prompt_tokens)
+    examples, sft_stats = data.sft_examples(read["sft"].records, tokenizer, profile.max_length,
+                                            memory=hints[0] if hints else None, places=read["sft"].places)
+    rows, rl_stats = data.rl_rows(read["rl"].records, tokenizer, profile.max_prompt_tokens)
+    sampled = {kind: {"records": len(r.records), "of": r.of} for kind, r in read.items() if r.sampled}
     summary: dict = {"base": request["base"], "base_source": source, "seed": seed,
                      "device": device, "device_name": devices.device_name(device), "dtype": dtype, "compute_dtype": compute,
                      "threads": torch.get_num_threads(), "warnings": [],
-                     "data": {"sft": asdict(sft_stats), "rl": asdict(rl_stats)}, **as_dict(RECIPE, profile),
-                     "memory_hints": hints and hints[1]}
+                     "data": {"sft": asdict(sft_stats), "rl": asdict(rl_stats), **({"sampled": sampled} if sampled else {})},
+                     **as_dict(RECIPE, profile), "memory_hints": hints and hints[1]}
     if not examples and not rows:
         raise UserError("nothing to train: no SFT example and no RL prompt survived the length limits")
 
