@@ -74,6 +74,8 @@ def curation_cost(store: RunStore, epoch: int) -> dict | None:
     per_1k = (lambda v: round(v * 1000 / turns, 4) if turns else None)
     return {"seconds": seconds.get("total"), "execute_s": seconds.get("execute"), "check_s": seconds.get("check"),
             "llm_tokens": tokens, "retained_turns": turns,
+            "peak_rss_bytes": (execution.get("execution") or {}).get("peak_rss_bytes"),   # the strategy's, as reported
+            "memory_cap_bytes": (execution.get("limits") or {}).get("memory_bytes"),
             "seconds_per_1k_turns": per_1k(seconds.get("total") or 0), "llm_tokens_per_1k_turns": per_1k(tokens)}
 
 
@@ -141,9 +143,21 @@ def log_table(store: RunStore) -> tuple[list[tuple[str, int]], list[list[str]], 
     if any(r.get("c_only") for r in rows):
         notes.append("C only: accepted on a lower C alone with P unchanged (a cheaper curation, not a better policy)")
     notes += dev_notes(store, rows)
+    notes += memory_note(rows)
     notes += [f"epoch {r['epoch']}: {r['reason']}" for r in rows if r.get("no_candidate")]   # why
     empty = untrained_choice(store, rows)
     return columns, body, notes + ([f"warning: {empty}"] if empty else [])
+
+
+def memory_note(rows: list[dict]) -> list[str]:
+    """What each epoch's strategy held in memory in the sandbox (its peak resident memory, as the
+    runtime reported it), beside the sandbox's cap: a candidate killed for memory says both in its reason."""
+    peaks = [(r["epoch"], r["curation"]) for r in rows if (r.get("curation") or {}).get("peak_rss_bytes")]
+    if not peaks:
+        return []
+    cap = peaks[-1][1].get("memory_cap_bytes")
+    return ["sandbox memory (the strategy's peak" + (f", of a {cap / 2**30:.1f} GiB cap" if cap else "") + "): "
+            + ", ".join(f"epoch {e} {c['peak_rss_bytes'] / 2**20:.0f} MiB" for e, c in peaks)]
 
 
 def untrained_choice(store: RunStore, rows: list[dict] | None = None) -> str | None:

@@ -179,6 +179,9 @@ def test_a_candidate_that_fixes_one_task_and_breaks_another_shows_both_linked_to
 
     notes = log_table(store)[2]
     assert all(page.count(html.escape(note)) == 1 for note in notes)
+    # what each epoch's strategy held in the sandbox, beside the cap (execution.json's reported peak)
+    [memory] = [n for n in notes if n.startswith("sandbox memory (the strategy's peak, of a 8.0 GiB cap): ")]
+    assert re.search(r"epoch 0 \d+ MiB, epoch 1 \d+ MiB$", memory)
     assert '<pre class="diff">' in page and '<span class="add">+' in page
     assert " on ." not in page   # a motive that names no task prints no empty task list
 
