@@ -102,7 +102,8 @@ def cmd_curate(args) -> int:
 
     # ctx.budget as `run` gives its candidates under this profile, so `curate` makes what a run would
     result = execute(strategy_files(Path(args.strategy)), corpus, Path(out), seed=args.seed,
-                     executor=executor, limits=limits, budget=curation_budget(get_profile(args.profile)))
+                     executor=executor, limits=limits, budget=curation_budget(get_profile(args.profile)),
+                     say=lambda text: _say(args, text))   # limits raised for a large corpus: a progress note
     if corpus.skipped_lines:
         atomic_write(Path(result.out_dir) / "skipped.jsonl",
                      "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))

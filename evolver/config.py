@@ -178,6 +178,7 @@ class RunConfig(BaseModel):
     sandbox: Annotated[str, Flag("executor of candidate code", choices=lambda: ("auto", *_executor_names()))] = "auto"
     """Executor of candidate code (sandbox/executor.py registry); auto: Docker, else the process fallback."""
     curation_timeout_s: Annotated[float, Field(gt=0), Finite, Flag("curation wall-clock limit (s)", name="timeout")] = Limits.timeout_s
+    """At its default it rises with a large corpus (sandbox/corpus_limits.py); any other value is kept."""
     eval: Annotated[EvalSpec, Nested(
         batch_size=Flag("evaluation batch size (greedy rows decoded together)"),
         max_new_tokens=Flag("evaluation: most tokens the agent writes per turn"),

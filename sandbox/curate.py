@@ -25,9 +25,9 @@ from typing import Callable, Mapping
 
 from base.errors import RunFailed, UserError, printable
 from base.files import is_empty_or_missing, writable_parent, json_text, sha256_bytes, sha256_files
-from sandbox import checker, leftovers, package_lock
+from sandbox import checker, corpus_limits, leftovers, package_lock
 from corpora import Corpus
-from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, make_executor
+from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, gib, make_executor
 from sandbox.leakage import check_record
 from sandbox.manifest import CURATION_STATS_FILE, CorpusKey, Manifest, StrategyKey
 from sandbox.exchange import to_file
@@ -83,13 +83,23 @@ def _prepare_out(out_dir: Path) -> None:
         raise UserError(f"{out_dir} already exists and is not an empty directory; choose a new --out")
 
 
-def room_for_corpus(size: int, folder: Path) -> None:
+def room_for_corpus(size: int, folder: Path, output: int = 0) -> str | None:
     """UserError, before anything is written, when the sandbox's copy of the corpus would not fit
-    on the disk that holds `folder` (the job's scratch)."""
+    on the disk that holds `folder` (the job's scratch); one line of warning when it fits but
+    `output` bytes more (what the limits let a strategy write there) would not; else None."""
     free = shutil.disk_usage(folder).free
     if size > free:
         raise UserError(f"the corpus takes {size / 2**30:.2f} GiB staged for the sandbox but {folder} has "
                         f"{free / 2**30:.2f} GiB free; free space there or set TMPDIR to a larger disk")
+    if size + output > free:
+        return (f"sandbox: {folder} has {gib(free)} free, less than the staged corpus and the {gib(output)} of "
+                "output its limits allow; a strategy that writes that much fails for want of space there "
+                "(set TMPDIR to a larger disk)")
+    return None
+
+
+def _to_stderr(text: str) -> None:
+    print(printable(text), file=sys.stderr, flush=True)
 
 
 def _write_json(path: Path, obj: object) -> bytes:
@@ -102,13 +112,16 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             executor: Executor | None = None, limits: Limits = Limits(), hash_seed: int | None = 0,
             commit: str | None = None, n_ref: float = checker.N_REF,
             llm: Callable[[dict], Mapping] | None = None, llm_budget: LLMBudget = LLMBudget(),
-            env_calls: int = 200_000, budget: Mapping | None = None) -> CurationResult:
+            env_calls: int = 200_000, budget: Mapping | None = None,
+            say: Callable[[str], None] = _to_stderr) -> CurationResult:
     """Run the strategy on the corpus in the executor and write its checked artifacts to `out_dir`.
 
     The corpus's train-split BFCL scenarios are mounted for ctx.env; with `llm` (request →
     {"text", "prompt_tokens", "completion_tokens"}: the run's LLM layer) ctx.llm asks it over a
     channel the host serves, within `llm_budget`; ctx.env may execute `env_calls` calls; `budget`
     is ctx.budget (trainer.recipe.curation_budget), recorded in the manifest so replay passes it again.
+    The limits still at their defaults, and the checker's caps, follow a large corpus
+    (sandbox.corpus_limits); `say` gets one line naming those that rose, before the work.
 
     Raises CurationFailed when the candidate fails or its output breaks the contract; then
     `out_dir` is not created.
@@ -123,8 +136,15 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
     t0 = time.monotonic()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     leftovers.reap_folders(out_dir.parent.glob(".*.partial-*"))   # stages of killed processes beside it
-    room_for_corpus(corpus.staged_bytes * (1 if "staged" in vars(corpus) else 2),   # the staged file and its copy
-                    Path(tempfile.gettempdir()))
+    size = corpus.staged_bytes
+    limits, caps, raised = corpus_limits.for_corpus(limits, len(corpus.records), size)
+    if raised:
+        say(raised)
+    short = room_for_corpus(size * (1 if "staged" in vars(corpus) else 2),   # the staged file and its copy
+                            Path(tempfile.gettempdir()),
+                            limits.output_dir_bytes if raised else 0)   # at the defaults nothing new is said
+    if short:   # a warning, not a refusal: a strategy may write far less than it is allowed
+        say(short)
     job_root = Path(tempfile.mkdtemp(prefix=leftovers.JOB_PREFIX))
     stage = out_dir.parent / f".{out_dir.name}.partial-{uuid.uuid4().hex[:8]}"
     try:
@@ -154,7 +174,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         leftovers.claim(stage)
         try:   # streamed record by record into the stage: host memory does not follow the output
             outcomes = {r["id"]: checker.outcome_label(r) for r in corpus.records}   # one pass, in corpus order
-            checked = checker.check_output(job.out_dir, stage, list(outcomes), n_ref,
+            checked = checker.check_output(job.out_dir, stage, list(outcomes), n_ref, caps=caps,
                                            inspect=check_record, encode=to_file,   # the leakage guard; TRL's file form
                                            raw_outcomes=outcomes)
         except checker.CandidateRejected as exc:

@@ -27,7 +27,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one execution. Defaults fit a 2-core / 24 GiB machine."""
+    """Resource limits of one execution. Defaults fit a 2-core / 24 GiB machine; a curation raises
+    those still at their defaults with a large corpus (sandbox/corpus_limits.py)."""
 
     timeout_s: float = 900.0          # wall clock; the whole process group / container is killed
     cpu_s: int = 1800                 # CPU seconds

@@ -18,7 +18,8 @@ def add_sandbox(parser, what: str = "the strategy", default: str | None = "auto"
 def add_timeout(parser) -> None:
     """`--timeout S`: a curation's wall-clock limit (sandbox.executor.Limits)."""
     parser.add_argument("--timeout", type=positive_seconds, default=Limits.timeout_s,
-                        help=f"curation wall-clock limit in seconds (default {Limits.timeout_s:g})")
+                        help=f"curation wall-clock limit in seconds (default {Limits.timeout_s:g}, "
+                             "raised with a large corpus: sandbox/corpus_limits.py)")
 
 
 def add_corpus(parser, corpus: str, tools: str, bad_lines: str | None = "corpus") -> None:
