@@ -102,13 +102,16 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             executor: Executor | None = None, limits: Limits = Limits(), hash_seed: int | None = 0,
             commit: str | None = None, n_ref: float = checker.N_REF,
             llm: Callable[[dict], Mapping] | None = None, llm_budget: LLMBudget = LLMBudget(),
-            env_calls: int = 200_000, budget: Mapping | None = None) -> CurationResult:
+            env_calls: int = 200_000, budget: Mapping | None = None,
+            on_progress: Callable[[str], None] | None = None) -> CurationResult:
     """Run the strategy on the corpus in the executor and write its checked artifacts to `out_dir`.
 
     The corpus's train-split BFCL scenarios are mounted for ctx.env; with `llm` (request →
     {"text", "prompt_tokens", "completion_tokens"}: the run's LLM layer) ctx.llm asks it over a
     channel the host serves, within `llm_budget`; ctx.env may execute `env_calls` calls; `budget`
     is ctx.budget (trainer.recipe.curation_budget), recorded in the manifest so replay passes it again.
+    `on_progress` gets the runtime's progress as sentences while the strategy runs (sandbox.progress;
+    none for a curation of a few seconds); nothing of it is recorded.
 
     Raises CurationFailed when the candidate fails or its output breaks the contract; then
     `out_dir` is not created.
@@ -144,7 +147,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         job.out_dir.mkdir()
         t1 = time.monotonic()
         with channel or nullcontext():
-            execution = executor.run(job, limits)
+            execution = executor.run(job, limits, on_progress=on_progress)
         t2 = time.monotonic()
         if channel is not None and channel.failure:
             raise CurationFailed(channel.failure, execution)
