@@ -23,7 +23,7 @@ from evolver.config import RunConfig
 from evolver.final_rules import charged_cost
 from evolver.proposers.brief import Verdict
 from evolver.results import Curation, Decision
-from evolver.context import RunContext
+from evolver.context import RunContext, say
 from sandbox.checker import cost_c
 from sandbox.manifest import CURATION_STATS_FILE, Manifest
 from sandbox.curate import CurationFailed, execute, runtime_sha256
@@ -66,12 +66,12 @@ class DryRuns:
 
 def check_candidate(files: dict, corpus, executor, parent: dict, out: Path, *, seed: int, n_ref: float,
                     timeout_s: float, llm=None, budget=None) -> tuple[Verdict, dict | None]:
-    """Execute `files` on the whole corpus into `out`: the host checker must accept the output
-    (else `failed`), and the artifacts must differ from the parent's `parent` hashes (else
-    `empty`). Returns the verdict and the artifact hashes."""
+    """Execute `files` on the whole corpus into `out`, its progress said as it runs: the host checker
+    must accept the output (else `failed`), and the artifacts must differ from the parent's `parent`
+    hashes (else `empty`). Returns the verdict and the artifact hashes."""
     try:
         execute(files, corpus, out, seed=seed, executor=executor, limits=Limits(timeout_s=timeout_s), n_ref=n_ref, llm=llm,
-                budget=budget)
+                budget=budget, on_progress=say)
     except CurationFailed as exc:
         return Verdict(False, "failed", f"the dry run on the whole corpus failed the host's check: {exc.reason}"), None
     hashes = artifact_hashes(out)
@@ -177,7 +177,8 @@ def curate_candidate(run: RunContext, epoch: int) -> Curation:
         try:
             manifest = execute(candidate.files, run.corpus, out, seed=cfg.seed, executor=run.executor,
                                limits=Limits(timeout_s=cfg.curation_timeout_s), commit=sha,
-                               n_ref=cfg.n_ref, llm=run.curation_llm, budget=cfg.curation_budget).manifest
+                               n_ref=cfg.n_ref, llm=run.curation_llm, budget=cfg.curation_budget,
+                               on_progress=say).manifest
         except CurationFailed as exc:
             return Curation(commit=sha, failed=exc.reason)
     counts = manifest.counts()

@@ -103,7 +103,8 @@ def cmd_curate(args) -> int:
     # ctx.budget as `run` gives its candidates under this profile, so `curate` makes what a run would
     result = execute(strategy_files(Path(args.strategy)), corpus, Path(out), seed=args.seed,
                      executor=executor, limits=limits, budget=curation_budget(get_profile(args.profile)),
-                     say=lambda text: _say(args, text))   # limits raised for a large corpus: a progress note
+                     say=lambda text: _say(args, text),   # limits raised for a large corpus: a progress note
+                     on_progress=lambda text: _say(args, text))
     if corpus.skipped_lines:
         atomic_write(Path(result.out_dir) / "skipped.jsonl",
                      "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))
@@ -163,7 +164,7 @@ def cmd_replay(args) -> int:
         raise UserError("--retrain and --reeval replay a run's epoch: give --epoch E")
     _say_environment(args.dir if args.epoch is not None else source)
     report = replay(source, args.out, executor=make_executor(args.sandbox), corpus_paths=args.corpus, llm=llm,
-                    tools_path=args.tools)
+                    tools_path=args.tools, on_progress=lambda text: _say(args, text))
     kept = not (report.identical and args.out is None)   # an identical replay into a temporary folder is removed
     print(report.summary(kept))
     for name, diff in report.differences.items():

@@ -113,7 +113,8 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             commit: str | None = None, n_ref: float = checker.N_REF,
             llm: Callable[[dict], Mapping] | None = None, llm_budget: LLMBudget = LLMBudget(),
             env_calls: int = 200_000, budget: Mapping | None = None,
-            say: Callable[[str], None] = _to_stderr) -> CurationResult:
+            say: Callable[[str], None] = _to_stderr,
+            on_progress: Callable[[str], None] | None = None) -> CurationResult:
     """Run the strategy on the corpus in the executor and write its checked artifacts to `out_dir`.
 
     The corpus's train-split BFCL scenarios are mounted for ctx.env; with `llm` (request →
@@ -122,6 +123,8 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
     is ctx.budget (trainer.recipe.curation_budget), recorded in the manifest so replay passes it again.
     The limits still at their defaults, and the checker's caps, follow a large corpus
     (sandbox.corpus_limits); `say` gets one line naming those that rose, before the work.
+    `on_progress` gets the runtime's progress as sentences while the strategy runs (sandbox.progress;
+    none for a curation of a few seconds); nothing of it is recorded.
 
     Raises CurationFailed when the candidate fails or its output breaks the contract; then
     `out_dir` is not created.
@@ -164,7 +167,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         job.out_dir.mkdir()
         t1 = time.monotonic()
         with channel or nullcontext():
-            execution = executor.run(job, limits)
+            execution = executor.run(job, limits, on_progress=on_progress)
         t2 = time.monotonic()
         if channel is not None and channel.failure:
             raise CurationFailed(channel.failure, execution)

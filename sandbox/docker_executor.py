@@ -30,6 +30,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import docker
 from docker.errors import DockerException, NotFound
@@ -38,7 +39,7 @@ from docker.types import LogConfig, Mount, Ulimit
 from base.errors import RunFailed
 from sandbox.checker import output_overflow
 from sandbox.docker_engine import docker_client
-from sandbox.executor import (PROJECT_ROOT, BoundedTail, CommandResult, CurationJob, Execution, Limits,
+from sandbox.executor import (PROJECT_ROOT, BoundedTail, CommandResult, CurationJob, Execution, Limits, RuntimeStderr,
                               failure_reason, memory_reason)
 from sandbox.image import ensure_image
 from sandbox.image_lock import SANDBOX_UID
@@ -148,13 +149,16 @@ class DockerExecutor:
         return [Mount(f"{PROJECT_MOUNT}/{pkg}", str(PROJECT_ROOT / pkg), type="bind", read_only=True)
                 for pkg in RUNTIME_PACKAGES]
 
-    def _run_container(self, args: dict, limits: Limits, watch: Path | None, combined: bool = False) -> tuple[dict, str, str, bool, str | None, float]:
+    def _run_container(self, args: dict, limits: Limits, watch: Path | None, combined: bool = False,
+                       on_progress: Callable[[str], None] | None = None) -> tuple[dict, str, str, bool, str | None, float]:
         """Create, start, wait (with the timeout and the output watchdog), read logs, remove: on
-        every path, SIGTERM and SIGHUP of the caller included (SIGKILL: `reap_orphans`)."""
+        every path, SIGTERM and SIGHUP of the caller included (SIGKILL: `reap_orphans`).
+        `on_progress`: the runtime's progress lines, taken out of stderr as they arrive (RuntimeStderr)."""
         with _terminable():
-            return self._run_created(args, limits, watch, combined, time.monotonic())
+            return self._run_created(args, limits, watch, combined, time.monotonic(), on_progress)
 
-    def _run_created(self, args: dict, limits: Limits, watch: Path | None, combined: bool, start: float):
+    def _run_created(self, args: dict, limits: Limits, watch: Path | None, combined: bool, start: float,
+                     on_progress: Callable[[str], None] | None):
         container = lifeline = None
         over: list[str] = []
         stop = threading.Event()
@@ -167,7 +171,7 @@ class DockerExecutor:
             # attached before start, as `docker start -a` does: no byte is written before the host reads
             streams = container.attach(stdout=True, stderr=True, stream=True, logs=False, demux=not combined)
             lifeline = self.client.api.attach_socket(container.id, params={"stdin": 1, "stream": 1})
-            kept = (BoundedTail(limits.output_bytes), BoundedTail(limits.output_bytes))
+            kept = (BoundedTail(limits.output_bytes), RuntimeStderr(limits.output_bytes, on_progress))
             reader = threading.Thread(target=self._drain, args=(streams, kept, combined), daemon=True)
             reader.start()
             container.start()
@@ -236,7 +240,7 @@ class DockerExecutor:
 
     # ------------------------------------------------------------------ the two jobs
 
-    def run(self, job: CurationJob, limits: Limits) -> Execution:
+    def run(self, job: CurationJob, limits: Limits, on_progress: Callable[[str], None] | None = None) -> Execution:
         os.chown(job.out_dir, SANDBOX_UID, SANDBOX_UID) if os.geteuid() == 0 else os.chmod(job.out_dir, 0o777)
         marker = uuid.uuid4().hex
         env = {"PYTHONPATH": PROJECT_MOUNT, "PYTHONHASHSEED": job.hash_seed_env(), "PYTHONDONTWRITEBYTECODE": "1",
@@ -253,7 +257,8 @@ class DockerExecutor:
             Mount("/out", str(job.out_dir), type="bind", read_only=False),
         ] + ([Mount(env_at, str(job.env_dir), type="bind", read_only=True)] if env_at else []) \
           + ([Mount("/job/llm", str(job.llm_socket.parent), type="bind", read_only=True)] if llm_at else [])
-        status, stdout, stderr, timed_out, reason, wall = self._run_container(args, limits, job.out_dir)
+        status, stdout, stderr, timed_out, reason, wall = self._run_container(args, limits, job.out_dir,
+                                                                              on_progress=on_progress)
         code = None if timed_out else status.get("StatusCode")
         reason = reason or failure_reason(code, stderr, timed_out, limits.timeout_s)
         return Execution(executor=self.name, returncode=code, wall_s=wall, stdout=stdout, stderr=stderr,

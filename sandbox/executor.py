@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Callable, Protocol, runtime_checkable
 
 from base.errors import RunFailed, UserError
+from sandbox.progress import ProgressFilter
 from sandbox.runtime import PEAK_LINE
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -104,7 +105,8 @@ class Execution:
 class Executor(Protocol):
     name: str
 
-    def run(self, job: CurationJob, limits: Limits) -> Execution: ...
+    def run(self, job: CurationJob, limits: Limits, on_progress: Callable[[str], None] | None = None) -> Execution:
+        """`on_progress` gets each of the runtime's progress lines as a sentence while it runs (RuntimeStderr)."""
 
     def describe(self) -> dict:
         """What this executor isolates on this machine (recorded in execution.json)."""
@@ -186,15 +188,32 @@ class BoundedTail:
         return bounded_text(bytes(self.head), bytes(self.tail), self.total)
 
 
-class BoundedReader(threading.Thread):
-    """Drains a pipe to the end into a `BoundedTail`."""
+class RuntimeStderr(BoundedTail):
+    """The runtime's stderr: the strategy's text kept as a `BoundedTail`, the runtime's progress
+    lines taken out as they arrive (sandbox.progress) and handed to `on_progress` when given, so
+    the last line a failure reason quotes is never one of them."""
 
-    def __init__(self, pipe: IO[bytes], cap: int):
+    def __init__(self, cap: int, on_progress: Callable[[str], None] | None = None):
+        super().__init__(cap)
+        self.progress = ProgressFilter(super().feed, on_progress)
+
+    def feed(self, chunk: bytes) -> None:
+        self.progress.feed(chunk)
+
+    def text(self) -> str:
+        self.progress.close()
+        return super().text()
+
+
+class BoundedReader(threading.Thread):
+    """Drains a pipe to the end into `kept` (a `BoundedTail`)."""
+
+    def __init__(self, pipe: IO[bytes], kept: BoundedTail):
         super().__init__(daemon=True)
-        self.pipe, self.kept = pipe, BoundedTail(cap)
+        self.pipe, self.kept = pipe, kept
 
     def run(self) -> None:
-        for chunk in iter(lambda: self.pipe.read(65536), b""):
+        for chunk in iter(lambda: self.pipe.read1(65536), b""):   # what has arrived, not a full 64 KiB
             self.kept.feed(chunk)
         self.pipe.close()
 

@@ -8,7 +8,8 @@ dicts it replaces: `len`, indexing (negative too), slicing (a lazy view), iterat
 would make) and `random.sample`. Each access decodes a fresh dict: a record changed by a
 strategy is its own copy, and the corpus stays as the host staged it. `subset(positions)` is a
 view of some of its records: what the toolkit's filters and deduplication return for it, so a
-strategy that filters the corpus holds 8 bytes a kept record, not the records.
+strategy that filters the corpus holds 8 bytes a kept record, not the records. Every record
+decoded is counted in `sandbox.progress.DECODED` (the runtime's progress lines).
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import os
 from array import array
 from collections.abc import Sequence
 from typing import Iterator
+
+from sandbox.progress import DECODED
 
 _CHUNK = 1 << 20   # bytes read at a time while indexing
 
@@ -54,6 +57,7 @@ class LazyCorpus(Sequence):
             with open(self.path, "rb") as f:
                 return self._decode(line, f.fileno())
         start, end = self._offsets[line], self._offsets[line + 1]
+        DECODED.add()
         return json.loads(os.pread(fd, end - start, start))
 
     def subset(self, positions) -> "LazyCorpus":
@@ -78,6 +82,7 @@ class LazyCorpus(Sequence):
             if len(positions):
                 f.seek(self._offsets[positions.start])
             for _ in positions:
+                DECODED.add()
                 yield json.loads(f.readline())
 
     def __eq__(self, other) -> bool:

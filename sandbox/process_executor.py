@@ -37,10 +37,12 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Callable
 
 from base.errors import RunFailed
 from sandbox.checker import output_overflow
-from sandbox.executor import BoundedReader, CurationJob, Execution, Limits, PROJECT_ROOT, failure_reason
+from sandbox.executor import (BoundedReader, BoundedTail, CurationJob, Execution, Limits, PROJECT_ROOT, RuntimeStderr,
+                              failure_reason)
 from sandbox.mount_table import writable_mounts
 
 CLONE_NEWNS = 0x00020000
@@ -225,7 +227,7 @@ class ProcessExecutor:
                 "filesystem": "read-only host, private mounts, read-only /proc, the job's own mount table checked; "
                               "homes, /run and project hidden; one writable output dir"}
 
-    def run(self, job: CurationJob, limits: Limits) -> Execution:
+    def run(self, job: CurationJob, limits: Limits, on_progress: Callable[[str], None] | None = None) -> Execution:
         marker = uuid.uuid4().hex
         drop = probe_isolation()["user"] == "nobody"   # root becomes nobody before bwrap where nobody can run Python
         if drop:
@@ -253,7 +255,8 @@ class ProcessExecutor:
                                     start_new_session=True, preexec_fn=preexec)
         finally:
             os.close(started_w)
-        readers = [BoundedReader(proc.stdout, limits.output_bytes), BoundedReader(proc.stderr, limits.output_bytes)]
+        readers = [BoundedReader(proc.stdout, BoundedTail(limits.output_bytes)),
+                   BoundedReader(proc.stderr, RuntimeStderr(limits.output_bytes, on_progress))]
         for reader in readers:
             reader.start()
         over: list[str] = []

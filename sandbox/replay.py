@@ -107,8 +107,10 @@ def _tools_file(src: Path, manifest: Manifest, execution: dict, given: str | Non
 
 
 def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None = None,
-           corpus_paths: list[str] | None = None, llm=None, tools_path: str | None = None) -> ReplayReport:
-    """`llm` answers ctx.llm (the run's LLM layer in its offline mode) when the output used one."""
+           corpus_paths: list[str] | None = None, llm=None, tools_path: str | None = None,
+           on_progress=None) -> ReplayReport:
+    """`llm` answers ctx.llm (the run's LLM layer in its offline mode) when the output used one;
+    `on_progress` gets the curation's progress as it runs (sandbox.curate.execute)."""
     src = Path(src)
     manifest = Manifest.checked(src)
     if manifest.llm_record_sha256 and llm is None:
@@ -142,7 +144,7 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
         execute(files, corpus, Path(out_dir), seed=manifest.seed, executor=executor,
                 hash_seed=manifest.hash_seed, commit=manifest.strategy.commit, n_ref=manifest.n_ref,
                 llm=llm if manifest.llm_record_sha256 else None,   # as the recorded execution was served
-                budget=manifest.budget)
+                budget=manifest.budget, on_progress=on_progress)
     except BaseException:   # a replay that could not run leaves no temporary folder behind
         if temporary:
             shutil.rmtree(Path(out_dir).parent, ignore_errors=True)

@@ -4,7 +4,8 @@ This is the only project code that runs beside candidate code, inside the execut
 nothing: the host validates, re-serialises, hashes and profiles what it writes. It writes exactly
 `sft.jsonl`, `rl.jsonl` and `memory.jsonl` into the output directory (and `dropped.jsonl` when a
 toolkit operator noted what it dropped) and exits 0, or prints the strategy's traceback to stderr
-and exits with STRATEGY_FAILED.
+and exits with STRATEGY_FAILED. While it runs, a curation longer than `progress.INTERVAL_S` says
+on stderr how far it is (sandbox.progress: records read, then written), a line every few seconds.
 
     python -m sandbox.runtime --strategy DIR --corpus FILE --out DIR --seed N
 """
@@ -16,12 +17,14 @@ import importlib.util
 import json
 import random
 import sys
+import time
 import traceback
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from base.provenance import DROPPED
+from sandbox import progress
 from sandbox.lazy_corpus import LazyCorpus
 from sandbox.text import printable
 
@@ -101,6 +104,7 @@ def write_records(out_dir: Path, curated: Any) -> None:
         with open(out_dir / f"{kind}.jsonl", "wb") as out:
             for line in lines:
                 out.write(line)
+                progress.WRITTEN.add()
 
 
 def write_drops(out_dir: Path, rows: list[dict]) -> None:
@@ -180,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llm", type=Path, help="ctx.llm: the host's LLM channel (a unix socket)")
     parser.add_argument("--budget", help="ctx.budget: what the recipe will train on, as JSON")
     args = parser.parse_args(argv)
+    started = time.monotonic()
     try:
         from curation_strategies import toolkit
         from curation_strategies.toolkit import spill
@@ -188,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         from sandbox.simenv.environment import Environment
 
         raw = read_corpus(args.corpus)
+        report = progress.Reporter(len(raw), started=started)
         env = Environment(args.env, args.env_calls) if args.env else None
         llm = LLMClient(args.llm) if args.llm else None
         budget = json.loads(args.budget) if args.budget else None
@@ -195,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         drops(clear=True)   # this curation's notes only, should a process run more than one
         spill.SPILL_DIR = str(args.out)   # the sandbox's /tmp is a small tmpfs; the output folder is on disk
         curated = load_strategy(args.strategy).curate(raw, ctx)
+        report.writing()
         write_records(args.out, curated)
         write_drops(args.out, drops())
     except BaseException as exc:  # the strategy's failure, whatever it is, is reported, not raised

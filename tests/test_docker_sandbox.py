@@ -301,3 +301,24 @@ def test_caller_survives_ctrl_c_and_the_container_is_removed(docker_executor, st
     time.sleep(1)
     assert leftovers(docker_executor) == []
     assert not (tmp_path / "out").exists()
+
+
+def test_progress_reaches_the_caller_while_the_container_runs_and_not_its_failure_reason(
+        docker_executor, strategy, corpus_copy, tmp_path):
+    s = strategy("""
+        import time
+        from sandbox import progress
+        progress.INTERVAL_S, progress.CHECK_EVERY = 0.0, 10   # a 45-record corpus reports at once
+        def curate(raw, ctx):
+            sum(1 for _ in raw)
+            time.sleep(3)   # the lines of the reading above reach the host meanwhile
+            raise ValueError("read everything, liked nothing")
+    """)
+    arrived = []
+    with pytest.raises(CurationFailed) as info:
+        execute(strategy_files(s), load_corpus([str(corpus_copy)]), tmp_path / "out", executor=docker_executor,
+                limits=Limits(timeout_s=60), on_progress=lambda text: arrived.append((time.monotonic(), text)))
+    assert arrived and time.monotonic() - arrived[0][0] > 1.5, "the progress lines came only when the container ended"
+    assert arrived[0][1].startswith("curation: 10 of 45 records read (")
+    assert info.value.reason == "strategy failed: ValueError: read everything, liked nothing"
+    assert "progress: " not in info.value.execution.stderr
