@@ -101,3 +101,11 @@ def test_the_training_summary_says_when_it_read_a_sample(tmp_path):
                "peak_memory_mb": 1, "data": {"sft": stats, "rl": rl, "sampled": {"rl": {"records": 10, "of": 48}}}}
     text = format_summary(summary, tmp_path)
     assert "9 of 10 records, 1 trained" in text and "10 of 10 prompts (a sample of the file's 48)" in text
+
+
+def test_every_profile_trains_fewer_examples_and_prompts_than_the_sample_holds():
+    from trainer.recipe import PROFILES
+
+    for profile in PROFILES.values():
+        assert profile.sft_max_steps * profile.sft_batch_size * profile.sft_grad_accum < data.TRAIN_SAMPLE, profile.name
+        assert profile.grpo_max_steps * profile.grpo_prompts_per_step < data.TRAIN_SAMPLE, profile.name
