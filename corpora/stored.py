@@ -169,6 +169,12 @@ def by_id(records: Sequence[Mapping]) -> Mapping[str, Mapping]:
     return ById(records) if isinstance(records, StoredRecords) else {r["id"]: r for r in records}
 
 
+def in_order(records: Mapping[str, Mapping]) -> Sequence[Mapping]:
+    """The records of a `by_id` mapping in corpus order, as a sequence: the stored records
+    themselves (each decoded when read, none held), else a list of the dict's."""
+    return records._records if isinstance(records, ById) else list(records.values())
+
+
 class _Borrowed(Spill):
     """A spill file another process wrote and owns (a pickled view): read, never removed."""
 

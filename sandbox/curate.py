@@ -25,7 +25,7 @@ from typing import Callable, Mapping
 
 from base.errors import RunFailed, UserError, printable
 from base.files import is_empty_or_missing, writable_parent, json_text, sha256_bytes, sha256_files
-from sandbox import checker, corpus_limits, leftovers, package_lock
+from sandbox import checker, corpus_limits, leftovers, package_lock, progress
 from corpora import Corpus
 from sandbox.executor import PROJECT_ROOT, CurationJob, Execution, Executor, Limits, gib, make_executor
 from sandbox.leakage import check_record
@@ -100,6 +100,25 @@ def room_for_corpus(size: int, folder: Path, output: int = 0) -> str | None:
 
 def _to_stderr(text: str) -> None:
     print(printable(text), file=sys.stderr, flush=True)
+
+
+def _checking(written: Path, stage: Path) -> Callable[[int], str]:
+    """The check's progress: the canonical bytes it has written into `stage`, of what the strategy wrote."""
+    total = _folder_bytes(written)
+    return lambda seconds: (f"checking the artifacts: {gib(_folder_bytes(stage))} written of the strategy's "
+                            f"{gib(total)} ({progress.duration(seconds)})")
+
+
+def _folder_bytes(folder: Path) -> int:
+    """Bytes of the files under `folder` now (a file that goes while it is counted counts nothing)."""
+    total = 0
+    for where, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(where, name)).st_size
+            except OSError:
+                pass
+    return total
 
 
 def _write_json(path: Path, obj: object) -> bytes:
@@ -177,9 +196,10 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         leftovers.claim(stage)
         try:   # streamed record by record into the stage: host memory does not follow the output
             outcomes = {r["id"]: checker.outcome_label(r) for r in corpus.records}   # one pass, in corpus order
-            checked = checker.check_output(job.out_dir, stage, list(outcomes), n_ref, caps=caps,
-                                           inspect=check_record, encode=to_file,   # the leakage guard; TRL's file form
-                                           raw_outcomes=outcomes)
+            with progress.Watch(on_progress, _checking(job.out_dir, stage)):
+                checked = checker.check_output(job.out_dir, stage, list(outcomes), n_ref, caps=caps,
+                                               inspect=check_record, encode=to_file,   # the leakage guard; TRL's file form
+                                               raw_outcomes=outcomes)
         except checker.CandidateRejected as exc:
             raise CurationFailed(str(exc), execution) from None
         stats, artifacts = checked.profile, dict(checked.artifacts)

@@ -6,12 +6,14 @@ prints one line, `MARKER` then `phase=curating read=N records=N written=N second
 every `INTERVAL_S` (so none at all for a curation shorter than that). On the host, `ProgressFilter`
 takes those lines out of the child's stderr as they arrive, so the stderr an `Execution` keeps (whose
 last line a failure reason quotes) holds only what the strategy wrote, and hands each to the caller
-as a sentence. Nothing of it reaches an artifact, the manifest or `execution.json`.
+as a sentence. Nothing of it reaches an artifact, the manifest or `execution.json`. The host's own
+long step after it, the check of the artifacts, says how far it is through a `Watch`.
 """
 from __future__ import annotations
 
 import re
 import sys
+import threading
 import time
 from typing import Callable
 
@@ -126,3 +128,28 @@ class ProgressFilter:
         if self.pending:
             self.keep(self.pending)
             self.pending = b""
+
+
+class Watch:
+    """A host step with no lines of its own, watched: while the `with` block runs, a daemon thread
+    hands `on_progress` the sentence `say(seconds so far)` every INTERVAL_S (nothing when the step
+    is shorter, or without `on_progress`)."""
+
+    def __init__(self, on_progress: Callable[[str], None] | None, say: Callable[[int], str]):
+        self.on_progress, self.say, self.done = on_progress, say, threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> "Watch":
+        if self.on_progress is not None:
+            self.started = time.monotonic()
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+    def _watch(self) -> None:
+        while not self.done.wait(INTERVAL_S):
+            self.on_progress(self.say(round(time.monotonic() - self.started)))

@@ -17,7 +17,7 @@ from corpora.stored import SPILL_PREFIX, ById, StoredRecords, by_id
 
 from conftest import ROOT
 
-# What `curate` and the loop do with a corpus on the host before the sandbox runs; HOLD keeps
+# What `curate`, `run`'s checks and the loop do with a corpus on the host before the sandbox runs; HOLD keeps
 # the records as parsed dicts too (what the host did before), so the measure must catch it.
 STEPS = """
 import json, sys
@@ -27,6 +27,9 @@ loaded = load_corpus([sys.argv[1]])
 held = list(loaded.records) if sys.argv[2] == "hold" else None
 part = train_part(loaded)
 note = sides(loaded.records)
+from evolver.config import RunConfig
+from evolver.launch import dev_check
+dev = dev_check(RunConfig(corpus=(sys.argv[1],), benchmark="next-call"))   # what `run` checks before any work
 with open(part.staged, "rb") as f:
     staged = sum(1 for _ in f)
 peak = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1]
@@ -45,7 +48,7 @@ def host_peak(corpus, mode: str = "lazy") -> dict:
 def test_host_memory_stays_bounded_on_ten_thousand_generated_trajectories(tmp_path):
     big, one = tmp_path / "big.jsonl", tmp_path / "one.jsonl"
     size = scale_corpus.write(big, "short", 10_000)
-    scale_corpus.write(one, "short", 1)
+    scale_corpus.write(one, "short", 20)   # the few records the checks of `run` need
     floor = host_peak(one)["peak"]
     lazy = host_peak(big)
     held = host_peak(big, "hold")

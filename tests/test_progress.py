@@ -107,3 +107,25 @@ def test_a_strategy_that_fails_after_progress_is_rejected_with_its_own_error(str
     assert said, "the progress before the failure was said"
     assert info.value.reason == "strategy failed: ValueError: read everything, liked nothing"
     assert MARKER not in info.value.execution.stderr
+
+
+def test_a_long_check_of_the_artifacts_says_how_far_it_is(strategy, sample_corpus, tmp_path, monkeypatch):
+    from sandbox import checker, progress
+
+    quiet = strategy("""
+        def curate(raw, ctx):
+            return honest(raw)
+    """)
+    real = checker.check_output
+
+    def slow(*args, **kwargs):   # a check of a few seconds, as at 10^5 trajectories, in a tenth of one
+        time.sleep(0.3)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(checker, "check_output", slow)
+    monkeypatch.setattr(progress, "INTERVAL_S", 0.05)
+    said = []
+    curate(quiet, sample_corpus, tmp_path / "out", said)
+    checking = [s for s in said if s.startswith("checking the artifacts: ")]
+    assert len(checking) >= 2 and re.fullmatch(r"checking the artifacts: \d+\.\d\d GiB written of the strategy's "
+                                                r"\d+\.\d\d GiB \(\d+ s\)", checking[0]), said
