@@ -78,7 +78,7 @@ def load_split(corpus: str) -> None:
 
 def curate(strategy: str, corpus: str, out: str, sandbox: str) -> None:
     """The `_curate` step: what `curate` and the loop's curation stage do (load, split, stage, sandbox,
-    the host's check), without the CLI's length report (it tokenizes every record for a profile)."""
+    the host's check), without the CLI's length report (a tokenizer's load and a sample of the records)."""
     from corpora import load_corpus, train_part
     from sandbox.curate import execute
     from sandbox.executor import Limits, make_executor
