@@ -55,11 +55,6 @@ def checked_records(path: str | Path, kind: str, only: Container[int] | None = N
         yield record
 
 
-def count_records(path: str | Path | None, kind: str) -> int:
-    """How many records the file holds, each checked as `read_records` checks it, none held."""
-    return 0 if path is None else sum(1 for _ in checked_records(path, kind))
-
-
 TRAIN_SAMPLE = 5_000
 """Records of one kind a training reads at most. The recipe trains at most steps × batch ×
 accumulation SFT examples (2,240 in the paper's profile) and steps × prompts RL prompts (1,600);

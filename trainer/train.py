@@ -118,8 +118,9 @@ def train(sft: str | Path | None, rl: str | Path | None, out: str | Path, *, bas
     prefix = launcher_prefix(launcher, accelerate_config)
     check_vllm(prof)
     out = check_out(out)
-    n_sft = data.count_records(sft, "sft")  # bad lines fail here, as one sentence, before a child starts
-    n_rl = data.count_records(rl, "rl")
+    # the records the worker will read (all, or its sample of a large file): a bad one fails here, as one
+    # sentence, before a child starts
+    n_sft, n_rl = (len(data.training_sample(path, kind).records) for path, kind in ((sft, "sft"), (rl, "rl")))
     if not n_sft and not n_rl:
         raise UserError("nothing to train: give SFT and/or RL records")
     out.mkdir(parents=True, exist_ok=True)
