@@ -76,6 +76,12 @@ def _macros(style: str):
     return _compile_jinja_template(CHAT_TEMPLATE).make_module({"tool_style": style, "messages": []})
 
 
+def load_renderer(style: str = DEFAULT_STYLE) -> None:
+    """Import the template's renderer now (transformers' import takes about a second), so that the
+    first record rendered later does not wait for it."""
+    _macros(style)
+
+
 def tool_line(tool: Mapping, style: str = DEFAULT_STYLE) -> str:
     """One tool as one line of the system prompt."""
     return str(_macros(style).tool_line(dict(tool)))

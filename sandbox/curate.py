@@ -16,6 +16,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from contextlib import nullcontext
@@ -102,6 +103,23 @@ def _to_stderr(text: str) -> None:
     print(printable(text), file=sys.stderr, flush=True)
 
 
+def _load_renderer() -> threading.Thread:
+    """The check writes each RL row in TRL's file form, its tools rendered by transformers' template
+    renderer, whose import takes about a second: a thread imports it while the sandbox runs (a
+    failure to import is the check's to say, when it renders)."""
+    def load() -> None:
+        try:
+            from chat_format.chat_format import load_renderer
+
+            load_renderer()
+        except Exception:   # noqa: BLE001 — said by the check itself
+            pass
+
+    thread = threading.Thread(target=load, name="load-renderer", daemon=True)
+    thread.start()
+    return thread
+
+
 def _checking(written: Path, stage: Path) -> Callable[[int], str]:
     """The check's progress: the canonical bytes it has written into `stage`, of what the strategy wrote."""
     total = _folder_bytes(written)
@@ -185,8 +203,10 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         shutil.copyfile(corpus.staged, job.corpus_path)   # a scratch copy of the file made once per corpus
         job.out_dir.mkdir()
         t1 = time.monotonic()
+        renderer = _load_renderer()   # the check's RL rows need it: loaded while the host only waits
         with channel or nullcontext():
             execution = executor.run(job, limits, on_progress=on_progress)
+        renderer.join()
         t2 = time.monotonic()
         if channel is not None and channel.failure:
             raise CurationFailed(channel.failure, execution)
