@@ -120,20 +120,22 @@ def _load_renderer() -> threading.Thread:
     return thread
 
 
-def _checking(written: Path, stage: Path) -> Callable[[int], str]:
-    """The check's progress: the canonical bytes it has written into `stage`, of what the strategy wrote."""
-    total = _folder_bytes(written)
-    return lambda seconds: (f"checking the artifacts: {gib(_folder_bytes(stage))} written of the strategy's "
-                            f"{gib(total)} ({progress.duration(seconds)})")
+def _checking(stage: Path) -> Callable[[int], str]:
+    """The check's progress: the checked records it has written into `stage` so far (their file form,
+    larger than what the strategy wrote: an RL row carries its tools; a second half checked beside
+    the first counts once it is joined)."""
+    return lambda seconds: (f"checking the artifacts: {gib(_folder_bytes(stage))} of checked records written "
+                            f"({progress.duration(seconds)})")
 
 
 def _folder_bytes(folder: Path) -> int:
-    """Bytes of the files under `folder` now (a file that goes while it is counted counts nothing)."""
+    """Bytes of the files directly in `folder` now, but hidden ones (a file that goes while it is
+    counted counts nothing)."""
     total = 0
-    for where, _, files in os.walk(folder):
-        for name in files:
+    for entry in os.scandir(folder):
+        if not entry.name.startswith("."):
             try:
-                total += os.lstat(os.path.join(where, name)).st_size
+                total += entry.stat(follow_symlinks=False).st_size
             except OSError:
                 pass
     return total
@@ -216,7 +218,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         leftovers.claim(stage)
         try:   # streamed record by record into the stage: host memory does not follow the output
             outcomes = {r["id"]: checker.outcome_label(r) for r in corpus.records}   # one pass, in corpus order
-            with progress.Watch(on_progress, _checking(job.out_dir, stage)):
+            with progress.Watch(on_progress, _checking(stage)):
                 checked = checker.check_output(job.out_dir, stage, list(outcomes), n_ref, caps=caps,
                                                inspect=check_record, encode=to_file,   # the leakage guard; TRL's file form
                                                raw_outcomes=outcomes)
