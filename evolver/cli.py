@@ -13,7 +13,7 @@ from base.errors import RunFailed, UserError, positive_int, printable
 from base.options import add_old_spelling
 from sandbox.options import add_corpus, add_sandbox, add_timeout
 from trainer.options import add_profile
-from base.files import atomic_write, count_jsonl, read_json
+from base.files import atomic_write, read_json
 from evolver import repair, report, run_cli, trace
 from sandbox import image as sandbox_image
 from environments import corpus_cli
@@ -109,7 +109,8 @@ def cmd_curate(args) -> int:
         atomic_write(Path(result.out_dir) / "skipped.jsonl",
                      "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in corpus.skipped_lines))
     curated = {kind: Path(result.out_dir) / f"{kind}.jsonl" for kind in ("sft", "rl")}
-    if not count_jsonl(curated["sft"]) and not count_jsonl(curated["rl"]):   # said even with --quiet: a run would train nothing on this
+    counts = result.manifest.counts()   # the check counted the records: no file is read again here
+    if not counts.get("sft.jsonl") and not counts.get("rl.jsonl"):   # said even with --quiet: a run would train nothing on this
         print("curateevo: warning: this strategy would train nothing: it curated no SFT record and no RL record, "
               "so a run rolls such a candidate back unevaluated", file=sys.stderr)
     try:
