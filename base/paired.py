@@ -121,6 +121,9 @@ class PairedDifference:
         return float(np.mean(self.resampled > threshold))
 
 
+TIE_DECIMALS = 12   # resampled differences are rounded here (paired_resamples): float noise is not a difference
+
+
 def paired_resamples(a: Scores, b: Scores, resamples: int = RESAMPLES, seed: int = 0,
                      groups: Groups | None = None) -> PairedDifference:
     """The crossed paired bootstrap of mean(a) − mean(b) over the ids both rows scored, their tasks
@@ -134,6 +137,10 @@ def paired_resamples(a: Scores, b: Scores, resamples: int = RESAMPLES, seed: int
     task_w = task_weights(rng, len(ids), resamples, ids, groups)
     seed_w = shared_seed_weights(rng, (ma, mb), resamples)
     diffs = resampled_means(ma, task_w, rng, seed_w) - resampled_means(mb, task_w, rng, seed_w)
+    # The matrix products' summation order follows the CPU's BLAS kernel, so a tie (a difference of
+    # exactly 0) came out as 0 on one machine and ±1e-17 on another, moving p-values and verdicts
+    # with the CPU: rounded at 1e-12, far below any score's step, every machine reads the same ties.
+    diffs = np.round(diffs, TIE_DECIMALS) + 0.0   # + 0.0: no -0.0
     return PairedDifference(float(ma.mean() - mb.mean()), count_tasks(ids, groups), diffs, len(ids))
 
 

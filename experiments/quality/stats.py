@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from base.paired import RESAMPLES, Groups, Scores, resampled_means, shared_seed_weights, table, task_index, task_weights
+from base.paired import RESAMPLES, TIE_DECIMALS, Groups, Scores, resampled_means, shared_seed_weights, table, task_index, task_weights
 from base.paired import paired_resamples
 
 
@@ -121,8 +121,9 @@ def gap_recovered(row: Scores, wild: Scores, labeled: Scores, confidence: float 
     task_w = task_weights(rng, len(tasks), resamples, tasks, groups)
     seed_w = shared_seed_weights(rng, (mr, mw, ml), resamples)
     r, w, lab = (resampled_means(m, task_w, rng, seed_w) for m in (mr, mw, ml))
-    positive = lab - w > 0
-    shares = (r - w)[positive] / (lab - w)[positive]
+    gaps, gains = (np.round(x - w, TIE_DECIMALS) for x in (lab, r))   # ties read alike on every CPU (base.paired)
+    positive = gaps > 0
+    shares = gains[positive] / gaps[positive]
     est = Estimate(float((mr.mean() - mw.mean()) / gap), *_percentiles(shares, confidence),
                    "paired bootstrap over tasks × seeds")
     return {**est.to_json(), "gap": round(float(gap), 6), "gap_positive": round(float(positive.mean()), 6)}
