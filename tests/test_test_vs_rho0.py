@@ -7,6 +7,7 @@ import shutil
 import pytest
 from conftest import SAMPLE_CORPUS, TINY_RUN_ARGS
 
+from environments.tau2 import conversation
 from evolver import cli, tested
 from evolver.store import RunStore
 
@@ -152,12 +153,16 @@ def test_seeds_trains_the_missing_seeds_of_both_as_bench_quality_cells_and_adopt
         assert sum(c["P"] for c in cells) / 4 == pytest.approx((doc["final"]["value"] + doc["rho0"]["value"]) / 2)
 
 
-def test_test_scores_the_user_simulated_tasks_when_an_endpoint_plays_the_user(finished, tmp_path, capsys, model_server):
+def test_test_scores_the_user_simulated_tasks_when_an_endpoint_plays_the_user(finished, tmp_path, capsys, model_server,
+                                                                             monkeypatch):
     """`test --user-model --user-base-url`: τ²'s airline and retail join its held-out table, the user played
     by a real local server; the endpoint (never a key) is in the evaluation's metrics."""
     url, model = model_server
     root = _copy(finished, tmp_path)
     capsys.readouterr()
+    # at most two user turns a task, not fifteen: the same seam (the agent's opening, the user's answers
+    # from the server, the agent's replies) in a fifth of the time (140 s -> 27 s here)
+    monkeypatch.setattr(conversation, "MAX_USER_TURNS", 2)
     assert cli.main(["test", str(root), "--tasks", "2", "--held-out", "tau2", "--user-model", model,
                      "--user-base-url", url, "--user-max-tokens", "8"]) == 0
     held = json.loads((root / "test" / tested.HELD_OUT_FILE).read_text())
