@@ -89,7 +89,8 @@ def error_template(message: str, args: Mapping | None) -> str:
     numbers replaced by placeholders, so the same failure on different arguments groups together."""
     text = _short(message, 200)
     for name, value in sorted((args or {}).items(), key=lambda kv: (-len(str(kv[1])), kv[0])):
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value).strip():
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value).strip() \
+                and str(value) in text:   # (a value the text does not hold replaces nothing: no pattern compiled)
             # Whole tokens only: a value "no" must not rewrite "doesn't" or "not".
             text = re.sub(rf"(?<![\w']){re.escape(str(value))}(?![\w'])", f"<{name}>", text)
     return re.sub(r"\b\d+(\.\d+)?\b", "<n>", text)
