@@ -7,7 +7,10 @@ reference = its recorded calls); no memory. When the run took its length limits 
 limits), a trajectory longer than `ctx.budget["max_length"]` is trained as windows that fit it
 (`toolkit.windows`: each with the system messages and request before it), so its later turns are
 trained rather than cut off; a trajectory within the bound, and every trajectory of a curation
-whose budget does not say `windows` (or that has no budget), is one record as before."""
+whose budget does not say `windows` (or that has no budget), is one record as before. With a
+budget, an RL prompt keeps what the trainer would keep of a long session's prefix (`toolkit.rl`'s
+`max_tokens`: the request and the latest messages, within PROMPT_CHARS_PER_TOKEN characters a
+token of max_length), so a session's RL records grow with its length, not its square."""
 
 
 def curate(raw, ctx):
@@ -15,6 +18,7 @@ def curate(raw, ctx):
     out = tk.Curated()
     budget = getattr(ctx, "budget", None) or {}
     max_length = budget.get("max_length") if budget.get("windows") else None
+    max_prompt = budget.get("max_length")
     for trajectory in raw:
         if tk.is_empty(trajectory):
             continue
@@ -24,5 +28,5 @@ def curate(raw, ctx):
                                          tags=["seed", "window"]) for n, w in enumerate(windows))
         else:
             out.sft.append(tk.sft_record(trajectory, tags=["seed"]))
-        out.rl.extend(tk.rl_records(trajectory, tk.tool_call_steps(trajectory), tags=["seed"]))
+        out.rl.extend(tk.rl_records(trajectory, tk.tool_call_steps(trajectory), tags=["seed"], max_tokens=max_prompt))
     return out

@@ -1,0 +1,62 @@
+"""ρ0's RL prompts on long sessions (issue 74): with a budget, a step's prompt keeps what the trainer
+would keep of the session before it (toolkit.rl.recent_prefix), so a session's RL records grow with
+its length, not its square; the trainer fits each to the same prompt text; a corpus of short
+sessions (the sample) is curated byte for byte as before."""
+import json
+from types import SimpleNamespace
+
+from conftest import SAMPLE_CORPUS
+
+from bench import scale_corpus
+from curation_strategies import toolkit as tk
+from curation_strategies.seed.strategy import curate
+from curation_strategies.toolkit.rl import PROMPT_CHARS_PER_TOKEN, recent_prefix
+from trainer.data import fit_prompt
+from trainer.models import embedded_tokenizer_dir, load_tokenizer
+
+TEST_LIMITS = {"max_length": 1024}   # the test profile's; its max_prompt_tokens is 1536
+
+
+def _rl(records, budget):
+    return curate(records, SimpleNamespace(toolkit=tk, budget=budget)).rl
+
+
+def test_a_long_sessions_prompts_are_bounded_and_fit_to_the_prompts_the_trainer_made_of_the_whole_prefix():
+    session = scale_corpus.record("long", 0, 1)
+    whole, bounded = _rl([session], None), _rl([session], TEST_LIMITS)
+    assert [r["id"] for r in whole] == [r["id"] for r in bounded]
+    cut = [(a, b) for a, b in zip(whole, bounded) if len(a["messages"]) != len(b["messages"])]
+    assert len(cut) > len(whole) // 2
+    size = lambda rows: sum(len(json.dumps(r)) for r in rows)   # noqa: E731
+    assert size(bounded) * 5 < size(whole)
+    tokenizer = load_tokenizer(str(embedded_tokenizer_dir()))
+    for a, b in cut[:3]:   # the first three cut (the trainer's fit of a long prefix drops one message a try: slow)
+        assert fit_prompt(a["messages"], a["tools"], tokenizer, 1536)[0] == fit_prompt(b["messages"], b["tools"], tokenizer, 1536)[0]
+    for record in bounded:
+        messages = record["messages"]
+        assert messages[-1]["role"] in ("user", "tool")
+        step = record["meta"]["provenance"]["steps"][-1]
+        if step.get("params"):
+            assert step["params"]["max_tokens"] == 1024
+            first_user = next(i for i, m in enumerate(messages) if m["role"] == "user")
+            latest = messages[first_user + 1:]
+            assert latest[0]["role"] != "tool"   # a call's results stay with their call
+            assert sum(len(m.get("content") or "") for m in latest[1:]) <= PROMPT_CHARS_PER_TOKEN * 1024
+
+
+def test_the_step_s_own_observation_is_kept_when_it_alone_is_over_the_bound():
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "fix it"},
+                {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "type": "function",
+                                                                        "function": {"name": "view", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "a", "content": "x" * 40_000},
+                {"role": "assistant", "content": "", "tool_calls": [{"id": "b", "type": "function",
+                                                                        "function": {"name": "edit", "arguments": "{}"}}]}]
+    assert recent_prefix(messages, 4, 100) == [0, 1, 2, 3]   # nothing to cut: the whole prefix
+    messages[2:2] = [{"role": "assistant", "content": "y" * 40_000}, {"role": "user", "content": "go on"}]
+    assert recent_prefix(messages, 6, 100) == [0, 1, 4, 5]   # the request, then the step's call and its result
+
+
+def test_short_sessions_are_curated_as_before():
+    records = [json.loads(line) for line in SAMPLE_CORPUS.read_text().splitlines()]
+    budget = {"max_length": 1024, "sft_examples": 8}
+    assert _rl(records, budget) == _rl(records, None)
