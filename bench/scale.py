@@ -4,6 +4,7 @@ seed and a reference strategy (the host's check inside it), and `replay`.
 
     .venv/bin/python bench/scale.py --sizes 1000 10000 [--shape short|long] [--sandbox process] [--strategies seed agentrefine]
         [--work /tmp/curateevo-scale] [--json bench/results/scale-DATE.json] [--keep] [--no-run] [--no-replay [STRATEGY ...]]
+        [--profile test]
 
 Each step runs as its own process, so its wall time and peak resident memory (its own VmHWM,
 which the step reports on leaving) are its own; the sandbox's peak is what the runtime reported (execution.json). Per size it records
@@ -11,7 +12,9 @@ wall time, seconds per 1K records and per 1K retained turns (the profile's cost_
 paper's unit, 405 s per 1K there), peak memory of host and sandbox, and the bytes written.
 Resumable: a size's result is kept in WORK/<shape>-<n>/result.json and not measured again; its
 corpus and outputs are deleted once measured (--keep keeps them). A size whose corpus would not
-fit the free disk is skipped and said so. Corpora: bench/scale_corpus.py.
+fit the free disk is skipped and said so. Corpora: bench/scale_corpus.py. `--profile NAME` curates
+with that profile's ctx.budget, as a run's curation stage does (`curate --profile`): ρ0 then bounds
+its RL prompts (toolkit.rl.recent_prefix), which long sessions need; without it, no budget.
 """
 from __future__ import annotations
 
@@ -76,21 +79,23 @@ def load_split(corpus: str) -> None:
     print(json.dumps({"records": len(loaded.records), "train": len(train_part(loaded).records)}))
 
 
-def curate(strategy: str, corpus: str, out: str, sandbox: str) -> None:
+def curate(strategy: str, corpus: str, out: str, sandbox: str, profile: str = "") -> None:
     """The `_curate` step: what `curate` and the loop's curation stage do (load, split, stage, sandbox,
     the host's check), without the CLI's length report (a tokenizer's load and a sample of the records)."""
     from corpora import load_corpus, train_part
     from sandbox.curate import execute
     from sandbox.executor import Limits, make_executor
     from sandbox.strategy_files import strategy_files
+    from trainer.recipe import PROFILES, curation_budget
 
     execute(strategy_files(Path(strategy)), train_part(load_corpus([corpus])), Path(out),
-            executor=make_executor(sandbox), limits=Limits(timeout_s=3600))
+            executor=make_executor(sandbox), limits=Limits(timeout_s=3600),
+            budget=curation_budget(PROFILES[profile]) if profile else None)
 
 
-def curate_step(name: str, corpus: Path, out: Path, sandbox: str, log: Path) -> dict:
+def curate_step(name: str, corpus: Path, out: Path, sandbox: str, log: Path, profile: str = "") -> dict:
     step = measured([sys.executable, str(Path(__file__)), "_curate", str(STRATEGIES[name]), str(corpus), str(out),
-                     sandbox], log)
+                     sandbox, profile], log)
     if step["rc"] != 0:
         return step
     profile = json.loads((out / "profile.json").read_text())
@@ -136,7 +141,7 @@ def run_step(corpus: Path, runs: Path, sandbox: str, log: Path) -> dict:
 
 
 def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool, strategies: list[str], run: bool = True,
-            no_replay: list[str] = ()) -> dict:
+            no_replay: list[str] = (), profile: str = "") -> dict:
     """One size's row (read back when measured before)."""
     folder = work / f"{shape}-{n}"
     done = folder / "result.json"
@@ -162,7 +167,7 @@ def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool, strategies
         out = folder / f"curate-{name}"
         shutil.rmtree(out, ignore_errors=True)
         shutil.rmtree(out.with_name(out.name + "-replay"), ignore_errors=True)
-        row[f"curate_{name}"] = curate_step(name, corpus, out, sandbox, folder / f"curate-{name}.log")
+        row[f"curate_{name}"] = curate_step(name, corpus, out, sandbox, folder / f"curate-{name}.log", profile)
         if row[f"curate_{name}"]["rc"] == 0 and name not in no_replay:
             row[f"replay_{name}"] = replay_step(out, sandbox, folder / f"replay-{name}.log")
         print(f"{shape} {n}: {name}: {json.dumps(row[f'curate_{name}'].get('s_per_1k_records'))} s per 1K records",
@@ -197,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                 load_split(argv[1])
                 return 0
             if argv[0] == "_curate":
-                curate(*argv[1:5])
+                curate(*argv[1:6])
                 return 0
             from evolver import cli   # `curateevo replay` / `run` as a user runs them
 
@@ -220,16 +225,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-run", action="store_true", help="leave out the tiny `run` step")
     ap.add_argument("--no-replay", nargs="*", choices=list(STRATEGIES), default=None, metavar="STRATEGY",
                     help="leave out `replay` (it takes as long as the curation): of these strategies, or of all")
+    ap.add_argument("--profile", default="", help="curate with this profile's ctx.budget, as a run's curation stage "
+                    "does (default: none, as plain `curate`)")
     args = ap.parse_args(argv)
     if any(n < 1 for n in args.sizes):
         ap.error("--sizes: each size is a number of trajectories, at least 1")
     rows = []
     for n in sorted(args.sizes):
         rows.append(measure(args.shape, n, args.work, args.sandbox, args.keep, args.strategies, not args.no_run,
-                            [] if args.no_replay is None else args.no_replay or list(STRATEGIES)))
+                            [] if args.no_replay is None else args.no_replay or list(STRATEGIES), args.profile))
         result = {"kind": "scale", "what": f"curation at scale ({args.shape} trajectories, {args.sandbox} sandbox)",
                   "date": today, "command": "bench/scale.py " + " ".join(argv), "commit": label(ROOT),
-                  "machine": machine(), "shape": args.shape, "sandbox": args.sandbox, "rows": rows}
+                  "machine": machine(), "shape": args.shape, "sandbox": args.sandbox, "rows": rows,
+                  **({"budget_profile": args.profile} if args.profile else {})}
         args.json.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")   # after each size: partial results kept
     print(f"wrote {args.json}")
     return 0

@@ -106,10 +106,22 @@ def test_rho0_keeps_every_trajectory_whole_unless_the_budget_says_windows(corpus
     assert "windows" not in budget   # the profile's budget never says it: only a run that took its limits does
     for given in (budget, {**budget, "max_length": 256}, {**budget, "windows": False}):
         within = rho0(records, SimpleNamespace(toolkit=tk, budget=given))
-        assert within.sft == without.sft and within.rl == without.rl and within.memory == without.memory
+        assert within.sft == without.sft and within.memory == without.memory
+        assert _bounded(within.rl, without.rl, given["max_length"])
         assert all("window" not in r["meta"]["tags"] for r in within.sft)
     windowed = rho0(records, SimpleNamespace(toolkit=tk, budget={**budget, "windows": True}))
-    assert windowed.rl == without.rl and windowed.memory == without.memory   # windows cut SFT records alone
+    assert _bounded(windowed.rl, without.rl, budget["max_length"]) and windowed.memory == without.memory   # windows cut SFT records alone
+
+
+def _bounded(rl, whole, max_tokens) -> bool:
+    """Every step's RL record, each the whole prefix's or one cut to its latest messages within
+    max_tokens (toolkit.rl.recent_prefix: tests/test_rl_prefix.py)."""
+    def cut(a, b):
+        step = b["meta"]["provenance"]["steps"][-1]
+        kept = iter(a["messages"])
+        return (step.get("params", {}).get("max_tokens") == max_tokens and len(b["messages"]) < len(a["messages"])
+                and all(m in kept for m in b["messages"]) and {**b, "messages": a["messages"], "meta": a["meta"]} == a)
+    return [r["id"] for r in rl] == [r["id"] for r in whole] and all(a == b or cut(a, b) for a, b in zip(whole, rl))
 
 
 def _artifacts(corpus, out, budget):
