@@ -60,3 +60,42 @@ def test_short_sessions_are_curated_as_before():
     records = [json.loads(line) for line in SAMPLE_CORPUS.read_text().splitlines()]
     budget = {"max_length": 1024, "sft_examples": 8}
     assert _rl(records, budget) == _rl(records, None)
+
+
+def _one_at_a_time(messages, tools, tokenizer, max_tokens):
+    """trainer.data.fit_prompt before it skipped tries: one call (and its results) removed per render."""
+    from chat_format import chat_format as cf
+
+    messages = cf.tools_in_system(cf.normalize_messages(messages), tools, "compact")
+    first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
+    shortened, tries = False, 0
+    while True:
+        text = cf.render_prompt(messages, None, style="compact")
+        n, tries = len(tokenizer(text, add_special_tokens=False)["input_ids"]), tries + 1
+        if n <= max_tokens:
+            return (text, n, shortened), tries
+        cut = first_user + 1
+        if cut >= len(messages) - 1:
+            return None, tries
+        del messages[cut]
+        while cut < len(messages) - 1 and messages[cut]["role"] == "tool":
+            del messages[cut]
+        shortened = True
+
+
+def test_the_trainer_fits_a_long_prompt_in_a_few_tries_to_what_one_message_at_a_time_gives():
+    """The whole prefix of a late step of a long session (what evaluation's step items and an RL
+    record without a budget hold): the same prompt, or the same refusal, in far fewer renders."""
+    tokenizer = load_tokenizer(str(embedded_tokenizer_dir()))
+    session = scale_corpus.record("long", 0, 1)
+    tries = []
+    counting = lambda text, **kw: tries.append(1) or tokenizer(text, **kw)   # noqa: E731
+    steps = tk.tool_call_steps(session)
+    for index in (steps[len(steps) // 4],):   # a prefix of ~70 messages: the reference loop is the slow part
+        prefix = session["messages"][:index]
+        for cap in (64, 1536):
+            tries.clear()
+            fitted = fit_prompt(prefix, session["tools"], counting, cap)
+            expected, reference_tries = _one_at_a_time(prefix, session["tools"], tokenizer, cap)
+            assert fitted == expected
+            assert len(tries) * 2 < reference_tries

@@ -19,6 +19,7 @@ curation gives a fixed uniform sample, the same one to the length report and the
 from __future__ import annotations
 
 import functools
+import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,13 +173,31 @@ def fit_prompt(messages: Sequence[Mapping], tools: Sequence[Mapping], tokenizer,
         n = len(tokenizer(text, add_special_tokens=False)["input_ids"])
         if n <= max_tokens:
             return text, n, shortened
-        cut = first_user + 1
-        if cut >= len(messages) - 1:
-            return None
-        del messages[cut]
-        while cut < len(messages) - 1 and messages[cut]["role"] == "tool":  # no orphaned results
-            del messages[cut]
-        shortened = True
+        # Oldest first, one call and its results at a time. Those whose removal cannot bring the
+        # prompt within max_tokens (at most _most_tokens(m) tokens each) are removed without trying
+        # the prompt in between: the first try that fits is the one-at-a-time loop's, in a handful
+        # of renders rather than one per message of a long session.
+        excess, removed = n - max_tokens, 0
+        while removed < excess:
+            cut = first_user + 1
+            if cut >= len(messages) - 1:
+                return None
+            removed += _most_tokens(messages.pop(cut))
+            while cut < len(messages) - 1 and messages[cut]["role"] == "tool":  # no orphaned results
+                removed += _most_tokens(messages.pop(cut))
+            shortened = True
+
+
+def _most_tokens(message: Mapping) -> int:
+    """More tokens than removing `message` from a rendered prompt can take away: a token is at
+    least a byte; the rendering writes its content as it is, its calls' arguments again as JSON
+    (at most twice their bytes: a space after each separator) and a header; a cut can re-merge a
+    few tokens at each side."""
+    def size(text) -> int:
+        return len(str(text).encode("utf-8", "surrogatepass"))
+
+    calls = message.get("tool_calls") or ()
+    return (size(json.dumps(message, ensure_ascii=False)) + sum(size(c.get("function", c)) for c in calls) + 64)
 
 
 def rl_rows(records: Sequence[Mapping], tokenizer, max_prompt_tokens: int,
