@@ -234,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     for n in sorted(args.sizes):
         rows.append(measure(args.shape, n, args.work, args.sandbox, args.keep, args.strategies, not args.no_run,
                             [] if args.no_replay is None else args.no_replay or list(STRATEGIES), args.profile))
-        result = {"kind": "scale", "what": f"curation at scale ({args.shape} trajectories, {args.sandbox} sandbox)",
+        result = {"kind": "scale", "what": f"curation at scale ({args.shape} trajectories, {args.sandbox} sandbox"
+                  + (f", the {args.profile} profile's ctx.budget)" if args.profile else ")"),
                   "date": today, "command": "bench/scale.py " + " ".join(argv), "commit": label(ROOT),
                   "machine": machine(), "shape": args.shape, "sandbox": args.sandbox, "rows": rows,
                   **({"budget_profile": args.profile} if args.profile else {})}
