@@ -152,12 +152,12 @@ def check_prompts_fit(benchmark: str, prompts: Sequence[tuple[list, list]], toke
     """UserError before any decoding when a prompt (messages, tools) cannot fit `cap` tokens even with its
     oldest turns dropped: an answer to a prompt the model never saw is no score. The fix names the cap
     that fits, or says the model's `context` cannot hold it with the answer."""
-    from trainer.data import fit_prompt
+    from trainer.data import can_fit, fit_prompt
 
     style = style or "compact"
     longest, over = 0, 0
     for messages, tools in prompts:
-        if fit_prompt(messages, tools, tokenizer, cap, style) is None:
+        if not can_fit(messages, tools, tokenizer, cap, style):
             over += 1
             longest = max(longest, fit_prompt(messages, tools, tokenizer, 1 << 30, style)[1])
     if over:

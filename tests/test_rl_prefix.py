@@ -99,3 +99,20 @@ def test_the_trainer_fits_a_long_prompt_in_a_few_tries_to_what_one_message_at_a_
             expected, reference_tries = _one_at_a_time(prefix, session["tools"], tokenizer, cap)
             assert fitted == expected
             assert len(tries) * 2 < reference_tries
+
+
+def test_whether_a_prompt_can_fit_is_what_fitting_it_says_in_one_render():
+    from trainer.data import can_fit
+
+    tokenizer = load_tokenizer(str(embedded_tokenizer_dir()))
+    session = scale_corpus.record("long", 0, 1)
+    steps = tk.tool_call_steps(session)
+    tries = []
+    counting = lambda text, **kw: tries.append(1) or tokenizer(text, **kw)   # noqa: E731
+    for index in (steps[0], steps[len(steps) // 4]):
+        prefix = session["messages"][:index]
+        floor = fit_prompt(prefix, session["tools"], tokenizer, 1 << 30)[1]
+        for cap in (16, 512, 1536, floor):
+            tries.clear()
+            assert can_fit(prefix, session["tools"], counting, cap) == (fit_prompt(prefix, session["tools"], tokenizer, cap) is not None)
+            assert len(tries) == 1

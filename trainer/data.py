@@ -188,6 +188,21 @@ def fit_prompt(messages: Sequence[Mapping], tools: Sequence[Mapping], tokenizer,
             shortened = True
 
 
+def can_fit(messages: Sequence[Mapping], tools: Sequence[Mapping], tokenizer, max_tokens: int,
+            style: str = cf.DEFAULT_STYLE) -> bool:
+    """Whether `fit_prompt` finds a prompt within `max_tokens`: whether its last try, every old call
+    removed (the system messages, the first request and the latest message), fits. One render of a
+    short prompt, where fit_prompt on a long session's prefix renders it several times whole."""
+    messages = cf.tools_in_system(cf.normalize_messages(messages), tools, style)
+    first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
+    while first_user + 1 < len(messages) - 1:   # fit_prompt's removals, without its tries
+        del messages[first_user + 1]
+        while first_user + 1 < len(messages) - 1 and messages[first_user + 1]["role"] == "tool":
+            del messages[first_user + 1]
+    text = cf.render_prompt(messages, None, style=style)
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= max_tokens
+
+
 def _most_tokens(message: Mapping) -> int:
     """More tokens than removing `message` from a rendered prompt can take away: a token is at
     least a byte; the rendering writes its content as it is, its calls' arguments again as JSON
