@@ -23,6 +23,8 @@ DEFAULT_LIMITS, DEFAULT_CAPS = Limits(), CAPS   # what "left at its default" com
 
 OUTPUT_PER_BYTE = 16      # the seed writes 6.2× its staged corpus (bench/scale.py's short shape), most in one file: 2.5× room
 RECORDS_PER_RECORD = 8    # the seed emits 4.5 records per corpus record there (one SFT, 3.5 RL): 1.8× room
+BYTES_PER_RECORD = 2048   # and per staged KiB of long sessions (one RL record a tool call): ρ0 emits 0.26 a KiB of
+                          # bench/scale.py's long shape (680,000 records of 2.60 GiB at 10^4), so one per 2 KiB: 1.9× room
 SECONDS_PER_MIB = 4       # AgentRefine's slowest sandbox run at 10^5 took 0.92 s per staged MiB (309 s): 4× room
 CPU_PER_WALL = 2          # CPU seconds to wall seconds, as the defaults have them (1800 s to 900 s)
 
@@ -35,7 +37,8 @@ def wanted(records: int, size: int) -> dict[str, float]:
     staged bytes (canonical JSONL: `Corpus.staged_bytes`)."""
     seconds = SECONDS_PER_MIB * size / 2**20
     return {"max_file_bytes": OUTPUT_PER_BYTE * size, "output_dir_bytes": OUTPUT_PER_BYTE * size,
-            "max_output_bytes": OUTPUT_PER_BYTE * size, "max_records": RECORDS_PER_RECORD * records,
+            "max_output_bytes": OUTPUT_PER_BYTE * size,
+            "max_records": max(RECORDS_PER_RECORD * records, size / BYTES_PER_RECORD),
             "timeout_s": seconds, "cpu_s": CPU_PER_WALL * seconds}
 
 

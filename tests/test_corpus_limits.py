@@ -1,6 +1,7 @@
 """The sandbox's limits and the checker's caps follow a large corpus, said before the work; a small
 corpus gets exactly today's defaults, and a limit the caller set is kept."""
 import json
+import math
 import shutil
 
 import pytest
@@ -35,6 +36,14 @@ def test_a_large_corpus_raises_each_default_to_its_multiple_and_says_which():
     assert said == ("sandbox: a corpus of 1,000,000 records (4.00 GiB staged) raises the sandbox's limits with it: "
                     "file 64.00 GiB, output folder 64.00 GiB, checked output 64.00 GiB, records 8,000,000, "
                     "timeout 16,384 s, CPU time 32,768 s")
+
+
+def test_long_sessions_raise_the_records_cap_by_their_bytes():
+    """ρ0 emits an RL record a tool call: 680,000 records of 7,998 long sessions (2.60 GiB staged),
+    past 8× their count and the default cap; their bytes raise it."""
+    _, caps, said = for_corpus(Limits(), 7_998, int(2.60 * GiB))
+    assert caps.max_records == math.ceil(int(2.60 * GiB) / corpus_limits.BYTES_PER_RECORD) > 680_000
+    assert "records 1,363,149" in said
 
 
 def test_a_limit_the_caller_set_is_kept_on_a_large_corpus():
@@ -97,5 +106,6 @@ def test_the_checker_takes_the_records_cap_the_corpus_raised(strategy, sample_co
     kept = json.loads((scaled / "manifest.json").read_text())
     assert kept["artifacts"]["sft.jsonl"]["count"] > 10
     monkeypatch.setattr(corpus_limits, "RECORDS_PER_RECORD", 0.1)   # the corpus no longer raises it
+    monkeypatch.setattr(corpus_limits, "BYTES_PER_RECORD", 1 << 40)
     with pytest.raises(CurationFailed, match=r"more than 10 records in all \(the cap\)"):
         curate(s, sample_corpus, tmp_path / "capped", Limits(timeout_s=60))
