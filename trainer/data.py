@@ -163,10 +163,7 @@ class RLStats:
 def fit_prompt(messages: Sequence[Mapping], tools: Sequence[Mapping], tokenizer, max_tokens: int,
                style: str = cf.DEFAULT_STYLE) -> tuple[str, int, bool] | None:
     """(prompt text, tokens, shortened) within `max_tokens`, or None when it cannot fit."""
-    # The tool block goes into the system message once (the same text, cf.tools_in_system): rendering
-    # it through the template again on every try costs ~5x the rest of the prompt.
-    messages = cf.tools_in_system(cf.normalize_messages(messages), tools, style)
-    first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
+    messages, first_user = _prompt_messages(messages, tools, style)
     shortened = False
     while True:
         text = cf.render_prompt(messages, None, style=style)
@@ -179,12 +176,10 @@ def fit_prompt(messages: Sequence[Mapping], tools: Sequence[Mapping], tokenizer,
         # of renders rather than one per message of a long session.
         excess, removed = n - max_tokens, 0
         while removed < excess:
-            cut = first_user + 1
-            if cut >= len(messages) - 1:
+            gone = _remove_oldest_call(messages, first_user)
+            if not gone:
                 return None
-            removed += _most_tokens(messages.pop(cut))
-            while cut < len(messages) - 1 and messages[cut]["role"] == "tool":  # no orphaned results
-                removed += _most_tokens(messages.pop(cut))
+            removed += sum(map(_most_tokens, gone))
             shortened = True
 
 
@@ -193,14 +188,31 @@ def can_fit(messages: Sequence[Mapping], tools: Sequence[Mapping], tokenizer, ma
     """Whether `fit_prompt` finds a prompt within `max_tokens`: whether its last try, every old call
     removed (the system messages, the first request and the latest message), fits. One render of a
     short prompt, where fit_prompt on a long session's prefix renders it several times whole."""
-    messages = cf.tools_in_system(cf.normalize_messages(messages), tools, style)
-    first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
-    while first_user + 1 < len(messages) - 1:   # fit_prompt's removals, without its tries
-        del messages[first_user + 1]
-        while first_user + 1 < len(messages) - 1 and messages[first_user + 1]["role"] == "tool":
-            del messages[first_user + 1]
+    messages, first_user = _prompt_messages(messages, tools, style)
+    while _remove_oldest_call(messages, first_user):   # fit_prompt's removals, without its tries
+        pass
     text = cf.render_prompt(messages, None, style=style)
     return len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= max_tokens
+
+
+def _prompt_messages(messages: Sequence[Mapping], tools: Sequence[Mapping], style: str) -> tuple[list, int]:
+    """The messages a prompt is rendered from, and the position of the first user request."""
+    # The tool block goes into the system message once (the same text, cf.tools_in_system): rendering
+    # it through the template again on every try costs ~5x the rest of the prompt.
+    messages = cf.tools_in_system(cf.normalize_messages(messages), tools, style)
+    return messages, next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
+
+
+def _remove_oldest_call(messages: list, first_user: int) -> list:
+    """Remove (in place) the oldest message after the first request and the tool results that follow
+    it, never the last message (no orphaned results): what was removed, [] when nothing can be."""
+    cut = first_user + 1
+    if cut >= len(messages) - 1:
+        return []
+    gone = [messages.pop(cut)]
+    while cut < len(messages) - 1 and messages[cut]["role"] == "tool":
+        gone.append(messages.pop(cut))
+    return gone
 
 
 def _most_tokens(message: Mapping) -> int:
