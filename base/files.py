@@ -1,8 +1,9 @@
 """File helpers every package may use: atomic writes (a reader sees the old file or the new one,
 never half of either), JSON reading, content hashes of files and trees, the empty-folder check,
-the user cache."""
+the user cache, and giving back the disk of a scratch file's bytes already read (`free_blocks`)."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -119,6 +120,69 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 0x01, 0x02   # linux/falloc.h
+
+
+def free_blocks(fd: int, start: int, end: int) -> bool:
+    """Give the disk back for bytes [start, end) of the file open for writing as `fd`, its size kept
+    (those bytes then read as zeros): Linux's fallocate(PUNCH_HOLE), which `os` does not offer, so
+    through libc. For a scratch file read front to back — what has been read is freed as the reading
+    goes, so a copy of the file never doubles its disk. False (and nothing changed) where the system
+    or the filesystem cannot, or `fd` is not open for writing."""
+    global _fallocate
+    if end <= start:
+        return False
+    if _fallocate is None:
+        _fallocate = _libc_fallocate()
+    if not _fallocate:
+        return False
+    import ctypes
+
+    if _fallocate[0](fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, end - start) == 0:
+        return True
+    if ctypes.get_errno() in (errno.EOPNOTSUPP, errno.ENOSYS):   # this system never will
+        _fallocate = []
+    return False
+
+
+def free_file(fd: int) -> bool:
+    """`free_blocks` of the whole file open for writing as `fd`, its last partial block too."""
+    return free_blocks(fd, 0, -(-os.fstat(fd).st_size // 4096) * 4096)
+
+
+def _libc_fallocate() -> list:
+    """[libc's fallocate], or [] where there is none (not Linux)."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return []
+    try:
+        call = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return []
+    call.argtypes, call.restype = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64], ctypes.c_int
+    return [call]
+
+
+_fallocate: list | None = None   # [libc's fallocate] once looked up; [] where there is none
+
+
+def scratch_writer(fd: int) -> int | None:
+    """A second descriptor, open for writing, on the file `fd` reads — for `free_blocks` on a file a
+    process read only to copy it — or None where it cannot be had or the file has another name too
+    (a hard link: its bytes are someone else's)."""
+    try:
+        if os.fstat(fd).st_nlink != 1:
+            return None
+        return os.open(f"/proc/self/fd/{fd}", os.O_WRONLY)
+    except OSError:
+        return None
+
+
+SCRATCH = "\0scratch:"   # a queued path's prefix: free the file's blocks as they are appended
+
+
 class HashingWriter:
     """A file written and hashed (sha256) block by block in a thread of its own: hashing and
     writing release the GIL, so they run beside the caller's work. Memory: at most `queued`
@@ -152,10 +216,15 @@ class HashingWriter:
                     self.error = exc
 
     def _append(self, path: str) -> None:
-        with open(path, "rb") as src:   # through this process: faster here than copy_file_range
+        scratch = path.startswith(SCRATCH)
+        with open(path[len(SCRATCH):] if scratch else path, "r+b" if scratch else "rb") as src:
+            at = 0   # through this process: faster here than copy_file_range
             for block in iter(lambda: src.read(1 << 22), b""):
                 self.digest.update(block)
                 self.file.write(block)
+                if scratch:   # what is copied is given back
+                    free_blocks(src.fileno(), at, at + len(block))
+                at += len(block)
 
     def _hand_over(self) -> None:
         if self.error is not None:
@@ -164,10 +233,11 @@ class HashingWriter:
             self.queue.put(b"".join(self.pending))
             self.pending, self.size = [], 0
 
-    def write_file(self, path: str | os.PathLike) -> None:
-        """Appends the bytes of the file at `path`, which must stay as it is until the `with` ends."""
+    def write_file(self, path: str | os.PathLike, scratch: bool = False) -> None:
+        """Appends the bytes of the file at `path`, which must stay as it is until the `with` ends;
+        `scratch`: a file nobody reads again, whose disk is given back as it is copied (`free_blocks`)."""
         self._hand_over()
-        self.queue.put(os.fspath(path))
+        self.queue.put(SCRATCH * scratch + os.fspath(path))
 
     def write(self, data: bytes) -> None:
         self.pending.append(data)

@@ -12,7 +12,8 @@ wall time, seconds per 1K records and per 1K retained turns (the profile's cost_
 paper's unit, 405 s per 1K there), peak memory of host and sandbox, and the bytes written.
 Resumable: a size's result is kept in WORK/<shape>-<n>/result.json and not measured again; its
 corpus and outputs are deleted once measured (--keep keeps them). A size whose corpus would not
-fit the free disk is skipped and said so. Corpora: bench/scale_corpus.py. `--profile NAME` curates
+fit the free disk is skipped and said so, and so is a replay that would not fit beside its
+curation's outputs (each step's disk peak is measured: `DiskPeak`). Corpora: bench/scale_corpus.py. `--profile NAME` curates
 with that profile's ctx.budget, as a run's curation stage does (`curate --profile`): ρ0 then bounds
 its RL prompts (toolkit.rl.recent_prefix), which long sessions need; without it, no budget.
 """
@@ -25,6 +26,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -41,12 +44,43 @@ STRATEGIES = {"seed": ROOT / "curation_strategies" / "seed", "agentrefine": ROOT
 PEAK = "[scale step] peak resident memory: "
 
 
+class DiskPeak:
+    """The most disk the filesystems of `folders` had in use beyond what they had at the start,
+    sampled every `every` seconds in a thread: a step's peak on disk (scratch files, copies and
+    what it keeps), not only what it leaves. Other writers on those disks count too."""
+
+    def __init__(self, folders: list[Path], every: float = 0.25):
+        self.devices = {}
+        for folder in folders:
+            self.devices.setdefault(os.stat(folder).st_dev, folder)
+        self.every, self.peak, self.done = every, 0, threading.Event()
+        self.start = self._used()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _used(self) -> int:
+        return sum(shutil.disk_usage(folder).used for folder in self.devices.values())
+
+    def _watch(self) -> None:
+        while not self.done.wait(self.every):
+            self.peak = max(self.peak, self._used() - self.start)
+
+    def __enter__(self) -> "DiskPeak":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+        self.peak = max(self.peak, self._used() - self.start)
+
+
 def measured(argv: list[str], log: Path) -> dict:
     """Run one step as a child process: exit code, wall seconds, its peak resident memory — the high-water
     mark of its own memory (VmHWM) the step reports on leaving; wait4's ru_maxrss (kept beside it) also
-    counts what this process held when it forked the child."""
+    counts what this process held when it forked the child — and its peak use of disk (`DiskPeak`: the
+    folder of its log, where its outputs go, and the temporary folder, where its sandbox job goes)."""
     started = time.monotonic()
-    with open(log, "wb") as out:
+    with open(log, "wb") as out, DiskPeak([log.parent, Path(tempfile.gettempdir())]) as disk:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
         _, status, usage = os.wait4(proc.pid, 0)
@@ -54,7 +88,7 @@ def measured(argv: list[str], log: Path) -> dict:
     text = log.read_text(errors="replace")
     own = [int(line.split(PEAK, 1)[1]) for line in text.splitlines() if line.startswith(PEAK)]
     step = {"rc": rc, "wall_s": round(time.monotonic() - started, 3), "host_peak_rss_bytes": own[-1] if own else
-            usage.ru_maxrss * 1024, "wait4_maxrss_bytes": usage.ru_maxrss * 1024}
+            usage.ru_maxrss * 1024, "wait4_maxrss_bytes": usage.ru_maxrss * 1024, "disk_peak_bytes": disk.peak}
     if rc != 0:
         step["error"] = [line for line in text.strip().splitlines() if not line.startswith(PEAK)][-1:]
     return step
@@ -113,6 +147,16 @@ def curate_step(name: str, corpus: Path, out: Path, sandbox: str, log: Path, pro
     return step
 
 
+def replay_room(peak: int, folder: Path) -> str | None:
+    """Why a replay cannot be measured here (None: it can): it needs the disk its curation's peak
+    took, beside the outputs that curation keeps."""
+    free = shutil.disk_usage(folder).free
+    if free >= 1.1 * peak:
+        return None
+    return (f"replay needs about {1.1 * peak / 2**30:.1f} GiB of disk (its curation's peak), "
+            f"{free / 2**30:.1f} GiB free under {folder}")
+
+
 def replay_step(out: Path, sandbox: str, log: Path) -> dict:
     again = out.with_name(out.name + "-replay")
     step = measured([sys.executable, str(Path(__file__)), "_replay", str(out), str(again), sandbox], log)
@@ -169,7 +213,8 @@ def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool, strategies
         shutil.rmtree(out.with_name(out.name + "-replay"), ignore_errors=True)
         row[f"curate_{name}"] = curate_step(name, corpus, out, sandbox, folder / f"curate-{name}.log", profile)
         if row[f"curate_{name}"]["rc"] == 0 and name not in no_replay:
-            row[f"replay_{name}"] = replay_step(out, sandbox, folder / f"replay-{name}.log")
+            short = replay_room(row[f"curate_{name}"]["disk_peak_bytes"], folder)
+            row[f"replay_{name}"] = {"skipped": short} if short else replay_step(out, sandbox, folder / f"replay-{name}.log")
         print(f"{shape} {n}: {name}: {json.dumps(row[f'curate_{name}'].get('s_per_1k_records'))} s per 1K records",
               file=sys.stderr, flush=True)
     if run:

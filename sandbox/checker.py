@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Iterator, Mapping, Sequence
 
-from base.files import HashingWriter
+from base.files import HashingWriter, free_blocks, free_file, scratch_writer
 from sandbox import forked
 from sandbox.artifact_records import (  # noqa: F401  (MAX_REASON_CHARS, reward_error: the checker's names of old)
     CAPS,
@@ -52,6 +52,7 @@ from sandbox.sigma import N_REF, Profile, ProfileCapExceeded, cost_c, outcome_la
 
 EXPECTED = tuple(f"{kind}.jsonl" for kind in ARTIFACT_KINDS)
 HOST_MEMORY_BUDGET = 512 * 2**20   # peak RSS of a process checking output at the caps below (well under it: docs/results/curation.md)
+FREE_EVERY = 64 * 2**20   # bytes of a scratch file read between two givings back of their disk (`_Range`)
 SPLIT_BYTES = 8 * 2**20   # an SFT or RL file this large is checked in two halves at once (None: never)
 
 
@@ -134,7 +135,8 @@ def output_overflow(folder: Path, max_bytes: int, max_files: int = CAPS.max_file
 def check_output(out_dir: Path, dest: Path, raw_ids: Sequence[str], n_ref: float = N_REF,
                  caps: OutputCaps = CAPS, inspect: Callable[[str, dict], None] | None = None,
                  encode: Callable[[str, dict], dict] | None = None,
-                 raw_outcomes: Mapping[str, str] | None = None, split_bytes: int | None = SPLIT_BYTES) -> Checked:
+                 raw_outcomes: Mapping[str, str] | None = None, split_bytes: int | None = SPLIT_BYTES,
+                 scratch: bool = False) -> Checked:
     """Check the candidate's output in `out_dir` record by record, writing the canonical artifact
     files into `dest` as it goes; their hashes and counts and the profile. Memory stays bounded
     (module docstring); any breach of the contract is CandidateRejected. `inspect(kind, record)`
@@ -142,17 +144,22 @@ def check_output(out_dir: Path, dest: Path, raw_ids: Sequence[str], n_ref: float
     written for it (the file form), canonical JSON either way. `raw_outcomes` (raw id → "success",
     "failure" or "unknown", `outcome_label`) adds the outcome mix of the corpus and of what was
     retained to the profile's `raw`. SFT and RL files of at least `split_bytes` are checked in two
-    halves at once (module docstring), with the same result."""
+    halves at once (module docstring), with the same result. `scratch`: the candidate's files are
+    read once and then thrown away (a curation's job folder), so the disk of what has been checked is
+    given back as the check goes (`_Range`, `base.files.free_blocks`) — the checked files take the
+    place of the candidate's instead of adding to them; its files keep their names and sizes."""
     job = _Job(Profile(raw_ids, n_ref, caps, raw_outcomes), caps, inspect, encode)
     plan = _halves(Path(out_dir), caps, split_bytes)
     if plan is not None:
-        checked = _check_in_two(job, plan, Path(dest))
+        checked = _check_in_two(job, plan, Path(dest), scratch)
     else:
         artifacts, counted = {}, [0]
         for kind, name, stream in _artifact_streams(Path(out_dir), caps):
             with HashingWriter(Path(dest) / name) as out:   # hashed and written beside the checking
                 count = job.check(kind, name, stream, counted, out.write)
             artifacts[name] = {"sha256": out.hexdigest(), "count": count}
+            if scratch:
+                _free_file(stream.fileno())
         checked = Checked(artifacts, job.acc.result())
     if os.path.lexists(Path(out_dir) / DROPPED):
         checked.artifacts[DROPPED] = _check_drops(Path(out_dir), Path(dest), caps)
@@ -235,6 +242,8 @@ class _File:
     fd: int
     size: int
     split: int | None   # where the second half starts (just past a newline), or None: one part
+    first_line: int = 1   # the second half's first line (1-based), counted before the parent gives back
+                          # the first half's disk (its bytes then read as zeros)
 
 
 @dataclass
@@ -271,7 +280,7 @@ def _halves(out_dir: Path, caps: OutputCaps, split_bytes: int | None) -> list[_F
                 window = os.pread(fd, caps.max_record_bytes + 1, size // 2)
                 at = window.find(b"\n")
                 split = size // 2 + at + 1 if 0 <= at and size // 2 + at + 1 < size else None
-            files.append(_File(kind, name, fd, size, split))
+            files.append(_File(kind, name, fd, size, split, _newlines_before(fd, split) + 1 if split else 1))
     except CandidateRejected:
         files = []
     if len(files) < len(EXPECTED) or total > caps.max_output_bytes or not any(f.split for f in files):
@@ -282,16 +291,24 @@ def _halves(out_dir: Path, caps: OutputCaps, split_bytes: int | None) -> list[_F
 
 
 class _Range:
-    """The bytes [start, end) of a file as a stream of lines (its own file offset)."""
+    """The bytes [start, end) of a file as a stream of lines (its own file offset). With `scratch` (the
+    file open for writing, `base.files.scratch_writer`), the disk of what has been read is given back
+    every FREE_EVERY bytes: a checked copy then does not add to the candidate's file but replaces it."""
 
-    def __init__(self, fd: int, start: int, end: int):
+    def __init__(self, fd: int, start: int, end: int, scratch: int | None = None):
         self.stream = os.fdopen(os.open(f"/proc/self/fd/{fd}", os.O_RDONLY), "rb", buffering=1 << 16)
         self.stream.seek(start)
         self.left = end - start
+        self.scratch, self.read, self.freed = scratch, start, start
 
     def readline(self, limit: int) -> bytes:
         raw = self.stream.readline(min(limit, self.left)) if self.left > 0 else b""
         self.left -= len(raw)
+        self.read += len(raw)
+        if self.scratch is not None and self.read - self.freed >= FREE_EVERY:
+            whole = self.read - self.read % 4096   # whole blocks: a part of one is zeroed, not given back
+            free_blocks(self.scratch, self.freed, whole)
+            self.freed = whole
         return raw
 
     def line_at(self, k: int) -> bytes:
@@ -319,7 +336,7 @@ def _second_halves(files: list[_File], dest: Path, job: _Job) -> Iterator[_Half]
     whole = job.acc
     for f in (f for f in files if f.split):
         job.acc = Profile(whole.known, whole.n_ref, job.caps, whole.raw_outcomes)
-        first_line, ids, counted, stream = _newlines_before(f.fd, f.split) + 1, IdDigests(), [0], _Range(f.fd, f.split, f.size)
+        first_line, ids, counted, stream = f.first_line, IdDigests(), [0], _Range(f.fd, f.split, f.size)
         error = None
         with open(dest / f".{f.name}.half", "wb", buffering=1 << 20) as out:
             try:
@@ -333,27 +350,39 @@ def _second_halves(files: list[_File], dest: Path, job: _Job) -> Iterator[_Half]
             return
 
 
-def _check_in_two(job: _Job, files: list[_File], dest: Path) -> Checked:
+def _check_in_two(job: _Job, files: list[_File], dest: Path, scratch: bool = False) -> Checked:
+    """The parent's side of the two halves (module docstring). With `scratch` it gives back the disk
+    of the first half as it reads it, of the second once the child's verdict on it is in (the child
+    frees nothing: the parent reads its half again when the child is lost), and of the child's
+    checked half as it appends it."""
     artifacts, counted = {}, [0]
     try:
         with forked.Worker(_second_halves, files, dest, job) as worker:
             for f in files:
                 ids = IdDigests()
-                with HashingWriter(dest / f.name) as out:
-                    first = _Range(f.fd, 0, f.split or f.size)
-                    started = time.monotonic()
-                    count = job.check(f.kind, f.name, first, counted, out.write, 1, ids)
-                    first.close()
-                    if f.split:
-                        half = worker.next(timeout_s=60 + 4 * (time.monotonic() - started))
-                        if half is forked.LOST:   # the child cannot finish: this process checks the half
-                            second = _Range(f.fd, f.split, f.size)
-                            count += job.check(f.kind, f.name, second, counted, out.write,
-                                               _newlines_before(f.fd, f.split) + 1, ids)
-                            second.close()
-                        else:
-                            count += _join(job, f, half, ids, counted, dest, out)
-                artifacts[f.name] = {"sha256": out.hexdigest(), "count": count}
+                writer = scratch_writer(f.fd) if scratch else None
+                try:
+                    with HashingWriter(dest / f.name) as out:
+                        first = _Range(f.fd, 0, f.split or f.size, writer)
+                        started = time.monotonic()
+                        count = job.check(f.kind, f.name, first, counted, out.write, 1, ids)
+                        first.close()
+                        if f.split:
+                            half = worker.next(timeout_s=60 + 4 * (time.monotonic() - started))
+                            if half is forked.LOST:   # the child cannot finish: this process checks the half
+                                second = _Range(f.fd, f.split, f.size, writer)
+                                count += job.check(f.kind, f.name, second, counted, out.write,
+                                                   f.first_line, ids)
+                                second.close()
+                            else:   # the candidate's file is not read after the join
+                                count += _join(job, f, half, ids, counted, dest, out, scratch)
+                                if writer is not None:
+                                    free_file(writer)
+                    artifacts[f.name] = {"sha256": out.hexdigest(), "count": count}
+                finally:
+                    if writer is not None:
+                        free_file(writer)
+                        os.close(writer)
     finally:
         for f in files:
             os.close(f.fd)
@@ -361,7 +390,16 @@ def _check_in_two(job: _Job, files: list[_File], dest: Path) -> Checked:
     return Checked(artifacts, job.acc.result())
 
 
-def _join(job: _Job, f: _File, half: _Half, ids: IdDigests, counted: list, dest: Path, out: HashingWriter) -> int:
+def _free_file(fd: int) -> None:
+    """The disk of a checked scratch file given back (`check_output`'s `scratch`), where it can be."""
+    writer = scratch_writer(fd)
+    if writer is not None:
+        free_file(writer)
+        os.close(writer)
+
+
+def _join(job: _Job, f: _File, half: _Half, ids: IdDigests, counted: list, dest: Path, out: HashingWriter,
+          scratch: bool = False) -> int:
     """The second half after the first: the earliest rejection in file order (on one line, the
     records cap before an id of the first half again before the half's own reason, as one pass
     finds them), else its count, profile and lines."""
@@ -383,5 +421,5 @@ def _join(job: _Job, f: _File, half: _Half, ids: IdDigests, counted: list, dest:
         job.acc.merge(half.acc)
     except ProfileCapExceeded as exc:
         raise CandidateRejected(str(exc)) from None
-    out.write_file(dest / f".{f.name}.half")   # hashed and written in the writer's thread
+    out.write_file(dest / f".{f.name}.half", scratch)   # hashed and written in the writer's thread
     return half.count

@@ -221,7 +221,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             with progress.Watch(on_progress, _checking(stage)):
                 checked = checker.check_output(job.out_dir, stage, list(outcomes), n_ref, caps=caps,
                                                inspect=check_record, encode=to_file,   # the leakage guard; TRL's file form
-                                               raw_outcomes=outcomes)
+                                               raw_outcomes=outcomes, scratch=True)   # the job's files: scratch
         except checker.CandidateRejected as exc:
             raise CurationFailed(str(exc), execution) from None
         stats, artifacts = checked.profile, dict(checked.artifacts)

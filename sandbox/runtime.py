@@ -97,10 +97,15 @@ def _parts(curated: Any) -> dict[str, Iterable]:
 
 
 def write_records(out_dir: Path, curated: Any) -> None:
-    """`<kind>.jsonl` of each part, a record a line (a RecordList's spilled lines copied as they are)."""
+    """`<kind>.jsonl` of each part, a record a line (a RecordList's spilled lines copied as they are,
+    their disk given back as they go when no other part is the same list: a copy, not a second one)."""
+    from base.files import free_blocks
     from curation_strategies.toolkit.spill import RecordList, encode_record
-    for kind, records in _parts(curated).items():
-        lines = records.encoded_lines() if isinstance(records, RecordList) else map(encode_record, records)
+    parts = _parts(curated)
+    for kind, records in parts.items():
+        alone = sum(other is records for other in parts.values()) == 1
+        lines = records.encoded_lines(free_blocks if alone else None) if isinstance(records, RecordList) \
+            else map(encode_record, records)
         with open(out_dir / f"{kind}.jsonl", "wb") as out:
             for line in lines:
                 out.write(line)

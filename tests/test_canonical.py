@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 
 import pytest
 
@@ -179,6 +180,31 @@ def test_a_hashing_writer_appends_a_file_between_writes(tmp_path):
     whole = b"head" * 3000 + part.read_bytes() + b"tail"
     assert (tmp_path / "f").read_bytes() == whole
     assert out.hexdigest() == hashlib.sha256(whole).hexdigest()
+    with HashingWriter(tmp_path / "g", block=4096) as again:   # a scratch file: its disk given back as it is copied
+        again.write(b"head" * 3000)
+        again.write_file(part, scratch=True)
+        again.write(b"tail")
+    assert (tmp_path / "g").read_bytes() == whole and again.hexdigest() == out.hexdigest()
+    assert part.stat().st_size == 256 * 40_000 and part.stat().st_blocks * 512 <= 4096   # a partial last block
+
+
+def test_free_blocks_gives_back_what_was_read_and_nothing_else(tmp_path):
+    from base.files import free_blocks, free_file, scratch_writer
+
+    path = tmp_path / "scratch"
+    path.write_bytes(b"a" * (1 << 20) + b"b" * (1 << 20) + b"c")
+    reading = os.open(path, os.O_RDONLY)
+    writer = scratch_writer(reading)
+    assert free_blocks(writer, 0, 1 << 20)
+    assert os.pread(reading, 4, 0) == b"\0" * 4 and os.pread(reading, 4, 1 << 20) == b"bbbb"
+    assert path.stat().st_size == (2 << 20) + 1 and path.stat().st_blocks * 512 < (1 << 20) + 8192
+    assert not free_blocks(reading, 1 << 20, 2 << 20)   # a descriptor open for reading only: nothing changes
+    assert os.pread(reading, 4, 1 << 20) == b"bbbb"
+    assert free_file(writer) and path.stat().st_blocks == 0
+    os.link(path, tmp_path / "another name")
+    assert scratch_writer(reading) is None   # a file with two names is not a scratch file
+    os.close(writer)
+    os.close(reading)
 
 
 def test_memoised_argument_verdicts_are_the_verdicts():

@@ -37,17 +37,30 @@ def write(folder, files):
 
 
 def check_both(tmp_path, files, raw_ids, **options):
-    """(one pass, two halves): each the Checked and the files written, or the rejection's reason."""
+    """(one pass, two halves): each the Checked and the files written, or the rejection's reason.
+    The halves are checked a second time as a curation checks its job's files (`scratch`, their
+    disk given back as they are read), which must give the same, and leave them no disk when it passes."""
     results = []
-    for label, split in (("one", None), ("two", SPLIT)):
+    for label, split, scratch in (("one", None, False), ("two", SPLIT, False), ("scratch", SPLIT, True)):
         out, dest = write(tmp_path / f"out-{label}", files), tmp_path / f"dest-{label}"
         dest.mkdir()
         try:
-            checked = check_output(out, dest, raw_ids, encode=to_file, split_bytes=split, **options)
+            checked = check_output(out, dest, raw_ids, encode=to_file, split_bytes=split, scratch=scratch, **options)
             results.append((checked, {p.name: p.read_bytes() for p in sorted(dest.iterdir())}))
+            if scratch:
+                assert [os.stat(p).st_blocks for p in sorted(out.iterdir())] == [0, 0, 0]
+                assert [os.stat(p).st_size for p in sorted(out.iterdir())] == [
+                    len("".join(line + "\n" for line in files[kind]).encode()) for kind in ("memory", "rl", "sft")]
         except CandidateRejected as exc:
             results.append(str(exc))
+    scratched = results.pop()
+    assert scratched == results[1]
     return results
+
+
+@pytest.fixture(autouse=True)
+def free_often(monkeypatch):
+    monkeypatch.setattr(checker, "FREE_EVERY", 4096)   # a block: the sample's files are a few hundred KB
 
 
 def test_halves_write_the_bytes_and_profile_of_one_pass(tmp_path, rows, monkeypatch):
@@ -56,10 +69,31 @@ def test_halves_write_the_bytes_and_profile_of_one_pass(tmp_path, rows, monkeypa
     joined = []   # the child's halves were joined, not checked again by the parent
     monkeypatch.setattr(checker, "_join", lambda *a, real=checker._join: joined.append(a[1].name) or real(*a))
     (one, one_files), (two, two_files) = check_both(tmp_path, files, ids)
-    assert joined == ["sft.jsonl", "rl.jsonl"]
+    assert joined == ["sft.jsonl", "rl.jsonl"] * 2   # the halves, and the halves of scratch files
     assert two.artifacts == one.artifacts and two.profile == one.profile
     assert two_files == one_files   # no half left behind in the destination either
     assert sorted(two_files) == ["memory.jsonl", "rl.jsonl", "sft.jsonl"]
+
+
+def test_checking_scratch_files_gives_their_disk_back_as_it_reads(tmp_path, rows):
+    """A curation's check writes the checked files beside the candidate's: with `scratch` the
+    candidate's file shrinks on disk as the parent reads its first half, so the two together stay
+    near one copy (at 10^4 long sessions the check needed ~3x what it kept and filled the disk)."""
+    files, ids = rows
+    files = {**files, "rl": files["rl"] * 4}   # large enough for many blocks a half
+    files["rl"] = [with_id(line, f"{n}") for n, line in enumerate(files["rl"])]
+    out, dest = write(tmp_path / "out", files), tmp_path / "dest"
+    dest.mkdir()
+    size, parent, seen = (out / "rl.jsonl").stat().st_size, os.getpid(), []
+
+    def inspect(kind, record):   # the parent's view of the candidate's RL file on disk as it checks
+        if kind == "rl" and os.getpid() == parent:
+            seen.append(os.stat(out / "rl.jsonl").st_blocks * 512)
+
+    check_output(out, dest, ids, encode=to_file, split_bytes=SPLIT, scratch=True, inspect=inspect)
+    assert seen and seen[0] > 0.9 * size
+    assert min(seen) < 0.6 * size   # the first half given back while it was read, the second kept for the child
+    assert os.stat(out / "rl.jsonl").st_blocks == 0
 
 
 def edited(files, kind, at, line=None, drop=False):

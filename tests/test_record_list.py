@@ -116,6 +116,17 @@ def test_a_spilled_curation_writes_the_bytes_a_plain_list_writes_and_leaves_no_f
     for kind in ("sft", "rl", "memory"):
         assert (tmp_path / "out" / f"{kind}.jsonl").read_bytes() == (tmp_path / "plain" / f"{kind}.jsonl").read_bytes()
     assert sorted(os.listdir(tmp_path / "out")) == ["memory.jsonl", "rl.jsonl", "sft.jsonl"]
+    assert os.fstat(spilled.sft._file.fileno()).st_blocks == 0   # the spill given back as it was written out
+
+
+def test_a_list_that_is_two_parts_is_written_twice_and_its_spill_kept_until_then(tmp_path, monkeypatch):
+    monkeypatch.setattr(spill, "SPILL_DIR", str(tmp_path))
+    records = [record(n) for n in range(3000)]
+    both = RecordList(records)
+    assert both.spilled
+    write_records(tmp_path, tk.Curated(sft=both, rl=both, memory=[]))
+    expected = b"".join(map(encode_record, records))
+    assert (tmp_path / "sft.jsonl").read_bytes() == (tmp_path / "rl.jsonl").read_bytes() == expected
 
 
 def test_filters_over_the_sandbox_corpus_return_views_with_the_records_a_list_would_give(tmp_path):

@@ -20,7 +20,7 @@ import os
 import tempfile
 from array import array
 from collections.abc import MutableSequence
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 KEEP = 512               # records always held as objects (the newest), unless they are large
 KEEP_BYTES = 32 * 2**20   # … and no more of them than this much JSON (by the mean size written so far)
@@ -104,11 +104,19 @@ class RecordList(MutableSequence):
             yield self._get(n)
             n += 1
 
-    def encoded_lines(self) -> Iterator[bytes]:
-        """Each record as the runtime writes it (`encode_record`); those on disk as they are there."""
+    def encoded_lines(self, release: Callable[[int, int, int], Any] | None = None) -> Iterator[bytes]:
+        """Each record as the runtime writes it (`encode_record`); those on disk as they are there.
+        `release(fd, start, end)`, when given, is told each stretch of the disk file once its lines
+        have been handed out (the runtime gives their disk back: the list is not read again)."""
         if self.spilled:
+            done = 0   # released up to here: whole blocks of 4 KiB (a part of one is zeroed, not freed)
             for k, line in self._disk_lines(0, self.spilled):
                 yield encode_record(self._overrides[k]) if k in self._overrides else line
+                if release is not None and self._offsets[k + 1] - done >= _READ:
+                    release(self._file.fileno(), done, self._offsets[k + 1] // 4096 * 4096)
+                    done = self._offsets[k + 1] // 4096 * 4096
+            if release is not None:
+                release(self._file.fileno(), done, -(-self._offsets[-1] // 4096) * 4096)
         for record in self._tail:
             yield encode_record(record)
 
