@@ -116,3 +116,33 @@ def test_whether_a_prompt_can_fit_is_what_fitting_it_says_in_one_render():
             tries.clear()
             assert can_fit(prefix, session["tools"], counting, cap) == (fit_prompt(prefix, session["tools"], tokenizer, cap) is not None)
             assert len(tries) == 1
+
+
+def test_a_long_sessions_sft_example_is_tokenized_only_as_far_as_training_keeps_it(monkeypatch):
+    """trainer.data.sft_example encodes the fewest leading messages past max_length (`_head_past`):
+    the same ids, labels and cut as the whole record's, in a fraction of the tokens encoded; a
+    record not that long, or one whose template renders a head otherwise, is encoded whole."""
+    import trainer.data as data
+
+    tokenizer = load_tokenizer(str(embedded_tokenizer_dir()))
+    sessions = [scale_corpus.record("long", 0, n) for n in range(3)]
+    records = [r for s in sessions for r in curate([s], SimpleNamespace(toolkit=tk, budget=TEST_LIMITS)).sft]
+    records += [r for r in curate([json.loads(line) for line in SAMPLE_CORPUS.read_text().splitlines()][:20],
+                                  SimpleNamespace(toolkit=tk, budget=TEST_LIMITS)).sft]
+    encoded = []
+    real = data._encode
+    monkeypatch.setattr(data, "_encode", lambda m, *a: encoded.append(len(m)) or real(m, *a))
+    for max_length in (64, 1024, 4096):
+        for record in records:
+            encoded.clear()
+            fast = data.sft_example(record, tokenizer, max_length)
+            with monkeypatch.context() as whole_only:
+                whole_only.setattr(data, "_head_past", lambda *a: None)
+                assert data.sft_example(record, tokenizer, max_length) == fast
+            if len(record["messages"]) > 50 and max_length == 1024:   # a long session: a head of it, once
+                assert fast["truncated"] and encoded and encoded[0] < len(record["messages"]) // 4
+    plain = data._splitting_tokens(tokenizer)   # a template whose head is not the whole's start: encoded whole
+    monkeypatch.setattr(data, "_splitting_tokens", lambda tok: ())
+    long_one = max(records, key=lambda r: len(r["messages"]))
+    assert plain and data._head_past(data.cf.normalize_messages(long_one["messages"]), long_one.get("tools"),
+                                     tokenizer, 64, data.cf.DEFAULT_STYLE) is None

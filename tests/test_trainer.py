@@ -284,3 +284,28 @@ def test_an_adapter_naming_a_hub_base_saves_without_looking_it_up_online(tmp_pat
     assert saved and all("lora_" in name for name in saved)
     assert json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == \
         models.HUB_IDS[models.EMBEDDED]
+
+
+def test_prompts_fitted_on_demand_are_the_prompts_fitted_first(raw, tokenizer):
+    """rl_rows(on_demand=True) keeps the same rows (can_fit's verdict) with their prompts left to
+    GRPO's draw; PromptsOnDemand gives each drawn row the prompt the eager fit gives, once a row."""
+    records = []
+    for r in raw[:8]:
+        for k in (i for i, m in enumerate(r["messages"]) if m["role"] == "assistant"):
+            records.append({"id": f"{r['id']}#{k}", "messages": r["messages"][:k], "tools": r["tools"],
+                            "reward": "tool_call_match", "reference": {"content": "ok"}})
+    cap = sorted(len(tokenizer(cf.render_prompt(r["messages"], r["tools"]))["input_ids"]) for r in records)[len(records) // 2]
+    eager, stats = data.rl_rows(records, tokenizer, cap)
+    lazy, lazy_stats = data.rl_rows(records, tokenizer, cap, on_demand=True)
+    assert stats.shortened   # the cap cuts some prompts
+    assert (lazy_stats.prompts, lazy_stats.dropped_too_long, lazy_stats.fitted) == (stats.prompts, stats.dropped_too_long, 0)
+    assert [{k: v for k, v in row.items() if k not in ("prompt", "row")} for row in lazy] == \
+        [{k: v for k, v in row.items() if k != "prompt"} for row in eager]
+    fit = data.PromptsOnDemand(records, tokenizer, cap, lazy_stats)
+    drawn = [0, 2, 2, len(lazy) - 1]   # a row drawn twice is fitted once
+    batch = fit({key: [lazy[i][key] for i in drawn] for key in lazy[0]})
+    assert "row" not in batch and batch["prompt"] == [eager[i]["prompt"] for i in drawn]
+    assert batch["reward"] == [eager[i]["reward"] for i in drawn]
+    assert lazy_stats.fitted == 3
+    assert lazy_stats.prompt_tokens == sum(len(tokenizer(eager[i]["prompt"], add_special_tokens=False)["input_ids"])
+                                           for i in (0, 2, len(lazy) - 1))

@@ -54,8 +54,9 @@ def format_summary(summary: dict, out: Path) -> str:
                             + (f" ({sft['padding_share']:.0%} of batch slots padding)"
                                if sft.get("padding_share") is not None else "") + f", {sft['wall_s']} s"))
     d = data["rl"]
-    rows.append(("RL data", f"{d['prompts']} of {d['records']} prompts{of('rl')} ({d['shortened']} shortened, "
-                            f"{d['dropped_too_long']} dropped)"))
+    fitted = d.get("fitted", d["prompts"])   # older summaries fitted every prompt
+    rows.append(("RL data", f"{d['prompts']} of {d['records']} prompts{of('rl')} ({d['dropped_too_long']} dropped; "
+                            f"{d['shortened']} of the {fitted} GRPO drew shortened)"))
     if grpo:
         rows.append(("GRPO", f"{grpo['steps']} steps, reward {_f(grpo['reward_first'])} → {_f(grpo['reward_last'])}, "
                              f"zero-variance groups {grpo['zero_variance_groups']}/{grpo['groups']}, {grpo['wall_s']} s"))

@@ -19,6 +19,7 @@ curation gives a fixed uniform sample, the same one to the length report and the
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import random
 from dataclasses import dataclass, field
@@ -108,12 +109,58 @@ def sft_example(record: Mapping, tokenizer, max_length: int, style: str = cf.DEF
     tokenizer's `apply_chat_template` with the assistant mask of the template's generation blocks,
     exactly what TRL's `assistant_only_loss=True` computes from the same record."""
     messages = cf.with_training_flags(cf.normalize_messages(record["messages"]), record.get("weights"))
-    enc = tokenizer.apply_chat_template(messages, tools=record.get("tools") or None, tokenize=True,
-                                        return_dict=True, return_assistant_tokens_mask=True, tool_style=style)
+    tools = record.get("tools") or None
+    enc = _head_past(messages, tools, tokenizer, max_length, style) or _encode(messages, tools, tokenizer, style)
     ids = list(enc["input_ids"])
     labels = [tok if trained else IGNORE for tok, trained in zip(ids, enc["assistant_masks"])]
     truncated = len(ids) > max_length
     return {"input_ids": ids[:max_length], "labels": labels[:max_length], "truncated": truncated}
+
+
+def _encode(messages: Sequence[Mapping], tools, tokenizer, style: str):
+    return tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=True,
+                                         return_assistant_tokens_mask=True, tool_style=style)
+
+
+HEAD_BYTES_PER_TOKEN = 4   # characters of a head tried first for each token it must hold (`_head_past`)
+
+
+def _head_past(messages: Sequence[Mapping], tools, tokenizer, max_length: int, style: str):
+    """The encoding of the fewest leading messages (1, 2, 4, … of them) that already run past
+    `max_length` tokens, whose first `max_length` ids and assistant mask are then the whole
+    record's — or None (the record is not that long, or no such head is safe). A long session
+    (hundreds of KB) is tokenized only as far as training keeps it, not whole. Safe: the head's
+    text is the start of the whole record's, and the whole continues there with a special token
+    the tokenizer splits on as it is (no stripping or normalizing), so the tokens before it are
+    the same either way."""
+    need = HEAD_BYTES_PER_TOKEN * max_length
+    sizes = list(itertools.accumulate(len(str(m.get("content") or "")) + 64 * len(m.get("tool_calls") or ())
+                                      for m in messages))   # about the characters each head renders to
+    if not sizes or sizes[-1] < 2 * need:   # a head would be most of the record: the whole costs about as much
+        return None
+    whole = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, tool_style=style)
+    splits = _splitting_tokens(tokenizer)
+    k = next(n + 1 for n, size in enumerate(sizes) if size >= need)
+    while k < len(messages) and 2 * sizes[k - 1] <= sizes[-1]:   # a head of at most half the record
+        head = tokenizer.apply_chat_template(messages[:k], tools=tools, tokenize=False, tool_style=style)
+        if len(head.encode("utf-8")) <= max_length:
+            k *= 2
+            continue
+        if not (whole.startswith(head) and any(whole.startswith(token, len(head)) for token in splits)):
+            return None   # this template renders a head otherwise than the whole's start (or no split follows)
+        enc = _encode(messages[:k], tools, tokenizer, style)
+        if len(enc["input_ids"]) > max_length:
+            return enc
+        # short of the limit: the next head by this one's characters per token, a quarter more
+        need = 1.25 * max_length * len(head) / max(1, len(enc["input_ids"]))
+        k = max(k + 1, next((n + 1 for n, size in enumerate(sizes) if size >= need), len(messages)))
+    return None
+
+
+def _splitting_tokens(tokenizer) -> tuple[str, ...]:
+    """The special tokens the tokenizer cuts its input at, as they are (no lstrip, rstrip or normalization)."""
+    return tuple(t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values()
+                 if t.special and not (t.lstrip or t.rstrip or t.normalized or t.single_word))
 
 
 def sft_examples(records: Sequence[Mapping], tokenizer, max_length: int,
@@ -154,9 +201,10 @@ class RLStats:
     """What `rl_rows` made of the RL records (the training summary's `data.rl`)."""
     records: int = 0
     prompts: int = 0                # prompts that fit max_prompt_tokens (after shortening)
-    shortened: int = 0              # prompts that lost old messages to fit
+    shortened: int = 0              # prompts that lost old messages to fit (of those fitted)
     dropped_too_long: int = 0       # prompts that cannot fit at all
-    prompt_tokens: int = 0          # of the prompts kept
+    prompt_tokens: int = 0          # of the prompts fitted
+    fitted: int = 0                 # prompts fitted: all of them, or those GRPO drew (rl_rows' on_demand)
     rewards: dict = field(default_factory=dict)   # reward name → prompts judged by it
 
 
@@ -228,21 +276,55 @@ def _most_tokens(message: Mapping) -> int:
 
 
 def rl_rows(records: Sequence[Mapping], tokenizer, max_prompt_tokens: int,
-            style: str = cf.DEFAULT_STYLE) -> tuple[list[dict], RLStats]:
+            style: str = cf.DEFAULT_STYLE, on_demand: bool = False) -> tuple[list[dict], RLStats]:
     """One GRPO row per usable RL record: the file form of sandbox.exchange (the columns TRL hands
-    to trainer.rewards) with `prompt` the fitted prompt text. `records` may be file rows too."""
+    to trainer.rewards) with `prompt` the fitted prompt text. `records` may be file rows too.
+    `on_demand`: whether a prompt fits is asked in one render (`can_fit`, the same verdict) and its
+    text is left empty, with the row's place in `records` as `row`: GRPO fits the prompts it draws
+    (`PromptsOnDemand`), not every one of a sample of thousands it draws a few of."""
     stats = RLStats(records=len(records))
     rows = []
-    for r in map(functools.partial(exchange.from_file, "rl"), records):
-        fitted = fit_prompt(r["messages"], r.get("tools") or [], tokenizer, max_prompt_tokens, style)
+    for place, r in enumerate(map(functools.partial(exchange.from_file, "rl"), records)):
+        if on_demand:
+            fitted = ("", 0, False) if can_fit(r["messages"], r.get("tools") or [], tokenizer, max_prompt_tokens, style) else None
+        else:
+            fitted = fit_prompt(r["messages"], r.get("tools") or [], tokenizer, max_prompt_tokens, style)
         if fitted is None:
             stats.dropped_too_long += 1
             continue
         text, n, shortened = fitted
         stats.prompts += 1
+        stats.fitted += not on_demand
         stats.shortened += shortened
         stats.prompt_tokens += n
         stats.rewards[r["reward"]] = stats.rewards.get(r["reward"], 0) + 1
         row = exchange.to_file("rl", r)
-        rows.append({"prompt": text, **{k: row.get(k) for k in REWARD_COLUMNS}})
+        rows.append({"prompt": text, **({"row": place} if on_demand else {}), **{k: row.get(k) for k in REWARD_COLUMNS}})
     return rows, stats
+
+
+class PromptsOnDemand:
+    """The GRPO dataset's transform for rows made `on_demand` (`rl_rows`): each row drawn gets its
+    prompt fitted then (`fit_prompt`, once a row) from its record, and `stats` counts it (`fitted`,
+    `shortened`, `prompt_tokens`); the `row` column is not handed on, so TRL sees the rows it always did.
+
+        Dataset.from_list(rows).with_transform(PromptsOnDemand(records, tokenizer, cap, stats))
+    """
+
+    def __init__(self, records: Sequence[Mapping], tokenizer, max_prompt_tokens: int, stats: RLStats,
+                 style: str = cf.DEFAULT_STYLE):
+        self.records, self.tokenizer, self.cap, self.stats, self.style = records, tokenizer, max_prompt_tokens, stats, style
+        self.prompts: dict[int, str] = {}
+
+    def prompt(self, place: int) -> str:
+        if place not in self.prompts:
+            r = exchange.from_file("rl", self.records[place])
+            text, n, shortened = fit_prompt(r["messages"], r.get("tools") or [], self.tokenizer, self.cap, self.style)
+            self.prompts[place] = text
+            self.stats.fitted += 1
+            self.stats.shortened += shortened
+            self.stats.prompt_tokens += n
+        return self.prompts[place]
+
+    def __call__(self, batch: dict) -> dict:
+        return {**{k: v for k, v in batch.items() if k != "row"}, "prompt": [self.prompt(p) for p in batch["row"]]}

@@ -121,9 +121,10 @@ def grpo_config(recipe: Recipe, profile: Profile, steps: int, out_dir: Path, see
 
 def run_grpo(model, tokenizer, rows: list[dict], reward_names: list[str], recipe: Recipe, profile: Profile,
              out_dir: Path, seed: int, use_cpu: bool, progress: bool = False,
-             report_to: list[str] = ()) -> tuple[object, dict]:
+             report_to: list[str] = (), prompts=None) -> tuple[object, dict]:
     """GRPO on `rows` (trainer.data.rl_rows: "prompt" plus the reward columns). `model` is a PeftModel with a trainable adapter
-    (continued from SFT) or a plain model (a fresh LoRA adapter is added)."""
+    (continued from SFT) or a plain model (a fresh LoRA adapter is added). `prompts`: the dataset's transform
+    (trainer.data.PromptsOnDemand) for rows whose prompts are fitted as they are drawn."""
     from datasets import Dataset
     from peft import PeftModel
 
@@ -136,7 +137,8 @@ def run_grpo(model, tokenizer, rows: list[dict], reward_names: list[str], recipe
         args=grpo_config(recipe, profile, steps, out_dir / "grpo", seed, use_cpu, progress,
                          world_size=int(os.environ.get("WORLD_SIZE", "1")),
                          tracking=trl_report_to(list(report_to), out_dir, "grpo")),
-        train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[log],
+        train_dataset=Dataset.from_list(rows) if prompts is None else Dataset.from_list(rows).with_transform(prompts),
+        processing_class=tokenizer, callbacks=[log],
         peft_config=None if isinstance(model, PeftModel) else lora_config(recipe),
         advantage_clip=recipe.advantage_clip, generation=profile.grpo_generation)
     if profile.uniform_dropout:

@@ -86,7 +86,9 @@ def run(request: dict) -> dict:
     hints = memory_hints(request.get("memory"))
     examples, sft_stats = data.sft_examples(read["sft"].records, tokenizer, profile.max_length,
                                             memory=hints[0] if hints else None, places=read["sft"].places)
-    rows, rl_stats = data.rl_rows(read["rl"].records, tokenizer, profile.max_prompt_tokens)
+    # the RL prompts GRPO draws are fitted as it draws them: a sample of thousands, a few steps
+    rows, rl_stats = data.rl_rows(read["rl"].records, tokenizer, profile.max_prompt_tokens, on_demand=True)
+    prompts = data.PromptsOnDemand(read["rl"].records, tokenizer, profile.max_prompt_tokens, rl_stats)
     sampled = {kind: {"records": len(r.records), "of": r.of} for kind, r in read.items() if r.sampled}
     summary: dict = {"base": request["base"], "base_source": source, "seed": seed,
                      "device": device, "device_name": devices.device_name(device), "dtype": dtype, "compute_dtype": compute,
@@ -124,7 +126,8 @@ def run(request: dict) -> dict:
             model = continue_from(out / "sft_adapter", source, dtype)
         reward_names = sorted(rl_stats.rewards)
         model, summary["grpo"] = run_grpo(model, tokenizer, rows, reward_names, RECIPE, profile, out, seed,
-                                          use_cpu, progress, report_to)
+                                          use_cpu, progress, report_to, prompts)
+        summary["data"]["rl"] = asdict(rl_stats)   # with the prompts GRPO fitted
         share = summary["grpo"]["zero_variance_share"]
         if share is not None and share > ZERO_VARIANCE_WARNING:
             summary["warnings"].append(
