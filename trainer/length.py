@@ -79,38 +79,57 @@ class LengthReport:
 
 def length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], tokenizer, max_length: int,
                   max_prompt_tokens: int, style: str = cf.DEFAULT_STYLE) -> LengthReport:
-    """What `max_length` / `max_prompt_tokens` do to these curated records (module docstring)."""
-    lengths, cut, dropped = [], 0, 0
+    """What `max_length` / `max_prompt_tokens` do to these curated records (module docstring). Each
+    SFT record is encoded as training encodes it (`sft_example`: a long one only as far as it is
+    kept); what a cut one holds whole, and each RL prompt's two ends, are counted in batches
+    (`_token_counts`: the tokenizer's own threads), the same counts one by one would give."""
+    lengths, cut, dropped, whole = [], 0, 0, []
     for r in map(functools.partial(exchange.from_file, "sft"), sft):
-        ex = sft_example(r, tokenizer, 1 << 62, style)   # whole: cut here as trainer.data.sft_examples cuts
+        ex = sft_example(r, tokenizer, max_length, style)   # cut here as trainer.data.sft_examples cuts
         trained = [i for i, label in enumerate(ex["labels"]) if label != IGNORE]
-        lengths.append(len(ex["input_ids"]))
-        cut += len(ex["input_ids"]) > max_length
-        dropped += not trained or trained[0] >= max_length
-    fits = [_prompt_fits(r, tokenizer, max_prompt_tokens, style) for r in rl]
+        cut += ex["truncated"]
+        dropped += not trained
+        if ex["truncated"]:   # its whole length: the advice's --max-length
+            messages = cf.with_training_flags(cf.normalize_messages(r["messages"]), r.get("weights"))
+            whole.append(tokenizer.apply_chat_template(messages, tools=r.get("tools") or None, tokenize=False,
+                                                       tool_style=style))
+        else:
+            lengths.append(len(ex["input_ids"]))
+    lengths += _token_counts(tokenizer, whole)
+    fits = _prompts_fit(rl, tokenizer, max_prompt_tokens, style)
     return LengthReport(max_length=max_length, max_prompt_tokens=max_prompt_tokens,
                         sft_records=len(sft), sft_cut=cut, sft_dropped=dropped, rl_records=len(rl),
                         rl_cut=[f for f, _ in fits].count("shortened"), rl_dropped=[f for f, _ in fits].count("dropped"),
                         sft_longest=max(lengths, default=0), rl_longest=max((n for _, n in fits), default=0))
 
 
-def _prompt_fits(record: Mapping, tokenizer, limit: int, style: str) -> tuple[str, int]:
-    """('whole' | 'shortened' | 'dropped', tokens of the whole prompt): what
-    `trainer.data.fit_prompt` does to this prompt."""
-    record = exchange.from_file("rl", record)
-    messages = cf.normalize_messages(record["messages"])
-    tools = record.get("tools") or []
+def _token_counts(tokenizer, texts: Sequence[str], batch: int = 256) -> list[int]:
+    """Tokens of each text, as `tokenizer(text, add_special_tokens=False)` counts them, encoded
+    `batch` at a time (a fast tokenizer encodes a batch on all cores)."""
+    counts = []
+    for at in range(0, len(texts), batch):
+        counts += map(len, tokenizer(list(texts[at:at + batch]), add_special_tokens=False)["input_ids"])
+    return counts
 
-    def tokens(msgs) -> int:
-        return len(tokenizer(cf.render_prompt(msgs, tools, style=style), add_special_tokens=False)["input_ids"])
 
-    whole = tokens(messages)
-    if whole <= limit:
-        return "whole", whole
-    first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
-    if first_user + 1 >= len(messages) - 1:
-        return "dropped", whole               # nothing fit_prompt may remove
-    return ("shortened" if tokens(messages[:first_user + 1] + messages[-1:]) <= limit else "dropped"), whole
+def _prompts_fit(rl: Sequence[Mapping], tokenizer, limit: int, style: str) -> list[tuple[str, int]]:
+    """('whole' | 'shortened' | 'dropped', tokens of the whole prompt) of each RL record: what
+    `trainer.data.fit_prompt` does to it. Only its two ends are counted — the whole prompt, and
+    the shortest one fit_prompt would try (the messages up to the first user message plus the
+    last) — which give the same verdicts, since dropping messages never lengthens a prompt."""
+    records = [exchange.from_file("rl", r) for r in rl]
+    prompts = [(cf.normalize_messages(r["messages"]), r.get("tools") or []) for r in records]
+    whole = _token_counts(tokenizer, [cf.render_prompt(m, tools, style=style) for m, tools in prompts])
+    over = [n for n, tokens in enumerate(whole) if tokens > limit]
+    shortest = {}
+    for n in over:
+        messages, tools = prompts[n]
+        first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
+        if first_user + 1 < len(messages) - 1:   # else nothing fit_prompt may remove
+            shortest[n] = cf.render_prompt(messages[:first_user + 1] + messages[-1:], tools, style=style)
+    fits_short = dict(zip(shortest, (t <= limit for t in _token_counts(tokenizer, list(shortest.values())))))
+    return [("whole" if tokens <= limit else "shortened" if fits_short.get(n) else "dropped", tokens)
+            for n, tokens in enumerate(whole)]
 
 
 def profile_length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], profile: str,
