@@ -150,12 +150,17 @@ RHO0_CHUNK = 64   # trajectories ρ0 curates and measures at a time while lookin
 
 def _rho0_trains_some(config: RunConfig, records) -> bool:
     """Whether ρ0 trains any record of `records` at the run's limits, read a few trajectories at a
-    time and stopped at the first that survives: ρ0 curates each trajectory on its own, so a part's
-    records are the records it makes of the whole corpus, and a large corpus is not curated and
-    tokenised whole on the host before its run exists (10^5 trajectories: minutes, silently)."""
+    time and stopped at the first record that survives (`trainer.length.trains_any`): ρ0 curates each
+    trajectory on its own, so a part's records are the records it makes of the whole corpus, and a
+    large corpus is not curated and tokenised whole on the host before its run exists (10^5
+    trajectories: minutes, silently; 64 long sessions' thousands of RL prompts: a minute)."""
+    from trainer.length import trains_any
+
+    budget = config.train.budget
     for start in range(0, len(records), RHO0_CHUNK):
-        report = _rho0_lengths(config, records[start:start + RHO0_CHUNK])
-        if report is not None and report.survivors:
+        sft, rl = _rho0(config, records[start:start + RHO0_CHUNK])
+        if trains_any(sft, rl, config.train.profile, budget.get("max_length") or None,
+                      budget.get("max_prompt_tokens") or None):
             return True
     return False
 

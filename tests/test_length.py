@@ -77,3 +77,13 @@ def test_the_report_says_which_limits_keep_every_record(tokenizer, seed_curation
         in tight.advice()
     assert f"--train-max-prompt-tokens {-(-tight.rl_longest // 256) * 256} keeps every RL prompt" in tight.advice()
     assert whole.advice() == ""
+
+
+def test_trains_any_answers_as_the_reports_survivors_do(seed_curation):
+    from trainer.length import trains_any
+
+    sft, rl = seed_curation.sft, seed_curation.rl
+    for max_length, cap in ((64, 64), (64, 4096), (2048, 64), (1024, 1536)):
+        for parts in ((sft, rl), (sft, []), ([], rl), (sft[-1:], rl[-1:])):
+            report = profile_length_report(*parts, "test", max_length, cap)
+            assert trains_any(*parts, "test", max_length, cap) == (report.survivors > 0), (max_length, cap, len(parts[0]))

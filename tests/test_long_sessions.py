@@ -192,8 +192,8 @@ def test_the_length_check_stops_at_the_first_trajectories_rho0_trains_and_decide
     monkeypatch.setattr(launch, "RHO0_CHUNK", 8)
     assert len(records) > 2 * launch.RHO0_CHUNK
     seen = []
-    measure = launch._rho0_lengths
-    monkeypatch.setattr(launch, "_rho0_lengths", lambda cfg, part: seen.append(len(part)) or measure(cfg, part))
+    measure, curate = launch._rho0_lengths, launch._rho0
+    monkeypatch.setattr(launch, "_rho0", lambda cfg, part: seen.append(len(part)) or curate(cfg, part))
     assert launch.check_run_lengths(config, load_corpus([str(SAMPLE)])) == (config, None)
     assert seen == [8]   # one part measured, not the corpus
     assert measure(config, records).survivors   # what the whole report says too

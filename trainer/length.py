@@ -132,6 +132,23 @@ def _prompts_fit(rl: Sequence[Mapping], tokenizer, limit: int, style: str) -> li
             for n, tokens in enumerate(whole)]
 
 
+def trains_any(sft: Sequence[Mapping], rl: Sequence[Mapping], profile: str, max_length: int | None = None,
+               max_prompt_tokens: int | None = None) -> bool:
+    """Whether a profile's limits (as `profile_length_report` takes them) keep any of these records,
+    asked one record at a time and stopped at the first kept: `LengthReport.survivors > 0` without
+    counting the rest (a chunk of long sessions holds thousands of RL prompts)."""
+    from trainer.data import can_fit
+    from trainer.recipe import get_profile
+
+    prof = get_profile(profile)
+    tokenizer, max_length, cap = _profile_tokenizer(prof), max_length or prof.max_length, max_prompt_tokens or prof.max_prompt_tokens
+    for r in map(functools.partial(exchange.from_file, "sft"), sft):
+        if any(label != IGNORE for label in sft_example(r, tokenizer, max_length)["labels"]):
+            return True
+    return any(can_fit(r["messages"], r.get("tools") or [], tokenizer, cap)
+               for r in map(functools.partial(exchange.from_file, "rl"), rl))
+
+
 def profile_length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], profile: str,
                           max_length: int | None = None, max_prompt_tokens: int | None = None) -> LengthReport:
     """`length_report` with a recipe profile's base tokenizer and limits (`max_length`, when
