@@ -180,9 +180,6 @@ def scratch_writer(fd: int) -> int | None:
         return None
 
 
-SCRATCH = "\0scratch:"   # a queued path's prefix: free the file's blocks as they are appended
-
-
 class HashingWriter:
     """A file written and hashed (sha256) block by block in a thread of its own: hashing and
     writing release the GIL, so they run beside the caller's work. Memory: at most `queued`
@@ -207,17 +204,16 @@ class HashingWriter:
         while (data := self.queue.get()) is not None:
             if self.error is None:
                 try:
-                    if isinstance(data, str):   # a file to append (`write_file`)
-                        self._append(data)
+                    if isinstance(data, tuple):   # a file to append (`write_file`): (path, scratch)
+                        self._append(*data)
                     else:
                         self.digest.update(data)
                         self.file.write(data)
                 except BaseException as exc:   # raised in the caller
                     self.error = exc
 
-    def _append(self, path: str) -> None:
-        scratch = path.startswith(SCRATCH)
-        with open(path[len(SCRATCH):] if scratch else path, "r+b" if scratch else "rb") as src:
+    def _append(self, path: str, scratch: bool) -> None:
+        with open(path, "r+b" if scratch else "rb") as src:
             at = 0   # through this process: faster here than copy_file_range
             for block in iter(lambda: src.read(1 << 22), b""):
                 self.digest.update(block)
@@ -237,7 +233,7 @@ class HashingWriter:
         """Appends the bytes of the file at `path`, which must stay as it is until the `with` ends;
         `scratch`: a file nobody reads again, whose disk is given back as it is copied (`free_blocks`)."""
         self._hand_over()
-        self.queue.put(SCRATCH * scratch + os.fspath(path))
+        self.queue.put((os.fspath(path), scratch))
 
     def write(self, data: bytes) -> None:
         self.pending.append(data)
