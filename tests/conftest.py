@@ -57,6 +57,22 @@ def strategy(tmp_path):
     return make
 
 
+@pytest.fixture(autouse=True)
+def own_temporary_directory(tmp_path_factory, monkeypatch):
+    """Each test's temporary directory (TMPDIR, and `tempfile`'s in this process) is its own.
+
+    What a curateevo process a test kills on purpose leaves there (a job folder, a corpus's record
+    folder) is reaped by the next command in that test, not announced by some other test's command
+    on the other xdist worker ("removed 1 job folder(s) … left by a curateevo process that was
+    killed" before an error whose whole text a test compares: CI at 9067ac6)."""
+    import tempfile
+
+    own = tmp_path_factory.mktemp("tmp")
+    monkeypatch.setenv("TMPDIR", str(own))
+    monkeypatch.setattr(tempfile, "tempdir", str(own))
+    yield own
+
+
 TINY_MAX_NEW_TOKENS = 16
 TINY_RUN_ARGS = ("--max-new-tokens", str(TINY_MAX_NEW_TOKENS))
 """What an evaluation of the tiny random model decodes in tests unless the test asks for a number: it
