@@ -9,6 +9,7 @@ import pytest
 
 from base.errors import UserError
 from base.benchmark import Benchmark, Episode
+from environments.tau2 import package as pkg
 from environments.tau2.benchmark import USER_FLAGS, Tau2Benchmark
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tau2" / "trajectories.json"
@@ -121,3 +122,56 @@ def test_step_items(bench, telecom):
     assert all(bench.judge_step(i, i.gold) for i in items)
     assert not bench.judge_step(items[-1], [gold[0]]) or gold[0]["name"] == "done"
     assert not bench.judge_step(items[0], [])
+
+
+def _mutable_ids(value, out: set) -> set:
+    """The ids of every model, dict, list and set reachable from `value`."""
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        out.add(id(value))
+        for name in type(value).model_fields:
+            _mutable_ids(getattr(value, name), out)
+    elif isinstance(value, dict):
+        out.add(id(value))
+        for item in value.values():
+            _mutable_ids(item, out)
+    elif isinstance(value, (list, set, tuple)):
+        if not isinstance(value, tuple):
+            out.add(id(value))
+        for item in value:
+            _mutable_ids(item, out)
+    return out
+
+
+DB_FILES = {"airline": ["AIRLINE_DB_PATH"], "retail": ["RETAIL_DB_PATH"],
+            "telecom": ["TELECOM_DB_PATH", "TELECOM_USER_DB_PATH"], "mock": ["MOCK_DB_PATH"]}
+
+
+@pytest.mark.parametrize("domain", sorted(DB_FILES))
+def test_databases_parsed_once_share_no_object_and_equal_the_packages_own_load(domain):
+    """The package's DB.load parses each file once per process (package._load_parsed_once): two
+    environments' databases, and the parsed file, share no mutable object, and each database is the
+    one the package's own load (model_validate of the file read again) gives, hash included."""
+    import importlib
+    import os
+
+    from tau2.utils import load_file
+
+    first = pkg.new_environment(domain)
+    hits = pkg._parsed.cache_info().hits
+    second = pkg.new_environment(domain)
+    assert pkg._parsed.cache_info().hits > hits   # the second parsed nothing
+    pairs = [(a, b) for a, b in ((first.tools.db, second.tools.db),
+                                 (getattr(first.user_tools, "db", None), getattr(second.user_tools, "db", None)))
+             if a is not None]
+    assert len(pairs) == len(DB_FILES[domain])
+    utils = importlib.import_module(f"tau2.domains.{domain}.utils")
+    for (mine, theirs), name in zip(pairs, DB_FILES[domain]):
+        path = str(getattr(utils, name))
+        stat = os.stat(path)
+        parsed = _mutable_ids(pkg._parsed(path, (stat.st_mtime_ns, stat.st_size)), set())
+        a, b = _mutable_ids(mine, set()), _mutable_ids(theirs, set())
+        assert a and not a & b and not a & parsed and not b & parsed
+        fresh = type(mine).model_validate(load_file(path))
+        assert mine == theirs == fresh and mine.get_hash() == fresh.get_hash()

@@ -10,6 +10,7 @@ import pytest
 from base.errors import UserError
 from environments import runner
 from environments.policies.scripted import ScriptedPolicy
+from environments.tau2 import conversation
 from environments.tau2 import package as pkg
 from environments.tau2.benchmark import Tau2Benchmark
 from environments.user_sim import FLAGS, USER_ERROR, UserEndpoint, endpoint
@@ -95,6 +96,8 @@ def test_a_wrong_endpoint_gets_one_sentence(model_server):
 def test_an_airline_conversation_with_a_real_server(model_server, monkeypatch):
     url, model = model_server
     monkeypatch.setenv("CURATEEVO_USER_API_KEY", "sk-never-recorded")
+    # three user turns, not the product's 15: each is a prefill of the airline policy on one CPU thread
+    monkeypatch.setattr(conversation, "MAX_USER_TURNS", 3)
     user = UserEndpoint(model, url, max_tokens=12)
     bench = Tau2Benchmark(allow_test=True, domains=("airline",), user=user)
     task = bench.tasks("test", limit=1)[0]

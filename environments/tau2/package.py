@@ -40,6 +40,9 @@ def tau2() -> Any:
     from loguru import logger
 
     logger.disable("tau2")
+    db = importlib.import_module("tau2.environment.db").DB
+    if not getattr(db.load, "parsed_once", False):   # every domain's database, wherever the package loads one
+        db.load = classmethod(_load_parsed_once)
     mods = {name: importlib.import_module(f"tau2.{path}") for name, path in (
         ("message", "data_model.message"), ("simulation", "data_model.simulation"),
         ("tasks", "data_model.tasks"), ("llm_agent", "agent.llm_agent"),
@@ -51,6 +54,25 @@ def tau2() -> Any:
     ns = _NS()
     ns.__dict__.update(mods)
     return ns
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(path: str, stamp: tuple[int, int]) -> Any:
+    return importlib.import_module("tau2.utils").load_file(path)
+
+
+def _load_parsed_once(cls, path) -> Any:
+    """`DB.load` as the package writes it (`cls.model_validate(load_file(path))`) with the file parsed
+    once per process (by path, mtime and size): parsing was most of an environment's start, and the
+    package builds four environments to score one episode. Validation builds the model's own objects
+    and containers (the domains' fields are models, lists and dicts of them, and str/str dicts), so no
+    episode's database shares a mutable object with another's or with the parsed file
+    (tests/test_tau2.py: a booking in one environment leaves the next one's hash the file's)."""
+    stat = os.stat(path)
+    return cls.model_validate(_parsed(os.fspath(path), (stat.st_mtime_ns, stat.st_size)))
+
+
+_load_parsed_once.parsed_once = True
 
 
 def domain_module(domain: str) -> Any:
