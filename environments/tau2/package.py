@@ -3,7 +3,8 @@
 Everything domain-specific comes from the package: the tasks and their train/test split, the
 solo-mode environment (tools, databases, the solo policy), the solo agent's system prompt and its
 `done` stop tool, and the evaluator. This module only finds those objects and caches the
-read-only ones (tasks, tool schemas, prompts); environments are built fresh per episode.
+read-only ones (tasks, tool schemas, prompts); environments are built fresh per episode, each
+database validated afresh from its file parsed once per process (`_load_parsed_once`).
 
 The package is imported lazily (its evaluator imports `litellm` at module level through
 `tau2.registry` → `tau2.agent.llm_agent` → `tau2.utils.llm_utils`, ~5 s); litellm is told to use
