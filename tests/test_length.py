@@ -87,3 +87,32 @@ def test_trains_any_answers_as_the_reports_survivors_do(seed_curation):
         for parts in ((sft, rl), (sft, []), ([], rl), (sft[-1:], rl[-1:])):
             report = profile_length_report(*parts, "test", max_length, cap)
             assert trains_any(*parts, "test", max_length, cap) == (report.survivors > 0), (max_length, cap, len(parts[0]))
+
+
+def test_counting_reads_its_texts_as_it_counts_and_encodes_a_bounded_batch(tokenizer, monkeypatch):
+    """`_token_counts` holds at most BATCH_CHARS characters of text (or one longer text) at once and
+    asks for the next text only when it has room: the length report on a long-session curation no
+    longer holds every cut record's whole text and all their encodings at once (3.6 GiB at 10^3)."""
+    from trainer import length
+
+    monkeypatch.setattr(length, "BATCH_CHARS", 10_000)
+    texts = [f"call {i}: " + "tool output line\n" * (150 + 40 * (i % 7)) for i in range(40)] + ["x" * 25_000]
+    made, batches = [], []
+
+    def lazily():
+        for text in texts:
+            made.append(text)
+            yield text
+
+    def counting(batch, **options):
+        batches.append((sum(map(len, batch)), len(made) - sum(map(len, seen)) - len(batch), len(batch)))
+        seen.append(list(batch))
+        return tokenizer(batch, **options)
+
+    seen = []
+    counts = length._token_counts(counting, lazily())
+    assert counts == [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    assert len(batches) > 5
+    for chars, made_beyond, size in batches:
+        assert chars <= 10_000 or size == 1   # the 25,000-character text goes alone
+        assert made_beyond <= 1               # at most the text that did not fit is waiting

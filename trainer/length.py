@@ -18,7 +18,7 @@ import math
 import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from base.errors import RunFailed
 from chat_format import chat_format as cf
@@ -83,32 +83,53 @@ def length_report(sft: Sequence[Mapping], rl: Sequence[Mapping], tokenizer, max_
     SFT record is encoded as training encodes it (`sft_example`: a long one only as far as it is
     kept); what a cut one holds whole, and each RL prompt's two ends, are counted in batches
     (`_token_counts`: the tokenizer's own threads), the same counts one by one would give."""
-    lengths, cut, dropped, whole = [], 0, 0, []
-    for r in map(functools.partial(exchange.from_file, "sft"), sft):
-        ex = sft_example(r, tokenizer, max_length, style)   # cut here as trainer.data.sft_examples cuts
-        trained = [i for i, label in enumerate(ex["labels"]) if label != IGNORE]
-        cut += ex["truncated"]
-        dropped += not trained
-        if ex["truncated"]:   # its whole length: the advice's --max-length
-            messages = cf.with_training_flags(cf.normalize_messages(r["messages"]), r.get("weights"))
-            whole.append(tokenizer.apply_chat_template(messages, tools=r.get("tools") or None, tokenize=False,
-                                                       tool_style=style))
-        else:
-            lengths.append(len(ex["input_ids"]))
-    lengths += _token_counts(tokenizer, whole)
+    lengths, cut, dropped = [], 0, 0
+
+    def cut_whole():   # the whole text of each record the cut shortens, made as the count reaches it
+        nonlocal cut, dropped
+        for r in map(functools.partial(exchange.from_file, "sft"), sft):
+            ex = sft_example(r, tokenizer, max_length, style)   # cut here as trainer.data.sft_examples cuts
+            cut += ex["truncated"]
+            dropped += all(label == IGNORE for label in ex["labels"])
+            if ex["truncated"]:   # its whole length: the advice's --max-length
+                messages = cf.with_training_flags(cf.normalize_messages(r["messages"]), r.get("weights"))
+                yield tokenizer.apply_chat_template(messages, tools=r.get("tools") or None, tokenize=False,
+                                                    tool_style=style)
+            else:
+                lengths.append(len(ex["input_ids"]))
+
+    longest = max(_token_counts(tokenizer, cut_whole()), default=0)
     fits = _prompts_fit(rl, tokenizer, max_prompt_tokens, style)
     return LengthReport(max_length=max_length, max_prompt_tokens=max_prompt_tokens,
                         sft_records=len(sft), sft_cut=cut, sft_dropped=dropped, rl_records=len(rl),
                         rl_cut=[f for f, _ in fits].count("shortened"), rl_dropped=[f for f, _ in fits].count("dropped"),
-                        sft_longest=max(lengths, default=0), rl_longest=max((n for _, n in fits), default=0))
+                        sft_longest=max(longest, max(lengths, default=0)), rl_longest=max((n for _, n in fits), default=0))
 
 
-def _token_counts(tokenizer, texts: Sequence[str], batch: int = 256) -> list[int]:
+BATCH_CHARS = 4 << 20
+"""Characters of text `_token_counts` encodes in one batch, at most (beyond a single longer text): a
+batch's encodings take tens of bytes a token, so counting a long-session curation's cut records
+all at once held gigabytes (a tiny run on 10^3 long sessions peaked at 3.6 GiB)."""
+
+
+def _token_counts(tokenizer, texts: Iterable[str], batch: int = 256) -> list[int]:
     """Tokens of each text, as `tokenizer(text, add_special_tokens=False)` counts them, encoded
-    `batch` at a time (a fast tokenizer encodes a batch on all cores)."""
-    counts = []
-    for at in range(0, len(texts), batch):
-        counts += map(len, tokenizer(list(texts[at:at + batch]), add_special_tokens=False)["input_ids"])
+    `batch` at a time (a fast tokenizer encodes a batch on all cores) and never more than
+    BATCH_CHARS characters but one text at once; `texts` is read as it is counted."""
+    counts, pending, chars = [], [], 0
+
+    def flush() -> None:
+        counts.extend(map(len, tokenizer(pending, add_special_tokens=False, return_attention_mask=False)["input_ids"]))
+        pending.clear()
+
+    for text in texts:
+        if pending and (len(pending) == batch or chars + len(text) > BATCH_CHARS):
+            flush()
+            chars = 0
+        pending.append(text)
+        chars += len(text)
+    if pending:
+        flush()
     return counts
 
 
@@ -117,17 +138,30 @@ def _prompts_fit(rl: Sequence[Mapping], tokenizer, limit: int, style: str) -> li
     `trainer.data.fit_prompt` does to it. Only its two ends are counted — the whole prompt, and
     the shortest one fit_prompt would try (the messages up to the first user message plus the
     last) — which give the same verdicts, since dropping messages never lengthens a prompt."""
-    records = [exchange.from_file("rl", r) for r in rl]
-    prompts = [(cf.normalize_messages(r["messages"]), r.get("tools") or []) for r in records]
-    whole = _token_counts(tokenizer, [cf.render_prompt(m, tools, style=style) for m, tools in prompts])
-    over = [n for n, tokens in enumerate(whole) if tokens > limit]
-    shortest = {}
-    for n in over:
-        messages, tools = prompts[n]
+    def prompt(r: Mapping) -> tuple[list, list]:
+        r = exchange.from_file("rl", r)
+        return cf.normalize_messages(r["messages"]), r.get("tools") or []
+
+    whole = _token_counts(tokenizer, (cf.render_prompt(*prompt(r), style=style) for r in rl))
+
+    def shortest(n: int) -> str | None:   # the shortest prompt fit_prompt would try; None: it removes nothing
+        messages, tools = prompt(rl[n])
         first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
-        if first_user + 1 < len(messages) - 1:   # else nothing fit_prompt may remove
-            shortest[n] = cf.render_prompt(messages[:first_user + 1] + messages[-1:], tools, style=style)
-    fits_short = dict(zip(shortest, (t <= limit for t in _token_counts(tokenizer, list(shortest.values())))))
+        if first_user + 1 < len(messages) - 1:
+            return cf.render_prompt(messages[:first_user + 1] + messages[-1:], tools, style=style)
+        return None
+
+    removable = []   # the prompts over the limit that fit_prompt can shorten, in order
+
+    def shortest_texts():
+        for n, tokens in enumerate(whole):
+            text = shortest(n) if tokens > limit else None
+            if text is not None:
+                removable.append(n)
+                yield text
+
+    counts = _token_counts(tokenizer, shortest_texts())   # fills `removable` as it reads
+    fits_short = {n: tokens <= limit for n, tokens in zip(removable, counts)}
     return [("whole" if tokens <= limit else "shortened" if fits_short.get(n) else "dropped", tokens)
             for n, tokens in enumerate(whole)]
 
