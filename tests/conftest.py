@@ -14,12 +14,13 @@ SEED_STRATEGY = ROOT / "curation_strategies" / "seed"
 
 
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto` (pyproject's addopts): one worker per core this process may use, at most 4.
+    """`-n auto` (pyproject's addopts): one worker per core this process may use, and one more, at most 4.
 
-    Much of the suite waits on subprocesses, Docker and sockets, so two workers on the 2-core
-    machine keep both cores busy (a fresh clone: 23 min 30 s → 13 min 9 s); past 4, the trainings and
-    sandboxes the tests start only contend. `-n 0` runs in one process."""
-    return max(1, min(4, len(os.sched_getaffinity(0))))
+    Much of the suite waits on subprocesses, Docker and sockets: two workers on the 2-core machine
+    kept only about 1.2 cores busy, and a third took the suite from 20 min 18 s to 16 min 22 s
+    (quiet readings, bench/results/suite-2026-12-07-4bcef89.json and -2fd964a-n3.json); past 4, the
+    trainings and sandboxes the tests start only contend. `-n 0` runs in one process."""
+    return max(1, min(4, len(os.sched_getaffinity(0)) + 1))
 
 
 def write_strategy(folder: Path, code: str, **inputs) -> Path:
