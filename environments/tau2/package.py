@@ -68,7 +68,8 @@ def _load_parsed_once(cls, path) -> Any:
     package builds four environments to score one episode. Validation builds the model's own objects
     and containers (the domains' fields are models, lists and dicts of them, and str/str dicts), so no
     episode's database shares a mutable object with another's or with the parsed file
-    (tests/test_tau2.py: a booking in one environment leaves the next one's hash the file's)."""
+    (tests/test_tau2.py: two environments' databases and the parse share no object, and each equals
+    the package's own load, hash included)."""
     stat = os.stat(path)
     return cls.model_validate(_parsed(os.fspath(path), (stat.st_mtime_ns, stat.st_size)))
 
