@@ -8,17 +8,22 @@ caller forks from the thread that waits on the child, so the child never outlive
 
 What a killed process leaves on disk carries its owner: `claim` writes `owner_id` (boot id, pid,
 start time) into a folder, and sandbox.leftovers removes folders whose owner is gone
-(`owner_gone`).
+(`owner_gone`). `owned_temporary_directory` is the temporary folder every curateevo process makes
+in $TMPDIR (`curateevo-<what>-*`), marked so.
 """
 from __future__ import annotations
 
 import ctypes
 import os
 import signal
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 PR_SET_PDEATHSIG = 1
 OWNER_FILE = ".curateevo-owner"   # in a folder: the owner_id of the process it belongs to
+TEMP_PREFIX = "curateevo-"   # every folder a curateevo process makes in $TMPDIR: curateevo-<what>-*
 
 
 def die_with_parent(parent: int | None = None) -> bool:
@@ -61,3 +66,25 @@ def owner_gone(owner: str) -> bool:
 def claim(folder: Path) -> None:
     """Mark `folder` as this process's, so the next command removes it if this one is killed."""
     (Path(folder) / OWNER_FILE).write_text(owner_id() or "")
+
+
+def release(folder: Path) -> None:
+    """Take this process's mark off `folder`: it is kept for the user, no command's to remove."""
+    (Path(folder) / OWNER_FILE).unlink(missing_ok=True)
+
+
+def owned_temporary_folder(what: str) -> Path:
+    """A new folder `curateevo-<what>-*` in $TMPDIR, claimed: the caller removes it; the next
+    curateevo command does if this process is killed first."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{what}-"))
+    claim(folder)
+    return folder
+
+
+@contextmanager
+def owned_temporary_directory(what: str) -> Iterator[Path]:
+    """`tempfile.TemporaryDirectory` as `owned_temporary_folder`: removed on leaving, or by the
+    next curateevo command if this process is killed inside."""
+    with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{what}-") as tmp:
+        claim(Path(tmp))
+        yield Path(tmp)

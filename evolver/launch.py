@@ -4,9 +4,9 @@ is judged on, that ρ0's records survive the profile's length limits, and that a
 (`--strategy DIR`) passes the checks every candidate passes."""
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
+from base.lifetime import owned_temporary_directory
 from base.errors import UserError
 from base import registry
 from evolver.config import RunConfig
@@ -192,7 +192,7 @@ def check_own_strategy(cfg: RunConfig) -> RunConfig:
     where = f"--strategy {cfg.strategy}"
     corpus = registry.get(cfg.benchmark).train_view(load_corpus(list(cfg.corpus), on_error=cfg.on_error,
                                                                 tools=cfg.tools or None), cfg.effective_holdout)
-    with tempfile.TemporaryDirectory(prefix="curateevo-own-strategy-") as tmp:
+    with owned_temporary_directory("own-strategy") as tmp:
         verdict, _ = check_candidate(files, corpus, make_executor(cfg.sandbox), {}, Path(tmp) / "dry-run",
                                      seed=cfg.seed, n_ref=cfg.n_ref, timeout_s=cfg.curation_timeout_s,
                                      budget=cfg.curation_budget)

@@ -322,15 +322,14 @@ def epoch_artifacts(run: Path, epoch: int) -> Path:
 def replay_training(run: Path, epoch: int, *, retrain: bool, reeval: bool) -> bool:
     """Train and/or evaluate the epoch again in a temporary directory and compare with the record
     (no sandbox and no proposer is made: a retrain needs neither)."""
-    import tempfile
-
+    from base.lifetime import owned_temporary_directory
     from evolver.results import Evaluation, Training
     from evolver.stages import evaluate_epoch, train_epoch
 
     store = RunStore.open(Path(run))
     cfg, artifacts = run_config(store), store.epoch_dir(epoch) / "artifacts"
     same = True
-    with tempfile.TemporaryDirectory(prefix="curateevo-replay-") as tmp:   # beside, never over, the record
+    with owned_temporary_directory("replay") as tmp:   # beside, never over, the record
         for seed in cfg.seeds:
             adapter = str(store.epoch_dir(epoch) / f"train-s{seed}" / "adapter")
             if retrain:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from base.errors import RunFailed, UserError, printable
+from base.lifetime import owned_temporary_folder
 from base.files import is_empty_or_missing, writable_parent, json_text, sha256_bytes, sha256_files
 from sandbox import checker, corpus_limits, leftovers, package_lock, progress
 from corpora import Corpus
@@ -187,10 +188,9 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
                             limits.output_dir_bytes if raised else 0)   # at the defaults nothing new is said
     if short:   # a warning, not a refusal: a strategy may write far less than it is allowed
         say(short)
-    job_root = Path(tempfile.mkdtemp(prefix=leftovers.JOB_PREFIX))
+    job_root = owned_temporary_folder(leftovers.JOB)   # the next command removes it if this process is killed
     stage = out_dir.parent / f".{out_dir.name}.partial-{uuid.uuid4().hex[:8]}"
     try:
-        leftovers.claim(job_root)   # the next command removes it if this process is killed
         os.chmod(job_root, 0o755)
         env_files, env_summary = prepare_env(corpus.records, job_root / "env")
         channel = LLMChannel(llm, llm_budget, job_root / "llm") if llm is not None else None

@@ -12,12 +12,12 @@ import queue
 import re
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Iterator
 
+from base.lifetime import owned_temporary_directory
 from base.errors import RunFailed, UserError
 from base.files import sha256_file
 from sandbox.docker_engine import image_exists
@@ -170,11 +170,11 @@ def _dockerfile(route_labels: dict[str, str]) -> str:
 
 def build_online(client, build: Build) -> None:
     with build.step("docker build FROM " + RECIPE["online"]["base"]), \
-            tempfile.TemporaryDirectory(prefix="curateevo-image-") as ctx:
+            owned_temporary_directory("image") as ctx:
         shutil.copy(LOCK, Path(ctx) / "requirements.lock")
         (Path(ctx) / "Dockerfile").write_text(_dockerfile(labels("online")))
         last = ""
-        for event in client.api.build(path=ctx, tag=build.tag, rm=True, forcerm=True, pull=False, decode=True):
+        for event in client.api.build(path=str(ctx), tag=build.tag, rm=True, forcerm=True, pull=False, decode=True):
             if "stream" in event:
                 build.write(event["stream"])
                 lines = [ln for ln in event["stream"].splitlines() if ln.strip().startswith("ERROR")]

@@ -15,10 +15,10 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable
 
+from base.lifetime import owned_temporary_directory
 from base.errors import RunFailed, UserError
 from base.files import atomic_write, cache_root, sha256_file, sha256_bytes
 from sandbox import package_lock
@@ -209,7 +209,7 @@ def generate_lock(dest: Path = LOCK, progress: Progress = say) -> Path:
     """Write the lock from requirements.lock's versions and the wheels PyPI serves for them."""
     pins = lock_closure()
     progress(f"locking {len(pins)} packages: " + ", ".join(f"{n}=={v}" for n, v in pins.items()))
-    with tempfile.TemporaryDirectory(prefix="curateevo-lock-") as tmp:
+    with owned_temporary_directory("lock") as tmp:
         reqs = Path(tmp) / "requirements.txt"
         reqs.write_text("".join(f"{n}=={v}\n" for n, v in pins.items()))
         done = subprocess.run(pip_command("download", "--no-deps", *platform_args(), "-q", "-d", str(Path(tmp) / "w"),

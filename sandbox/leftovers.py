@@ -6,10 +6,11 @@ output folder, its container in the engine (ended within seconds by its init,
 `sandbox/container_init.py`, when the engine closes the stdin the dead host held attached). Its
 training processes (trainer.warm's forkserver and the children forked from it, or a fresh
 `python -m trainer.worker`) die with it by a parent-death signal (base.lifetime); one that
-escaped it is still marked. Each of them carries its owner's `owner_id` (a file in a folder, a
-label on a container, OWNER_ENV in a process's environment); the next curateevo command removes
-those whose owner is gone (`reap_leftovers`). Anything without an owner mark, or whose owner
-lives, stays.
+escaped it is still marked. Its other temporary folders (a replay's, a Ray task's, a code agent's:
+base.lifetime.owned_temporary_directory) stay too. Each of them carries its owner's `owner_id` (a
+file in a folder, a label on a container, OWNER_ENV in a process's environment); the next curateevo
+command removes those whose owner is gone (`reap_leftovers`). Anything without an owner mark, or
+whose owner lives, stays.
 """
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from base.lifetime import OWNER_FILE, claim, owner_gone, owner_id, start_ticks  # noqa: F401 (this module's names too)
+from base.lifetime import OWNER_FILE, TEMP_PREFIX, claim, owner_gone, owner_id, start_ticks  # noqa: F401 (this module's names too)
 from corpora.stored import SPILL_PREFIX
 
-JOB_PREFIX = "curateevo-job-"
+JOB = "job"   # base.lifetime.owned_temporary_folder's `what` for a curation job's folder
+JOB_PREFIX = f"{TEMP_PREFIX}{JOB}-"
 OWNER_LABEL = "curateevo.owner"   # a container's owner_id()
 OWNER_ENV = "CURATEEVO_OWNER"   # a training process's owner_id(), in the environment it started with
 
@@ -49,6 +51,13 @@ def reap_job_dirs(tmp: str | Path | None = None) -> int:
 def reap_record_dirs(tmp: str | Path | None = None) -> int:
     """Loaded corpora's record folders (`curateevo-records-*`, corpora.stored) of killed processes."""
     return reap_folders(Path(tmp or tempfile.gettempdir()).glob(SPILL_PREFIX + "*"))
+
+
+def reap_temporary_dirs(tmp: str | Path | None = None) -> int:
+    """The other marked temporary folders (`curateevo-<what>-*`: a replay's, a Ray task's stage, a
+    code agent's checkout, …) of killed processes."""
+    ours = Path(tmp or tempfile.gettempdir()).glob(TEMP_PREFIX + "*")
+    return reap_folders(p for p in sorted(ours) if not p.name.startswith((JOB_PREFIX, SPILL_PREFIX)))
 
 
 def reap_orphans(client) -> int:
@@ -121,7 +130,8 @@ def reap_leftovers() -> str | None:
     """What killed curateevo processes left (containers, job folders, training processes), removed;
     one line saying so, or None when there was nothing."""
     counts = {"training process(es)": reap_processes(), "container(s)": reap_containers(),
-              "job folder(s)": reap_job_dirs(), "corpus record folder(s)": reap_record_dirs()}
+              "job folder(s)": reap_job_dirs(), "corpus record folder(s)": reap_record_dirs(),
+              "temporary folder(s)": reap_temporary_dirs()}
     said = [f"{n} {what}" for what, n in counts.items() if n]
     if not said:
         return None

@@ -27,9 +27,10 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import urllib.request
 from pathlib import Path
+
+from base.lifetime import owned_temporary_directory
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LOCK = PROJECT_ROOT / "requirements.lock"
@@ -197,7 +198,7 @@ def pypi_hashes(name: str, version: str) -> list[str]:
 
 def local_hashes(python: str, pins: dict[str, str]) -> dict[str, str]:
     """{name: sha256} of the file pip on this machine picks for each pin (its indexes, find-links)."""
-    with tempfile.TemporaryDirectory(prefix="curateevo-lock-") as tmp:
+    with owned_temporary_directory("lock") as tmp:
         reqs = Path(tmp) / "pins.txt"
         reqs.write_text("".join(f"{n}=={v}\n" for n, v in pins.items()))
         _run([python, "-m", "pip", "download", "--no-deps", "-q", "-d", str(Path(tmp) / "files"), "-r", str(reqs)])

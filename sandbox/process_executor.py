@@ -32,13 +32,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Callable
 
+from base.lifetime import owned_temporary_directory
 from base.errors import RunFailed
 from sandbox.checker import output_overflow
 from sandbox.executor import (BoundedReader, BoundedTail, CurationJob, Execution, Limits, PROJECT_ROOT, RuntimeStderr,
@@ -102,7 +102,7 @@ def probe_bwrap() -> str | None:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed"
-    with tempfile.TemporaryDirectory(prefix="curateevo-bwrap-probe-") as tmp:
+    with owned_temporary_directory("bwrap-probe") as tmp:
         job = CurationJob(Path(tmp) / "strategy", Path(tmp) / "corpus.jsonl", Path(tmp) / "out", 0)
         job.strategy_dir.mkdir()
         job.corpus_path.touch()

@@ -11,11 +11,12 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from base import lifetime
 from base.errors import UserError
+from base.lifetime import owned_temporary_folder, release
 from corpora import corpus_sha256, load_corpus, train_part
 from base.files import sha256_files
 from sandbox.curate import ARTIFACT_FILES, execute, runtime_sha256
@@ -24,7 +25,8 @@ from sandbox.manifest import MANIFEST_FILE, Manifest, check_fields, read_output_
 from sandbox.strategy_files import strategy_files
 
 COMPARED = (*ARTIFACT_FILES, MANIFEST_FILE)
-TEMP_PREFIX = "curateevo-replay-"   # the folder a replay without --out writes into
+TEMPORARY = "replay"   # a replay without --out writes into owned_temporary_folder(TEMPORARY)
+TEMP_PREFIX = f"{lifetime.TEMP_PREFIX}{TEMPORARY}-"
 
 
 @dataclass
@@ -139,7 +141,7 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
         corpus = train_part(corpus, **manifest.corpus.holdout)
     temporary = out_dir is None
     if temporary:
-        out_dir = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX)) / "out"
+        out_dir = owned_temporary_folder(TEMPORARY) / "out"
     try:
         execute(files, corpus, Path(out_dir), seed=manifest.seed, executor=executor,
                 hash_seed=manifest.hash_seed, commit=manifest.strategy.commit, n_ref=manifest.n_ref,
@@ -160,6 +162,8 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
             diff = first_file_difference(src / name, Path(out_dir) / name)
         if diff:
             differences[name] = diff
+    if temporary and differences:   # kept for the user to read: no later command's to remove
+        release(Path(out_dir).parent)
     return ReplayReport(not differences, Path(out_dir), differences, runtime_changed)
 
 

@@ -8,6 +8,7 @@ from evolver import cli
 from base.errors import UserError
 from conftest import curate_files
 from sandbox.process_executor import ProcessExecutor
+from sandbox.leftovers import reap_temporary_dirs
 from sandbox.replay import replay
 
 from conftest import SEED_STRATEGY
@@ -109,6 +110,10 @@ def test_replay_command_exit_codes(strategy, sample_corpus, tmp_path, capsys):
     assert cli.main(["replay", str(noisy)]) == 1
     printed = capsys.readouterr().out
     assert "replay differs" in printed and "memory.jsonl: line 1 differs" in printed
+    (kept,) = {Path(w.strip("();,:")) for w in printed.split() if w.startswith("/") and Path(w.strip("();,:")).is_dir()}
+    assert (kept / "memory.jsonl").is_file()
+    # kept for the user to read, it carries no owner mark: no later command removes it
+    assert not list(kept.parent.glob(".curateevo-owner")) and reap_temporary_dirs() == 0 and kept.is_dir()
 
 
 def test_a_manifest_lacking_fields_is_one_sentence(sample_corpus, tmp_path, capsys):

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from sandbox.curate import CurationFailed, execute
 from sandbox.docker_executor import OWNER_LABEL, DockerExecutor, docker_client, owner_id
 from sandbox.executor import Limits
 from corpora.stored import SPILL_PREFIX
+from base.lifetime import release
 from sandbox.leftovers import JOB_PREFIX, OWNER_FILE, claim, owner_gone, reap_job_dirs, reap_leftovers
 from sandbox.process_executor import ProcessExecutor
 from sandbox.strategy_files import strategy_files
@@ -244,3 +246,47 @@ def test_leftovers_of_a_live_owner_or_without_a_mark_stay(tmp_path):
     sleeper.wait()
     assert reap_job_dirs(tmp_path) == 1
     assert live.exists() and unmarked.exists() and not dead.exists()
+
+
+def test_a_killed_commands_temporary_folders_are_removed_by_the_next_one_and_no_other(tmp_path):
+    """A Ray task's stage, a replay's output, a code agent's checkout (base.lifetime's owned
+    temporary folders) of a process killed with SIGKILL: the next command removes them and says so;
+    a live process's, an unmarked one and a released one (a replay kept for the user) stay."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import time
+        from base.lifetime import owned_temporary_directory, owned_temporary_folder
+        with owned_temporary_directory("stage") as stage:
+            print(stage, owned_temporary_folder("replay"), flush=True)
+            time.sleep(120)
+    """)], cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.PIPE, text=True)
+    stage, replayed = map(Path, child.stdout.readline().split())
+    assert stage.parent == tmp and stage.name.startswith("curateevo-stage-") and (stage / OWNER_FILE).is_file()
+    mine, unmarked, kept = (tmp / f"curateevo-{what}-x" for what in ("agent", "stage", "replay"))
+    for folder in (mine, unmarked, kept):
+        folder.mkdir()
+    claim(mine)
+    (kept / OWNER_FILE).write_text(stage.joinpath(OWNER_FILE).read_text())   # the dead child's, then released
+    release(kept)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+    assert stage.is_dir() and replayed.is_dir(), "nothing cleans up inside a SIGKILLed process"
+    after = subprocess.run([sys.executable, "-m", "evolver.cli", "status", str(tmp_path / "no-run")], cwd=ROOT,
+                           env={**os.environ, "TMPDIR": str(tmp)}, capture_output=True, text=True, timeout=120)
+    # the container and process counts are whatever killed hosts of other tests left meanwhile
+    assert re.match(r"curateevo: removed (\d+ training process\(es\)(, | and ))?(\d+ container\(s\) and )?"
+                    r"2 temporary folder\(s\) left by a curateevo process that was killed\n", after.stderr), after.stderr
+    assert not stage.exists() and not replayed.exists()
+    assert mine.is_dir() and unmarked.is_dir() and kept.is_dir()
+
+
+def test_no_product_module_makes_an_unmarked_curateevo_folder_in_the_temporary_directory():
+    """Every `curateevo-*` folder in $TMPDIR goes through base.lifetime's owned temporary folders,
+    so a killed process's is removed by the next command (the sandbox's own dry run, inside the
+    container, makes a `dry-run-*` folder there, gone with the container)."""
+    made = re.compile(r"(TemporaryDirectory|mkdtemp)\([^)]*prefix=f?[\"']curateevo-")
+    found = [f"{path.relative_to(ROOT)}:{n}" for path in sorted(ROOT.glob("*/**/*.py"))
+             if path.parts[len(ROOT.parts)] not in ("tests", "bench", ".venv") and path.name != "lifetime.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1) if made.search(line)]
+    assert not found, found

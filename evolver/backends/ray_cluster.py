@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from base.lifetime import owned_temporary_directory
 from evolver.backends.jobs import InFlight, Needs, StageJob, needs_of
 from evolver.backends.storage import Storage, readable
 from base.errors import RunFailed, UserError, printable
@@ -111,7 +112,7 @@ def run_job(spec: dict, objects) -> tuple[Any, str, bytes | str | None]:
     outputs, `objects` in that order) unpacked there, its output packed into the result (or put
     in `spec["storage"]`)."""
     job, ship, after = spec["job"], spec["ship"], spec["after"]
-    with tempfile.TemporaryDirectory(prefix="curateevo-stage-") as tmp:
+    with owned_temporary_directory("stage") as tmp:
         tmp, given = Path(tmp), {}
         for name, data in zip(ship, objects):
             place = unpack(bytes_of(data), tmp / "in" / name)

@@ -25,11 +25,11 @@ import json
 import logging
 import os
 import stat
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from base.lifetime import owned_temporary_directory, owned_temporary_folder
 from base.errors import RunFailed
 from evolver.llm import BudgetExceeded, ContextExceeded, LLMError
 from evolver.proposers.agent_limits import AgentLimits
@@ -58,7 +58,7 @@ def _minisweagent():
         import atexit
         import shutil
 
-        os.environ["MSWEA_GLOBAL_CONFIG_DIR"] = folder = tempfile.mkdtemp(prefix="curateevo-mswea-")
+        os.environ["MSWEA_GLOBAL_CONFIG_DIR"] = folder = str(owned_temporary_folder("mswea"))
         atexit.register(shutil.rmtree, folder, True)   # nothing of it is left in $TMPDIR after the process
     import minisweagent.agents.default as default
     import minisweagent.exceptions as exceptions
@@ -319,7 +319,7 @@ class AgentProposer:
                       if brief.outcomes else {})}
         out = Path(out_dir) / phase
         attempts, error, steps_left, started = [], None, self.limits.step_limit, time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="curateevo-agent-") as tmp:
+        with owned_temporary_directory("agent") as tmp:
             work = Path(tmp) / "strategy"
             work.mkdir()
             written = write_checkout(work, brief.files, context)
