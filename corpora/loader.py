@@ -86,8 +86,9 @@ class Corpus:
     @functools.cached_property
     def staged(self) -> str:
         """A file of the records as the sandbox reads them (canonical JSONL), written once per loaded
-        corpus, one record at a time: every candidate curated from it in a run is given a copy (the
-        records are not changed after loading). Removed with this corpus."""
+        corpus, one record at a time: every candidate curated from it in a run is given it (a hard
+        link, read-only in the sandbox: sandbox.curate.give_corpus; the records are not changed after
+        loading). Removed with this corpus."""
         folder = owned_folder()
         weakref.finalize(self, remove, folder, os.getpid())
         path = os.path.join(folder, "staged.jsonl")

@@ -85,8 +85,18 @@ def _prepare_out(out_dir: Path) -> None:
         raise UserError(f"{out_dir} already exists and is not an empty directory; choose a new --out")
 
 
+def give_corpus(staged: str, target: Path) -> None:
+    """The job's corpus file: a hard link to the file staged once per loaded corpus (no byte copied:
+    both sandboxes mount it read-only, and the host only reads and removes it), or a copy where
+    the filesystem refuses the link."""
+    try:
+        os.link(staged, target)
+    except OSError:
+        shutil.copyfile(staged, target)
+
+
 def room_for_corpus(size: int, folder: Path, output: int = 0) -> str | None:
-    """UserError, before anything is written, when the sandbox's copy of the corpus would not fit
+    """UserError, before anything is written, when the corpus staged for the sandbox would not fit
     on the disk that holds `folder` (the job's scratch); one line of warning when it fits but
     `output` bytes more (what the limits let a strategy write there) would not; else None."""
     free = shutil.disk_usage(folder).free
@@ -183,7 +193,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
     limits, caps, raised = corpus_limits.for_corpus(limits, len(corpus.records), size)
     if raised:
         say(raised)
-    short = room_for_corpus(size * (1 if "staged" in vars(corpus) else 2),   # the staged file and its copy
+    short = room_for_corpus(0 if "staged" in vars(corpus) else size,   # the staged file (the job's is a link)
                             Path(tempfile.gettempdir()),
                             limits.output_dir_bytes if raised else 0)   # at the defaults nothing new is said
     if short:   # a warning, not a refusal: a strategy may write far less than it is allowed
@@ -202,7 +212,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             target = job.strategy_dir / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        shutil.copyfile(corpus.staged, job.corpus_path)   # a scratch copy of the file made once per corpus
+        give_corpus(corpus.staged, job.corpus_path)
         job.out_dir.mkdir()
         t1 = time.monotonic()
         renderer = _load_renderer()   # the check's RL rows need it: loaded while the host only waits

@@ -181,6 +181,40 @@ def test_a_corpus_larger_than_the_free_disk_is_refused_in_one_sentence_before_an
     assert not (tmp_path / "out").exists() and not made, "no job folder was made"
 
 
+def test_each_job_is_given_the_staged_corpus_itself_and_no_strategy_can_write_it(strategy, sample_corpus, tmp_path):
+    """No byte of the corpus is copied per job (a hard link to the staged file, 4.6 GB at 10^6
+    trajectories), and the link is as read-only to a candidate as a copy was."""
+    import hashlib
+    import os
+
+    from corpora import load_corpus
+    from sandbox.curate import execute
+    from sandbox.strategy_files import strategy_files
+
+    hostile = strategy("""
+        import os, sys
+        def curate(raw, ctx):
+            path = sys.argv[sys.argv.index("--corpus") + 1]
+            tried = []
+            for how in (lambda: open(path, "a").write("owned"), lambda: os.truncate(path, 0), lambda: os.chmod(path, 0o777)):
+                try:
+                    how()
+                    tried.append("done")
+                except OSError as exc:
+                    tried.append(type(exc).__name__)
+            raise RuntimeError(f"links={os.stat(path).st_nlink} tried={tried}")
+    """)
+    corpus = load_corpus([sample_corpus])
+    before = (hashlib.sha256(open(corpus.staged, "rb").read()).hexdigest(), os.stat(corpus.staged).st_mode)
+    with pytest.raises(CurationFailed) as info:
+        execute(strategy_files(hostile), corpus, tmp_path / "hostile", executor=ProcessExecutor())
+    assert "links=2 tried=['OSError', 'OSError', 'OSError']" in info.value.reason, info.value.reason
+    assert (hashlib.sha256(open(corpus.staged, "rb").read()).hexdigest(), os.stat(corpus.staged).st_mode) == before
+    assert os.stat(corpus.staged).st_nlink == 1   # the job's link went with its folder
+    honest = execute(strategy_files(SEED_STRATEGY), corpus, tmp_path / "seed", executor=ProcessExecutor())
+    assert honest.manifest.corpus.sha256 == corpus.sha256
+
+
 def test_console_script_curates_the_bundled_corpus_and_prints_the_profile(tmp_path):
     done = subprocess.run([sys.executable, "-m", "evolver.cli", "curate", "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=300)
