@@ -13,10 +13,11 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 import weakref
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from base.errors import UserError
 from base.files import atomic_write
@@ -269,9 +270,22 @@ def room_for_records(files: list[CorpusFile]) -> None:
 SKIP_HINT = "; to leave out every invalid record instead, and count it: --on-bad-line skip (curate, run, eval)"
 
 
+RECENT = 2   # loaded corpora a process keeps for the same files asked again (a run: launch, dev check, curation, evaluation)
+_recent: "OrderedDict[tuple, Corpus]" = OrderedDict()
+PROGRESS_EVERY_S = 5.0   # the least time between two of loading's progress lines
+_CHECK_EVERY = 1000      # records between two reads of the clock
+
+
 def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
-                max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, tools=None) -> Corpus:
+                max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, tools=None,
+                on_progress: Callable[[str], None] | None = None) -> Corpus:
     """Load corpus files (or folders of them) into canonical raw records, in file order.
+
+    A process asking again for the same bytes with the same choices gets the same `Corpus` (the
+    `RECENT` last loaded; its records are decoded afresh on each access, so no caller sees
+    another's changes): the files are hashed, not parsed again — at 10^6 trajectories a load takes
+    minutes and a run asks four times. `on_progress`, when given, is told how far a load is every
+    PROGRESS_EVERY_S (nothing for a shorter one).
 
     Records without tool schemas get their source's catalogue, or with `tools` (a path, or a
     `ToolsFile`) the schemas of that file (corpora.catalogue).
@@ -287,7 +301,45 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
         raise UserError(f"unknown corpus format {fmt!r} (expected auto, openai, {', '.join(FORMATS)})")
     if on_error not in ("abort", "skip"):
         raise UserError(f"unknown on_error {on_error!r} (expected abort or skip)")
-    files = corpus_files(paths)
+    given = [paths] if isinstance(paths, (str, bytes, os.PathLike)) else list(paths)
+    choices = (tuple(os.fsdecode(p) for p in given), fmt, on_error, max_line_bytes, _tools_key(tools),
+               tempfile.gettempdir())   # where its records are kept
+    key = (*choices, corpus_sha256(given))
+    if key in _recent:
+        _recent.move_to_end(key)
+        return _recent[key]
+    corpus = _load(given, fmt, on_error, max_line_bytes, tools, on_progress)
+    _recent[(*choices, corpus.sha256)] = corpus   # the bytes it read, should the files have changed meanwhile
+    while len(_recent) > RECENT:
+        _recent.popitem(last=False)
+    return corpus
+
+
+def _tools_key(tools) -> tuple | None:
+    if tools is None:
+        return None
+    if isinstance(tools, ToolsFile):
+        return ("read", tools.path, tools.sha256)
+    return ("file", os.fsdecode(tools), file_sha256(tools) if os.path.isfile(tools) else None)
+
+
+class _Counting:
+    """A hasher that also counts the bytes it is fed: how far a load has read."""
+
+    def __init__(self, hasher):
+        self.hasher, self.bytes = hasher, 0
+
+    def update(self, data) -> None:
+        self.bytes += len(data)
+        self.hasher.update(data)
+
+    def hexdigest(self) -> str:
+        return self.hasher.hexdigest()
+
+
+def _load(given: list, fmt: str, on_error: str, max_line_bytes: int, tools,
+          on_progress: Callable[[str], None] | None) -> Corpus:
+    files = corpus_files(given)
     room_for_records(files)
     if on_error == "abort" and fmt == "auto":
         _refuse_other_files(files, max_line_bytes)
@@ -334,11 +386,19 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
 
     quirks: Counter = Counter()
     token = QUIRKS.set(quirks)   # the converters count what they normalise
+    total, done, started = sum(os.path.getsize(f.path) for f in files), 0, time.monotonic()
+    last = started
     try:
         for file in files:
-            hasher = hashlib.sha256()
+            hasher = _Counting(hashlib.sha256())
             stem = _stem(file.label)
             for ordinal, unit in enumerate(units(file, max_line_bytes, hasher)):
+                if on_progress is not None and ordinal % _CHECK_EVERY == 0 and \
+                        time.monotonic() - last >= PROGRESS_EVERY_S:
+                    last = time.monotonic()
+                    on_progress(f"loading the corpus: {len(spill.offsets) - 1:,} records, "
+                                f"{(done + hasher.bytes) / 2**30:.2f} of {total / 2**30:.2f} GiB read "
+                                f"({last - started:.0f} s)")
                 if unit.error is not None:
                     bad(unit, unit.error)
                     continue
@@ -348,6 +408,7 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
                     else:
                         take(unit, record, kind, ordinal)
             digests.append((_digest_name(file), hasher.hexdigest()))
+            done += hasher.bytes
     finally:
         QUIRKS.reset(token)
         spill.close()
@@ -359,7 +420,6 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
                         f"lines skipped{first})")
     fmt_name = kinds.pop() if len(kinds) == 1 else "mixed"
     records, tool_lists = apply_catalogue(records, sources)
-    given = [paths] if isinstance(paths, (str, bytes, os.PathLike)) else list(paths)
     return Corpus(records=records, sha256=_combined_sha256(digests),
                   paths=tuple(f.path for f in files), format=fmt_name, skipped_lines=tuple(skipped),
                   inputs=tuple(os.fsdecode(p) for p in given), tools_file=tools_file, tool_lists=tool_lists or None,

@@ -91,7 +91,7 @@ def cmd_curate(args) -> int:
     executor = make_executor(args.sandbox, trusted=True)   # the user's own strategy
     get_profile(args.profile)   # a misspelled profile fails before anything runs
     corpus = load_corpus([str(p) for p in args.corpus], fmt=args.format,
-                         on_error=args.on_bad_line, tools=args.tools)
+                         on_error=args.on_bad_line, tools=args.tools, on_progress=lambda text: _say(args, text))
     for notice in (corpus.quirks_notice, corpus.tools_notice):
         if notice:
             _say(args, f"corpus: {notice}")

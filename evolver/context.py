@@ -58,7 +58,8 @@ class RunContext:
         """What the strategy sees: the raw corpus as its environment lets a strategy see it (less the
         held-out dev and test parts when they are the corpus's own: those records never reach the sandbox)."""
         return self.env.train_view(load_corpus(list(self.cfg.corpus), on_error=self.cfg.on_error,
-                                               tools=self.cfg.tools or None), self.cfg.effective_holdout)
+                                               tools=self.cfg.tools or None, on_progress=say),
+                                   self.cfg.effective_holdout)
 
     @functools.cached_property
     def executor(self):

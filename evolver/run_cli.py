@@ -119,7 +119,7 @@ def create_run(options: dict) -> RunStore:
         raise UserError(taken(runs_dir / name))   # read or built; a half-made run is replaced by RunStore.create
     if options["corpus"]:   # a user's corpus: read and checked now; without an environment, its own dev tenth
         corpus = [str(Path(p).resolve()) for p in options["corpus"]]
-        loaded = load_corpus(corpus, on_error=probe.on_error, tools=probe.tools or None)
+        loaded = load_corpus(corpus, on_error=probe.on_error, tools=probe.tools or None, on_progress=say)
         config = overrides.apply(resolve(options, tuple(corpus), corpus_sha256(corpus), corpus_kind(loaded.records)),
                                  options.get("set"))
     else:

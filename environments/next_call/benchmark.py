@@ -94,10 +94,10 @@ class NextCallBenchmark:
             raise UserError(self.too_small(corpus))
         self.dev = self.dev_size()
         if not self.dev["items"]:
-            raise UserError(f"{_shown(corpus)}: {self.dev['why_none']}")
+            raise UserError(f"{_shown(corpus)}: {self.why_none()}")
         self.test = self.dev_size("test") if self.test_ids else None
         if self.test is not None and not self.test["items"]:   # said at launch, not after the run
-            raise UserError(f"{_shown(corpus)}: {self.test['why_none']}")
+            raise UserError(f"{_shown(corpus)}: {self.why_none('test')}")
 
     def too_small(self, corpus) -> str:
         """Why the corpus gives no held-out dev (or test) part, and the fix: the ids to choose when
@@ -123,15 +123,32 @@ class NextCallBenchmark:
                 "dev part for the run, a test part for `curateevo test`), each besides the records it curates, and "
                 f"{why}: {fix}")
 
+    def _held(self, part: str) -> tuple[list[str], list[str], list[str], list[str]]:
+        """The held-out part's ids: all, those making no tool call, those that failed, the rest."""
+        held_ids = self.test_ids if part == "test" else self.dev_ids
+        no_call, failed = [], []
+        for i in held_ids:   # each record read once
+            record = self.records[i]
+            if not _calls_tools(record):
+                no_call.append(i)
+            elif not self.include_failed and (record.get("outcome") or {}).get("success") is False:
+                failed.append(i)
+        left = set(no_call) | set(failed)
+        return held_ids, no_call, failed, [i for i in held_ids if i not in left]
+
     def dev_size(self, part: str = "dev") -> dict:
         """What the held-out dev (or test) part gives to judge: records, those giving step items,
-        step items (with tool calls as gold), and why the others give none."""
-        held_ids = self.test_ids if part == "test" else self.dev_ids
-        no_call = [i for i in held_ids if not _calls_tools(self.records[i])]
-        failed = [i for i in held_ids if i not in no_call and not self.include_failed
-                  and (self.records[i].get("outcome") or {}).get("success") is False]
-        counted = [i for i in held_ids if i not in no_call and i not in failed]
+        step items (with tool calls as gold), and those giving none (`why_none` says why)."""
+        held_ids, no_call, failed, counted = self._held(part)
         items = [it for i in counted for it in self.step_items(self._task(self.records[i]))]
+        return {"records": len(held_ids), "records_with_items": len(counted), "items": len(items),
+                "items_with_calls": sum(1 for it in items if it.gold), "failed_outcome": len(failed),
+                "no_tool_call": len(no_call)}
+
+    def why_none(self, part: str = "dev") -> str:
+        """Why the held-out part gives no step item to judge, and the fix (reads the whole corpus:
+        asked only when there is none)."""
+        held_ids, no_call, failed, _ = self._held(part)
         why = []
         if failed:
             why.append(f"{len(failed)} recorded a failed outcome (their actions are not ones to copy)")
@@ -151,12 +168,8 @@ class NextCallBenchmark:
                    "besides what is curated: use a larger corpus, or one with more such records")
         else:
             fix = "no record of the corpus makes a tool call: use a corpus with tool calls"
-        return {"records": len(held_ids), "records_with_items": len(counted), "items": len(items),
-                "items_with_calls": sum(1 for it in items if it.gold), "failed_outcome": len(failed),
-                "no_tool_call": len(no_call),
-                "why_none": (f"the next-call benchmark judges recorded tool calls, and the held-out {part} part "
-                             f"({len(held_ids)} record(s): {held}) gives none to judge: " + "; ".join(why) +
-                             f"; {fix}")}
+        return (f"the next-call benchmark judges recorded tool calls, and the held-out {part} part "
+                f"({len(held_ids)} record(s): {held}) gives none to judge: " + "; ".join(why) + f"; {fix}")
 
     def describe(self) -> dict:
         return {"benchmark": self.name, "corpus_sha256": self.corpus_sha256, "split": self.holdout or "default",   # the key metrics.json has always had
