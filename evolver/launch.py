@@ -35,10 +35,11 @@ def read_ids(path: str, option: str) -> list[str]:
 def dev_check(config: RunConfig) -> dict:
     """The next-call benchmark's held-out dev and test parts, built as evaluation will build them: UserError now, before
     any work, when it gives nothing to judge; else what it gives (NextCallBenchmark.dev_size)."""
-    from environments.next_call.benchmark import NextCallBenchmark
+    from base.registry import get_benchmark
 
-    bench = NextCallBenchmark(list(config.corpus), holdout=config.effective_holdout, on_error=config.on_error,
-                            tools=config.tools or None)
+    spec = config.eval_spec   # the options evaluation builds it with: the same benchmark, built once a process
+    bench = get_benchmark(config.benchmark, corpus=list(spec.corpus), on_error=spec.corpus_on_error,
+                          tools=spec.corpus_tools, holdout=spec.holdout)
     if not bench.test_ids and (config.effective_holdout.get("test_share") or config.effective_holdout.get("test_ids")):
         raise UserError(bench.too_small(list(config.corpus)))   # `curateevo test` would have nothing to read
     from corpora.split import sides

@@ -6,6 +6,7 @@ import os
 import shutil
 import tempfile
 
+from bench import scale_corpus
 from corpora import load_corpus, loader
 from evolver import cli, run_cli
 
@@ -63,10 +64,14 @@ def test_a_long_load_says_how_far_it_is(tmp_path, monkeypatch):
 
 
 def test_a_run_parses_its_corpus_once_before_it_starts(tmp_path, monkeypatch, capsys):
-    parsed = counted(monkeypatch)
+    """and builds its next-call benchmark (the split, the dev and test sizes: every record read) once."""
+    from environments.next_call import benchmark
+
+    parsed, built, real = counted(monkeypatch), [], benchmark.NextCallBenchmark.__init__
+    monkeypatch.setattr(benchmark.NextCallBenchmark, "__init__", lambda self, *a, **k: built.append(1) or real(self, *a, **k))
     corpus = tmp_path / "corpus.jsonl"
-    shutil.copyfile(SAMPLE_CORPUS, corpus)
+    scale_corpus.write(corpus, "short", 300)   # records of no environment: the next-call benchmark holds out parts
     args = cli.build_parser().parse_args(["run", *CHEAP[:-6], "--corpus", str(corpus), "--runs-dir",
                                           str(tmp_path / "runs"), "--name", "r"])
     store = run_cli.create_run(run_cli.run_options(args))   # loading, the dev check, the lengths, the prompts
-    assert store.root.is_dir() and len(parsed) == 1, parsed
+    assert store.root.is_dir() and len(parsed) == 1 and len(built) == 1, (parsed, built)
