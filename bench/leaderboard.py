@@ -171,6 +171,8 @@ def _scale(d: dict) -> str:
                   for name, c in sorted(r.items()) if name.startswith("curate_") and c.get("rc") != 0]
         loaded = r.get("load_split") or {}
         load = f"load + split host {loaded['host_peak_rss_bytes'] >> 20} MiB; " if loaded.get("rc") == 0 else ""
+        for side in r.get("launch", ()):   # `run`'s launch (run_cli.create_run) timed at several commits
+            steps.append(f"launch at {side['commit']} {', '.join(f'{s} s' for s in side['create_run_s'])}")
         run = r.get("tiny_run")
         if run:
             stages = ", ".join(f"{stage} {_duration(took)}" for stage, took in run.get("stage_s", {}).items())
