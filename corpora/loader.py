@@ -284,7 +284,7 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
     A process asking again for the same bytes with the same choices gets the same `Corpus` (the
     `RECENT` last loaded; its records are decoded afresh on each access, so no caller sees
     another's changes): the files are hashed, not parsed again — at 10^6 trajectories a load takes
-    minutes and a run asks four times. `on_progress`, when given, is told how far a load is every
+    minutes, and a run asks at launch, for its checks, for its curation and for each evaluation. `on_progress`, when given, is told how far a load is every
     PROGRESS_EVERY_S (nothing for a shorter one).
 
     Records without tool schemas get their source's catalogue, or with `tools` (a path, or a
