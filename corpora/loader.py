@@ -304,10 +304,11 @@ def load_corpus(paths, fmt: str = "auto", on_error: str = "abort",
     given = [paths] if isinstance(paths, (str, bytes, os.PathLike)) else list(paths)
     choices = (tuple(os.fsdecode(p) for p in given), fmt, on_error, max_line_bytes, _tools_key(tools),
                tempfile.gettempdir())   # where its records are kept
-    key = (*choices, corpus_sha256(given))
-    if key in _recent:
-        _recent.move_to_end(key)
-        return _recent[key]
+    if any(key[:-1] == choices for key in _recent):   # else nothing to find: the files are read once, by the parse
+        key = (*choices, corpus_sha256(given))
+        if key in _recent:
+            _recent.move_to_end(key)
+            return _recent[key]
     corpus = _load(given, fmt, on_error, max_line_bytes, tools, on_progress)
     _recent[(*choices, corpus.sha256)] = corpus   # the bytes it read, should the files have changed meanwhile
     while len(_recent) > RECENT:
