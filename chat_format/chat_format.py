@@ -89,20 +89,39 @@ def tool_line(tool: Mapping, style: str = DEFAULT_STYLE) -> str:
 
 @shared   # a tool list the checker shares: once per list, not once per record
 def render_tools(tools: Sequence[Mapping], style: str = DEFAULT_STYLE) -> str:
-    """The tool block appended to the system prompt ("" without tools)."""
+    """The tool block appended to the system prompt ("" without tools): the template's `tool_block`,
+    put together from each tool's `tool_line` (remembered per tool, `_tool_line`) in the frame
+    the template puts around them (`_block_frame`)."""
     tools = list(tools or [])
+    frame = _block_frame(style)
     try:
-        key = json.dumps(tools, ensure_ascii=False)   # key order kept: the block follows it
+        keys = [json.dumps(tool, ensure_ascii=False) for tool in tools]   # key order kept: the line follows it
     except (TypeError, ValueError):
+        keys = None
+    if not tools or frame is None or keys is None:
         return str(_macros(style).tool_block(tools))
-    return _tool_block(key, style)
+    return frame[0] + "".join("\n" + _tool_line(key, style) for key in keys) + frame[1]
 
 
-@functools.lru_cache(maxsize=16)
-def _tool_block(tools_json: str, style: str) -> str:
-    """Rendering through the sandboxed template costs ~0.3 s for a long list, and every RL record
-    of a trajectory repeats its list: the last few lists are remembered."""
-    return str(_macros(style).tool_block(json.loads(tools_json)))
+@functools.lru_cache(maxsize=8192)
+def _tool_line(tool_json: str, style: str) -> str:
+    """Rendering through the sandboxed template takes milliseconds a tool list, and a corpus offers
+    the same few tools again and again (every RL record of a trajectory repeats its list)."""
+    return str(_macros(style).tool_line(json.loads(tool_json)))
+
+
+@functools.lru_cache(maxsize=None)
+def _block_frame(style: str) -> tuple[str, str] | None:
+    """The text the template's `tool_block` puts before and after its tools' lines, read from the
+    template itself: tool_block(tools) is head + "\\n" + tool_line(tool) for each tool + tail. None
+    (render whole lists) should a template not be made so, checked here on one and two tools."""
+    macros = _macros(style)
+    one, two = {"name": "f", "description": "one"}, {"name": "g", "parameters": {"properties": {"x": {}}}}
+    lines = [str(macros.tool_line(dict(tool))) for tool in (one, two)]
+    head, found, tail = str(macros.tool_block([one, two])).partition("\n" + lines[0] + "\n" + lines[1])
+    if not found or str(macros.tool_block([one])) != head + "\n" + lines[0] + tail:
+        return None
+    return head, tail
 
 
 def render_tool_call(call: Mapping) -> str:

@@ -10,6 +10,7 @@ time goes to `execution.json`.
 from __future__ import annotations
 
 import datetime
+import importlib
 import importlib.metadata
 import os
 import platform
@@ -114,19 +115,37 @@ def _to_stderr(text: str) -> None:
     print(printable(text), file=sys.stderr, flush=True)
 
 
-def _load_renderer() -> threading.Thread:
-    """The check writes each RL row in TRL's file form, its tools rendered by transformers' template
-    renderer, whose import takes about a second: a thread imports it while the sandbox runs (a
-    failure to import is the check's to say, when it renders)."""
+def _load_check() -> threading.Thread:
+    """What the check needs but does not read from the candidate, loaded by a thread while the
+    sandbox runs (the host only waits then), before the check forks its second half: the template
+    renderer for each RL row's TRL file form (transformers' import takes about a second), the
+    leakage guard's index of dev and test tasks, the tokenizer the profile counts with. A failure
+    to load is the check's to say, when it needs the thing."""
     def load() -> None:
+        for module, name in (("chat_format.chat_format", "load_renderer"), ("sandbox.leakage", "gold_index"),
+                             ("sandbox.sigma", "load_tokenizer")):
+            try:
+                getattr(importlib.import_module(module), name)()
+            except Exception:   # noqa: BLE001 — said by the check itself
+                pass
+
+    thread = threading.Thread(target=load, name="load-check", daemon=True)
+    thread.start()
+    return thread
+
+
+def _raw_outcomes(corpus: Corpus) -> threading.Thread:
+    """Each raw record's outcome (`checker.outcome_label`, by id, in corpus order), for the check's
+    profile: one pass over the corpus, made by a thread while the sandbox runs (the host only waits
+    then); `outcomes` on the thread once joined, or `error`, raised by the caller."""
+    def read() -> None:
         try:
-            from chat_format.chat_format import load_renderer
+            thread.outcomes = {r["id"]: checker.outcome_label(r) for r in corpus.records}
+        except BaseException as exc:   # noqa: BLE001 — raised where the outcomes are used
+            thread.error = exc
 
-            load_renderer()
-        except Exception:   # noqa: BLE001 — said by the check itself
-            pass
-
-    thread = threading.Thread(target=load, name="load-renderer", daemon=True)
+    thread = threading.Thread(target=read, name="raw-outcomes", daemon=True)
+    thread.outcomes, thread.error = None, None
     thread.start()
     return thread
 
@@ -215,10 +234,12 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         give_corpus(corpus.staged, job.corpus_path)
         job.out_dir.mkdir()
         t1 = time.monotonic()
-        renderer = _load_renderer()   # the check's RL rows need it: loaded while the host only waits
+        check_loaded = _load_check()   # loaded while the host only waits
+        outcomes_read = _raw_outcomes(corpus)   # and so is the corpus's outcome mix
         with channel or nullcontext():
             execution = executor.run(job, limits, on_progress=on_progress)
-        renderer.join()
+        check_loaded.join()
+        outcomes_read.join()   # before the check forks: no thread of this process runs then
         t2 = time.monotonic()
         if channel is not None and channel.failure:
             raise CurationFailed(channel.failure, execution)
@@ -227,7 +248,9 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
         stage.mkdir()
         leftovers.claim(stage)
         try:   # streamed record by record into the stage: host memory does not follow the output
-            outcomes = {r["id"]: checker.outcome_label(r) for r in corpus.records}   # one pass, in corpus order
+            if outcomes_read.error is not None:
+                raise outcomes_read.error
+            outcomes = outcomes_read.outcomes
             with progress.Watch(on_progress, _checking(stage)):
                 checked = checker.check_output(job.out_dir, stage, list(outcomes), n_ref, caps=caps,
                                                inspect=check_record, encode=to_file,   # the leakage guard; TRL's file form

@@ -23,6 +23,15 @@ from typing import Iterator
 from sandbox.progress import DECODED
 
 _CHUNK = 1 << 20   # bytes read at a time while indexing
+_DECODER = json.JSONDecoder()
+
+
+def _parse(line: bytes) -> dict:
+    """json.loads(line) for a staged line (canonical: UTF-8 text, an object), without its look for
+    another encoding."""
+    if line[:1] == b"{":
+        return _DECODER.decode(line.decode("utf-8", "surrogatepass"))
+    return json.loads(line)
 
 
 def line_offsets(path) -> array:
@@ -58,7 +67,7 @@ class LazyCorpus(Sequence):
                 return self._decode(line, f.fileno())
         start, end = self._offsets[line], self._offsets[line + 1]
         DECODED.add()
-        return json.loads(os.pread(fd, end - start, start))
+        return _parse(os.pread(fd, end - start, start))
 
     def subset(self, positions) -> "LazyCorpus":
         """A view of the records at `positions` of this sequence (in the order given)."""
@@ -83,7 +92,7 @@ class LazyCorpus(Sequence):
                 f.seek(self._offsets[positions.start])
             for _ in positions:
                 DECODED.add()
-                yield json.loads(f.readline())
+                yield _parse(f.readline())
 
     def __eq__(self, other) -> bool:
         if isinstance(other, (LazyCorpus, tuple)):

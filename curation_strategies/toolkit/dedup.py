@@ -44,8 +44,23 @@ def exact_duplicates(raws: Sequence[Mapping]) -> dict[str, str]:
     return dupes
 
 
+_LAST_EXACT: list = []   # [(a sequence read on access, its exact_dedup)]: the last one asked about
+
+
 def exact_dedup(raws: Sequence[Mapping]) -> Sequence[Mapping]:
-    """The records without their exact duplicates, in corpus order."""
+    """The records without their exact duplicates, in corpus order. For the corpus read on access
+    (or a view of it: it has `subset`; its file is read-only) the answer is remembered, for a
+    strategy that asks again (AgentRefine: for its training data, then for its memory)."""
+    read_on_access = callable(getattr(raws, "subset", None))
+    if read_on_access and _LAST_EXACT and _LAST_EXACT[0][0] is raws:
+        return _LAST_EXACT[0][1]
+    kept = _exact_dedup(raws)
+    if read_on_access:
+        _LAST_EXACT[:] = [(raws, kept)]
+    return kept
+
+
+def _exact_dedup(raws: Sequence[Mapping]) -> Sequence[Mapping]:
     hashes: set[str] = set()
     ids, dupes = [], set()
     for raw in raws:   # exact_duplicates' ids in one pass, holding hashes and ids, not records
@@ -92,7 +107,8 @@ def _near(raws, threshold, num_perm, seed, prefer) -> tuple[dict[str, str], list
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)   # keyed by position: the kept records
     dupes: dict[str, str] = {}
     ids: list[str] = [""] * len(raws)
-    order = sorted(range(len(raws)), key=lambda n: (prefer(raws[n]), n)) if prefer else range(len(raws))
+    # the preference read in one pass in corpus order, then the records in that order from one view
+    order = [n for _, n in sorted((prefer(raw), n) for n, raw in enumerate(raws))] if prefer else range(len(raws))
     # The scheme is pinned so signatures do not change with datasketch's default; the
     # permutations are drawn once from the seed and shared by every signature.
     permutations = MinHash(num_perm=num_perm, seed=seed, scheme=MINHASH_SCHEME).permutations
@@ -107,8 +123,7 @@ def _near(raws, threshold, num_perm, seed, prefer) -> tuple[dict[str, str], list
             recent[pos] = (raw["id"], task_shingles(task_text(raw)) | calls, calls)
         return recent[pos]
 
-    for pos in order:
-        raw = raws[pos]
+    for pos, raw in zip(order, kept_at(raws, order) if prefer else raws):
         rid, shingles, calls = shingles_of(pos, raw)
         ids[pos] = rid
         sig = MinHash(num_perm=num_perm, seed=seed, permutations=permutations, scheme=MINHASH_SCHEME)
