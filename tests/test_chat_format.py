@@ -56,6 +56,29 @@ def test_the_python_helpers_render_through_the_one_template(records):
         cf.render_tools(r["tools"], "yaml")
 
 
+def test_a_tool_block_is_the_templates_own_from_lines_remembered_per_tool(records, monkeypatch):
+    """render_tools puts the block together from each tool's line, rendered once per tool, in the
+    frame the template puts around them: the text is the template's for every list, either style,
+    and without the frame (a template not made so) the whole list is rendered."""
+    odd = [TOOL, {"name": "bare", "description": "no function wrapper"}, {"function": {"name": "f", "description": ""}},
+           {"type": "function", "function": {"name": "g", "parameters": {"properties": {"x": {"type": ["string", "null"]}}}}}]
+    lists = [r["tools"] for r in records] + [odd, odd[::-1], odd[:1], []]
+    user = [{"role": "user", "content": "x"}]
+
+    def template(tools, style):
+        text = render_jinja_template(conversations=[user], tools=tools or None, chat_template=cf.CHAT_TEMPLATE,
+                                     tool_style=style)[0][0]
+        return text[len(cf.IM_START + "system\n" + cf.DEFAULT_SYSTEM):].split(cf.IM_END)[0].removeprefix("\n\n")
+
+    for style in cf.STYLES:
+        assert [cf.render_tools(tools, style) for tools in lists] == [template(tools, style) for tools in lists]
+    seen = cf._tool_line.cache_info().hits
+    cf.render_tools(odd)
+    assert cf._tool_line.cache_info().hits == seen + len(odd)
+    monkeypatch.setattr(cf, "_block_frame", lambda style: None)
+    assert [cf.render_tools(tools) for tools in lists] == [template(tools, cf.DEFAULT_STYLE) for tools in lists]
+
+
 def test_tools_rendered_into_the_system_message_give_the_same_text(records):
     for r in records[:5]:
         assert cf.render_prompt(cf.tools_in_system(r["messages"], r["tools"]), []) == cf.render_prompt(r["messages"], r["tools"])

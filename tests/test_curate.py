@@ -223,3 +223,35 @@ def test_console_script_curates_the_bundled_corpus_and_prints_the_profile(tmp_pa
     said = re.search(r"memory: the strategy's peak resident memory was (\d+\.\d\d) GiB of the sandbox's (\d+\.\d\d) GiB cap",
                      done.stdout)
     assert said and 0 < float(said[1]) < float(said[2]), done.stdout   # what a user reads when a candidate is killed
+
+
+def test_what_the_check_needs_is_read_while_the_sandbox_runs_and_a_failure_to_read_it_stops_the_curation(
+        sample_corpus, tmp_path, monkeypatch):
+    """The corpus's outcomes (by id, in corpus order) are read by a thread beside the sandbox; should
+    the reading fail, its error is the curation's, and nothing is left in the output folder."""
+    import threading
+    from types import SimpleNamespace
+
+    from corpora import load_corpus
+    from sandbox import curate
+    from sandbox.strategy_files import strategy_files
+
+    records = [{"id": "b", "outcome": {"success": False}}, {"id": "a", "outcome": {"success": True}}, {"id": "c"}]
+    thread = curate._raw_outcomes(SimpleNamespace(records=records))
+    thread.join()
+    assert thread.error is None and list(thread.outcomes.items()) == [("b", "failure"), ("a", "success"), ("c", "unknown")]
+
+    class Unreadable:
+        def __iter__(self):
+            raise OSError("the records file went away")
+
+    thread = curate._raw_outcomes(SimpleNamespace(records=Unreadable()))
+    thread.join()
+    assert isinstance(thread.error, OSError)
+    monkeypatch.setattr(curate, "_raw_outcomes", lambda corpus: thread)
+    with pytest.raises(OSError, match="went away"):
+        curate.execute(strategy_files(SEED_STRATEGY), load_corpus([sample_corpus]), tmp_path / "out",
+                       executor=ProcessExecutor())
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    assert not list(tmp_path.glob(".out.partial-*"))
+    assert not [t for t in threading.enumerate() if t.name in ("load-check", "raw-outcomes")]

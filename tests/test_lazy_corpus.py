@@ -123,3 +123,48 @@ def test_runtime_memory_stays_bounded_on_ten_thousand_generated_trajectories(tmp
     assert held > bound, "the measure must catch a runtime that holds the corpus whole"
     sampled = (tmp_path / "lazy" / "sft.jsonl").read_bytes()
     assert sampled == (tmp_path / "held" / "sft.jsonl").read_bytes() and sampled.count(b"\n") == 100
+
+
+def test_the_toolkits_deduplication_reads_the_corpus_in_few_passes_and_answers_as_on_the_tuple(both, monkeypatch):
+    """exact_dedup of the read-only corpus is remembered (AgentRefine asks again for its memory);
+    near_dedup with a preference reads each record twice, in two passes (its preference, then the
+    records in that order), never one record at a time (a file opened per record); both answer as
+    they do on the tuple of dicts."""
+    from curation_strategies import toolkit as tk
+    from sandbox.progress import DECODED
+
+    lazy, records = both
+    first = tk.exact_dedup(lazy)
+    before = DECODED.count
+    assert tk.exact_dedup(lazy) is first and DECODED.count == before
+    assert list(first) == list(tk.exact_dedup(records))
+    prefer = lambda r: len(tk.redundant_turns(r))  # noqa: E731
+    one_at_a_time, index = [], LazyCorpus.__getitem__
+    monkeypatch.setattr(LazyCorpus, "__getitem__", lambda self, i: one_at_a_time.append(i) or index(self, i))
+    before = DECODED.count
+    kept = tk.near_dedup(lazy, prefer=prefer)
+    assert DECODED.count - before == 2 * len(lazy) and not [i for i in one_at_a_time if isinstance(i, int)]
+    monkeypatch.undo()
+    assert list(kept) == list(tk.near_dedup(records, prefer=prefer))
+
+
+def test_a_list_given_to_exact_dedup_is_read_again_each_time():
+    """Only a sequence read on access is remembered: a strategy's own list may change between calls."""
+    from curation_strategies import toolkit as tk
+
+    records = [{"id": "a", "task": "x", "messages": [{"role": "user", "content": "hi"}]}]
+    records.append({**records[0], "id": "b"})
+    assert [r["id"] for r in tk.exact_dedup(records)] == ["a"]
+    records[1] = {**records[1], "task": "y"}
+    assert [r["id"] for r in tk.exact_dedup(records)] == ["a", "b"]
+
+
+def test_a_staged_line_decodes_as_json_decodes_it(tmp_path):
+    """The runtime's decoding skips json's look for another encoding only for a line that starts
+    as a canonical one does; any other line is json's to read (one with a byte order mark)."""
+    path = tmp_path / "odd.jsonl"
+    lines = ['{"id":"a","x":"\u00e9\\ud83d\\ude00","n":1e-05,"big":123456789012345678901234567890}',
+             '\ufeff{"id":"b"}']
+    path.write_bytes(lines[0].encode() + b"\n" + lines[1].encode("utf-8") + b"\n")
+    lazy = LazyCorpus(path)
+    assert lazy[0] == json.loads(lines[0]) and lazy[1] == {"id": "b"} and list(lazy) == [lazy[0], lazy[1]]

@@ -209,6 +209,13 @@ def test_call_signature_is_canonical_and_call_sequence_lists_every_call():
     assert tk.call_signature(a) == tk.call_signature(b) == 'mv(destination="b", source="a")'
     assert tk.call_sequence(abandoned()) == ['cd(folder="reports")']
     assert len(tk.call_sequence(cd_recovery())) == 8
+    # remembered by name and argument text; arguments that are not a JSON object's text say so
+    again = copy.deepcopy(a)
+    assert tk.call_signature(again) == tk.call_signature(a)
+    for bad in ('[1, 2]', "{", {"source": "a"}):
+        assert tk.call_signature({"function": {"name": "mv", "arguments": bad}}) == "mv(<invalid arguments>)"
+    assert tk.call_signature({"function": {"name": "ls", "arguments": ""}}) == "ls()" == \
+        tk.call_signature({"function": {"name": "ls", "arguments": None}})
 
 
 # --- errors --------------------------------------------------------------------------------
