@@ -8,7 +8,7 @@ influences its numbers only through the records it emits.
 Rows are written by msgspec (base.codec: the bytes canonical_json writes).
 
 A file of at least SPLIT_BYTES is checked in two halves at once, the second by a forked child
-on another core (sandbox.forked), and the halves' verdicts, counts, ids and profiles are joined
+on another core (base.forked), and the halves' verdicts, counts, ids and profiles are joined
 in file order (`_check_in_two`): the artifacts' bytes, the profile and the reason a candidate is
 rejected for are those of one pass, and when the child cannot finish the parent checks its half.
 
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, Callable, Iterator, Mapping, Sequence
 
 from base.files import HashingWriter, free_blocks, free_file, scratch_writer
-from sandbox import forked
+from base import forked
 from sandbox.artifact_records import (  # noqa: F401  (MAX_REASON_CHARS, reward_error: the checker's names of old)
     CAPS,
     MAX_REASON_CHARS,

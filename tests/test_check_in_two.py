@@ -7,7 +7,8 @@ import os
 import pytest
 
 from curation_strategies import toolkit
-from sandbox import checker, forked
+from base import forked
+from sandbox import checker
 from sandbox.checker import CandidateRejected, check_output
 from sandbox.exchange import to_file
 from sandbox.runtime import Context, load_strategy, read_corpus, write_records
@@ -205,7 +206,7 @@ def test_a_worker_that_went_silent_is_given_up_and_killed():
 CHILD_OF_A_KILLED_PARENT = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from sandbox import forked
+from base import forked
 def produce():
     yield 1
     time.sleep(600)
