@@ -93,11 +93,12 @@ class Corpus:
         folder = owned_folder()
         weakref.finalize(self, remove, folder, os.getpid())
         path = os.path.join(folder, "staged.jsonl")
-        lines = (self.records.canonical_lines() if isinstance(self.records, StoredRecords)
-                 else ((canonical_json(r) + "\n").encode("utf-8") for r in self.records))
+        if isinstance(self.records, StoredRecords):
+            self.records.write_canonical(path)   # a large corpus in two halves at once
+            return path
         with open(path, "wb") as out:
-            for line in lines:
-                out.write(line)
+            for record in self.records:
+                out.write((canonical_json(record) + "\n").encode("utf-8"))
         return path
 
     @property

@@ -9,7 +9,8 @@ Each access decodes a fresh dict: a change made to one does not reach the corpus
 an offset per record (8 bytes), never the records, whatever the corpus's size.
 
 `canonical_lines()` streams the records as the sandbox reads them (one canonical JSON line
-each), so staging a corpus holds one record at a time. The spill file lives in the temporary
+each), so staging a corpus holds one record at a time; `write_canonical(path)` writes them, a
+large view in two halves at once (the second by a forked child, `base.forked`). The spill file lives in the temporary
 folder while any view of it does (`weakref.finalize`); a killed process's spill is a
 `curateevo-records-*` file there.
 """
@@ -19,15 +20,17 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import weakref
 from array import array
 from collections.abc import Mapping, Sequence
 from typing import Iterable, Iterator
 
-from base import codec
+from base import codec, forked
 from base.lifetime import claim
 
 SPILL_PREFIX = "curateevo-records-"
+SPLIT_BYTES = 8 << 20   # records of at least this many bytes are written canonically in two halves at once
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
@@ -120,6 +123,41 @@ class StoredRecords(Sequence):
         for line in self._lines():
             yield codec.encode(codec.STANDARD.decode(line.decode("utf-8"))) + b"\n"   # canonical_json's bytes
 
+    def write_canonical(self, path: str) -> None:
+        """Write `canonical_lines()` to `path`. A view of at least SPLIT_BYTES is written in two
+        halves at once where a second core and `fork` are there: a canonical line is as long as the
+        stored one, so the second half's place in the file is known before anything is written, and
+        a forked child writes it there while this process writes the first. Should the child fail,
+        this process writes its half too; should a half come out longer or shorter than stored (the
+        file would not be what one pass writes), the whole file is written again in one pass."""
+        total = self.stored_bytes
+        cut = self._middle(total) if total >= SPLIT_BYTES and forked.available() else None
+        if cut is None:
+            _write_at(self, path, None)
+            return
+        k, at = cut
+        first, second = StoredRecords(self._spill, self._positions[:k]), StoredRecords(self._spill, self._positions[k:])
+        with open(path, "wb") as out:
+            out.truncate(total)
+        started = time.monotonic()
+        with forked.Worker(_write_half, second, path, at) as worker:
+            wrote = _write_at(first, path, 0)
+            done = worker.next(60 + 4 * (time.monotonic() - started))   # the checker's patience with its child
+        if done is forked.LOST:
+            done = _write_at(second, path, at)
+        if (wrote, done) != (at, total - at):
+            _write_at(self, path, None)
+
+    def _middle(self, total: int) -> tuple[int, int] | None:
+        """(k, bytes of the first k records) for the first k whose records take half of `total`
+        (None when that leaves a half empty)."""
+        offsets, at = self._spill.offsets, 0
+        for k, n in enumerate(self._positions):
+            if at >= total / 2:
+                return (k, at) if k else None
+            at += offsets[n + 1] - offsets[n]
+        return None
+
     @property
     def stored_bytes(self) -> int:
         """The bytes these records take in the spill file (their canonical lines take as many)."""
@@ -138,6 +176,22 @@ class StoredRecords(Sequence):
 
     def __repr__(self) -> str:
         return f"StoredRecords({self._spill.path!r}, {len(self)} records)"
+
+
+def _write_at(records: StoredRecords, path: str, offset: int | None) -> int:
+    """Write the canonical lines of `records` into `path` from `offset` on (None: the whole file,
+    written anew); the bytes written."""
+    wrote = 0
+    with open(path, "wb" if offset is None else "r+b") as out:
+        out.seek(offset or 0)
+        for line in records.canonical_lines():
+            wrote += out.write(line)
+    return wrote
+
+
+def _write_half(records: StoredRecords, path: str, offset: int) -> Iterator[int]:
+    """In the forked child: the second half written at its place, then its size sent back."""
+    yield _write_at(records, path, offset)
 
 
 class ById(Mapping):

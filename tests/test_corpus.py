@@ -606,3 +606,38 @@ def test_a_tool_result_answering_an_unknown_call_blames_the_call(tmp_path):
     for name, (messages, expected) in cases.items():
         path = write_lines(tmp_path / f"{name}.jsonl", [_bad_message_record(messages=messages)])
         assert expected in expect_error(path), name
+
+
+def test_a_large_staged_corpus_is_written_in_two_halves_with_the_bytes_of_one_pass(tmp_path, monkeypatch):
+    """At SPLIT_BYTES and over, a forked child writes the second half at its place while the host
+    writes the first; a failed child's half is written by the host, and halves whose lines come out
+    longer than stored are written again in one pass: the file is always what one pass writes."""
+    from base import codec, forked
+    from conftest import SAMPLE_CORPUS
+    from corpora import stored
+
+    records = load_corpus([SAMPLE_CORPUS]).records
+    views = {"all": records, "some": records.subset(range(1, len(records), 3)), "one": records.subset([4])}
+    halves = []
+    worker = forked.Worker
+    monkeypatch.setattr(stored.forked, "Worker", lambda *a: halves.append(a[1:]) or worker(*a))
+    monkeypatch.setattr(stored, "SPLIT_BYTES", 1)
+
+    def staged(view, name) -> bytes:
+        view.write_canonical(str(tmp_path / name))
+        return (tmp_path / name).read_bytes()
+
+    for name, view in views.items():
+        assert staged(view, name) == b"".join(view.canonical_lines())
+        assert len(halves) == (name != "one")   # a lone record: one pass
+        assert not halves or 0 < len(halves.pop()[0]) < len(view)
+
+    def failing(view, path, at):
+        raise OSError("the child cannot write")
+        yield
+
+    monkeypatch.setattr(stored, "_write_half", failing)
+    assert staged(records, "failed-child") == b"".join(records.canonical_lines())
+    encode = codec.encode
+    monkeypatch.setattr(codec, "encode", lambda value: encode(value) + b" ")   # lines longer than stored
+    assert staged(records, "longer") == b"".join(records.canonical_lines()) and b"} \n" in (tmp_path / "longer").read_bytes()
