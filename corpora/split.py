@@ -106,12 +106,17 @@ class Scan(NamedTuple):
 
 
 def scan(records: Sequence[Mapping], spec: Mapping | None = None) -> Scan:
+    """Stored records are read in two halves at once when they are large (`StoredRecords.mapped`)."""
     rank = dict(DEFAULT_SPLIT if spec is None else spec).get("rank")
+
+    def read(r: Mapping) -> tuple[str, str, bool]:
+        return r["id"], group_key(r, rank in RANKS, rank == "task"), judgeable(r)
+
     ids, keys, judged = [], [], {}
-    for r in records:
-        ids.append(r["id"])
-        keys.append(group_key(r, rank in RANKS, rank == "task"))
-        judged[r["id"]] = judgeable(r)
+    for rid, key, ok in (records.mapped(read) if hasattr(records, "mapped") else map(read, records)):
+        ids.append(rid)
+        keys.append(key)
+        judged[rid] = ok
     return Scan(ids, keys, judged)
 
 

@@ -641,3 +641,29 @@ def test_a_large_staged_corpus_is_written_in_two_halves_with_the_bytes_of_one_pa
     encode = codec.encode
     monkeypatch.setattr(codec, "encode", lambda value: encode(value) + b" ")   # lines longer than stored
     assert staged(records, "longer") == b"".join(records.canonical_lines()) and b"} \n" in (tmp_path / "longer").read_bytes()
+
+
+def test_a_large_corpus_is_read_in_two_halves_with_the_results_of_one_pass(monkeypatch):
+    """`StoredRecords.mapped` (the split's scan): a forked child maps the second half, sent back a
+    chunk at a time; a child lost after its first chunk leaves the rest to the host; the results
+    and their order are one pass's."""
+    from conftest import SAMPLE_CORPUS
+    from corpora import split, stored
+
+    records = load_corpus([SAMPLE_CORPUS]).records
+    view = records.subset(range(len(records) - 1, -1, -2))
+    one_pass = [(r["id"], len(r["messages"])) for r in view]
+    monkeypatch.setattr(stored, "SPLIT_BYTES", 1)
+    forks, worker = [], stored.forked.Worker
+    monkeypatch.setattr(stored.forked, "Worker", lambda *a: forks.append(len(a[1])) or worker(*a))
+    fn = lambda r: (r["id"], len(r["messages"]))  # noqa: E731
+    assert list(view.mapped(fn, chunk=2)) == one_pass == list(view.mapped(fn, chunk=1000))
+    assert split.scan(records) == split.scan(list(records))
+    assert len(forks) == 3 and all(0 < n < len(records) for n in forks)
+
+    def lost_after_one(records, fn, chunk):
+        yield [fn(r) for r in list(records)[:chunk]]
+        raise OSError("the child went away")
+
+    monkeypatch.setattr(stored, "_mapped_chunks", lost_after_one)
+    assert list(view.mapped(fn, chunk=3)) == one_pass
