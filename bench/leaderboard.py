@@ -173,6 +173,10 @@ def _scale(d: dict) -> str:
         load = f"load + split host {loaded['host_peak_rss_bytes'] >> 20} MiB; " if loaded.get("rc") == 0 else ""
         for side in r.get("launch", ()):   # `run`'s launch (run_cli.create_run) timed at several commits
             steps.append(f"launch at {side['commit']} {', '.join(f'{s} s' for s in side['create_run_s'])}")
+        if r.get("paired"):   # one step at two commits, run in turn: each side's wall and their ratio, min/median/max
+            sides = " vs ".join(f"{side['commit']} {side['wall_s']['median']} s" for side in r["paired"])
+            ratio = r["ratio_wall"]
+            steps.append(f"{r['step']} paired, median wall {sides}, ratio {ratio['median']} [{ratio['min']}, {ratio['max']}]")
         run = r.get("tiny_run")
         if run:
             stages = ", ".join(f"{stage} {_duration(took)}" for stage, took in run.get("stage_s", {}).items())
