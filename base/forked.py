@@ -3,6 +3,13 @@
     with Worker(produce, *args) as worker:   # the child runs `for item in produce(*args)`
         item = worker.next(timeout_s)         # the next item, or LOST
 
+or, when the child makes more than a pipe holds before the parent is free to read (a pipe takes
+64 KiB; a child sending into a full one waits for its reader, and the halves stop running at once):
+
+    with Spooled(produce, *args) as spooled:      # the child writes each item to a scratch file
+        ...                                       # this process's own work meanwhile
+        items = spooled.items(timeout_s)          # the child's items in order, read back; or LOST
+
 The child is forked, so it starts at once with the parent's memory (modules imported, caches
 warm) and needs nothing pickled but its items. The parent never depends on it: `next` gives LOST
 when the child died, raised, closed the pipe or sent nothing for `timeout_s` (then it is killed),
@@ -14,10 +21,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
+import shutil
 import time
 from typing import Any, Callable, Iterator
 
-from base.lifetime import die_with_parent
+from base.files import free_blocks
+from base.lifetime import die_with_parent, owned_temporary_folder
 
 LOST = object()   # what `next` gives once the child cannot be relied on
 
@@ -101,3 +111,54 @@ class Worker:
     def __exit__(self, *exc) -> None:
         if self.lost is None:
             self.close()
+
+
+SPOOL_FREE_BYTES = 64 << 20   # the spool's disk is given back this much at a time as it is read
+
+
+class Spooled:
+    """A `Worker` whose items wait in a scratch file (see the module docstring): the child writes
+    them all, pickled, and then sends their count; the parent reads them back in order, giving the
+    file's disk back as it goes (base.files.free_blocks). The file goes with the `with`."""
+
+    def __init__(self, produce: Callable[..., Iterator], *args: Any):
+        self.folder = owned_temporary_folder("spool")
+        self.path = os.path.join(self.folder, "items.pickle")
+        self.worker = Worker(_spool, self.path, produce, args)
+
+    def items(self, timeout_s: float) -> Iterator[Any] | Any:
+        """The child's items in order once it has made them all; LOST (and `lost` says why) when
+        it failed, was lost, or took longer than `timeout_s`."""
+        count = self.worker.next(timeout_s)
+        return LOST if count is LOST else self._read(count)
+
+    @property
+    def lost(self) -> str | None:
+        return self.worker.lost
+
+    def _read(self, count: int) -> Iterator[Any]:
+        with open(self.path, "r+b") as f:
+            freed = 0
+            for _ in range(count):
+                yield pickle.load(f)
+                read = f.tell() // 4096 * 4096
+                if read - freed >= SPOOL_FREE_BYTES:
+                    free_blocks(f.fileno(), freed, read)
+                    freed = read
+
+    def __enter__(self) -> "Spooled":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.worker.__exit__(*exc)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _spool(path: str, produce: Callable[..., Iterator], args: tuple) -> Iterator[int]:
+    """In the forked child: every item of `produce(*args)` pickled into `path`, then their count."""
+    count = 0
+    with open(path, "wb") as out:
+        for item in produce(*args):
+            pickle.dump(item, out, protocol=pickle.HIGHEST_PROTOCOL)
+            count += 1
+    yield count

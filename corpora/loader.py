@@ -24,6 +24,7 @@ from base.files import atomic_write
 from corpora.adp import convert_adp
 from corpora.catalogue import ToolsFile, apply_catalogue, inferred, notice, read_tools_file, with_file_tools
 from corpora.common import QUIRKS, BadRecord, json_type
+from corpora.halves import Encoded, converted_units
 from corpora.openai import (canonical_unchanged, convert_openai, convert_swe_agent,
                                    convert_tau_bench, convert_toolbench)
 from corpora.reading import (DEFAULT_MAX_LINE_BYTES, CorpusFile, Unit, corpus_files,
@@ -215,6 +216,10 @@ def _converted(unit: Unit, fmt: str, stem: str) -> Iterator[tuple[dict | BadReco
         yield exc, fmt
 
 
+def _converted_list(unit: Unit, fmt: str, stem: str) -> list[tuple[dict | BadRecord, str]]:
+    return list(_converted(unit, fmt, stem))
+
+
 def _combined_sha256(digests: list[tuple[str, str]]) -> str:
     if len(digests) == 1:
         return digests[0][1]
@@ -361,8 +366,16 @@ def _load(given: list, fmt: str, on_error: str, max_line_bytes: int, tools,
             raise UserError(str(skip) + ("" if reason == "empty file, no records" else SKIP_HINT))
         skipped.append(skip)
 
-    def take(unit: Unit, record: dict, kind: str, ordinal: int) -> None:
+    def take(unit: Unit, record: dict | Encoded, kind: str, ordinal: int) -> None:
         nonlocal from_file
+        if isinstance(record, Encoded):   # converted by the forked child (corpora.halves): kept as it came
+            if not ((tools_file is not None and record.inferred) or (kind == "adp" and record.id in first_seen)):
+                if admitted(unit, record.id, kind):
+                    if tools_file is None and record.inferred:
+                        sources.setdefault(record.source, []).append(len(spill.offsets) - 1)
+                    spill.append_line(record.line)
+                return
+            record = record.decoded()   # it is changed below
         if tools_file is not None and inferred(record):
             record = with_file_tools(record, tools_file)
             error = check_raw(record)
@@ -370,21 +383,24 @@ def _load(given: list, fmt: str, on_error: str, max_line_bytes: int, tools,
                 bad(unit, f"{error} (with the schemas of --tools {tools_file.path}); add it to that file")
                 return
             from_file += 1
-        rid = record["id"]
-        if kind == "adp" and rid in first_seen:
-            record = {**record, "id": f"{rid}#{ordinal}"}
-            rid = record["id"]
+        if kind == "adp" and record["id"] in first_seen:
+            record = {**record, "id": f"{record['id']}#{ordinal}"}
+        if admitted(unit, record["id"], kind):
+            if tools_file is None and inferred(record):
+                sources.setdefault(str(record.get("source") or ""), []).append(len(spill.offsets) - 1)
+            spill.append(record)
+
+    def admitted(unit: Unit, rid: str, kind: str) -> bool:
+        """Whether the record's id is new (it is then kept as seen here); a repeat is a bad line."""
         seen = first_seen.get(rid)
         if seen is not None:
             where = SkippedLine(*seen, "").where
             at = where.replace(f"{seen[0]}:", "line ", 1) if seen[0] == unit.path else where
             bad(unit, f"duplicate id {rid!r}, first seen at {at}; give each record its own id (or drop the repeat)")
-            return
+            return False
         first_seen[rid] = (unit.path, unit.line, unit.index)
         kinds.add(kind)
-        if tools_file is None and inferred(record):
-            sources.setdefault(str(record.get("source") or ""), []).append(len(spill.offsets) - 1)
-        spill.append(record)
+        return True
 
     quirks: Counter = Counter()
     token = QUIRKS.set(quirks)   # the converters count what they normalise
@@ -393,8 +409,9 @@ def _load(given: list, fmt: str, on_error: str, max_line_bytes: int, tools,
     try:
         for file in files:
             hasher = _Counting(hashlib.sha256())
-            stem = _stem(file.label)
-            for ordinal, unit in enumerate(units(file, max_line_bytes, hasher)):
+            convert = functools.partial(_converted_list, fmt=fmt, stem=_stem(file.label))
+            spill.flush()   # a forked child (corpora.halves) starts with nothing of the spill's buffered
+            for ordinal, (unit, converted) in enumerate(converted_units(file, convert, max_line_bytes, hasher)):
                 if on_progress is not None and ordinal % _CHECK_EVERY == 0 and \
                         time.monotonic() - last >= PROGRESS_EVERY_S:
                     last = time.monotonic()
@@ -404,7 +421,7 @@ def _load(given: list, fmt: str, on_error: str, max_line_bytes: int, tools,
                 if unit.error is not None:
                     bad(unit, unit.error)
                     continue
-                for record, kind in _converted(unit, fmt, stem):
+                for record, kind in converted:
                     if isinstance(record, BadRecord):
                         bad(unit, str(record))
                     else:

@@ -122,16 +122,27 @@ def iter_lines(path, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, *,
     `(lineno, None, reason)` for a line longer than `max_line_bytes`, which is skipped to its
     newline in bounded reads and never held whole. Memory stays O(max_line_bytes).
     `hasher` (a hashlib object), when given, is fed every byte of the file as it is read."""
+    for lineno, line, error, _ in lines_from(path, max_line_bytes, hasher=hasher):
+        yield lineno, line, error
+
+
+def lines_from(path, max_line_bytes: int, *, hasher=None, start: int = 0, stop: int | None = None,
+               lineno: int = 0) -> Iterator[tuple[int, bytes | None, str | None, int]]:
+    """`iter_lines` of the bytes from `start` (the first byte of a line, `lineno` lines before it)
+    up to `stop` (the first byte of a line; None: the end), each with the offset just past it."""
     path = os.fspath(path)
     limit = max_line_bytes + 2  # room for "\r\n"
     update = hasher.update if hasher is not None else None
     with _open(path) as f:
-        lineno = 0
-        while True:
+        if start:
+            f.seek(start)
+        at = start
+        while stop is None or at < stop:
             chunk = f.readline(limit)
             if not chunk:
                 return
             lineno += 1
+            at += len(chunk)
             if update:
                 update(chunk)
             if chunk.endswith(b"\n") or len(chunk) < limit:
@@ -140,9 +151,9 @@ def iter_lines(path, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, *,
                     line = line[:-1]
                 del chunk
                 if len(line) > max_line_bytes:
-                    yield lineno, None, _too_long(len(line), max_line_bytes)
+                    yield lineno, None, _too_long(len(line), max_line_bytes), at
                 elif line.strip():
-                    yield lineno, line, None
+                    yield lineno, line, None, at
                 continue
             # Too long: skip to the newline without holding the line.
             total = len(chunk)
@@ -153,11 +164,12 @@ def iter_lines(path, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, *,
                     break
                 if update:
                     update(piece)
+                at += len(piece)
                 total += len(piece)
                 if piece.endswith(b"\n"):
                     total -= 1
                     break
-            yield lineno, None, _too_long(total, max_line_bytes)
+            yield lineno, None, _too_long(total, max_line_bytes), at
 
 
 def _too_long(n: int, limit: int) -> str:
@@ -244,7 +256,7 @@ def parse_line(line: bytes) -> Any:
     return check_text(value, text)
 
 
-def _layout(path: str, max_line_bytes: int) -> str:
+def file_layout(path: str, max_line_bytes: int) -> str:
     """'jsonl', 'array' or 'documents' (see the module docstring)."""
     with _open(path) as f:
         head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
@@ -266,25 +278,37 @@ def _layout(path: str, max_line_bytes: int) -> str:
 def units(file: CorpusFile, max_line_bytes: int, hasher) -> Iterator[Unit]:
     """The JSON values of one file, in order (see the module docstring). Every byte is fed to
     `hasher`. A file with no value yields one unit with the error 'empty file, no records'."""
-    layout = _layout(file.path, max_line_bytes)
+    layout = file_layout(file.path, max_line_bytes)
     empty = True
     if layout == "jsonl":
-        for lineno, line, error in iter_lines(file.path, max_line_bytes, hasher=hasher):
+        for unit, _ in line_units(file, max_line_bytes, hasher):
             empty = False
-            unit = Unit(file.path, lineno, None, f"{file.label}:{lineno}")
-            if error is None:
-                try:
-                    yield replace(unit, value=parse_line(line))
-                    continue
-                except ValueError as exc:
-                    error = str(exc)
-            yield replace(unit, error=error)
+            yield unit
     else:
         for unit in _document_units(file, layout, max_line_bytes, hasher):
             empty = False
             yield unit
     if empty:
-        yield Unit(file.path, 1, None, f"{file.label}:1", error="empty file, no records")
+        yield empty_file(file)
+
+
+def empty_file(file: CorpusFile) -> Unit:
+    """The one unit of a file that holds no value."""
+    return Unit(file.path, 1, None, f"{file.label}:1", error="empty file, no records")
+
+
+def line_units(file: CorpusFile, max_line_bytes: int, hasher, **span) -> Iterator[tuple[Unit, int]]:
+    """The values of a JSONL file, one a line, each with the offset just past its line; `span`:
+    `lines_from`'s start, stop and lineno (a part of the file)."""
+    for lineno, line, error, end in lines_from(file.path, max_line_bytes, hasher=hasher, **span):
+        unit = Unit(file.path, lineno, None, f"{file.label}:{lineno}")
+        if error is None:
+            try:
+                yield replace(unit, value=parse_line(line)), end
+                continue
+            except ValueError as exc:
+                error = str(exc)
+        yield replace(unit, error=error), end
 
 
 def _document_units(file: CorpusFile, layout: str, max_line_bytes: int, hasher) -> Iterator[Unit]:

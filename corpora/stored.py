@@ -34,6 +34,11 @@ SPLIT_BYTES = 8 << 20   # records of at least this many bytes are written canoni
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
+def spill_line(record: Mapping) -> bytes:
+    """The line a spill file holds for `record` (its keys in the order given)."""
+    return (_ENCODE(record) + "\n").encode("utf-8")
+
+
 def owned_folder(folder: str | None = None) -> str:
     """A new `curateevo-records-*` folder, marked as this process's (base.lifetime.claim) and removed
     with `owner` when its holder goes; a killed process's is removed by the next command."""
@@ -53,9 +58,16 @@ class Spill:
         weakref.finalize(self, remove, self.folder, os.getpid())
 
     def append(self, record: Mapping) -> None:
-        line = (_ENCODE(record) + "\n").encode("utf-8")
+        self.append_line(spill_line(record))
+
+    def append_line(self, line: bytes) -> None:
+        """Append a record's `spill_line`, made elsewhere (a forked child: corpora.halves)."""
         self._file.write(line)
         self.offsets.append(self.offsets[-1] + len(line))
+
+    def flush(self) -> None:
+        """Write what is buffered (before a fork: a child must not hold, nor ever write, a copy)."""
+        self._file.flush()
 
     def close(self) -> None:
         self._file.close()
@@ -150,9 +162,10 @@ class StoredRecords(Sequence):
 
     def mapped(self, fn: Callable[[dict], Any], chunk: int = 20_000) -> Iterator[Any]:
         """`fn(record)` of each record, in order. From SPLIT_BYTES on, where a second core and
-        `fork` are there, a forked child maps the second half while this process maps the first,
-        and sends its results back `chunk` at a time (they are pickled: small beside a record);
-        should the child be lost, this process maps the rest of its half itself."""
+        `fork` are there, a forked child maps the second half while this process maps the first;
+        its results (pickled: small beside a record) wait in a scratch file `chunk` at a time
+        (`forked.Spooled`: a pipe would hold the child up); should the child be lost, this process
+        maps its half too."""
         total = self.stored_bytes
         cut = self._middle(total) if total >= SPLIT_BYTES and forked.available() else None
         if cut is None:
@@ -161,16 +174,14 @@ class StoredRecords(Sequence):
         k = cut[0]
         second = StoredRecords(self._spill, self._positions[k:])
         started = time.monotonic()
-        with forked.Worker(_mapped_chunks, second, fn, chunk) as worker:
+        with forked.Spooled(_mapped_chunks, second, fn, chunk) as spooled:
             yield from map(fn, StoredRecords(self._spill, self._positions[:k]))
-            done = 0
-            while done < len(second):
-                results = worker.next(60 + 4 * (time.monotonic() - started))   # the checker's patience with its child
-                if results is forked.LOST:
-                    yield from map(fn, StoredRecords(self._spill, second._positions[done:]))
-                    return
-                done += len(results)
-                yield from results
+            chunks = spooled.items(60 + 4 * (time.monotonic() - started))   # the checker's patience with its child
+            if chunks is not forked.LOST:
+                for results in chunks:
+                    yield from results
+                return
+        yield from map(fn, second)
 
     def _middle(self, total: int) -> tuple[int, int] | None:
         """(k, bytes of the first k records) for the first k whose records take half of `total`

@@ -644,9 +644,9 @@ def test_a_large_staged_corpus_is_written_in_two_halves_with_the_bytes_of_one_pa
 
 
 def test_a_large_corpus_is_read_in_two_halves_with_the_results_of_one_pass(monkeypatch):
-    """`StoredRecords.mapped` (the split's scan): a forked child maps the second half, sent back a
-    chunk at a time; a child lost after its first chunk leaves the rest to the host; the results
-    and their order are one pass's."""
+    """`StoredRecords.mapped` (the split's scan): a forked child maps the second half, its results
+    spooled a chunk at a time; a child lost after its first chunk leaves its half to the host; the
+    results and their order are one pass's."""
     from conftest import SAMPLE_CORPUS
     from corpora import split, stored
 
@@ -654,8 +654,8 @@ def test_a_large_corpus_is_read_in_two_halves_with_the_results_of_one_pass(monke
     view = records.subset(range(len(records) - 1, -1, -2))
     one_pass = [(r["id"], len(r["messages"])) for r in view]
     monkeypatch.setattr(stored, "SPLIT_BYTES", 1)
-    forks, worker = [], stored.forked.Worker
-    monkeypatch.setattr(stored.forked, "Worker", lambda *a: forks.append(len(a[1])) or worker(*a))
+    forks, spooled = [], stored.forked.Spooled
+    monkeypatch.setattr(stored.forked, "Spooled", lambda *a: forks.append(len(a[1])) or spooled(*a))
     fn = lambda r: (r["id"], len(r["messages"]))  # noqa: E731
     assert list(view.mapped(fn, chunk=2)) == one_pass == list(view.mapped(fn, chunk=1000))
     assert split.scan(records) == split.scan(list(records))
