@@ -4,7 +4,7 @@ seed and a reference strategy (the host's check inside it), and `replay`.
 
     .venv/bin/python bench/scale.py --sizes 1000 10000 [--shape short|long] [--sandbox process] [--strategies seed agentrefine]
         [--work /tmp/curateevo-scale] [--json bench/results/scale-DATE.json] [--keep] [--no-run] [--no-replay [STRATEGY ...]]
-        [--profile test]
+        [--replay-hashes] [--profile test]
 
 Each step runs as its own process, so its wall time and peak resident memory (its own VmHWM,
 which the step reports on leaving) are its own; the sandbox's peak is what the runtime reported (execution.json). Per size it records
@@ -147,19 +147,20 @@ def curate_step(name: str, corpus: Path, out: Path, sandbox: str, log: Path, pro
     return step
 
 
-def replay_room(peak: int, folder: Path) -> str | None:
+def replay_room(peak: int, folder: Path, kept: int = 0) -> str | None:
     """Why a replay cannot be measured here (None: it can): it needs the disk its curation's peak
-    took, beside the outputs that curation keeps."""
-    free = shutil.disk_usage(folder).free
-    if free >= 1.1 * peak:
+    took, beside the outputs that curation keeps; less what it keeps (`kept`) when it compares hashes."""
+    free, need = shutil.disk_usage(folder).free, 1.1 * (peak - kept)
+    if free >= need:
         return None
-    return (f"replay needs about {1.1 * peak / 2**30:.1f} GiB of disk (its curation's peak), "
-            f"{free / 2**30:.1f} GiB free under {folder}")
+    return (f"replay needs about {need / 2**30:.1f} GiB of disk (its curation's peak"
+            f"{', less what it keeps' if kept else ''}), {free / 2**30:.1f} GiB free under {folder}")
 
 
-def replay_step(out: Path, sandbox: str, log: Path) -> dict:
+def replay_step(out: Path, sandbox: str, log: Path, hashes: bool = False) -> dict:
     again = out.with_name(out.name + "-replay")
-    step = measured([sys.executable, str(Path(__file__)), "_replay", str(out), str(again), sandbox], log)
+    step = measured([sys.executable, str(Path(__file__)), "_replay", str(out), str(again), sandbox,
+                     *(["--hashes"] if hashes else [])], log)
     step["identical"] = "replay identical" in log.read_text(errors="replace")
     step["disk_written_bytes"] = folder_bytes(again)
     return step
@@ -185,7 +186,7 @@ def run_step(corpus: Path, runs: Path, sandbox: str, log: Path) -> dict:
 
 
 def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool, strategies: list[str], run: bool = True,
-            no_replay: list[str] = (), profile: str = "") -> dict:
+            no_replay: list[str] = (), profile: str = "", replay_hashes: bool = False) -> dict:
     """One size's row (read back when measured before)."""
     folder = work / f"{shape}-{n}"
     done = folder / "result.json"
@@ -213,8 +214,10 @@ def measure(shape: str, n: int, work: Path, sandbox: str, keep: bool, strategies
         shutil.rmtree(out.with_name(out.name + "-replay"), ignore_errors=True)
         row[f"curate_{name}"] = curate_step(name, corpus, out, sandbox, folder / f"curate-{name}.log", profile)
         if row[f"curate_{name}"]["rc"] == 0 and name not in no_replay:
-            short = replay_room(row[f"curate_{name}"]["disk_peak_bytes"], folder)
-            row[f"replay_{name}"] = {"skipped": short} if short else replay_step(out, sandbox, folder / f"replay-{name}.log")
+            curated = row[f"curate_{name}"]
+            short = replay_room(curated["disk_peak_bytes"], folder, curated["disk_written_bytes"] if replay_hashes else 0)
+            row[f"replay_{name}"] = {"skipped": short} if short else replay_step(out, sandbox, folder / f"replay-{name}.log",
+                                                                                 replay_hashes)
         print(f"{shape} {n}: {name}: {json.dumps(row[f'curate_{name}'].get('s_per_1k_records'))} s per 1K records",
               file=sys.stderr, flush=True)
     if run:
@@ -254,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             if argv[0] == "_run":
                 return cli.main(["run", "--corpus", argv[1], *TINY_RUN, "--sandbox", argv[3], "--runs-dir", argv[2],
                                  "--name", "tiny"])
-            return cli.main(["replay", argv[1], "--out", argv[2], "--sandbox", argv[3]])
+            return cli.main(["replay", argv[1], "--out", argv[2], "--sandbox", argv[3], *argv[4:5]])
         finally:
             report_peak()
     today = datetime.date.today().isoformat()
@@ -270,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-run", action="store_true", help="leave out the tiny `run` step")
     ap.add_argument("--no-replay", nargs="*", choices=list(STRATEGIES), default=None, metavar="STRATEGY",
                     help="leave out `replay` (it takes as long as the curation): of these strategies, or of all")
+    ap.add_argument("--replay-hashes", action="store_true", help="replay with --hashes: the record files compared by "
+                    "sha256 as they are checked, no copy kept (for outputs a second copy of which would not fit)")
     ap.add_argument("--profile", default="", help="curate with this profile's ctx.budget, as a run's curation stage "
                     "does (default: none, as plain `curate`)")
     args = ap.parse_args(argv)
@@ -278,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for n in sorted(args.sizes):
         rows.append(measure(args.shape, n, args.work, args.sandbox, args.keep, args.strategies, not args.no_run,
-                            [] if args.no_replay is None else args.no_replay or list(STRATEGIES), args.profile))
+                            [] if args.no_replay is None else args.no_replay or list(STRATEGIES), args.profile,
+                            args.replay_hashes))
         result = {"kind": "scale", "what": f"curation at scale ({args.shape} trajectories, {args.sandbox} sandbox"
                   + (f", the {args.profile} profile's ctx.budget)" if args.profile else ")"),
                   "date": today, "command": "bench/scale.py " + " ".join(argv), "commit": label(ROOT),

@@ -143,7 +143,7 @@ class StoredRecords(Sequence):
         this process writes its half too; should a half come out longer or shorter than stored (the
         file would not be what one pass writes), the whole file is written again in one pass."""
         total = self.stored_bytes
-        cut = self._middle(total) if total >= SPLIT_BYTES and forked.available() else None
+        cut = self._cut(total)
         if cut is None:
             _write_at(self, path, None)
             return
@@ -166,8 +166,7 @@ class StoredRecords(Sequence):
         its results (pickled: small beside a record) wait in a scratch file `chunk` at a time
         (`forked.Spooled`: a pipe would hold the child up); should the child be lost, this process
         maps its half too."""
-        total = self.stored_bytes
-        cut = self._middle(total) if total >= SPLIT_BYTES and forked.available() else None
+        cut = self._cut(self.stored_bytes)
         if cut is None:
             yield from map(fn, self)
             return
@@ -182,6 +181,11 @@ class StoredRecords(Sequence):
                     yield from results
                 return
         yield from map(fn, second)
+
+    def _cut(self, total: int) -> tuple[int, int] | None:
+        """Where to cut these records (of `total` bytes) into two halves done at once: from
+        SPLIT_BYTES on, where a second core and `fork` are there; None: one pass."""
+        return self._middle(total) if total >= SPLIT_BYTES and forked.available() else None
 
     def _middle(self, total: int) -> tuple[int, int] | None:
         """(k, bytes of the first k records) for the first k whose records take half of `total`

@@ -165,7 +165,8 @@ def cmd_replay(args) -> int:
         raise UserError("--retrain and --reeval replay a run's epoch: give --epoch E")
     _say_environment(args.dir if args.epoch is not None else source)
     report = replay(source, args.out, executor=make_executor(args.sandbox), corpus_paths=args.corpus, llm=llm,
-                    tools_path=args.tools, on_progress=lambda text: _say(args, text))
+                    tools_path=args.tools, on_progress=lambda text: _say(args, text),
+                    keep=False if args.hashes else None)
     kept = not (report.identical and args.out is None)   # an identical replay into a temporary folder is removed
     print(report.summary(kept))
     for name, diff in report.differences.items():
@@ -284,6 +285,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retrain", action="store_true", help="with --epoch: train again and compare the adapter bytes")
     p.add_argument("--reeval", action="store_true", help="with --epoch: evaluate again and compare P and every outcome")
     p.add_argument("--out", type=Path, help="where to write the replay (default: a temporary directory)")
+    p.add_argument("--hashes", action="store_true",
+                   help="compare the replayed SFT, RL and memory files by sha256 as they are checked and keep no copy "
+                   "(no disk for them; a difference then names no line). A temporary replay does so by itself "
+                   "where a copy would not fit")
     add_corpus(p, "the corpus file(s) or folder(s) as given to curate or run, if they moved",
                "the --tools file the output was curated with, if it moved", bad_lines=None)
     add_sandbox(p)

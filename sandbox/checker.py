@@ -136,7 +136,7 @@ def check_output(out_dir: Path, dest: Path, raw_ids: Sequence[str], n_ref: float
                  caps: OutputCaps = CAPS, inspect: Callable[[str, dict], None] | None = None,
                  encode: Callable[[str, dict], dict] | None = None,
                  raw_outcomes: Mapping[str, str] | None = None, split_bytes: int | None = SPLIT_BYTES,
-                 scratch: bool = False) -> Checked:
+                 scratch: bool = False, keep: bool = True) -> Checked:
     """Check the candidate's output in `out_dir` record by record, writing the canonical artifact
     files into `dest` as it goes; their hashes and counts and the profile. Memory stays bounded
     (module docstring); any breach of the contract is CandidateRejected. `inspect(kind, record)`
@@ -147,15 +147,17 @@ def check_output(out_dir: Path, dest: Path, raw_ids: Sequence[str], n_ref: float
     halves at once (module docstring), with the same result. `scratch`: the candidate's files are
     read once and then thrown away (a curation's job folder), so the disk of what has been checked is
     given back as the check goes (`_Range`, `base.files.free_blocks`) — the checked files take the
-    place of the candidate's instead of adding to them; its files keep their names and sizes."""
+    place of the candidate's instead of adding to them; its files keep their names and sizes.
+    `keep` False: the SFT, RL and memory files are hashed and counted but not written (a replay
+    that compares hashes: `sandbox.replay`), so they take no disk."""
     job = _Job(Profile(raw_ids, n_ref, caps, raw_outcomes), caps, inspect, encode)
     plan = _halves(Path(out_dir), caps, split_bytes)
     if plan is not None:
-        checked = _check_in_two(job, plan, Path(dest), scratch)
+        checked = _check_in_two(job, plan, Path(dest), scratch, keep)
     else:
         artifacts, counted = {}, [0]
         for kind, name, stream in _artifact_streams(Path(out_dir), caps):
-            with HashingWriter(Path(dest) / name) as out:   # hashed and written beside the checking
+            with HashingWriter(_artifact_path(dest, name, keep)) as out:   # hashed and written beside the checking
                 count = job.check(kind, name, stream, counted, out.write)
             artifacts[name] = {"sha256": out.hexdigest(), "count": count}
             if scratch:
@@ -350,7 +352,12 @@ def _second_halves(files: list[_File], dest: Path, job: _Job) -> Iterator[_Half]
             return
 
 
-def _check_in_two(job: _Job, files: list[_File], dest: Path, scratch: bool = False) -> Checked:
+def _artifact_path(dest: Path, name: str, keep: bool) -> str:
+    """Where a checked artifact is written: `dest/name`, or nowhere (`os.devnull`) when not kept."""
+    return os.fspath(Path(dest) / name) if keep else os.devnull
+
+
+def _check_in_two(job: _Job, files: list[_File], dest: Path, scratch: bool = False, keep: bool = True) -> Checked:
     """The parent's side of the two halves (module docstring). With `scratch` it gives back the disk
     of the first half as it reads it, of the second once the child's verdict on it is in (the child
     frees nothing: the parent reads its half again when the child is lost), and of the child's
@@ -362,7 +369,7 @@ def _check_in_two(job: _Job, files: list[_File], dest: Path, scratch: bool = Fal
                 ids = IdDigests()
                 writer = scratch_writer(f.fd) if scratch else None
                 try:
-                    with HashingWriter(dest / f.name) as out:
+                    with HashingWriter(_artifact_path(dest, f.name, keep)) as out:
                         first = _Range(f.fd, 0, f.split or f.size, writer)
                         started = time.monotonic()
                         count = job.check(f.kind, f.name, first, counted, out.write, 1, ids)

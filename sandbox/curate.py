@@ -150,12 +150,27 @@ def _raw_outcomes(corpus: Corpus) -> threading.Thread:
     return thread
 
 
-def _checking(stage: Path) -> Callable[[int], str]:
+def _checking(stage: Path, candidate: Path, kept: bool = True) -> Callable[[int], str]:
     """The check's progress: the checked records it has written into `stage` so far (their file form,
     larger than what the strategy wrote: an RL row carries its tools; a second half checked beside
-    the first counts once it is joined)."""
+    the first counts once it is joined); when they are not kept, the candidate's bytes still on disk
+    (the check gives back what it has read)."""
+    if not kept:
+        return lambda seconds: (f"checking the artifacts (hashed, not kept): {gib(_disk_bytes(candidate))} of the "
+                                f"candidate's files left to read ({progress.duration(seconds)})")
     return lambda seconds: (f"checking the artifacts: {gib(_folder_bytes(stage))} of checked records written "
                             f"({progress.duration(seconds)})")
+
+
+def _disk_bytes(folder: Path) -> int:
+    """The disk the files directly in `folder` take now (their blocks: what was given back counts nothing)."""
+    total = 0
+    for entry in os.scandir(folder):
+        try:
+            total += entry.stat(follow_symlinks=False).st_blocks * 512
+        except OSError:
+            pass
+    return total
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -183,7 +198,7 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             llm: Callable[[dict], Mapping] | None = None, llm_budget: LLMBudget = LLMBudget(),
             env_calls: int = 200_000, budget: Mapping | None = None,
             say: Callable[[str], None] = _to_stderr,
-            on_progress: Callable[[str], None] | None = None) -> CurationResult:
+            on_progress: Callable[[str], None] | None = None, keep_artifacts: bool = True) -> CurationResult:
     """Run the strategy on the corpus in the executor and write its checked artifacts to `out_dir`.
 
     The corpus's train-split BFCL scenarios are mounted for ctx.env; with `llm` (request →
@@ -193,7 +208,9 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
     The limits still at their defaults, and the checker's caps, follow a large corpus
     (sandbox.corpus_limits); `say` gets one line naming those that rose, before the work.
     `on_progress` gets the runtime's progress as sentences while the strategy runs (sandbox.progress;
-    none for a curation of a few seconds); nothing of it is recorded.
+    none for a curation of a few seconds); nothing of it is recorded. `keep_artifacts` False: the
+    SFT, RL and memory files are checked, hashed and counted, and not written (`out_dir` holds the
+    rest: a replay comparing hashes, sandbox.replay).
 
     Raises CurationFailed when the candidate fails or its output breaks the contract; then
     `out_dir` is not created.
@@ -251,10 +268,11 @@ def execute(strategy_files: dict[str, bytes], corpus: Corpus, out_dir: Path, *, 
             if outcomes_read.error is not None:
                 raise outcomes_read.error
             outcomes = outcomes_read.outcomes
-            with progress.Watch(on_progress, _checking(stage)):
+            with progress.Watch(on_progress, _checking(stage, job.out_dir, keep_artifacts)):
                 checked = checker.check_output(job.out_dir, stage, list(outcomes), n_ref, caps=caps,
                                                inspect=check_record, encode=to_file,   # the leakage guard; TRL's file form
-                                               raw_outcomes=outcomes, scratch=True)   # the job's files: scratch
+                                               raw_outcomes=outcomes, scratch=True,   # the job's files: scratch
+                                               keep=keep_artifacts)
         except checker.CandidateRejected as exc:
             raise CurationFailed(str(exc), execution) from None
         stats, artifacts = checked.profile, dict(checked.artifacts)

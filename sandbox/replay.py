@@ -1,5 +1,10 @@
 """Replay: re-execute a curation output into an empty directory and compare every artifact byte for byte.
 
+The replayed SFT, RL and memory files are written and compared line by line, or, where keeping a
+second copy would not fit (or `keep=False`, `replay --hashes`), hashed as the check streams them
+and compared by sha256 with the recorded files' bytes: they then take no disk, and a difference
+names no line.
+
 Before anything runs, the corpus and the strategy snapshot are checked against the manifest, so a
 changed input is named as such rather than showing up as a mysterious diff. A changed runtime (the
 toolkit's or the checker's sources, the sandbox's package versions) is not refused: the replay says
@@ -11,6 +16,8 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +26,8 @@ from base.errors import UserError
 from base.lifetime import owned_temporary_folder, release
 from corpora import corpus_sha256, load_corpus, train_part
 from base.files import sha256_files
+from corpora.reading import file_sha256
+from sandbox.checker import EXPECTED
 from sandbox.curate import ARTIFACT_FILES, execute, runtime_sha256
 from sandbox.executor import Executor
 from sandbox.manifest import MANIFEST_FILE, Manifest, check_fields, read_output_json
@@ -27,6 +36,7 @@ from sandbox.strategy_files import strategy_files
 COMPARED = (*ARTIFACT_FILES, MANIFEST_FILE)
 TEMPORARY = "replay"   # a replay without --out writes into owned_temporary_folder(TEMPORARY)
 TEMP_PREFIX = f"{lifetime.TEMP_PREFIX}{TEMPORARY}-"
+ROOM = 2.0   # a temporary replay keeps its record files where the disk has this many times the recorded ones free
 
 
 @dataclass
@@ -35,6 +45,7 @@ class ReplayReport:
     out_dir: Path
     differences: dict[str, str] = field(default_factory=dict)   # file → first difference
     runtime_changed: tuple[str, str] | None = None               # (recorded, now) when they differ
+    hashed: bool = False                                         # the record files compared by sha256, not kept
 
     def summary(self, kept: bool = True) -> str:
         """One line: identical or the first difference, and where the output is (`kept` False: it
@@ -45,7 +56,9 @@ class ReplayReport:
                        f"{self.runtime_changed[1][:12]}…), the manifest's runtime_sha256 set aside")
         if self.identical:
             where = self.out_dir if kept else "the replay's temporary output is removed; --out DIR keeps it"
-            return f"replay identical: {len(COMPARED)} files match byte for byte ({where}{changed})"
+            how = (f"by sha256 as they were checked ({', '.join(EXPECTED)}, not kept) and byte for byte (the rest)"
+                   if self.hashed else "byte for byte")
+            return f"replay identical: {len(COMPARED)} files match {how} ({where}{changed})"
         first = next(iter(self.differences.items()))
         return (f"replay differs: {first[0]}: {first[1]} ({len(self.differences)} file(s) differ; output in "
                 f"{self.out_dir}{changed})")
@@ -108,11 +121,32 @@ def _tools_file(src: Path, manifest: Manifest, execution: dict, given: str | Non
     return tools
 
 
+def keeps_copy(src: Path, out_dir: Path | None, keep: bool | None) -> tuple[bool, str | None]:
+    """Whether a replay writes its record files (and a sentence when it will not, unasked): `keep`
+    when given; into `out_dir`, always; into a temporary folder, where its disk has ROOM times the
+    recorded record files free (a curation's peak is about one and a half times what it keeps)."""
+    if keep is not None:
+        return keep, None
+    if out_dir is not None:
+        return True, None
+    size = sum((src / name).stat().st_size for name in EXPECTED)
+    folder = tempfile.gettempdir()
+    free = shutil.disk_usage(folder).free
+    if free >= ROOM * size:
+        return True, None
+    return False, (f"replay: the recorded {', '.join(EXPECTED)} take {size / 2**30:.1f} GiB and {folder} has "
+                   f"{free / 2**30:.1f} GiB free, so the replayed ones are compared by sha256 as they are checked, "
+                   "not kept; --out DIR on a larger disk keeps them and names the first line that differs")
+
+
 def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None = None,
            corpus_paths: list[str] | None = None, llm=None, tools_path: str | None = None,
-           on_progress=None) -> ReplayReport:
+           on_progress=None, keep: bool | None = None, say=None) -> ReplayReport:
     """`llm` answers ctx.llm (the run's LLM layer in its offline mode) when the output used one;
-    `on_progress` gets the curation's progress as it runs (sandbox.curate.execute)."""
+    `on_progress` gets the curation's progress as it runs (sandbox.curate.execute). `keep`: whether
+    the replayed record files are written and compared line by line, or hashed as they are checked
+    and compared by sha256 (`keeps_copy` decides when None, and `say` — stderr by default — is told
+    when it chose not to keep them)."""
     src = Path(src)
     manifest = Manifest.checked(src)
     if manifest.llm_record_sha256 and llm is None:
@@ -139,6 +173,9 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
     corpus = load_corpus(paths, on_error="skip" if manifest.corpus.skipped_lines else "abort", tools=tools)
     if manifest.corpus.holdout:   # the strategy saw the nine tenths outside the dev hold-out
         corpus = train_part(corpus, **manifest.corpus.holdout)
+    kept, why = keeps_copy(src, out_dir, keep)
+    if why:
+        (say or (lambda text: print(text, file=sys.stderr, flush=True)))(why)
     temporary = out_dir is None
     if temporary:
         out_dir = owned_temporary_folder(TEMPORARY) / "out"
@@ -146,13 +183,20 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
         execute(files, corpus, Path(out_dir), seed=manifest.seed, executor=executor,
                 hash_seed=manifest.hash_seed, commit=manifest.strategy.commit, n_ref=manifest.n_ref,
                 llm=llm if manifest.llm_record_sha256 else None,   # as the recorded execution was served
-                budget=manifest.budget, on_progress=on_progress)
+                budget=manifest.budget, on_progress=on_progress, keep_artifacts=kept)
     except BaseException:   # a replay that could not run leaves no temporary folder behind
         if temporary:
             shutil.rmtree(Path(out_dir).parent, ignore_errors=True)
         raise
     differences = {}
+    replayed_hashes = Manifest.checked(Path(out_dir)).artifacts
     for name in COMPARED:
+        if not kept and name in EXPECTED:   # hashed as the check streamed it: the recorded bytes' hash against it
+            recorded, now = file_sha256(src / name), replayed_hashes.get(name, {}).get("sha256", "none")
+            if recorded != now:
+                differences[name] = (f"sha256 differs (recorded {recorded[:12]}…, replayed {now[:12]}…); the replayed "
+                                     "file was not kept: replay with --out DIR to see the first line that differs")
+            continue
         if name == MANIFEST_FILE:   # the one field a changed runtime must change is set aside
             replayed = (Path(out_dir) / name).read_bytes()
             if runtime_changed:
@@ -164,7 +208,7 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
             differences[name] = diff
     if temporary and differences:   # kept for the user to read: no later command's to remove
         release(Path(out_dir).parent)
-    return ReplayReport(not differences, Path(out_dir), differences, runtime_changed)
+    return ReplayReport(not differences, Path(out_dir), differences, runtime_changed, hashed=not kept)
 
 
 def discard(report: ReplayReport) -> None:

@@ -76,6 +76,22 @@ def test_halves_write_the_bytes_and_profile_of_one_pass(tmp_path, rows, monkeypa
     assert sorted(two_files) == ["memory.jsonl", "rl.jsonl", "sft.jsonl"]
 
 
+@pytest.mark.parametrize("split", [None, SPLIT])
+def test_artifacts_not_kept_are_hashed_and_counted_as_written_ones(tmp_path, rows, split):
+    """`keep=False` (a replay comparing hashes): the record files' hashes, counts and the profile
+    are those of the files written, in one pass or in halves, and nothing of them is left in `dest`."""
+    files, ids = rows
+    results = []
+    for keep in (True, False):
+        out, dest = write(tmp_path / f"out-{keep}", files), tmp_path / f"dest-{keep}"
+        dest.mkdir()
+        results.append(check_output(out, dest, ids, encode=to_file, split_bytes=split, scratch=True, keep=keep))
+        if not keep:
+            assert list(dest.iterdir()) == []
+    assert results[0].artifacts == results[1].artifacts and results[0].profile == results[1].profile
+    assert sorted(results[0].artifacts) == ["memory.jsonl", "rl.jsonl", "sft.jsonl"]
+
+
 def test_checking_scratch_files_gives_their_disk_back_as_it_reads(tmp_path, rows):
     """A curation's check writes the checked files beside the candidate's: with `scratch` the
     candidate's file shrinks on disk as the parent reads its first half, so the two together stay

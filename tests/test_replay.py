@@ -161,3 +161,39 @@ def test_a_deleted_artifact_is_one_sentence_naming_it_before_anything_runs(sampl
     err = capsys.readouterr().err
     assert f"{out / deleted} is missing" in err and "restore the file" in err and err.count("\n") == 1
     assert not (tmp_path / "again").exists(), "nothing was run"
+
+
+def test_a_replay_that_cannot_keep_a_copy_compares_hashes_as_it_checks(strategy, sample_corpus, tmp_path,
+                                                                       monkeypatch, capsys):
+    """Where a second copy of the record files would not fit, a temporary replay hashes them as the
+    check streams them, writes none, and compares the recorded files' bytes by sha256 — and says so;
+    `--hashes` asks for it; a difference is still found, naming the file."""
+    from sandbox import replay as replay_module
+
+    out = curated(SEED_STRATEGY, sample_corpus, tmp_path / "out")
+    said = []
+    monkeypatch.setattr(replay_module, "ROOM", 1e15)   # no disk has room for this many copies
+    report = replay(out, executor=ProcessExecutor(), say=said.append)
+    assert report.identical and report.hashed, report.differences
+    assert len(said) == 1 and "compared by sha256" in said[0] and "--out DIR" in said[0]
+    assert not [n for n in ("sft.jsonl", "rl.jsonl", "memory.jsonl") if (report.out_dir / n).exists()]
+    assert (report.out_dir / "manifest.json").read_bytes() == (out / "manifest.json").read_bytes()
+    assert "by sha256" in report.summary(kept=False)
+    monkeypatch.setattr(replay_module, "ROOM", 0.0)
+    kept = replay(out, executor=ProcessExecutor(), say=said.append)   # room enough: the files written as before
+    assert kept.identical and not kept.hashed and (kept.out_dir / "sft.jsonl").read_bytes() == (out / "sft.jsonl").read_bytes()
+    assert len(said) == 1
+
+    s = strategy("""
+        import os
+        def curate(raw, ctx):
+            out = honest(raw)
+            out["memory"] = [{"id": "m", "key": "k", "content": os.urandom(8).hex()}]
+            return out
+    """)
+    noisy = curated(s, sample_corpus, tmp_path / "noisy")
+    assert cli.main(["replay", str(noisy), "--hashes", "--out", str(tmp_path / "noisy-again")]) == 1
+    printed = capsys.readouterr().out
+    assert "memory.jsonl: sha256 differs" in printed and "--out DIR" in printed
+    assert not (tmp_path / "noisy-again" / "memory.jsonl").exists() and (tmp_path / "noisy-again" / "manifest.json").exists()
+    assert "sft.jsonl" not in printed   # what did not change is not named
