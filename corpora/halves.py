@@ -30,7 +30,8 @@ from corpora.common import QUIRKS, BadRecord
 from corpora.reading import (CorpusFile, Unit, empty_file, file_layout, line_units, units)
 from corpora.stored import SPLIT_BYTES, spill_line
 
-BATCH = 256            # units the child sends back at a time
+BATCH = 256            # units the child spools at a time, at most
+BATCH_BYTES = 8 << 20  # or fewer, once their records' lines take this much (long sessions: memory stays bounded)
 _FIND_NEWLINE = 64     # MiB read past the middle for a line's start before the file is read in one pass
 
 Converted = list   # [(record or BadRecord, format)]: what `convert` makes of one unit
@@ -83,7 +84,6 @@ def converted_units(file: CorpusFile, convert: Callable[[Unit], Converted], max_
                         (BadRecord(item) if isinstance(item, str) else item, kind) for item, kind in converted]
             fed.to(size)
     if items is forked.LOST:   # the child was lost: this process reads the second half itself
-        fed.to(cut)
         for unit, _ in line_units(file, max_line_bytes, hasher, start=cut, lineno=_lines_before(file.path, cut)):
             empty = False
             yield unit, (convert(unit) if unit.error is None else [])
@@ -153,13 +153,15 @@ def _second_half(file: CorpusFile, convert: Callable[[Unit], Converted], max_lin
     entries: list = []
     quirks: Counter = Counter()
     QUIRKS.set(quirks)   # the child's own count, sent with its batch
+    held = 0
     for unit, end in line_units(file, max_line_bytes, None, start=cut, lineno=lineno):
-        converted = convert(unit) if unit.error is None else []
-        entries.append((unit.line, end, unit.error, [
-            (str(item) if isinstance(item, BadRecord) else Encoded.of(item), kind) for item, kind in converted]))
-        if len(entries) == BATCH:
+        converted = [(str(item) if isinstance(item, BadRecord) else Encoded.of(item), kind)
+                     for item, kind in (convert(unit) if unit.error is None else [])]
+        entries.append((unit.line, end, unit.error, converted))
+        held += sum(len(item.line) for item, _ in converted if isinstance(item, Encoded))
+        if len(entries) == BATCH or held >= BATCH_BYTES:
             yield entries, dict(quirks)
-            entries = []
+            entries, held = [], 0
             quirks.clear()
     if entries:
         yield entries, dict(quirks)

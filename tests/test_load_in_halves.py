@@ -15,6 +15,7 @@ from corpora import halves, load_corpus, loader
 
 pytestmark = pytest.mark.skipif(not forked.available(), reason="needs a second core and fork")
 
+SPOOLED = forked.Spooled   # the class, whatever a fixture puts in its place
 LIMIT = 1 << 16   # max_line_bytes: one line of the file is longer
 
 
@@ -112,6 +113,25 @@ def test_a_file_loaded_in_halves_is_the_corpus_one_pass_loads(tmp_path, cuts, mo
     text = path.read_text().splitlines()
     assert all(text[n - 1].strip() for n in lines)   # each named line is the line that holds it
     assert dict(split_load.quirks) and split_load.from_tools_file == one_pass.from_tools_file == (3 if tools else 0)
+
+
+def test_the_child_spools_a_batch_once_its_records_take_batch_bytes(tmp_path, cuts, monkeypatch):
+    """Batches are bounded by their records' bytes as well as by count: long sessions hold memory to
+    a batch of lines, whatever their count; the corpus is still one pass's."""
+    path = _write(tmp_path / "mixed.jsonl", _corpus_lines())
+    one_pass = _as_loaded(_load(path, monkeypatch, halves_on=False, on_error="skip"))
+    sizes, items = [], SPOOLED.items
+
+    def counted(self, timeout_s):
+        got = items(self, timeout_s)
+        return got if got is forked.LOST else (sizes.append(len(item[0])) or item if isinstance(item, tuple) else item
+                                               for item in got)
+
+    monkeypatch.setattr(SPOOLED, "items", counted)
+    monkeypatch.setattr(halves, "BATCH_BYTES", 1)   # every record its own batch
+    assert _as_loaded(_load(path, monkeypatch, halves_on=True, on_error="skip")) == one_pass
+    assert len(cuts) == 1 and len(sizes) >= 5   # one batch at BATCH units; a batch a record here
+    assert sum(sizes) == sum(1 for line in path.read_text()[cuts[0][1]:].splitlines() if line.strip())
 
 
 @pytest.mark.parametrize("where", ["first", "second"])
