@@ -14,6 +14,15 @@ from sandbox.replay import replay
 from conftest import SEED_STRATEGY
 
 
+NOISY_MEMORY = """
+    import os
+    def curate(raw, ctx):
+        out = honest(raw)
+        out["memory"] = [{"id": "m", "key": "k", "content": os.urandom(8).hex()}]
+        return out
+"""   # a strategy whose memory differs on every run
+
+
 def curated(strategy_dir, corpus, out, **kw):
     return curate_files(strategy_dir, [corpus], out, executor=ProcessExecutor(), **kw).out_dir
 
@@ -99,13 +108,7 @@ def test_replay_command_exit_codes(strategy, sample_corpus, tmp_path, capsys):
     said = capsys.readouterr().out
     assert "replay identical" in said and "temporary output is removed" in said
     assert not [w for w in said.split() if w.startswith("/") and not Path(w.strip("();,")).exists()], said   # no path it deleted
-    s = strategy("""
-        import os
-        def curate(raw, ctx):
-            out = honest(raw)
-            out["memory"] = [{"id": "m", "key": "k", "content": os.urandom(8).hex()}]
-            return out
-    """)
+    s = strategy(NOISY_MEMORY)
     noisy = curated(s, sample_corpus, tmp_path / "noisy")
     assert cli.main(["replay", str(noisy)]) == 1
     printed = capsys.readouterr().out
@@ -184,13 +187,7 @@ def test_a_replay_that_cannot_keep_a_copy_compares_hashes_as_it_checks(strategy,
     assert kept.identical and not kept.hashed and (kept.out_dir / "sft.jsonl").read_bytes() == (out / "sft.jsonl").read_bytes()
     assert len(said) == 1
 
-    s = strategy("""
-        import os
-        def curate(raw, ctx):
-            out = honest(raw)
-            out["memory"] = [{"id": "m", "key": "k", "content": os.urandom(8).hex()}]
-            return out
-    """)
+    s = strategy(NOISY_MEMORY)
     noisy = curated(s, sample_corpus, tmp_path / "noisy")
     assert cli.main(["replay", str(noisy), "--hashes", "--out", str(tmp_path / "noisy-again")]) == 1
     printed = capsys.readouterr().out
