@@ -156,31 +156,21 @@ def _checking(stage: Path, candidate: Path, kept: bool = True) -> Callable[[int]
     the first counts once it is joined); when they are not kept, the candidate's bytes still on disk
     (the check gives back what it has read)."""
     if not kept:
-        return lambda seconds: (f"checking the artifacts (hashed, not kept): {gib(_disk_bytes(candidate))} of the "
+        return lambda seconds: (f"checking the artifacts (hashed, not kept): {gib(_folder_bytes(candidate, on_disk=True))} of the "
                                 f"candidate's files left to read ({progress.duration(seconds)})")
     return lambda seconds: (f"checking the artifacts: {gib(_folder_bytes(stage))} of checked records written "
                             f"({progress.duration(seconds)})")
 
 
-def _disk_bytes(folder: Path) -> int:
-    """The disk the files directly in `folder` take now (their blocks: what was given back counts nothing)."""
-    total = 0
-    for entry in os.scandir(folder):
-        try:
-            total += entry.stat(follow_symlinks=False).st_blocks * 512
-        except OSError:
-            pass
-    return total
-
-
-def _folder_bytes(folder: Path) -> int:
+def _folder_bytes(folder: Path, on_disk: bool = False) -> int:
     """Bytes of the files directly in `folder` now, but hidden ones (a file that goes while it is
-    counted counts nothing)."""
+    counted counts nothing); `on_disk`: the disk they take (blocks given back count nothing), all of them."""
     total = 0
     for entry in os.scandir(folder):
-        if not entry.name.startswith("."):
+        if on_disk or not entry.name.startswith("."):
             try:
-                total += entry.stat(follow_symlinks=False).st_size
+                stat = entry.stat(follow_symlinks=False)
+                total += stat.st_blocks * 512 if on_disk else stat.st_size
             except OSError:
                 pass
     return total

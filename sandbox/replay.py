@@ -25,8 +25,7 @@ from base import lifetime
 from base.errors import UserError
 from base.lifetime import owned_temporary_folder, release
 from corpora import corpus_sha256, load_corpus, train_part
-from base.files import sha256_files
-from corpora.reading import file_sha256
+from base.files import sha256_file, sha256_files
 from sandbox.checker import EXPECTED
 from sandbox.curate import ARTIFACT_FILES, execute, runtime_sha256
 from sandbox.executor import Executor
@@ -192,7 +191,7 @@ def replay(src: Path, out_dir: Path | None = None, *, executor: Executor | None 
     replayed_hashes = Manifest.checked(Path(out_dir)).artifacts
     for name in COMPARED:
         if not kept and name in EXPECTED:   # hashed as the check streamed it: the recorded bytes' hash against it
-            recorded, now = file_sha256(src / name), replayed_hashes.get(name, {}).get("sha256", "none")
+            recorded, now = sha256_file(src / name), replayed_hashes.get(name, {}).get("sha256", "none")
             if recorded != now:
                 differences[name] = (f"sha256 differs (recorded {recorded[:12]}…, replayed {now[:12]}…); the replayed "
                                      "file was not kept: replay with --out DIR to see the first line that differs")
