@@ -212,3 +212,26 @@ def test_the_old_name_of_the_prompt_cap_in_a_profile_override_says_the_new_one(c
 
     assert parse_budget(["max_prompt_length=512"]) == parse_budget(["max_prompt_tokens=512"]) == {"max_prompt_tokens": 512}
     assert capsys.readouterr().err == "note: --set max_prompt_length is the old spelling of --set max_prompt_tokens\n"
+
+
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_a_local_run_starts_its_trainings_forkserver_before_the_checks_that_import_transformers(backend, tmp_path,
+                                                                                                 monkeypatch):
+    """The warm trainings' forkserver imports torch, transformers, PEFT and TRL while `run` checks its prompts
+    with the base model's tokenizer (trainer.warm.prestart); a Ray run trains on its cluster and starts none."""
+    import trainer.train
+    from evolver import run_cli
+
+    calls = []
+    monkeypatch.setattr(trainer.train, "prestart_training", lambda: calls.append("prestart"))
+
+    def check_run_prompts(config):
+        calls.append("check_run_prompts")
+        raise RuntimeError("stopped at the prompt check")
+
+    monkeypatch.setattr(run_cli, "check_run_prompts", check_run_prompts)
+    with pytest.raises(RuntimeError, match="stopped at the prompt check"):
+        cli.main(["run", "--profile", "test", "--base", "tiny-random", "--epochs", "1", "--tasks", "2",
+                  "--sandbox", "process", "--backend", backend, "--runs-dir", str(tmp_path), "--name", "r"])
+    assert calls == (["prestart"] if backend == "local" else []) + ["check_run_prompts"]
+    assert not (tmp_path / "r").exists()

@@ -236,3 +236,35 @@ def test_with_hints_on_the_sft_prompts_get_the_evaluations_retrieval_and_the_sum
     assert summary["data"]["sft"]["with_hints"] == expected
     off = train(sft, None, tmp_path / "off", profile="test", seed=0, memory=memory, report_to="none")
     assert off["memory_hints"] is None and off["data"]["sft"]["with_hints"] == 0   # the profile's default: no hints
+
+
+def test_a_prestarted_forkserver_is_the_one_the_first_training_forks_from(inputs, tmp_path):
+    """`prestart_training` starts the warm trainings' forkserver and returns while it imports (a run calls
+    it before its own checks import transformers, so both imports run at once); the first training then
+    forks from that forkserver, warm, and no second one starts."""
+    import subprocess
+    import sys
+
+    sft, rl = inputs
+    code = f"""
+import json, os, time
+from trainer.train import prestart_training, train
+
+def forkservers():
+    me = os.getpid()
+    kids = open(f"/proc/{{me}}/task/{{me}}/children").read().split()
+    return [k for k in kids if b"multiprocessing.forkserver" in open(f"/proc/{{k}}/cmdline", "rb").read()]
+
+t = time.monotonic()
+prestart_training()
+took = time.monotonic() - t
+before = forkservers()
+summary = train({str(sft)!r}, {str(rl)!r}, {str(tmp_path / 'o')!r}, profile="test", report_to="none")
+print(json.dumps({{"took": took, "before": before, "after": forkservers(), "started": summary["started"]}}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(seen["before"]) == 1 and seen["after"] == seen["before"] and seen["started"] == "warm", seen
+    # the libraries' import takes the forkserver 8-9 s on this 2-core machine; starting it takes a few ms
+    assert seen["took"] < 5, seen

@@ -169,6 +169,12 @@ def child_env() -> dict:
     return env
 
 
+def prestart_training() -> None:
+    """The warm trainings' forkserver started now, its imports beside the caller's work (trainer.warm.prestart):
+    for a command that will train here soon, called once its cheap checks have passed."""
+    warm.prestart(child_env())
+
+
 def _run_child(command: list[str], log_path: Path, echo: IO[str] | None, timeout: float | None,
                warm_start: bool = False) -> int:
     """The child's exit status; `warm_start`: forked from trainer.warm's forkserver where it can be."""
