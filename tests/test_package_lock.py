@@ -162,3 +162,31 @@ def test_a_curation_records_the_lock_and_replay_says_when_the_environment_differ
     assert cli.main(["replay", str(out), "--sandbox", "process"]) == 0
     assert "note: requirements.lock is " + lock.lock_sha256()[:12] + " here, the run's was eeeeeeeeeeee" \
         in capsys.readouterr().err
+
+
+def test_the_installed_packages_are_read_once_until_a_site_folder_changes(tmp_path, monkeypatch):
+    """Each curation records the lock check: the distributions are read again only when a folder on the
+    path gains or loses an entry (pip adds and removes .dist-info folders), never served stale."""
+    import importlib.metadata
+
+    site_dir = tmp_path / "site-packages"
+
+    def install(name: str, version: str) -> None:
+        info = site_dir / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+    install("realpkg", "1.0")
+    monkeypatch.setattr("site.getsitepackages", lambda: [str(site_dir)])
+    monkeypatch.setattr(sys, "path", [str(site_dir)])
+    reads = []
+    real = importlib.metadata.distributions
+    monkeypatch.setattr(importlib.metadata, "distributions", lambda **kw: reads.append(1) or real(**kw))
+    assert lock.installed() == {"realpkg": "1.0"} and lock.installed() == {"realpkg": "1.0"} and len(reads) == 1
+    install("newpkg", "2.0")
+    assert lock.installed() == {"newpkg": "2.0", "realpkg": "1.0"} and len(reads) == 2
+    lock.installed()["newpkg"] = "tampered"   # a caller's copy: the remembered answer stays
+    assert lock.installed()["newpkg"] == "2.0" and len(reads) == 2
+    import shutil
+    shutil.rmtree(site_dir / "realpkg-1.0.dist-info")
+    assert lock.installed() == {"newpkg": "2.0"} and len(reads) == 3
