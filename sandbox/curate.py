@@ -119,11 +119,12 @@ def _load_check() -> threading.Thread:
     """What the check needs but does not read from the candidate, loaded by a thread while the
     sandbox runs (the host only waits then), before the check forks its second half: the template
     renderer for each RL row's TRL file form (transformers' import takes about a second), the
-    leakage guard's index of dev and test tasks, the tokenizer the profile counts with. A failure
-    to load is the check's to say, when it needs the thing."""
+    leakage guard's index of dev and test tasks, the tokenizer the profile counts with; and the
+    installed distributions that execution.json's lock record compares with the lock (remembered by
+    sandbox.package_lock). A failure to load is the check's to say, when it needs the thing."""
     def load() -> None:
         for module, name in (("chat_format.chat_format", "load_renderer"), ("sandbox.leakage", "gold_index"),
-                             ("sandbox.sigma", "load_tokenizer")):
+                             ("sandbox.sigma", "load_tokenizer"), ("sandbox.package_lock", "installed")):
             try:
                 getattr(importlib.import_module(module), name)()
             except Exception:   # noqa: BLE001 — said by the check itself
