@@ -146,10 +146,7 @@ def create_run(options: dict) -> RunStore:
         if config.strategy:   # the user's strategy is the run's from now on: resume and replay need no DIR
             create_workspace(folder / "strategy", config)
 
-    if config.backend == "local":   # its imports beside the checks below, which import transformers here
-        from trainer.train import prestart_training
-
-        prestart_training()
+    prestart_trainings(config)   # their imports beside the checks below, which import transformers here
     config, limits = check_run_lengths(config, loaded)
     if limits:
         say(limits)
@@ -161,6 +158,15 @@ def create_run(options: dict) -> RunStore:
     if dev is not None:
         say(dev_note(dev, config.tasks))
     return store
+
+
+def prestart_trainings(cfg: RunConfig) -> None:
+    """Where the run trains here (the local backend), its trainings' forkserver starts importing now
+    (trainer.train.prestart_training); a Ray cluster's trainings start on the cluster."""
+    if cfg.backend == "local":
+        from trainer.train import prestart_training
+
+        prestart_training()
 
 
 def write_skipped(folder: Path, corpus) -> None:
@@ -242,10 +248,7 @@ def cmd_resume(args) -> int:
     cfg = on_backend(cfg, {o.dest: getattr(args, o.dest) for o in RESUME_OPTIONS})
     if args.base_url is not None:   # so may the LLM's server (a server that died mid-run, back at another address)
         move_llm(store, cfg, args.base_url)
-    if cfg.backend == "local":   # the first training of the resumed run forks without waiting on the imports
-        from trainer.train import prestart_training
-
-        prestart_training()
+    prestart_trainings(cfg)   # the resumed run's first training forks without waiting on the imports
     backend = make_backend(cfg, store.root)
     backend.prepare(cfg)
     return run_and_report(store, backend)

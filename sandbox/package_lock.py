@@ -102,20 +102,20 @@ def installed() -> dict[str, str]:
         return any(where != s and where.is_relative_to(s) for s in sites)
 
     paths = [p for p in sys.path if not vendored(p)]
+    global _installed
     key = tuple((os.path.abspath(p or "."), _mtime_ns(p or ".")) for p in paths)
-    if key not in _installed:   # read anew when a folder on the path gained or lost an entry (an install)
+    if _installed is None or _installed[0] != key:   # read anew when a folder on the path gained or lost an entry
         found = {}
         for dist in importlib.metadata.distributions(path=paths):
             name = dist.metadata["Name"]
             if name and normalise_name(name) not in UNLOCKED:
                 found[normalise_name(name)] = dist.version
-        _installed.clear()
-        _installed[key] = dict(sorted(found.items()))
-    return dict(_installed[key])
+        _installed = (key, dict(sorted(found.items())))
+    return dict(_installed[1])
 
 
-_installed: dict[tuple, dict[str, str]] = {}
-"""`installed()`'s last answer, by its path folders and their modification times: every curation records
+_installed: tuple[tuple, dict[str, str]] | None = None
+"""`installed()`'s last (key, answer), keyed by its path folders and their modification times: every curation records
 `lock_record()`, and reading the ~290 distributions' metadata took 0.185 s of each on 2 CPU cores. pip adds
 and removes a distribution's .dist-info folder, which changes its site folder's time."""
 
